@@ -1,0 +1,2 @@
+/* neardupd.c - PLACEHOLDER: being written (issue 4). */
+int main(void) { return 1; }
