@@ -1,4 +1,15 @@
-/* fingerprint.c - normalize, tokenize, weight, hash, sum: the SimHash. */
+/* fingerprint.c - normalize, tokenize, weight, hash, sum: the SimHash.
+ * proto/fingerprint.md is the specification; this file follows it step by
+ * step:
+ *   1. skip URLs and markdown image/link targets (raw bytes);
+ *   2. map each code point through the normalizer (NFKD + case fold, marks
+ *      and ignorables dropped) and count the characters that are not space;
+ *   3. tokens: a maximal run of word characters is one token, each CJK
+ *      character is one token, everything else separates;
+ *   4. features: token n-grams with a weight per (kind, n), counted;
+ *   5. each distinct feature adds +w/-w per bit of its XXH3-64 hash into 64
+ *      integer counters, w = weight(kind, n) * min(tf, cap)^pow (integer);
+ *   6. bit i is set iff counter i > 0. */
 #include "fingerprint.h"
 #include "fingerprint_tuning.h"
 #include "normalizer.h"
@@ -9,35 +20,57 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
-#define WORD_MAX 256 /* bytes of a word kept for hashing; longer words are cut */
+/* XXH3 from libxxhash, inlined: most features are a few bytes long, where a
+ * call through the shared library would cost more than the hash. */
+#pragma GCC diagnostic push
+/* gcc 12 flags reads in XXH3's length-dispatched branches that never run
+ * for the short buffers passed here */
+#pragma GCC diagnostic ignored "-Warray-bounds"
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+#pragma GCC diagnostic pop
+
+#define WORD_MAX 256       /* bytes of a word that are hashed; the rest is cut */
+#define WEIGHT_SCALE 1024  /* weights are integers: 1.0 == 1024 */
+#define TABLE_MIN 1024     /* initial slots of the feature table */
+/* Features summed in 32-bit lanes before they are carried into 64-bit
+ * counters: 2^31 / (largest weight, < 2^17 with cap 28 and pow 1.1). */
+#define LANE_FLUSH 8192
+
+enum { KIND_WORD = 0, KIND_CJK = 1 };
 
 struct nd_fingerprinter {
     nd_normalizer *norm;
     nd_fp_params params;
+    unsigned max_n; /* longest n-gram with a non-zero weight */
+    /* weight[kind][n][tf] for tf = 0..ND_FP_TF_TABLE */
+    int64_t weight[2][ND_FP_MAX_N + 1][ND_FP_TF_TABLE + 1];
+    /* bit_mask[b][i] is -1 when bit i of byte b is set, else 0 */
+    int32_t bit_mask[256][8];
+    /* XXH3-64 of the UTF-8 of each CJK code point in the BMP (else 0) */
+    uint64_t *cjk_hash;
 };
 
-/* One distinct feature of the current text (used when tf_mode != RAW). */
-typedef struct feature_slot {
-    uint64_t hash;
-    float weight; /* base weight of its n-gram kind */
+/* One distinct feature of the current text. */
+typedef struct feature {
+    uint64_t hash; /* 0 marks an empty slot (a real 0 hash is stored as 1) */
     uint32_t tf;
-} feature_slot;
+    uint8_t kind, n;
+} feature;
 
 struct nd_fp_scratch {
-    feature_slot *slots; /* open-addressing table, cap slots, 0 hash = empty */
-    uint32_t *used;      /* indexes of occupied slots, to reset quickly */
+    feature *slots; /* open addressing, linear probing, load <= 1/2 */
+    uint32_t *used; /* indexes of occupied slots, in insertion order */
     size_t cap, nused;
 };
 
-/* Per-call state of the tokenizer. */
+/* Per-call state. */
 typedef struct fp_state {
     const nd_fingerprinter *fp;
     nd_fp_scratch *scratch;
-    float acc[64];
-    uint64_t ring[ND_FP_MAX_N];  /* last token hashes, newest at ntok % N */
-    bool ring_word[ND_FP_MAX_N]; /* whether that token is a word */
+    uint64_t ring[ND_FP_MAX_N];  /* last token hashes, newest at (ntok-1) % N */
+    bool ring_cjk[ND_FP_MAX_N];  /* whether that token is a CJK character */
     uint64_t ntok;
     uint32_t chars, features;
     uint8_t word[WORD_MAX];
@@ -49,11 +82,18 @@ void nd_fp_params_default(nd_fp_params *p)
 {
     memset(p, 0, sizeof(*p));
     p->w_word[1] = 1.0f;
-    p->w_word[2] = 1.0f;
-    p->w_cjk[1] = 1.0f;
-    p->w_cjk[2] = 1.0f;
-    p->tf_mode = ND_TF_RAW;
+    p->w_cjk[1] = 0.5f;
+    p->tf_pow = 1.1f;
+    p->tf_cap = 28;
     p->strip_urls = 1;
+}
+
+/* Integer weight of a feature of base weight w seen tf times. */
+static int64_t feature_weight(const nd_fp_params *p, float w, uint32_t tf)
+{
+    if (p->tf_cap > 0 && tf > (uint32_t)p->tf_cap)
+        tf = (uint32_t)p->tf_cap;
+    return (int64_t)llround((double)WEIGHT_SCALE * w * pow((double)tf, p->tf_pow));
 }
 
 int nd_fingerprinter_create_tuned(nd_fingerprinter **out, const nd_fp_params *p)
@@ -67,6 +107,27 @@ int nd_fingerprinter_create_tuned(nd_fingerprinter **out, const nd_fp_params *p)
         return rc;
     }
     fp->params = *p;
+    fp->cjk_hash = calloc(ND_NORM_BMP, sizeof(*fp->cjk_hash));
+    if (!fp->cjk_hash) {
+        nd_fingerprinter_destroy(fp);
+        return -ENOMEM;
+    }
+    for (uint32_t cp = 0; cp < ND_NORM_BMP; cp++) {
+        uint8_t b[4];
+        if ((cp < 0xD800 || cp > 0xDFFF) && nd_char_classify(cp) == ND_CHAR_CJK)
+            fp->cjk_hash[cp] = XXH3_64bits(b, nd_utf8_encode(cp, b));
+    }
+    for (unsigned b = 0; b < 256; b++)
+        for (unsigned i = 0; i < 8; i++)
+            fp->bit_mask[b][i] = (b >> i) & 1 ? -1 : 0;
+    for (unsigned n = 1; n <= ND_FP_MAX_N; n++) {
+        if (p->w_word[n] != 0.0f || p->w_cjk[n] != 0.0f)
+            fp->max_n = n;
+        for (uint32_t tf = 1; tf <= ND_FP_TF_TABLE; tf++) {
+            fp->weight[KIND_WORD][n][tf] = feature_weight(p, p->w_word[n], tf);
+            fp->weight[KIND_CJK][n][tf] = feature_weight(p, p->w_cjk[n], tf);
+        }
+    }
     *out = fp;
     return 0;
 }
@@ -83,6 +144,7 @@ void nd_fingerprinter_destroy(nd_fingerprinter *fp)
     if (!fp)
         return;
     nd_normalizer_destroy(fp->norm);
+    free(fp->cjk_hash);
     free(fp);
 }
 
@@ -104,41 +166,46 @@ void nd_fp_scratch_destroy(nd_fp_scratch *s)
     free(s);
 }
 
-/* Makes room for n distinct features at load <= 1/2. Returns 0 or -ENOMEM. */
-static int scratch_reserve(nd_fp_scratch *s, size_t n)
+/* Doubles the feature table (or makes the first one), keeping its features.
+ * Returns 0 or -ENOMEM (the old table is kept). */
+static int scratch_grow(nd_fp_scratch *s)
 {
-    size_t want = 64;
-    while (want < 2 * n)
-        want *= 2;
-    if (want <= s->cap)
-        return 0;
-    feature_slot *slots = calloc(want, sizeof(*slots));
-    uint32_t *used = malloc(want * sizeof(*used));
-    if (!slots || !used) {
+    size_t cap = s->cap ? s->cap * 2 : TABLE_MIN;
+    feature *slots = calloc(cap, sizeof(*slots));
+    uint32_t *used = malloc((cap / 2) * sizeof(*used));
+    if (!slots || !used || cap > UINT32_MAX) {
         free(slots);
         free(used);
         return -ENOMEM;
+    }
+    size_t mask = cap - 1;
+    for (size_t k = 0; k < s->nused; k++) {
+        const feature *f = &s->slots[s->used[k]];
+        size_t i = (size_t)f->hash & mask;
+        while (slots[i].hash != 0)
+            i = (i + 1) & mask;
+        slots[i] = *f;
+        used[k] = (uint32_t)i;
     }
     free(s->slots);
     free(s->used);
     s->slots = slots;
     s->used = used;
-    s->cap = want;
-    s->nused = 0;
+    s->cap = cap;
     return 0;
 }
 
-static void accumulate(float acc[64], uint64_t h, float w)
-{
-    for (int i = 0; i < 64; i++)
-        acc[i] += ((h >> i) & 1) ? w : -w;
-}
-
-static void count_feature(fp_state *st, uint64_t h, float w)
+/* Counts one occurrence of feature h. */
+static void count_feature(fp_state *st, uint64_t h, unsigned kind, unsigned n)
 {
     nd_fp_scratch *s = st->scratch;
+    st->features++;
+    if (s->nused + 1 > s->cap / 2 && scratch_grow(s) < 0) {
+        st->err = -ENOMEM;
+        return;
+    }
     if (h == 0)
-        h = 1; /* 0 marks an empty slot */
+        h = 1;
     size_t mask = s->cap - 1, i = (size_t)h & mask;
     while (s->slots[i].hash != 0) {
         if (s->slots[i].hash == h) {
@@ -147,42 +214,35 @@ static void count_feature(fp_state *st, uint64_t h, float w)
         }
         i = (i + 1) & mask;
     }
-    s->slots[i].hash = h;
-    s->slots[i].weight = w;
-    s->slots[i].tf = 1;
+    s->slots[i] = (feature){.hash = h, .tf = 1, .kind = (uint8_t)kind, .n = (uint8_t)n};
     s->used[s->nused++] = (uint32_t)i;
 }
 
-static void add_feature(fp_state *st, uint64_t h, float w)
-{
-    st->features++;
-    if (w == 0.0f)
-        return;
-    if (st->fp->params.tf_mode == ND_TF_RAW)
-        accumulate(st->acc, h, w);
-    else
-        count_feature(st, h, w);
-}
-
-/* Adds the token with hash th and the n-grams it ends. */
-static void push_token(fp_state *st, uint64_t th, bool is_word)
+/* Adds a token with hash th and the n-grams that it ends. */
+static void push_token(fp_state *st, uint64_t th, bool cjk)
 {
     const nd_fp_params *p = &st->fp->params;
+    if (st->fp->max_n == 1) { /* the default: tokens are the features */
+        if ((cjk ? p->w_cjk[1] : p->w_word[1]) != 0.0f)
+            count_feature(st, th, cjk ? KIND_CJK : KIND_WORD, 1);
+        else
+            st->features++;
+        return;
+    }
     unsigned at = (unsigned)(st->ntok % ND_FP_MAX_N);
     st->ring[at] = th;
-    st->ring_word[at] = is_word;
+    st->ring_cjk[at] = cjk;
     st->ntok++;
-    bool any_word = false;
+    bool all_cjk = true;
     uint64_t gram[ND_FP_MAX_N];
-    for (unsigned n = 1; n <= ND_FP_MAX_N && n <= st->ntok; n++) {
+    for (unsigned n = 1; n <= st->fp->max_n && n <= st->ntok; n++) {
         unsigned k = (unsigned)((st->ntok - n) % ND_FP_MAX_N);
-        any_word |= st->ring_word[k];
+        all_cjk &= st->ring_cjk[k];
         gram[ND_FP_MAX_N - n] = st->ring[k];
-        float w = any_word ? p->w_word[n] : p->w_cjk[n];
-        if (w == 0.0f)
+        if ((all_cjk ? p->w_cjk[n] : p->w_word[n]) == 0.0f)
             continue;
         uint64_t h = n == 1 ? th : XXH3_64bits(&gram[ND_FP_MAX_N - n], n * sizeof(uint64_t));
-        add_feature(st, h, w);
+        count_feature(st, h, all_cjk ? KIND_CJK : KIND_WORD, n);
     }
 }
 
@@ -190,33 +250,34 @@ static void end_word(fp_state *st)
 {
     if (st->word_len == 0)
         return;
-    push_token(st, XXH3_64bits(st->word, st->word_len), true);
+    push_token(st, XXH3_64bits(st->word, st->word_len), false);
     st->word_len = 0;
 }
 
-static void append_word(fp_state *st, uint32_t cp)
-{
-    uint8_t b[4];
-    size_t n = nd_utf8_encode(cp, b);
-    if (st->word_len + n <= WORD_MAX) {
-        memcpy(st->word + st->word_len, b, n);
-        st->word_len += n;
-    }
-}
-
-static void feed_char(fp_state *st, uint32_t e)
+/* Feeds one normalized code point (class and code point, see normalizer.h). */
+static inline void feed_char(fp_state *st, uint32_t e)
 {
     uint32_t cls = ND_NORM_CLASS(e), cp = ND_NORM_CP(e);
-    if (cls != ND_CHAR_SPACE)
-        st->chars++;
+    st->chars += cls != ND_CHAR_SPACE;
     if (cls == ND_CHAR_WORD) {
-        append_word(st, cp);
+        if (cp < 0x80 && st->word_len < WORD_MAX) {
+            st->word[st->word_len++] = (uint8_t)cp;
+        } else if (cp >= 0x80) {
+            uint8_t b[4];
+            size_t n = nd_utf8_encode(cp, b);
+            if (st->word_len + n <= WORD_MAX) {
+                memcpy(st->word + st->word_len, b, n);
+                st->word_len += n;
+            }
+        }
         return;
     }
     end_word(st);
     if (cls == ND_CHAR_CJK) {
         uint8_t b[4];
-        push_token(st, XXH3_64bits(b, nd_utf8_encode(cp, b)), false);
+        uint64_t h = cp < ND_NORM_BMP ? st->fp->cjk_hash[cp]
+                                      : XXH3_64bits(b, nd_utf8_encode(cp, b));
+        push_token(st, h, true);
     }
 }
 
@@ -235,75 +296,134 @@ static bool ascii_prefix_ci(const uint8_t *s, size_t len, const char *lit)
     return true;
 }
 
-/* Bytes that end a URL: ASCII space and controls, quotes, brackets, and any
- * non-ASCII byte (text in another script usually follows a URL directly). */
+/* Bytes that end a URL: ASCII space and controls, quotes, angle brackets,
+ * parentheses, square and curly brackets, backquote, and any non-ASCII byte
+ * (text in another script usually follows a URL directly). */
 static bool ends_url(uint8_t c)
 {
     return c <= ' ' || c >= 0x80 || c == '"' || c == '\'' || c == '<' ||
            c == '>' || c == '(' || c == ')' || c == '[' || c == ']' ||
-           c == '{' || c == '}' || c == '`' || c == '|';
+           c == '{' || c == '}' || c == '`';
 }
 
-/* If a URL or a markdown link target starts at s[i], returns its length. */
-static size_t url_length(const uint8_t *s, size_t len, size_t i, bool at_word_start)
+/* Returns the index just past the first byte c in s[i, min(len, i + max)),
+ * or 0 if a newline or the limit comes first. */
+static size_t find_on_line(const uint8_t *s, size_t len, size_t i, size_t max, uint8_t c)
 {
-    size_t start;
-    if (s[i] == ']' && i + 1 < len && s[i + 1] == '(') {
-        start = i + 2; /* markdown link target: up to ')' */
-        size_t j = start;
-        while (j < len && s[j] != ')' && s[j] != '\n' && s[j] != ' ')
-            j++;
-        if (j < len && s[j] == ')')
-            return j + 1 - i;
+    size_t end = len - i > max ? i + max : len;
+    for (size_t j = i; j < end && s[j] != '\n'; j++)
+        if (s[j] == c)
+            return j + 1;
+    return 0;
+}
+
+/* Markup that re-posting adds without adding words: a markdown image
+ * "![alt](target)" (the alt text is mostly "image" or "图片"), and the
+ * target of a markdown link "](target)". Returns the length to skip, or 0. */
+static size_t markup_length(const uint8_t *s, size_t len, size_t i)
+{
+    size_t j;
+    if (s[i] == '!' && i + 1 < len && s[i + 1] == '[') {
+        j = find_on_line(s, len, i + 2, 512, ']');
+        if (j && j < len && s[j] == '(' && (j = find_on_line(s, len, j + 1, 4096, ')')))
+            return j - i;
         return 0;
     }
-    if (!at_word_start)
-        return 0;
+    if (s[i] == ']' && i + 1 < len && s[i + 1] == '(') {
+        j = find_on_line(s, len, i + 2, 4096, ')');
+        return j ? j - i : 0;
+    }
+    return 0;
+}
+
+/* Whether a URL or link markup may start with the ASCII byte c. */
+static inline bool may_start_skip(uint8_t c)
+{
+    uint8_t lower = c | 0x20;
+    return lower == 'h' || lower == 'w' || lower == 'f' || c == '!' || c == ']';
+}
+
+/* Length of the URL or link markup starting at s[i], or 0. A URL starts
+ * with http://, https://, ftp:// or www. (ASCII case-insensitive) where a
+ * word may start, and runs to the first byte for which ends_url() holds. */
+static size_t skip_length(const uint8_t *s, size_t len, size_t i, bool at_word_start)
+{
+    size_t j = markup_length(s, len, i);
+    uint8_t lower = s[i] | 0x20;
+    if (j || !at_word_start || (lower != 'h' && lower != 'w' && lower != 'f'))
+        return j;
     const uint8_t *p = s + i;
     size_t rest = len - i;
     if (ascii_prefix_ci(p, rest, "https://"))
-        start = i + 8;
-    else if (ascii_prefix_ci(p, rest, "http://") || ascii_prefix_ci(p, rest, "www."))
-        start = i + (p[3] == '.' ? 4 : 7);
+        j = i + 8;
+    else if (ascii_prefix_ci(p, rest, "http://"))
+        j = i + 7;
     else if (ascii_prefix_ci(p, rest, "ftp://"))
-        start = i + 6;
+        j = i + 6;
+    else if (ascii_prefix_ci(p, rest, "www."))
+        j = i + 4;
     else
         return 0;
-    size_t j = start;
     while (j < len && !ends_url(s[j]))
         j++;
     return j - i;
 }
 
-/* Turns the accumulated sums into the fingerprint. */
-static uint64_t sign_bits(const float acc[64])
+/* Integer weight of feature f. */
+static int64_t weight_of(const nd_fingerprinter *fp, const feature *f)
 {
-    uint64_t h = 0;
-    for (int i = 0; i < 64; i++)
-        if (acc[i] > 0.0f)
-            h |= 1ull << i;
-    return h;
+    if (f->tf <= ND_FP_TF_TABLE)
+        return fp->weight[f->kind][f->n][f->tf];
+    const float *w = f->kind == KIND_CJK ? fp->params.w_cjk : fp->params.w_word;
+    return feature_weight(&fp->params, w[f->n], f->tf);
 }
 
-static float tf_weight(int mode, uint32_t tf)
+/* lanes[i] += w where bit i of h is set; table-driven so that it vectorizes. */
+static void add_bits(const nd_fingerprinter *fp, int32_t lanes[64], uint64_t h, int32_t w)
 {
-    switch (mode) {
-    case ND_TF_BINARY: return 1.0f;
-    case ND_TF_LOG: return 1.0f + logf((float)tf);
-    case ND_TF_SQRT: return sqrtf((float)tf);
-    default: return (float)tf;
+    for (unsigned byte = 0; byte < 8; byte++) {
+        const int32_t *mask = fp->bit_mask[(h >> (8 * byte)) & 0xFF];
+        int32_t *lane = lanes + 8 * byte;
+        for (unsigned i = 0; i < 8; i++)
+            lane[i] += mask[i] & w;
     }
 }
 
-static void flush_counted(fp_state *st)
+/* Sums the distinct features into the fingerprint and empties the table:
+ * counter i = sum of +w over features with bit i set and -w over the rest,
+ * computed as 2 * set_i - total. Bit i of the result is set iff counter i > 0. */
+static uint64_t sum_features(const nd_fingerprinter *fp, nd_fp_scratch *s)
 {
-    nd_fp_scratch *s = st->scratch;
-    int mode = st->fp->params.tf_mode;
+    int64_t set[64] = {0}, total = 0;
+    int32_t lanes[64] = {0};
     for (size_t k = 0; k < s->nused; k++) {
-        feature_slot *f = &s->slots[s->used[k]];
-        accumulate(st->acc, f->hash, f->weight * tf_weight(mode, f->tf));
+        feature *f = &s->slots[s->used[k]];
+        int64_t w = weight_of(fp, f);
+        total += w;
+        if (w > INT32_MAX / LANE_FLUSH) { /* only with experimental parameters */
+            for (int i = 0; i < 64; i++)
+                set[i] += (f->hash >> i) & 1 ? w : 0;
+        } else {
+            add_bits(fp, lanes, f->hash, (int32_t)w);
+        }
         f->hash = 0;
+        if ((k + 1) % LANE_FLUSH == 0 || k + 1 == s->nused) {
+            for (int i = 0; i < 64; i++)
+                set[i] += lanes[i], lanes[i] = 0;
+        }
     }
+    s->nused = 0;
+    uint64_t out = 0;
+    for (int i = 0; i < 64; i++)
+        if (2 * set[i] - total > 0)
+            out |= 1ull << i;
+    return out;
+}
+
+static void reset_table(nd_fp_scratch *s)
+{
+    for (size_t k = 0; k < s->nused; k++)
+        s->slots[s->used[k]].hash = 0;
     s->nused = 0;
 }
 
@@ -311,51 +431,60 @@ int nd_fingerprint(const nd_fingerprinter *fp, nd_fp_scratch *scratch,
                    const char *text, size_t len, nd_fingerprint_result *out)
 {
     const uint8_t *s = (const uint8_t *)text;
-    fp_state st;
-    memset(&st, 0, sizeof(st));
-    st.fp = fp;
-    st.scratch = scratch;
-    if (fp->params.tf_mode != ND_TF_RAW) {
-        /* every byte starts at most one token and a token ends <= N n-grams */
-        int rc = scratch_reserve(scratch, (len + 1) * ND_FP_MAX_N);
-        if (rc < 0)
-            return rc;
-    }
+    fp_state st = {.fp = fp, .scratch = scratch};
     size_t pos = 0;
-    bool prev_word = false;
-    while (pos < len) {
-        if (fp->params.strip_urls) {
-            size_t skip = url_length(s, len, pos, !prev_word);
-            if (skip) {
-                if (nd_utf8_validate(text + pos, skip, NULL) < 0)
-                    goto bad;
-                end_word(&st);
-                prev_word = false;
-                pos += skip;
+    bool word_start = true;
+    while (pos < len && st.err == 0) {
+        uint8_t c = s[pos];
+        if (c < 0x80 && !(may_start_skip(c) && (word_start || c == '!' || c == ']'))) {
+            uint32_t e = fp->norm->table[c];
+            if (ND_NORM_CLASS(e) != ND_CHAR_WORD) {
+                feed_char(&st, e);
+                word_start = true;
+                pos++;
                 continue;
             }
+            do { /* the rest of an ASCII word, in one tight loop */
+                if (st.word_len < WORD_MAX)
+                    st.word[st.word_len++] = (uint8_t)ND_NORM_CP(e);
+                st.chars++;
+                if (++pos == len || s[pos] >= 0x80)
+                    break;
+                e = fp->norm->table[s[pos]];
+            } while (ND_NORM_CLASS(e) == ND_CHAR_WORD);
+            word_start = false;
+            continue;
+        }
+        size_t skip = fp->params.strip_urls ? skip_length(s, len, pos, word_start) : 0;
+        if (skip) {
+            if (nd_utf8_validate(text + pos, skip, NULL) < 0)
+                st.err = -EILSEQ;
+            end_word(&st);
+            word_start = true;
+            pos += skip;
+            continue;
         }
         uint32_t cp, buf[ND_NORM_MAX];
         const uint32_t *seq;
-        if (nd_utf8_decode(s, len, &pos, &cp) < 0)
-            goto bad;
+        if (nd_utf8_decode(s, len, &pos, &cp) < 0) {
+            st.err = -EILSEQ;
+            break;
+        }
         unsigned n = nd_normalizer_map(fp->norm, cp, buf, &seq);
         for (unsigned i = 0; i < n; i++)
             feed_char(&st, seq[i]);
         if (n)
-            prev_word = ND_NORM_CLASS(seq[n - 1]) == ND_CHAR_WORD;
+            word_start = ND_NORM_CLASS(seq[n - 1]) != ND_CHAR_WORD;
     }
     end_word(&st);
-    if (fp->params.tf_mode != ND_TF_RAW)
-        flush_counted(&st);
-    out->simhash = st.features ? sign_bits(st.acc) : 0;
+    if (st.err < 0) {
+        reset_table(scratch);
+        return st.err;
+    }
+    out->simhash = scratch->nused ? sum_features(fp, scratch) : 0;
     out->chars = st.chars;
     out->features = st.features;
     return 0;
-bad:
-    if (fp->params.tf_mode != ND_TF_RAW)
-        flush_counted(&st);
-    return -EILSEQ;
 }
 
 void nd_simhash_format(uint64_t simhash, char buf[17])

@@ -1,25 +1,26 @@
 /* fingerprint_tuning.h - the fingerprint's parameters, exposed only to the
- * tuning tool (tests/bench/fp_tune.c) that chose the defaults by measurement.
- * Changing a default changes outputs: bump ND_FINGERPRINT_VERSION. */
+ * tuning tool (tests/bench/fp_tune.c) that chose the defaults by measurement
+ * (the table in proto/fingerprint.md). Changing a default changes outputs:
+ * bump ND_FINGERPRINT_VERSION. */
 #ifndef ND_FINGERPRINT_TUNING_H
 #define ND_FINGERPRINT_TUNING_H
 
 #include "fingerprint.h"
 
-#define ND_FP_MAX_N 4
-
-enum nd_tf_mode {
-    ND_TF_RAW = 0,    /* every occurrence adds the n-gram's weight */
-    ND_TF_BINARY = 1, /* each distinct feature counts once */
-    ND_TF_LOG = 2,    /* 1 + ln(tf) */
-    ND_TF_SQRT = 3,   /* sqrt(tf) */
-};
+#define ND_FP_MAX_N 4     /* longest token n-gram a feature may be */
+#define ND_FP_TF_TABLE 64 /* term frequencies with a precomputed weight */
 
 typedef struct nd_fp_params {
-    float w_word[ND_FP_MAX_N + 1]; /* weight of an n-gram with a word token, by n */
-    float w_cjk[ND_FP_MAX_N + 1];  /* weight of an n-gram of CJK characters, by n */
-    int tf_mode;                   /* enum nd_tf_mode */
-    int strip_urls;                /* drop URLs and markdown link targets */
+    /* Weight of a feature that is an n-gram of tokens, n = 1..ND_FP_MAX_N
+     * (index 0 unused): w_word when it holds a word token, w_cjk when it is
+     * made of CJK characters only. 0 disables that kind. */
+    float w_word[ND_FP_MAX_N + 1];
+    float w_cjk[ND_FP_MAX_N + 1];
+    /* Term-frequency weighting: min(tf, tf_cap)^tf_pow; tf_cap 0 = no cap.
+     * tf_pow 1 with no cap is raw TF, tf_pow 0 is binary. */
+    float tf_pow;
+    int tf_cap;
+    int strip_urls; /* drop URLs, markdown images and link targets */
 } nd_fp_params;
 
 /* The parameters of ND_FINGERPRINT_VERSION. */

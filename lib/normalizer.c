@@ -6,19 +6,12 @@
 #include <stdlib.h>
 #include <utf8proc.h>
 
-#define BMP_SIZE 0x10000u
-#define POOL_MAX (64u * 1024u)
-
+#define BMP_SIZE ND_NORM_BMP
+#define POOL_MAX ND_NORM_POOL_MAX
 /* Table entry for a BMP code point: either a single mapped entry inline
  * (bit 31 clear), or bit 31 set with the length in bits 24..30 and the
  * offset into the pool in bits 0..23. A dropped code point has length 0. */
-#define MULTI_FLAG 0x80000000u
-
-struct nd_normalizer {
-    uint32_t table[BMP_SIZE];
-    uint32_t pool_len;
-    uint32_t pool[POOL_MAX];
-};
+#define MULTI_FLAG ND_NORM_MULTI
 
 static bool in_range(uint32_t cp, uint32_t lo, uint32_t hi)
 {
@@ -75,7 +68,7 @@ static bool is_dropped_mark(uint32_t cp)
 }
 
 /* Computes the mapping of cp into out[ND_NORM_MAX]; returns its length. */
-static unsigned map_slow(uint32_t cp, uint32_t out[ND_NORM_MAX])
+unsigned nd_normalizer_map_slow(uint32_t cp, uint32_t out[ND_NORM_MAX])
 {
     utf8proc_int32_t dec[ND_NORM_MAX];
     int boundclass = UTF8PROC_BOUNDCLASS_START;
@@ -111,7 +104,7 @@ int nd_normalizer_create(nd_normalizer **out)
     n->pool_len = 0;
     for (uint32_t cp = 0; cp < BMP_SIZE; cp++) {
         uint32_t seq[ND_NORM_MAX];
-        unsigned len = (cp >= 0xD800 && cp <= 0xDFFF) ? 0 : map_slow(cp, seq);
+        unsigned len = (cp >= 0xD800 && cp <= 0xDFFF) ? 0 : nd_normalizer_map_slow(cp, seq);
         if (len == 1) {
             n->table[cp] = seq[0];
             continue;
@@ -131,20 +124,4 @@ int nd_normalizer_create(nd_normalizer **out)
 void nd_normalizer_destroy(nd_normalizer *n)
 {
     free(n);
-}
-
-unsigned nd_normalizer_map(const nd_normalizer *n, uint32_t cp,
-                           uint32_t buf[ND_NORM_MAX], const uint32_t **seq)
-{
-    if (cp < BMP_SIZE) {
-        const uint32_t *e = &n->table[cp];
-        if (!(*e & MULTI_FLAG)) {
-            *seq = e;
-            return 1;
-        }
-        *seq = &n->pool[*e & 0xFFFFFFu];
-        return (*e >> 24) & 0x7Fu;
-    }
-    *seq = buf;
-    return map_slow(cp, buf);
 }

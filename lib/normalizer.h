@@ -31,7 +31,21 @@ enum nd_char_class {
 /* Longest output for one input code point (U+FDFA maps to 18). */
 #define ND_NORM_MAX 32
 
-typedef struct nd_normalizer nd_normalizer;
+#define ND_NORM_BMP 0x10000u
+#define ND_NORM_POOL_MAX (64u * 1024u)
+/* Table entry flag: bits 24..30 hold a length and 0..23 a pool offset. */
+#define ND_NORM_MULTI 0x80000000u
+
+/* Read-only after nd_normalizer_create(); the layout is public only so that
+ * nd_normalizer_map() can be inlined on the hot path. */
+typedef struct nd_normalizer {
+    uint32_t table[ND_NORM_BMP]; /* one entry inline, or ND_NORM_MULTI */
+    uint32_t pool_len;
+    uint32_t pool[ND_NORM_POOL_MAX];
+} nd_normalizer;
+
+/* Maps a code point outside the BMP (computed with utf8proc) into buf. */
+unsigned nd_normalizer_map_slow(uint32_t cp, uint32_t buf[ND_NORM_MAX]);
 
 /* Builds the tables. Returns 0 and a new normalizer (free with
  * nd_normalizer_destroy()), or -ENOMEM. Takes a few milliseconds. */
@@ -43,8 +57,21 @@ void nd_normalizer_destroy(nd_normalizer *n);
 /* Maps cp. Returns the number of output entries (0 when cp is dropped) and
  * sets *seq to them: borrowed from the normalizer, or written into buf when
  * cp is outside the BMP. Never allocates; safe from any thread. */
-unsigned nd_normalizer_map(const nd_normalizer *n, uint32_t cp,
-                           uint32_t buf[ND_NORM_MAX], const uint32_t **seq);
+static inline unsigned nd_normalizer_map(const nd_normalizer *n, uint32_t cp,
+                                         uint32_t buf[ND_NORM_MAX], const uint32_t **seq)
+{
+    if (cp < ND_NORM_BMP) {
+        const uint32_t *e = &n->table[cp];
+        if (!(*e & ND_NORM_MULTI)) {
+            *seq = e;
+            return 1;
+        }
+        *seq = &n->pool[*e & 0xFFFFFFu];
+        return (*e >> 24) & 0x7Fu;
+    }
+    *seq = buf;
+    return nd_normalizer_map_slow(cp, buf);
+}
 
 /* The class an already-normalized code point belongs to. */
 enum nd_char_class nd_char_classify(uint32_t cp);
