@@ -75,6 +75,7 @@ typedef struct fp_state {
     uint32_t chars, features;
     uint8_t word[WORD_MAX];
     size_t word_len;
+    uint32_t hangul; /* a Hangul L jamo or LV syllable that may compose, or 0 */
     int err;
 } fp_state;
 
@@ -246,6 +247,59 @@ static void push_token(fp_state *st, uint64_t th, bool cjk)
     }
 }
 
+static void push_cjk(fp_state *st, uint32_t cp)
+{
+    uint8_t b[4];
+    uint64_t h = cp < ND_NORM_BMP ? st->fp->cjk_hash[cp] : XXH3_64bits(b, nd_utf8_encode(cp, b));
+    push_token(st, h, true);
+}
+
+/* Hangul composition (Unicode 3.12), as NFKC does: conjoining jamo L+V
+ * compose into an LV syllable, and LV+T into an LVT syllable. */
+#define HANGUL_S 0xAC00u
+#define HANGUL_L 0x1100u
+#define HANGUL_V 0x1161u
+#define HANGUL_T 0x11A7u
+#define HANGUL_NV 21u
+#define HANGUL_NT 28u
+#define HANGUL_NS 11172u
+
+static bool is_jamo_l(uint32_t cp) { return cp >= HANGUL_L && cp < HANGUL_L + 19; }
+static bool is_jamo_v(uint32_t cp) { return cp >= HANGUL_V && cp < HANGUL_V + HANGUL_NV; }
+static bool is_jamo_t(uint32_t cp) { return cp > HANGUL_T && cp < HANGUL_T + HANGUL_NT; }
+static bool is_lv(uint32_t cp)
+{
+    return cp >= HANGUL_S && cp < HANGUL_S + HANGUL_NS && (cp - HANGUL_S) % HANGUL_NT == 0;
+}
+
+static void flush_hangul(fp_state *st)
+{
+    if (st->hangul) {
+        push_cjk(st, st->hangul);
+        st->hangul = 0;
+    }
+}
+
+/* Feeds one CJK-class code point, composing Hangul jamo on the way. */
+static void feed_cjk(fp_state *st, uint32_t cp)
+{
+    uint32_t p = st->hangul;
+    if (p && is_jamo_l(p) && is_jamo_v(cp)) {
+        st->hangul = HANGUL_S + ((p - HANGUL_L) * HANGUL_NV + (cp - HANGUL_V)) * HANGUL_NT;
+        return;
+    }
+    if (p && is_lv(p) && is_jamo_t(cp)) {
+        st->hangul = 0;
+        push_cjk(st, p + (cp - HANGUL_T));
+        return;
+    }
+    flush_hangul(st);
+    if (is_jamo_l(cp) || is_lv(cp))
+        st->hangul = cp;
+    else
+        push_cjk(st, cp);
+}
+
 static void end_word(fp_state *st)
 {
     if (st->word_len == 0)
@@ -260,6 +314,7 @@ static inline void feed_char(fp_state *st, uint32_t e)
     uint32_t cls = ND_NORM_CLASS(e), cp = ND_NORM_CP(e);
     st->chars += cls != ND_CHAR_SPACE;
     if (cls == ND_CHAR_WORD) {
+        flush_hangul(st);
         if (cp < 0x80 && st->word_len < WORD_MAX) {
             st->word[st->word_len++] = (uint8_t)cp;
         } else if (cp >= 0x80) {
@@ -273,12 +328,10 @@ static inline void feed_char(fp_state *st, uint32_t e)
         return;
     }
     end_word(st);
-    if (cls == ND_CHAR_CJK) {
-        uint8_t b[4];
-        uint64_t h = cp < ND_NORM_BMP ? st->fp->cjk_hash[cp]
-                                      : XXH3_64bits(b, nd_utf8_encode(cp, b));
-        push_token(st, h, true);
-    }
+    if (cls == ND_CHAR_CJK)
+        feed_cjk(st, cp);
+    else
+        flush_hangul(st);
 }
 
 static bool ascii_prefix_ci(const uint8_t *s, size_t len, const char *lit)
@@ -444,6 +497,7 @@ int nd_fingerprint(const nd_fingerprinter *fp, nd_fp_scratch *scratch,
                 pos++;
                 continue;
             }
+            flush_hangul(&st);
             do { /* the rest of an ASCII word, in one tight loop */
                 if (st.word_len < WORD_MAX)
                     st.word[st.word_len++] = (uint8_t)ND_NORM_CP(e);
@@ -460,6 +514,7 @@ int nd_fingerprint(const nd_fingerprinter *fp, nd_fp_scratch *scratch,
             if (nd_utf8_validate(text + pos, skip, NULL) < 0)
                 st.err = -EILSEQ;
             end_word(&st);
+            flush_hangul(&st);
             word_start = true;
             pos += skip;
             continue;
@@ -477,6 +532,7 @@ int nd_fingerprint(const nd_fingerprinter *fp, nd_fp_scratch *scratch,
             word_start = ND_NORM_CLASS(seq[n - 1]) != ND_CHAR_WORD;
     }
     end_word(&st);
+    flush_hangul(&st);
     if (st.err < 0) {
         reset_table(scratch);
         return st.err;

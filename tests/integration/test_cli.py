@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""The `neardup` command-line tool, run as a real process."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+NEARDUP = os.environ.get("NEARDUP", "build/server/neardup")
+ROOT = os.environ.get("ND_SOURCE_ROOT", ".")
+results = {"passed": 0, "failed": 0}
+
+
+def check(cond, what):
+    if cond:
+        results["passed"] += 1
+    else:
+        results["failed"] += 1
+        print("FAIL:", what, file=sys.stderr)
+
+
+def run(args, data=b"", timeout=60):
+    return subprocess.run([NEARDUP] + args, input=data, capture_output=True, timeout=timeout)
+
+
+def vectors():
+    with open(os.path.join(ROOT, "proto", "vectors.jsonl"), encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def test_single_text():
+    vs = [v for v in vectors() if "text" in v]
+    for v in vs[:20]:
+        r = run(["fingerprint"], v["text"].encode())
+        check(r.returncode == 0 and r.stdout.decode().strip() == v["simhash"],
+              f"stdin {v['name']}: {r.stdout!r} {r.stderr!r}")
+    with tempfile.NamedTemporaryFile("wb", delete=False) as f:
+        f.write(vs[8]["text"].encode())
+    try:
+        r = run(["fingerprint", f.name])
+        check(r.returncode == 0 and r.stdout.decode() == vs[8]["simhash"] + "\n", f"FILE: {r.stdout!r}")
+    finally:
+        os.unlink(f.name)
+    r = run(["fingerprint", "/nonexistent/file"])
+    check(r.returncode == 1 and b"cannot open" in r.stderr, f"missing file: {r.stderr!r}")
+    r = run(["fingerprint"], b"abc\xff")
+    check(r.returncode == 1 and b"UTF-8" in r.stderr and r.stdout == b"", f"invalid: {r.stderr!r}")
+
+
+def test_jsonl_batch():
+    vs = [v for v in vectors() if "text" in v]
+    lines = [json.dumps({"id": i, "text": v["text"]}) for i, v in enumerate(vs)]
+    lines += ["not json", json.dumps({"id": "x"}), json.dumps({"id": "y", "text": 5}),
+              json.dumps([1, 2]), "", json.dumps({"id": {"nested": True}, "text": "ok text"})]
+    r = run(["fingerprint", "--jsonl"], ("\n".join(lines) + "\n").encode())
+    check(r.returncode == 0, f"exit {r.returncode}: {r.stderr!r}")
+    out = [json.loads(line) for line in r.stdout.decode().splitlines()]
+    check(len(out) == len(vs) + 5, f"{len(out)} output lines for {len(vs) + 5} non-blank inputs")
+    for i, v in enumerate(vs):
+        o = out[i]
+        check(o.get("id") == i and o.get("simhash") == v["simhash"] and o.get("chars") == v["chars"]
+              and o.get("features") == v["features"], f"jsonl {v['name']}: {o}")
+    bad = out[len(vs):len(vs) + 4]
+    check(all("error" in o and "simhash" not in o for o in bad), f"bad lines: {bad}")
+    check(bad[1]["id"] == "x" and bad[2]["id"] == "y" and bad[0]["id"] is None, f"ids kept: {bad}")
+    check(out[-1].get("id") == {"nested": True} and len(out[-1].get("simhash", "")) == 16, f"{out[-1]}")
+
+
+def test_jsonl_flushes_each_line():
+    p = subprocess.Popen([NEARDUP, "fingerprint", "--jsonl"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        for i in range(3):
+            p.stdin.write((json.dumps({"id": i, "text": f"line number {i}"}) + "\n").encode())
+            p.stdin.flush()
+            t0 = time.monotonic()
+            line = p.stdout.readline()  # must arrive while stdin is still open
+            check(json.loads(line).get("id") == i and time.monotonic() - t0 < 10, f"line {i}: {line!r}")
+    finally:
+        p.stdin.close()
+        p.wait(timeout=10)
+    check(p.returncode == 0, f"exit {p.returncode}")
+
+
+def test_commands():
+    r = run(["version"])
+    check(r.returncode == 0 and b"nd-simhash-" in r.stdout, f"version: {r.stdout!r}")
+    r = run(["--help"])
+    check(r.returncode == 0 and b"fingerprint" in r.stdout and b"backup" in r.stdout, "help")
+    r = run(["frobnicate"])
+    check(r.returncode == 2 and b"unknown command" in r.stderr, f"unknown: {r.stderr!r}")
+    r = run([])
+    check(r.returncode == 2, "no command")
+    r = run(["fingerprint", "--bogus"])
+    check(r.returncode == 2, "unknown option")
+    r = run(["backup"])
+    check(r.returncode == 2 and b"DEST" in r.stderr, f"backup without DEST: {r.stderr!r}")
+
+
+def test_scorer_protocol():
+    """The evaluation scorer drives the CLI exactly as the README says."""
+    score = os.path.join(ROOT, "..", "shared", "eval", "score.py")
+    if not os.path.exists(score):
+        print("skip: ../shared/eval not present")
+        return
+    r = subprocess.run([sys.executable, score, "--cmd-batch", f"{NEARDUP} fingerprint --jsonl",
+                        "--max-sources", "15", "--kmax", "3"], capture_output=True, timeout=600,
+                       cwd=os.path.dirname(score))
+    text = r.stdout.decode()
+    check(r.returncode == 0 and "HEADLINE" in text and "(errors: 0)" in text,
+          f"score.py: {r.returncode} {text[-500:]} {r.stderr.decode()[-500:]}")
+
+
+if __name__ == "__main__":
+    for name, fn in list(globals().items()):
+        if name.startswith("test_") and callable(fn):
+            fn()
+    print(f"cli: {results['passed']} passed, {results['failed']} failed")
+    sys.exit(1 if results["failed"] else 0)
