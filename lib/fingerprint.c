@@ -48,8 +48,6 @@ struct nd_fingerprinter {
     int64_t weight[2][ND_FP_MAX_N + 1][ND_FP_TF_TABLE + 1];
     /* bit_mask[b][i] is -1 when bit i of byte b is set, else 0 */
     int32_t bit_mask[256][8];
-    /* XXH3-64 of the UTF-8 of each CJK code point in the BMP (else 0) */
-    uint64_t *cjk_hash;
 };
 
 /* One distinct feature of the current text. */
@@ -63,6 +61,12 @@ struct nd_fp_scratch {
     feature *slots; /* open addressing, linear probing, load <= 1/2 */
     uint32_t *used; /* indexes of occupied slots, in insertion order */
     size_t cap, nused;
+    /* Unigram CJK tokens of the BMP are counted by code point instead
+     * (no hashing per occurrence): tf by code point, and the code points
+     * seen, in order. Allocated at the first CJK character. */
+    uint16_t *cjk_tf;
+    uint16_t *cjk_seen;
+    size_t ncjk;
 };
 
 /* Per-call state. */
@@ -76,6 +80,7 @@ typedef struct fp_state {
     uint8_t word[WORD_MAX];
     size_t word_len;
     uint32_t hangul; /* a Hangul L jamo or LV syllable that may compose, or 0 */
+    bool word_start; /* a URL may start here (spec step 1) */
     int err;
 } fp_state;
 
@@ -108,16 +113,6 @@ int nd_fingerprinter_create_tuned(nd_fingerprinter **out, const nd_fp_params *p)
         return rc;
     }
     fp->params = *p;
-    fp->cjk_hash = calloc(ND_NORM_BMP, sizeof(*fp->cjk_hash));
-    if (!fp->cjk_hash) {
-        nd_fingerprinter_destroy(fp);
-        return -ENOMEM;
-    }
-    for (uint32_t cp = 0; cp < ND_NORM_BMP; cp++) {
-        uint8_t b[4];
-        if ((cp < 0xD800 || cp > 0xDFFF) && nd_char_classify(cp) == ND_CHAR_CJK)
-            fp->cjk_hash[cp] = XXH3_64bits(b, nd_utf8_encode(cp, b));
-    }
     for (unsigned b = 0; b < 256; b++)
         for (unsigned i = 0; i < 8; i++)
             fp->bit_mask[b][i] = (b >> i) & 1 ? -1 : 0;
@@ -145,7 +140,6 @@ void nd_fingerprinter_destroy(nd_fingerprinter *fp)
     if (!fp)
         return;
     nd_normalizer_destroy(fp->norm);
-    free(fp->cjk_hash);
     free(fp);
 }
 
@@ -164,6 +158,8 @@ void nd_fp_scratch_destroy(nd_fp_scratch *s)
         return;
     free(s->slots);
     free(s->used);
+    free(s->cjk_tf);
+    free(s->cjk_seen);
     free(s);
 }
 
@@ -196,27 +192,32 @@ static int scratch_grow(nd_fp_scratch *s)
     return 0;
 }
 
-/* Counts one occurrence of feature h. */
-static void count_feature(fp_state *st, uint64_t h, unsigned kind, unsigned n)
+/* Adds tf occurrences of feature h to the table. Returns 0 or -ENOMEM. */
+static int count_feature_tf(nd_fp_scratch *s, uint64_t h, unsigned kind, unsigned n, uint32_t tf)
 {
-    nd_fp_scratch *s = st->scratch;
-    st->features++;
-    if (s->nused + 1 > s->cap / 2 && scratch_grow(s) < 0) {
-        st->err = -ENOMEM;
-        return;
-    }
+    if (s->nused + 1 > s->cap / 2 && scratch_grow(s) < 0)
+        return -ENOMEM;
     if (h == 0)
         h = 1;
     size_t mask = s->cap - 1, i = (size_t)h & mask;
     while (s->slots[i].hash != 0) {
         if (s->slots[i].hash == h) {
-            s->slots[i].tf++;
-            return;
+            s->slots[i].tf += tf;
+            return 0;
         }
         i = (i + 1) & mask;
     }
-    s->slots[i] = (feature){.hash = h, .tf = 1, .kind = (uint8_t)kind, .n = (uint8_t)n};
+    s->slots[i] = (feature){.hash = h, .tf = tf, .kind = (uint8_t)kind, .n = (uint8_t)n};
     s->used[s->nused++] = (uint32_t)i;
+    return 0;
+}
+
+/* Counts one occurrence of feature h. */
+static void count_feature(fp_state *st, uint64_t h, unsigned kind, unsigned n)
+{
+    st->features++;
+    if (count_feature_tf(st->scratch, h, kind, n, 1) < 0)
+        st->err = -ENOMEM;
 }
 
 /* Adds a token with hash th and the n-grams that it ends. */
@@ -247,11 +248,43 @@ static void push_token(fp_state *st, uint64_t th, bool cjk)
     }
 }
 
-static void push_cjk(fp_state *st, uint32_t cp)
+static uint64_t cjk_token_hash(uint32_t cp)
 {
     uint8_t b[4];
-    uint64_t h = cp < ND_NORM_BMP ? st->fp->cjk_hash[cp] : XXH3_64bits(b, nd_utf8_encode(cp, b));
-    push_token(st, h, true);
+    return XXH3_64bits(b, nd_utf8_encode(cp, b));
+}
+
+/* Counts a BMP CJK unigram by code point. Returns 0 or -ENOMEM. */
+static int count_cjk_direct(fp_state *st, uint32_t cp)
+{
+    nd_fp_scratch *s = st->scratch;
+    if (!s->cjk_tf) {
+        s->cjk_tf = calloc(ND_NORM_BMP, sizeof(*s->cjk_tf));
+        s->cjk_seen = malloc(ND_NORM_BMP * sizeof(*s->cjk_seen));
+        if (!s->cjk_tf || !s->cjk_seen) {
+            free(s->cjk_tf);
+            free(s->cjk_seen);
+            s->cjk_tf = s->cjk_seen = NULL;
+            return -ENOMEM;
+        }
+    }
+    st->features++;
+    uint16_t *tf = &s->cjk_tf[cp];
+    if (*tf == 0)
+        s->cjk_seen[s->ncjk++] = (uint16_t)cp;
+    if (*tf < UINT16_MAX)
+        (*tf)++;
+    return 0;
+}
+
+static void push_cjk(fp_state *st, uint32_t cp)
+{
+    if (st->fp->max_n == 1 && cp < ND_NORM_BMP && st->fp->params.w_cjk[1] != 0.0f) {
+        if (count_cjk_direct(st, cp) < 0)
+            st->err = -ENOMEM;
+        return;
+    }
+    push_token(st, cjk_token_hash(cp), true);
 }
 
 /* Hangul composition (Unicode 3.12), as NFKC does: conjoining jamo L+V
@@ -445,10 +478,18 @@ static void add_bits(const nd_fingerprinter *fp, int32_t lanes[64], uint64_t h, 
 /* Sums the distinct features into the fingerprint and empties the table:
  * counter i = sum of +w over features with bit i set and -w over the rest,
  * computed as 2 * set_i - total. Bit i of the result is set iff counter i > 0. */
-static uint64_t sum_features(const nd_fingerprinter *fp, nd_fp_scratch *s)
+static uint64_t sum_features(const nd_fingerprinter *fp, nd_fp_scratch *s, int *err)
 {
     int64_t set[64] = {0}, total = 0;
     int32_t lanes[64] = {0};
+    for (size_t k = 0; k < s->ncjk; k++) { /* merge the direct CJK counts */
+        uint32_t cp = s->cjk_seen[k];
+        uint32_t tf = s->cjk_tf[cp];
+        s->cjk_tf[cp] = 0;
+        if (count_feature_tf(s, cjk_token_hash(cp), KIND_CJK, 1, tf) < 0)
+            *err = -ENOMEM;
+    }
+    s->ncjk = 0;
     for (size_t k = 0; k < s->nused; k++) {
         feature *f = &s->slots[s->used[k]];
         int64_t w = weight_of(fp, f);
@@ -478,66 +519,123 @@ static void reset_table(nd_fp_scratch *s)
     for (size_t k = 0; k < s->nused; k++)
         s->slots[s->used[k]].hash = 0;
     s->nused = 0;
+    for (size_t k = 0; k < s->ncjk; k++)
+        s->cjk_tf[s->cjk_seen[k]] = 0;
+    s->ncjk = 0;
+}
+
+/* Feeds the normalized form of code point cp. */
+static void feed_code_point(fp_state *st, uint32_t cp)
+{
+    uint32_t buf[ND_NORM_MAX];
+    const uint32_t *seq;
+    unsigned n = nd_normalizer_map(st->fp->norm, cp, buf, &seq);
+    for (unsigned i = 0; i < n; i++)
+        feed_char(st, seq[i]);
+    if (n)
+        st->word_start = ND_NORM_CLASS(seq[n - 1]) != ND_CHAR_WORD;
+}
+
+/* Feeds the ASCII byte at s[pos] and, if it starts a word, the rest of the
+ * word's ASCII bytes in one tight loop. Returns the position after them. */
+static size_t feed_ascii(fp_state *st, const uint8_t *s, size_t len, size_t pos)
+{
+    uint32_t e = st->fp->norm->table[s[pos]];
+    if (ND_NORM_CLASS(e) != ND_CHAR_WORD) {
+        feed_char(st, e);
+        st->word_start = true;
+        return pos + 1;
+    }
+    flush_hangul(st);
+    do {
+        if (st->word_len < WORD_MAX)
+            st->word[st->word_len++] = (uint8_t)ND_NORM_CP(e);
+        st->chars++;
+        if (++pos == len || s[pos] >= 0x80)
+            break;
+        e = st->fp->norm->table[s[pos]];
+    } while (ND_NORM_CLASS(e) == ND_CHAR_WORD);
+    st->word_start = false;
+    return pos;
+}
+
+/* Feeds a 3-byte sequence with lead E1..EC at s[pos] (no overlong or
+ * surrogate form is possible there: most Han, kana and Hangul text), if it
+ * is one. Returns the bytes consumed: 3, or 0 when it is not such a sequence. */
+static size_t feed_3byte(fp_state *st, const uint8_t *s, size_t len, size_t pos)
+{
+    uint8_t c = s[pos];
+    if (c < 0xE1 || c > 0xEC || len - pos < 3 || (s[pos + 1] & 0xC0) != 0x80 ||
+        (s[pos + 2] & 0xC0) != 0x80)
+        return 0;
+    uint32_t cp = ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(s[pos + 1] & 0x3F) << 6) |
+                  (s[pos + 2] & 0x3F);
+    uint32_t e = st->fp->norm->table[cp];
+    if (!(e & ND_NORM_MULTI) && ND_NORM_CLASS(e) == ND_CHAR_CJK) {
+        end_word(st);
+        st->chars++;
+        feed_cjk(st, ND_NORM_CP(e));
+        st->word_start = true;
+    } else {
+        feed_code_point(st, cp);
+    }
+    return 3;
+}
+
+/* Skips a URL or link markup at s[pos], if one starts there (spec step 1).
+ * Returns the bytes skipped, or 0. */
+static size_t skip_markup(fp_state *st, const uint8_t *s, size_t len, size_t pos)
+{
+    size_t skip = skip_length(s, len, pos, st->word_start);
+    if (!skip)
+        return 0;
+    if (nd_utf8_validate((const char *)s + pos, skip, NULL) < 0)
+        st->err = -EILSEQ;
+    end_word(st);
+    flush_hangul(st);
+    st->word_start = true;
+    return skip;
+}
+
+/* Runs steps 1..3 of the spec over the text, counting features. */
+static void scan_text(fp_state *st, const uint8_t *s, size_t len)
+{
+    bool strip = st->fp->params.strip_urls;
+    size_t pos = 0, n;
+    while (pos < len && st->err == 0) {
+        uint8_t c = s[pos];
+        bool may_skip = strip && may_start_skip(c) && (st->word_start || c == '!' || c == ']');
+        if (c < 0x80 && !may_skip) {
+            pos = feed_ascii(st, s, len, pos);
+        } else if ((n = feed_3byte(st, s, len, pos)) != 0) {
+            pos += n;
+        } else if (strip && (n = skip_markup(st, s, len, pos)) != 0) {
+            pos += n;
+        } else {
+            uint32_t cp;
+            if (nd_utf8_decode(s, len, &pos, &cp) < 0)
+                st->err = -EILSEQ;
+            else
+                feed_code_point(st, cp);
+        }
+    }
+    end_word(st);
+    flush_hangul(st);
 }
 
 int nd_fingerprint(const nd_fingerprinter *fp, nd_fp_scratch *scratch,
                    const char *text, size_t len, nd_fingerprint_result *out)
 {
-    const uint8_t *s = (const uint8_t *)text;
-    fp_state st = {.fp = fp, .scratch = scratch};
-    size_t pos = 0;
-    bool word_start = true;
-    while (pos < len && st.err == 0) {
-        uint8_t c = s[pos];
-        if (c < 0x80 && !(may_start_skip(c) && (word_start || c == '!' || c == ']'))) {
-            uint32_t e = fp->norm->table[c];
-            if (ND_NORM_CLASS(e) != ND_CHAR_WORD) {
-                feed_char(&st, e);
-                word_start = true;
-                pos++;
-                continue;
-            }
-            flush_hangul(&st);
-            do { /* the rest of an ASCII word, in one tight loop */
-                if (st.word_len < WORD_MAX)
-                    st.word[st.word_len++] = (uint8_t)ND_NORM_CP(e);
-                st.chars++;
-                if (++pos == len || s[pos] >= 0x80)
-                    break;
-                e = fp->norm->table[s[pos]];
-            } while (ND_NORM_CLASS(e) == ND_CHAR_WORD);
-            word_start = false;
-            continue;
-        }
-        size_t skip = fp->params.strip_urls ? skip_length(s, len, pos, word_start) : 0;
-        if (skip) {
-            if (nd_utf8_validate(text + pos, skip, NULL) < 0)
-                st.err = -EILSEQ;
-            end_word(&st);
-            flush_hangul(&st);
-            word_start = true;
-            pos += skip;
-            continue;
-        }
-        uint32_t cp, buf[ND_NORM_MAX];
-        const uint32_t *seq;
-        if (nd_utf8_decode(s, len, &pos, &cp) < 0) {
-            st.err = -EILSEQ;
-            break;
-        }
-        unsigned n = nd_normalizer_map(fp->norm, cp, buf, &seq);
-        for (unsigned i = 0; i < n; i++)
-            feed_char(&st, seq[i]);
-        if (n)
-            word_start = ND_NORM_CLASS(seq[n - 1]) != ND_CHAR_WORD;
-    }
-    end_word(&st);
-    flush_hangul(&st);
+    fp_state st = {.fp = fp, .scratch = scratch, .word_start = true};
+    scan_text(&st, (const uint8_t *)text, len);
+    uint64_t simhash = 0;
+    if (st.err == 0 && (scratch->nused || scratch->ncjk))
+        simhash = sum_features(fp, scratch, &st.err);
     if (st.err < 0) {
         reset_table(scratch);
         return st.err;
     }
-    out->simhash = scratch->nused ? sum_features(fp, scratch) : 0;
+    out->simhash = simhash;
     out->chars = st.chars;
     out->features = st.features;
     return 0;

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what neardup needs on Debian 12 (bookworm).
+#   deploy/install-deps.sh           build and run the server
+#   deploy/install-deps.sh --test    also everything the test suite uses
+# Uses sudo when not run as root. Safe to run again.
+set -euo pipefail
+
+build_pkgs=(gcc meson ninja-build pkg-config
+            libevent-dev libjansson-dev libxxhash-dev libutf8proc-dev liblmdb-dev)
+test_pkgs=(python3 curl gzip procps lmdb-utils)
+
+pkgs=("${build_pkgs[@]}")
+if [[ "${1:-}" == "--test" ]]; then
+    pkgs+=("${test_pkgs[@]}")
+fi
+
+sudo=""
+if [[ "$(id -u)" -ne 0 ]]; then
+    sudo="sudo"
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    echo "install-deps: installing ${missing[*]}"
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi

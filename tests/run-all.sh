@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Sets up and runs every test: the unit and integration suites on a normal
+# build, then the same suites on an AddressSanitizer + UBSan build.
+# Ends with one line "tests: N passed, M failed"; exits non-zero on any failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root="$(pwd)"
+
+bash deploy/install-deps.sh --test || { echo "tests: 0 passed, 1 failed"; exit 1; }
+
+passed=0
+failed=0
+skipped=0
+
+# Adds the results of one meson test run (its testlog.json) to the totals.
+count_results() {
+    local log="$1/meson-logs/testlog.json"
+    if [[ ! -f "$log" ]]; then
+        failed=$((failed + 1))
+        return
+    fi
+    read -r p f s < <(python3 - "$log" <<'PY'
+import json, sys
+p = f = s = 0
+for line in open(sys.argv[1]):
+    r = json.loads(line).get("result")
+    if r in ("OK", "EXPECTEDFAIL"):
+        p += 1
+    elif r == "SKIP":
+        s += 1
+    else:
+        f += 1
+print(p, f, s)
+PY
+)
+    passed=$((passed + p))
+    failed=$((failed + f))
+    skipped=$((skipped + s))
+}
+
+# run_suite NAME BUILD_DIR [meson setup options...]
+run_suite() {
+    local name="$1" dir="$2"
+    shift 2
+    echo "=== $name: build ($dir)"
+    if ! bash deploy/build.sh "$dir" "$@"; then
+        echo "=== $name: BUILD FAILED"
+        failed=$((failed + 1))
+        return
+    fi
+    echo "=== $name: test"
+    rm -f "$dir/meson-logs/testlog.json"
+    meson test -C "$dir" --print-errorlogs --num-processes 2 --timeout-multiplier "${TIMEOUT_MULTIPLIER:-1}"
+    count_results "$dir"
+}
+
+run_suite "normal build" build
+TIMEOUT_MULTIPLIER=3 \
+ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1" \
+UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+    run_suite "AddressSanitizer + UBSan build" build-asan -Db_sanitize=address,undefined -Db_lundef=false
+
+echo "tests: $passed passed, $failed failed, $skipped skipped"
+[[ $failed -eq 0 && $passed -gt 0 ]]
