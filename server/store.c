@@ -1,18 +1,1232 @@
-/* store.c - PLACEHOLDER: being written (issue 5). */
+/* store.c - the durable registry of documents, on LMDB (see store.h).
+ *
+ * Files. dir/data.mdb and dir/lock.mdb belong to LMDB. dir/neardup.lock is
+ * ours: the open store holds flock(LOCK_EX) on it (and writes its pid into
+ * it), because LMDB itself lets any number of processes write one
+ * environment. The environment holds two named databases: "info" (one key,
+ * "format": "ndst" + u32 store format, now 2) and "records".
+ * Before LMDB maps lock.mdb its blocks are reserved (claim_lock_file), so a
+ * full disk gives -ENOSPC instead of SIGBUS; a first open that fails removes
+ * the data.mdb it created; a data.mdb shorter than its pages is refused.
+ *
+ * Keys (store format 2). A record's key is its registered_at_us as 8 bytes
+ * big-endian, so LMDB's bytewise order is time order and, because the
+ * server hands out strictly increasing times, every insert lands at the
+ * right edge of the B-tree: a commit dirties the rightmost path only, and
+ * MDB_APPEND fills leaf pages completely instead of splitting them in half.
+ * Store format 1 (keyed by id, value layout 1) is refused at open. There is
+ * no id index on disk: the daemon keeps id -> record in memory.
+ *
+ * Value layout 2, little-endian, fixed 38-byte header then the id and two
+ * strings:
+ *
+ *   off size
+ *     0    1  format       ND_LAYOUT_2; a reader refuses any other value
+ *     1    1  flags        bit 0: meta present
+ *     2    1  version_len  1..ND_VERSION_MAX
+ *     3    1  reserved     0
+ *     4    2  id_len       u16, 1..ND_ID_MAX
+ *     6    4  chars        u32
+ *    10    8  simhash      u64
+ *    18   16  text_hash
+ *    34    4  meta_len     u32, 0 without meta
+ *    38    .  id bytes     (id_len, no NUL)
+ *     .    .  version bytes, NUL
+ *     .    .  meta bytes, NUL       (only with flag bit 0)
+ *
+ * registered_at_us is not repeated in the value: it is the key. Both strings
+ * are stored NUL-terminated so a scan hands out pointers into the map
+ * without copying (the id is handed out with its length).
+ *
+ * Concurrency. One mutex (mu) guards the FIFO of queued changes; submitters
+ * append and signal `work`; the commit thread takes up to max_batch changes
+ * at once (everything that arrived while it was committing), applies them in
+ * one write transaction, commits (fsync unless sync is false), then runs the
+ * callbacks with no lock held. The queue is bounded by count and bytes;
+ * submitters wait on `space` when it is full. Reads use their own read
+ * transactions (MDB_NOTLS: any thread, several per thread) under env_lock
+ * held shared; the commit thread takes env_lock exclusively only to close
+ * and reopen the environment after LMDB reports a fatal error (MDB_PANIC,
+ * left by a failed meta-page write), so that service resumes once the disk
+ * recovers.
+ *
+ * Space. A write that finds the map or the disk full makes LMDB fail the
+ * transaction; it is aborted, so nothing of it is visible or half-written.
+ * A failed batch of several changes is retried one change per transaction,
+ * so the changes that still fit are committed and only the rest get
+ * -ENOSPC. Every later batch tries again, so writes resume by themselves
+ * when space is freed (deleted records, finished readers, disk space), or
+ * after a restart with a larger map_size. LMDB reports a write that the
+ * filesystem cut short (it filled up during the write: likely with appends,
+ * whose new pages are contiguous and go out in one pwritev) as EIO, like a
+ * device error; a commit failing with EIO while the filesystem has almost
+ * nothing available is treated as full (commit_error). */
 #include "store.h"
+
 #include <errno.h>
+#include <fcntl.h>
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-void nd_store_options_default(nd_store_options *o) { memset(o, 0, sizeof(*o)); }
-int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts, char *err, size_t errlen)
-{ (void)out; (void)dir; (void)opts; (void)err; (void)errlen; return -ENOSYS; }
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#define ND_LAYOUT_2 2           /* value layout version (first byte) */
+#define ND_STORE_FORMAT 2u      /* store format in info/format */
+#define HDR_SIZE 38u            /* value header, layout 2 */
+#define KEY_SIZE 8u             /* big-endian registered_at_us */
+#define FLAG_META 0x01u
+
+#define DB_INFO "info"
+#define DB_RECORDS "records"
+#define INFO_KEY "format"
+#define INFO_MAGIC "ndst"
+
+#define LOCK_NAME "neardup.lock"
+#define DATA_NAME "data.mdb"
+#define FILE_MODE 0600
+#define MAX_READERS 256u
+#define MAX_BATCH 65536u        /* max_batch is clamped to this */
+#define QUEUE_MIN 1024u         /* queued changes allowed at least */
+#define QUEUE_BYTES (64u << 20) /* queued bytes allowed (one change always) */
+#define FULL_SLACK (1u << 20)   /* a filesystem with less available is full */
+
+enum change_kind {
+    CHANGE_PUT,                 /* data: key (KEY_SIZE bytes), then value */
+    CHANGE_DELETE_AT,           /* data: key, then the id */
+};
+
+typedef struct change {
+    struct change *next;
+    nd_store_done_fn done;
+    void *arg;
+    int status;
+    enum change_kind kind;
+    uint32_t len;               /* bytes of data */
+    size_t size;                /* bytes charged to the queue */
+    unsigned char data[];
+} change;
+
+struct nd_store {
+    char *dir;
+    nd_store_options opts;
+    int lock_fd;
+
+    pthread_rwlock_t env_lock;  /* shared: any env use off the commit
+                                 * thread; exclusive: reopening env */
+    MDB_env *env;               /* NULL after a failed reopen */
+    MDB_dbi dbi;
+    int64_t last_key;           /* commit thread: the greatest key known to be
+                                 * stored (-1: none), the MDB_APPEND hint */
+
+    pthread_mutex_t mu;         /* guards the fields down to `closing` */
+    pthread_cond_t work;        /* commit thread: changes queued / closing */
+    pthread_cond_t space;       /* submitters: queue has room / closing */
+    change *head, *tail;
+    size_t queued, queued_bytes, queue_max;
+    bool closing;
+    bool thread_started;
+    pthread_t thread;
+
+    atomic_bool writable;
+    _Atomic uint64_t commits, changes, failed_commits, failed_changes;
+    _Atomic uint64_t max_batch, reopens, appended;
+};
+
+/* ---- helpers ------------------------------------------------------------ */
+
+/* Writes the formatted reason into err (if any) and returns rc. */
+static int __attribute__((format(printf, 4, 5)))
+set_err(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+static void wr32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void wr64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t rd32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16
+         | (uint32_t)p[3] << 24;
+}
+
+static uint64_t rd64(const unsigned char *p)
+{
+    return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
+}
+
+static uint16_t rd16(const unsigned char *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+/* Keys are big-endian so that LMDB's bytewise order is numeric order. */
+static void wr_key(unsigned char *p, int64_t t)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)((uint64_t)t >> (56 - 8 * i));
+}
+
+static int64_t rd_key(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return (int64_t)v;
+}
+
+static bool is_space_error(int rc)
+{
+    return rc == MDB_MAP_FULL || rc == MDB_TXN_FULL || rc == ENOSPC
+        || rc == EDQUOT || rc == EFBIG;
+}
+
+static bool is_corrupt_error(int rc)
+{
+    return rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH
+        || rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND
+        || rc == MDB_INCOMPATIBLE || rc == MDB_BAD_VALSIZE;
+}
+
+/* Maps an LMDB or system error code to -errno. */
+static int mdb_errno(int rc)
+{
+    if (rc == 0)
+        return 0;
+    if (rc == MDB_NOTFOUND)
+        return -ENOENT;
+    if (is_space_error(rc))
+        return -ENOSPC;
+    if (rc == MDB_READERS_FULL || rc == MDB_MAP_RESIZED)
+        return -EAGAIN;
+    if (rc > 0)
+        return -rc;
+    return -EIO;               /* MDB_PANIC, corruption, ... */
+}
+
+/* fsyncs a directory so that entries created in it are durable. */
+static int sync_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
+static char *path_join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + 1 + strlen(name) + 1;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+/* Makes sure dir is a directory, creating it (one level) if missing.
+ * *created tells whether it did. Returns 0 or -errno with err set. */
+static int ensure_dir(const char *dir, const char *what, bool *created,
+                      char *err, size_t errlen)
+{
+    struct stat sb;
+    *created = false;
+    if (stat(dir, &sb) == 0) {
+        if (!S_ISDIR(sb.st_mode))
+            return set_err(err, errlen, -ENOTDIR, "%s %s is not a directory", what, dir);
+        return 0;
+    }
+    if (errno != ENOENT) {
+        int e = errno;
+        return set_err(err, errlen, -e, "%s %s: %s", what, dir, strerror(e));
+    }
+    if (mkdir(dir, 0700) == 0) {
+        *created = true;
+        return 0;
+    }
+    int e = errno;
+    if (e == EEXIST)
+        return 0;
+    return set_err(err, errlen, -e, "%s %s does not exist and cannot be created: %s",
+                   what, dir, strerror(e));
+}
+
+static int dir_parent_sync(const char *dir)
+{
+    char *copy = strdup(dir);
+    if (!copy)
+        return -ENOMEM;
+    char *slash = strrchr(copy, '/');
+    int rc;
+    if (!slash)
+        rc = sync_dir(".");
+    else {
+        if (slash == copy)
+            slash[1] = '\0';
+        else
+            *slash = '\0';
+        rc = sync_dir(copy);
+    }
+    free(copy);
+    return rc;
+}
+
+/* ---- value layout -------------------------------------------------------- */
+
+static size_t value_size(const nd_record *r, size_t vlen)
+{
+    return HDR_SIZE + r->id_len + vlen + 1 + (r->meta ? r->meta_len + 1 : 0);
+}
+
+static void encode_value(unsigned char *p, const nd_record *r, size_t vlen)
+{
+    p[0] = ND_LAYOUT_2;
+    p[1] = r->meta ? FLAG_META : 0;
+    p[2] = (unsigned char)vlen;
+    p[3] = 0;
+    p[4] = (unsigned char)r->id_len;
+    p[5] = (unsigned char)(r->id_len >> 8);
+    wr32(p + 6, r->chars);
+    wr64(p + 10, r->simhash);
+    memcpy(p + 18, r->text_hash, 16);
+    wr32(p + 34, r->meta ? (uint32_t)r->meta_len : 0);
+    unsigned char *q = p + HDR_SIZE;
+    memcpy(q, r->id, r->id_len);
+    q += r->id_len;
+    memcpy(q, r->version, vlen);
+    q[vlen] = '\0';
+    if (r->meta) {
+        q += vlen + 1;
+        if (r->meta_len)
+            memcpy(q, r->meta, r->meta_len);
+        q[r->meta_len] = '\0';
+    }
+}
+
+/* Points *id at the id inside value v. Returns its length, or 0 when v is
+ * not a layout-2 value (checks only what reaching the id needs). */
+static size_t value_id(const MDB_val *v, const unsigned char **id)
+{
+    const unsigned char *p = v->mv_data;
+    if (v->mv_size < HDR_SIZE || p[0] != ND_LAYOUT_2)
+        return 0;
+    size_t n = rd16(p + 4);
+    if (n == 0 || n > ND_ID_MAX || HDR_SIZE + n > v->mv_size)
+        return 0;
+    *id = p + HDR_SIZE;
+    return n;
+}
+
+/* Fills r with pointers into v (and the time in key k). Returns 0 or
+ * -EBADMSG. */
+static int decode_value(const MDB_val *k, const MDB_val *v, nd_record *r)
+{
+    const unsigned char *p = v->mv_data, *id = NULL;
+    size_t n = v->mv_size;
+    size_t idlen = value_id(v, &id);
+    if (k->mv_size != KEY_SIZE || idlen == 0 || n < HDR_SIZE + idlen + 2)
+        return -EBADMSG;
+    size_t vlen = p[2];
+    size_t mlen = rd32(p + 34);
+    bool has_meta = p[1] & FLAG_META;
+    const unsigned char *ver = id + idlen;
+    if (vlen == 0 || vlen > ND_VERSION_MAX || mlen > n
+        || n != HDR_SIZE + idlen + vlen + 1 + (has_meta ? mlen + 1 : 0)
+        || ver[vlen] != '\0' || (has_meta && p[n - 1] != '\0'))
+        return -EBADMSG;
+    r->id = (const char *)id;
+    r->id_len = idlen;
+    r->registered_at_us = rd_key(k->mv_data);
+    r->chars = rd32(p + 6);
+    r->simhash = rd64(p + 10);
+    memcpy(r->text_hash, p + 18, 16);
+    r->version = (const char *)ver;
+    r->meta = has_meta ? (const char *)ver + vlen + 1 : NULL;
+    r->meta_len = has_meta ? mlen : 0;
+    return 0;
+}
+
+/* ---- environment ---------------------------------------------------------- */
+
+/* Refuses a data.mdb shorter than the pages its meta page references (a
+ * truncated copy would otherwise crash with SIGBUS on first access). */
+static int check_size(MDB_env *env, const char *dir, char *err, size_t errlen)
+{
+    MDB_envinfo info;
+    MDB_stat est;
+    struct stat sb;
+    int fd;
+    if (mdb_env_info(env, &info) || mdb_env_stat(env, &est)
+        || mdb_env_get_fd(env, &fd) || fstat(fd, &sb))
+        return set_err(err, errlen, -EIO, "cannot inspect %s/" DATA_NAME, dir);
+    unsigned long long need = ((unsigned long long)info.me_last_pgno + 1) * est.ms_psize;
+    if ((unsigned long long)sb.st_size < need)
+        return set_err(err, errlen, -EINVAL,
+                       "%s/" DATA_NAME " is truncated (%lld bytes, its pages need %llu)",
+                       dir, (long long)sb.st_size, need);
+    return 0;
+}
+
+static int open_err(int rc, const char *dir, const char *step, char *err, size_t errlen)
+{
+    if (is_corrupt_error(rc))
+        return set_err(err, errlen, -EINVAL,
+                       "%s/" DATA_NAME " is corrupt or not a neardup store (%s: %s)",
+                       dir, step, mdb_strerror(rc));
+    if (is_space_error(rc))
+        return set_err(err, errlen, -ENOSPC, "no space for the store in %s (%s: %s)",
+                       dir, step, mdb_strerror(rc));
+    if (rc == EACCES || rc == EPERM || rc == EROFS)
+        return set_err(err, errlen, rc == EROFS ? -EROFS : -EACCES,
+                       "data directory %s is not writable (%s: %s)", dir, step,
+                       mdb_strerror(rc));
+    if (rc == ENOMEM)
+        return set_err(err, errlen, -ENOMEM,
+                       "cannot map the store in %s (%s: %s); lower map_size?", dir,
+                       step, mdb_strerror(rc));
+    return set_err(err, errlen, mdb_errno(rc), "cannot open the store in %s (%s: %s)",
+                   dir, step, mdb_strerror(rc));
+}
+
+/* Reserves the blocks of lock.mdb before LMDB maps it. LMDB creates the
+ * file sparse and writes its header and reader slots through a shared
+ * mapping; touching a hole on a full disk raises SIGBUS. fallocate with
+ * KEEP_SIZE reserves the space without changing the file's size, which
+ * other processes that have it mapped rely on. Returns 0 or -ENOSPC. */
+static int claim_lock_file(const char *dir, char *err, size_t errlen)
+{
+    char *path = path_join(dir, "lock.mdb");
+    if (!path)
+        return set_err(err, errlen, -ENOMEM, "out of memory");
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, FILE_MODE);
+    free(path);
+    if (fd < 0)
+        return 0;           /* read-only directory: LMDB runs without it */
+    struct stat sb;
+    off_t want = (off_t)MAX_READERS * 64 + 4096; /* slots + header, rounded up */
+    int rc = 0;
+    if (fstat(fd, &sb) == 0 && sb.st_size > want)
+        want = sb.st_size;
+    if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, want))
+        rc = errno;
+    close(fd);
+    if (rc == ENOSPC || rc == EDQUOT)
+        return set_err(err, errlen, -ENOSPC, "no space for %s/lock.mdb: %s", dir,
+                       strerror(rc));
+    return 0;               /* EOPNOTSUPP etc.: nothing more to do */
+}
+
+/* Checks info/format, or creates info and records in a new environment. */
+static int open_dbs(MDB_txn *txn, MDB_dbi *records, const char *dir, char *err,
+                    size_t errlen)
+{
+    MDB_dbi info;
+    MDB_val k = {sizeof(INFO_KEY) - 1, INFO_KEY}, v;
+    unsigned char fmt[8];
+    int rc = mdb_dbi_open(txn, DB_INFO, 0, &info);
+    if (rc == MDB_NOTFOUND) {
+        MDB_dbi main;
+        MDB_stat ms;
+        if ((rc = mdb_dbi_open(txn, NULL, 0, &main)) || (rc = mdb_stat(txn, main, &ms)))
+            return open_err(rc, dir, "main database", err, errlen);
+        if (ms.ms_entries)
+            return set_err(err, errlen, -EINVAL,
+                           "%s/" DATA_NAME " is an LMDB file but not a neardup store", dir);
+        memcpy(fmt, INFO_MAGIC, 4);
+        wr32(fmt + 4, ND_STORE_FORMAT);
+        v.mv_size = sizeof(fmt);
+        v.mv_data = fmt;
+        if ((rc = mdb_dbi_open(txn, DB_INFO, MDB_CREATE, &info))
+            || (rc = mdb_put(txn, info, &k, &v, 0))
+            || (rc = mdb_dbi_open(txn, DB_RECORDS, MDB_CREATE, records)))
+            return open_err(rc, dir, "create", err, errlen);
+        return 0;
+    }
+    if (rc)
+        return open_err(rc, dir, "info database", err, errlen);
+    rc = mdb_get(txn, info, &k, &v);
+    if (rc || v.mv_size != 8 || memcmp(v.mv_data, INFO_MAGIC, 4))
+        return set_err(err, errlen, -EINVAL, "%s/" DATA_NAME " has no valid format marker", dir);
+    uint32_t f = rd32((const unsigned char *)v.mv_data + 4);
+    if (f == 1)
+        return set_err(err, errlen, -EINVAL,
+                       "%s/" DATA_NAME " has store format 1 (records keyed by id), created"
+                       " by an older neardup; this build reads format %u (keyed by"
+                       " registration time) and does not convert it: move the directory"
+                       " away and register the documents again",
+                       dir, ND_STORE_FORMAT);
+    if (f != ND_STORE_FORMAT)
+        return set_err(err, errlen, -EINVAL,
+                       "%s/" DATA_NAME " has store format %u%s; this build reads format %u",
+                       dir, f, f > ND_STORE_FORMAT ? ", created by a newer neardup" : "",
+                       ND_STORE_FORMAT);
+    rc = mdb_dbi_open(txn, DB_RECORDS, 0, records);
+    if (rc)
+        return open_err(rc, dir, "records database", err, errlen);
+    return 0;
+}
+
+/* The greatest key in records, or -1 when it is empty (or its last key is
+ * not a time: then MDB_APPEND is simply tried and LMDB decides). */
+static int64_t read_last_key(MDB_txn *txn, MDB_dbi dbi)
+{
+    MDB_cursor *cur;
+    MDB_val k, v;
+    int64_t last = -1;
+    if (mdb_cursor_open(txn, dbi, &cur))
+        return -1;
+    if (mdb_cursor_get(cur, &k, &v, MDB_LAST) == 0 && k.mv_size == KEY_SIZE)
+        last = rd_key(k.mv_data);
+    mdb_cursor_close(cur);
+    return last < 0 ? -1 : last;
+}
+
+/* Opens st->env and st->dbi and sets st->last_key. Returns 0 or -errno with
+ * err set. */
+static int env_open(nd_store *st, char *err, size_t errlen)
+{
+    MDB_env *env = NULL;
+    MDB_txn *txn = NULL;
+    int rc = mdb_env_create(&env);
+    if (rc)
+        return open_err(rc, st->dir, "mdb_env_create", err, errlen);
+    mdb_env_set_maxdbs(env, 4);
+    mdb_env_set_maxreaders(env, MAX_READERS);
+    if (st->opts.map_size)
+        mdb_env_set_mapsize(env, st->opts.map_size);
+    unsigned flags = MDB_NOTLS | (st->opts.sync ? 0 : MDB_NOSYNC);
+    if ((rc = claim_lock_file(st->dir, err, errlen)))
+        goto fail;
+    rc = mdb_env_open(env, st->dir, flags, FILE_MODE);
+    if (rc) {
+        rc = open_err(rc, st->dir, "mdb_env_open", err, errlen);
+        goto fail;
+    }
+    if ((rc = check_size(env, st->dir, err, errlen)))
+        goto fail;
+    int dead = 0;
+    mdb_reader_check(env, &dead);   /* slots of crashed readers pin pages */
+    if ((rc = mdb_txn_begin(env, NULL, 0, &txn))) {
+        rc = open_err(rc, st->dir, "mdb_txn_begin", err, errlen);
+        goto fail;
+    }
+    if ((rc = open_dbs(txn, &st->dbi, st->dir, err, errlen))) {
+        mdb_txn_abort(txn);
+        goto fail;
+    }
+    st->last_key = read_last_key(txn, st->dbi);
+    if ((rc = mdb_txn_commit(txn))) {
+        rc = open_err(rc, st->dir, "mdb_txn_commit", err, errlen);
+        goto fail;
+    }
+    st->env = env;
+    return 0;
+fail:
+    mdb_env_close(env);
+    return rc;
+}
+
+/* Commit thread only: replaces an environment left unusable (MDB_PANIC). */
+static int env_reopen(nd_store *st)
+{
+    char err[256];
+    pthread_rwlock_wrlock(&st->env_lock);
+    if (st->env)
+        mdb_env_close(st->env);
+    st->env = NULL;
+    int rc = env_open(st, err, sizeof(err));
+    pthread_rwlock_unlock(&st->env_lock);
+    if (rc == 0)
+        atomic_fetch_add(&st->reopens, 1);
+    return rc;
+}
+
+/* Takes neardup.lock in dir (flock, non-blocking). Returns the fd or -errno. */
+static int take_lock(const char *dir, char *err, size_t errlen)
+{
+    char *path = path_join(dir, LOCK_NAME);
+    if (!path)
+        return set_err(err, errlen, -ENOMEM, "out of memory");
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, FILE_MODE);
+    if (fd < 0) {
+        int e = errno;
+        free(path);
+        if (e == EACCES || e == EPERM || e == EROFS)
+            return set_err(err, errlen, e == EROFS ? -EROFS : -EACCES,
+                           "data directory %s is not writable: %s", dir, strerror(e));
+        return set_err(err, errlen, -e, "cannot create %s/" LOCK_NAME ": %s", dir,
+                       strerror(e));
+    }
+    free(path);
+    if (flock(fd, LOCK_EX | LOCK_NB)) {
+        int e = errno;
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return set_err(err, errlen, -EBUSY,
+                           "data directory %s is in use by another neardupd (pid %s)",
+                           dir, pid[0] ? pid : "unknown");
+        return set_err(err, errlen, -e, "cannot lock %s/" LOCK_NAME ": %s", dir,
+                       strerror(e));
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) == 0) {
+        ssize_t w = pwrite(fd, pid, (size_t)n, 0); /* informative only */
+        (void)w;
+    }
+    return fd;
+}
+
+/* 0 if dir/data.mdb is absent (*exists false) or non-empty, else -EINVAL. */
+static int check_data_file(const char *dir, bool *exists, char *err, size_t errlen)
+{
+    char *path = path_join(dir, DATA_NAME);
+    struct stat sb;
+    if (!path)
+        return set_err(err, errlen, -ENOMEM, "out of memory");
+    int rc = stat(path, &sb);
+    int e = errno;
+    free(path);
+    *exists = rc == 0;
+    if (rc && e != ENOENT)
+        return set_err(err, errlen, -e, "%s/" DATA_NAME ": %s", dir, strerror(e));
+    if (rc == 0 && !S_ISREG(sb.st_mode))
+        return set_err(err, errlen, -EINVAL, "%s/" DATA_NAME " is not a regular file", dir);
+    if (rc == 0 && sb.st_size == 0)
+        return set_err(err, errlen, -EINVAL,
+                       "%s/" DATA_NAME " is empty (truncated?); move it away to start"
+                       " a new store", dir);
+    return 0;
+}
+
+/* Removes the data.mdb a failed first open left behind (we hold the lock,
+ * and the file did not exist before), so that a later open starts afresh
+ * instead of finding an empty or half-initialised file. */
+static void remove_new_data(const char *dir)
+{
+    char *path = path_join(dir, DATA_NAME);
+    if (path)
+        unlink(path);
+    free(path);
+}
+
+/* ---- commit thread ------------------------------------------------------- */
+
+/* What one write transaction did, for the counters. */
+typedef struct txn_result {
+    bool wrote;                 /* some change modified the database */
+    size_t appended;            /* puts that took the MDB_APPEND path */
+} txn_result;
+
+/* Inserts a record. The key is tried with MDB_APPEND when it is above the
+ * last_key hint; LMDB then checks it against the real last key and answers
+ * MDB_KEYEXIST when it is not greater (out of order, or a duplicate), and
+ * the put is retried as an ordinary insert, which tells the two apart.
+ * A duplicate key gives the change -EEXIST and leaves the stored record. */
+static int apply_put(nd_store *st, MDB_txn *txn, change *c, int64_t *last, txn_result *res)
+{
+    MDB_val k = {KEY_SIZE, c->data};
+    MDB_val v = {c->len - KEY_SIZE, c->data + KEY_SIZE};
+    int64_t key = rd_key(c->data);
+    int rc = MDB_KEYEXIST;
+    if (key > *last) {
+        rc = mdb_put(txn, st->dbi, &k, &v, MDB_APPEND | MDB_NOOVERWRITE);
+        if (rc == 0)
+            res->appended++;
+    }
+    if (rc == MDB_KEYEXIST) {
+        v = (MDB_val){c->len - KEY_SIZE, c->data + KEY_SIZE};
+        rc = mdb_put(txn, st->dbi, &k, &v, MDB_NOOVERWRITE);
+    }
+    if (rc == MDB_KEYEXIST) {
+        c->status = -EEXIST;
+        return 0;
+    }
+    if (rc)
+        return rc;
+    c->status = 0;
+    res->wrote = true;
+    if (key > *last)
+        *last = key;
+    return 0;
+}
+
+/* Deletes the record under the change's key if its id is the change's id. */
+static int apply_delete_at(MDB_cursor *cur, change *c, txn_result *res)
+{
+    MDB_val k = {KEY_SIZE, c->data}, v;
+    const unsigned char *id = c->data + KEY_SIZE, *vid = NULL;
+    size_t id_len = c->len - KEY_SIZE;
+    int rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY);
+    c->status = -ENOENT;
+    if (rc == MDB_NOTFOUND)
+        return 0;
+    if (rc)
+        return rc;
+    size_t n = value_id(&v, &vid);
+    if (n == 0) {
+        c->status = -EBADMSG;           /* cannot verify: leave it */
+        return 0;
+    }
+    if (n != id_len || memcmp(vid, id, n) != 0)
+        return 0;
+    if ((rc = mdb_cursor_del(cur, 0)))
+        return rc;
+    c->status = 0;
+    res->wrote = true;
+    return 0;
+}
+
+static int apply_delete(nd_store *st, MDB_txn *txn, change *c, txn_result *res)
+{
+    MDB_cursor *cur;
+    int rc = mdb_cursor_open(txn, st->dbi, &cur);
+    if (rc)
+        return rc;
+    rc = apply_delete_at(cur, c, res);
+    mdb_cursor_close(cur);
+    return rc;
+}
+
+/* Tells a short write on a full filesystem (EIO from LMDB) from an I/O
+ * error by the space left. Returns ENOSPC or rc. */
+static int commit_error(nd_store *st, int rc)
+{
+    struct statvfs sv;
+    int fd;
+    if (rc != EIO || !st->env || mdb_env_get_fd(st->env, &fd) || fstatvfs(fd, &sv))
+        return rc;
+    unsigned long long avail = (unsigned long long)sv.f_bavail * sv.f_frsize;
+    return avail < FULL_SLACK ? ENOSPC : rc;
+}
+
+/* Applies n changes starting at first in one write transaction. Sets each
+ * change's status as it would be if the commit succeeds, and *res. Returns
+ * the LMDB result of the transaction (0 when committed); the last_key hint
+ * advances only with a commit. */
+static int apply_txn(nd_store *st, change *first, size_t n, txn_result *res)
+{
+    MDB_txn *txn;
+    *res = (txn_result){false, 0};
+    int rc = st->env ? mdb_txn_begin(st->env, NULL, 0, &txn) : MDB_PANIC;
+    if (rc == MDB_PANIC && env_reopen(st) == 0)
+        rc = mdb_txn_begin(st->env, NULL, 0, &txn);
+    if (rc)
+        return rc;
+    int64_t last = st->last_key;
+    change *c = first;
+    for (size_t i = 0; i < n && rc == 0; i++, c = c->next)
+        rc = c->kind == CHANGE_PUT ? apply_put(st, txn, c, &last, res)
+                                   : apply_delete(st, txn, c, res);
+    if (rc) {
+        mdb_txn_abort(txn);
+        return rc;
+    }
+    if ((rc = mdb_txn_commit(txn)) == 0)
+        st->last_key = last;
+    return commit_error(st, rc);
+}
+
+/* Updates the counters; writable follows the last transaction that had
+ * something to write (a batch of deletes of missing ids proves nothing). */
+static void count_txn(nd_store *st, int rc, size_t n, const txn_result *res)
+{
+    if (rc) {
+        atomic_fetch_add(&st->failed_commits, 1);
+        atomic_store(&st->writable, false);
+        return;
+    }
+    atomic_fetch_add(&st->commits, 1);
+    atomic_fetch_add(&st->changes, n);
+    atomic_fetch_add(&st->appended, res->appended);
+    uint64_t m = atomic_load(&st->max_batch);
+    if (n > m)
+        atomic_store(&st->max_batch, n);
+    if (res->wrote)
+        atomic_store(&st->writable, true);
+}
+
+static int fail_status(nd_store *st, int rc)
+{
+    if (!st->env) {
+        pthread_mutex_lock(&st->mu);
+        bool closing = st->closing;
+        pthread_mutex_unlock(&st->mu);
+        if (closing)
+            return -ESHUTDOWN;
+    }
+    return mdb_errno(rc);
+}
+
+/* Commits the batch; when it fails for lack of space, retries each change
+ * on its own so that those that fit are kept. */
+static void commit_batch(nd_store *st, change *batch, size_t n)
+{
+    txn_result res;
+    int rc = apply_txn(st, batch, n, &res);
+    count_txn(st, rc, n, &res);
+    if (rc == 0)
+        return;
+    if (n > 1 && is_space_error(rc)) {
+        if (st->env)
+            mdb_reader_check(st->env, NULL);
+        for (change *c = batch; c; c = c->next) {
+            int one = apply_txn(st, c, 1, &res);
+            count_txn(st, one, 1, &res);
+            if (one)
+                c->status = fail_status(st, one);
+        }
+        return;
+    }
+    int status = fail_status(st, rc);
+    for (change *c = batch; c; c = c->next)
+        c->status = status;
+}
+
+/* Detaches up to max_batch changes from the queue. Lock held. */
+static change *do_take_batch(nd_store *st, size_t *n)
+{
+    change *first = st->head, *last = NULL, *c = first;
+    size_t k = 0, bytes = 0;
+    while (c && k < st->opts.max_batch) {
+        bytes += c->size;
+        last = c;
+        c = c->next;
+        k++;
+    }
+    last->next = NULL;
+    st->head = c;
+    if (!c)
+        st->tail = NULL;
+    st->queued -= k;
+    st->queued_bytes -= bytes;
+    *n = k;
+    return first;
+}
+
+static void *commit_main(void *arg)
+{
+    nd_store *st = arg;
+    for (;;) {
+        size_t n;
+        pthread_mutex_lock(&st->mu);
+        while (!st->head && !st->closing)
+            pthread_cond_wait(&st->work, &st->mu);
+        if (!st->head) {
+            pthread_mutex_unlock(&st->mu);
+            break;
+        }
+        change *batch = do_take_batch(st, &n);
+        pthread_cond_broadcast(&st->space);
+        pthread_mutex_unlock(&st->mu);
+
+        commit_batch(st, batch, n);
+        while (batch) {
+            change *next = batch->next;
+            if (batch->status && batch->status != -ENOENT)
+                atomic_fetch_add(&st->failed_changes, 1);
+            if (batch->done)
+                batch->done(batch->arg, batch->status);
+            free(batch);
+            batch = next;
+        }
+    }
+    return NULL;
+}
+
+/* ---- public API ------------------------------------------------------------ */
+
+void nd_store_options_default(nd_store_options *opts)
+{
+    memset(opts, 0, sizeof(*opts));
+#if SIZE_MAX > 0xffffffffu
+    opts->map_size = (size_t)64 << 30;  /* virtual; the file grows as used */
+#else
+    opts->map_size = (size_t)1 << 30;   /* 32-bit address space */
+#endif
+    opts->max_batch = 4096;             /* bounds one transaction's dirty pages */
+    opts->sync = true;                  /* durable acknowledgements */
+}
+
+static void store_free(nd_store *st)
+{
+    if (st->env)
+        mdb_env_close(st->env);
+    if (st->lock_fd >= 0)
+        close(st->lock_fd);     /* releases the flock */
+    pthread_cond_destroy(&st->space);
+    pthread_cond_destroy(&st->work);
+    pthread_mutex_destroy(&st->mu);
+    pthread_rwlock_destroy(&st->env_lock);
+    free(st->dir);
+    free(st);
+}
+
+int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
+                  char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!dir || !*dir)
+        return set_err(err, errlen, -EINVAL, "no data directory given");
+    nd_store *st = calloc(1, sizeof(*st));
+    if (!st || !(st->dir = strdup(dir))) {
+        free(st);
+        return set_err(err, errlen, -ENOMEM, "out of memory");
+    }
+    st->lock_fd = -1;
+    pthread_rwlock_init(&st->env_lock, NULL);
+    pthread_mutex_init(&st->mu, NULL);
+    pthread_cond_init(&st->work, NULL);
+    pthread_cond_init(&st->space, NULL);
+    if (opts)
+        st->opts = *opts;
+    else
+        nd_store_options_default(&st->opts);
+    if (st->opts.max_batch == 0)
+        st->opts.max_batch = 4096;
+    if (st->opts.max_batch > MAX_BATCH)
+        st->opts.max_batch = MAX_BATCH;
+    st->queue_max = st->opts.max_batch * 4u > QUEUE_MIN ? st->opts.max_batch * 4u : QUEUE_MIN;
+
+    bool dir_created = false, data_exists = false;
+    int rc = ensure_dir(dir, "data directory", &dir_created, err, errlen);
+    if (rc == 0 && (rc = take_lock(dir, err, errlen)) >= 0) {
+        st->lock_fd = rc;
+        rc = check_data_file(dir, &data_exists, err, errlen);
+    }
+    if (rc == 0 && !data_exists && st->opts.map_size == 0) {
+        nd_store_options d;
+        nd_store_options_default(&d);
+        st->opts.map_size = d.map_size;
+    }
+    if (rc == 0 && (rc = env_open(st, err, errlen)) != 0 && !data_exists)
+        remove_new_data(dir);   /* e.g. disk full: do not leave a stub */
+    if (rc == 0 && !data_exists && (rc = sync_dir(dir)) != 0)
+        set_err(err, errlen, rc, "cannot sync data directory %s: %s", dir, strerror(-rc));
+    if (rc == 0 && dir_created && (rc = dir_parent_sync(dir)) != 0)
+        set_err(err, errlen, rc, "cannot sync the parent of %s: %s", dir, strerror(-rc));
+    if (rc == 0) {
+        atomic_store(&st->writable, true);
+        rc = -pthread_create(&st->thread, NULL, commit_main, st);
+        if (rc)
+            set_err(err, errlen, rc, "cannot start the commit thread: %s", strerror(-rc));
+    }
+    if (rc) {
+        store_free(st);
+        return rc;
+    }
+    st->thread_started = true;
+    *out = st;
+    return 0;
+}
+
+/* Appends c to the queue, waiting for room. Returns 0 or -ESHUTDOWN. */
+static int enqueue(nd_store *st, change *c)
+{
+    pthread_mutex_lock(&st->mu);
+    while (!st->closing && st->head
+           && (st->queued >= st->queue_max || st->queued_bytes + c->size > QUEUE_BYTES))
+        pthread_cond_wait(&st->space, &st->mu);
+    if (st->closing) {
+        pthread_mutex_unlock(&st->mu);
+        free(c);
+        return -ESHUTDOWN;
+    }
+    if (st->tail)
+        st->tail->next = c;
+    else
+        st->head = c;
+    st->tail = c;
+    st->queued++;
+    st->queued_bytes += c->size;
+    pthread_cond_signal(&st->work);
+    pthread_mutex_unlock(&st->mu);
+    return 0;
+}
+
+static change *change_new(enum change_kind kind, size_t len, nd_store_done_fn done,
+                          void *arg)
+{
+    size_t size = sizeof(change) + len;
+    change *c = malloc(size);
+    if (!c)
+        return NULL;
+    c->next = NULL;
+    c->done = done;
+    c->arg = arg;
+    c->status = 0;
+    c->kind = kind;
+    c->len = (uint32_t)len;
+    c->size = size;
+    return c;
+}
+
+static bool id_ok(const char *id, size_t id_len)
+{
+    return id && id_len > 0 && id_len <= ND_ID_MAX;
+}
+
 int nd_store_put(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg)
-{ (void)st; (void)rec; (void)done; (void)arg; return -ENOSYS; }
-int nd_store_delete(nd_store *st, const char *id, size_t id_len, nd_store_done_fn done, void *arg)
-{ (void)st; (void)id; (void)id_len; (void)done; (void)arg; return -ENOSYS; }
-int nd_store_scan(nd_store *st, int (*visit)(void *, const nd_record *), void *arg)
-{ (void)st; (void)visit; (void)arg; return -ENOSYS; }
-int64_t nd_store_count(nd_store *st) { (void)st; return -ENOSYS; }
+{
+    if (!st || !rec || !id_ok(rec->id, rec->id_len) || !rec->version
+        || rec->registered_at_us < 0)
+        return -EINVAL;
+    size_t vlen = strnlen(rec->version, ND_VERSION_MAX + 1);
+    if (vlen == 0 || vlen > ND_VERSION_MAX || rec->meta_len > ND_META_MAX
+        || (!rec->meta && rec->meta_len))
+        return -EINVAL;
+    change *c = change_new(CHANGE_PUT, KEY_SIZE + value_size(rec, vlen), done, arg);
+    if (!c)
+        return -ENOMEM;
+    wr_key(c->data, rec->registered_at_us);
+    encode_value(c->data + KEY_SIZE, rec, vlen);
+    return enqueue(st, c);
+}
+
+int nd_store_delete_at(nd_store *st, const char *id, size_t id_len, int64_t registered_at_us,
+                       nd_store_done_fn done, void *arg)
+{
+    if (!st || !id_ok(id, id_len) || registered_at_us < 0)
+        return -EINVAL;
+    change *c = change_new(CHANGE_DELETE_AT, KEY_SIZE + id_len, done, arg);
+    if (!c)
+        return -ENOMEM;
+    wr_key(c->data, registered_at_us);
+    memcpy(c->data + KEY_SIZE, id, id_len);
+    return enqueue(st, c);
+}
+
+/* Begins a read transaction with env_lock held shared. On success the
+ * caller ends with read_end(). Returns 0 or -errno (lock released). */
+static int read_begin(nd_store *st, MDB_txn **txn)
+{
+    pthread_rwlock_rdlock(&st->env_lock);
+    int rc = st->env ? mdb_txn_begin(st->env, NULL, MDB_RDONLY, txn) : MDB_PANIC;
+    if (rc) {
+        pthread_rwlock_unlock(&st->env_lock);
+        return mdb_errno(rc);
+    }
+    return 0;
+}
+
+static void read_end(nd_store *st, MDB_txn *txn)
+{
+    mdb_txn_abort(txn);
+    pthread_rwlock_unlock(&st->env_lock);
+}
+
+int nd_store_scan(nd_store *st, int (*visit)(void *arg, const nd_record *rec), void *arg)
+{
+    MDB_txn *txn;
+    MDB_cursor *cur;
+    MDB_val k, v;
+    nd_record r;
+    int rc = read_begin(st, &txn);
+    if (rc)
+        return rc;
+    if ((rc = mdb_cursor_open(txn, st->dbi, &cur))) {
+        read_end(st, txn);
+        return mdb_errno(rc);
+    }
+    int ret = 0;
+    while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
+        if ((ret = decode_value(&k, &v, &r)) || (ret = visit(arg, &r)))
+            break;
+    }
+    if (ret == 0 && rc != MDB_NOTFOUND)
+        ret = mdb_errno(rc);
+    mdb_cursor_close(cur);
+    read_end(st, txn);
+    return ret;
+}
+
+int nd_store_get(nd_store *st, int64_t registered_at_us,
+                 int (*visit)(void *arg, const nd_record *rec), void *arg)
+{
+    MDB_txn *txn;
+    nd_record r;
+    unsigned char key[KEY_SIZE];
+    if (!st || registered_at_us < 0)
+        return -EINVAL;
+    wr_key(key, registered_at_us);
+    int rc = read_begin(st, &txn);
+    if (rc)
+        return rc;
+    MDB_val k = {KEY_SIZE, key}, v;
+    rc = mdb_get(txn, st->dbi, &k, &v);
+    if (rc)
+        rc = mdb_errno(rc);
+    else if ((rc = decode_value(&k, &v, &r)) == 0)
+        rc = visit(arg, &r);
+    read_end(st, txn);
+    return rc;
+}
+
+int64_t nd_store_count(nd_store *st)
+{
+    MDB_txn *txn;
+    MDB_stat ms;
+    int rc = read_begin(st, &txn);
+    if (rc)
+        return rc;
+    rc = mdb_stat(txn, st->dbi, &ms);
+    read_end(st, txn);
+    return rc ? mdb_errno(rc) : (int64_t)ms.ms_entries;
+}
+
+/* Copies env into dst_dir/data.mdb through a temporary file. */
+static int copy_env(MDB_env *env, const char *dst_dir, char *err, size_t errlen)
+{
+    bool created;
+    int rc = ensure_dir(dst_dir, "backup directory", &created, err, errlen);
+    if (rc)
+        return rc;
+    char *final = path_join(dst_dir, DATA_NAME);
+    char *tmp = path_join(dst_dir, DATA_NAME ".XXXXXX");
+    int fd = -1;
+    if (!final || !tmp) {
+        rc = set_err(err, errlen, -ENOMEM, "out of memory");
+        goto out;
+    }
+    if (access(final, F_OK) == 0) {
+        rc = set_err(err, errlen, -EEXIST, "%s already holds a store", dst_dir);
+        goto out;
+    }
+    fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
+        rc = -errno;
+        set_err(err, errlen, rc, "cannot create a file in %s: %s", dst_dir, strerror(-rc));
+        goto out;
+    }
+    rc = mdb_env_copyfd2(env, fd, MDB_CP_COMPACT);
+    if (rc == MDB_INCOMPATIBLE && ftruncate(fd, 0) == 0 && lseek(fd, 0, SEEK_SET) == 0)
+        rc = mdb_env_copyfd2(env, fd, 0);   /* compaction refused: page leak */
+    if (rc) {
+        set_err(err, errlen, mdb_errno(rc), "copying the store into %s failed: %s",
+                dst_dir, mdb_strerror(rc));
+        rc = mdb_errno(rc);
+    } else if (fsync(fd)) {
+        rc = -errno;
+        set_err(err, errlen, rc, "cannot sync the copy in %s: %s", dst_dir, strerror(-rc));
+    } else if (link(tmp, final)) {
+        rc = -errno;
+        set_err(err, errlen, rc, "cannot create %s: %s", final, strerror(-rc));
+    } else if ((rc = sync_dir(dst_dir)) != 0) {
+        set_err(err, errlen, rc, "cannot sync %s: %s", dst_dir, strerror(-rc));
+    }
+    close(fd);
+    unlink(tmp);
+    if (rc == 0 && created)
+        dir_parent_sync(dst_dir);
+out:
+    free(final);
+    free(tmp);
+    return rc;
+}
+
 int nd_store_backup(nd_store *st, const char *dir, char *err, size_t errlen)
-{ (void)st; (void)dir; (void)err; (void)errlen; return -ENOSYS; }
-bool nd_store_writable(const nd_store *st) { (void)st; return false; }
-void nd_store_close(nd_store *st) { (void)st; }
+{
+    if (!st || !dir || !*dir)
+        return set_err(err, errlen, -EINVAL, "no backup directory given");
+    pthread_rwlock_rdlock(&st->env_lock);
+    int rc = st->env ? copy_env(st->env, dir, err, errlen)
+                     : set_err(err, errlen, -EIO, "the store in %s is not open", st->dir);
+    pthread_rwlock_unlock(&st->env_lock);
+    return rc;
+}
+
+int nd_store_backup_path(const char *src_dir, const char *dst_dir, char *err, size_t errlen)
+{
+    MDB_env *env = NULL;
+    bool exists;
+    if (!src_dir || !*src_dir || !dst_dir || !*dst_dir)
+        return set_err(err, errlen, -EINVAL, "no source or backup directory given");
+    int rc = check_data_file(src_dir, &exists, err, errlen);
+    if (rc == 0 && !exists)
+        rc = set_err(err, errlen, -ENOENT, "no store in %s (no " DATA_NAME ")", src_dir);
+    if (rc)
+        return rc;
+    if ((rc = mdb_env_create(&env)))
+        return open_err(rc, src_dir, "mdb_env_create", err, errlen);
+    mdb_env_set_maxdbs(env, 4);
+    if ((rc = claim_lock_file(src_dir, err, errlen)))
+        goto out;
+    if ((rc = mdb_env_open(env, src_dir, MDB_RDONLY | MDB_NOTLS, FILE_MODE))) {
+        rc = open_err(rc, src_dir, "mdb_env_open", err, errlen);
+        goto out;
+    }
+    if ((rc = check_size(env, src_dir, err, errlen)))
+        goto out;
+    rc = copy_env(env, dst_dir, err, errlen);
+    if (rc == -EAGAIN) {        /* the holder grew the map meanwhile */
+        mdb_env_set_mapsize(env, 0);
+        rc = copy_env(env, dst_dir, err, errlen);
+    }
+out:
+    mdb_env_close(env);
+    return rc;
+}
+
+bool nd_store_writable(const nd_store *st)
+{
+    return st && atomic_load(&((nd_store *)st)->writable);
+}
+
+void nd_store_get_stats(nd_store *st, nd_store_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!st)
+        return;
+    out->commits = atomic_load(&st->commits);
+    out->changes = atomic_load(&st->changes);
+    out->failed_commits = atomic_load(&st->failed_commits);
+    out->failed_changes = atomic_load(&st->failed_changes);
+    out->max_batch = atomic_load(&st->max_batch);
+    out->reopens = atomic_load(&st->reopens);
+    out->appended = atomic_load(&st->appended);
+    pthread_mutex_lock(&st->mu);
+    out->queued = st->queued;
+    pthread_mutex_unlock(&st->mu);
+}
+
+void nd_store_close(nd_store *st)
+{
+    if (!st)
+        return;
+    pthread_mutex_lock(&st->mu);
+    st->closing = true;
+    pthread_cond_broadcast(&st->work);
+    pthread_cond_broadcast(&st->space);
+    pthread_mutex_unlock(&st->mu);
+    if (st->thread_started)
+        pthread_join(st->thread, NULL);
+    if (st->env && !st->opts.sync)
+        mdb_env_sync(st->env, 1);   /* a clean close is durable in any mode */
+    store_free(st);
+}

@@ -1,17 +1,33 @@
 /* store.h - the durable registry of documents, on LMDB.
  *
  * Owns the LMDB environment under the data directory and one commit thread.
- * Writes are asynchronous with group commit: nd_store_put()/nd_store_delete()
- * queue a change and return at once; the commit thread gathers every change
- * queued while the previous transaction was committing into one write
- * transaction, commits it (fsync), and then calls each change's done callback
- * with its status. A callback that reports 0 means the change is durable.
+ * Writes are asynchronous with group commit: nd_store_put() and
+ * nd_store_delete_at() queue a change and return at once; the commit thread
+ * gathers every change queued while the previous transaction was committing
+ * into one write transaction, commits it (fsync), and then calls each
+ * change's done callback with its status. A callback that reports 0 means
+ * the change is durable.
  *
  * Callbacks run on the commit thread: they must be quick and must not call
  * back into the store; a server hands the result to its event loop.
  *
- * Reads (nd_store_scan, nd_store_get) use LMDB read transactions and may run
- * on any thread concurrently with the commit thread. */
+ * Reads (nd_store_scan, nd_store_get, nd_store_count) use LMDB read
+ * transactions and may run on any thread concurrently with the commit thread.
+ *
+ * Files in the data directory: data.mdb and lock.mdb (LMDB's) and
+ * neardup.lock, which the open store holds with flock(LOCK_EX) so that a
+ * second neardupd on the same directory fails with -EBUSY.
+ *
+ * Keys. Each record is stored under its registered_at_us (8 bytes,
+ * big-endian), which the caller must keep unique and should hand out in
+ * increasing order (the server uses max(now, last + 1 us) from the greatest
+ * time stored): then every insert appends at the right edge of the B-tree
+ * and a durable commit writes few pages however large the store is. The id
+ * is kept in the value (a compact binary layout whose first byte is the
+ * layout version, see store.c); there is no index by id on disk, so the
+ * caller keeps id -> registered_at_us in memory (from nd_store_scan at
+ * start) and deletes with nd_store_delete_at(). A store written by an older
+ * neardup (store format 1, keyed by id) is refused by nd_store_open(). */
 #ifndef ND_STORE_H
 #define ND_STORE_H
 
@@ -23,6 +39,7 @@ typedef struct nd_store nd_store;
 
 #define ND_ID_MAX 256         /* longest document id, bytes */
 #define ND_VERSION_MAX 32     /* longest fingerprint version string, bytes */
+#define ND_META_MAX (16u << 20) /* longest meta text, bytes */
 
 /* One registered document. In calls that take a record, every pointer is
  * borrowed for the duration of the call (the store copies what it keeps). */
@@ -44,50 +61,132 @@ typedef struct nd_store_options {
     bool sync;                /* fsync each commit (true except in tests) */
 } nd_store_options;
 
-/* Fills opts with the defaults. */
+/* Fills opts with the defaults: map_size 64 GiB on 64-bit hosts (1 GiB on
+ * 32-bit; the file only grows as data is written), max_batch 4096 (at most
+ * 65536 is used), sync true. A map_size of 0 keeps the size recorded in an
+ * existing store (the default for a new one); a map_size below the data
+ * already stored is raised to it. */
 void nd_store_options_default(nd_store_options *opts);
 
 /* Called once per queued change after its transaction ended: status 0 when
- * durable, or -ENOSPC (storage full), -EIO, -ENOENT (delete of a missing id),
- * -ESHUTDOWN (store closing) ... */
+ * durable, or -ENOSPC (storage full), -EIO, -EEXIST (put of a time already
+ * stored), -ENOENT (delete of a missing record), -EBADMSG (delete of a
+ * record whose stored value cannot be decoded), -ESHUTDOWN (store
+ * closing) ... Runs on the commit thread, which takes the
+ * next batch only after the callbacks of this one returned: a callback must
+ * not wait for a lock that a caller of nd_store_put() may hold while the
+ * queue is full, or both wait forever. */
 typedef void (*nd_store_done_fn)(void *arg, int status);
 
 /* Opens (creating if needed) the store in directory dir, which must exist or
- * be creatable, and starts the commit thread. Returns 0 and a new store, or
- * -errno with a human-readable reason written into err[errlen]: -ENOENT /
- * -EACCES (directory), -EBUSY (another process holds it), -EINVAL (corrupt
- * or incompatible file), -ENOMEM. */
+ * be creatable (its parent must exist), and starts the commit thread.
+ * Returns 0 and a new store (free with nd_store_close()), or -errno with a
+ * human-readable reason naming the path written into err[errlen]: -ENOENT
+ * (no such directory), -ENOTDIR, -EACCES / -EROFS (not writable), -EBUSY
+ * (another neardupd, or another nd_store_open() in this process, holds it),
+ * -EINVAL (corrupt, truncated or incompatible file), -ENOSPC, -ENOMEM.
+ * An existing store opens even when its map or disk is full: reads work and
+ * writes report -ENOSPC until space returns. */
 int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
                   char *err, size_t errlen);
 
-/* Queues the record for durable insertion (replacing a record with the same
- * id). Returns 0 if queued (done will be called exactly once), or -errno
- * without queuing (done is not called): -EINVAL (bad record), -ESHUTDOWN. */
+/* Queues the record for durable insertion under the key
+ * rec->registered_at_us; the record is copied into one allocation. Nothing
+ * is replaced: if a record with that registered_at_us is stored already
+ * (a caller bug: times must be unique), done gets -EEXIST and the stored
+ * record stays. Records with the same id are not detected (no id index):
+ * the caller must not put an id that is stored. A time greater than every
+ * stored one takes the fast path (MDB_APPEND, counted in stats.appended);
+ * any other unused time is inserted normally, only slower. Returns 0 if
+ * queued (done, unless NULL, will be called exactly once), or -errno
+ * without queuing (done is not called): -EINVAL (bad record: id_len not
+ * 1..ND_ID_MAX, registered_at_us negative, version NULL or not
+ * 1..ND_VERSION_MAX bytes, meta_len over ND_META_MAX or set with meta
+ * NULL), -ENOMEM, -ESHUTDOWN (nd_store_close() has begun).
+ * The queue is bounded (max(4 x max_batch, 1024) changes and 64 MiB): when
+ * it is full this call blocks until the commit thread takes a batch (about
+ * one commit), so never call it from a done callback. Changes are applied
+ * in the order their calls returned. */
 int nd_store_put(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg);
 
-/* Queues the deletion of id; done gets 0 or -ENOENT. Same returns as put. */
-int nd_store_delete(nd_store *st, const char *id, size_t id_len,
-                    nd_store_done_fn done, void *arg);
+/* Queues the deletion of the record stored under registered_at_us, which
+ * must have id id (id_len bytes): done gets 0 (deleted, durable), -ENOENT
+ * (no record under that time, or its id differs: nothing is deleted),
+ * -EBADMSG (the stored value cannot be decoded: nothing is deleted) or an
+ * error as for put. One B-tree lookup. Returns 0 if queued, or -EINVAL (id
+ * not 1..ND_ID_MAX bytes, registered_at_us negative), -ENOMEM, -ESHUTDOWN;
+ * blocks like put when the queue is full. */
+int nd_store_delete_at(nd_store *st, const char *id, size_t id_len, int64_t registered_at_us,
+                       nd_store_done_fn done, void *arg);
 
-/* Calls visit for every stored record in id order, in one read transaction
- * (a consistent snapshot). The record's pointers are valid only during the
- * call. Stops early and returns visit's value if it returns non-zero.
- * Returns 0, or -errno. */
+/* Calls visit for every stored record in registration order
+ * (registered_at_us ascending; the daemon relies on this order, e.g. to
+ * find the greatest time so far), in one read transaction (a consistent
+ * snapshot), one cursor pass over the file. The record's pointers point
+ * into the map and are valid only during the call;
+ * version and meta are NUL-terminated, id is not. Records of any
+ * fingerprint version are visited. visit may call nd_store_get/count but
+ * not put/delete (they may block). Stops early and returns visit's value if
+ * it returns non-zero. Returns 0, or -errno: -EBADMSG (a stored value that
+ * cannot be decoded: corrupt, or written by a newer layout), -EAGAIN (more
+ * than 256 read transactions at once), -EIO. */
 int nd_store_scan(nd_store *st, int (*visit)(void *arg, const nd_record *rec), void *arg);
+
+/* Looks up the record stored under registered_at_us and calls visit once
+ * with it (pointers valid only during the call, as for nd_store_scan).
+ * Returns visit's value, or -ENOENT (no record at that time; visit not
+ * called), -EINVAL (negative time), -EBADMSG, -EIO. Sees committed changes
+ * only. */
+int nd_store_get(nd_store *st, int64_t registered_at_us,
+                 int (*visit)(void *arg, const nd_record *rec), void *arg);
 
 /* Number of stored records (from a read transaction), or -errno. */
 int64_t nd_store_count(nd_store *st);
 
 /* Writes a consistent copy of the store into directory dir (created if
- * missing, must not hold a store) while the store is in use.
- * Returns 0 or -errno with a reason in err[errlen]. */
+ * missing, must not hold a store) while the store is in use: a compacted
+ * data.mdb, written under a temporary name, fsynced, then linked into place,
+ * so dir never holds a partial data.mdb. Writers are not blocked.
+ * Returns 0 or -errno with a reason in err[errlen]: -EEXIST (dir holds a
+ * store already), -ENOENT/-ENOTDIR/-EACCES (dir), -ENOSPC, -EIO. */
 int nd_store_backup(nd_store *st, const char *dir, char *err, size_t errlen);
 
-/* True while the last commit succeeded (storage writable). */
+/* The same for the store in data directory src_dir, which another process
+ * (a running neardupd) may hold: opens the environment read-only without
+ * taking neardup.lock, copies, closes. Do not call it on a directory this
+ * process has open with nd_store_open() (LMDB forbids opening one
+ * environment twice in a process); use nd_store_backup() there. Returns 0
+ * or -errno with a reason in err: also -ENOENT (no store in src_dir),
+ * -EINVAL (corrupt file). */
+int nd_store_backup_path(const char *src_dir, const char *dst_dir, char *err, size_t errlen);
+
+/* True while the last commit succeeded (storage writable). Becomes false
+ * when a commit fails (map or disk full, I/O error) and true again at the
+ * next commit that succeeds and wrote something (deletes of missing records
+ * and refused duplicate puts prove nothing). True after open. */
 bool nd_store_writable(const nd_store *st);
 
-/* Commits every queued change (their callbacks run), stops the commit
- * thread and closes the environment. NULL is allowed. */
+typedef struct nd_store_stats {
+    uint64_t commits;        /* write transactions committed */
+    uint64_t changes;        /* changes in those transactions */
+    uint64_t failed_commits; /* write transactions that failed */
+    uint64_t failed_changes; /* changes whose callback got an error other
+                              * than -ENOENT */
+    uint64_t max_batch;      /* most changes in one committed transaction */
+    uint64_t queued;         /* changes waiting for the commit thread now */
+    uint64_t reopens;        /* environment reopened after a fatal error */
+    uint64_t appended;       /* committed puts that took the append path
+                              * (time above every stored one) */
+} nd_store_stats;
+
+/* Copies the counters since open into *out. Does not allocate. */
+void nd_store_get_stats(nd_store *st, nd_store_stats *out);
+
+/* Commits every queued change (their callbacks run; -ESHUTDOWN only for a
+ * change that cannot be committed because the environment is gone), stops
+ * the commit thread, flushes (also with sync false), closes the environment
+ * and releases neardup.lock. NULL is allowed. No other call on st may be
+ * running or follow. */
 void nd_store_close(nd_store *st);
 
 #endif

@@ -1,0 +1,48 @@
+/* api.h - the HTTP API of neardupd: the route table and its handlers
+ * (/fingerprint, /check-original, /documents/{id}, /healthz, /readyz,
+ * /metrics). The contract is proto/openapi.yaml.
+ *
+ * Handlers run on the worker threads of http.c; the state they share lives in
+ * one nd_api, filled by neardupd.c before the workers start and read-only
+ * afterwards except for the atomic start-up progress fields. */
+#ifndef ND_API_H
+#define ND_API_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "fingerprint.h"
+#include "http.h"
+#include "metrics.h"
+#include "registry.h"
+#include "store.h"
+
+typedef struct nd_api {
+    const nd_config *cfg;      /* borrowed */
+    nd_fingerprinter *fp;      /* borrowed; shared by all workers */
+    nd_registry *reg;          /* borrowed */
+    nd_store *store;           /* borrowed; NULL when in memory */
+    nd_metrics *metrics;       /* borrowed */
+    nd_http *http;             /* borrowed; set before nd_http_start() */
+    int64_t start_ns;          /* CLOCK_MONOTONIC at start */
+    _Atomic uint64_t load_done, load_total;
+    _Atomic bool load_failed;  /* the store could not be read: never ready */
+} nd_api;
+
+/* The route table (ends with a NULL path), for nd_http_hooks.routes. */
+extern const nd_route_def nd_api_routes[];
+
+/* nd_http_hooks.worker_init: creates a worker's scratch (fingerprint scratch,
+ * match arrays, reply buffer). app is the nd_api. Returns 0 or -ENOMEM. */
+int nd_api_worker_init(void *app, unsigned index, void **user);
+
+/* nd_http_hooks.worker_finish: frees what nd_api_worker_init() made. */
+void nd_api_worker_finish(void *app, void *user);
+
+/* True when /readyz answers 200; otherwise *why (static) names the reason:
+ * "loading", "load_failed", "draining" or "storage_unavailable". */
+bool nd_api_ready(const nd_api *api, const char **why);
+
+#endif

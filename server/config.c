@@ -1,0 +1,386 @@
+/* config.c - defaults, NEARDUP_* variables and flags, all from one table. */
+#include "config.h"
+#include "log.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define KiB ((size_t)1024)
+#define MiB (1024 * KiB)
+#define GiB (1024 * MiB)
+
+void nd_config_defaults(nd_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    strcpy(cfg->listen_host, "127.0.0.1"); /* loopback unless asked otherwise */
+    cfg->listen_port = 8080;
+    strcpy(cfg->data_dir, "./data");       /* the embedded store lives here */
+    cfg->in_memory = false;                /* registrations are durable */
+    cfg->threads = 0;                      /* 0: one per online core, resolved in parse */
+    cfg->accept_mode = ND_ACCEPT_REUSEPORT;/* measured faster: tests/bench/bench_http.sh */
+    cfg->k = 3;                            /* Hamming radius of a "near duplicate" */
+    cfg->min_chars = 300;                  /* shorter texts are too short to judge */
+    cfg->max_body = 4 * MiB;               /* a long article is ~100 KB */
+    cfg->max_headers = 16 * KiB;           /* request line + headers */
+    cfg->max_batch = 1000;                 /* texts in one /fingerprint batch */
+    cfg->max_matches = 100;                /* matches listed; more sets "truncated" */
+    cfg->max_meta = 16 * KiB;              /* author/title/url and friends */
+    cfg->timeout_s = 30;                   /* idle keep-alive and slow clients */
+    cfg->drain_s = 10;                     /* in-flight requests at shutdown */
+    cfg->map_size = 0;                     /* 0: the store's default */
+    cfg->sync = true;                      /* fsync each group commit */
+    cfg->log_level = ND_LOG_INFO;          /* start-up lines and the access log */
+    cfg->access_log = true;                /* one line per request */
+}
+
+enum opt_type { T_LISTEN, T_PATH, T_UINT, T_SIZE, T_BOOL, T_ACCEPT, T_LEVEL };
+
+typedef struct opt_desc {
+    const char *flag;    /* long flag without "--" */
+    const char *env;     /* NEARDUP_* variable */
+    const char *metavar; /* NULL: a switch without argument */
+    enum opt_type type;
+    size_t offset;       /* into nd_config */
+    uint64_t min, max;   /* for T_UINT and T_SIZE */
+    bool switch_value;   /* for switches: the value the flag sets */
+    const char *help;
+} opt_desc;
+
+#define OFF(f) offsetof(nd_config, f)
+
+static const opt_desc options[] = {
+    {"listen", "NEARDUP_LISTEN", "HOST:PORT", T_LISTEN, OFF(listen_host), 0, 0, false,
+     "address and port to listen on; port 0 picks a free port (logged)"},
+    {"data", "NEARDUP_DATA", "DIR", T_PATH, OFF(data_dir), 0, 0, false,
+     "directory of the embedded store (created if missing)"},
+    {"in-memory", "NEARDUP_IN_MEMORY", NULL, T_BOOL, OFF(in_memory), 0, 0, true,
+     "keep registrations in memory only, no store (tests, benchmarks)"},
+    {"threads", "NEARDUP_THREADS", "N", T_UINT, OFF(threads), 0, 256, false,
+     "worker threads, one event loop each; 0 = number of cores"},
+    {"accept", "NEARDUP_ACCEPT", "MODE", T_ACCEPT, OFF(accept_mode), 0, 0, false,
+     "reuseport (a listening socket per worker) or shared (one socket)"},
+    {"k", "NEARDUP_K", "N", T_UINT, OFF(k), 0, 8, false,
+     "default Hamming radius of /check-original (0..8)"},
+    {"min-chars", "NEARDUP_MIN_CHARS", "N", T_UINT, OFF(min_chars), 0, 1000000, false,
+     "shortest text (characters after normalization) /check-original judges"},
+    {"max-body", "NEARDUP_MAX_BODY", "SIZE", T_SIZE, OFF(max_body), 1024, 1024 * MiB, false,
+     "largest request body (suffix K, M, G)"},
+    {"max-headers", "NEARDUP_MAX_HEADERS", "SIZE", T_SIZE, OFF(max_headers), 1024, 1 * MiB,
+     false, "largest request line plus headers"},
+    {"max-batch", "NEARDUP_MAX_BATCH", "N", T_UINT, OFF(max_batch), 1, 100000, false,
+     "most texts in one /fingerprint batch"},
+    {"max-matches", "NEARDUP_MAX_MATCHES", "N", T_UINT, OFF(max_matches), 1, 10000, false,
+     "most matches in one answer (then \"truncated\": true)"},
+    {"max-meta", "NEARDUP_MAX_META", "SIZE", T_SIZE, OFF(max_meta), 2, 1 * MiB, false,
+     "largest \"meta\" object, as compact JSON"},
+    {"timeout", "NEARDUP_TIMEOUT", "SECONDS", T_UINT, OFF(timeout_s), 1, 3600, false,
+     "idle, read and write timeout of a connection"},
+    {"drain-timeout", "NEARDUP_DRAIN_TIMEOUT", "SECONDS", T_UINT, OFF(drain_s), 0, 3600, false,
+     "at SIGTERM/SIGINT, how long in-flight requests may take"},
+    {"map-size", "NEARDUP_MAP_SIZE", "SIZE", T_SIZE, OFF(map_size), 0, (uint64_t)1 << 44, false,
+     "storage limit (LMDB map size); 0 = the store's default"},
+    {"no-sync", "NEARDUP_NO_SYNC", NULL, T_BOOL, OFF(sync), 0, 0, false,
+     "do not fsync commits (tests only: loses data on power failure)"},
+    {"log-level", "NEARDUP_LOG_LEVEL", "LEVEL", T_LEVEL, OFF(log_level), 0, 0, false,
+     "debug, info, warn, error or off"},
+    {"no-access-log", "NEARDUP_NO_ACCESS_LOG", NULL, T_BOOL, OFF(access_log), 0, 0, false,
+     "do not log one line per request"},
+};
+
+#define NOPTIONS (sizeof(options) / sizeof(options[0]))
+
+static int parse_uint(const char *s, uint64_t *out)
+{
+    if (!isdigit((unsigned char)*s))
+        return -EINVAL;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+    if (!isdigit((unsigned char)*s))
+        return -EINVAL;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return -EINVAL;
+    uint64_t mul = 1;
+    switch (*end) {
+    case 0: break;
+    case 'k': case 'K': mul = KiB; end++; break;
+    case 'm': case 'M': mul = MiB; end++; break;
+    case 'g': case 'G': mul = GiB; end++; break;
+    default: return -EINVAL;
+    }
+    if (*end == 'i' || *end == 'I')
+        end++;
+    if (*end == 'b' || *end == 'B')
+        end++;
+    if (*end || (v && mul > UINT64_MAX / v))
+        return -EINVAL;
+    *out = v * mul;
+    return 0;
+}
+
+static int parse_bool(const char *s, bool *out)
+{
+    static const char *const yes[] = {"1", "true", "yes", "on"};
+    static const char *const no[] = {"0", "false", "no", "off", ""};
+    for (size_t i = 0; i < 4; i++)
+        if (strcasecmp(s, yes[i]) == 0)
+            return *out = true, 0;
+    for (size_t i = 0; i < 5; i++)
+        if (strcasecmp(s, no[i]) == 0)
+            return *out = false, 0;
+    return -EINVAL;
+}
+
+/* "HOST:PORT" or "[V6]:PORT"; HOST may be empty (then 0.0.0.0 is NOT assumed:
+ * it is an error, to keep listening on every interface explicit). */
+static int parse_listen(nd_config *cfg, const char *s)
+{
+    const char *colon;
+    const char *host = s;
+    size_t hlen;
+    if (*s == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close[1] != ':')
+            return -EINVAL;
+        host = s + 1;
+        hlen = (size_t)(close - host);
+        colon = close + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon)
+            return -EINVAL;
+        hlen = (size_t)(colon - s);
+    }
+    uint64_t port;
+    if (hlen == 0 || hlen >= sizeof(cfg->listen_host) || parse_uint(colon + 1, &port) ||
+        port > 65535)
+        return -EINVAL;
+    memcpy(cfg->listen_host, host, hlen);
+    cfg->listen_host[hlen] = 0;
+    cfg->listen_port = (uint16_t)port;
+    return 0;
+}
+
+/* Applies value to the option; for switches value is NULL (flag) or the
+ * variable's text (environment). */
+static int apply(nd_config *cfg, const opt_desc *o, const char *value)
+{
+    char *field = (char *)cfg + o->offset;
+    uint64_t v;
+    bool b;
+    int lvl;
+    switch (o->type) {
+    case T_LISTEN:
+        return parse_listen(cfg, value);
+    case T_PATH:
+        if (!*value || strlen(value) >= sizeof(cfg->data_dir))
+            return -EINVAL;
+        strcpy(field, value);
+        return 0;
+    case T_UINT:
+        if (parse_uint(value, &v) || v < o->min || v > o->max)
+            return -EINVAL;
+        *(unsigned *)field = (unsigned)v;
+        return 0;
+    case T_SIZE:
+        if (parse_size(value, &v) || v < o->min || v > o->max)
+            return -EINVAL;
+        *(size_t *)field = (size_t)v;
+        return 0;
+    case T_BOOL:
+        if (!value) {
+            *(bool *)field = o->switch_value;
+            return 0;
+        }
+        if (parse_bool(value, &b))
+            return -EINVAL;
+        /* NEARDUP_NO_SYNC=1 means sync=false: the variable names the switch. */
+        *(bool *)field = b ? o->switch_value : !o->switch_value;
+        return 0;
+    case T_ACCEPT:
+        if (strcmp(value, "reuseport") == 0)
+            *(int *)field = ND_ACCEPT_REUSEPORT;
+        else if (strcmp(value, "shared") == 0)
+            *(int *)field = ND_ACCEPT_SHARED;
+        else
+            return -EINVAL;
+        return 0;
+    case T_LEVEL:
+        lvl = nd_log_level_parse(value);
+        if (lvl < 0)
+            return -EINVAL;
+        *(int *)field = lvl;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+static void describe_default(const opt_desc *o, char *buf, size_t cap)
+{
+    nd_config d;
+    nd_config_defaults(&d);
+    const char *field = (const char *)&d + o->offset;
+    switch (o->type) {
+    case T_LISTEN:
+        snprintf(buf, cap, "%s:%u", d.listen_host, d.listen_port);
+        break;
+    case T_PATH:
+        snprintf(buf, cap, "%s", field);
+        break;
+    case T_UINT:
+        if (o->offset == OFF(threads))
+            snprintf(buf, cap, "0 (%ld here)", sysconf(_SC_NPROCESSORS_ONLN));
+        else
+            snprintf(buf, cap, "%u", *(const unsigned *)field);
+        break;
+    case T_SIZE: {
+        size_t v = *(const size_t *)field;
+        if (v && v % MiB == 0)
+            snprintf(buf, cap, "%zuM", v / MiB);
+        else if (v && v % KiB == 0)
+            snprintf(buf, cap, "%zuK", v / KiB);
+        else
+            snprintf(buf, cap, "%zu", v);
+        break;
+    }
+    case T_BOOL:
+        snprintf(buf, cap, "off");
+        break;
+    case T_ACCEPT:
+        snprintf(buf, cap, "reuseport");
+        break;
+    case T_LEVEL:
+        snprintf(buf, cap, "%s", nd_log_level_name(*(const int *)field));
+        break;
+    }
+}
+
+void nd_config_usage(FILE *out, const char *prog)
+{
+    fprintf(out,
+            "Usage: %s [OPTIONS]\n"
+            "The neardup server: near-duplicate lookup over HTTP (POST /fingerprint,\n"
+            "POST /check-original, GET|DELETE /documents/{id}, /healthz, /readyz, /metrics).\n"
+            "Every option may also be set by its environment variable; flags win.\n\n",
+            prog);
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        const opt_desc *o = &options[i];
+        char left[64], def[4400];
+        snprintf(left, sizeof(left), "--%s%s%s", o->flag, o->metavar ? " " : "",
+                 o->metavar ? o->metavar : "");
+        describe_default(o, def, sizeof(def));
+        fprintf(out, "  %-26s %s\n  %-26s env %s, default %s\n", left, o->help, "", o->env, def);
+    }
+    fprintf(out, "  %-26s %s\n  %-26s %s\n", "--help", "show this text and exit", "--version",
+            "show the version and exit");
+    fprintf(out, "\nSignals: SIGTERM or SIGINT drains and exits 0; a second one exits at once.\n");
+}
+
+static int finish(nd_config *cfg, FILE *err)
+{
+    if (cfg->threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        cfg->threads = n > 0 ? (unsigned)n : 1;
+    }
+    if (cfg->max_meta > cfg->max_body) {
+        fprintf(err, "neardupd: --max-meta must not exceed --max-body\n");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int nd_config_parse(nd_config *cfg, int argc, char **argv, FILE *out, FILE *err)
+{
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        const char *v = getenv(options[i].env);
+        if (v && apply(cfg, &options[i], v) < 0) {
+            fprintf(err, "neardupd: invalid %s=%s\n", options[i].env, v);
+            return -EINVAL;
+        }
+    }
+    struct option longopts[NOPTIONS + 3];
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        longopts[i] = (struct option){options[i].flag,
+                                      options[i].metavar ? required_argument : no_argument,
+                                      NULL, (int)(i + 1)};
+    }
+    longopts[NOPTIONS] = (struct option){"help", no_argument, NULL, 'h'};
+    longopts[NOPTIONS + 1] = (struct option){"version", no_argument, NULL, 'V'};
+    longopts[NOPTIONS + 2] = (struct option){NULL, 0, NULL, 0};
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":hV", longopts, NULL)) != -1) {
+        if (c == 'h') {
+            nd_config_usage(out, "neardupd");
+            return 1;
+        }
+        if (c == 'V') {
+            fprintf(out, "neardupd %s\n", ND_PROGRAM_VERSION);
+            return 1;
+        }
+        if (c == '?' || c == ':') {
+            fprintf(err, "neardupd: %s option %s (see --help)\n",
+                    c == ':' ? "missing value for" : "unknown", argv[optind - 1]);
+            return -EINVAL;
+        }
+        const opt_desc *o = &options[c - 1];
+        if (apply(cfg, o, optarg) < 0) {
+            fprintf(err, "neardupd: invalid value for --%s: %s\n", o->flag, optarg);
+            return -EINVAL;
+        }
+    }
+    if (optind < argc) {
+        fprintf(err, "neardupd: unexpected argument %s (see --help)\n", argv[optind]);
+        return -EINVAL;
+    }
+    return finish(cfg, err);
+}
+
+size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
+{
+    size_t pos = 0;
+    int n = snprintf(buf, cap, "{\"listen\":");
+    pos = (size_t)n;
+    char hostport[300];
+    snprintf(hostport, sizeof(hostport), "%s:%u", cfg->listen_host, cfg->listen_port);
+    nd_log_json_string(buf, cap, &pos, hostport, strlen(hostport));
+    if (pos < cap) {
+        n = snprintf(buf + pos, cap - pos, ",\"data\":");
+        pos += (size_t)n;
+    }
+    if (pos < cap)
+        nd_log_json_string(buf, cap, &pos, cfg->data_dir, strlen(cfg->data_dir));
+    if (pos < cap) {
+        n = snprintf(buf + pos, cap - pos,
+                     ",\"in_memory\":%s,\"threads\":%u,\"accept\":\"%s\",\"k\":%u,"
+                     "\"min_chars\":%u,\"max_body\":%zu,\"max_headers\":%zu,\"max_batch\":%u,"
+                     "\"max_matches\":%u,\"max_meta\":%zu,\"timeout\":%u,\"drain_timeout\":%u,"
+                     "\"map_size\":%zu,\"sync\":%s,\"log_level\":\"%s\",\"access_log\":%s}",
+                     cfg->in_memory ? "true" : "false", cfg->threads,
+                     cfg->accept_mode == ND_ACCEPT_SHARED ? "shared" : "reuseport", cfg->k,
+                     cfg->min_chars, cfg->max_body, cfg->max_headers, cfg->max_batch,
+                     cfg->max_matches, cfg->max_meta, cfg->timeout_s, cfg->drain_s, cfg->map_size,
+                     cfg->sync ? "true" : "false", nd_log_level_name(cfg->log_level),
+                     cfg->access_log ? "true" : "false");
+        pos = n < 0 ? pos : pos + (size_t)n;
+    }
+    return pos < cap ? pos : cap - 1;
+}

@@ -1,0 +1,59 @@
+/* config.h - neardupd's configuration: one struct, defaults in one function,
+ * overridden by NEARDUP_* environment variables and then by command-line
+ * flags, validated once at start-up and read-only afterwards.
+ *
+ * The options are described as data (a table in config.c) from which the
+ * flag parser, the environment reader and `neardupd --help` are all made. */
+#ifndef ND_CONFIG_H
+#define ND_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum nd_accept_mode {
+    ND_ACCEPT_REUSEPORT = 0, /* one SO_REUSEPORT listening socket per worker */
+    ND_ACCEPT_SHARED = 1,    /* one listening socket, accepted by every worker */
+};
+
+typedef struct nd_config {
+    char listen_host[256];   /* address to listen on (default 127.0.0.1) */
+    uint16_t listen_port;    /* port; 0 picks a free one, logged at start (8080) */
+    char data_dir[4096];     /* directory of the LMDB store (./data) */
+    bool in_memory;          /* keep registrations in memory only (false) */
+    unsigned threads;        /* worker threads, each with its own event loop (cores) */
+    int accept_mode;         /* enum nd_accept_mode (reuseport) */
+    unsigned k;              /* default Hamming radius of /check-original (3) */
+    unsigned min_chars;      /* shortest text /check-original judges (300) */
+    size_t max_body;         /* largest request body in bytes (4 MiB) */
+    size_t max_headers;      /* largest request header block in bytes (16 KiB) */
+    unsigned max_batch;      /* most texts in one /fingerprint batch (1000) */
+    unsigned max_matches;    /* most matches listed in one answer (100) */
+    size_t max_meta;         /* largest "meta" object, compact JSON bytes (16 KiB) */
+    unsigned timeout_s;      /* idle / read / write timeout of a connection (30 s) */
+    unsigned drain_s;        /* deadline for in-flight requests at shutdown (10 s) */
+    size_t map_size;         /* storage limit: LMDB map size in bytes (store default) */
+    bool sync;               /* fsync every commit (true) */
+    int log_level;           /* enum nd_log_level (info) */
+    bool access_log;         /* one JSON line per request (true; needs level info) */
+} nd_config;
+
+/* Fills cfg with the defaults. */
+void nd_config_defaults(nd_config *cfg);
+
+/* Applies NEARDUP_* variables from the process environment, then the flags in
+ * argv. Returns 0; 1 if --help or --version was given (the text has been
+ * written to out, the caller exits 0); or -EINVAL after writing a one-line
+ * reason to err (the caller exits 2). Validates every value. Does not keep
+ * pointers into argv or the environment. */
+int nd_config_parse(nd_config *cfg, int argc, char **argv, FILE *out, FILE *err);
+
+/* Writes the usage text, listing every flag with its variable and default. */
+void nd_config_usage(FILE *out, const char *prog);
+
+/* Writes the effective configuration as one JSON object (no newline) into
+ * buf[cap] for the start-up log line. Returns the length written. */
+size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap);
+
+#endif

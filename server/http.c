@@ -1,0 +1,854 @@
+/* http.c - listeners, worker loops, routing, replies, access log. */
+#include "http.h"
+#include "log.h"
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http_struct.h> /* only for the HTTP version of a bad request */
+#include <event2/keyvalq_struct.h>
+
+#define TICK_MS 100         /* heartbeat and access-log flush period */
+#define LISTEN_BACKLOG 1024
+
+struct nd_worker {
+    nd_http *h;
+    unsigned index;
+    pthread_t thread;
+    bool running;
+    struct event_base *base;
+    struct evhttp *http;
+    struct evhttp_bound_socket *bound;
+    int listen_fd;            /* handed to evhttp, which closes it */
+    struct event *wake;       /* runs posted tasks */
+    struct event *tick;       /* heartbeat, log flush */
+    pthread_mutex_t qlock;
+    nd_task *queue;           /* posted tasks, newest first */
+    nd_task close_task;
+    nd_metrics_worker *metrics;
+    void *user;
+    nd_req *free_reqs;
+    nd_req *unflushed;         /* replies being written (list) */
+    uint64_t nrequests;
+    _Atomic uint64_t inflight; /* dispatched, not answered; written by this thread only */
+    _Atomic uint64_t writing;  /* answered, not yet written; idem */
+    _Atomic int64_t heartbeat_ms;
+    int64_t ts_sec;           /* second of ts_prefix */
+    char ts_prefix[20];
+    size_t loglen;
+    char logbuf[ND_LOG_LINE_MAX];
+};
+
+struct nd_http {
+    const nd_config *cfg;
+    nd_http_hooks hooks;
+    nd_metrics *metrics;
+    unsigned nworkers;
+    nd_worker *workers;
+    uint16_t port;
+    _Atomic bool draining;
+};
+
+static _Thread_local nd_worker *tls_worker;
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- access log (batched per worker; whole lines, <= PIPE_BUF a write) ---- */
+
+static void log_flush(nd_worker *w)
+{
+    if (w->loglen) {
+        nd_log_write(w->logbuf, w->loglen);
+        w->loglen = 0;
+    }
+}
+
+static void log_append(nd_worker *w, const char *line, size_t len)
+{
+    if (w->loglen + len > sizeof(w->logbuf))
+        log_flush(w);
+    memcpy(w->logbuf + w->loglen, line, len);
+    w->loglen += len;
+}
+
+static const char *method_name(enum evhttp_cmd_type m)
+{
+    switch (m) {
+    case EVHTTP_REQ_GET: return "GET";
+    case EVHTTP_REQ_POST: return "POST";
+    case EVHTTP_REQ_HEAD: return "HEAD";
+    case EVHTTP_REQ_PUT: return "PUT";
+    case EVHTTP_REQ_DELETE: return "DELETE";
+    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+    case EVHTTP_REQ_TRACE: return "TRACE";
+    case EVHTTP_REQ_CONNECT: return "CONNECT";
+    case EVHTTP_REQ_PATCH: return "PATCH";
+    }
+    return "?";
+}
+
+/* Small formatters for the per-request path (snprintf is a visible cost). */
+static inline void put(char *buf, size_t *pos, const char *s, size_t n)
+{
+    memcpy(buf + *pos, s, n);
+    *pos += n;
+}
+
+#define PUT_LIT(buf, pos, lit) put((buf), (pos), (lit), sizeof(lit) - 1)
+
+static void put_u64(char *buf, size_t *pos, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        buf[(*pos)++] = tmp[--n];
+}
+
+static void put_digits(char *buf, size_t *pos, uint64_t v, int width)
+{
+    for (int i = width - 1; i >= 0; i--) {
+        buf[*pos + (size_t)i] = (char)('0' + v % 10);
+        v /= 10;
+    }
+    *pos += (size_t)width;
+}
+
+/* RFC 3339 time with microseconds; the date part is cached per second. */
+static void put_time(nd_worker *w, char *buf, size_t *pos)
+{
+    int64_t us = nd_log_now_us();
+    int64_t sec = us / 1000000;
+    if (sec != w->ts_sec) {
+        char full[32];
+        nd_log_format_time(sec * 1000000, full);
+        memcpy(w->ts_prefix, full, 19); /* YYYY-MM-DDTHH:MM:SS */
+        w->ts_sec = sec;
+    }
+    put(buf, pos, w->ts_prefix, 19);
+    buf[(*pos)++] = '.';
+    put_digits(buf, pos, (uint64_t)(us % 1000000), 6);
+    buf[(*pos)++] = 'Z';
+}
+
+static void access_log(nd_worker *w, const char *rid, const char *method, const char *path,
+                       int status, int64_t latency_ns, size_t in, size_t out)
+{
+    if (!w->h->cfg->access_log || !nd_log_enabled(ND_LOG_INFO))
+        return;
+    char line[2048];
+    size_t pos = 0;
+    PUT_LIT(line, &pos, "{\"time\":\"");
+    put_time(w, line, &pos);
+    PUT_LIT(line, &pos, "\",\"level\":\"info\",\"msg\":\"request\",\"rid\":\"");
+    put(line, &pos, rid, strnlen(rid, 39));
+    PUT_LIT(line, &pos, "\",\"method\":\"");
+    put(line, &pos, method, strlen(method));
+    PUT_LIT(line, &pos, "\",\"path\":");
+    size_t plen = path ? strlen(path) : 1;
+    /* At most 256 bytes of the path: escaped, at most 1538 bytes. */
+    nd_log_json_string(line, pos + 1540, &pos, path ? path : "-", plen > 256 ? 256 : plen);
+    PUT_LIT(line, &pos, ",\"status\":");
+    put_u64(line, &pos, (uint64_t)(status < 0 ? 0 : status));
+    uint64_t lat_us = latency_ns > 0 ? (uint64_t)latency_ns / 1000 : 0;
+    PUT_LIT(line, &pos, ",\"latency_ms\":");
+    put_u64(line, &pos, lat_us / 1000);
+    line[pos++] = '.';
+    put_digits(line, &pos, lat_us % 1000, 3);
+    PUT_LIT(line, &pos, ",\"bytes_in\":");
+    put_u64(line, &pos, in);
+    PUT_LIT(line, &pos, ",\"bytes_out\":");
+    put_u64(line, &pos, out);
+    PUT_LIT(line, &pos, ",\"worker\":");
+    put_u64(line, &pos, w->index);
+    PUT_LIT(line, &pos, "}\n");
+    log_append(w, line, pos);
+}
+
+/* ---- tasks ---- */
+
+void nd_worker_post(nd_worker *w, nd_task *task)
+{
+    pthread_mutex_lock(&w->qlock);
+    bool was_empty = w->queue == NULL;
+    task->next = w->queue;
+    w->queue = task;
+    pthread_mutex_unlock(&w->qlock);
+    if (was_empty)
+        event_active(w->wake, EV_READ, 0);
+}
+
+/* Runs the posted tasks, oldest first. Returns how many ran. */
+static unsigned run_tasks(nd_worker *w)
+{
+    pthread_mutex_lock(&w->qlock);
+    nd_task *t = w->queue;
+    w->queue = NULL;
+    pthread_mutex_unlock(&w->qlock);
+    nd_task *fifo = NULL;
+    while (t) {
+        nd_task *next = t->next;
+        t->next = fifo;
+        fifo = t;
+        t = next;
+    }
+    unsigned n = 0;
+    while (fifo) {
+        nd_task *next = fifo->next;
+        fifo->fn(fifo);
+        fifo = next;
+        n++;
+    }
+    return n;
+}
+
+static void wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    run_tasks(arg);
+}
+
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    nd_worker *w = arg;
+    atomic_store_explicit(&w->heartbeat_ms, mono_ns() / 1000000, memory_order_relaxed);
+    log_flush(w);
+}
+
+static void close_listener_task(nd_task *t)
+{
+    nd_worker *w = (nd_worker *)((char *)t - offsetof(nd_worker, close_task));
+    if (w->bound) {
+        evhttp_del_accept_socket(w->http, w->bound);
+        w->bound = NULL;
+    }
+}
+
+/* ---- requests ---- */
+
+static nd_req *req_get(nd_worker *w)
+{
+    nd_req *r = w->free_reqs;
+    if (r) {
+        w->free_reqs = r->next;
+    } else {
+        r = malloc(sizeof(*r));
+        if (!r)
+            nd_die_oom("req_get");
+    }
+    memset(r, 0, sizeof(*r));
+    r->worker = w;
+    return r;
+}
+
+static void req_put(nd_worker *w, nd_req *r)
+{
+    r->next = w->free_reqs;
+    w->free_reqs = r;
+}
+
+static inline void counter_add(_Atomic uint64_t *c, int64_t d)
+{
+    /* One writer (the worker's thread): no locked instruction needed. */
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + (uint64_t)d,
+                          memory_order_relaxed);
+}
+
+/* The reply of r has been written, or its connection is gone. */
+static void writing_done(nd_worker *w, nd_req *r)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        w->unflushed = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    counter_add(&w->writing, -1);
+    req_put(w, r);
+}
+
+static void on_complete(struct evhttp_request *ev, void *arg)
+{
+    (void)ev;
+    nd_req *r = arg;
+    writing_done(r->worker, r);
+}
+
+/* A connection closes: a reply still being written on it never completes.
+ * (libevent serves one request at a time per connection, so at most one.) */
+static void on_close(struct evhttp_connection *evcon, void *arg)
+{
+    nd_worker *w = arg;
+    for (nd_req *r = w->unflushed; r; r = r->next) {
+        if (r->evcon == evcon) {
+            writing_done(w, r);
+            return;
+        }
+    }
+}
+
+void *nd_worker_user(const nd_worker *w)
+{
+    return w->user;
+}
+
+void *nd_http_app(const nd_req *r)
+{
+    return r->worker->h->hooks.app;
+}
+
+const nd_config *nd_req_config(const nd_req *r)
+{
+    return r->worker->h->cfg;
+}
+
+const char *nd_req_body(nd_req *r, size_t *len)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(r->ev);
+    *len = evbuffer_get_length(in);
+    if (*len == 0)
+        return "";
+    return (const char *)evbuffer_pullup(in, -1);
+}
+
+const char *nd_req_header(const nd_req *r, const char *name)
+{
+    return evhttp_find_header(evhttp_request_get_input_headers(r->ev), name);
+}
+
+void nd_req_add_header(nd_req *r, const char *name, const char *value)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(r->ev), name, value);
+}
+
+void nd_req_reply(nd_req *r, int status, const char *content_type, struct evbuffer *body)
+{
+    nd_worker *w = r->worker;
+    assert(!r->replied);
+    r->replied = true;
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(r->ev);
+    if (content_type)
+        evhttp_add_header(oh, "Content-Type", content_type);
+    evhttp_add_header(oh, "X-Request-Id", r->rid);
+    if (atomic_load_explicit(&w->h->draining, memory_order_relaxed))
+        evhttp_add_header(oh, "Connection", "close");
+    size_t in = evbuffer_get_length(evhttp_request_get_input_buffer(r->ev));
+    size_t out = body ? evbuffer_get_length(body) : 0;
+    int64_t latency = mono_ns() - r->start_ns;
+    /* Log before sending: the path belongs to the request, freed by the send. */
+    access_log(w, r->rid, method_name(r->method), r->path, status, latency, in, out);
+    nd_metrics_request(w->metrics, r->route ? r->route->label : ND_ROUTE_OTHER, status,
+                       (uint64_t)(latency / 1000), in, out);
+    counter_add(&w->inflight, -1);
+    r->evcon = evhttp_request_get_connection(r->ev);
+    if (r->evcon) {
+        /* Track the write until it completes (or the connection closes). */
+        r->prev = NULL;
+        r->next = w->unflushed;
+        if (r->next)
+            r->next->prev = r;
+        w->unflushed = r;
+        counter_add(&w->writing, 1);
+        evhttp_request_set_on_complete_cb(r->ev, on_complete, r);
+        evhttp_connection_set_closecb(r->evcon, on_close, w);
+        evhttp_send_reply(r->ev, status, NULL, body);
+    } else {
+        /* The client left while we worked: libevent frees the request. */
+        evhttp_send_reply(r->ev, status, NULL, body);
+        req_put(w, r);
+    }
+}
+
+static int dump_to_evbuffer(const char *buf, size_t size, void *data)
+{
+    return evbuffer_add(data, buf, size);
+}
+
+void nd_req_reply_json(nd_req *r, int status, json_t *body)
+{
+    struct evbuffer *out = evbuffer_new();
+    if (!out || json_dump_callback(body, dump_to_evbuffer, out, JSON_COMPACT) < 0)
+        nd_die_oom("nd_req_reply_json");
+    evbuffer_add(out, "\n", 1);
+    json_decref(body);
+    nd_req_reply(r, status, "application/json", out);
+    evbuffer_free(out);
+}
+
+void nd_req_reply_error(nd_req *r, int status, const char *code, json_t *extra,
+                        const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    json_t *e = json_object();
+    json_object_set_new(e, "code", json_string(code));
+    json_object_set_new(e, "message", json_string(msg));
+    if (extra) {
+        json_object_update(e, extra);
+        json_decref(extra);
+    }
+    json_t *body = json_object();
+    json_object_set_new(body, "error", e);
+    nd_req_reply_json(r, status, body);
+}
+
+static void reply_not_found(nd_req *r)
+{
+    nd_req_reply_error(r, 404, "not_found", NULL, "no such endpoint; see proto/openapi.yaml");
+}
+
+static void reply_method(nd_req *r, const nd_route_def *route)
+{
+    nd_req_add_header(r, "Allow", route->allow);
+    nd_req_reply_error(r, 405, "method_not_allowed", NULL, "%s is not allowed here; allowed: %s",
+                       method_name(r->method), route->allow);
+}
+
+static void set_rid(nd_req *r, nd_worker *w)
+{
+    const char *given = nd_req_header(r, "X-Request-Id");
+    if (given) {
+        size_t n = strlen(given);
+        bool ok = n > 0 && n < sizeof(r->rid);
+        for (size_t i = 0; ok && i < n; i++) {
+            char c = given[i];
+            ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                 c == '-' || c == '_' || c == '.' || c == ':';
+        }
+        if (ok) {
+            memcpy(r->rid, given, n + 1);
+            return;
+        }
+    }
+    /* "<worker>-<counter>", both in hex. */
+    static const char hex[] = "0123456789abcdef";
+    char tmp[40];
+    size_t n = 0, pos = 0;
+    uint64_t v = ++w->nrequests;
+    do {
+        tmp[n++] = hex[v & 15];
+        v >>= 4;
+    } while (v);
+    unsigned wi = w->index;
+    char wtmp[8];
+    size_t wn = 0;
+    do {
+        wtmp[wn++] = hex[wi & 15];
+        wi >>= 4;
+    } while (wi);
+    while (wn)
+        r->rid[pos++] = wtmp[--wn];
+    r->rid[pos++] = '-';
+    while (n)
+        r->rid[pos++] = tmp[--n];
+    r->rid[pos] = 0;
+}
+
+static void dispatch(struct evhttp_request *ev, void *arg)
+{
+    nd_worker *w = arg;
+    nd_req *r = req_get(w);
+    r->ev = ev;
+    r->start_ns = mono_ns();
+    r->method = evhttp_request_get_command(ev);
+    counter_add(&w->inflight, 1);
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(ev);
+    r->path = uri ? evhttp_uri_get_path(uri) : NULL;
+    if (!r->path)
+        r->path = "";
+    set_rid(r, w);
+    const nd_route_def *route = NULL;
+    for (const nd_route_def *d = w->h->hooks.routes; d->path; d++) {
+        if (d->prefix ? strncmp(r->path, d->path, strlen(d->path)) == 0
+                      : strcmp(r->path, d->path) == 0) {
+            route = d;
+            break;
+        }
+    }
+    r->route = route;
+    if (!route)
+        reply_not_found(r);
+    else if (!(route->methods & r->method))
+        reply_method(r, route);
+    else
+        route->handler(r);
+}
+
+/* libevent 2.1 answers some requests itself, before any callback of ours runs:
+ * a body over evhttp_set_max_body_size() (413), headers over the limit, a
+ * malformed request line (400), "Expect" it does not know (417). It does so
+ * with evhttp_send_error(), whose body is a fixed HTML page. To keep every
+ * error JSON, neardupd defines evhttp_send_error() itself: the dynamic linker
+ * binds libevent's own calls to this definition (symbol interposition), and
+ * the answer keeps libevent's status with our JSON error body. neardupd never
+ * calls it; tests/integration/test_errors.py checks the 413 and 400 bodies,
+ * so a libevent built without interposition (-Bsymbolic) would be noticed. */
+void evhttp_send_error(struct evhttp_request *req, int error, const char *reason)
+{
+    nd_worker *w = tls_worker;
+    const char *code = "bad_request";
+    const char *msg = "malformed HTTP request";
+    char buf[256];
+    const struct evkeyvalq *ih = evhttp_request_get_input_headers(req);
+    if (error == 413) {
+        bool body = evhttp_find_header(ih, "Content-Length") ||
+                    evhttp_find_header(ih, "Transfer-Encoding");
+        code = "body_too_large";
+        if (body)
+            snprintf(buf, sizeof(buf), "the request body exceeds the limit of %zu bytes",
+                     w ? w->h->cfg->max_body : (size_t)0);
+        else
+            snprintf(buf, sizeof(buf), "the request headers exceed the limit of %zu bytes",
+                     w ? w->h->cfg->max_headers : (size_t)0);
+        msg = buf;
+    } else if (error == 400) {
+        snprintf(buf, sizeof(buf), "malformed HTTP request (or headers over %zu bytes)",
+                 w ? w->h->cfg->max_headers : (size_t)0);
+        msg = buf;
+    } else if (error == 501) {
+        code = "not_implemented";
+        msg = "unknown HTTP method";
+    } else if (error == 417) {
+        code = "expectation_failed";
+        msg = "only \"Expect: 100-continue\" is supported";
+    } else if (error == 404) {
+        code = "not_found";
+        msg = "no such endpoint";
+    } else if (error == 405) {
+        code = "method_not_allowed";
+        msg = "method not allowed";
+    } else if (error >= 500) {
+        code = "internal";
+        msg = "internal error";
+    }
+    struct evbuffer *b = evbuffer_new();
+    if (!b)
+        nd_die_oom("evhttp_send_error");
+    evbuffer_add_printf(b, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n", code, msg);
+    /* A request line that did not parse leaves the version at 0.0, which
+     * libevent's own page fixes up the same way. */
+    if (req->major == 0 && req->minor == 0)
+        req->major = 1, req->minor = 1;
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+    evhttp_clear_headers(oh);
+    evhttp_add_header(oh, "Content-Type", "application/json");
+    evhttp_add_header(oh, "Connection", "close");
+    size_t out = evbuffer_get_length(b);
+    if (w) {
+        access_log(w, "-", method_name(evhttp_request_get_command(req)),
+                   evhttp_request_get_uri(req), error, 0, 0, out);
+        nd_metrics_request(w->metrics, ND_ROUTE_OTHER, error, 0, 0, out);
+    }
+    evhttp_send_reply(req, error, reason, b);
+    evbuffer_free(b);
+}
+
+/* ---- listeners ---- */
+
+static int open_listener(const nd_config *cfg, uint16_t port, bool reuseport, bool do_listen,
+                         uint16_t *bound)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    char portstr[8];
+    snprintf(portstr, sizeof(portstr), "%u", port);
+    int rc = getaddrinfo(cfg->listen_host, portstr, &hints, &ai);
+    if (rc != 0) {
+        nd_log(ND_LOG_ERROR, "cannot resolve listen address %s: %s", cfg->listen_host,
+               gai_strerror(rc));
+        return -EINVAL;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+        (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0) ||
+        bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 ||
+        (do_listen && listen(fd, LISTEN_BACKLOG) < 0)) {
+        rc = -errno;
+        nd_log(ND_LOG_ERROR, "cannot listen on %s:%u: %s", cfg->listen_host, port, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        freeaddrinfo(ai);
+        return rc;
+    }
+    freeaddrinfo(ai);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    *bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                            : ((struct sockaddr_in *)&ss)->sin_port);
+    return fd;
+}
+
+static int open_listeners(nd_http *h)
+{
+    bool reuse = h->cfg->accept_mode == ND_ACCEPT_REUSEPORT;
+    uint16_t port = h->cfg->listen_port;
+    if (reuse) {
+        /* SO_REUSEPORT would let a second server (same user) share the port
+         * and half the traffic silently. A plain bind first fails if anyone
+         * listens there, and picks the port when 0 was asked for. */
+        int probe = open_listener(h->cfg, port, false, false, &port);
+        if (probe < 0)
+            return probe;
+        close(probe);
+    }
+    for (unsigned i = 0; i < h->nworkers; i++) {
+        int fd;
+        if (i > 0 && !reuse)
+            fd = fcntl(h->workers[0].listen_fd, F_DUPFD_CLOEXEC, 0);
+        else
+            fd = open_listener(h->cfg, port, reuse, true, &port);
+        if (fd < 0)
+            return fd;
+        h->workers[i].listen_fd = fd;
+    }
+    h->port = port;
+    return 0;
+}
+
+/* ---- workers ---- */
+
+static int worker_init(nd_http *h, nd_worker *w, unsigned index)
+{
+    const nd_config *cfg = h->cfg;
+    w->h = h;
+    w->index = index;
+    w->listen_fd = -1;
+    w->metrics = nd_metrics_worker_get(h->metrics, index);
+    pthread_mutex_init(&w->qlock, NULL);
+    w->close_task.fn = close_listener_task;
+    w->base = event_base_new();
+    if (!w->base)
+        return -ENOMEM;
+    w->http = evhttp_new(w->base);
+    w->wake = event_new(w->base, -1, EV_PERSIST, wake_cb, w);
+    w->tick = event_new(w->base, -1, EV_PERSIST, tick_cb, w);
+    if (!w->http || !w->wake || !w->tick)
+        return -ENOMEM;
+    struct timeval tv = {0, TICK_MS * 1000};
+    event_add(w->tick, &tv);
+    atomic_store(&w->heartbeat_ms, mono_ns() / 1000000);
+    evhttp_set_gencb(w->http, dispatch, w);
+    evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                                            EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+                                            EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+                                            EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
+    evhttp_set_max_body_size(w->http, (ev_ssize_t)cfg->max_body);
+    evhttp_set_max_headers_size(w->http, (ev_ssize_t)cfg->max_headers);
+    evhttp_set_timeout(w->http, (int)cfg->timeout_s);
+    /* Over-limit bodies are read and dropped before the 413, so that a client
+     * still sending sees the answer instead of a reset. */
+    evhttp_set_flags(w->http, EVHTTP_SERVER_LINGERING_CLOSE);
+    if (h->hooks.worker_init)
+        return h->hooks.worker_init(h->hooks.app, index, &w->user);
+    return 0;
+}
+
+static void *worker_main(void *arg)
+{
+    nd_worker *w = arg;
+    tls_worker = w;
+    event_base_loop(w->base, EVLOOP_NO_EXIT_ON_EMPTY);
+    log_flush(w);
+    return NULL;
+}
+
+int nd_http_create(nd_http **out, const nd_config *cfg, const nd_http_hooks *hooks,
+                   nd_metrics *metrics)
+{
+    nd_http *h = calloc(1, sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    h->cfg = cfg;
+    h->hooks = *hooks;
+    h->metrics = metrics;
+    h->nworkers = cfg->threads;
+    void *mem = NULL;
+    if (posix_memalign(&mem, 64, sizeof(nd_worker) * h->nworkers) != 0)
+        mem = NULL;
+    h->workers = mem;
+    if (!h->workers) {
+        free(h);
+        return -ENOMEM;
+    }
+    memset(h->workers, 0, sizeof(nd_worker) * h->nworkers);
+    for (unsigned i = 0; i < h->nworkers; i++) {
+        int rc = worker_init(h, &h->workers[i], i);
+        if (rc < 0) {
+            h->nworkers = i + 1;
+            nd_http_destroy(h);
+            return rc;
+        }
+    }
+    *out = h;
+    return 0;
+}
+
+int nd_http_start(nd_http *h)
+{
+    int rc = open_listeners(h);
+    if (rc < 0)
+        return rc;
+    for (unsigned i = 0; i < h->nworkers; i++) {
+        nd_worker *w = &h->workers[i];
+        w->bound = evhttp_accept_socket_with_handle(w->http, w->listen_fd);
+        if (!w->bound) {
+            nd_log(ND_LOG_ERROR, "evhttp cannot accept on its socket");
+            return -EIO;
+        }
+        w->listen_fd = -1; /* evhttp owns and closes it now */
+    }
+    for (unsigned i = 0; i < h->nworkers; i++) {
+        nd_worker *w = &h->workers[i];
+        rc = pthread_create(&w->thread, NULL, worker_main, w);
+        if (rc != 0) {
+            nd_log(ND_LOG_ERROR, "cannot start worker thread: %s", strerror(rc));
+            return -rc;
+        }
+        w->running = true;
+    }
+    char fields[400];
+    size_t pos = (size_t)snprintf(fields, sizeof(fields), ",\"host\":");
+    nd_log_json_string(fields, sizeof(fields) - 100, &pos, h->cfg->listen_host,
+                       strlen(h->cfg->listen_host));
+    snprintf(fields + pos, sizeof(fields) - pos, ",\"port\":%u,\"threads\":%u,\"accept\":\"%s\"",
+             h->port, h->nworkers,
+             h->cfg->accept_mode == ND_ACCEPT_SHARED ? "shared" : "reuseport");
+    nd_log_fields(ND_LOG_INFO, fields, "listening");
+    return 0;
+}
+
+uint16_t nd_http_port(const nd_http *h)
+{
+    return h->port;
+}
+
+void nd_http_stop_accepting(nd_http *h)
+{
+    if (atomic_exchange(&h->draining, true))
+        return;
+    for (unsigned i = 0; i < h->nworkers; i++)
+        if (h->workers[i].running)
+            nd_worker_post(&h->workers[i], &h->workers[i].close_task);
+}
+
+bool nd_http_draining(const nd_http *h)
+{
+    return atomic_load(&h->draining);
+}
+
+uint64_t nd_http_inflight(const nd_http *h)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < h->nworkers; i++)
+        n += atomic_load_explicit(&h->workers[i].inflight, memory_order_relaxed) +
+             atomic_load_explicit(&h->workers[i].writing, memory_order_relaxed);
+    return n;
+}
+
+bool nd_http_loops_alive(const nd_http *h, unsigned max_ms)
+{
+    int64_t now = mono_ns() / 1000000;
+    for (unsigned i = 0; i < h->nworkers; i++)
+        if (now - atomic_load_explicit(&h->workers[i].heartbeat_ms, memory_order_relaxed) >
+            (int64_t)max_ms)
+            return false;
+    return true;
+}
+
+void nd_http_stop(nd_http *h)
+{
+    if (!h)
+        return;
+    for (unsigned i = 0; i < h->nworkers; i++)
+        if (h->workers[i].running)
+            event_base_loopbreak(h->workers[i].base);
+    for (unsigned i = 0; i < h->nworkers; i++) {
+        if (h->workers[i].running) {
+            pthread_join(h->workers[i].thread, NULL);
+            h->workers[i].running = false;
+        }
+    }
+}
+
+uint64_t nd_http_finish(nd_http *h)
+{
+    unsigned ran;
+    do {
+        ran = 0;
+        for (unsigned i = 0; i < h->nworkers; i++) {
+            tls_worker = &h->workers[i];
+            ran += run_tasks(&h->workers[i]);
+            log_flush(&h->workers[i]);
+        }
+        tls_worker = NULL;
+    } while (ran);
+    uint64_t n = 0;
+    for (unsigned i = 0; i < h->nworkers; i++)
+        n += atomic_load_explicit(&h->workers[i].inflight, memory_order_relaxed);
+    return n;
+}
+
+void nd_http_destroy(nd_http *h)
+{
+    if (!h)
+        return;
+    nd_http_stop(h);
+    for (unsigned i = 0; i < h->nworkers; i++) {
+        nd_worker *w = &h->workers[i];
+        if (w->bound)
+            evhttp_del_accept_socket(w->http, w->bound);
+        if (w->listen_fd >= 0)
+            close(w->listen_fd);
+        if (w->http)
+            evhttp_free(w->http);
+        if (h->hooks.worker_finish && w->user)
+            h->hooks.worker_finish(h->hooks.app, w->user);
+        if (w->wake)
+            event_free(w->wake);
+        if (w->tick)
+            event_free(w->tick);
+        if (w->base)
+            event_base_free(w->base);
+        log_flush(w);
+        while (w->unflushed) /* only if libevent freed a connection silently */
+            writing_done(w, w->unflushed);
+        while (w->free_reqs) {
+            nd_req *r = w->free_reqs;
+            w->free_reqs = r->next;
+            free(r);
+        }
+        pthread_mutex_destroy(&w->qlock);
+    }
+    free(h->workers);
+    free(h);
+}

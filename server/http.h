@@ -1,0 +1,161 @@
+/* http.h - the HTTP front: listening sockets, one event loop per worker
+ * thread, routing, replies (always JSON for errors), the access log, and the
+ * hand-off of results from other threads back to a request's own loop.
+ *
+ * Threads: nd_http_start() starts one worker per configured thread; each runs
+ * its own event_base and evhttp, and answers only the requests it accepted
+ * (an evhttp request must be answered on its own base's thread). Work done
+ * elsewhere (the store's commit thread) comes back with nd_worker_post().
+ *
+ * Accepting: with ND_ACCEPT_REUSEPORT each worker has its own listening
+ * socket on the same port (SO_REUSEPORT; the kernel spreads connections);
+ * with ND_ACCEPT_SHARED all workers accept from one socket. libevent 2.1 has
+ * no public call to hand an accepted socket to another thread's evhttp, so a
+ * single accept thread is not an option without its internals.
+ *
+ * Every request gets exactly one reply: a handler either calls one of the
+ * nd_req_reply*() functions before returning, or keeps the nd_req and calls
+ * one later on the same worker thread (after a nd_worker_post() hand-off). */
+#ifndef ND_HTTP_H
+#define ND_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <event2/http.h>
+#include <jansson.h>
+
+#include "config.h"
+#include "metrics.h"
+
+typedef struct nd_http nd_http;
+typedef struct nd_worker nd_worker;
+typedef struct nd_req nd_req;
+
+/* A unit of work handed to a worker's loop (embedded in the caller's struct). */
+typedef struct nd_task {
+    struct nd_task *next;
+    void (*fn)(struct nd_task *task);
+} nd_task;
+
+typedef void (*nd_handler_fn)(nd_req *r);
+
+/* One route: an exact path, or a prefix ("/documents/") when prefix is set. */
+typedef struct nd_route_def {
+    const char *path;
+    bool prefix;
+    enum nd_route label;  /* metrics label */
+    uint16_t methods;     /* EVHTTP_REQ_* bits accepted */
+    const char *allow;    /* the Allow header of the 405 answer */
+    nd_handler_fn handler;
+} nd_route_def;
+
+/* A request in flight. Owned by its worker; valid until its reply is sent. */
+struct nd_req {
+    struct evhttp_request *ev;
+    nd_worker *worker;
+    const nd_route_def *route;
+    enum evhttp_cmd_type method;
+    const char *path;     /* request path, still percent-encoded (borrowed from ev) */
+    int64_t start_ns;     /* CLOCK_MONOTONIC at dispatch */
+    char rid[40];         /* request id: X-Request-Id or generated */
+    nd_task task;         /* for hand-offs back to this worker */
+    void *op;             /* the handler's state while the reply waits */
+    bool replied;
+    /* Private to http.c: a reply being written, until libevent reports it
+     * complete or the connection closes (drain waits for these too). */
+    struct evhttp_connection *evcon;
+    struct nd_req *prev, *next;
+};
+
+/* Hooks from the application (api.c). */
+typedef struct nd_http_hooks {
+    const nd_route_def *routes; /* table ending with a NULL path */
+    void *app;                  /* passed back by nd_http_app() */
+    /* Creates per-worker state (returned by nd_worker_user()); 0 or -errno. */
+    int (*worker_init)(void *app, unsigned index, void **user);
+    /* Frees per-worker state; called after the worker stopped. */
+    void (*worker_finish)(void *app, void *user);
+} nd_http_hooks;
+
+/* Creates the server (no sockets, no threads yet). cfg, hooks and metrics are
+ * borrowed for the server's life. Returns 0 and a new server (free with
+ * nd_http_destroy()), or -errno. */
+int nd_http_create(nd_http **out, const nd_config *cfg, const nd_http_hooks *hooks,
+                   nd_metrics *metrics);
+
+/* Opens the listening sockets and starts the worker threads. Logs one line
+ * "listening" with the bound address and port. Returns 0, or -errno after
+ * logging why (address in use, bad address, ...). */
+int nd_http_start(nd_http *h);
+
+/* The bound port (useful with port 0). */
+uint16_t nd_http_port(const nd_http *h);
+
+/* Starts draining: every reply from now on carries "Connection: close", and
+ * each worker closes its listening socket. Any thread. */
+void nd_http_stop_accepting(nd_http *h);
+
+/* True once nd_http_stop_accepting() was called. */
+bool nd_http_draining(const nd_http *h);
+
+/* Requests accepted and not yet answered or whose answer is still being
+ * written, over all workers. Shutdown drains until this is 0. */
+uint64_t nd_http_inflight(const nd_http *h);
+
+/* True if every worker loop ran within the last max_ms milliseconds. */
+bool nd_http_loops_alive(const nd_http *h, unsigned max_ms);
+
+/* Stops the worker loops and joins the threads (NULL is allowed). Requests
+ * still waiting stay
+ * queued; run nd_http_finish() after whatever completes them (the store's
+ * close) to answer them. */
+void nd_http_stop(nd_http *h);
+
+/* After nd_http_stop(): runs the tasks still posted to the workers (on the
+ * calling thread) so that every waiting request gets its reply. Returns how
+ * many requests were still unanswered afterwards (should be 0). */
+uint64_t nd_http_finish(nd_http *h);
+
+/* Frees everything (closing connections); NULL is allowed. */
+void nd_http_destroy(nd_http *h);
+
+/* Hands task to worker w's loop; any thread. The task runs on w's thread. */
+void nd_worker_post(nd_worker *w, nd_task *task);
+
+/* The worker's application state from worker_init (borrowed). */
+void *nd_worker_user(const nd_worker *w);
+
+/* The application pointer given in the hooks. */
+void *nd_http_app(const nd_req *r);
+
+/* The configuration (borrowed). */
+const nd_config *nd_req_config(const nd_req *r);
+
+/* The request body as one contiguous block (borrowed, valid until the reply;
+ * may be pulled up in place). Sets *len. Returns NULL only on -ENOMEM. */
+const char *nd_req_body(nd_req *r, size_t *len);
+
+/* A request header (borrowed), or NULL. */
+const char *nd_req_header(const nd_req *r, const char *name);
+
+/* Sends the reply: status, Content-Type, and the body, whose contents are
+ * moved out of body (the caller still frees the evbuffer; NULL for none).
+ * Adds X-Request-Id, and Connection: close while draining. Logs the request
+ * and counts it. The nd_req is invalid afterwards. */
+void nd_req_reply(nd_req *r, int status, const char *content_type, struct evbuffer *body);
+
+/* Sends body (stolen) as compact JSON with status. */
+void nd_req_reply_json(nd_req *r, int status, json_t *body);
+
+/* Sends {"error": {"code": code, "message": message, ...extra}} with status.
+ * extra (stolen, may be NULL) is an object whose members are added to the
+ * error object. */
+void nd_req_reply_error(nd_req *r, int status, const char *code, json_t *extra,
+                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Adds a response header before the reply. */
+void nd_req_add_header(nd_req *r, const char *name, const char *value);
+
+#endif

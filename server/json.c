@@ -1,0 +1,487 @@
+/* json.c - strict one-pass JSON reader for request objects; string writer. */
+#include "json.h"
+#include "utf8.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#define MAX_DEPTH 512
+
+typedef struct reader {
+    const char *s;
+    size_t n, i;
+    char *out;   /* next free byte of the scratch (NULL: validate only) */
+    nd_json_error *err;
+    unsigned depth;
+} reader;
+
+static int fail(reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int fail(reader *r, const char *fmt, ...)
+{
+    if (r->err) {
+        unsigned line = 1, col = 1;
+        for (size_t k = 0; k < r->i && k < r->n; k++) {
+            if (r->s[k] == '\n') {
+                line++;
+                col = 1;
+            } else if (((unsigned char)r->s[k] & 0xC0) != 0x80) {
+                col++;
+            }
+        }
+        r->err->line = line;
+        r->err->column = col;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->err->text, sizeof(r->err->text), fmt, ap);
+        va_end(ap);
+    }
+    return -EINVAL;
+}
+
+static inline void skip_ws(reader *r)
+{
+    while (r->i < r->n) {
+        char c = r->s[r->i];
+        if (c != ' ' && c != '\n' && c != '\r' && c != '\t')
+            break;
+        r->i++;
+    }
+}
+
+static int hex4(reader *r, unsigned *out)
+{
+    if (r->n - r->i < 4)
+        return fail(r, "truncated \\u escape");
+    unsigned v = 0;
+    for (int k = 0; k < 4; k++) {
+        char c = r->s[r->i++];
+        v <<= 4;
+        if (c >= '0' && c <= '9')
+            v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (unsigned)(c - 'A' + 10);
+        else
+            return fail(r, "invalid \\u escape");
+    }
+    *out = v;
+    return 0;
+}
+
+/* One escape after the backslash; appends its UTF-8 to *o (if o). */
+static int escape(reader *r, char **o)
+{
+    if (r->i >= r->n)
+        return fail(r, "truncated escape");
+    char c = r->s[r->i++];
+    char lit;
+    switch (c) {
+    case '"': lit = '"'; break;
+    case '\\': lit = '\\'; break;
+    case '/': lit = '/'; break;
+    case 'b': lit = '\b'; break;
+    case 'f': lit = '\f'; break;
+    case 'n': lit = '\n'; break;
+    case 'r': lit = '\r'; break;
+    case 't': lit = '\t'; break;
+    case 'u': {
+        unsigned cp, lo;
+        if (hex4(r, &cp) < 0)
+            return -EINVAL;
+        if (cp >= 0xDC00 && cp <= 0xDFFF)
+            return fail(r, "lone low surrogate \\u%04X", cp);
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            if (r->n - r->i < 2 || r->s[r->i] != '\\' || r->s[r->i + 1] != 'u')
+                return fail(r, "high surrogate \\u%04X without its pair", cp);
+            r->i += 2;
+            if (hex4(r, &lo) < 0)
+                return -EINVAL;
+            if (lo < 0xDC00 || lo > 0xDFFF)
+                return fail(r, "high surrogate \\u%04X without its pair", cp);
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        }
+        if (o) {
+            uint8_t enc[4];
+            size_t k = nd_utf8_encode(cp, enc);
+            memcpy(*o, enc, k);
+            *o += k;
+        }
+        return 0;
+    }
+    default:
+        return fail(r, "invalid escape \\%c", c >= 0x20 && c < 0x7f ? c : '?');
+    }
+    if (o)
+        *(*o)++ = lit;
+    return 0;
+}
+
+/* A string starting at the opening quote. Sets v (str only when decode). */
+static int string(reader *r, nd_json_value *v, bool decode)
+{
+    const unsigned char *s = (const unsigned char *)r->s;
+    size_t start = ++r->i;
+    char *o = NULL;       /* decoding into the scratch once an escape is met */
+    size_t run = start;   /* start of the bytes not yet copied */
+    while (1) {
+        if (r->i >= r->n)
+            return fail(r, "unterminated string");
+        unsigned c = s[r->i];
+        if (c == '"')
+            break;
+        if (c < 0x20)
+            return fail(r, "control character U+%04X in a string", c);
+        if (c == '\\') {
+            if (decode && !o) {
+                o = r->out;
+            }
+            if (o) {
+                memcpy(o, r->s + run, r->i - run);
+                o += r->i - run;
+            }
+            r->i++;
+            if (escape(r, o ? &o : NULL) < 0)
+                return -EINVAL;
+            run = r->i;
+            continue;
+        }
+        if (c < 0x80) {
+            r->i++;
+            continue;
+        }
+        /* Fast path for the three-byte sequences of CJK text: lead bytes
+         * E1..EC and EE..EF accept any continuation bytes. */
+        if (((c >= 0xE1 && c <= 0xEC) || c >= 0xEE) && c <= 0xEF && r->i + 2 < r->n &&
+            (s[r->i + 1] & 0xC0) == 0x80 && (s[r->i + 2] & 0xC0) == 0x80) {
+            r->i += 3;
+            continue;
+        }
+        uint32_t cp;
+        if (nd_utf8_decode(s, r->n, &r->i, &cp) < 0)
+            return fail(r, "invalid UTF-8 in a string");
+    }
+    if (v) {
+        v->type = ND_JSON_STRING;
+        if (o) {
+            memcpy(o, r->s + run, r->i - run);
+            o += r->i - run;
+            v->str = r->out;
+            v->str_len = (size_t)(o - r->out);
+            r->out = o;
+        } else {
+            v->str = r->s + start;
+            v->str_len = r->i - start;
+        }
+    }
+    r->i++; /* closing quote */
+    return 0;
+}
+
+static int number(reader *r, nd_json_value *v)
+{
+    size_t start = r->i;
+    const char *s = r->s;
+    bool neg = false, integral = true;
+    if (s[r->i] == '-') {
+        neg = true;
+        r->i++;
+    }
+    if (r->i >= r->n || s[r->i] < '0' || s[r->i] > '9')
+        return fail(r, "invalid number");
+    if (s[r->i] == '0') {
+        r->i++;
+    } else {
+        while (r->i < r->n && s[r->i] >= '0' && s[r->i] <= '9')
+            r->i++;
+    }
+    if (r->i < r->n && s[r->i] == '.') {
+        integral = false;
+        r->i++;
+        if (r->i >= r->n || s[r->i] < '0' || s[r->i] > '9')
+            return fail(r, "invalid number");
+        while (r->i < r->n && s[r->i] >= '0' && s[r->i] <= '9')
+            r->i++;
+    }
+    if (r->i < r->n && (s[r->i] == 'e' || s[r->i] == 'E')) {
+        integral = false;
+        r->i++;
+        if (r->i < r->n && (s[r->i] == '+' || s[r->i] == '-'))
+            r->i++;
+        if (r->i >= r->n || s[r->i] < '0' || s[r->i] > '9')
+            return fail(r, "invalid number");
+        while (r->i < r->n && s[r->i] >= '0' && s[r->i] <= '9')
+            r->i++;
+    }
+    if (v) {
+        v->type = ND_JSON_NUMBER;
+        v->is_int = false;
+        if (integral) {
+            uint64_t acc = 0;
+            bool ok = true;
+            for (size_t k = start + neg; ok && k < r->i; k++)
+                ok = !__builtin_mul_overflow(acc, 10, &acc) &&
+                     !__builtin_add_overflow(acc, (uint64_t)(s[k] - '0'), &acc);
+            if (ok && acc <= (uint64_t)INT64_MAX + neg) {
+                v->is_int = true;
+                v->i = neg ? (int64_t)(0 - acc) : (int64_t)acc;
+            }
+        }
+    }
+    return 0;
+}
+
+static int literal(reader *r, const char *word, enum nd_json_type t, nd_json_value *v)
+{
+    size_t k = strlen(word);
+    if (r->n - r->i < k || memcmp(r->s + r->i, word, k) != 0)
+        return fail(r, "invalid token");
+    r->i += k;
+    if (v)
+        v->type = t;
+    return 0;
+}
+
+static int value(reader *r, nd_json_value *v, bool decode);
+
+static int array(reader *r, nd_json_value *v)
+{
+    if (++r->depth > MAX_DEPTH)
+        return fail(r, "nesting too deep");
+    r->i++;
+    skip_ws(r);
+    if (r->i < r->n && r->s[r->i] == ']') {
+        r->i++;
+    } else {
+        while (1) {
+            if (value(r, NULL, false) < 0)
+                return -EINVAL;
+            skip_ws(r);
+            if (r->i < r->n && r->s[r->i] == ',') {
+                r->i++;
+                continue;
+            }
+            if (r->i < r->n && r->s[r->i] == ']') {
+                r->i++;
+                break;
+            }
+            return fail(r, "expected ',' or ']'");
+        }
+    }
+    r->depth--;
+    if (v)
+        v->type = ND_JSON_ARRAY;
+    return 0;
+}
+
+static int object(reader *r, nd_json_value *v)
+{
+    if (++r->depth > MAX_DEPTH)
+        return fail(r, "nesting too deep");
+    r->i++;
+    skip_ws(r);
+    if (r->i < r->n && r->s[r->i] == '}') {
+        r->i++;
+    } else {
+        while (1) {
+            skip_ws(r);
+            if (r->i >= r->n || r->s[r->i] != '"')
+                return fail(r, "expected a string as key");
+            if (string(r, NULL, false) < 0)
+                return -EINVAL;
+            skip_ws(r);
+            if (r->i >= r->n || r->s[r->i] != ':')
+                return fail(r, "expected ':'");
+            r->i++;
+            if (value(r, NULL, false) < 0)
+                return -EINVAL;
+            skip_ws(r);
+            if (r->i < r->n && r->s[r->i] == ',') {
+                r->i++;
+                continue;
+            }
+            if (r->i < r->n && r->s[r->i] == '}') {
+                r->i++;
+                break;
+            }
+            return fail(r, "expected ',' or '}'");
+        }
+    }
+    r->depth--;
+    if (v)
+        v->type = ND_JSON_OBJECT;
+    return 0;
+}
+
+static int value(reader *r, nd_json_value *v, bool decode)
+{
+    skip_ws(r);
+    if (r->i >= r->n)
+        return fail(r, "unexpected end of input");
+    size_t start = r->i;
+    int rc;
+    switch (r->s[r->i]) {
+    case '"': rc = string(r, v, decode); break;
+    case '{': rc = object(r, v); break;
+    case '[': rc = array(r, v); break;
+    case 't': rc = literal(r, "true", ND_JSON_TRUE, v); break;
+    case 'f': rc = literal(r, "false", ND_JSON_FALSE, v); break;
+    case 'n': rc = literal(r, "null", ND_JSON_NULL, v); break;
+    default: rc = number(r, v); break;
+    }
+    if (rc == 0 && v) {
+        v->raw = r->s + start;
+        v->raw_len = r->i - start;
+    }
+    return rc;
+}
+
+void nd_json_scratch_finish(nd_json_scratch *s)
+{
+    free(s->buf);
+    s->buf = NULL;
+    s->cap = 0;
+}
+
+int nd_json_read_object(const char *buf, size_t len, nd_json_scratch *scratch,
+                        nd_json_member *members, size_t cap, size_t *n, nd_json_error *err)
+{
+    /* Decoded text is never longer than its source: one reservation. */
+    if (scratch->cap < len + 1) {
+        char *b = realloc(scratch->buf, len + 1);
+        if (!b)
+            return -ENOMEM;
+        scratch->buf = b;
+        scratch->cap = len + 1;
+    }
+    reader r = {.s = buf, .n = len, .out = scratch->buf, .err = err};
+    *n = 0;
+    skip_ws(&r);
+    if (r.i >= r.n || buf[r.i] != '{')
+        return fail(&r, r.i >= r.n ? "empty body" : "the body must be a JSON object");
+    r.i++;
+    r.depth = 1;
+    skip_ws(&r);
+    if (r.i < r.n && buf[r.i] == '}') {
+        r.i++;
+    } else {
+        while (1) {
+            skip_ws(&r);
+            if (r.i >= r.n || buf[r.i] != '"')
+                return fail(&r, "expected a string as key");
+            nd_json_value key;
+            size_t key_at = r.i;
+            if (string(&r, &key, true) < 0)
+                return -EINVAL;
+            for (size_t k = 0; k < *n; k++) {
+                if (members[k].key_len == key.str_len &&
+                    memcmp(members[k].key, key.str, key.str_len) == 0) {
+                    r.i = key_at;
+                    return fail(&r, "duplicate object key");
+                }
+            }
+            skip_ws(&r);
+            if (r.i >= r.n || buf[r.i] != ':')
+                return fail(&r, "expected ':'");
+            r.i++;
+            if (*n == cap)
+                return -E2BIG;
+            nd_json_member *m = &members[*n];
+            m->key = key.str;
+            m->key_len = key.str_len;
+            if (value(&r, &m->value, true) < 0)
+                return -EINVAL;
+            (*n)++;
+            skip_ws(&r);
+            if (r.i < r.n && buf[r.i] == ',') {
+                r.i++;
+                continue;
+            }
+            if (r.i < r.n && buf[r.i] == '}') {
+                r.i++;
+                break;
+            }
+            return fail(&r, "expected ',' or '}'");
+        }
+    }
+    skip_ws(&r);
+    if (r.i != r.n)
+        return fail(&r, "end of file expected");
+    return 0;
+}
+
+const nd_json_member *nd_json_find(const nd_json_member *members, size_t n, const char *key)
+{
+    size_t kl = strlen(key);
+    for (size_t i = 0; i < n; i++)
+        if (members[i].key_len == kl && memcmp(members[i].key, key, kl) == 0)
+            return &members[i];
+    return NULL;
+}
+
+void nd_json_iter_init(nd_json_iter *it, const nd_json_value *array, nd_json_scratch *scratch)
+{
+    it->p = array->raw + 1;
+    it->end = array->raw + array->raw_len - 1;
+    /* Decoded element strings go after everything decoded so far: the
+     * scratch was reserved for the whole body, so the tail has room. */
+    it->out = scratch->buf + scratch->cap - (size_t)(array->raw_len);
+    it->done = false;
+}
+
+int nd_json_iter_next(nd_json_iter *it, nd_json_value *v)
+{
+    if (it->done)
+        return 0;
+    reader r = {.s = it->p, .n = (size_t)(it->end - it->p), .out = it->out};
+    skip_ws(&r);
+    if (r.i >= r.n || r.s[r.i] == ',') {
+        if (r.i < r.n)
+            r.i++; /* ',' between elements */
+        skip_ws(&r);
+        if (r.i >= r.n) {
+            it->done = true;
+            return 0;
+        }
+    }
+    /* The array was validated: this cannot fail. */
+    if (value(&r, v, true) < 0) {
+        it->done = true;
+        return 0;
+    }
+    it->p += r.i;
+    it->out = r.out;
+    return 1;
+}
+
+int nd_json_write_string(struct evbuffer *out, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    int rc = evbuffer_add(out, "\"", 1);
+    size_t run = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        rc |= evbuffer_add(out, s + run, i - run);
+        char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+        if (c == '"' || c == '\\') {
+            esc[1] = (char)c;
+            rc |= evbuffer_add(out, esc, 2);
+        } else if (c == '\n') {
+            rc |= evbuffer_add(out, "\\n", 2);
+        } else {
+            rc |= evbuffer_add(out, esc, 6);
+        }
+        run = i + 1;
+    }
+    rc |= evbuffer_add(out, s + run, len - run);
+    rc |= evbuffer_add(out, "\"", 1);
+    return rc ? -ENOMEM : 0;
+}

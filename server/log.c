@@ -1,0 +1,204 @@
+/* log.c - JSON-lines logging to stderr. */
+#include "log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static atomic_int log_level = ND_LOG_INFO;
+
+static const char *const level_names[] = {"debug", "info", "warn", "error", "off"};
+
+int nd_log_level_parse(const char *name)
+{
+    for (int i = 0; i <= ND_LOG_OFF; i++)
+        if (strcmp(name, level_names[i]) == 0)
+            return i;
+    if (strcmp(name, "warning") == 0)
+        return ND_LOG_WARN;
+    return -EINVAL;
+}
+
+const char *nd_log_level_name(int level)
+{
+    if (level < 0 || level > ND_LOG_OFF)
+        return "?";
+    return level_names[level];
+}
+
+void nd_log_set_level(int level)
+{
+    atomic_store_explicit(&log_level, level, memory_order_relaxed);
+}
+
+bool nd_log_enabled(int level)
+{
+    return level >= atomic_load_explicit(&log_level, memory_order_relaxed);
+}
+
+int64_t nd_log_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void nd_log_format_time(int64_t us, char out[32])
+{
+    time_t secs = (time_t)(us / 1000000);
+    long frac = (long)(us % 1000000);
+    if (frac < 0) {
+        frac += 1000000;
+        secs -= 1;
+    }
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    size_t n = strftime(out, 24, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, 32 - n, ".%06ldZ", frac % 1000000);
+}
+
+/* Length of the valid UTF-8 sequence at s[i..len), or 0 if malformed. */
+static size_t utf8_seq_len(const unsigned char *s, size_t len, size_t i)
+{
+    unsigned c = s[i];
+    size_t need;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        need = 1;
+    else if (c >= 0xE0 && c <= 0xEF)
+        need = 2;
+    else if (c >= 0xF0 && c <= 0xF4)
+        need = 3;
+    else
+        return 0;
+    if (len - i <= need)
+        return 0;
+    for (size_t k = 1; k <= need; k++)
+        if ((s[i + k] & 0xC0) != 0x80)
+            return 0;
+    /* overlongs / surrogates / > U+10FFFF in the second byte */
+    unsigned c1 = s[i + 1];
+    if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) ||
+        (c == 0xF4 && c1 > 0x8F))
+        return 0;
+    return need + 1;
+}
+
+static bool put(char *buf, size_t cap, size_t *pos, const char *s, size_t n)
+{
+    if (*pos + n > cap) {
+        size_t room = cap - *pos;
+        memcpy(buf + *pos, s, room);
+        *pos = cap;
+        return false;
+    }
+    memcpy(buf + *pos, s, n);
+    *pos += n;
+    return true;
+}
+
+bool nd_log_json_string(char *buf, size_t cap, size_t *pos, const char *str, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *s = (const unsigned char *)str;
+    if (!put(buf, cap, pos, "\"", 1))
+        return false;
+    for (size_t i = 0; i < len;) {
+        unsigned c = s[i];
+        char esc[8];
+        size_t n = 0;
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\', esc[1] = (char)c, n = 2;
+        } else if (c == '\n') {
+            esc[0] = '\\', esc[1] = 'n', n = 2;
+        } else if (c == '\r') {
+            esc[0] = '\\', esc[1] = 'r', n = 2;
+        } else if (c == '\t') {
+            esc[0] = '\\', esc[1] = 't', n = 2;
+        } else if (c < 0x20 || c == 0x7f) {
+            memcpy(esc, "\\u00", 4);
+            esc[4] = hex[c >> 4], esc[5] = hex[c & 15], n = 6;
+        }
+        if (n) {
+            if (!put(buf, cap, pos, esc, n))
+                return false;
+            i++;
+            continue;
+        }
+        size_t sl = utf8_seq_len(s, len, i);
+        if (sl == 0) {
+            if (!put(buf, cap, pos, "\xef\xbf\xbd", 3))
+                return false;
+            i++;
+            continue;
+        }
+        if (!put(buf, cap, pos, str + i, sl))
+            return false;
+        i += sl;
+    }
+    return put(buf, cap, pos, "\"", 1);
+}
+
+void nd_log_write(const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(STDERR_FILENO, buf, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+void nd_log_fields(int level, const char *fields, const char *fmt, ...)
+{
+    if (!nd_log_enabled(level))
+        return;
+    char line[ND_LOG_LINE_MAX];
+    char msg[1024];
+    char ts[32];
+    va_list ap;
+    va_start(ap, fmt);
+    int mlen = vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (mlen < 0)
+        mlen = 0;
+    if ((size_t)mlen >= sizeof(msg))
+        mlen = sizeof(msg) - 1;
+    nd_log_format_time(nd_log_now_us(), ts);
+    /* Leave room for the closing '}' and newline, and for the truncation mark. */
+    const size_t cap = sizeof(line) - 32;
+    size_t pos = 0;
+    int n = snprintf(line, cap, "{\"time\":\"%s\",\"level\":\"%s\",\"msg\":", ts,
+                     nd_log_level_name(level));
+    pos = (size_t)n;
+    bool ok = nd_log_json_string(line, cap, &pos, msg, (size_t)mlen);
+    if (ok && fields)
+        ok = put(line, cap, &pos, fields, strlen(fields));
+    if (!ok) {
+        /* Cut: close the record in a way that is still valid JSON. */
+        pos = (size_t)n;
+        nd_log_json_string(line, cap, &pos, msg, (size_t)mlen < 200 ? (size_t)mlen : 200);
+        const char *mark = ",\"truncated\":true";
+        memcpy(line + pos, mark, strlen(mark));
+        pos += strlen(mark);
+    }
+    line[pos++] = '}';
+    line[pos++] = '\n';
+    nd_log_write(line, pos);
+}
+
+_Noreturn void nd_die_oom(const char *where)
+{
+    nd_log(ND_LOG_ERROR, "out of memory in %s", where);
+    abort();
+}

@@ -1,0 +1,72 @@
+/* log.h - JSON-lines logging to stderr: one object per line, for people and
+ * for log collectors alike.
+ *
+ * Every line carries "time" (RFC 3339, UTC, microseconds) and "level". Lines
+ * are written with one write(2) each and are at most ND_LOG_LINE_MAX bytes,
+ * so lines from different threads never interleave, even on a pipe.
+ *
+ * The level is process-wide and set once at start-up (nd_log_set_level()
+ * before any thread starts); reading it is safe from any thread. */
+#ifndef ND_LOG_H
+#define ND_LOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ND_LOG_LINE_MAX 4096 /* PIPE_BUF: longest line written atomically */
+
+enum nd_log_level {
+    ND_LOG_DEBUG = 0,
+    ND_LOG_INFO = 1,
+    ND_LOG_WARN = 2,
+    ND_LOG_ERROR = 3,
+    ND_LOG_OFF = 4,
+};
+
+/* Parses "debug", "info", "warn", "error" or "off". Returns the level, or
+ * -EINVAL. */
+int nd_log_level_parse(const char *name);
+
+/* Returns the level's name ("info", ...); never NULL. */
+const char *nd_log_level_name(int level);
+
+/* Sets the process-wide level (call before starting threads). */
+void nd_log_set_level(int level);
+
+/* True if a line of this level would be written. */
+bool nd_log_enabled(int level);
+
+/* Writes {"time":..,"level":..,"msg":"<msg>"<fields>} where msg is formatted
+ * printf-style and JSON-escaped, and fields is either NULL or a string of
+ * extra members that starts with a comma and is already valid JSON (e.g.
+ * ",\"port\":8080"). Lines longer than ND_LOG_LINE_MAX are cut and marked
+ * "truncated". Does not allocate. */
+void nd_log_fields(int level, const char *fields, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* nd_log_fields() without extra fields. */
+#define nd_log(level, ...) nd_log_fields((level), NULL, __VA_ARGS__)
+
+/* Appends the JSON string literal (with quotes) for s[0..len) to
+ * buf[*pos..cap), escaping as JSON requires; invalid UTF-8 bytes become
+ * U+FFFD. Never writes past cap; returns false (and fills to cap) when the
+ * text did not fit. */
+bool nd_log_json_string(char *buf, size_t cap, size_t *pos, const char *s, size_t len);
+
+/* Formats a UTC time given in microseconds since the epoch as RFC 3339 with
+ * microseconds ("2024-05-01T12:34:56.123456Z") into out[32]. */
+void nd_log_format_time(int64_t us, char out[32]);
+
+/* The server clock: UTC microseconds since the epoch (CLOCK_REALTIME). */
+int64_t nd_log_now_us(void);
+
+/* Writes len bytes (whole lines) to stderr with a single write(2), retrying
+ * on EINTR. For callers that batch lines, such as the access log. */
+void nd_log_write(const char *buf, size_t len);
+
+/* Logs "out of memory" with where, then aborts: server/'s single policy for
+ * allocation failures (lib/ returns -ENOMEM; the server does not limp on). */
+_Noreturn void nd_die_oom(const char *where);
+
+#endif

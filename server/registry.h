@@ -1,0 +1,194 @@
+/* registry.h - the registered documents in memory: id -> record, a slot per
+ * record, the fingerprint index over the slots, and the registration path
+ * through the durable store.
+ *
+ * Concurrency (memcached's split: the writer lock serialises changes, lookups
+ * take references the caller releases):
+ * - One writer mutex serialises every change: the atomic "query the index,
+ *   decide, insert into the index and the id map as pending, queue the store
+ *   write" of a registration, deletions, and start-up loading. Because the
+ *   decision and the insertion happen under one lock, of two near-duplicates
+ *   registered at the same moment exactly one is original.
+ * - Queries that do not register read the index without any lock (nd_index
+ *   allows readers next to its one writer) and take a read lock on the
+ *   id/slot tables only to take references on the documents they found.
+ * - Every nd_doc handed out is a new reference: release it with
+ *   nd_doc_release(), from any thread.
+ *
+ * Durability: with a store, a registration or deletion is acknowledged only
+ * after the store's commit thread reports it durable. The done callback given
+ * to nd_registry_check()/nd_registry_delete() is then called exactly once,
+ * from the commit thread (or from whichever thread completed a change the
+ * caller was waiting behind); it must only hand the result to the caller's
+ * own thread, which then calls nd_registry_complete(). */
+#ifndef ND_REGISTRY_H
+#define ND_REGISTRY_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "index.h"
+#include "store.h"
+
+typedef struct nd_registry nd_registry;
+typedef struct nd_reg_change nd_reg_change;
+
+/* One registered document. Every field above `refs` is immutable once the
+ * document is visible, so a reference holder may read them without locks. */
+typedef struct nd_doc {
+    const char *id;           /* id_len bytes, not NUL-terminated */
+    size_t id_len;
+    uint64_t simhash;
+    int64_t registered_at_us; /* server clock, UTC microseconds since the epoch */
+    uint32_t chars;
+    uint8_t text_hash[16];    /* XXH3-128 of the text, canonical byte order */
+    const char *meta;         /* compact JSON object, meta_len bytes; NULL if none */
+    size_t meta_len;
+    bool stale;               /* fingerprint version differs: not in the index */
+    char version[ND_VERSION_MAX + 1];
+    /* Private to the registry. */
+    _Atomic unsigned refs;
+    _Atomic int state;        /* pending, live, deleting */
+    uint32_t slot;
+    struct nd_doc *next;      /* hash chain */
+    struct nd_waiter *waiters;
+} nd_doc;
+
+/* A document found near the query. */
+typedef struct nd_match {
+    nd_doc *doc; /* new reference */
+    unsigned distance;
+} nd_match;
+
+typedef struct nd_registry_options {
+    unsigned max_matches; /* most matches returned (more sets truncated) */
+} nd_registry_options;
+
+/* A /check-original question. All pointers are borrowed for the call. */
+typedef struct nd_check_req {
+    const char *id;          /* NULL when the request has no id */
+    size_t id_len;
+    uint64_t simhash;
+    uint32_t chars;
+    uint8_t text_hash[16];   /* nd_registry_text_hash() of the text */
+    unsigned k;              /* 0..ND_INDEX_MAX_K */
+    bool do_register;        /* register when original (needs an id) */
+    const char *meta;        /* compact JSON object or NULL; kept if registered */
+    size_t meta_len;
+} nd_check_req;
+
+/* The answer, and the caller's scratch for computing it. */
+typedef struct nd_check_res {
+    /* Scratch, provided by the caller (per thread), both of cap entries. */
+    nd_index_hit *hits;
+    nd_match *matches;
+    size_t cap;
+    /* Answer. */
+    bool original;      /* no document registered earlier lies within k */
+    bool registered;    /* the id holds this text now (just or earlier) */
+    bool existing;      /* the id held this text before this call */
+    bool truncated;     /* more matches than returned */
+    size_t nmatches;    /* matches[0..nmatches): sorted by distance, then time */
+    nd_doc *doc;        /* the document under this id (new reference) or NULL */
+} nd_check_res;
+
+/* nd_registry_check() and nd_registry_delete() results besides 0 and -errno. */
+#define ND_REG_QUEUED 1 /* a store write was queued: done(arg, change, status) follows */
+#define ND_REG_WAIT 2   /* the id has a change in flight: done(arg, NULL, 0) follows;
+                         * then ask again */
+
+/* Called once per ND_REG_QUEUED or ND_REG_WAIT, on another thread (see top).
+ * For a queued change, ch is non-NULL and status is the store's result; the
+ * receiver must pass both to nd_registry_complete() exactly once. For a wait,
+ * ch is NULL: repeat the call that returned ND_REG_WAIT. */
+typedef void (*nd_registry_done_fn)(void *arg, nd_reg_change *ch, int status);
+
+/* Called during nd_registry_load() at most every progress_ms and at the end. */
+typedef void (*nd_registry_progress_fn)(void *arg, uint64_t loaded, uint64_t total,
+                                        uint64_t stale);
+
+/* Creates an empty registry over store (borrowed; NULL keeps registrations
+ * in memory only: then changes complete at once and nothing is queued).
+ * The registry is not "loaded" until nd_registry_load() (or
+ * nd_registry_set_loaded() when there is nothing to load) has run. Returns 0
+ * and a new registry (free with nd_registry_destroy()), or -ENOMEM. */
+int nd_registry_create(nd_registry **out, nd_store *store, const nd_registry_options *opts);
+
+/* Frees the registry and every document without a reference. No other
+ * thread may use it; queued changes must have completed. NULL is allowed. */
+void nd_registry_destroy(nd_registry *reg);
+
+/* Rebuilds the documents from the store (one consistent scan, in
+ * registration order). Records of another fingerprint version are kept by
+ * id but left out of the index; a record whose id was seen earlier in the
+ * scan is skipped (counted in stats.duplicates). The clock continues after
+ * the greatest time loaded.
+ * Calls progress at most every progress_ms and once at the end. Returns 0
+ * and marks the registry loaded; -ECANCELED if *stop became true; or the
+ * store's -errno / -ENOMEM (then the registry stays not loaded). */
+int nd_registry_load(nd_registry *reg, nd_registry_progress_fn progress, void *arg,
+                     unsigned progress_ms, const atomic_bool *stop);
+
+/* Marks an in-memory registry loaded. */
+void nd_registry_set_loaded(nd_registry *reg);
+
+/* True once loading has finished. */
+bool nd_registry_loaded(const nd_registry *reg);
+
+/* Answers a check, and when original and rq->do_register, registers the
+ * document in the same step. Fills res (release it with
+ * nd_check_res_release()). Returns:
+ *   0              answered; res is complete.
+ *   ND_REG_QUEUED  registered in memory, store write queued; res holds the
+ *                  answer to give once nd_registry_complete() returns 0.
+ *   ND_REG_WAIT    the id has a registration or deletion in flight.
+ *   -EEXIST        the id holds a different text (res is empty).
+ *   -EAGAIN        still loading.
+ *   -ENOMEM, or the store's -errno (e.g. -ESHUTDOWN) when the write could not
+ *                  be queued (nothing was registered). */
+int nd_registry_check(nd_registry *reg, const nd_check_req *rq, nd_check_res *res,
+                      nd_registry_done_fn done, void *arg);
+
+/* Releases the references held by res and empties it (the scratch stays). */
+void nd_check_res_release(nd_check_res *res);
+
+/* Finishes a queued change with the store's status, on the caller's thread:
+ * makes a registration live or undoes it, removes a deleted document or
+ * keeps it, and wakes the requests waiting behind it. Frees ch. Returns 0
+ * when the change took effect, else the store's status (e.g. -ENOSPC). */
+int nd_registry_complete(nd_registry *reg, nd_reg_change *ch, int status);
+
+/* Deletes the document id. Returns 0 (deleted; in-memory registry),
+ * ND_REG_QUEUED, ND_REG_WAIT, -ENOENT (no such id), -EAGAIN (loading), or
+ * the store's -errno when the deletion could not be queued. */
+int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len,
+                       nd_registry_done_fn done, void *arg);
+
+/* Looks up id. Returns 0 and a new reference in *out, -ENOENT, or -EAGAIN
+ * while loading. A registration still waiting for its commit is not found. */
+int nd_registry_get(nd_registry *reg, const char *id, size_t id_len, nd_doc **out);
+
+/* Releases a reference; NULL is allowed. Any thread. */
+void nd_doc_release(nd_doc *doc);
+
+/* Returns 0 if id is a valid document id: 1..ND_ID_MAX bytes of UTF-8
+ * without control characters; else -EINVAL. */
+int nd_registry_id_valid(const char *id, size_t len);
+
+/* XXH3-128 of text in canonical (big-endian) byte order into out[16]. */
+void nd_registry_text_hash(const char *text, size_t len, uint8_t out[16]);
+
+typedef struct nd_registry_stats {
+    uint64_t documents;     /* ids held, pending ones included */
+    uint64_t index_entries; /* fingerprints in the index */
+    uint64_t stale;         /* documents of another fingerprint version */
+    uint64_t pending;       /* changes waiting for the store */
+    uint64_t duplicates;    /* records skipped at load: id stored twice */
+} nd_registry_stats;
+
+/* Reads the counts (a snapshot; no lock). */
+void nd_registry_stats_get(const nd_registry *reg, nd_registry_stats *out);
+
+#endif

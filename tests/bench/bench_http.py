@@ -1,0 +1,416 @@
+#!/usr/bin/env python3
+"""HTTP benchmark of neardupd with wrk, next to two ceilings measured in the
+same run: tests/bench/minimal_evhttp (evhttp answering a fixed 200 with the
+same threads and accept strategy) and a static 200 from nginx.
+
+    python3 tests/bench/bench_http.py [--build build] [--duration 10]
+        [--connections 64] [--wrk-threads 2] [--threads N] [--quick]
+
+Scenarios (each on a fresh process, loopback only, bounded by --duration):
+  /healthz             minimal_evhttp, nginx, neardupd (reuseport and shared)
+  /healthz, Connection: close   accept-bound: reuseport vs shared
+  /check-original      ~2 KB Chinese articles from ../shared/eval (or the
+                       shipped test texts), register off and register on
+                       (durable: the store fsyncs each group commit)
+Every scenario runs --rounds times, interleaved (so that a noisy neighbour
+hurts all of them alike); the median round is reported with its p50 and p99
+latency and the server's CPU time per request (user + system, from /proc:
+unlike requests/s it does not depend on how much CPU wrk and the neighbours
+took), and the ratios to the minimal evhttp server by both measures. Needs wrk and (for the nginx line) nginx: on Debian
+`apt-get install wrk nginx-light`. Exits 0 (a benchmark, not a test) unless
+a server fails to start."""
+
+import argparse
+import gzip
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_http(url, timeout=30.0, want=200):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == want:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError("no answer from " + url)
+
+
+# ---- articles ----
+
+def load_articles(limit=400):
+    path = os.path.join(ROOT, "..", "shared", "eval", "data", "corpus.jsonl.gz")
+    out = []
+    if os.path.exists(path):
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            for line in f:
+                d = json.loads(line)
+                n = len(d["text"].encode())
+                if d["lang"] == "zh" and 1500 <= n <= 2600:
+                    out.append(d["text"])
+                    if len(out) >= limit:
+                        break
+        source = "shared/eval corpus (zh, 1.5-2.6 KB)"
+    if not out:
+        tdir = os.path.join(ROOT, "tests", "integration", "texts")
+        out = [open(os.path.join(tdir, n), encoding="utf-8").read()
+               for n in sorted(os.listdir(tdir)) if n.startswith("zh")]
+        source = "tests/integration/texts (zh)"
+    return out, source
+
+
+def lua_str(s):
+    eq = "=" * 4
+    assert "]" + eq + "]" not in s
+    return "[" + eq + "[" + s + "]" + eq + "]"
+
+
+def write_lua(tmp, articles):
+    """check_off.lua: cycles the articles, no registration. check_on.lua:
+    each request a new text (three random paragraphs of different articles)
+    under a new id, register true: mostly originals, so mostly writes."""
+    bodies = [json.dumps({"text": a, "k": 3}, ensure_ascii=False) for a in articles]
+    off = ["bodies = {" + ",\n".join(lua_str(b) for b in bodies) + "}",
+           "wrk.method = 'POST'",
+           "wrk.headers['Content-Type'] = 'application/json'",
+           "local i = 0",
+           "request = function()",
+           "  i = i + 1",
+           "  return wrk.format(nil, nil, nil, bodies[(i % #bodies) + 1])",
+           "end"]
+    paras = []
+    for a in articles:
+        for p in a.split("\n"):
+            if len(p) >= 150:
+                paras.append(json.dumps(p, ensure_ascii=False)[1:-1])
+    on = ["paras = {" + ",\n".join(lua_str(p) for p in paras) + "}",
+          "local counter = 1",
+          "local threads = {}",
+          "setup = function(thread) thread:set('tid', counter); counter = counter + 1 end",
+          "init = function(args) math.randomseed(tid * 7919 + os.time()); n = 0 end",
+          "wrk.method = 'POST'",
+          "wrk.headers['Content-Type'] = 'application/json'",
+          "request = function()",
+          "  n = n + 1",
+          "  local a, b, c = math.random(#paras), math.random(#paras), math.random(#paras)",
+          "  local body = '{\"id\":\"b' .. tid .. '-' .. n .. '-' .. math.random(1000000000) ..",
+          "    '\",\"register\":true,\"k\":3,\"text\":\"' .. paras[a] .. '\\\\n' .. paras[b] ..",
+          "    '\\\\n' .. paras[c] .. '\\\\n' .. paras[(a + b) % #paras + 1] .. '\"}'",
+          "  return wrk.format(nil, nil, nil, body)",
+          "end"]
+    for name, lines in (("check_off.lua", off), ("check_on.lua", on)):
+        with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+    mean = sum(len(b.encode()) for b in bodies) / len(bodies)
+    return mean, len(paras)
+
+
+# ---- servers ----
+
+class Proc:
+    def __init__(self, cmd, log, cwd=None):
+        self.log = open(log, "wb")
+        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, cwd=cwd,
+                                  stdin=subprocess.DEVNULL)
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(20)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        self.log.close()
+
+
+def start_minimal(binary, threads, accept, tmp):
+    proc = Proc([binary, "--port", "0", "--threads", str(threads), "--accept", accept],
+                os.path.join(tmp, "minimal.log"))
+    line = proc.p.stdout.readline().decode()
+    m = re.match(r"listening (\d+)", line)
+    if not m:
+        proc.stop()
+        raise RuntimeError("minimal_evhttp did not start: %r" % line)
+    return proc, int(m.group(1))
+
+
+def start_neardupd(binary, threads, accept, tmp, extra=()):
+    data = tempfile.mkdtemp(prefix="data-", dir=tmp)
+    log = os.path.join(tmp, "neardupd-%d.log" % time.monotonic_ns())
+    proc = Proc([binary, "--listen", "127.0.0.1:0", "--threads", str(threads), "--accept",
+                 accept, "--data", data] + list(extra), log)
+    deadline = time.monotonic() + 30
+    port = None
+    while port is None and time.monotonic() < deadline:
+        with open(log, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if '"msg":"listening"' in line:
+                    port = json.loads(line)["port"]
+        if proc.p.poll() is not None:
+            raise RuntimeError("neardupd exited: " + open(log).read())
+        time.sleep(0.05)
+    wait_http("http://127.0.0.1:%d/readyz" % port)
+    return proc, port
+
+
+def start_nginx(threads, tmp):
+    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx")
+                                      else None)
+    if not nginx:
+        return None, None
+    port = free_port()
+    ndir = tempfile.mkdtemp(prefix="nginx-", dir=tmp)
+    conf = os.path.join(ndir, "nginx.conf")
+    user = "user root;\n" if os.geteuid() == 0 else ""
+    with open(conf, "w") as f:
+        f.write(f"""{user}worker_processes {threads};
+daemon off;
+pid {ndir}/nginx.pid;
+error_log {ndir}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  client_body_temp_path {ndir}/body;
+  proxy_temp_path {ndir}/proxy;
+  fastcgi_temp_path {ndir}/fastcgi;
+  uwsgi_temp_path {ndir}/uwsgi;
+  scgi_temp_path {ndir}/scgi;
+  keepalive_requests 1000000;
+  server {{
+    listen 127.0.0.1:{port} reuseport;
+    location / {{
+      default_type application/json;
+      return 200 '{{"status":"ok"}}\\n';
+    }}
+  }}
+}}
+""")
+    proc = Proc([nginx, "-c", conf, "-p", ndir], os.path.join(ndir, "stderr.log"))
+    wait_http("http://127.0.0.1:%d/healthz" % port)
+    return proc, port
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of pid and its child processes (nginx workers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    pids = [pid]
+    try:
+        out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
+        pids += [int(x) for x in out.stdout.split()]
+    except OSError:
+        pass
+    total = 0
+    for p in pids:
+        try:
+            with open("/proc/%d/stat" % p) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        except OSError:
+            pass
+    return total / tick
+
+
+# ---- wrk ----
+
+def parse_latency(s):
+    m = re.match(r"([\d.]+)(us|ms|s)", s)
+    v = float(m.group(1))
+    return v / 1000 if m.group(2) == "us" else v if m.group(2) == "ms" else v * 1000
+
+
+def wrk(port, path, args, script=None, headers=(), duration=None):
+    cmd = ["wrk", "-t", str(args.wrk_threads), "-c", str(args.connections), "-d",
+           "%ds" % (duration or args.duration), "--latency", "--timeout", "10s"]
+    for h in headers:
+        cmd += ["-H", h]
+    if script:
+        cmd += ["-s", script]
+    cmd.append("http://127.0.0.1:%d%s" % (port, path))
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=(duration or
+                                                                        args.duration) + 60)
+    text = out.stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+    p50 = parse_latency(re.search(r"\s50%\s+(\S+)", text).group(1))
+    p99 = parse_latency(re.search(r"\s99%\s+(\S+)", text).group(1))
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    bad = int(m.group(1)) if m else 0
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    errs = sum(int(x) for x in m.groups()) if m else 0
+    return {"rps": rps, "p50": p50, "p99": p99, "non2xx": bad, "sockerr": errs}
+
+
+def scenarios(args, tmp, off, on):
+    """(label, server, accept, extra args, path, wrk script, headers, key)."""
+    close = ["Connection: close"]
+    out = []
+    accepts = ("reuseport",) if args.quick else ("reuseport", "shared")
+    for accept in accepts:
+        out.append(("minimal_evhttp %s /" % accept, "minimal", accept, (), "/", None, (),
+                    "min-" + accept))
+        if not args.quick:
+            out.append(("minimal_evhttp %s / (Connection: close)" % accept, "minimal", accept,
+                        (), "/", None, close, "min-close-" + accept))
+    out.append(("nginx static 200", "nginx", None, (), "/", None, (), "nginx"))
+    for accept in accepts:
+        out.append(("neardupd %s /healthz" % accept, "neardupd", accept, (), "/healthz", None,
+                    (), "healthz-" + accept))
+        if not args.quick:
+            out.append(("neardupd %s /healthz (Connection: close)" % accept, "neardupd", accept,
+                        (), "/healthz", None, close, "healthz-close-" + accept))
+        out.append(("neardupd %s /check-original register=off" % accept, "neardupd", accept,
+                    (), "/check-original", off, (), "off-" + accept))
+    out.append(("neardupd reuseport /check-original register=on", "neardupd", "reuseport", (),
+                "/check-original", on, (), "on-reuseport"))
+    if not args.quick:
+        out.append(("neardupd reuseport /check-original register=on --no-sync", "neardupd",
+                    "reuseport", ("--no-sync",), "/check-original", on, (), "on-nosync"))
+    return out
+
+
+def run(args):
+    tmp = tempfile.mkdtemp(prefix="bench-http-")
+    build = os.path.join(ROOT, args.build)
+    neardupd = os.environ.get("NEARDUPD", os.path.join(build, "server", "neardupd"))
+    minimal = os.environ.get("MINIMAL_EVHTTP", os.path.join(build, "tests", "bench",
+                                                            "minimal_evhttp"))
+    for b in (neardupd, minimal):
+        if not os.path.exists(b):
+            sys.exit("missing %s: build first (ninja -C %s)" % (b, args.build))
+    if not shutil.which("wrk"):
+        sys.exit("wrk is not installed (Debian: apt-get install wrk)")
+    threads = args.threads or os.cpu_count()
+    articles, source = load_articles()
+    mean_body, _ = write_lua(tmp, articles)
+    off = os.path.join(tmp, "check_off.lua")
+    on = os.path.join(tmp, "check_on.lua")
+    runs = {}
+    notes = {}
+    plan = scenarios(args, tmp, off, on)
+    print("# wrk -t%d -c%d -d%ds, %d interleaved rounds, medians; server threads %d; %d cores; "
+          "load average %.1f; articles: %d from %s, mean body %.0f bytes" % (
+              args.wrk_threads, args.connections, args.duration, args.rounds, threads,
+              os.cpu_count(), os.getloadavg()[0], len(articles), source, mean_body),
+          flush=True)
+    try:
+        for rnd in range(args.rounds):
+            for label, server, accept, extra, path, script, headers, key in plan:
+                if server == "minimal":
+                    proc, port = start_minimal(minimal, threads, accept, tmp)
+                elif server == "nginx":
+                    proc, port = start_nginx(threads, tmp)
+                    if not proc:
+                        continue
+                else:
+                    proc, port = start_neardupd(neardupd, threads, accept, tmp, extra)
+                try:
+                    if script != on:
+                        wrk(port, path, args, script=script, headers=headers, duration=1)
+                    cpu0 = cpu_seconds(proc.p.pid)
+                    res = wrk(port, path, args, script=script, headers=headers)
+                    cpu = cpu_seconds(proc.p.pid) - cpu0
+                    res["cpu_us"] = cpu * 1e6 / max(1.0, res["rps"] * args.duration)
+                    if server == "neardupd" and script == on:
+                        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port) as r:
+                            m = r.read().decode()
+                        reg = re.search(r'registrations_total\{result="ok"\} (\d+)', m)
+                        dup = re.search(r'checks_total\{verdict="duplicate"\} (\d+)', m)
+                        notes[key] = "registered %s, not original %s" % (
+                            reg.group(1) if reg else "?", dup.group(1) if dup else "?")
+                finally:
+                    proc.stop()
+                runs.setdefault(key, []).append(res)
+                print("  round %d  %-52s %9.0f req/s  %6.1f us CPU/req" % (
+                    rnd + 1, label, res["rps"], res["cpu_us"]), flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    med = {}
+    for key, rs in runs.items():
+        rs = sorted(rs, key=lambda r: r["rps"])
+        med[key] = rs[len(rs) // 2]
+    print("\n%-56s %10s %9s %9s %8s  %s" % ("scenario (median of rounds)", "req/s", "p50 ms",
+                                             "p99 ms", "CPU us", "all rounds req/s"))
+    for label, server, accept, extra, path, script, headers, key in plan:
+        if key not in med:
+            print("%-56s (nginx not installed: apt-get install nginx-light)" % label)
+            continue
+        r = med[key]
+        bad = ("  non-2xx %d" % r["non2xx"]) if r["non2xx"] else ""
+        cpu = sorted(x["cpu_us"] for x in runs[key])[len(runs[key]) // 2]
+        print("%-56s %10.0f %9.3f %9.3f %8.1f  %s%s%s" % (
+            label, r["rps"], r["p50"], r["p99"], cpu,
+            " ".join("%.0f" % x["rps"] for x in runs[key]), bad,
+            ("  (" + notes[key] + ")") if key in notes else ""))
+
+    def cpu_of(key):
+        return sorted(x["cpu_us"] for x in runs[key])[len(runs[key]) // 2]
+
+    def ratio(a, b, what):
+        if a in med and b in med:
+            print("%-58s %.2f x  (%.0f / %.0f req/s); by server CPU per request %.2f x "
+                  "(%.1f / %.1f us)" % (what, med[a]["rps"] / med[b]["rps"], med[a]["rps"],
+                                        med[b]["rps"], cpu_of(b) / cpu_of(a), cpu_of(a),
+                                        cpu_of(b)))
+
+    print("\n# ratios (targets: /healthz >= 0.9 x minimal_evhttp, /check-original >= 0.5 x)")
+    for accept in ("reuseport", "shared"):
+        ratio("healthz-" + accept, "min-" + accept, "/healthz %s vs minimal %s" % (accept, accept))
+        ratio("off-" + accept, "min-" + accept,
+              "/check-original register=off %s vs minimal %s" % (accept, accept))
+    ratio("on-reuseport", "min-reuseport", "/check-original register=on vs minimal")
+    ratio("on-nosync", "min-reuseport", "/check-original register=on --no-sync vs minimal")
+    ratio("min-reuseport", "nginx", "minimal_evhttp reuseport vs nginx")
+    print("# accept strategy")
+    ratio("min-shared", "min-reuseport", "minimal: shared vs reuseport (keep-alive)")
+    ratio("min-close-shared", "min-close-reuseport", "minimal: shared vs reuseport (close)")
+    ratio("healthz-shared", "healthz-reuseport", "neardupd /healthz: shared vs reuseport")
+    ratio("healthz-close-shared", "healthz-close-reuseport",
+          "neardupd /healthz: shared vs reuseport (close)")
+    ratio("off-shared", "off-reuseport", "neardupd /check-original: shared vs reuseport")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"median": med, "runs": runs}, f, indent=1)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default=os.environ.get("ND_BUILD", "build"))
+    ap.add_argument("--duration", type=int, default=10)
+    ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--wrk-threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=0, help="server threads (0: cores)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median)")
+    ap.add_argument("--quick", action="store_true", help="fewer scenarios")
+    ap.add_argument("--json", help="also write the results here")
+    args = ap.parse_args()
+    random.seed(1)
+    run(args)
+
+
+if __name__ == "__main__":
+    main()

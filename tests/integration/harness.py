@@ -1,0 +1,407 @@
+"""Shared helpers for the integration tests: start the real neardupd on a free
+loopback port with a temporary data directory, talk HTTP to it, stop it.
+
+Standard library only. Every server started here is killed in a finally
+block (Server is a context manager), and every request has a timeout.
+
+Ports: neardupd is started with --listen 127.0.0.1:0, binds a free port
+itself and logs it in its "listening" line, which we read from its stderr:
+no race between choosing a port and binding it.
+"""
+
+import gzip
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_ROOT = os.environ.get("ND_SOURCE_ROOT", os.path.dirname(os.path.dirname(HERE)))
+TEXTS_DIR = os.path.join(HERE, "texts")
+HOST = "127.0.0.1"
+RFC3339_US = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+HEX16 = re.compile(r"^[0-9a-f]{16}$")
+
+
+def neardupd_path():
+    path = os.environ.get("NEARDUPD")
+    if path:
+        return path
+    for build in ("build", "build-server"):
+        cand = os.path.join(SOURCE_ROOT, build, "server", "neardupd")
+        if os.path.exists(cand):
+            return cand
+    raise RuntimeError("set NEARDUPD to the neardupd binary")
+
+
+class Server:
+    """A neardupd process. Use as a context manager:
+
+        with Server(["--in-memory"]) as srv:
+            status, body = srv.json("GET", "/healthz")
+    """
+
+    def __init__(self, args=(), data_dir=None, in_memory=False, wait_ready=True,
+                 env=None, threads=2, start_timeout=30.0, port=None):
+        self.args = list(args)
+        self.tmp = None
+        if data_dir is None and not in_memory:
+            self.tmp = tempfile.mkdtemp(prefix="neardupd-test-")
+            data_dir = os.path.join(self.tmp, "data")
+        self.data_dir = data_dir
+        self.in_memory = in_memory
+        self.wait_ready = wait_ready
+        self.env = env
+        self.threads = threads
+        self.start_timeout = start_timeout
+        self.proc = None
+        self.fixed_port = port  # listen here instead of on a port from the log
+        self.port = None
+        self.log_path = None
+        self._log_file = None
+
+    # -- life cycle --
+
+    def start(self):
+        cmd = [neardupd_path(), "--listen", "%s:%d" % (HOST, self.fixed_port or 0),
+               "--threads", str(self.threads), "--no-sync"]
+        if self.in_memory:
+            cmd.append("--in-memory")
+        else:
+            cmd += ["--data", self.data_dir]
+        cmd += self.args
+        if self.tmp is None:
+            self.tmp = tempfile.mkdtemp(prefix="neardupd-test-")
+        self.log_path = os.path.join(self.tmp, "stderr-%d.log" % time.monotonic_ns())
+        self._log_file = open(self.log_path, "wb")
+        env = dict(os.environ)
+        for k in list(env):
+            if k.startswith("NEARDUP_"):
+                del env[k]
+        if self.env:
+            env.update(self.env)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=self._log_file, env=env)
+        deadline = time.monotonic() + self.start_timeout
+        if self.fixed_port:
+            self.port = self.fixed_port
+        while self.port is None:
+            if self.proc.poll() is not None:
+                raise RuntimeError("neardupd exited with %s at start:\n%s"
+                                   % (self.proc.returncode, self.log_text()))
+            if time.monotonic() > deadline:
+                raise RuntimeError("neardupd did not log its port:\n" + self.log_text())
+            for rec in self.log_records():
+                if rec.get("msg") == "listening":
+                    self.port = rec["port"]
+            time.sleep(0.02)
+        if self.wait_ready:
+            self.wait_for_ready(deadline - time.monotonic())
+        return self
+
+    def wait_for_ready(self, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                status, _, _ = self.request("GET", "/readyz", timeout=2)
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError("neardupd exited:\n" + self.log_text())
+            if time.monotonic() > deadline:
+                raise RuntimeError("neardupd not ready:\n" + self.log_text())
+            time.sleep(0.02)
+
+    def signal(self, sig):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+    def wait(self, timeout=30.0):
+        """Waits for exit; returns the exit code (negative: killed by signal)."""
+        return self.proc.wait(timeout=timeout)
+
+    def stop(self, timeout=30.0):
+        """SIGTERM and wait; returns the exit code. Kills after timeout."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise RuntimeError("neardupd did not stop within %.0f s" % timeout)
+        return self.proc.returncode
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def restart(self, args=None, wait_ready=True):
+        """Stops (if running) and starts again on the same data directory."""
+        if self.proc and self.proc.poll() is None:
+            self.stop()
+        self.check_sanitizers()
+        self._close_log()
+        if args is not None:
+            self.args = list(args)
+        self.port = None
+        self.wait_ready = wait_ready
+        return self.start()
+
+    def _close_log(self):
+        if self._log_file:
+            self._log_file.close()
+            self._log_file = None
+
+    def cleanup(self):
+        self.kill()
+        self._close_log()
+        if self.tmp and os.environ.get("ND_KEEP_TMP") is None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self):
+        try:
+            return self.start()
+        except BaseException:
+            self.cleanup()
+            raise
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is None and self.proc and self.proc.poll() is None:
+                code = self.stop()
+                check(code == 0, "neardupd exited %s at SIGTERM:\n%s", code, self.log_tail())
+            if exc_type is None:
+                self.check_sanitizers()
+        finally:
+            self.cleanup()
+        return False
+
+    def check_sanitizers(self):
+        """Fails if the log holds a sanitizer report (ASan, UBSan, LSan)."""
+        text = self.log_text()
+        for mark in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                     "WARNING: ThreadSanitizer"):
+            check(mark not in text, "sanitizer report in the server log:\n%s", text[-6000:])
+
+    def log_tail(self, n=20):
+        return "\n".join(self.log_text().splitlines()[-n:])
+
+    # -- logs --
+
+    def log_text(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except (OSError, TypeError):
+            return ""
+
+    def log_records(self):
+        out = []
+        for line in self.log_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+        return out
+
+    # -- HTTP --
+
+    def connect(self, timeout=30):
+        return http.client.HTTPConnection(HOST, self.port, timeout=timeout)
+
+    def request(self, method, path, body=None, headers=None, timeout=30, conn=None):
+        """One request; returns (status, headers dict lower-cased, body bytes)."""
+        return request(conn or self.connect(timeout), method, path, body, headers,
+                       close=conn is None)
+
+    def json(self, method, path, obj=None, headers=None, timeout=30, conn=None, raw=None):
+        """Sends obj as JSON (or raw bytes); returns (status, parsed body or None)."""
+        hdrs = {"Content-Type": "application/json"}
+        hdrs.update(headers or {})
+        body = raw if raw is not None else (None if obj is None else
+                                            json.dumps(obj).encode("utf-8"))
+        if body is None:
+            hdrs.pop("Content-Type")
+        status, _, data = self.request(method, path, body, hdrs, timeout, conn)
+        return status, parse_json(data)
+
+    def metrics(self):
+        status, _, data = self.request("GET", "/metrics")
+        assert status == 200, status
+        return parse_metrics(data.decode())
+
+
+def free_port():
+    """A port that was free a moment ago (for the rare test that cannot read
+    the port from the log, e.g. with logging off)."""
+    import socket
+    s = socket.socket()
+    s.bind((HOST, 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def request(conn, method, path, body=None, headers=None, close=True):
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        data = resp.read()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
+    finally:
+        if close:
+            conn.close()
+
+
+def parse_json(data):
+    try:
+        return json.loads(data) if data else None
+    except ValueError:
+        return None
+
+
+def parse_metrics(text):
+    """Prometheus text -> {'name{labels}': value}."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        key, _, value = line.rpartition(" ")
+        out[key] = float(value)
+    return out
+
+
+# -- texts --
+
+def load_texts():
+    """The shipped test texts: {name: text}, names like zh1, en3."""
+    texts = {}
+    for name in sorted(os.listdir(TEXTS_DIR)):
+        if name.endswith(".txt"):
+            with open(os.path.join(TEXTS_DIR, name), encoding="utf-8") as f:
+                texts[name[:-4]] = f.read()
+    assert len(texts) >= 6, "tests/integration/texts/ is missing"
+    return texts
+
+
+def corpus_texts(limit, min_chars=800):
+    """Extra real texts from ../shared/eval when it is there, else []."""
+    path = os.path.join(SOURCE_ROOT, "..", "shared", "eval", "data", "corpus.jsonl.gz")
+    out = []
+    if not os.path.exists(path):
+        return out
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            d = json.loads(line)
+            if len(d["text"]) >= min_chars:
+                out.append(d["text"])
+                if len(out) >= limit:
+                    break
+    return out
+
+
+def edit(text, n, seed):
+    """A near duplicate: n single-character edits at positions from seed,
+    replacing a character by its neighbour (keeps the script)."""
+    chars = list(text)
+    step = max(1, len(chars) // (n + 1))
+    for i in range(n):
+        pos = (step * (i + 1) + seed * 7) % (len(chars) - 1)
+        chars[pos] = chars[pos + 1]
+    return "".join(chars)
+
+
+def distance(a_hex, b_hex):
+    return bin(int(a_hex, 16) ^ int(b_hex, 16)).count("1")
+
+
+# -- a tiny test runner: named tests, timings, a summary line, exit code --
+
+class Runner:
+    def __init__(self, name):
+        self.name = name
+        self.tests = []
+
+    def test(self, fn):
+        self.tests.append(fn)
+        return fn
+
+    def run(self, *args, fresh=None):
+        """Runs every test with args, or, with fresh (a factory of context
+        managers such as Server), each test with its own fresh(): tests then
+        do not see each other's documents."""
+        only = os.environ.get("ND_TEST_ONLY")
+        passed = failed = 0
+        t_all = time.monotonic()
+        for fn in self.tests:
+            if only and only not in fn.__name__:
+                continue
+            t0 = time.monotonic()
+            try:
+                if fresh is not None:
+                    with fresh() as srv:
+                        fn(srv)
+                else:
+                    fn(*args)
+            except Exception:
+                failed += 1
+                print("FAIL %s (%.2fs)" % (fn.__name__, time.monotonic() - t0), flush=True)
+                traceback.print_exc()
+            else:
+                passed += 1
+                print("ok   %s (%.2fs)" % (fn.__name__, time.monotonic() - t0), flush=True)
+        print("%s: %.1fs" % (self.name, time.monotonic() - t_all))
+        print("%d passed, %d failed" % (passed, failed), flush=True)
+        sys.exit(1 if failed else 0)
+
+
+def check(cond, msg="", *fmt):
+    if not cond:
+        raise AssertionError(msg % fmt if fmt else msg)
+
+
+def expect_error(status, body, want_status, code, field=None):
+    check(status == want_status, "status %s, wanted %s: %r", status, want_status, body)
+    check(isinstance(body, dict) and isinstance(body.get("error"), dict),
+          "not a JSON error: %r", body)
+    err = body["error"]
+    check(err.get("code") == code, "code %r, wanted %r", err.get("code"), code)
+    check(isinstance(err.get("message"), str) and err["message"], "no message: %r", err)
+    if field is not None:
+        check(err.get("field") == field, "field %r, wanted %r", err.get("field"), field)
+    return err
+
+
+def run_threads(n, fn, timeout=120):
+    """Runs fn(i) on n threads; re-raises the first exception."""
+    errors = []
+
+    def wrap(i):
+        try:
+            fn(i)
+        except BaseException as e:  # noqa: BLE001 - collected and re-raised
+            errors.append(e)
+
+    threads = [threading.Thread(target=wrap, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(0.1, deadline - time.monotonic()))
+    check(not any(t.is_alive() for t in threads), "threads did not finish in %ss", timeout)
+    if errors:
+        raise errors[0]

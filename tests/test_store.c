@@ -1,0 +1,1550 @@
+/* test_store.c - unit tests for server/store.c on real LMDB files.
+ *
+ * Every test works in its own directory under a mkdtemp() root in /tmp.
+ * Tests that need a small or read-only filesystem mount a tmpfs there and
+ * are skipped (with a message) where mount(2) is not permitted.
+ *
+ * Records are keyed by registered_at_us. make_rec() derives it from the id
+ * (prefix, number), so a test can rebuild a record to compare it: each
+ * prefix owns a block of 10^6 microseconds, in which numbers count up. */
+#include "store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/select.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int failures;
+static char root[64];
+
+#define CHECK(cond)                                                         \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,          \
+                    __LINE__, #cond);                                       \
+            failures++;                                                     \
+        }                                                                   \
+    } while (0)
+
+#define CHECK_RC(expr, want)                                                \
+    do {                                                                    \
+        long long got_ = (long long)(expr);                                 \
+        if (got_ != (long long)(want)) {                                    \
+            fprintf(stderr, "%s:%d: %s = %lld (%s), want %lld\n", __FILE__, \
+                    __LINE__, #expr, got_, strerror((int)-got_),            \
+                    (long long)(want));                                     \
+            failures++;                                                     \
+        }                                                                   \
+    } while (0)
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static void path_in(char *out, size_t n, const char *name)
+{
+    snprintf(out, n, "%s/%s", root, name);
+}
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+    (void)sb; (void)flag; (void)f;
+    return remove(p);
+}
+
+static void rm_rf(const char *p)
+{
+    nftw(p, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static nd_store_options opts_fast(void)
+{
+    nd_store_options o;
+    nd_store_options_default(&o);
+    o.sync = false;
+    o.map_size = 64u << 20;
+    return o;
+}
+
+static nd_store *open_ok(const char *dir, const nd_store_options *o)
+{
+    nd_store *st = NULL;
+    char err[256] = "";
+    int rc = nd_store_open(&st, dir, o, err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "open %s: %d %s\n", dir, rc, err);
+        failures++;
+        exit(1);
+    }
+    return st;
+}
+
+/* A record with caller-owned buffers. */
+typedef struct rec_buf {
+    char id[ND_ID_MAX + 1];
+    char version[ND_VERSION_MAX + 1];
+    char *meta;
+    nd_record r;
+} rec_buf;
+
+/* The time block of a prefix (FNV-1a; the prefixes used here do not
+ * collide: a collision would show as -EEXIST). */
+static int64_t prefix_base(const char *prefix)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *p = prefix; *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    return 1700000000000000ll + (int64_t)(h % 1000000u) * 1000000;
+}
+
+static void make_rec(rec_buf *b, const char *prefix, unsigned i, size_t meta_len)
+{
+    memset(&b->r, 0, sizeof(b->r));
+    snprintf(b->id, sizeof(b->id), "%s%06u", prefix, i);
+    snprintf(b->version, sizeof(b->version), "simhash-v%u", 1 + i % 2);
+    b->r.id = b->id;
+    b->r.id_len = strlen(b->id);
+    b->r.simhash = 0x9E3779B97F4A7C15ull * (i + 1);
+    b->r.version = b->version;
+    b->r.registered_at_us = prefix_base(prefix) + i;
+    b->r.chars = 1000 + i;
+    for (int k = 0; k < 16; k++)
+        b->r.text_hash[k] = (uint8_t)(i * 7 + k);
+    b->meta = NULL;
+    if (meta_len) {
+        b->meta = malloc(meta_len + 1);
+        int n = snprintf(b->meta, meta_len + 1, "{\"n\":%u,\"pad\":\"", i);
+        for (size_t k = (size_t)n; k + 2 < meta_len; k++)
+            b->meta[k] = (char)('a' + (k + i) % 26);
+        if (meta_len >= 2) {
+            b->meta[meta_len - 2] = '"';
+            b->meta[meta_len - 1] = '}';
+        }
+        b->meta[meta_len] = '\0';
+        b->r.meta = b->meta;
+        b->r.meta_len = meta_len;
+    }
+}
+
+static void free_rec(rec_buf *b)
+{
+    free(b->meta);
+    b->meta = NULL;
+}
+
+static bool rec_equal(const nd_record *a, const nd_record *b)
+{
+    return a->id_len == b->id_len && memcmp(a->id, b->id, a->id_len) == 0
+        && a->simhash == b->simhash && strcmp(a->version, b->version) == 0
+        && a->registered_at_us == b->registered_at_us && a->chars == b->chars
+        && memcmp(a->text_hash, b->text_hash, 16) == 0
+        && (a->meta == NULL) == (b->meta == NULL) && a->meta_len == b->meta_len
+        && (a->meta == NULL || memcmp(a->meta, b->meta, a->meta_len) == 0);
+}
+
+/* The test's copy of a record (nd_store_get hands out borrowed pointers). */
+typedef struct rec_copy {
+    rec_buf b;
+    int visits;
+} rec_copy;
+
+static int copy_visit(void *arg, const nd_record *r)
+{
+    rec_copy *c = arg;
+    c->visits++;
+    c->b.r = *r;
+    memcpy(c->b.id, r->id, r->id_len);
+    c->b.r.id = c->b.id;
+    snprintf(c->b.version, sizeof(c->b.version), "%s", r->version);
+    c->b.r.version = c->b.version;
+    free(c->b.meta);
+    c->b.meta = NULL;
+    if (r->meta) {
+        CHECK(r->meta[r->meta_len] == '\0');
+        c->b.meta = malloc(r->meta_len + 1);
+        memcpy(c->b.meta, r->meta, r->meta_len + 1);
+        c->b.r.meta = c->b.meta;
+    }
+    return 0;
+}
+
+/* Gets want's time and compares the record with want. */
+static void check_stored(nd_store *st, const nd_record *want)
+{
+    rec_copy c = {0};
+    int rc = nd_store_get(st, want->registered_at_us, copy_visit, &c);
+    CHECK_RC(rc, 0);
+    if (rc == 0) {
+        CHECK(c.visits == 1);
+        CHECK(rec_equal(&c.b.r, want));
+    }
+    free_rec(&c.b);
+}
+
+/* Synchronous put/delete: waits for the callback. */
+typedef struct waiter {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int calls;
+    int status;
+} waiter;
+
+static void waiter_cb(void *arg, int status)
+{
+    waiter *w = arg;
+    pthread_mutex_lock(&w->mu);
+    w->calls++;
+    w->status = status;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static int waiter_finish(waiter *w, int queued)
+{
+    if (queued == 0) {
+        pthread_mutex_lock(&w->mu);
+        while (w->calls == 0)
+            pthread_cond_wait(&w->cv, &w->mu);
+        pthread_mutex_unlock(&w->mu);
+        CHECK(w->calls == 1);
+    } else {
+        CHECK(w->calls == 0);
+    }
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    return queued ? queued : w->status;
+}
+
+static int put_sync(nd_store *st, const nd_record *r)
+{
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    return waiter_finish(&w, nd_store_put(st, r, waiter_cb, &w));
+}
+
+/* Deletes the record stored at time t, which must have id id. */
+static int del_at_sync(nd_store *st, const char *id, int64_t t)
+{
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    return waiter_finish(&w, nd_store_delete_at(st, id, strlen(id), t, waiter_cb, &w));
+}
+
+static int del_rec_sync(nd_store *st, const nd_record *r)
+{
+    return del_at_sync(st, r->id, r->registered_at_us);
+}
+
+/* A change that writes nothing, to wait for everything queued before it. */
+static void flush(nd_store *st)
+{
+    CHECK_RC(del_at_sync(st, "flush", 1), -ENOENT);
+}
+
+/* Asynchronous callbacks counted per change. */
+typedef struct slot {
+    atomic_int calls;
+    atomic_int status;
+} slot;
+
+static atomic_long slot_total;
+
+static void slot_cb(void *arg, int status)
+{
+    slot *s = arg;
+    atomic_store(&s->status, status);
+    atomic_fetch_add(&s->calls, 1);
+    atomic_fetch_add(&slot_total, 1);
+}
+
+/* Checks that a scan visits records in registration order. */
+typedef struct scan_state {
+    int n;
+    int64_t last;
+    bool ordered;
+    int64_t times[16];      /* the first 16 times seen */
+} scan_state;
+
+static int scan_order_visit(void *arg, const nd_record *r)
+{
+    scan_state *s = arg;
+    if (s->n > 0 && r->registered_at_us <= s->last)
+        s->ordered = false;
+    s->last = r->registered_at_us;
+    if (s->n < 16)
+        s->times[s->n] = r->registered_at_us;
+    s->n++;
+    return 0;
+}
+
+/* ---- tests ---------------------------------------------------------------- */
+
+static int stop_visit(void *arg, const nd_record *r)
+{
+    (void)r;
+    return ++*(int *)arg == 2 ? 42 : 0;
+}
+
+static void test_basic(void)
+{
+    char dir[128];
+    path_in(dir, sizeof(dir), "basic");
+    nd_store_options o = opts_fast();
+    nd_store *st = open_ok(dir, &o);
+    CHECK(nd_store_writable(st));
+    CHECK_RC(nd_store_count(st), 0);
+
+    rec_buf b[3];
+    make_rec(&b[0], "c-", 3, 0);      /* no meta */
+    make_rec(&b[1], "a-", 1, 40);
+    make_rec(&b[2], "b-", 2, 1);      /* one-byte meta */
+    b[2].r.meta = "";                 /* empty meta text is still "present" */
+    b[2].r.meta_len = 0;
+    for (int i = 0; i < 3; i++)
+        CHECK_RC(put_sync(st, &b[i].r), 0);
+    CHECK_RC(nd_store_count(st), 3);
+    for (int i = 0; i < 3; i++)
+        check_stored(st, &b[i].r);
+
+    scan_state s = {.ordered = true};
+    CHECK_RC(nd_store_scan(st, scan_order_visit, &s), 0);
+    CHECK(s.n == 3);
+    CHECK(s.ordered);
+    int seen = 0;
+    CHECK_RC(nd_store_scan(st, stop_visit, &seen), 42);
+    CHECK(seen == 2);
+
+    rec_copy c = {0};
+    CHECK_RC(nd_store_get(st, b[0].r.registered_at_us + 1, copy_visit, &c), -ENOENT);
+    CHECK(c.visits == 0);
+    CHECK_RC(nd_store_get(st, -1, copy_visit, &c), -EINVAL);
+
+    CHECK_RC(del_rec_sync(st, &b[1].r), 0);
+    CHECK_RC(del_rec_sync(st, &b[1].r), -ENOENT);
+    CHECK_RC(nd_store_count(st), 2);
+    CHECK_RC(nd_store_get(st, b[1].r.registered_at_us, copy_visit, &c), -ENOENT);
+
+    /* A put at a stored time is refused and changes nothing. */
+    rec_buf r2;
+    make_rec(&r2, "c-", 3, 100);
+    r2.r.simhash = 77;
+    snprintf(r2.version, sizeof(r2.version), "simhash-v9");
+    CHECK_RC(put_sync(st, &r2.r), -EEXIST);
+    CHECK_RC(nd_store_count(st), 2);
+    check_stored(st, &b[0].r);
+
+    /* Re-registration of an id, as the daemon does it: delete at the old
+     * time, put at a new one. */
+    CHECK_RC(del_rec_sync(st, &b[0].r), 0);
+    r2.r.registered_at_us += 1000;
+    CHECK_RC(put_sync(st, &r2.r), 0);
+    CHECK_RC(nd_store_count(st), 2);
+    check_stored(st, &r2.r);
+
+    nd_store_stats stats;
+    nd_store_get_stats(st, &stats);
+    CHECK(stats.changes == 8 && stats.commits >= 1 && stats.failed_commits == 0);
+    CHECK(stats.failed_changes == 1);   /* the -EEXIST */
+    nd_store_close(st);
+
+    /* Reopen: everything persists (here with the default options). */
+    st = open_ok(dir, NULL);
+    CHECK_RC(nd_store_count(st), 2);
+    check_stored(st, &r2.r);
+    check_stored(st, &b[2].r);
+    nd_store_close(st);
+    for (int i = 0; i < 3; i++)
+        free_rec(&b[i]);
+    free_rec(&r2);
+    nd_store_close(NULL);
+}
+
+static void test_invalid(void)
+{
+    char dir[128];
+    path_in(dir, sizeof(dir), "invalid");
+    nd_store_options o = opts_fast();
+    nd_store *st = open_ok(dir, &o);
+    rec_buf b;
+    make_rec(&b, "x-", 1, 10);
+    slot s = {0};
+    char longid[ND_ID_MAX + 2];
+    memset(longid, 'i', sizeof(longid));
+
+    nd_record r = b.r;
+    r.id_len = 0;
+    CHECK_RC(nd_store_put(st, &r, slot_cb, &s), -EINVAL);
+    r = b.r;
+    r.id = longid;
+    r.id_len = ND_ID_MAX + 1;
+    CHECK_RC(nd_store_put(st, &r, slot_cb, &s), -EINVAL);
+    r = b.r;
+    r.version = NULL;
+    CHECK_RC(nd_store_put(st, &r, slot_cb, &s), -EINVAL);
+    r = b.r;
+    r.version = "";
+    CHECK_RC(nd_store_put(st, &r, slot_cb, &s), -EINVAL);
+    r = b.r;
+    r.version = "0123456789012345678901234567890123456789";
+    CHECK_RC(nd_store_put(st, &r, slot_cb, &s), -EINVAL);
+    r = b.r;
+    r.meta = NULL;
+    CHECK_RC(nd_store_put(st, &r, slot_cb, &s), -EINVAL);
+    r = b.r;
+    r.meta_len = (size_t)ND_META_MAX + 1;
+    CHECK_RC(nd_store_put(st, &r, slot_cb, &s), -EINVAL);
+    r = b.r;
+    r.registered_at_us = -1;
+    CHECK_RC(nd_store_put(st, &r, slot_cb, &s), -EINVAL);
+    CHECK_RC(nd_store_delete_at(st, "", 0, 5, slot_cb, &s), -EINVAL);
+    CHECK_RC(nd_store_delete_at(st, NULL, 3, 5, slot_cb, &s), -EINVAL);
+    CHECK_RC(nd_store_delete_at(st, longid, ND_ID_MAX + 1, 5, slot_cb, &s), -EINVAL);
+    CHECK_RC(nd_store_delete_at(st, "x", 1, -5, slot_cb, &s), -EINVAL);
+
+    /* Longest valid id and version, NULL callback. */
+    r = b.r;
+    r.id = longid;
+    r.id_len = ND_ID_MAX;
+    r.version = "01234567890123456789012345678901";
+    CHECK_RC(nd_store_put(st, &r, NULL, NULL), 0);
+    nd_store_close(st);
+    CHECK(atomic_load(&s.calls) == 0);
+    st = open_ok(dir, &o);
+    CHECK_RC(nd_store_count(st), 1);
+    check_stored(st, &r);
+    nd_store_close(st);
+    free_rec(&b);
+}
+
+/* Changes queued without waiting are applied in order, each callback runs
+ * exactly once, and close() commits what is still queued. */
+static void test_order_and_close_drain(void)
+{
+    enum { N = 5000 };
+    char dir[128];
+    path_in(dir, sizeof(dir), "drain");
+    nd_store_options o = opts_fast();
+    o.max_batch = 1;      /* one change per transaction: the queue bound */
+    nd_store *st = open_ok(dir, &o);
+    slot *s = calloc(N + 3, sizeof(*s));
+    rec_buf a1, a2, b;
+    make_rec(&a1, "order-", 1, 20);
+    make_rec(&a2, "order-", 1, 30);
+    a2.r.simhash = 1;
+    make_rec(&b, "order-", 2, 0);
+    /* a2 has a1's time: it is accepted only if a1's delete came first. */
+    CHECK_RC(nd_store_put(st, &a1.r, slot_cb, &s[0]), 0);
+    CHECK_RC(nd_store_delete_at(st, a1.id, a1.r.id_len, a1.r.registered_at_us, slot_cb,
+                                &s[1]), 0);
+    CHECK_RC(nd_store_delete_at(st, b.id, b.r.id_len, b.r.registered_at_us, slot_cb,
+                                &s[2]), 0); /* missing */
+    CHECK_RC(nd_store_put(st, &a2.r, slot_cb, &s[3]), 0);
+    for (unsigned i = 4; i < N + 3; i++) {
+        rec_buf x;
+        make_rec(&x, "drain-", i, 16);
+        CHECK_RC(nd_store_put(st, &x.r, slot_cb, &s[i]), 0);
+        free_rec(&x);
+    }
+    nd_store_stats stats;
+    nd_store_get_stats(st, &stats);
+    CHECK(stats.queued <= 1024);
+    nd_store_close(st);
+    int bad = 0;
+    for (unsigned i = 0; i < N + 3; i++) {
+        int want = i == 2 ? -ENOENT : 0;
+        if (atomic_load(&s[i].calls) != 1 || atomic_load(&s[i].status) != want)
+            bad++;
+    }
+    CHECK(bad == 0);
+    st = open_ok(dir, &o);
+    CHECK_RC(nd_store_count(st), N);  /* N-1 drain records + order-000001 */
+    check_stored(st, &a2.r);
+    nd_store_get_stats(st, &stats);
+    nd_store_close(st);
+    free(s);
+    free_rec(&a1);
+    free_rec(&a2);
+    free_rec(&b);
+}
+
+/* A batch holding deletes of missing records (no such time; a time whose
+ * record has another id) still commits its puts. */
+static void test_batch_mixed(void)
+{
+    enum { N = 200 };
+    char dir[128];
+    path_in(dir, sizeof(dir), "mixed");
+    nd_store_options o = opts_fast();
+    nd_store *st = open_ok(dir, &o);
+    slot *s = calloc(2 * N, sizeof(*s));
+    for (unsigned i = 0; i < N; i++) {
+        rec_buf x;
+        char id[32];
+        make_rec(&x, "m-", i, 8);
+        snprintf(id, sizeof(id), "missing-%u", i);
+        int64_t t = i % 2 ? x.r.registered_at_us - 1 : x.r.registered_at_us + 1;
+        CHECK_RC(nd_store_delete_at(st, id, strlen(id), t, slot_cb, &s[2 * i]), 0);
+        CHECK_RC(nd_store_put(st, &x.r, slot_cb, &s[2 * i + 1]), 0);
+        free_rec(&x);
+    }
+    nd_store_close(st);
+    for (unsigned i = 0; i < N; i++) {
+        CHECK(atomic_load(&s[2 * i].status) == -ENOENT);
+        CHECK(atomic_load(&s[2 * i + 1].status) == 0);
+    }
+    st = open_ok(dir, &o);
+    CHECK_RC(nd_store_count(st), N);
+    nd_store_close(st);
+    free(s);
+}
+
+/* Many submitters, each waiting for its callback (like HTTP clients), with
+ * durable commits: transactions must be shared. Times come from one shared
+ * counter, as the daemon's clock; two submitters may still queue theirs in
+ * the other order, which the store must accept. */
+typedef struct submitter {
+    nd_store *st;
+    unsigned t, n;
+    int bad;
+} submitter;
+
+static _Atomic int64_t group_clock = 1700000000000000ll;
+
+static void *submit_main(void *arg)
+{
+    submitter *sb = arg;
+    for (unsigned i = 0; i < sb->n; i++) {
+        rec_buf x;
+        char prefix[16];
+        snprintf(prefix, sizeof(prefix), "t%02u-", sb->t);
+        make_rec(&x, prefix, i, 50);
+        x.r.registered_at_us = atomic_fetch_add(&group_clock, 1);
+        if (put_sync(sb->st, &x.r) != 0)
+            sb->bad++;
+        free_rec(&x);
+    }
+    return NULL;
+}
+
+static void test_group_commit(void)
+{
+    enum { T = 32, PER = 60 };
+    char dir[128];
+    path_in(dir, sizeof(dir), "group");
+    nd_store_options o;
+    nd_store_options_default(&o);
+    o.map_size = 64u << 20;           /* sync stays true */
+    nd_store *st = open_ok(dir, &o);
+    pthread_t th[T];
+    submitter sb[T];
+    for (unsigned t = 0; t < T; t++) {
+        sb[t] = (submitter){st, t, PER, 0};
+        pthread_create(&th[t], NULL, submit_main, &sb[t]);
+    }
+    int bad = 0;
+    for (unsigned t = 0; t < T; t++) {
+        pthread_join(th[t], NULL);
+        bad += sb[t].bad;
+    }
+    CHECK(bad == 0);
+    nd_store_stats stats;
+    nd_store_get_stats(st, &stats);
+    printf("  group commit: %llu changes in %llu commits (avg %.1f, max %llu), "
+           "%llu appended\n",
+           (unsigned long long)stats.changes, (unsigned long long)stats.commits,
+           (double)stats.changes / (double)(stats.commits ? stats.commits : 1),
+           (unsigned long long)stats.max_batch, (unsigned long long)stats.appended);
+    CHECK(stats.changes == T * PER);
+    CHECK(stats.appended > T * PER / 2);
+    CHECK(stats.commits * 3 <= stats.changes);  /* average batch >= 3 */
+    CHECK(stats.max_batch > 1);
+    CHECK_RC(nd_store_count(st), T * PER);
+    scan_state ss = {.ordered = true};
+    CHECK_RC(nd_store_scan(st, scan_order_visit, &ss), 0);
+    CHECK(ss.n == T * PER && ss.ordered);
+    nd_store_close(st);
+}
+
+/* Readers on several threads while the commit thread writes (MDB_NOTLS). */
+typedef struct reader {
+    nd_store *st;
+    int bad;
+    atomic_bool *stop;
+} reader;
+
+static int count_visit(void *arg, const nd_record *r)
+{
+    (void)r;
+    ++*(long *)arg;
+    return 0;
+}
+
+static void *reader_main(void *arg)
+{
+    reader *rd = arg;
+    unsigned i = 0;
+    while (!atomic_load(rd->stop)) {
+        rec_buf x;
+        make_rec(&x, "pre-", i % 100, 0);
+        rec_copy c = {0};
+        if (nd_store_get(rd->st, x.r.registered_at_us, copy_visit, &c) != 0
+            || !rec_equal(&c.b.r, &x.r))
+            rd->bad++;
+        free_rec(&c.b);
+        if (i % 50 == 0) {
+            long n = 0;
+            if (nd_store_scan(rd->st, count_visit, &n) != 0 || n < 100
+                || nd_store_count(rd->st) < 100)
+                rd->bad++;
+        }
+        i++;
+    }
+    return NULL;
+}
+
+static void test_concurrent_reads(void)
+{
+    enum { R = 4 };
+    char dir[128];
+    path_in(dir, sizeof(dir), "readers");
+    nd_store_options o = opts_fast();
+    nd_store *st = open_ok(dir, &o);
+    for (unsigned i = 0; i < 100; i++) {
+        rec_buf x;
+        make_rec(&x, "pre-", i, 0);
+        CHECK_RC(nd_store_put(st, &x.r, NULL, NULL), 0);
+    }
+    flush(st);
+    atomic_bool stop = false;
+    pthread_t th[R];
+    reader rd[R];
+    for (int i = 0; i < R; i++) {
+        rd[i] = (reader){st, 0, &stop};
+        pthread_create(&th[i], NULL, reader_main, &rd[i]);
+    }
+    for (unsigned i = 0; i < 2000; i++) {
+        rec_buf x;
+        make_rec(&x, "new-", i, 30);
+        CHECK_RC(put_sync(st, &x.r), 0);
+        free_rec(&x);
+    }
+    atomic_store(&stop, true);
+    for (int i = 0; i < R; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(rd[i].bad == 0);
+    }
+    CHECK_RC(nd_store_count(st), 2100);
+    nd_store_close(st);
+}
+
+static void test_lock(void)
+{
+    char dir[128], err[256] = "";
+    path_in(dir, sizeof(dir), "lock");
+    nd_store_options o = opts_fast();
+    nd_store *a = open_ok(dir, &o), *b = NULL;
+    CHECK_RC(nd_store_open(&b, dir, &o, err, sizeof(err)), -EBUSY);
+    CHECK(b == NULL);
+    CHECK(strstr(err, "in use") && strstr(err, dir));
+    printf("  second open: %s\n", err);
+    nd_store_close(a);
+
+    /* Another process holds it. */
+    int ready[2], done[2];
+    CHECK(pipe(ready) == 0 && pipe(done) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        nd_store *c = NULL;
+        char e[256];
+        char x = nd_store_open(&c, dir, &o, e, sizeof(e)) == 0 ? 'y' : 'n';
+        if (write(ready[1], &x, 1) != 1 || read(done[0], &x, 1) < 0)
+            _exit(2);
+        nd_store_close(c);
+        _exit(0);
+    }
+    char x = 0;
+    CHECK(read(ready[0], &x, 1) == 1 && x == 'y');
+    CHECK_RC(nd_store_open(&b, dir, &o, err, sizeof(err)), -EBUSY);
+    char pidtxt[32];
+    snprintf(pidtxt, sizeof(pidtxt), "pid %ld", (long)pid);
+    CHECK(strstr(err, pidtxt) != NULL);
+    CHECK(write(done[1], "x", 1) == 1);
+    int status;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(ready[0]); close(ready[1]); close(done[0]); close(done[1]);
+    /* Released by the holder's exit/close. */
+    b = open_ok(dir, &o);
+    nd_store_close(b);
+}
+
+static void test_dir_errors(void)
+{
+    char dir[192], file[128], err[256];
+    nd_store *st = NULL;
+    nd_store_options o = opts_fast();
+
+    path_in(dir, sizeof(dir), "no/such/parent");
+    CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -ENOENT);
+    CHECK(st == NULL && strstr(err, dir));
+    printf("  missing: %s\n", err);
+
+    path_in(file, sizeof(file), "plainfile");
+    FILE *f = fopen(file, "w");
+    fputs("x", f);
+    fclose(f);
+    CHECK_RC(nd_store_open(&st, file, &o, err, sizeof(err)), -ENOTDIR);
+    printf("  file: %s\n", err);
+    snprintf(dir, sizeof(dir), "%s/sub", file);
+    CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -ENOTDIR);
+    printf("  under a file: %s\n", err);
+    CHECK_RC(nd_store_open(&st, "", &o, err, sizeof(err)), -EINVAL);
+
+    /* A missing directory whose parent exists is created. */
+    path_in(dir, sizeof(dir), "created");
+    st = open_ok(dir, &o);
+    nd_store_close(st);
+
+    /* Read-only filesystem (needs mount(2)). */
+    char mnt[128];
+    path_in(mnt, sizeof(mnt), "romnt");
+    mkdir(mnt, 0700);
+    if (mount("tmpfs", mnt, "tmpfs", 0, "size=1m,mode=0700")) {
+        printf("  SKIP read-only filesystem: mount: %s\n", strerror(errno));
+        return;
+    }
+    snprintf(dir, sizeof(dir), "%s/data", mnt);
+    mkdir(dir, 0700);
+    CHECK(mount("tmpfs", mnt, "tmpfs", MS_REMOUNT | MS_RDONLY, "size=1m") == 0);
+    CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EROFS);
+    printf("  read-only: %s\n", err);
+    snprintf(dir, sizeof(dir), "%s/data2", mnt);
+    CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EROFS);
+    umount2(mnt, MNT_DETACH);
+}
+
+static void corrupt_file(const char *dir, off_t off, size_t len, off_t truncate_to)
+{
+    char p[192];
+    snprintf(p, sizeof(p), "%s/data.mdb", dir);
+    int fd = open(p, O_RDWR);
+    CHECK(fd >= 0);
+    if (truncate_to >= 0) {
+        CHECK(ftruncate(fd, truncate_to) == 0);
+    } else {
+        unsigned char *junk = malloc(len);
+        for (size_t i = 0; i < len; i++)
+            junk[i] = (unsigned char)(i * 131 + 17);
+        CHECK(pwrite(fd, junk, len, off) == (ssize_t)len);
+        free(junk);
+    }
+    close(fd);
+}
+
+static void make_store(const char *dir, unsigned n)
+{
+    nd_store_options o = opts_fast();
+    nd_store *st = open_ok(dir, &o);
+    for (unsigned i = 0; i < n; i++) {
+        rec_buf x;
+        make_rec(&x, "k-", i, 64);
+        CHECK_RC(nd_store_put(st, &x.r, NULL, NULL), 0);
+        free_rec(&x);
+    }
+    nd_store_close(st);
+}
+
+static void test_corrupt(void)
+{
+    char dir[128], err[256];
+    nd_store *st = NULL;
+    nd_store_options o = opts_fast();
+
+    path_in(dir, sizeof(dir), "garbage");
+    make_store(dir, 500);
+    corrupt_file(dir, 0, 16384, -1);
+    CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EINVAL);
+    CHECK(st == NULL && strstr(err, "corrupt"));
+    printf("  garbage: %s\n", err);
+
+    path_in(dir, sizeof(dir), "truncated");
+    make_store(dir, 2000);
+    corrupt_file(dir, 0, 0, 3 * 4096);
+    CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EINVAL);
+    printf("  truncated: %s\n", err);
+    corrupt_file(dir, 0, 0, 0);
+    CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EINVAL);
+    printf("  empty: %s\n", err);
+    corrupt_file(dir, 0, 0, 100);
+    CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EINVAL);
+    printf("  short: %s\n", err);
+
+    /* An LMDB environment of some other program. */
+    path_in(dir, sizeof(dir), "foreign");
+    mkdir(dir, 0700);
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_val k = {5, "hello"}, v = {5, "world"};
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_open(env, dir, 0, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0 && mdb_dbi_open(txn, NULL, 0, &dbi) == 0);
+    CHECK(mdb_put(txn, dbi, &k, &v, 0) == 0 && mdb_txn_commit(txn) == 0);
+    mdb_env_close(env);
+    CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EINVAL);
+    printf("  foreign: %s\n", err);
+
+    /* A value of an unknown layout: scan, get and delete report it, no
+     * crash; so does a key that is not 8 bytes. */
+    path_in(dir, sizeof(dir), "badvalue");
+    make_store(dir, 10);
+    rec_buf k0, k1;
+    make_rec(&k0, "k-", 0, 64);
+    make_rec(&k1, "k-", 1, 64);
+    unsigned char key0[8];
+    for (int i = 0; i < 8; i++)
+        key0[i] = (unsigned char)((uint64_t)k0.r.registered_at_us >> (56 - 8 * i));
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0
+          && mdb_env_open(env, dir, 0, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0
+          && mdb_dbi_open(txn, "records", 0, &dbi) == 0);
+    MDB_val bk = {8, key0}, bv = {50, (char[50]){9}};
+    CHECK(mdb_put(txn, dbi, &bk, &bv, 0) == 0 && mdb_txn_commit(txn) == 0);
+    mdb_env_close(env);
+    st = open_ok(dir, &o);
+    long n = 0;
+    CHECK_RC(nd_store_scan(st, count_visit, &n), -EBADMSG);
+    rec_copy c = {0};
+    CHECK_RC(nd_store_get(st, k0.r.registered_at_us, copy_visit, &c), -EBADMSG);
+    CHECK_RC(nd_store_get(st, k1.r.registered_at_us, copy_visit, &c), 0);
+    CHECK(c.visits == 1 && rec_equal(&c.b.r, &k1.r));
+    CHECK_RC(del_rec_sync(st, &k0.r), -EBADMSG);    /* cannot verify the id */
+    CHECK_RC(del_rec_sync(st, &k1.r), 0);           /* its neighbour still goes */
+    CHECK_RC(nd_store_count(st), 9);
+    free_rec(&c.b);
+    nd_store_close(st);
+
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0
+          && mdb_env_open(env, dir, 0, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0
+          && mdb_dbi_open(txn, "records", 0, &dbi) == 0);
+    MDB_val sk = {7, "k-00000"}, sv = {k1.r.id_len, k1.id};
+    CHECK(mdb_del(txn, dbi, &bk, NULL) == 0 && mdb_put(txn, dbi, &sk, &sv, 0) == 0
+          && mdb_txn_commit(txn) == 0);
+    mdb_env_close(env);
+    st = open_ok(dir, &o);
+    n = 0;
+    CHECK_RC(nd_store_scan(st, count_visit, &n), -EBADMSG);
+    CHECK(n == 8);                  /* the short key sorts after the times */
+    nd_store_close(st);
+    free_rec(&k0);
+    free_rec(&k1);
+}
+
+/* A store of format 1 (keyed by id, written before registration-time keys)
+ * or of an unknown format is refused with a clear reason. */
+static void make_format(const char *dir, uint32_t format)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi info, recs;
+    unsigned char fmt[8] = {'n', 'd', 's', 't', (unsigned char)format,
+                            (unsigned char)(format >> 8), 0, 0};
+    MDB_val k = {6, "format"}, v = {8, fmt};
+    MDB_val rk = {8, "doc-0001"}, rv = {50, (char[50]){1}};
+    mkdir(dir, 0700);
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0
+          && mdb_env_open(env, dir, 0, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0
+          && mdb_dbi_open(txn, "info", MDB_CREATE, &info) == 0
+          && mdb_dbi_open(txn, "records", MDB_CREATE, &recs) == 0
+          && mdb_put(txn, info, &k, &v, 0) == 0 && mdb_put(txn, recs, &rk, &rv, 0) == 0
+          && mdb_txn_commit(txn) == 0);
+    mdb_env_close(env);
+}
+
+static void test_old_format(void)
+{
+    char dir[128], err[512];
+    nd_store *st = NULL;
+    nd_store_options o = opts_fast();
+    path_in(dir, sizeof(dir), "format1");
+    make_format(dir, 1);
+    CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EINVAL);
+    CHECK(st == NULL && strstr(err, "store format 1") && strstr(err, "older neardup")
+          && strstr(err, dir));
+    printf("  format 1: %s\n", err);
+    /* Refused again: nothing was changed by the first attempt. */
+    CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EINVAL);
+
+    path_in(dir, sizeof(dir), "format3");
+    make_format(dir, 3);
+    CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EINVAL);
+    CHECK(strstr(err, "format 3") && strstr(err, "newer neardup"));
+    printf("  format 3: %s\n", err);
+
+    /* What this build writes. */
+    path_in(dir, sizeof(dir), "format2");
+    nd_store_close(open_ok(dir, &o));
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi info;
+    MDB_val k = {6, "format"}, v;
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0
+          && mdb_env_open(env, dir, MDB_RDONLY, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0
+          && mdb_dbi_open(txn, "info", 0, &info) == 0 && mdb_get(txn, info, &k, &v) == 0);
+    CHECK(v.mv_size == 8 && memcmp(v.mv_data, "ndst\2\0\0\0", 8) == 0);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+}
+
+/* The layout on disk: the key is registered_at_us, 8 bytes big-endian;
+ * the value starts with format byte 2 and a fixed 38-byte header, then the
+ * id, version and meta. */
+static void test_layout(void)
+{
+    char dir[128];
+    path_in(dir, sizeof(dir), "layout");
+    nd_store_options o = opts_fast();
+    nd_store *st = open_ok(dir, &o);
+    rec_buf x;
+    make_rec(&x, "L-", 5, 20);
+    x.r.registered_at_us = 0x0102030405060708ll;
+    CHECK_RC(put_sync(st, &x.r), 0);
+    nd_store_close(st);
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_val k = {8, "\1\2\3\4\5\6\7\x08"}, v;
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0
+          && mdb_env_open(env, dir, MDB_RDONLY, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0
+          && mdb_dbi_open(txn, "records", 0, &dbi) == 0 && mdb_get(txn, dbi, &k, &v) == 0);
+    const unsigned char *p = v.mv_data;
+    size_t vlen = strlen(x.version), ilen = x.r.id_len;
+    CHECK(v.mv_size == 38 + ilen + vlen + 1 + 20 + 1);
+    CHECK(p[0] == 2 && p[1] == 1 && p[2] == vlen && p[3] == 0);
+    CHECK(p[4] == ilen && p[5] == 0);
+    CHECK(p[6] == (x.r.chars & 0xff) && p[7] == ((x.r.chars >> 8) & 0xff));
+    CHECK(p[10] == (x.r.simhash & 0xff) && p[17] == (x.r.simhash >> 56));
+    CHECK(memcmp(p + 18, x.r.text_hash, 16) == 0 && p[34] == 20 && p[35] == 0);
+    CHECK(memcmp(p + 38, x.id, ilen) == 0);
+    CHECK(memcmp(p + 38 + ilen, x.version, vlen + 1) == 0);
+    CHECK(memcmp(p + 39 + ilen + vlen, x.meta, 21) == 0);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    free_rec(&x);
+}
+
+/* Fills the store until the map is full: -ENOSPC, nothing lost, reads work,
+ * and writes resume after a restart with a larger map. */
+static void test_map_full(void)
+{
+    char dir[128], err[256];
+    path_in(dir, sizeof(dir), "mapfull");
+    nd_store_options o;
+    nd_store_options_default(&o);   /* durable */
+    o.map_size = 128u << 10;
+    nd_store *st = open_ok(dir, &o);
+    unsigned acked = 0;
+    int rc;
+    for (;;) {
+        rec_buf x;
+        make_rec(&x, "f-", acked, 300);
+        rc = put_sync(st, &x.r);
+        free_rec(&x);
+        if (rc)
+            break;
+        acked++;
+    }
+    CHECK_RC(rc, -ENOSPC);
+    CHECK(acked > 20);
+    printf("  map full after %u records\n", acked);
+    CHECK(!nd_store_writable(st));
+
+    /* A batch of many changes at a full map: each gets -ENOSPC, once. */
+    enum { B = 40 };
+    slot s[B] = {0};
+    atomic_store(&slot_total, 0);
+    for (unsigned i = 0; i < B; i++) {
+        rec_buf x;
+        make_rec(&x, "g-", i, 300);
+        CHECK_RC(nd_store_put(st, &x.r, slot_cb, &s[i]), 0);
+        free_rec(&x);
+    }
+    flush(st);                      /* writes nothing: commits */
+    CHECK(!nd_store_writable(st));
+    for (unsigned i = 0; i < B; i++)
+        CHECK(atomic_load(&s[i].calls) == 1 && atomic_load(&s[i].status) == -ENOSPC);
+
+    /* Reads keep working; every acknowledged record is intact. */
+    CHECK_RC(nd_store_count(st), acked);
+    for (unsigned i = 0; i < acked; i++) {
+        rec_buf x;
+        make_rec(&x, "f-", i, 300);
+        check_stored(st, &x.r);
+        free_rec(&x);
+    }
+    nd_store_stats stats;
+    nd_store_get_stats(st, &stats);
+    CHECK(stats.failed_changes >= B + 1);
+    nd_store_close(st);
+
+    /* Restart with the same small map: opens, reads, still full. */
+    st = open_ok(dir, &o);
+    CHECK_RC(nd_store_count(st), acked);
+    rec_buf y;
+    make_rec(&y, "h-", 0, 300);
+    CHECK_RC(put_sync(st, &y.r), -ENOSPC);
+    nd_store_close(st);
+
+    /* A map_size below the data in use is raised to it. */
+    o.map_size = 8192;
+    st = open_ok(dir, &o);
+    CHECK_RC(nd_store_count(st), acked);
+    nd_store_close(st);
+
+    /* Operator raises the map size and restarts: writes work again. */
+    o.map_size = 1u << 20;
+    CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), 0);
+    CHECK(nd_store_writable(st));
+    CHECK_RC(put_sync(st, &y.r), 0);
+    CHECK(nd_store_writable(st));
+    CHECK_RC(nd_store_count(st), acked + 1);
+    for (unsigned i = 0; i < acked; i += 7) {
+        rec_buf x;
+        make_rec(&x, "f-", i, 300);
+        check_stored(st, &x.r);
+        free_rec(&x);
+    }
+    nd_store_close(st);
+    free_rec(&y);
+}
+
+/* Fills a small filesystem (tmpfs) under a large map: -ENOSPC, and writes
+ * resume without restart when space is freed. */
+static void test_disk_full(void)
+{
+    char mnt[128], dir[192], filler[192];
+    path_in(mnt, sizeof(mnt), "fullmnt");
+    mkdir(mnt, 0700);
+    if (mount("tmpfs", mnt, "tmpfs", 0, "size=512k,mode=0700")) {
+        printf("  SKIP disk full: mount: %s\n", strerror(errno));
+        return;
+    }
+    static char block[4096];
+    char err[256];
+    nd_store *st = NULL;
+    nd_store_options o;
+    nd_store_options_default(&o);
+    o.map_size = 64u << 20;
+    snprintf(dir, sizeof(dir), "%s/data", mnt);
+
+    /* Creating a store on a full disk fails cleanly and leaves no stub:
+     * once at lock.mdb, once (its space reserved beforehand) at data.mdb. */
+    char lockmdb[256], datamdb[256];
+    snprintf(lockmdb, sizeof(lockmdb), "%s/lock.mdb", dir);
+    snprintf(datamdb, sizeof(datamdb), "%s/data.mdb", dir);
+    snprintf(filler, sizeof(filler), "%s/filler", mnt);
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) {
+            mkdir(dir, 0700);
+            int fd = open(lockmdb, O_RDWR | O_CREAT, 0600);
+            CHECK(fd >= 0 && fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 64 << 10) == 0);
+            close(fd);
+        }
+        FILE *f = fopen(filler, "w");
+        while (fwrite(block, 1, sizeof(block), f) == sizeof(block) && fflush(f) == 0) {
+        }
+        fclose(f);
+        CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -ENOSPC);
+        printf("  new store, disk full: %s\n", err);
+        CHECK(access(datamdb, F_OK) != 0);
+        unlink(filler);
+    }
+
+    /* A store that fills the disk. */
+    FILE *f = fopen(filler, "w");
+    for (int i = 0; i < 48; i++)
+        fwrite(block, 1, sizeof(block), f);
+    fclose(f);
+    st = open_ok(dir, &o);
+    unsigned acked = 0;
+    int rc;
+    for (;;) {
+        rec_buf x;
+        make_rec(&x, "d-", acked, 1000);
+        rc = put_sync(st, &x.r);
+        free_rec(&x);
+        if (rc)
+            break;
+        acked++;
+    }
+    CHECK_RC(rc, -ENOSPC);
+    printf("  disk full after %u records\n", acked);
+    CHECK(!nd_store_writable(st));
+    CHECK_RC(nd_store_count(st), acked);
+    for (unsigned i = 0; i < acked; i++) {
+        rec_buf x;
+        make_rec(&x, "d-", i, 1000);
+        check_stored(st, &x.r);
+        free_rec(&x);
+    }
+    /* Restart while the disk is still full: opens, reads, refuses writes. */
+    nd_store_close(st);
+    st = open_ok(dir, &o);
+    CHECK_RC(nd_store_count(st), acked);
+    rec_buf z;
+    make_rec(&z, "z-", 0, 1000);
+    CHECK_RC(put_sync(st, &z.r), -ENOSPC);
+    free_rec(&z);
+
+    unlink(filler);                 /* space returns: no restart needed */
+    rec_buf y;
+    make_rec(&y, "d-", acked, 1000);
+    CHECK_RC(put_sync(st, &y.r), 0);
+    CHECK(nd_store_writable(st));
+    nd_store_close(st);
+    st = open_ok(dir, &o);
+    CHECK_RC(nd_store_count(st), acked + 1);
+    check_stored(st, &y.r);
+    nd_store_close(st);
+    free_rec(&y);
+    umount2(mnt, MNT_DETACH);
+}
+
+typedef struct cmp_state {
+    nd_store *other;
+    long n, bad;
+} cmp_state;
+
+static int cmp_visit(void *arg, const nd_record *r)
+{
+    cmp_state *s = arg;
+    rec_copy c = {0};
+    s->n++;
+    if (nd_store_get(s->other, r->registered_at_us, copy_visit, &c) != 0
+        || !rec_equal(&c.b.r, r))
+        s->bad++;
+    free_rec(&c.b);
+    return 0;
+}
+
+/* Checks that every record of a is in b, equal; returns a's count. */
+static long check_subset(nd_store *a, nd_store *b)
+{
+    cmp_state s = {b, 0, 0};
+    CHECK_RC(nd_store_scan(a, cmp_visit, &s), 0);
+    CHECK(s.bad == 0);
+    CHECK(s.n == nd_store_count(a));
+    return s.n;
+}
+
+typedef struct writer {
+    nd_store *st;
+    atomic_bool *stop;
+    unsigned n;
+} writer;
+
+static void *writer_main(void *arg)
+{
+    writer *w = arg;
+    while (!atomic_load(w->stop)) {
+        rec_buf x;
+        make_rec(&x, "w-", w->n++, 80);
+        put_sync(w->st, &x.r);
+        free_rec(&x);
+    }
+    return NULL;
+}
+
+static void test_backup(void)
+{
+    char dir[128], dst[128], dst2[128], err[256];
+    path_in(dir, sizeof(dir), "bsrc");
+    path_in(dst, sizeof(dst), "bdst");
+    path_in(dst2, sizeof(dst2), "bdst2");
+    nd_store_options o = opts_fast();
+    nd_store *st = open_ok(dir, &o);
+    for (unsigned i = 0; i < 3000; i++) {
+        rec_buf x;
+        make_rec(&x, "b-", i, i % 3 ? 120 : 0);
+        CHECK_RC(nd_store_put(st, &x.r, NULL, NULL), 0);
+        free_rec(&x);
+    }
+    for (unsigned i = 0; i < 3000; i += 5) {
+        rec_buf x;
+        make_rec(&x, "b-", i, 0);
+        CHECK_RC(nd_store_delete_at(st, x.id, x.r.id_len, x.r.registered_at_us, NULL, NULL),
+                 0);
+    }
+    /* Backup while another thread writes. */
+    atomic_bool stop = false;
+    writer w = {st, &stop, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, writer_main, &w);
+    CHECK_RC(nd_store_backup(st, dst, err, sizeof(err)), 0);
+    atomic_store(&stop, true);
+    pthread_join(th, NULL);
+    CHECK_RC(nd_store_backup(st, dst, err, sizeof(err)), -EEXIST);
+    printf("  again: %s\n", err);
+    nd_store *bk = open_ok(dst, &o);
+    int64_t nb = nd_store_count(bk);
+    CHECK(nb >= 2400 && nb <= 2400 + (int64_t)w.n);
+    check_subset(bk, st);   /* every backed-up record is current in st */
+    for (unsigned i = 1; i < 3000; i += 5) {
+        rec_buf x;
+        make_rec(&x, "b-", i, i % 3 ? 120 : 0);
+        check_stored(bk, &x.r);
+        free_rec(&x);
+    }
+    nd_store_close(bk);
+    nd_store_close(st);
+
+    /* backup_path while another process holds and writes the store. */
+    int ready[2], done[2];
+    CHECK(pipe(ready) == 0 && pipe(done) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        nd_store *c = NULL;
+        char e[256], x = 'n';
+        if (nd_store_open(&c, dir, &o, e, sizeof(e)) == 0)
+            x = 'y';
+        if (write(ready[1], &x, 1) != 1)
+            _exit(2);
+        for (unsigned i = 0; x == 'y'; i++) {       /* write until told */
+            rec_buf r;
+            make_rec(&r, "child-", i, 50);
+            put_sync(c, &r.r);
+            free_rec(&r);
+            struct timeval tv = {0, 0};
+            fd_set fds;
+            FD_ZERO(&fds);
+            FD_SET(done[0], &fds);
+            if (select(done[0] + 1, &fds, NULL, NULL, &tv) > 0)
+                break;
+        }
+        nd_store_close(c);
+        _exit(0);
+    }
+    char x = 0;
+    CHECK(read(ready[0], &x, 1) == 1 && x == 'y');
+    CHECK_RC(nd_store_backup_path(dir, dst2, err, sizeof(err)), 0);
+    if (err[0])
+        printf("  backup_path: %s\n", err);
+    CHECK(write(done[1], "x", 1) == 1);
+    int status;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(ready[0]); close(ready[1]); close(done[0]); close(done[1]);
+
+    st = open_ok(dir, &o);
+    bk = open_ok(dst2, &o);
+    CHECK(check_subset(bk, st) >= 2400 + (long)w.n);
+    nd_store_close(bk);
+    nd_store_close(st);
+
+    /* backup_path of a closed store, and of a directory without one. */
+    path_in(dst2, sizeof(dst2), "bdst3");
+    CHECK_RC(nd_store_backup_path(dir, dst2, err, sizeof(err)), 0);
+    path_in(dst, sizeof(dst), "bdst4");
+    CHECK_RC(nd_store_backup_path(dst2 /* has a store */, dst, err, sizeof(err)), 0);
+    path_in(dir, sizeof(dir), "nostore");
+    mkdir(dir, 0700);
+    CHECK_RC(nd_store_backup_path(dir, dst2, err, sizeof(err)), -ENOENT);
+    printf("  no store: %s\n", err);
+    st = open_ok(dst, &o);
+    bk = open_ok(dst2, &o);
+    CHECK(check_subset(st, bk) == check_subset(bk, st));
+    nd_store_close(bk);
+    nd_store_close(st);
+    /* No temporary file is left behind. */
+    char p[192];
+    snprintf(p, sizeof(p), "%s/data.mdb", dst);
+    struct stat sb;
+    CHECK(stat(p, &sb) == 0 && sb.st_size > 0);
+}
+
+/* ---- keyed by registration time ---------------------------------------------- */
+
+/* Leaf pages of the records database, read with LMDB directly. */
+static size_t leaf_pages(const char *dir)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_stat ms = {0};
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0
+          && mdb_env_open(env, dir, MDB_RDONLY, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0
+          && mdb_dbi_open(txn, "records", 0, &dbi) == 0 && mdb_stat(txn, dbi, &ms) == 0);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return ms.ms_leaf_pages;
+}
+
+/* Puts in increasing time take the append path, in one batch or many, and
+ * fill leaf pages; the hint survives a reopen. */
+static void test_append(void)
+{
+    enum { N = 3000 };
+    char dir[128], rev[128];
+    path_in(dir, sizeof(dir), "append");
+    path_in(rev, sizeof(rev), "append-rev");
+    nd_store_options o = opts_fast();
+    nd_store *st = open_ok(dir, &o);
+    for (unsigned i = 0; i < N; i++) {
+        rec_buf x;
+        make_rec(&x, "ap-", i, 60);
+        if (i % 100 == 0)
+            CHECK_RC(put_sync(st, &x.r), 0);        /* also one per commit */
+        else
+            CHECK_RC(nd_store_put(st, &x.r, NULL, NULL), 0);
+        free_rec(&x);
+    }
+    flush(st);
+    nd_store_stats stats;
+    nd_store_get_stats(st, &stats);
+    CHECK(stats.appended == N);
+    nd_store_close(st);
+
+    /* The same records in decreasing time: none appended, and leaf pages
+     * split in half, so about twice as many. */
+    st = open_ok(rev, &o);
+    for (unsigned i = N; i-- > 0;) {
+        rec_buf x;
+        make_rec(&x, "ap-", i, 60);
+        CHECK_RC(nd_store_put(st, &x.r, NULL, NULL), 0);
+        free_rec(&x);
+    }
+    flush(st);
+    nd_store_get_stats(st, &stats);
+    CHECK(stats.appended == 1);             /* the first, into an empty tree */
+    nd_store_close(st);
+    size_t la = leaf_pages(dir), lr = leaf_pages(rev);
+    printf("  leaf pages: %zu appended, %zu in reverse order\n", la, lr);
+    CHECK(la * 3 < lr * 2);
+
+    /* After a reopen the next time is appended again; an earlier unused
+     * time is not (but works). */
+    st = open_ok(dir, &o);
+    rec_buf x;
+    make_rec(&x, "ap-", N, 60);
+    CHECK_RC(put_sync(st, &x.r), 0);
+    x.r.registered_at_us = prefix_base("ap-") - 5;
+    CHECK_RC(put_sync(st, &x.r), 0);
+    nd_store_get_stats(st, &stats);
+    CHECK(stats.appended == 1);
+    CHECK_RC(nd_store_count(st), N + 2);
+    scan_state s = {.ordered = true};
+    CHECK_RC(nd_store_scan(st, scan_order_visit, &s), 0);
+    CHECK(s.n == N + 2 && s.ordered && s.times[0] == prefix_base("ap-") - 5);
+    nd_store_close(st);
+    free_rec(&x);
+}
+
+/* Puts out of order are stored (the normal path) and scanned in time
+ * order; a batch that mixes both paths too. */
+static void test_out_of_order(void)
+{
+    static const int64_t t[] = {100, 300, 200, 50, 400, 350, 1000, 999};
+    enum { N = sizeof(t) / sizeof(t[0]) };
+    char dir[128];
+    path_in(dir, sizeof(dir), "outoforder");
+    nd_store_options o = opts_fast();
+    nd_store *st = open_ok(dir, &o);
+    rec_buf x[N];
+    for (unsigned i = 0; i < N; i++) {
+        make_rec(&x[i], "oo-", i, i % 2 ? 30 : 0);
+        x[i].r.registered_at_us = t[i];
+    }
+    for (unsigned i = 0; i < 4; i++)            /* one commit each */
+        CHECK_RC(put_sync(st, &x[i].r), 0);
+    slot sl[N] = {0};
+    for (unsigned i = 4; i < N; i++)            /* one batch */
+        CHECK_RC(nd_store_put(st, &x[i].r, slot_cb, &sl[i]), 0);
+    flush(st);
+    for (unsigned i = 4; i < N; i++)
+        CHECK(atomic_load(&sl[i].calls) == 1 && atomic_load(&sl[i].status) == 0);
+    nd_store_stats stats;
+    nd_store_get_stats(st, &stats);
+    CHECK(stats.appended == 4);                 /* 100, 300, 400, 1000 */
+    CHECK(stats.failed_changes == 0);
+    CHECK_RC(nd_store_count(st), N);
+    for (unsigned i = 0; i < N; i++)
+        check_stored(st, &x[i].r);
+    scan_state s = {.ordered = true};
+    CHECK_RC(nd_store_scan(st, scan_order_visit, &s), 0);
+    static const int64_t sorted[] = {50, 100, 200, 300, 350, 400, 999, 1000};
+    CHECK(s.n == N && s.ordered && memcmp(s.times, sorted, sizeof(sorted)) == 0);
+    nd_store_close(st);
+    st = open_ok(dir, &o);
+    for (unsigned i = 0; i < N; i++) {
+        check_stored(st, &x[i].r);
+        free_rec(&x[i]);
+    }
+    nd_store_close(st);
+}
+
+/* A put at a time already stored is a caller bug: -EEXIST, nothing
+ * replaced, other changes of the batch unaffected. */
+static void test_duplicate_key(void)
+{
+    char dir[128];
+    path_in(dir, sizeof(dir), "dupkey");
+    nd_store_options o = opts_fast();
+    nd_store *st = open_ok(dir, &o);
+    rec_buf a, b, c, d;
+    make_rec(&a, "du-", 10, 20);
+    make_rec(&b, "dv-", 1, 40);                 /* another id ... */
+    b.r.registered_at_us = a.r.registered_at_us;  /* ... at a's time */
+    make_rec(&c, "du-", 5, 0);                  /* earlier than a */
+    make_rec(&d, "du-", 20, 0);
+    CHECK_RC(put_sync(st, &a.r), 0);
+    CHECK_RC(put_sync(st, &b.r), -EEXIST);      /* the last key (append path) */
+    CHECK_RC(put_sync(st, &c.r), 0);
+    CHECK_RC(put_sync(st, &c.r), -EEXIST);      /* a key inside the tree */
+    check_stored(st, &a.r);
+    check_stored(st, &c.r);
+
+    /* In one batch: put d, put d again, put b at a's time, delete c. */
+    slot s[4] = {0};
+    CHECK_RC(nd_store_put(st, &d.r, slot_cb, &s[0]), 0);
+    CHECK_RC(nd_store_put(st, &d.r, slot_cb, &s[1]), 0);
+    CHECK_RC(nd_store_put(st, &b.r, slot_cb, &s[2]), 0);
+    CHECK_RC(nd_store_delete_at(st, c.id, c.r.id_len, c.r.registered_at_us, slot_cb, &s[3]),
+             0);
+    flush(st);
+    static const int want[4] = {0, -EEXIST, -EEXIST, 0};
+    for (int i = 0; i < 4; i++)
+        CHECK(atomic_load(&s[i].calls) == 1 && atomic_load(&s[i].status) == want[i]);
+    CHECK_RC(nd_store_count(st), 2);
+    check_stored(st, &a.r);
+    check_stored(st, &d.r);
+    nd_store_stats stats;
+    nd_store_get_stats(st, &stats);
+    CHECK(stats.failed_changes == 4 && stats.failed_commits == 0);
+    CHECK(nd_store_writable(st));
+    nd_store_close(st);
+
+    /* After a reopen too (the last key is read at open). */
+    st = open_ok(dir, &o);
+    CHECK_RC(put_sync(st, &d.r), -EEXIST);
+    CHECK_RC(put_sync(st, &b.r), -EEXIST);
+    check_stored(st, &a.r);
+    check_stored(st, &d.r);
+    nd_store_close(st);
+    free_rec(&a);
+    free_rec(&b);
+    free_rec(&c);
+    free_rec(&d);
+}
+
+/* delete_at deletes only the record at that time with that id. */
+static void test_delete_at(void)
+{
+    char dir[128];
+    path_in(dir, sizeof(dir), "deleteat");
+    nd_store_options o = opts_fast();
+    nd_store *st = open_ok(dir, &o);
+    rec_buf x[5];
+    for (unsigned i = 0; i < 5; i++) {
+        make_rec(&x[i], "de-", i, 10);
+        CHECK_RC(put_sync(st, &x[i].r), 0);
+    }
+    /* Wrong id at a stored time: -ENOENT, record kept. */
+    CHECK_RC(del_at_sync(st, x[1].id, x[2].r.registered_at_us), -ENOENT);
+    CHECK_RC(del_at_sync(st, "de-00000", x[2].r.registered_at_us), -ENOENT); /* prefix */
+    CHECK_RC(del_at_sync(st, "de-0000021", x[2].r.registered_at_us), -ENOENT); /* longer */
+    check_stored(st, &x[2].r);
+    /* No record at that time. */
+    CHECK_RC(del_at_sync(st, x[2].id, x[2].r.registered_at_us + 100), -ENOENT);
+    CHECK_RC(nd_store_count(st), 5);
+    nd_store_stats stats;
+    nd_store_get_stats(st, &stats);
+    CHECK(stats.failed_changes == 0);       /* -ENOENT is not a failure */
+
+    /* The right pair; then the last record, after which a later time is
+     * still appended. */
+    CHECK_RC(del_rec_sync(st, &x[2].r), 0);
+    CHECK_RC(del_rec_sync(st, &x[4].r), 0);
+    CHECK_RC(del_rec_sync(st, &x[4].r), -ENOENT);
+    CHECK_RC(nd_store_count(st), 3);
+    rec_copy c = {0};
+    CHECK_RC(nd_store_get(st, x[2].r.registered_at_us, copy_visit, &c), -ENOENT);
+    nd_store_get_stats(st, &stats);
+    uint64_t before = stats.appended;
+    rec_buf y;
+    make_rec(&y, "de-", 7, 10);
+    CHECK_RC(put_sync(st, &y.r), 0);
+    nd_store_get_stats(st, &stats);
+    CHECK(stats.appended == before + 1);
+    /* x[4]'s time is free again and can be reused (normal path). */
+    CHECK_RC(put_sync(st, &x[4].r), 0);
+    nd_store_close(st);
+
+    st = open_ok(dir, &o);
+    CHECK_RC(nd_store_count(st), 5);
+    check_stored(st, &x[0].r);
+    check_stored(st, &x[1].r);
+    check_stored(st, &x[3].r);
+    check_stored(st, &x[4].r);
+    check_stored(st, &y.r);
+    nd_store_close(st);
+    for (unsigned i = 0; i < 5; i++)
+        free_rec(&x[i]);
+    free_rec(&y);
+}
+
+
+int main(void)
+{
+    snprintf(root, sizeof(root), "/tmp/nd-test-store-XXXXXX");
+    if (!mkdtemp(root)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    struct {
+        const char *name;
+        void (*fn)(void);
+    } tests[] = {
+        {"basic", test_basic},
+        {"invalid", test_invalid},
+        {"order_and_close_drain", test_order_and_close_drain},
+        {"batch_mixed", test_batch_mixed},
+        {"group_commit", test_group_commit},
+        {"concurrent_reads", test_concurrent_reads},
+        {"lock", test_lock},
+        {"dir_errors", test_dir_errors},
+        {"corrupt", test_corrupt},
+        {"layout", test_layout},
+        {"map_full", test_map_full},
+        {"disk_full", test_disk_full},
+        {"backup", test_backup},
+        {"old_format", test_old_format},
+        {"append", test_append},
+        {"out_of_order", test_out_of_order},
+        {"duplicate_key", test_duplicate_key},
+        {"delete_at", test_delete_at},
+    };
+    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+        int before = failures;
+        printf("%s\n", tests[i].name);
+        fflush(stdout);
+        tests[i].fn();
+        printf("%s %s\n", failures == before ? "ok" : "FAIL", tests[i].name);
+        fflush(stdout);
+    }
+    rm_rf(root);
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    return 0;
+}
