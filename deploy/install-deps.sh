@@ -7,7 +7,8 @@ set -euo pipefail
 
 build_pkgs=(gcc meson ninja-build pkg-config
             libevent-dev libjansson-dev libxxhash-dev libutf8proc-dev liblmdb-dev)
-test_pkgs=(python3 curl gzip procps lmdb-utils)
+test_pkgs=(python3 curl gzip procps lmdb-utils haproxy prometheus systemd
+           clang libclang-rt-14-dev) # clang + libFuzzer runtime: tests/fuzz/run.sh
 
 pkgs=("${build_pkgs[@]}")
 if [[ "${1:-}" == "--test" ]]; then
@@ -25,6 +26,14 @@ for p in "${pkgs[@]}"; do
 done
 if ((${#missing[@]})); then
     echo "install-deps: installing ${missing[*]}"
+    # The test suite runs its own haproxy, promtool and friends on loopback:
+    # keep the packages' system services from starting while they install.
+    policy=/usr/sbin/policy-rc.d
+    if [[ "${1:-}" == "--test" && ! -e "$policy" ]]; then
+        printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
+        $sudo chmod 755 "$policy"
+        trap '$sudo rm -f "$policy"' EXIT
+    fi
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi

@@ -1101,7 +1101,8 @@ static size_t bucket_merge(bulk *b, uintptr_t cur, const bkey *knew, size_t n, b
 }
 
 /* Builds the new buckets of table t from the n pairs. Returns 0 or
- * -ENOMEM (what was built stays in b->newv for bulk_drop()). */
+ * -ENOMEM (what was built stays in b->newv: nd_index_insert_many() frees
+ * it). */
 static int bulk_table(const nd_index *idx, bulk *b, unsigned t, const uint64_t *h,
                       const uint32_t *slots, size_t n)
 {

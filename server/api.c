@@ -3,6 +3,7 @@
 #include "api.h"
 #include "json.h"
 #include "log.h"
+#include "request.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -13,7 +14,6 @@
 #include <event2/buffer.h>
 
 #define LOOP_STALL_MS 10000 /* /healthz fails if a loop has not run for this long */
-#define MAX_MEMBERS 32      /* fields of a request object */
 
 typedef struct api_worker {
     nd_fp_scratch *fps;
@@ -21,8 +21,7 @@ typedef struct api_worker {
     nd_match *matches;
     size_t cap;
     struct evbuffer *out; /* reply buffer, emptied by every send */
-    nd_json_scratch js;   /* decoded request strings */
-    nd_json_member members[MAX_MEMBERS];
+    nd_request_parser parser; /* decoded request strings and members */
 } api_worker;
 
 /* State of a /check-original or DELETE that waits for the store. */
@@ -79,7 +78,7 @@ void nd_api_worker_finish(void *app, void *user)
     free(aw->matches);
     if (aw->out)
         evbuffer_free(aw->out);
-    nd_json_scratch_finish(&aw->js);
+    nd_request_parser_finish(&aw->parser);
     free(aw);
 }
 
@@ -126,6 +125,33 @@ static void reply_store_error(nd_req *r, int rc, const char *what)
                        why);
 }
 
+/* True when the request may go on (no token configured, or the right one
+ * sent); otherwise answers 401 with WWW-Authenticate and returns false. */
+static bool authorized(nd_req *r)
+{
+    nd_api *api = api_of(r);
+    if (!api->auth)
+        return true;
+    int rc = nd_auth_check(api->auth, nd_req_header(r, "Authorization"));
+    if (rc == ND_AUTH_OK)
+        return true;
+    bool invalid = rc == ND_AUTH_INVALID;
+    nd_req_add_header(r, "WWW-Authenticate",
+                      invalid ? "Bearer realm=\"neardup\", error=\"invalid_token\""
+                              : "Bearer realm=\"neardup\"");
+    nd_req_reply_error(r, 401, "unauthorized", NULL, "%s",
+                       invalid ? "the bearer token is not valid"
+                               : "this request needs \"Authorization: Bearer <token>\"");
+    return false;
+}
+
+/* Reads (fingerprints, checks, documents, metrics) are open unless
+ * --auth-all; answers 401 like authorized() when not. */
+static bool authorized_read(nd_req *r)
+{
+    return !api_of(r)->cfg->auth_all || authorized(r);
+}
+
 static void reply_loading(nd_req *r)
 {
     nd_api *api = api_of(r);
@@ -135,68 +161,33 @@ static void reply_loading(nd_req *r)
                        (unsigned long long)atomic_load(&api->load_total));
 }
 
-/* Accepts application/json (and, when plain_ok, text/plain), with an
- * optional charset that must be UTF-8. Returns 1 for JSON, 2 for text, or 0
- * after answering 415. */
+static nd_request_limits limits_of(const nd_config *cfg)
+{
+    return (nd_request_limits){.max_batch = cfg->max_batch, .max_meta = cfg->max_meta,
+                               .max_text = cfg->max_text, .default_k = cfg->k};
+}
+
+/* Answers a refused request with its error. */
+static void reply_request_error(nd_req *r, const nd_request_error *e)
+{
+    json_t *extra = NULL;
+    if (e->field[0])
+        extra = field_extra(e->field);
+    else if (e->line)
+        extra = json_pack("{s:i,s:i}", "line", (json_int_t)e->line, "column",
+                          (json_int_t)e->column);
+    nd_req_reply_error(r, e->status, e->code, extra, "%s", e->message);
+}
+
+/* Accepts application/json (and, when plain_ok, text/plain). Returns an
+ * nd_body_kind, or 0 after answering 415. */
 static int content_kind(nd_req *r, bool plain_ok)
 {
-    const char *ct = nd_req_header(r, "Content-Type");
-    int kind = 0;
-    if (ct) {
-        while (*ct == ' ' || *ct == '\t')
-            ct++;
-        size_t n = strcspn(ct, "; \t");
-        if (n == 16 && strncasecmp(ct, "application/json", n) == 0)
-            kind = 1;
-        else if (plain_ok && n == 10 && strncasecmp(ct, "text/plain", n) == 0)
-            kind = 2;
-        const char *cs = strcasestr(ct + n, "charset=");
-        if (kind && cs) {
-            cs += 8;
-            if (*cs == '"')
-                cs++;
-            if (strncasecmp(cs, "utf-8", 5) != 0 && strncasecmp(cs, "utf8", 4) != 0)
-                kind = 0;
-        }
-    }
+    nd_request_error e;
+    int kind = nd_request_content_kind(nd_req_header(r, "Content-Type"), plain_ok, &e);
     if (!kind)
-        nd_req_reply_error(r, 415, "unsupported_media_type", NULL,
-                           "Content-Type must be application/json%s (UTF-8)",
-                           plain_ok ? " or text/plain" : "");
+        reply_request_error(r, &e);
     return kind;
-}
-
-/* Reads the body as a JSON object. Returns its members (borrowed from the
- * worker, valid until the next request) and sets *n, or NULL after answering
- * 400 invalid_json. */
-static const nd_json_member *read_members(nd_req *r, size_t *n)
-{
-    api_worker *aw = aw_of(r);
-    size_t len;
-    const char *body = nd_req_body(r, &len);
-    nd_json_error err = {0};
-    int rc = body ? nd_json_read_object(body, len, &aw->js, aw->members, MAX_MEMBERS, n, &err)
-                  : -ENOMEM;
-    if (rc == 0)
-        return aw->members;
-    if (rc == -EINVAL)
-        nd_req_reply_error(r, 400, "invalid_json",
-                           json_pack("{s:i,s:i}", "line", err.line, "column", err.column),
-                           "invalid JSON at line %u, column %u: %s", err.line, err.column,
-                           err.text);
-    else if (rc == -E2BIG)
-        nd_req_reply_error(r, 400, "invalid_json", NULL, "more than %d fields in the object",
-                           MAX_MEMBERS);
-    else
-        nd_req_reply_error(r, 500, "internal", NULL, "out of memory");
-    return NULL;
-}
-
-/* The member key if present and not null, else NULL. */
-static const nd_json_value *field(const nd_json_member *m, size_t n, const char *key)
-{
-    const nd_json_member *f = nd_json_find(m, n, key);
-    return f && f->value.type != ND_JSON_NULL ? &f->value : NULL;
 }
 
 static void add_simhash(struct evbuffer *o, const char *name, uint64_t h)
@@ -271,10 +262,14 @@ static void handle_readyz(nd_req *r)
 static void handle_metrics(nd_req *r)
 {
     nd_api *api = api_of(r);
+    if (!authorized_read(r))
+        return;
     nd_registry_stats st;
     nd_registry_stats_get(api->reg, &st);
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
+    nd_store_stats sst;
+    nd_store_get_stats(api->store, &sst);
     nd_metrics_gauges g = {
         .documents = st.documents,
         .index_entries = st.index_entries,
@@ -290,6 +285,7 @@ static void handle_metrics(nd_req *r)
         .store_writable = api->store ? nd_store_writable(api->store) : true,
         .in_memory = api->store == NULL,
         .uptime_s = (double)((int64_t)now.tv_sec * 1000000000 + now.tv_nsec - api->start_ns) / 1e9,
+        .store = api->store ? &sst : NULL,
     };
     api_worker *aw = aw_of(r);
     if (nd_metrics_render(api->metrics, &g, aw->out) < 0) {
@@ -307,8 +303,10 @@ static int fingerprint(nd_req *r, const char *text, size_t len, nd_fingerprint_r
 {
     nd_api *api = api_of(r);
     int rc = nd_fingerprint(api->fp, aw_of(r)->fps, text, len, res);
-    if (rc == 0)
+    if (rc == 0) {
         nd_metrics_event(api->metrics, ND_EV_FINGERPRINTS);
+        nd_metrics_add(api->metrics, ND_EV_FINGERPRINT_BYTES, len);
+    }
     return rc;
 }
 
@@ -336,77 +334,68 @@ static void fingerprint_failed(nd_req *r, int rc, const char *field)
         nd_req_reply_error(r, 500, "internal", NULL, "fingerprinting failed: %s", strerror(-rc));
 }
 
+/* Fingerprints a validated batch (nd_request_parse_fingerprint()). */
 static void fingerprint_batch(nd_req *r, const nd_json_value *texts)
 {
-    const nd_config *cfg = nd_req_config(r);
     api_worker *aw = aw_of(r);
     nd_json_iter it;
     nd_json_value t;
     size_t n = 0;
-    nd_json_iter_init(&it, texts, &aw->js);
+    evbuffer_add(aw->out, "{\"results\":[", 12);
+    nd_json_iter_init(&it, texts, &aw->parser.js);
     while (nd_json_iter_next(&it, &t)) {
-        char field[32];
-        snprintf(field, sizeof(field), "texts[%zu]", n);
-        if (n == cfg->max_batch) {
-            evbuffer_drain(aw->out, evbuffer_get_length(aw->out));
-            invalid_field(r, "texts", "texts holds more than %u items", cfg->max_batch);
-            return;
-        }
-        if (t.type != ND_JSON_STRING) {
-            evbuffer_drain(aw->out, evbuffer_get_length(aw->out));
-            invalid_field(r, field, "%s must be a string", field);
-            return;
-        }
         nd_fingerprint_result fr;
         int rc = fingerprint(r, t.str, t.str_len, &fr);
         if (rc < 0) {
+            char field[32];
+            snprintf(field, sizeof(field), "texts[%zu]", n);
             evbuffer_drain(aw->out, evbuffer_get_length(aw->out));
             fingerprint_failed(r, rc, field);
             return;
         }
-        evbuffer_add(aw->out, n ? "," : "{\"results\":[", n ? 1 : 12);
+        if (n++)
+            evbuffer_add(aw->out, ",", 1);
         add_fingerprint(aw->out, &fr);
-        n++;
     }
-    if (n == 0)
-        evbuffer_add(aw->out, "{\"results\":[", 12);
     evbuffer_add(aw->out, "]}\n", 3);
     nd_req_reply(r, 200, "application/json", aw->out);
 }
 
 static void handle_fingerprint(nd_req *r)
 {
+    if (!authorized_read(r))
+        return;
     int kind = content_kind(r, true);
     if (!kind)
         return;
+    nd_request_limits lim = limits_of(nd_req_config(r));
+    nd_request_error e;
     nd_fingerprint_result fr;
-    if (kind == 2) {
-        size_t len;
-        const char *body = nd_req_body(r, &len);
-        int rc = body ? fingerprint(r, body, len, &fr) : -ENOMEM;
+    size_t len;
+    const char *body = nd_req_body(r, &len);
+    if (!body) {
+        nd_req_reply_error(r, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    if (kind == ND_BODY_TEXT) {
+        if (nd_request_text_size(len, &lim, "text", &e) < 0) {
+            reply_request_error(r, &e);
+            return;
+        }
+        int rc = fingerprint(r, body, len, &fr);
         if (rc < 0)
             fingerprint_failed(r, rc, "text");
         else
             reply_fingerprint(r, &fr);
         return;
     }
-    size_t n;
-    const nd_json_member *m = read_members(r, &n);
-    if (!m)
-        return;
-    const nd_json_value *text = field(m, n, "text");
-    const nd_json_value *texts = field(m, n, "texts");
-    if (text && texts) {
-        invalid_field(r, "texts", "give either text or texts, not both");
-    } else if (texts) {
-        if (texts->type == ND_JSON_ARRAY)
-            fingerprint_batch(r, texts);
-        else
-            invalid_field(r, "texts", "texts must be an array of strings");
-    } else if (!text || text->type != ND_JSON_STRING) {
-        invalid_field(r, "text", "text must be a string (or texts an array of strings)");
+    nd_fingerprint_request rq;
+    if (nd_request_parse_fingerprint(&aw_of(r)->parser, body, len, &lim, &rq, &e) < 0) {
+        reply_request_error(r, &e);
+    } else if (rq.texts) {
+        fingerprint_batch(r, rq.texts);
     } else {
-        int rc = fingerprint(r, text->str, text->str_len, &fr);
+        int rc = fingerprint(r, rq.text, rq.text_len, &fr);
         if (rc < 0)
             fingerprint_failed(r, rc, "text");
         else
@@ -559,76 +548,6 @@ static void op_resume(nd_task *t)
     op_free(op);
 }
 
-/* Compact JSON of a "meta" object (new string), or NULL after answering. */
-static char *meta_compact(nd_req *r, const nd_json_value *meta)
-{
-    const nd_config *cfg = nd_req_config(r);
-    if (meta->type != ND_JSON_OBJECT) {
-        invalid_field(r, "meta", "meta must be an object");
-        return NULL;
-    }
-    json_error_t jerr;
-    json_t *obj = json_loadb(meta->raw, meta->raw_len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL,
-                             &jerr);
-    if (!obj) {
-        invalid_field(r, "meta", "meta is not valid: %s", jerr.text);
-        return NULL;
-    }
-    char *text = json_dumps(obj, JSON_COMPACT);
-    json_decref(obj);
-    size_t n = text ? strlen(text) : 0;
-    if (!text || n > cfg->max_meta) {
-        free(text);
-        invalid_field(r, "meta", "meta is %zu bytes as compact JSON; the limit is %zu", n,
-                      cfg->max_meta);
-        return NULL;
-    }
-    return text;
-}
-
-/* Reads the optional fields of a check; answers 400 and returns -1 on error. */
-static int check_fields(nd_req *r, const nd_json_member *m, size_t n, op_state *op)
-{
-    const nd_config *cfg = nd_req_config(r);
-    const nd_json_value *id = field(m, n, "id");
-    const nd_json_value *reg = field(m, n, "register");
-    const nd_json_value *k = field(m, n, "k");
-    const nd_json_value *meta = field(m, n, "meta");
-    if (id) {
-        if (id->type != ND_JSON_STRING || nd_registry_id_valid(id->str, id->str_len) < 0) {
-            invalid_field(r, "id", "id must be a string of 1 to %d bytes of UTF-8 without "
-                          "control characters", ND_ID_MAX);
-            return -1;
-        }
-        op->id_len = id->str_len;
-        op->id = malloc(op->id_len + 1);
-        if (!op->id)
-            nd_die_oom(__func__);
-        memcpy(op->id, id->str, op->id_len);
-        op->id[op->id_len] = 0;
-    }
-    if (reg && reg->type != ND_JSON_TRUE && reg->type != ND_JSON_FALSE) {
-        invalid_field(r, "register", "register must be true or false");
-        return -1;
-    }
-    op->rq.do_register = reg && reg->type == ND_JSON_TRUE;
-    if (op->rq.do_register && !op->id) {
-        invalid_field(r, "id", "registering needs an id");
-        return -1;
-    }
-    op->rq.k = cfg->k;
-    if (k) {
-        if (k->type != ND_JSON_NUMBER || !k->is_int || k->i < 0 || k->i > ND_INDEX_MAX_K) {
-            invalid_field(r, "k", "k must be an integer from 0 to %d", ND_INDEX_MAX_K);
-            return -1;
-        }
-        op->rq.k = (unsigned)k->i;
-    }
-    if (meta && !(op->meta = meta_compact(r, meta)))
-        return -1;
-    return 0;
-}
-
 static void reply_too_short(nd_req *r, uint32_t chars)
 {
     nd_api *api = api_of(r);
@@ -644,39 +563,57 @@ static void reply_too_short(nd_req *r, uint32_t chars)
 static void handle_check(nd_req *r)
 {
     nd_api *api = api_of(r);
-    if (!content_kind(r, false))
+    if (!authorized_read(r) || !content_kind(r, false))
         return;
-    size_t n;
-    const nd_json_member *m = read_members(r, &n);
-    if (!m)
+    size_t len;
+    const char *body = nd_req_body(r, &len);
+    if (!body) {
+        nd_req_reply_error(r, 500, "internal", NULL, "out of memory");
         return;
+    }
+    nd_request_limits lim = limits_of(api->cfg);
+    nd_request_error e;
+    nd_check_request cr;
+    if (nd_request_parse_check(&aw_of(r)->parser, body, len, &lim, &cr, &e) < 0) {
+        reply_request_error(r, &e);
+        return;
+    }
+    if (cr.do_register && !authorized(r)) { /* before any work is done */
+        free(cr.meta);
+        return;
+    }
     op_state *op = calloc(1, sizeof(*op));
     if (!op)
         nd_die_oom(__func__);
-    const nd_json_value *text = field(m, n, "text");
+    op->meta = cr.meta; /* owned by op from here */
+    if (cr.id) {
+        op->id_len = cr.id_len;
+        op->id = malloc(op->id_len + 1);
+        if (!op->id)
+            nd_die_oom(__func__);
+        memcpy(op->id, cr.id, op->id_len);
+        op->id[op->id_len] = 0;
+    }
     nd_fingerprint_result fr;
-    int rc;
-    if (!text || text->type != ND_JSON_STRING) {
-        invalid_field(r, "text", "text must be a string");
-    } else if (check_fields(r, m, n, op) == 0) {
-        rc = fingerprint(r, text->str, text->str_len, &fr);
-        if (rc < 0) {
-            fingerprint_failed(r, rc, "text");
-        } else if (fr.chars < api->cfg->min_chars) {
-            reply_too_short(r, fr.chars);
-        } else {
-            op->rq.id = op->id;
-            op->rq.id_len = op->id_len;
-            op->rq.simhash = fr.simhash;
-            op->rq.chars = fr.chars;
-            op->rq.meta = op->meta;
-            op->rq.meta_len = op->meta ? strlen(op->meta) : 0;
-            op->features = fr.features;
-            nd_registry_text_hash(text->str, text->str_len, op->rq.text_hash);
-            r->op = op;
-            run_check(r);
-            return;
-        }
+    int rc = fingerprint(r, cr.text, cr.text_len, &fr);
+    if (rc < 0) {
+        fingerprint_failed(r, rc, "text");
+    } else if (fr.chars < api->cfg->min_chars) {
+        reply_too_short(r, fr.chars);
+    } else {
+        op->rq.do_register = cr.do_register;
+        op->rq.k = cr.k;
+        op->rq.id = op->id;
+        op->rq.id_len = op->id_len;
+        op->rq.simhash = fr.simhash;
+        op->rq.chars = fr.chars;
+        op->rq.meta = op->meta;
+        op->rq.meta_len = cr.meta_len;
+        op->features = fr.features;
+        nd_registry_text_hash(cr.text, cr.text_len, op->rq.text_hash);
+        r->op = op;
+        run_check(r);
+        return;
     }
     op_free(op);
 }
@@ -686,20 +623,12 @@ static void handle_check(nd_req *r)
 /* Decodes the id from the path into op; answers and returns -1 on error. */
 static int document_id(nd_req *r, op_state *op)
 {
-    const char *enc = r->path + strlen("/documents/");
-    size_t len = 0;
-    char *id = *enc ? evhttp_uridecode(enc, 0, &len) : NULL;
-    if (!id || nd_registry_id_valid(id, len) < 0) {
-        free(id);
-        if (!*enc)
-            nd_req_reply_error(r, 404, "not_found", NULL, "no document id in the path");
-        else
-            invalid_field(r, "id", "the id must be 1 to %d bytes of UTF-8 without control "
-                          "characters (percent-encoded in the path)", ND_ID_MAX);
+    nd_request_error e;
+    if (nd_request_parse_document_id(r->path + strlen("/documents/"), &op->id, &op->id_len,
+                                     &e) < 0) {
+        reply_request_error(r, &e);
         return -1;
     }
-    op->id = id;
-    op->id_len = len;
     return 0;
 }
 
@@ -728,6 +657,8 @@ static void run_delete(nd_req *r)
 static void handle_document(nd_req *r)
 {
     nd_api *api = api_of(r);
+    if (!(r->method == EVHTTP_REQ_DELETE ? authorized(r) : authorized_read(r)))
+        return;
     op_state *op = calloc(1, sizeof(*op));
     if (!op)
         nd_die_oom(__func__);

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "config.h"
 #include "fingerprint.h"
 #include "http.h"
@@ -26,6 +27,7 @@ typedef struct nd_api {
     nd_store *store;           /* borrowed; NULL when in memory */
     nd_metrics *metrics;       /* borrowed */
     nd_http *http;             /* borrowed; set before nd_http_start() */
+    const nd_auth *auth;       /* borrowed; NULL: no token, nothing guarded */
     int64_t start_ns;          /* CLOCK_MONOTONIC at start */
     _Atomic uint64_t load_done, load_total;
     _Atomic bool load_failed;  /* the store could not be read: never ready */

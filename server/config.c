@@ -31,8 +31,14 @@ void nd_config_defaults(nd_config *cfg)
     cfg->max_batch = 1000;                 /* texts in one /fingerprint batch */
     cfg->max_matches = 100;                /* matches listed; more sets "truncated" */
     cfg->max_meta = 16 * KiB;              /* author/title/url and friends */
+    cfg->max_text = 1 * MiB;               /* ten times a long article */
+    cfg->max_connections = 10000;          /* lowered to fit RLIMIT_NOFILE at start */
+    cfg->request_timeout_s = 30;           /* slow clients (slowloris) are cut off */
+    cfg->token_file[0] = 0;                /* no token: every endpoint is open */
+    cfg->auth_all = false;                 /* a token guards writes only */
     cfg->timeout_s = 30;                   /* idle keep-alive and slow clients */
     cfg->drain_s = 10;                     /* in-flight requests at shutdown */
+    cfg->drain_delay_s = 0;                /* no load balancer assumed */
     cfg->map_size = 0;                     /* 0: the store's default */
     cfg->sync = true;                      /* fsync each group commit */
     cfg->log_level = ND_LOG_INFO;          /* start-up lines and the access log */
@@ -77,12 +83,25 @@ static const opt_desc options[] = {
      "most texts in one /fingerprint batch"},
     {"max-matches", "NEARDUP_MAX_MATCHES", "N", T_UINT, OFF(max_matches), 1, 10000, false,
      "most matches in one answer (then \"truncated\": true)"},
+    {"max-text", "NEARDUP_MAX_TEXT", "SIZE", T_SIZE, OFF(max_text), 1, 1024 * MiB, false,
+     "longest single text (bytes of UTF-8) in any request"},
+    {"max-connections", "NEARDUP_MAX_CONNECTIONS", "N", T_UINT, OFF(max_connections), 1,
+     1000000, false, "open client connections; more are answered 503 and closed"},
+    {"request-timeout", "NEARDUP_REQUEST_TIMEOUT", "SECONDS", T_UINT, OFF(request_timeout_s), 1,
+     3600, false, "a whole request must arrive within this of the connection or the last answer"},
+    {"token-file", "NEARDUP_TOKEN_FILE", "PATH", T_PATH, OFF(token_file), 0, 0, false,
+     "file holding the bearer token that guards writes (or set NEARDUP_TOKEN)"},
+    {"auth-all", "NEARDUP_AUTH_ALL", NULL, T_BOOL, OFF(auth_all), 0, 0, true,
+     "with a token, guard every endpoint except /healthz and /readyz"},
     {"max-meta", "NEARDUP_MAX_META", "SIZE", T_SIZE, OFF(max_meta), 2, 1 * MiB, false,
      "largest \"meta\" object, as compact JSON"},
     {"timeout", "NEARDUP_TIMEOUT", "SECONDS", T_UINT, OFF(timeout_s), 1, 3600, false,
      "idle, read and write timeout of a connection"},
     {"drain-timeout", "NEARDUP_DRAIN_TIMEOUT", "SECONDS", T_UINT, OFF(drain_s), 0, 3600, false,
      "at SIGTERM/SIGINT, how long in-flight requests may take"},
+    {"drain-delay", "NEARDUP_DRAIN_DELAY", "SECONDS", T_UINT, OFF(drain_delay_s), 0, 3600, false,
+     "at SIGTERM/SIGINT, first answer /readyz 503 this long while still serving new "
+     "requests (a load balancer's health check notices)"},
     {"map-size", "NEARDUP_MAP_SIZE", "SIZE", T_SIZE, OFF(map_size), 0, (uint64_t)1 << 44, false,
      "storage limit (LMDB map size); 0 = the store's default"},
     {"no-sync", "NEARDUP_NO_SYNC", NULL, T_BOOL, OFF(sync), 0, 0, false,
@@ -242,7 +261,7 @@ static void describe_default(const opt_desc *o, char *buf, size_t cap)
         snprintf(buf, cap, "%s:%u", d.listen_host, d.listen_port);
         break;
     case T_PATH:
-        snprintf(buf, cap, "%s", field);
+        snprintf(buf, cap, "%s", *field ? field : "none");
         break;
     case T_UINT:
         if (o->offset == OFF(threads))
@@ -290,7 +309,12 @@ void nd_config_usage(FILE *out, const char *prog)
     }
     fprintf(out, "  %-26s %s\n  %-26s %s\n", "--help", "show this text and exit", "--version",
             "show the version and exit");
-    fprintf(out, "\nSignals: SIGTERM or SIGINT drains and exits 0; a second one exits at once.\n");
+    fprintf(out, "\nAuthentication: with a token (--token-file, or NEARDUP_TOKEN in the environment;\n"
+                 "never as a flag, which ps would show) registering, DELETE and admin endpoints\n"
+                 "need \"Authorization: Bearer <token>\", else 401.\n");
+    fprintf(out, "\nSignals: SIGTERM or SIGINT drains and exits 0: /readyz answers 503 at once,\n"
+                 "the listeners close after --drain-delay, requests in flight get --drain-timeout\n"
+                 "more, the store is flushed. A second signal exits at once.\n");
 }
 
 static int finish(nd_config *cfg, FILE *err)
@@ -315,7 +339,7 @@ int nd_config_parse(nd_config *cfg, int argc, char **argv, FILE *out, FILE *err)
             return -EINVAL;
         }
     }
-    struct option longopts[NOPTIONS + 3];
+    struct option longopts[NOPTIONS + 4];
     for (size_t i = 0; i < NOPTIONS; i++) {
         longopts[i] = (struct option){options[i].flag,
                                       options[i].metavar ? required_argument : no_argument,
@@ -323,7 +347,10 @@ int nd_config_parse(nd_config *cfg, int argc, char **argv, FILE *out, FILE *err)
     }
     longopts[NOPTIONS] = (struct option){"help", no_argument, NULL, 'h'};
     longopts[NOPTIONS + 1] = (struct option){"version", no_argument, NULL, 'V'};
-    longopts[NOPTIONS + 2] = (struct option){NULL, 0, NULL, 0};
+    /* An exact "--token" (getopt would take it for --token-file): refused
+     * without echoing the value. */
+    longopts[NOPTIONS + 2] = (struct option){"token", required_argument, NULL, 'T'};
+    longopts[NOPTIONS + 3] = (struct option){NULL, 0, NULL, 0};
     optind = 1;
     opterr = 0;
     int c;
@@ -331,6 +358,11 @@ int nd_config_parse(nd_config *cfg, int argc, char **argv, FILE *out, FILE *err)
         if (c == 'h') {
             nd_config_usage(out, "neardupd");
             return 1;
+        }
+        if (c == 'T') {
+            fprintf(err, "neardupd: --token is not accepted (ps would show the token): use "
+                         "--token-file PATH or NEARDUP_TOKEN\n");
+            return -EINVAL;
         }
         if (c == 'V') {
             fprintf(out, "neardupd %s\n", ND_PROGRAM_VERSION);
@@ -372,12 +404,18 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
         n = snprintf(buf + pos, cap - pos,
                      ",\"in_memory\":%s,\"threads\":%u,\"accept\":\"%s\",\"k\":%u,"
                      "\"min_chars\":%u,\"max_body\":%zu,\"max_headers\":%zu,\"max_batch\":%u,"
-                     "\"max_matches\":%u,\"max_meta\":%zu,\"timeout\":%u,\"drain_timeout\":%u,"
+                     "\"max_matches\":%u,\"max_meta\":%zu,\"max_text\":%zu,"
+                     "\"max_connections\":%u,\"request_timeout\":%u,\"auth_all\":%s,"
+                     "\"timeout\":%u,\"drain_timeout\":%u,"
+                     "\"drain_delay\":%u,"
                      "\"map_size\":%zu,\"sync\":%s,\"log_level\":\"%s\",\"access_log\":%s}",
                      cfg->in_memory ? "true" : "false", cfg->threads,
                      cfg->accept_mode == ND_ACCEPT_SHARED ? "shared" : "reuseport", cfg->k,
                      cfg->min_chars, cfg->max_body, cfg->max_headers, cfg->max_batch,
-                     cfg->max_matches, cfg->max_meta, cfg->timeout_s, cfg->drain_s, cfg->map_size,
+                     cfg->max_matches, cfg->max_meta, cfg->max_text, cfg->max_connections,
+                     cfg->request_timeout_s, cfg->auth_all ? "true" : "false", cfg->timeout_s,
+                     cfg->drain_s,
+                     cfg->drain_delay_s, cfg->map_size,
                      cfg->sync ? "true" : "false", nd_log_level_name(cfg->log_level),
                      cfg->access_log ? "true" : "false");
         pos = n < 0 ? pos : pos + (size_t)n;

@@ -31,8 +31,15 @@ typedef struct nd_config {
     unsigned max_batch;      /* most texts in one /fingerprint batch (1000) */
     unsigned max_matches;    /* most matches listed in one answer (100) */
     size_t max_meta;         /* largest "meta" object, compact JSON bytes (16 KiB) */
+    size_t max_text;         /* longest single text, bytes of UTF-8 (1 MiB) */
+    unsigned max_connections;   /* open client connections; more are refused (10000) */
+    unsigned request_timeout_s; /* each request must arrive whole within this (30 s) */
+    char token_file[4096];   /* file holding the bearer token, "" for none (see auth.h) */
+    bool auth_all;           /* the token guards every endpoint but the probes (false) */
     unsigned timeout_s;      /* idle / read / write timeout of a connection (30 s) */
     unsigned drain_s;        /* deadline for in-flight requests at shutdown (10 s) */
+    unsigned drain_delay_s;  /* at shutdown, keep accepting this long while /readyz
+                              * is 503, so a load balancer stops sending first (0 s) */
     size_t map_size;         /* storage limit: LMDB map size in bytes (store default) */
     bool sync;               /* fsync every commit (true) */
     int log_level;           /* enum nd_log_level (info) */

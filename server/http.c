@@ -19,11 +19,12 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http_struct.h> /* only for the HTTP version of a bad request */
 #include <event2/keyvalq_struct.h>
 
-#define TICK_MS 100         /* heartbeat and access-log flush period */
+#define TICK_MS 100         /* heartbeat, access-log flush, request deadlines */
 #define LISTEN_BACKLOG 1024
 
 struct nd_worker {
@@ -48,6 +49,15 @@ struct nd_worker {
     _Atomic uint64_t inflight; /* dispatched, not answered; written by this thread only */
     _Atomic uint64_t writing;  /* answered, not yet written; idem */
     _Atomic int64_t heartbeat_ms;
+    /* Connections (see "connections" below); this thread only. */
+    struct bufferevent **adopt; /* accepted, not yet adopted (each with a reference) */
+    size_t nadopt, adopt_cap;
+    struct event *adopt_ev;
+    struct nd_conn **ctab;    /* evcon -> conn, open addressing, linear probing */
+    size_t ctab_cap, ctab_n;
+    struct nd_conn *waiting, *waiting_tail; /* waiting for a request, by deadline */
+    int64_t refused_log_ms;   /* last "connection limit" warning */
+    uint64_t refused;         /* connections refused since that warning */
     int64_t ts_sec;           /* second of ts_prefix */
     char ts_prefix[20];
     size_t loglen;
@@ -62,6 +72,8 @@ struct nd_http {
     nd_worker *workers;
     uint16_t port;
     _Atomic bool draining;
+    _Atomic unsigned nconns;  /* adopted connections, all workers */
+    _Atomic bool closing;     /* listeners closed (or closing) */
 };
 
 static _Thread_local nd_worker *tls_worker;
@@ -231,12 +243,15 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
     run_tasks(arg);
 }
 
+static void conn_expire(nd_worker *w);
+
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
     nd_worker *w = arg;
     atomic_store_explicit(&w->heartbeat_ms, mono_ns() / 1000000, memory_order_relaxed);
     log_flush(w);
+    conn_expire(w);
 }
 
 static void close_listener_task(nd_task *t)
@@ -246,6 +261,255 @@ static void close_listener_task(nd_task *t)
         evhttp_del_accept_socket(w->http, w->bound);
         w->bound = NULL;
     }
+}
+
+/* ---- connections ----
+ *
+ * libevent 2.1 neither limits connections nor bounds the time a request may
+ * take to arrive (its timeout restarts at every byte: a client sending a
+ * header byte a second is never cut off). Both are done here with public
+ * calls only: evhttp_set_bevcb() lets us make each accepted connection's
+ * bufferevent (with a read high-water mark, so that a client pipelining
+ * without reading cannot grow our input buffer) and so learn of every new
+ * connection; once evhttp has wrapped it (after the accept callback, in
+ * adopt_cb) the bufferevent's callback argument is its evhttp_connection,
+ * on which a close callback tells us when it goes. An adopted connection
+ * over --max-connections is answered 503 and closed at once. A connection
+ * waiting for a request (just accepted, or answered) has a deadline of
+ * --request-timeout; the tick closes the ones past it. */
+
+typedef struct nd_conn {
+    struct evhttp_connection *evcon;
+    nd_worker *w;
+    int64_t deadline_ms;          /* while waiting for a request */
+    bool waiting;                 /* in w->waiting */
+    struct nd_conn *prev, *next;  /* in w->waiting */
+} nd_conn;
+
+static int64_t mono_ms(void)
+{
+    return mono_ns() / 1000000;
+}
+
+static size_t conn_slot(const nd_worker *w, const void *evcon)
+{
+    uint64_t x = (uint64_t)(uintptr_t)evcon;
+    return (size_t)((x >> 4) * 0x9E3779B97F4A7C15ull >> 20) & (w->ctab_cap - 1);
+}
+
+static nd_conn *conn_find(const nd_worker *w, const struct evhttp_connection *evcon)
+{
+    if (!w->ctab_cap || !evcon)
+        return NULL;
+    for (size_t i = conn_slot(w, evcon);; i = (i + 1) & (w->ctab_cap - 1)) {
+        nd_conn *c = w->ctab[i];
+        if (!c || c->evcon == evcon)
+            return c;
+    }
+}
+
+static void conn_put(nd_worker *w, nd_conn *c)
+{
+    size_t i = conn_slot(w, c->evcon);
+    while (w->ctab[i])
+        i = (i + 1) & (w->ctab_cap - 1);
+    w->ctab[i] = c;
+}
+
+static void conn_insert(nd_worker *w, nd_conn *c)
+{
+    if ((w->ctab_n + 1) * 2 > w->ctab_cap) {
+        nd_conn **old = w->ctab;
+        size_t old_cap = w->ctab_cap;
+        w->ctab_cap = old_cap ? old_cap * 2 : 1024;
+        w->ctab = calloc(w->ctab_cap, sizeof(*w->ctab));
+        if (!w->ctab)
+            nd_die_oom("conn_insert");
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i])
+                conn_put(w, old[i]);
+        free(old);
+    }
+    conn_put(w, c);
+    w->ctab_n++;
+}
+
+/* Removes c from the table (backward-shift deletion keeps probes intact). */
+static void conn_remove(nd_worker *w, nd_conn *c)
+{
+    size_t mask = w->ctab_cap - 1, i = conn_slot(w, c->evcon);
+    while (w->ctab[i] != c)
+        i = (i + 1) & mask;
+    for (size_t j = (i + 1) & mask; w->ctab[j]; j = (j + 1) & mask) {
+        size_t home = conn_slot(w, w->ctab[j]->evcon);
+        /* Move ctab[j] into the hole at i unless its home lies in (i, j]. */
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            w->ctab[i] = w->ctab[j];
+            i = j;
+        }
+    }
+    w->ctab[i] = NULL;
+    w->ctab_n--;
+}
+
+static void conn_unlist(nd_worker *w, nd_conn *c)
+{
+    if (!c->waiting)
+        return;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        w->waiting = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    else
+        w->waiting_tail = c->prev;
+    c->prev = c->next = NULL;
+    c->waiting = false;
+}
+
+/* c waits for its next request from now on (the list stays sorted: every
+ * deadline is now + the same timeout). */
+static void conn_wait(nd_worker *w, nd_conn *c)
+{
+    conn_unlist(w, c);
+    c->deadline_ms = mono_ms() + (int64_t)w->h->cfg->request_timeout_s * 1000;
+    c->prev = w->waiting_tail;
+    c->next = NULL;
+    if (w->waiting_tail)
+        w->waiting_tail->next = c;
+    else
+        w->waiting = c;
+    w->waiting_tail = c;
+    c->waiting = true;
+}
+
+/* Forgets c (the connection is gone or about to be freed). */
+static void conn_forget(nd_worker *w, nd_conn *c)
+{
+    conn_unlist(w, c);
+    conn_remove(w, c);
+    atomic_fetch_sub_explicit(&w->h->nconns, 1, memory_order_relaxed);
+    free(c);
+}
+
+static void on_close(struct evhttp_connection *evcon, void *arg);
+
+/* Starts tracking evcon; it waits for a request when waiting is set. */
+static nd_conn *conn_track(nd_worker *w, struct evhttp_connection *evcon, bool waiting)
+{
+    nd_conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        nd_die_oom("conn_track");
+    c->evcon = evcon;
+    c->w = w;
+    conn_insert(w, c);
+    atomic_fetch_add_explicit(&w->h->nconns, 1, memory_order_relaxed);
+    evhttp_connection_set_closecb(evcon, on_close, c);
+    if (waiting)
+        conn_wait(w, c);
+    return c;
+}
+
+/* Over the limit: a 503 straight to the socket (best effort: it is small
+ * and the socket new), then the connection is freed. */
+static void conn_refuse(nd_worker *w, struct evhttp_connection *evcon, struct bufferevent *bev)
+{
+    char msg[320], body[160];
+    unsigned cap = w->h->cfg->max_connections;
+    int blen = snprintf(body, sizeof(body),
+                        "{\"error\":{\"code\":\"too_many_connections\",\"message\":\"the server "
+                        "holds its limit of %u connections; retry later\"}}\n", cap);
+    int n = snprintf(msg, sizeof(msg),
+                     "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %d\r\nConnection: close\r\nRetry-After: 1\r\n\r\n%s",
+                     blen, body);
+    evutil_socket_t fd = bufferevent_getfd(bev);
+    if (fd >= 0 && n > 0)
+        (void)!send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    evhttp_connection_free(evcon);
+    nd_metrics_request(w->metrics, ND_ROUTE_OTHER, 503, 0, 0, (uint64_t)n);
+    w->refused++;
+    int64_t now = mono_ms();
+    if (now - w->refused_log_ms >= 1000) {
+        char fields[96];
+        snprintf(fields, sizeof(fields), ",\"max_connections\":%u,\"refused\":%llu", cap,
+                 (unsigned long long)w->refused);
+        nd_log_fields(ND_LOG_WARN, fields, "connection limit reached: refusing new connections");
+        w->refused_log_ms = now;
+        w->refused = 0;
+    }
+}
+
+/* evhttp_set_bevcb(): makes the bufferevent of each accepted connection. */
+static struct bufferevent *make_bev(struct event_base *base, void *arg)
+{
+    nd_worker *w = arg;
+    struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (!bev)
+        return NULL; /* evhttp makes its own; the connection is tracked at dispatch */
+    /* Room for a whole request plus a read's worth (evhttp keeps a body in
+     * the bufferevent until it is complete): never needed more to progress. */
+    const nd_config *cfg = w->h->cfg;
+    bufferevent_setwatermark(bev, EV_READ, 0, cfg->max_headers + cfg->max_body + 65536);
+    if (w->nadopt == w->adopt_cap) {
+        size_t cap = w->adopt_cap ? w->adopt_cap * 2 : 64;
+        struct bufferevent **a = realloc(w->adopt, cap * sizeof(*a));
+        if (!a)
+            nd_die_oom("make_bev");
+        w->adopt = a;
+        w->adopt_cap = cap;
+    }
+    bufferevent_incref(bev); /* so that it outlives adopt_cb even if evhttp frees it */
+    w->adopt[w->nadopt++] = bev;
+    if (w->nadopt == 1)
+        event_active(w->adopt_ev, EV_READ, 0);
+    return bev;
+}
+
+/* Runs right after the accept callback: tracks (or refuses) each new
+ * connection. */
+static void adopt_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    nd_worker *w = arg;
+    unsigned cap = w->h->cfg->max_connections;
+    for (size_t i = 0; i < w->nadopt; i++) {
+        struct bufferevent *bev = w->adopt[i];
+        bufferevent_data_cb rcb, wcb;
+        bufferevent_event_cb ecb;
+        void *cbarg = NULL;
+        bufferevent_getcb(bev, &rcb, &wcb, &ecb, &cbarg);
+        struct evhttp_connection *evcon = cbarg;
+        /* Still evhttp's (it may have freed it already: callbacks cleared). */
+        if (ecb && evcon && evhttp_connection_get_bufferevent(evcon) == bev &&
+            !conn_find(w, evcon)) {
+            if (atomic_load_explicit(&w->h->nconns, memory_order_relaxed) >= cap)
+                conn_refuse(w, evcon, bev);
+            else
+                conn_track(w, evcon, true);
+        }
+        bufferevent_decref(bev);
+    }
+    w->nadopt = 0;
+}
+
+/* Closes the connections whose request did not arrive in time. */
+static void conn_expire(nd_worker *w)
+{
+    int64_t now = mono_ms();
+    while (w->waiting && w->waiting->deadline_ms <= now) {
+        nd_conn *c = w->waiting;
+        struct evhttp_connection *evcon = c->evcon;
+        conn_forget(w, c);
+        evhttp_connection_set_closecb(evcon, NULL, NULL);
+        evhttp_connection_free(evcon);
+    }
+}
+
+uint64_t nd_http_connections(const nd_http *h)
+{
+    return atomic_load_explicit(&h->nconns, memory_order_relaxed);
 }
 
 /* ---- requests ---- */
@@ -295,14 +559,21 @@ static void on_complete(struct evhttp_request *ev, void *arg)
 {
     (void)ev;
     nd_req *r = arg;
-    writing_done(r->worker, r);
+    nd_worker *w = r->worker;
+    nd_conn *c = conn_find(w, r->evcon);
+    if (c) /* the next request's deadline starts now */
+        conn_wait(w, c);
+    writing_done(w, r);
 }
 
 /* A connection closes: a reply still being written on it never completes.
  * (libevent serves one request at a time per connection, so at most one.) */
 static void on_close(struct evhttp_connection *evcon, void *arg)
 {
-    nd_worker *w = arg;
+    nd_conn *c = arg;
+    nd_worker *w = c->w;
+    evhttp_connection_set_closecb(evcon, NULL, NULL); /* once only */
+    conn_forget(w, c);
     for (nd_req *r = w->unflushed; r; r = r->next) {
         if (r->evcon == evcon) {
             writing_done(w, r);
@@ -374,7 +645,6 @@ void nd_req_reply(nd_req *r, int status, const char *content_type, struct evbuff
         w->unflushed = r;
         counter_add(&w->writing, 1);
         evhttp_request_set_on_complete_cb(r->ev, on_complete, r);
-        evhttp_connection_set_closecb(r->evcon, on_close, w);
         evhttp_send_reply(r->ev, status, NULL, body);
     } else {
         /* The client left while we worked: libevent frees the request. */
@@ -471,6 +741,22 @@ static void set_rid(nd_req *r, nd_worker *w)
     r->rid[pos] = 0;
 }
 
+/* True when two Content-Length headers disagree: libevent framed the body by
+ * the first, another reader (a proxy) may have used the other. */
+static bool conflicting_length(struct evhttp_request *ev)
+{
+    const char *first = NULL;
+    const struct evkeyvalq *ih = evhttp_request_get_input_headers(ev);
+    for (const struct evkeyval *kv = ih->tqh_first; kv; kv = kv->next.tqe_next) {
+        if (strcasecmp(kv->key, "Content-Length") != 0)
+            continue;
+        if (first && strcmp(first, kv->value) != 0)
+            return true;
+        first = kv->value;
+    }
+    return false;
+}
+
 static void dispatch(struct evhttp_request *ev, void *arg)
 {
     nd_worker *w = arg;
@@ -483,6 +769,12 @@ static void dispatch(struct evhttp_request *ev, void *arg)
     r->path = uri ? evhttp_uri_get_path(uri) : NULL;
     if (!r->path)
         r->path = "";
+    struct evhttp_connection *evcon = evhttp_request_get_connection(ev);
+    nd_conn *c = conn_find(w, evcon);
+    if (c)
+        conn_unlist(w, c); /* no deadline while the request is served */
+    else if (evcon)
+        conn_track(w, evcon, false); /* not seen at accept (out of memory there) */
     set_rid(r, w);
     const nd_route_def *route = NULL;
     for (const nd_route_def *d = w->h->hooks.routes; d->path; d++) {
@@ -493,7 +785,10 @@ static void dispatch(struct evhttp_request *ev, void *arg)
         }
     }
     r->route = route;
-    if (!route)
+    if (conflicting_length(ev)) { /* the framing is in doubt: answer and close */
+        nd_req_add_header(r, "Connection", "close");
+        nd_req_reply_error(r, 400, "bad_request", NULL, "conflicting Content-Length headers");
+    } else if (!route)
         reply_not_found(r);
     else if (!(route->methods & r->method))
         reply_method(r, route);
@@ -521,7 +816,11 @@ void evhttp_send_error(struct evhttp_request *req, int error, const char *reason
         bool body = evhttp_find_header(ih, "Content-Length") ||
                     evhttp_find_header(ih, "Transfer-Encoding");
         code = "body_too_large";
-        if (body)
+        if (evhttp_find_header(ih, "Transfer-Encoding")) /* libevent says 413 for both */
+            snprintf(buf, sizeof(buf),
+                     "the chunked body is malformed or exceeds the limit of %zu bytes",
+                     w ? w->h->cfg->max_body : (size_t)0);
+        else if (body)
             snprintf(buf, sizeof(buf), "the request body exceeds the limit of %zu bytes",
                      w ? w->h->cfg->max_body : (size_t)0);
         else
@@ -537,7 +836,7 @@ void evhttp_send_error(struct evhttp_request *req, int error, const char *reason
         msg = "unknown HTTP method";
     } else if (error == 417) {
         code = "expectation_failed";
-        msg = "only \"Expect: 100-continue\" is supported";
+        msg = "only 'Expect: 100-continue' is supported"; /* no quote: not escaped */
     } else if (error == 404) {
         code = "not_found";
         msg = "no such endpoint";
@@ -652,12 +951,14 @@ static int worker_init(nd_http *h, nd_worker *w, unsigned index)
     w->http = evhttp_new(w->base);
     w->wake = event_new(w->base, -1, EV_PERSIST, wake_cb, w);
     w->tick = event_new(w->base, -1, EV_PERSIST, tick_cb, w);
-    if (!w->http || !w->wake || !w->tick)
+    w->adopt_ev = event_new(w->base, -1, 0, adopt_cb, w);
+    if (!w->http || !w->wake || !w->tick || !w->adopt_ev)
         return -ENOMEM;
     struct timeval tv = {0, TICK_MS * 1000};
     event_add(w->tick, &tv);
     atomic_store(&w->heartbeat_ms, mono_ns() / 1000000);
     evhttp_set_gencb(w->http, dispatch, w);
+    evhttp_set_bevcb(w->http, make_bev, w);
     evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
                                             EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
                                             EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
@@ -752,9 +1053,15 @@ uint16_t nd_http_port(const nd_http *h)
     return h->port;
 }
 
+void nd_http_drain(nd_http *h)
+{
+    atomic_store(&h->draining, true);
+}
+
 void nd_http_stop_accepting(nd_http *h)
 {
-    if (atomic_exchange(&h->draining, true))
+    atomic_store(&h->draining, true);
+    if (atomic_exchange(&h->closing, true))
         return;
     for (unsigned i = 0; i < h->nworkers; i++)
         if (h->workers[i].running)
@@ -830,7 +1137,15 @@ void nd_http_destroy(nd_http *h)
         if (w->listen_fd >= 0)
             close(w->listen_fd);
         if (w->http)
-            evhttp_free(w->http);
+            evhttp_free(w->http); /* closes the connections: on_close forgets them */
+        for (size_t k = 0; k < w->nadopt; k++)
+            bufferevent_decref(w->adopt[k]);
+        free(w->adopt);
+        for (size_t k = 0; k < w->ctab_cap; k++) /* only if libevent freed one silently */
+            free(w->ctab[k]);
+        free(w->ctab);
+        if (w->adopt_ev)
+            event_free(w->adopt_ev);
         if (h->hooks.worker_finish && w->user)
             h->hooks.worker_finish(h->hooks.app, w->user);
         if (w->wake)

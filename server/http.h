@@ -93,16 +93,26 @@ int nd_http_start(nd_http *h);
 /* The bound port (useful with port 0). */
 uint16_t nd_http_port(const nd_http *h);
 
-/* Starts draining: every reply from now on carries "Connection: close", and
- * each worker closes its listening socket. Any thread. */
+/* Starts draining without closing the listeners: nd_http_draining() turns
+ * true (so /readyz answers 503) and every reply from now on carries
+ * "Connection: close", while new connections are still accepted. Any
+ * thread; idempotent. */
+void nd_http_drain(nd_http *h);
+
+/* nd_http_drain(), and each worker closes its listening socket. Any thread;
+ * idempotent. */
 void nd_http_stop_accepting(nd_http *h);
 
-/* True once nd_http_stop_accepting() was called. */
+/* True once nd_http_drain() or nd_http_stop_accepting() was called. */
 bool nd_http_draining(const nd_http *h);
 
 /* Requests accepted and not yet answered or whose answer is still being
  * written, over all workers. Shutdown drains until this is 0. */
 uint64_t nd_http_inflight(const nd_http *h);
+
+/* Open client connections, over all workers (at most --max-connections:
+ * more are answered 503 and closed). Any thread. */
+uint64_t nd_http_connections(const nd_http *h);
 
 /* True if every worker loop ran within the last max_ms milliseconds. */
 bool nd_http_loops_alive(const nd_http *h, unsigned max_ms);

@@ -1,12 +1,21 @@
 /* metrics.c - per-worker counters, summed into Prometheus text on scrape. */
 #include "metrics.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/event.h>
+#include <jansson.h>
+#include <lmdb.h>
+
+#include "fingerprint.h"
 
 struct nd_metrics {
     unsigned nworkers;
@@ -45,6 +54,8 @@ static const struct {
                            "Requests refused because the id holds another text.", NULL},
     [ND_EV_TOO_SHORT] = {"neardup_too_short_total", "Texts refused as too short to judge.", NULL},
     [ND_EV_FINGERPRINTS] = {"neardup_fingerprints_total", "Texts fingerprinted.", NULL},
+    [ND_EV_FINGERPRINT_BYTES] = {"neardup_fingerprinted_bytes_total",
+                                 "Bytes of UTF-8 text fingerprinted.", NULL},
 };
 
 int nd_metrics_create(nd_metrics **out, unsigned nworkers)
@@ -108,6 +119,11 @@ void nd_metrics_request(nd_metrics_worker *w, enum nd_route route, int status,
 void nd_metrics_event(nd_metrics *m, enum nd_event ev)
 {
     atomic_fetch_add_explicit(&m->events[ev], 1, memory_order_relaxed);
+}
+
+void nd_metrics_add(nd_metrics *m, enum nd_event ev, uint64_t n)
+{
+    atomic_fetch_add_explicit(&m->events[ev], n, memory_order_relaxed);
 }
 
 static uint64_t sum(nd_metrics *m, size_t offset)
@@ -203,8 +219,121 @@ static int render_events(nd_metrics *m, struct evbuffer *out)
 
 static int gauge(struct evbuffer *out, const char *name, const char *help, double v)
 {
-    return evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name,
+    return evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.15g\n", name, help, name,
                                name, v) < 0;
+}
+
+static int counter(struct evbuffer *out, const char *name, const char *help, uint64_t v)
+{
+    return evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help,
+                               name, name, (unsigned long long)v) < 0;
+}
+
+static int render_store(const nd_store_stats *st, struct evbuffer *out)
+{
+    int rc = 0;
+    rc |= evbuffer_add_printf(out,
+                              "# HELP neardup_store_commits_total Write transactions of the "
+                              "store, by result.\n"
+                              "# TYPE neardup_store_commits_total counter\n"
+                              "neardup_store_commits_total{result=\"ok\"} %llu\n"
+                              "neardup_store_commits_total{result=\"failed\"} %llu\n",
+                              (unsigned long long)st->commits,
+                              (unsigned long long)st->failed_commits) < 0;
+    rc |= counter(out, "neardup_store_changes_total",
+                  "Registrations and deletions committed durably.", st->changes);
+    rc |= counter(out, "neardup_store_failed_changes_total",
+                  "Changes the store refused (storage full, I/O error).", st->failed_changes);
+    rc |= counter(out, "neardup_store_reopens_total",
+                  "Times the store reopened its environment after a fatal error.", st->reopens);
+    rc |= gauge(out, "neardup_store_queued_changes", "Changes waiting for the commit thread.",
+                (double)st->queued);
+    rc |= gauge(out, "neardup_store_max_batch_changes",
+                "Most changes committed in one transaction since start.", (double)st->max_batch);
+    rc |= evbuffer_add_printf(out, "# HELP neardup_store_commit_duration_seconds Time of a "
+                                   "committed write transaction, fsync included.\n"
+                                   "# TYPE neardup_store_commit_duration_seconds histogram\n") < 0;
+    uint64_t run = 0;
+    for (unsigned b = 0; b < ND_STORE_COMMIT_BUCKETS; b++) {
+        run += st->commit_buckets[b];
+        rc |= evbuffer_add_printf(out, "neardup_store_commit_duration_seconds_bucket{le=\"%g\"} "
+                                       "%llu\n",
+                                  (double)nd_store_commit_bucket_us[b] / 1e6,
+                                  (unsigned long long)run) < 0;
+    }
+    run += st->commit_buckets[ND_STORE_COMMIT_BUCKETS];
+    rc |= evbuffer_add_printf(out,
+                              "neardup_store_commit_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
+                              "neardup_store_commit_duration_seconds_sum %.6f\n"
+                              "neardup_store_commit_duration_seconds_count %llu\n",
+                              (unsigned long long)run, (double)st->commit_us_sum / 1e6,
+                              (unsigned long long)run) < 0;
+    return rc;
+}
+
+/* neardup_build_info: versions as labels, value 1 (label values are fixed
+ * strings without quotes or backslashes). */
+static int render_build_info(struct evbuffer *out)
+{
+    return evbuffer_add_printf(out,
+                               "# HELP neardup_build_info Versions of neardupd, its fingerprint "
+                               "and its libraries; always 1.\n"
+                               "# TYPE neardup_build_info gauge\n"
+                               "neardup_build_info{version=\"%s\",fingerprint=\"%s\","
+                               "libevent=\"%s\",lmdb=\"%d.%d.%d\",jansson=\"%s\"} 1\n",
+                               ND_PROGRAM_VERSION, ND_FINGERPRINT_VERSION, event_get_version(),
+                               MDB_VERSION_MAJOR, MDB_VERSION_MINOR, MDB_VERSION_PATCH,
+                               JANSSON_VERSION) < 0;
+}
+
+static unsigned count_open_fds(void)
+{
+    DIR *dir = opendir("/proc/self/fd");
+    if (!dir)
+        return 0;
+    unsigned n = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)))
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(dir);
+    return n ? n - 1 : 0; /* not the directory's own descriptor */
+}
+
+/* The usual process_* metrics of Prometheus clients. */
+static int render_process(const nd_metrics_gauges *g, struct evbuffer *out)
+{
+    int rc = 0;
+    long page = sysconf(_SC_PAGESIZE);
+    unsigned long long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%llu %llu", &size, &resident) != 2)
+            size = resident = 0;
+        fclose(f);
+    }
+    struct rusage ru;
+    double cpu = 0;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+              (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    double start = (double)now.tv_sec + (double)now.tv_nsec / 1e9 - g->uptime_s;
+    rc |= gauge(out, "process_resident_memory_bytes", "Resident memory size in bytes.",
+                (double)resident * (double)page);
+    rc |= gauge(out, "process_virtual_memory_bytes", "Virtual memory size in bytes.",
+                (double)size * (double)page);
+    rc |= evbuffer_add_printf(out, "# HELP process_cpu_seconds_total Total user and system CPU "
+                                   "time spent in seconds.\n"
+                                   "# TYPE process_cpu_seconds_total counter\n"
+                                   "process_cpu_seconds_total %.6f\n",
+                              cpu) < 0;
+    rc |= gauge(out, "process_open_fds", "Number of open file descriptors.",
+                (double)count_open_fds());
+    rc |= gauge(out, "process_start_time_seconds",
+                "Start time of the process since unix epoch in seconds.", start);
+    return rc;
 }
 
 int nd_metrics_render(nd_metrics *m, const nd_metrics_gauges *g, struct evbuffer *out)
@@ -225,7 +354,7 @@ int nd_metrics_render(nd_metrics *m, const nd_metrics_gauges *g, struct evbuffer
                 (double)g->inflight);
     rc |= gauge(out, "neardup_load_documents", "Documents loaded from the store at start-up.",
                 (double)g->load_done);
-    rc |= gauge(out, "neardup_load_documents_total", "Documents in the store at start-up.",
+    rc |= gauge(out, "neardup_load_expected_documents", "Documents in the store at start-up.",
                 (double)g->load_total);
     rc |= gauge(out, "neardup_worker_threads", "Worker threads (event loops).",
                 (double)g->threads);
@@ -236,5 +365,9 @@ int nd_metrics_render(nd_metrics *m, const nd_metrics_gauges *g, struct evbuffer
                 g->store_writable);
     rc |= gauge(out, "neardup_in_memory", "1 when registrations are not stored.", g->in_memory);
     rc |= gauge(out, "neardup_uptime_seconds", "Seconds since start.", g->uptime_s);
+    if (g->store)
+        rc |= render_store(g->store, out);
+    rc |= render_build_info(out);
+    rc |= render_process(g, out);
     return rc ? -ENOMEM : 0;
 }

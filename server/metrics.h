@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store.h"
+
 struct evbuffer;
 
 /* Route labels of the request counters. */
@@ -48,6 +50,7 @@ enum nd_event {
     ND_EV_ID_CONFLICT,        /* 409 */
     ND_EV_TOO_SHORT,          /* 422 */
     ND_EV_FINGERPRINTS,       /* texts fingerprinted, any endpoint */
+    ND_EV_FINGERPRINT_BYTES,  /* bytes of those texts (nd_metrics_add) */
     ND_EV_COUNT
 };
 
@@ -65,6 +68,7 @@ typedef struct nd_metrics_gauges {
     unsigned threads;
     bool ready, draining, loading, store_writable, in_memory;
     double uptime_s;
+    const nd_store_stats *store; /* borrowed; NULL when in memory */
 } nd_metrics_gauges;
 
 /* Creates the counters for nworkers worker threads. Returns 0 and a new
@@ -85,8 +89,15 @@ void nd_metrics_request(nd_metrics_worker *w, enum nd_route route, int status,
 /* Counts an event; any thread. */
 void nd_metrics_event(nd_metrics *m, enum nd_event ev);
 
-/* Appends the Prometheus text exposition (format 0.0.4) of every counter and
- * of the gauges to out. Returns 0 or -ENOMEM. */
+/* Adds n to an event's counter (e.g. ND_EV_FINGERPRINT_BYTES); any thread. */
+void nd_metrics_add(nd_metrics *m, enum nd_event ev, uint64_t n);
+
+/* Appends the Prometheus text exposition (format 0.0.4) of every counter, of
+ * the gauges, of the store's commit counters and latency histogram (when
+ * g->store is set), of neardup_build_info and of the process_* metrics
+ * (resident memory, CPU time, open files, start time; read from /proc and
+ * getrusage) to out. Every name passes `promtool check metrics`. Returns 0
+ * or -ENOMEM. */
 int nd_metrics_render(nd_metrics *m, const nd_metrics_gauges *g, struct evbuffer *out);
 
 #endif

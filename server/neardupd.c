@@ -14,12 +14,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <event2/event.h>
 #include <event2/thread.h>
 
 #include "api.h"
+#include "auth.h"
 #include "config.h"
 #include "fingerprint.h"
 #include "http.h"
@@ -39,8 +41,9 @@ typedef struct daemon {
     nd_store *store;
     nd_registry *reg;
     nd_http *http;
+    nd_auth *auth;
     struct event_base *base;
-    struct event *sigterm, *sigint, *drain_timer, *loaded_ev;
+    struct event *sigterm, *sigint, *drain_timer, *loaded_ev, *delay_timer;
     pthread_t loader;
     bool loader_running;
     atomic_bool stop_loading;
@@ -72,32 +75,64 @@ static void load_progress(void *arg, uint64_t loaded, uint64_t total, uint64_t s
     nd_log_fields(ND_LOG_INFO, fields, "loading documents");
 }
 
+static void log_ready(daemon_t *d);
+
 static void *loader_main(void *arg)
 {
     daemon_t *d = arg;
     int64_t total = nd_store_count(d->store);
     atomic_store(&d->api.load_total, total > 0 ? (uint64_t)total : 0);
+    load_progress(d, 0, total > 0 ? (uint64_t)total : 0, 0); /* a first line at once */
     d->load_rc = nd_registry_load(d->reg, load_progress, d, PROGRESS_MS, &d->stop_loading);
+    if (d->load_rc == 0)
+        log_ready(d); /* here, not on the main loop: as soon as /readyz says 200 */
     event_active(d->loaded_ev, EV_READ, 0);
     return NULL;
 }
 
-static void begin_shutdown(daemon_t *d, const char *why);
+static void begin_shutdown(daemon_t *d, const char *why, bool delay);
 
-static void loaded_cb(evutil_socket_t fd, short what, void *arg)
+#define STALE_LISTED 8 /* versions named in the start-up warning */
+
+/* Warns about the documents of other fingerprint versions found at load:
+ * how many, and of which versions (fields "stale", "current", "versions":
+ * {version: documents}). */
+static void log_stale(const daemon_t *d, uint64_t stale)
 {
-    (void)fd, (void)what;
-    daemon_t *d = arg;
-    if (d->load_rc == -ECANCELED)
-        return;
-    if (d->load_rc < 0) {
-        atomic_store(&d->api.load_failed, true);
-        nd_log(ND_LOG_ERROR, "cannot load the store in %s: %s", d->cfg.data_dir,
-               strerror(-d->load_rc));
-        d->exit_code = 1;
-        begin_shutdown(d, "load failed");
-        return;
+    nd_registry_version_count v[STALE_LISTED];
+    size_t n = nd_registry_stale_versions(d->reg, v, STALE_LISTED);
+    /* A version is at most ND_VERSION_MAX bytes: 6 per byte escaped. */
+    char fields[96 + STALE_LISTED * (ND_VERSION_MAX * 6 + 32)];
+    char list[STALE_LISTED * (ND_VERSION_MAX + 32)];
+    size_t pos = (size_t)snprintf(fields, sizeof(fields),
+                                  ",\"stale\":%llu,\"current\":\"%s\",\"versions\":{",
+                                  (unsigned long long)stale, ND_FINGERPRINT_VERSION);
+    size_t lpos = 0;
+    list[0] = '\0';
+    for (size_t i = 0; i < n && i < STALE_LISTED; i++) {
+        if (i)
+            fields[pos++] = ',';
+        nd_log_json_string(fields, sizeof(fields), &pos, v[i].version,
+                           strlen(v[i].version));
+        pos += (size_t)snprintf(fields + pos, sizeof(fields) - pos, ":%llu",
+                                (unsigned long long)v[i].documents);
+        int w = snprintf(list + lpos, sizeof(list) - lpos, "%s%s: %llu", i ? ", " : "",
+                         v[i].version, (unsigned long long)v[i].documents);
+        if (w > 0 && (size_t)w < sizeof(list) - lpos)
+            lpos += (size_t)w;
     }
+    snprintf(fields + pos, sizeof(fields) - pos, "}");
+    nd_log_fields(ND_LOG_WARN, fields,
+                  "%llu documents have another fingerprint version than %s (%s%s); they are "
+                  "kept and served by id but never compared",
+                  (unsigned long long)stale, ND_FINGERPRINT_VERSION, list,
+                  n > STALE_LISTED ? ", ..." : "");
+}
+
+/* Logs "ready" (and what the load skipped); called on the thread that
+ * finished loading, right as /readyz turns 200. */
+static void log_ready(daemon_t *d)
+{
     nd_registry_stats st;
     nd_registry_stats_get(d->reg, &st);
     double secs = (double)(mono_ns() - d->api.start_ns) / 1e9;
@@ -111,10 +146,20 @@ static void loaded_cb(evutil_socket_t fd, short what, void *arg)
         nd_log(ND_LOG_WARN, "%llu stored records repeat an id stored earlier; skipped",
                (unsigned long long)st.duplicates);
     if (st.stale)
-        nd_log(ND_LOG_WARN,
-               "%llu documents have another fingerprint version than %s; they are kept but "
-               "never compared",
-               (unsigned long long)st.stale, ND_FINGERPRINT_VERSION);
+        log_stale(d, st.stale);
+}
+
+static void loaded_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    daemon_t *d = arg;
+    if (d->load_rc == -ECANCELED || d->load_rc >= 0)
+        return;
+    atomic_store(&d->api.load_failed, true);
+    nd_log(ND_LOG_ERROR, "cannot load the store in %s: %s", d->cfg.data_dir,
+           strerror(-d->load_rc));
+    d->exit_code = 1;
+    begin_shutdown(d, "load failed", false);
 }
 
 /* ---- shutdown (main loop) ---- */
@@ -133,27 +178,69 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-static void begin_shutdown(daemon_t *d, const char *why)
+/* Closes the listeners and waits (drain_cb) for the requests in flight, at
+ * most drain_s seconds. */
+static void close_listeners(daemon_t *d)
 {
-    if (d->draining)
-        return;
-    d->draining = true;
-    nd_log(ND_LOG_INFO, "draining (%s): not ready, listeners closing, %llu requests in flight",
-           why, (unsigned long long)nd_http_inflight(d->http));
-    /* From now on the default action: a second signal ends the process at once. */
-    evsignal_del(d->sigterm);
-    evsignal_del(d->sigint);
-    atomic_store(&d->stop_loading, true);
     nd_http_stop_accepting(d->http);
     d->drain_deadline_ns = mono_ns() + (int64_t)d->cfg.drain_s * 1000000000;
     struct timeval tv = {0, DRAIN_POLL_MS * 1000};
     event_add(d->drain_timer, &tv);
 }
 
+static void delay_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    daemon_t *d = arg;
+    char fields[64];
+    snprintf(fields, sizeof(fields), ",\"inflight\":%llu",
+             (unsigned long long)nd_http_inflight(d->http));
+    nd_log_fields(ND_LOG_INFO, fields, "drain delay over: listeners closing");
+    close_listeners(d);
+}
+
+/* The drain: /readyz turns 503 at once; with a drain delay, new requests are
+ * still served for drain_delay_s seconds (a load balancer's health check
+ * sees the 503 and stops sending) before the listeners close; then the
+ * requests in flight get drain_s seconds. delay is false when no load
+ * balancer can be sending (start-up failed). */
+static void begin_shutdown(daemon_t *d, const char *why, bool delay)
+{
+    if (d->draining)
+        return;
+    d->draining = true;
+    unsigned delay_s = delay ? d->cfg.drain_delay_s : 0;
+    char fields[160];
+    snprintf(fields, sizeof(fields),
+             ",\"reason\":\"%s\",\"inflight\":%llu,\"drain_delay\":%u,\"drain_timeout\":%u", why,
+             (unsigned long long)nd_http_inflight(d->http), delay_s, d->cfg.drain_s);
+    if (delay_s)
+        nd_log_fields(ND_LOG_INFO, fields,
+                      "draining (%s): not ready, still serving for %u s, then listeners close",
+                      why, delay_s);
+    else
+        nd_log_fields(ND_LOG_INFO, fields,
+                      "draining (%s): not ready, listeners closing, %llu requests in flight", why,
+                      (unsigned long long)nd_http_inflight(d->http));
+    /* From now on the default action: a second signal ends the process at once. */
+    evsignal_del(d->sigterm);
+    evsignal_del(d->sigint);
+    atomic_store(&d->stop_loading, true);
+    nd_http_drain(d->http);
+    if (delay_s) {
+        struct timeval tv = {(time_t)delay_s, 0};
+        event_add(d->delay_timer, &tv);
+    } else {
+        close_listeners(d);
+    }
+}
+
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
-    begin_shutdown(arg, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    daemon_t *d = arg;
+    /* Still loading: /readyz never said 200, so no balancer is sending. */
+    begin_shutdown(d, sig == SIGTERM ? "SIGTERM" : "SIGINT", nd_registry_loaded(d->reg));
 }
 
 /* ---- init / teardown ---- */
@@ -174,9 +261,68 @@ static int open_store(daemon_t *d)
     return rc;
 }
 
+/* Loads the bearer token (file or NEARDUP_TOKEN); logs what is guarded. */
+static int load_auth(daemon_t *d)
+{
+    char err[512] = "";
+    bool loose = false;
+    int rc = nd_auth_create(&d->auth, d->cfg.token_file, getenv("NEARDUP_TOKEN"), &loose, err,
+                            sizeof(err));
+    if (rc < 0) {
+        nd_log(ND_LOG_ERROR, "cannot load the bearer token: %s", err);
+        return rc;
+    }
+    if (!d->auth && d->cfg.auth_all) {
+        nd_log(ND_LOG_ERROR, "--auth-all needs a token (--token-file or NEARDUP_TOKEN)");
+        return -EINVAL;
+    }
+    if (loose)
+        nd_log(ND_LOG_WARN, "the token file %s is readable by other users", d->cfg.token_file);
+    char fields[64];
+    snprintf(fields, sizeof(fields), ",\"auth\":\"%s\"",
+             !d->auth ? "off" : d->cfg.auth_all ? "all" : "writes");
+    nd_log_fields(ND_LOG_INFO, fields, "%s",
+                  !d->auth ? "no bearer token: every endpoint is open"
+                  : d->cfg.auth_all ? "bearer token required on every endpoint but the probes"
+                                    : "bearer token required to register, delete and administer");
+    return 0;
+}
+
+/* Raises the soft RLIMIT_NOFILE to the hard limit and keeps max_connections
+ * below it (a listener out of descriptors spins on accept errors). */
+static void raise_nofile(daemon_t *d)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return;
+    rlim_t was = rl.rlim_cur;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+            rl.rlim_cur = was;
+    }
+    /* Reserve: listeners, store, logs, worker wake-ups, and the connections
+     * a worker accepts before it sees the limit (one accept batch each). */
+    rlim_t reserve = 256 + (rlim_t)d->cfg.threads * 16;
+    rlim_t usable = rl.rlim_cur > reserve ? rl.rlim_cur - reserve : 1;
+    char fields[160];
+    snprintf(fields, sizeof(fields), ",\"nofile\":%llu,\"nofile_was\":%llu,\"nofile_max\":%llu",
+             (unsigned long long)rl.rlim_cur, (unsigned long long)was,
+             (unsigned long long)rl.rlim_max);
+    nd_log_fields(ND_LOG_INFO, fields, "open file limit %llu", (unsigned long long)rl.rlim_cur);
+    if (d->cfg.max_connections > usable) {
+        nd_log(ND_LOG_WARN, "--max-connections %u lowered to %llu to fit the open file limit",
+               d->cfg.max_connections, (unsigned long long)usable);
+        d->cfg.max_connections = (unsigned)usable;
+    }
+}
+
 static int init(daemon_t *d)
 {
     int rc;
+    raise_nofile(d);
+    if ((rc = load_auth(d)) < 0)
+        return rc;
     nd_registry_options ropts = {.max_matches = d->cfg.max_matches};
     if ((rc = nd_fingerprinter_create(&d->fp)) < 0 ||
         (rc = nd_metrics_create(&d->metrics, d->cfg.threads)) < 0) {
@@ -190,7 +336,7 @@ static int init(daemon_t *d)
         return rc;
     }
     d->api = (nd_api){.cfg = &d->cfg, .fp = d->fp, .reg = d->reg, .store = d->store,
-                      .metrics = d->metrics, .start_ns = mono_ns()};
+                      .metrics = d->metrics, .auth = d->auth, .start_ns = mono_ns()};
     nd_http_hooks hooks = {.routes = nd_api_routes, .app = &d->api,
                            .worker_init = nd_api_worker_init,
                            .worker_finish = nd_api_worker_finish};
@@ -206,7 +352,8 @@ static int init(daemon_t *d)
     d->sigint = evsignal_new(d->base, SIGINT, signal_cb, d);
     d->drain_timer = event_new(d->base, -1, EV_PERSIST, drain_cb, d);
     d->loaded_ev = event_new(d->base, -1, 0, loaded_cb, d);
-    if (!d->sigterm || !d->sigint || !d->drain_timer || !d->loaded_ev ||
+    d->delay_timer = evtimer_new(d->base, delay_cb, d);
+    if (!d->sigterm || !d->sigint || !d->drain_timer || !d->loaded_ev || !d->delay_timer ||
         evsignal_add(d->sigterm, NULL) < 0 || evsignal_add(d->sigint, NULL) < 0)
         return -ENOMEM;
     return 0;
@@ -219,8 +366,8 @@ static int start(daemon_t *d)
     if (rc < 0)
         return rc;
     if (!d->store) {
+        log_ready(d);
         nd_registry_set_loaded(d->reg);
-        event_active(d->loaded_ev, EV_READ, 0);
         return 0;
     }
     rc = pthread_create(&d->loader, NULL, loader_main, d);
@@ -250,6 +397,7 @@ static void teardown(daemon_t *d)
     nd_registry_destroy(d->reg);
     nd_metrics_destroy(d->metrics);
     nd_fingerprinter_destroy(d->fp);
+    nd_auth_destroy(d->auth);
     if (d->sigterm)
         event_free(d->sigterm);
     if (d->sigint)
@@ -258,6 +406,8 @@ static void teardown(daemon_t *d)
         event_free(d->drain_timer);
     if (d->loaded_ev)
         event_free(d->loaded_ev);
+    if (d->delay_timer)
+        event_free(d->delay_timer);
     if (d->base)
         event_base_free(d->base);
 }

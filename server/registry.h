@@ -47,8 +47,10 @@ typedef struct nd_doc {
     const char *meta;         /* compact JSON object, meta_len bytes; NULL if none */
     size_t meta_len;
     bool stale;               /* fingerprint version differs: not in the index */
-    char version[ND_VERSION_MAX + 1];
+    const char *version;      /* fingerprint version, NUL-terminated; borrowed
+                               * from the registry, valid while it is */
     /* Private to the registry. */
+    bool arena;               /* loaded at start: in the registry's arena */
     _Atomic unsigned refs;
     _Atomic int state;        /* pending, live, deleting */
     uint32_t slot;
@@ -122,9 +124,14 @@ void nd_registry_destroy(nd_registry *reg);
 
 /* Rebuilds the documents from the store (one consistent scan, in
  * registration order). Records of another fingerprint version are kept by
- * id but left out of the index; a record whose id was seen earlier in the
- * scan is skipped (counted in stats.duplicates). The clock continues after
- * the greatest time loaded.
+ * id but left out of the index (nd_registry_stale_versions() lists them);
+ * a record whose id was seen earlier in the scan is skipped (counted in
+ * stats.duplicates). The clock continues after the greatest time loaded.
+ * Built for millions of records: the id table and slots are sized from the
+ * store's count, documents are carved from large arena blocks (returned by
+ * nd_registry_destroy(), so no reference to a loaded document may outlive
+ * the registry; a loaded document that is deleted keeps its bytes until
+ * then), and the index is built with one nd_index_insert_many() at the end.
  * Calls progress at most every progress_ms and once at the end. Returns 0
  * and marks the registry loaded; -ECANCELED if *stop became true; or the
  * store's -errno / -ENOMEM (then the registry stays not loaded). */
@@ -190,5 +197,18 @@ typedef struct nd_registry_stats {
 
 /* Reads the counts (a snapshot; no lock). */
 void nd_registry_stats_get(const nd_registry *reg, nd_registry_stats *out);
+
+/* Documents of another fingerprint version found by nd_registry_load(). */
+typedef struct nd_registry_version_count {
+    const char *version; /* borrowed, valid while the registry is */
+    uint64_t documents;  /* loaded with this version */
+} nd_registry_version_count;
+
+/* Fills out[0..cap) with the fingerprint versions other than the current
+ * one that nd_registry_load() found, in order of first appearance, and
+ * returns how many there are (may exceed cap). Call after loading (it
+ * reads what the loader wrote without a lock). Does not allocate. */
+size_t nd_registry_stale_versions(const nd_registry *reg, nd_registry_version_count *out,
+                                  size_t cap);
 
 #endif

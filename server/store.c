@@ -56,7 +56,9 @@
  * so the changes that still fit are committed and only the rest get
  * -ENOSPC. Every later batch tries again, so writes resume by themselves
  * when space is freed (deleted records, finished readers, disk space), or
- * after a restart with a larger map_size. LMDB reports a write that the
+ * after a restart with a larger map_size; while no change comes, a probe
+ * on the idle commit thread (probe_space) finds out, so that readiness
+ * returns by itself. LMDB reports a write that the
  * filesystem cut short (it filled up during the write: likely with appends,
  * whose new pages are contiguous and go out in one pwritev) as EIO, like a
  * device error; a commit failing with EIO while the filesystem has almost
@@ -73,8 +75,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #define ND_LAYOUT_2 2           /* value layout version (first byte) */
@@ -96,6 +100,9 @@
 #define QUEUE_MIN 1024u         /* queued changes allowed at least */
 #define QUEUE_BYTES (64u << 20) /* queued bytes allowed (one change always) */
 #define FULL_SLACK (1u << 20)   /* a filesystem with less available is full */
+#define PROBE_KEY "probe"       /* info key written by probe_space() */
+#define PROBE_BYTES (16u << 10) /* room a probe needs: a large record */
+#define PROBE_MS 1000           /* probe interval while not writable and idle */
 
 enum change_kind {
     CHANGE_PUT,                 /* data: key (KEY_SIZE bytes), then value */
@@ -136,8 +143,31 @@ struct nd_store {
 
     atomic_bool writable;
     _Atomic uint64_t commits, changes, failed_commits, failed_changes;
-    _Atomic uint64_t max_batch, reopens, appended;
+    _Atomic uint64_t max_batch, reopens, appended, probes;
+    _Atomic uint64_t commit_us_sum, commit_buckets[ND_STORE_COMMIT_BUCKETS + 1];
 };
+
+const uint64_t nd_store_commit_bucket_us[ND_STORE_COMMIT_BUCKETS] = {
+    100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
+    1000000, 5000000,
+};
+
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* Counts one committed transaction of us microseconds (commit thread). */
+static void count_commit_time(nd_store *st, uint64_t us)
+{
+    unsigned b = 0;
+    while (b < ND_STORE_COMMIT_BUCKETS && us > nd_store_commit_bucket_us[b])
+        b++;
+    atomic_fetch_add(&st->commit_buckets[b], 1);
+    atomic_fetch_add(&st->commit_us_sum, us);
+}
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -726,6 +756,16 @@ static int commit_error(nd_store *st, int rc)
     return avail < FULL_SLACK ? ENOSPC : rc;
 }
 
+/* Begins a write transaction, reopening an environment that a failed
+ * commit left unusable. Returns 0 or the LMDB error. */
+static int write_begin(nd_store *st, MDB_txn **txn)
+{
+    int rc = st->env ? mdb_txn_begin(st->env, NULL, 0, txn) : MDB_PANIC;
+    if (rc == MDB_PANIC && env_reopen(st) == 0)
+        rc = mdb_txn_begin(st->env, NULL, 0, txn);
+    return rc;
+}
+
 /* Applies n changes starting at first in one write transaction. Sets each
  * change's status as it would be if the commit succeeds, and *res. Returns
  * the LMDB result of the transaction (0 when committed); the last_key hint
@@ -734,9 +774,7 @@ static int apply_txn(nd_store *st, change *first, size_t n, txn_result *res)
 {
     MDB_txn *txn;
     *res = (txn_result){false, 0};
-    int rc = st->env ? mdb_txn_begin(st->env, NULL, 0, &txn) : MDB_PANIC;
-    if (rc == MDB_PANIC && env_reopen(st) == 0)
-        rc = mdb_txn_begin(st->env, NULL, 0, &txn);
+    int rc = write_begin(st, &txn);
     if (rc)
         return rc;
     int64_t last = st->last_key;
@@ -789,10 +827,13 @@ static int fail_status(nd_store *st, int rc)
 static void commit_batch(nd_store *st, change *batch, size_t n)
 {
     txn_result res;
+    uint64_t t0 = mono_us();
     int rc = apply_txn(st, batch, n, &res);
     count_txn(st, rc, n, &res);
-    if (rc == 0)
+    if (rc == 0) {
+        count_commit_time(st, mono_us() - t0);
         return;
+    }
     if (n > 1 && is_space_error(rc)) {
         if (st->env)
             mdb_reader_check(st->env, NULL);
@@ -807,6 +848,69 @@ static void commit_batch(nd_store *st, change *batch, size_t n)
     int status = fail_status(st, rc);
     for (change *c = batch; c; c = c->next)
         c->status = status;
+}
+
+/* One probe transaction: puts PROBE_BYTES under info/PROBE_KEY, or
+ * deletes it. Returns 0 when committed, else the LMDB error. */
+static int probe_txn(nd_store *st, bool put)
+{
+    MDB_txn *txn;
+    MDB_dbi info;
+    MDB_val k = {sizeof(PROBE_KEY) - 1, PROBE_KEY}, v = {PROBE_BYTES, NULL};
+    int rc = write_begin(st, &txn);
+    if (rc)
+        return rc;
+    rc = mdb_dbi_open(txn, DB_INFO, 0, &info);
+    if (rc == 0 && put && (rc = mdb_put(txn, info, &k, &v, MDB_RESERVE)) == 0)
+        memset(v.mv_data, 0, PROBE_BYTES);
+    else if (rc == 0 && !put && (rc = mdb_del(txn, info, &k, NULL)) == MDB_NOTFOUND)
+        rc = 0;
+    if (rc) {
+        mdb_txn_abort(txn);
+        return rc;
+    }
+    return commit_error(st, mdb_txn_commit(txn));
+}
+
+/* Finds out whether the store can take writes, without a client's change:
+ * commits PROBE_BYTES of new pages (which must reach the disk), then
+ * deletes them again. Sets writable accordingly. Runs at open and, while
+ * not writable, on the idle commit thread every PROBE_MS, so that
+ * readiness returns when space does (a server out of its balancer's
+ * rotation gets no registration that could prove it). */
+static void probe_space(nd_store *st)
+{
+    int rc = probe_txn(st, true);
+    if (rc == 0)
+        rc = probe_txn(st, false);
+    atomic_fetch_add(&st->probes, 1);
+    atomic_store(&st->writable, rc == 0);
+}
+
+/* Waits for changes or closing. Lock held. While not writable, probes
+ * every PROBE_MS meanwhile. */
+static void do_wait_work(nd_store *st)
+{
+    while (!st->head && !st->closing) {
+        if (atomic_load(&st->writable)) {
+            pthread_cond_wait(&st->work, &st->mu);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += PROBE_MS / 1000;
+        ts.tv_nsec += (long)(PROBE_MS % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        if (pthread_cond_timedwait(&st->work, &st->mu, &ts) == ETIMEDOUT && !st->head
+            && !st->closing) {
+            pthread_mutex_unlock(&st->mu);
+            probe_space(st);
+            pthread_mutex_lock(&st->mu);
+        }
+    }
 }
 
 /* Detaches up to max_batch changes from the queue. Lock held. */
@@ -836,8 +940,7 @@ static void *commit_main(void *arg)
     for (;;) {
         size_t n;
         pthread_mutex_lock(&st->mu);
-        while (!st->head && !st->closing)
-            pthread_cond_wait(&st->work, &st->mu);
+        do_wait_work(st);
         if (!st->head) {
             pthread_mutex_unlock(&st->mu);
             break;
@@ -902,7 +1005,11 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
     st->lock_fd = -1;
     pthread_rwlock_init(&st->env_lock, NULL);
     pthread_mutex_init(&st->mu, NULL);
-    pthread_cond_init(&st->work, NULL);
+    pthread_condattr_t mono;
+    pthread_condattr_init(&mono);
+    pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);   /* do_wait_work */
+    pthread_cond_init(&st->work, &mono);
+    pthread_condattr_destroy(&mono);
     pthread_cond_init(&st->space, NULL);
     if (opts)
         st->opts = *opts;
@@ -932,7 +1039,7 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
     if (rc == 0 && dir_created && (rc = dir_parent_sync(dir)) != 0)
         set_err(err, errlen, rc, "cannot sync the parent of %s: %s", dir, strerror(-rc));
     if (rc == 0) {
-        atomic_store(&st->writable, true);
+        probe_space(st);        /* a full map or disk: open, not writable */
         rc = -pthread_create(&st->thread, NULL, commit_main, st);
         if (rc)
             set_err(err, errlen, rc, "cannot start the commit thread: %s", strerror(-rc));
@@ -1041,6 +1148,26 @@ static void read_end(nd_store *st, MDB_txn *txn)
     pthread_rwlock_unlock(&st->env_lock);
 }
 
+/* Maps the used part of the file in one call before a scan reads all of
+ * it: MADV_POPULATE_READ (Linux 5.14+) reads it in and fills the page
+ * tables, instead of a page fault per 64 KiB (fault-around), which costs
+ * tens of microseconds each on some virtual machines. A hint. */
+static void prefault_map(MDB_env *env)
+{
+#ifdef MADV_POPULATE_READ
+    MDB_envinfo info;
+    MDB_stat est;
+    if (mdb_env_info(env, &info) || mdb_env_stat(env, &est) || !info.me_mapaddr)
+        return;
+    size_t used = ((size_t)info.me_last_pgno + 1) * est.ms_psize;
+    if (used > info.me_mapsize)
+        used = info.me_mapsize;
+    madvise(info.me_mapaddr, used, MADV_POPULATE_READ);
+#else
+    (void)env;
+#endif
+}
+
 int nd_store_scan(nd_store *st, int (*visit)(void *arg, const nd_record *rec), void *arg)
 {
     MDB_txn *txn;
@@ -1050,6 +1177,7 @@ int nd_store_scan(nd_store *st, int (*visit)(void *arg, const nd_record *rec), v
     int rc = read_begin(st, &txn);
     if (rc)
         return rc;
+    prefault_map(st->env);
     if ((rc = mdb_cursor_open(txn, st->dbi, &cur))) {
         read_end(st, txn);
         return mdb_errno(rc);
@@ -1210,6 +1338,10 @@ void nd_store_get_stats(nd_store *st, nd_store_stats *out)
     out->max_batch = atomic_load(&st->max_batch);
     out->reopens = atomic_load(&st->reopens);
     out->appended = atomic_load(&st->appended);
+    out->probes = atomic_load(&st->probes);
+    out->commit_us_sum = atomic_load(&st->commit_us_sum);
+    for (unsigned i = 0; i <= ND_STORE_COMMIT_BUCKETS; i++)
+        out->commit_buckets[i] = atomic_load(&st->commit_buckets[i]);
     pthread_mutex_lock(&st->mu);
     out->queued = st->queued;
     pthread_mutex_unlock(&st->mu);

@@ -163,8 +163,18 @@ int nd_store_backup_path(const char *src_dir, const char *dst_dir, char *err, si
 /* True while the last commit succeeded (storage writable). Becomes false
  * when a commit fails (map or disk full, I/O error) and true again at the
  * next commit that succeeds and wrote something (deletes of missing records
- * and refused duplicate puts prove nothing). True after open. */
+ * and refused duplicate puts prove nothing). To find out without waiting
+ * for a change, the store probes: at open, and every second while it is
+ * not writable and no change is queued, it commits 16 KiB of new pages
+ * into its info database and deletes them again; writable follows the
+ * probe's result (stats.probes counts them). */
 bool nd_store_writable(const nd_store *st);
+
+#define ND_STORE_COMMIT_BUCKETS 14 /* bounds of the commit-latency histogram */
+
+/* Upper bounds, in microseconds and increasing, of the buckets of
+ * nd_store_stats.commit_buckets. */
+extern const uint64_t nd_store_commit_bucket_us[ND_STORE_COMMIT_BUCKETS];
 
 typedef struct nd_store_stats {
     uint64_t commits;        /* write transactions committed */
@@ -177,6 +187,14 @@ typedef struct nd_store_stats {
     uint64_t reopens;        /* environment reopened after a fatal error */
     uint64_t appended;       /* committed puts that took the append path
                               * (time above every stored one) */
+    uint64_t probes;         /* writability probes run (see nd_store_writable) */
+    uint64_t commit_us_sum;  /* time spent in committed write transactions
+                              * (begin, apply, commit with fsync), in us */
+    uint64_t commit_buckets[ND_STORE_COMMIT_BUCKETS + 1];
+                             /* committed transactions by duration: [i]
+                              * counts those <= nd_store_commit_bucket_us[i]
+                              * and above the previous bound (not
+                              * cumulative); the last counts the rest */
 } nd_store_stats;
 
 /* Copies the counters since open into *out. Does not allocate. */

@@ -60,5 +60,18 @@ ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1" \
 UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
     run_suite "AddressSanitizer + UBSan build" build-asan -Db_sanitize=address,undefined -Db_lundef=false
 
+# ---- fuzz stage (issue 7) -------------------------------------------------
+# libFuzzer targets built with clang (ASan + UBSan), each run for
+# FUZZ_SECONDS (60) on its seed corpus, two at a time; each target counts as
+# one test result. Details: tests/fuzz/run.sh; reports in build-fuzz/logs/.
+echo "=== fuzz: build and run"
+bash tests/fuzz/run.sh --time "${FUZZ_SECONDS:-60}" --jobs 2 --out build-fuzz
+fuzz_pass=$(grep -c ': PASS' build-fuzz/results.txt 2>/dev/null)
+fuzz_fail=$(grep -c ': FAIL' build-fuzz/results.txt 2>/dev/null)
+passed=$((passed + ${fuzz_pass:-0}))
+failed=$((failed + ${fuzz_fail:-0}))
+((${fuzz_pass:-0} + ${fuzz_fail:-0} > 0)) || failed=$((failed + 1)) # no result at all
+# ---- end of fuzz stage ----------------------------------------------------
+
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 [[ $failed -eq 0 && $passed -gt 0 ]]

@@ -1096,16 +1096,28 @@ static void test_disk_full(void)
         check_stored(st, &x.r);
         free_rec(&x);
     }
-    /* Restart while the disk is still full: opens, reads, refuses writes. */
+    /* Restart while the disk is still full: opens, reads, refuses writes;
+     * the probe at open tells it is not writable before any write. */
     nd_store_close(st);
     st = open_ok(dir, &o);
+    CHECK(!nd_store_writable(st));
     CHECK_RC(nd_store_count(st), acked);
     rec_buf z;
     make_rec(&z, "z-", 0, 1000);
     CHECK_RC(put_sync(st, &z.r), -ENOSPC);
     free_rec(&z);
 
-    unlink(filler);                 /* space returns: no restart needed */
+    /* Space returns: the idle store finds out by itself (probe), and writes
+     * work, no restart needed. */
+    nd_store_stats before, after;
+    nd_store_get_stats(st, &before);
+    unlink(filler);
+    for (int i = 0; i < 300 && !nd_store_writable(st); i++)
+        usleep(10000);
+    CHECK(nd_store_writable(st));
+    nd_store_get_stats(st, &after);
+    CHECK(after.probes > before.probes && after.commits == before.commits);
+    CHECK_RC(nd_store_count(st), acked);
     rec_buf y;
     make_rec(&y, "d-", acked, 1000);
     CHECK_RC(put_sync(st, &y.r), 0);

@@ -50,8 +50,9 @@ class Server:
     """
 
     def __init__(self, args=(), data_dir=None, in_memory=False, wait_ready=True,
-                 env=None, threads=2, start_timeout=30.0, port=None):
+                 env=None, threads=2, start_timeout=30.0, port=None, sync=False):
         self.args = list(args)
+        self.sync = sync  # True: fsync each commit as in production (no --no-sync)
         self.tmp = None
         if data_dir is None and not in_memory:
             self.tmp = tempfile.mkdtemp(prefix="neardupd-test-")
@@ -72,7 +73,9 @@ class Server:
 
     def start(self):
         cmd = [neardupd_path(), "--listen", "%s:%d" % (HOST, self.fixed_port or 0),
-               "--threads", str(self.threads), "--no-sync"]
+               "--threads", str(self.threads)]
+        if not self.sync:
+            cmd.append("--no-sync")
         if self.in_memory:
             cmd.append("--in-memory")
         else:

@@ -1,0 +1,269 @@
+/* request.c - request bodies and paths: parse, validate, or say why not. */
+#include "request.h"
+#include "index.h"
+#include "registry.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/http.h>
+#include <jansson.h>
+
+static int refuse(nd_request_error *err, int status, const char *code, const char *field,
+                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Fills *err; returns -1. Messages are ASCII but for what the formats add,
+ * which is validated UTF-8 (field names, jansson's error text), so a cut at
+ * the buffer's end is moved back to a character boundary. */
+static int refuse(nd_request_error *err, int status, const char *code, const char *field,
+                  const char *fmt, ...)
+{
+    memset(err, 0, sizeof(*err));
+    err->status = status;
+    err->code = code;
+    if (field)
+        snprintf(err->field, sizeof(err->field), "%s", field);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    va_end(ap);
+    if (n >= (int)sizeof(err->message)) {
+        size_t len = sizeof(err->message) - 1, lead = len;
+        while (lead > 0 && ((unsigned char)err->message[lead - 1] & 0xC0) == 0x80)
+            lead--;
+        if (lead > 0) {
+            unsigned char c = (unsigned char)err->message[lead - 1];
+            size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+            if (lead - 1 + need > len) /* the last sequence was cut */
+                err->message[lead - 1] = 0;
+        }
+    }
+    return -1;
+}
+
+#define invalid_field(err, field, ...) refuse((err), 400, "invalid_field", (field), __VA_ARGS__)
+
+void nd_request_parser_finish(nd_request_parser *p)
+{
+    nd_json_scratch_finish(&p->js);
+}
+
+int nd_request_content_kind(const char *ct, bool plain_ok, nd_request_error *err)
+{
+    int kind = 0;
+    if (ct) {
+        while (*ct == ' ' || *ct == '\t')
+            ct++;
+        size_t n = strcspn(ct, "; \t");
+        if (n == 16 && strncasecmp(ct, "application/json", n) == 0)
+            kind = ND_BODY_JSON;
+        else if (plain_ok && n == 10 && strncasecmp(ct, "text/plain", n) == 0)
+            kind = ND_BODY_TEXT;
+        const char *cs = strcasestr(ct + n, "charset=");
+        if (kind && cs) {
+            cs += 8;
+            if (*cs == '"')
+                cs++;
+            if (strncasecmp(cs, "utf-8", 5) != 0 && strncasecmp(cs, "utf8", 4) != 0)
+                kind = 0;
+        }
+    }
+    if (!kind)
+        refuse(err, 415, "unsupported_media_type", NULL,
+               "Content-Type must be application/json%s (UTF-8)",
+               plain_ok ? " or text/plain" : "");
+    return kind;
+}
+
+int nd_request_text_size(size_t len, const nd_request_limits *lim, const char *field,
+                         nd_request_error *err)
+{
+    if (len <= lim->max_text)
+        return 0;
+    return invalid_field(err, field, "%s is %zu bytes; the limit is %zu", field, len,
+                         lim->max_text);
+}
+
+/* Reads the body as a JSON object into p->members; sets *n. */
+static int read_members(nd_request_parser *p, const char *body, size_t len, size_t *n,
+                        nd_request_error *err)
+{
+    nd_json_error jerr = {0};
+    int rc = nd_json_read_object(body, len, &p->js, p->members, ND_REQUEST_MAX_MEMBERS, n, &jerr);
+    if (rc == 0)
+        return 0;
+    if (rc == -EINVAL) {
+        refuse(err, 400, "invalid_json", NULL, "invalid JSON at line %u, column %u: %s",
+               jerr.line, jerr.column, jerr.text);
+        err->line = jerr.line;
+        err->column = jerr.column;
+        return -1;
+    }
+    if (rc == -E2BIG)
+        return refuse(err, 400, "invalid_json", NULL, "more than %d fields in the object",
+                      ND_REQUEST_MAX_MEMBERS);
+    return refuse(err, 500, "internal", NULL, "out of memory");
+}
+
+/* The member key if present and not null, else NULL. */
+static const nd_json_value *field(const nd_request_parser *p, size_t n, const char *key)
+{
+    const nd_json_member *f = nd_json_find(p->members, n, key);
+    return f && f->value.type != ND_JSON_NULL ? &f->value : NULL;
+}
+
+/* Checks every item of a batch: at most max_batch strings within max_text. */
+static int check_batch(nd_request_parser *p, const nd_json_value *texts,
+                       const nd_request_limits *lim, size_t *count, nd_request_error *err)
+{
+    nd_json_iter it;
+    nd_json_value t;
+    size_t n = 0;
+    nd_json_iter_init(&it, texts, &p->js);
+    while (nd_json_iter_next(&it, &t)) {
+        char name[32];
+        snprintf(name, sizeof(name), "texts[%zu]", n);
+        if (n == lim->max_batch)
+            return invalid_field(err, "texts", "texts holds more than %u items", lim->max_batch);
+        if (t.type != ND_JSON_STRING)
+            return invalid_field(err, name, "%s must be a string", name);
+        if (nd_request_text_size(t.str_len, lim, name, err) < 0)
+            return -1;
+        n++;
+    }
+    *count = n;
+    return 0;
+}
+
+int nd_request_parse_fingerprint(nd_request_parser *p, const char *body, size_t len,
+                                 const nd_request_limits *lim, nd_fingerprint_request *out,
+                                 nd_request_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    size_t n;
+    if (read_members(p, body, len, &n, err) < 0)
+        return -1;
+    const nd_json_value *text = field(p, n, "text");
+    const nd_json_value *texts = field(p, n, "texts");
+    if (text && texts)
+        return invalid_field(err, "texts", "give either text or texts, not both");
+    if (texts) {
+        if (texts->type != ND_JSON_ARRAY)
+            return invalid_field(err, "texts", "texts must be an array of strings");
+        out->texts = texts;
+        return check_batch(p, texts, lim, &out->ntexts, err);
+    }
+    if (!text || text->type != ND_JSON_STRING)
+        return invalid_field(err, "text", "text must be a string (or texts an array of strings)");
+    if (nd_request_text_size(text->str_len, lim, "text", err) < 0)
+        return -1;
+    out->text = text->str;
+    out->text_len = text->str_len;
+    return 0;
+}
+
+/* Compact JSON of a "meta" object into out (new string). */
+static int meta_compact(const nd_json_value *meta, const nd_request_limits *lim,
+                        nd_check_request *out, nd_request_error *err)
+{
+    if (meta->type != ND_JSON_OBJECT)
+        return invalid_field(err, "meta", "meta must be an object");
+    json_error_t jerr;
+    json_t *obj = json_loadb(meta->raw, meta->raw_len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL,
+                             &jerr);
+    if (!obj)
+        return invalid_field(err, "meta", "meta is not valid: %s", jerr.text);
+    char *text = json_dumps(obj, JSON_COMPACT);
+    json_decref(obj);
+    if (!text)
+        return refuse(err, 500, "internal", NULL, "out of memory");
+    size_t n = strlen(text);
+    if (n > lim->max_meta) {
+        free(text);
+        return invalid_field(err, "meta", "meta is %zu bytes as compact JSON; the limit is %zu",
+                             n, lim->max_meta);
+    }
+    out->meta = text;
+    out->meta_len = n;
+    return 0;
+}
+
+/* The optional fields of a check: id, register, k, meta. */
+static int check_fields(nd_request_parser *p, size_t n, const nd_request_limits *lim,
+                        nd_check_request *out, nd_request_error *err)
+{
+    const nd_json_value *id = field(p, n, "id");
+    const nd_json_value *reg = field(p, n, "register");
+    const nd_json_value *k = field(p, n, "k");
+    const nd_json_value *meta = field(p, n, "meta");
+    if (id) {
+        if (id->type != ND_JSON_STRING || nd_registry_id_valid(id->str, id->str_len) < 0)
+            return invalid_field(err, "id",
+                                 "id must be a string of 1 to %d bytes of UTF-8 without "
+                                 "control characters", ND_ID_MAX);
+        out->id = id->str;
+        out->id_len = id->str_len;
+    }
+    if (reg && reg->type != ND_JSON_TRUE && reg->type != ND_JSON_FALSE)
+        return invalid_field(err, "register", "register must be true or false");
+    out->do_register = reg && reg->type == ND_JSON_TRUE;
+    if (out->do_register && !out->id)
+        return invalid_field(err, "id", "registering needs an id");
+    out->k = lim->default_k;
+    if (k) {
+        if (k->type != ND_JSON_NUMBER || !k->is_int || k->i < 0 || k->i > ND_INDEX_MAX_K)
+            return invalid_field(err, "k", "k must be an integer from 0 to %d", ND_INDEX_MAX_K);
+        out->k = (unsigned)k->i;
+    }
+    if (meta)
+        return meta_compact(meta, lim, out, err);
+    return 0;
+}
+
+int nd_request_parse_check(nd_request_parser *p, const char *body, size_t len,
+                           const nd_request_limits *lim, nd_check_request *out,
+                           nd_request_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    size_t n;
+    if (read_members(p, body, len, &n, err) < 0)
+        return -1;
+    const nd_json_value *text = field(p, n, "text");
+    if (!text || text->type != ND_JSON_STRING)
+        return invalid_field(err, "text", "text must be a string");
+    if (check_fields(p, n, lim, out, err) < 0 ||
+        nd_request_text_size(text->str_len, lim, "text", err) < 0) {
+        free(out->meta);
+        out->meta = NULL;
+        return -1;
+    }
+    out->text = text->str;
+    out->text_len = text->str_len;
+    return 0;
+}
+
+int nd_request_parse_document_id(const char *encoded, char **id, size_t *len,
+                                 nd_request_error *err)
+{
+    *id = NULL;
+    *len = 0;
+    if (!*encoded)
+        return refuse(err, 404, "not_found", NULL, "no document id in the path");
+    size_t n = 0;
+    char *dec = evhttp_uridecode(encoded, 0, &n);
+    if (!dec)
+        return refuse(err, 500, "internal", NULL, "out of memory");
+    if (nd_registry_id_valid(dec, n) < 0) {
+        free(dec);
+        return invalid_field(err, "id",
+                             "the id must be 1 to %d bytes of UTF-8 without control "
+                             "characters (percent-encoded in the path)", ND_ID_MAX);
+    }
+    *id = dec;
+    *len = n;
+    return 0;
+}

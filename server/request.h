@@ -1,0 +1,103 @@
+/* request.h - request bodies and paths parsed and validated without HTTP.
+ *
+ * The handlers in api.c and the fuzz targets in tests/fuzz/ call the same
+ * functions: bytes in, a request struct or an error out, ready to become an
+ * HTTP answer. Nothing here touches the network, logs or reads globals.
+ *
+ * Pointers handed out (texts, ids, batch arrays) are borrowed from the body
+ * or from the parser's scratch, valid until the next call with the same
+ * parser or until the body changes; "meta" is a new string. */
+#ifndef ND_REQUEST_H
+#define ND_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "json.h"
+
+#define ND_REQUEST_MAX_MEMBERS 32 /* fields of a request object */
+
+/* The limits a body is validated against (from nd_config). */
+typedef struct nd_request_limits {
+    unsigned max_batch; /* most texts in one /fingerprint batch */
+    size_t max_meta;    /* largest "meta" as compact JSON, bytes */
+    size_t max_text;    /* longest single text, bytes of UTF-8 */
+    unsigned default_k; /* k when the request gives none */
+} nd_request_limits;
+
+/* Why a request was refused. */
+typedef struct nd_request_error {
+    int status;            /* 400, 404, 415 or 500 */
+    const char *code;      /* "invalid_json", "invalid_field", ... (static) */
+    char field[32];        /* invalid_field: the field at fault ("texts[3]"), else "" */
+    unsigned line, column; /* invalid_json at a position: 1-based; else 0 */
+    char message[256];     /* for people; valid UTF-8 */
+} nd_request_error;
+
+/* Per-thread parsing state (the caller's storage, zero-initialised). */
+typedef struct nd_request_parser {
+    nd_json_scratch js;
+    nd_json_member members[ND_REQUEST_MAX_MEMBERS];
+} nd_request_parser;
+
+/* Frees the parser's memory (the struct is the caller's). */
+void nd_request_parser_finish(nd_request_parser *p);
+
+enum nd_body_kind {
+    ND_BODY_JSON = 1,
+    ND_BODY_TEXT = 2,
+};
+
+/* Classifies a Content-Type header value (NULL when absent): application/json,
+ * or text/plain when plain_ok, with an optional charset that must be UTF-8.
+ * Returns an nd_body_kind, or 0 with *err set to 415. */
+int nd_request_content_kind(const char *content_type, bool plain_ok, nd_request_error *err);
+
+/* Checks that a text of len bytes is within lim->max_text; field names it.
+ * Returns 0, or -1 with *err set (400 invalid_field). */
+int nd_request_text_size(size_t len, const nd_request_limits *lim, const char *field,
+                         nd_request_error *err);
+
+/* POST /fingerprint as JSON: {"text": "..."} or {"texts": ["...", ...]}. */
+typedef struct nd_fingerprint_request {
+    const char *text;           /* the single text (borrowed), or NULL for a batch */
+    size_t text_len;
+    const nd_json_value *texts; /* the batch (borrowed from the parser), or NULL */
+    size_t ntexts;              /* items in the batch, all strings within the limits */
+} nd_fingerprint_request;
+
+/* Parses and validates a /fingerprint JSON body. Returns 0 and fills *out, or
+ * -1 with *err set (400 invalid_json / invalid_field, 500 out of memory).
+ * Iterate a batch with nd_json_iter_init(&it, out->texts, &p->js). Allocates
+ * only to grow the parser's scratch. */
+int nd_request_parse_fingerprint(nd_request_parser *p, const char *body, size_t len,
+                                 const nd_request_limits *lim, nd_fingerprint_request *out,
+                                 nd_request_error *err);
+
+/* POST /check-original. */
+typedef struct nd_check_request {
+    const char *text; /* borrowed */
+    size_t text_len;
+    const char *id;   /* borrowed, or NULL */
+    size_t id_len;
+    bool do_register;
+    unsigned k;
+    char *meta;       /* compact JSON of "meta" (new, caller frees), or NULL */
+    size_t meta_len;
+} nd_check_request;
+
+/* Parses and validates a /check-original body. Returns 0 and fills *out (the
+ * caller frees out->meta), or -1 with *err set (400, or 500 out of memory;
+ * out->meta is then NULL). */
+int nd_request_parse_check(nd_request_parser *p, const char *body, size_t len,
+                           const nd_request_limits *lim, nd_check_request *out,
+                           nd_request_error *err);
+
+/* Decodes the percent-encoded id after "/documents/". Returns 0 with *id a
+ * new NUL-terminated string (caller frees) of *len bytes, or -1 with *err
+ * set: 404 when encoded is empty, 400 invalid_field "id" when the decoded id
+ * is not valid. */
+int nd_request_parse_document_id(const char *encoded, char **id, size_t *len,
+                                 nd_request_error *err);
+
+#endif

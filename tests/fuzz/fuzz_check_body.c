@@ -1,0 +1,64 @@
+/* fuzz_check_body - POST /check-original: the JSON body's parsing and
+ * validation (server/request.c), then what the handler does with an accepted
+ * request before the registry: fingerprint the text, hash it.
+ *
+ * Invariants: a refusal is well formed (fuzz_body_common.h) and leaves no
+ * "meta" behind (LeakSanitizer); an accepted request has a valid id when it
+ * has one, an id when it registers, k in 0..8, a text within the limit that
+ * the fingerprinter accepts, and a "meta" that is a compact JSON object
+ * within the limit. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "fingerprint.h"
+#include "fuzz_body_common.h"
+#include "index.h"
+#include "registry.h"
+
+static nd_fingerprinter *fp;
+static nd_fp_scratch *fps;
+static nd_request_parser parser;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc, (void)argv;
+    if (nd_fingerprinter_create(&fp) < 0 || nd_fp_scratch_create(&fps) < 0)
+        abort();
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    nd_request_limits lim = fuzz_limits(data[0]);
+    const char *body = (const char *)data + 1;
+    size_t len = size - 1;
+    nd_check_request cr;
+    nd_request_error e;
+    if (nd_request_parse_check(&parser, body, len, &lim, &cr, &e) < 0) {
+        fuzz_check_refusal(&e);
+        FUZZ_CHECK(cr.meta == NULL, "meta left on a refusal");
+        return 0;
+    }
+    FUZZ_CHECK(cr.text && cr.text_len <= lim.max_text, "text");
+    if (cr.id)
+        FUZZ_CHECK(nd_registry_id_valid(cr.id, cr.id_len) == 0, "id");
+    FUZZ_CHECK(!cr.do_register || cr.id, "registering without an id");
+    FUZZ_CHECK(cr.k <= ND_INDEX_MAX_K, "k %u", cr.k);
+    if (cr.meta) {
+        FUZZ_CHECK(strlen(cr.meta) == cr.meta_len && cr.meta_len <= lim.max_meta, "meta size");
+        json_t *m = json_loadb(cr.meta, cr.meta_len, JSON_ALLOW_NUL, NULL);
+        FUZZ_CHECK(json_is_object(m), "meta is not an object: %s", cr.meta);
+        char *again = json_dumps(m, JSON_COMPACT);
+        FUZZ_CHECK(again && strcmp(again, cr.meta) == 0, "meta is not compact");
+        free(again);
+        json_decref(m);
+    }
+    nd_fingerprint_result r;
+    FUZZ_CHECK(nd_fingerprint(fp, fps, cr.text, cr.text_len, &r) == 0, "fingerprint");
+    uint8_t hash[16];
+    nd_registry_text_hash(cr.text, cr.text_len, hash);
+    free(cr.meta);
+    return 0;
+}

@@ -1,0 +1,74 @@
+"""`systemd-analyze verify` accepts deploy/systemd/neardupd.service and an
+instance of neardupd@.service (ExecStart pointed at the built neardupd, as
+verify wants an existing binary), with no warning about the units; and
+`systemd-analyze security --offline` rates their exposure low.
+
+Skipped (exit 77) where systemd-analyze is not installed."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import SOURCE_ROOT, Runner, check, neardupd_path  # noqa: E402
+
+T = Runner("test_systemd")
+UNITS = os.path.join(SOURCE_ROOT, "deploy", "systemd")
+
+
+def prepared(tmp, unit, name):
+    """A copy of unit named name, running the built binary."""
+    with open(os.path.join(UNITS, unit)) as f:
+        text = f.read()
+    text, n = re.subn(r"^ExecStart=/usr/bin/neardupd\b", "ExecStart=" + os.path.abspath(neardupd_path()), text,
+                      flags=re.M)
+    check(n == 1, "%s: ExecStart=/usr/bin/neardupd not found once", unit)
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def verify(path):
+    p = subprocess.run(["systemd-analyze", "verify", path], capture_output=True, text=True,
+                       timeout=60)
+    name = os.path.basename(path)
+    ours = [l for l in (p.stdout + p.stderr).splitlines() if name in l or path in l]
+    check(p.returncode == 0 and not ours, "systemd-analyze verify %s (exit %d):\n%s%s", name,
+          p.returncode, p.stdout, p.stderr)
+
+
+def exposure(path):
+    """Overall exposure (0 = safe .. 10), or None if --offline is missing."""
+    p = subprocess.run(["systemd-analyze", "security", "--offline=yes", "--no-pager", path],
+                       capture_output=True, text=True, timeout=60)
+    m = re.search(r"Overall exposure level for \S+: ([0-9.]+)", p.stdout)
+    return float(m.group(1)) if m else None
+
+
+@T.test
+def units_verify_and_are_hardened():
+    tmp = tempfile.mkdtemp(prefix="neardup-systemd-")
+    try:
+        for unit, name in (("neardupd.service", "neardupd.service"),
+                           ("neardupd@.service", "neardupd@a.service")):
+            path = prepared(tmp, unit, name)
+            verify(path)
+            level = exposure(path)
+            if level is None:
+                print("  %s: systemd-analyze security --offline unavailable" % name)
+            else:
+                print("  %s: exposure %.1f" % (name, level))
+                check(level <= 2.0, "%s: exposure %.1f, above 2.0", name, level)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    if shutil.which("systemd-analyze") is None:
+        print("SKIP: systemd-analyze is not installed here")
+        sys.exit(77)
+    T.run()
