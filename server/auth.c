@@ -176,7 +176,8 @@ int nd_auth_check(const nd_auth *a, const char *h)
     memcpy(given, h, n);
     /* Both the bytes (over the whole padded buffer) and the lengths are
      * compared, each in constant time, and combined without a branch. */
-    int same = nd_auth_equal(given, a->token, sizeof(given)) & nd_auth_equal(&n, &a->len, sizeof(n));
+    int same = nd_auth_equal(given, a->token, sizeof(given)) &
+               nd_auth_equal(&n, &a->len, sizeof(n));
     explicit_bzero(given, sizeof(given));
     return same ? ND_AUTH_OK : ND_AUTH_INVALID;
 }

@@ -309,9 +309,9 @@ void nd_config_usage(FILE *out, const char *prog)
     }
     fprintf(out, "  %-26s %s\n  %-26s %s\n", "--help", "show this text and exit", "--version",
             "show the version and exit");
-    fprintf(out, "\nAuthentication: with a token (--token-file, or NEARDUP_TOKEN in the environment;\n"
-                 "never as a flag, which ps would show) registering, DELETE and admin endpoints\n"
-                 "need \"Authorization: Bearer <token>\", else 401.\n");
+    fprintf(out, "\nAuthentication: with a token (--token-file, or NEARDUP_TOKEN in the\n"
+                 "environment; never as a flag, which ps would show) registering, DELETE and\n"
+                 "admin endpoints need \"Authorization: Bearer <token>\", else 401.\n");
     fprintf(out, "\nSignals: SIGTERM or SIGINT drains and exits 0: /readyz answers 503 at once,\n"
                  "the listeners close after --drain-delay, requests in flight get --drain-timeout\n"
                  "more, the store is flushed. A second signal exits at once.\n");

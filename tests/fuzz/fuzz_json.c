@@ -11,10 +11,12 @@
  * member's raw span parses (jansson) to the member's value; every array
  * iterates (nd_json_iter) to jansson's elements; and the decoded strings are
  * unchanged after the iterations (the iterator's part of the scratch does
- * not overlap the reader's). */
+ * not overlap the reader's). The writer, nd_json_write_string(), turns each
+ * decoded string back into a literal that jansson reads as the same bytes. */
 #include <errno.h>
 #include <string.h>
 
+#include <event2/buffer.h>
 #include <jansson.h>
 
 #include "fuzz_util.h"
@@ -62,6 +64,24 @@ static void same_value(const nd_json_value *v, json_t *j)
     json_t *raw = json_loadb(v->raw, v->raw_len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
     FUZZ_CHECK(raw && json_equal(raw, j), "raw span of %zu bytes is not the value", v->raw_len);
     json_decref(raw);
+}
+
+/* The writer: s[0..n) (valid UTF-8) as a literal that decodes to itself. */
+static void round_trip(const char *s, size_t n)
+{
+    struct evbuffer *b = evbuffer_new();
+    FUZZ_CHECK(b && nd_json_write_string(b, s, n) == 0, "write");
+    size_t len = evbuffer_get_length(b);
+    const char *lit = (const char *)evbuffer_pullup(b, -1);
+    json_error_t e;
+    json_t *j = json_loadb(lit, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
+    FUZZ_CHECK(j && json_is_string(j) && json_string_length(j) == n &&
+                   memcmp(json_string_value(j), s, n) == 0,
+               "literal of %zu bytes does not read back: %s", n, j ? "" : e.text);
+    for (size_t i = 0; i < len; i++)
+        FUZZ_CHECK((unsigned char)lit[i] >= 0x20, "raw control character in the literal");
+    json_decref(j);
+    evbuffer_free(b);
 }
 
 static void same_array(const nd_json_value *v, json_t *j)
@@ -133,10 +153,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_object_getn(j, m[i].key, m[i].key_len);
         FUZZ_CHECK(v, "key %zu changed", i);
-        if (m[i].value.type == ND_JSON_STRING)
+        if (m[i].value.type == ND_JSON_STRING) {
             FUZZ_CHECK(json_string_length(v) == m[i].value.str_len &&
                            memcmp(json_string_value(v), m[i].value.str, m[i].value.str_len) == 0,
                        "string %zu changed by iterating", i);
+            round_trip(m[i].value.str, m[i].value.str_len);
+        }
+        round_trip(m[i].key, m[i].key_len);
     }
     json_decref(j);
     return 0;

@@ -106,10 +106,10 @@ run_one() {
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
     ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
-    corp=$(find "$out/corpus/$t" -type f | wc -l)
+    corp=$(grep -o 'corp: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
     local verdict=PASS
     ((rc == 0)) || verdict=FAIL
-    echo "fuzz $t: $verdict execs=${execs:-0} cov=${cov:-0} ft=${ft:-0} corpus=$corp seconds=$time_s"
+    echo "fuzz $t: $verdict execs=${execs:-0} cov=${cov:-0} ft=${ft:-0} corpus=${corp:-0} seconds=$time_s"
     if ((rc != 0)); then
         grep -E 'ERROR:|invariant failed|SUMMARY|runtime error|Test unit written' "$log" | head -20
         echo "(full report: $log)"
