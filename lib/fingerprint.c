@@ -34,20 +34,55 @@
 #define WORD_MAX 256       /* bytes of a word that are hashed; the rest is cut */
 #define WEIGHT_SCALE 1024  /* weights are integers: 1.0 == 1024 */
 #define TABLE_MIN 1024     /* initial slots of the feature table */
-/* Features summed in 32-bit lanes before they are carried into 64-bit
- * counters: 2^31 / (largest weight, < 2^17 with cap 28 and pow 1.1). */
-#define LANE_FLUSH 8192
+/* The sum of step 5 is done per slot: the distinct features of one weight
+ * (most have tf 1, 2, 3, or at least the cap, so a text uses few slots). A
+ * slot counts, for each of the 64 bits, the features that have it set, in
+ * byte-wide counters; the counts are multiplied by the slot's weight before
+ * a counter could overflow and at the end. Integer arithmetic: the sums are
+ * exactly those of adding each feature's weight. */
+#define NSLOT_MAX (2 * ND_FP_MAX_N * ND_FP_TF_TABLE) /* distinct weights, at most */
+#define NO_SLOT 0xFFFFu
+#define SLOT_FLUSH 255 /* features after which a slot's byte counters are carried */
+/* Slot weights below PAIR_MAX are carried two counters per 64-bit multiply
+ * into pairs of 32-bit sums, themselves carried into set[] before they
+ * could overflow. */
+#define PAIR_MAX (1u << 23)
 
 enum { KIND_WORD = 0, KIND_CJK = 1 };
+
+/* Bits of nd_fingerprinter.ascii[], per byte. ASCII_CHAR must be 1. */
+enum {
+    ASCII_CHAR = 1, /* counts in `chars`: not class S */
+    ASCII_WORD = 2, /* a word character (ascii_fold[] holds its mapping) */
+    ASCII_SKIP = 4, /* '!' or ']': may start link markup anywhere */
+    ASCII_URL = 8,  /* h, w, f in either case: may start a URL at a word start */
+    ASCII_HIGH = 16 /* not ASCII */
+};
 
 struct nd_fingerprinter {
     nd_normalizer *norm;
     nd_fp_params params;
-    unsigned max_n; /* longest n-gram with a non-zero weight */
+    unsigned max_n;       /* longest n-gram with a non-zero weight */
+    bool counted[2];      /* [kind]: unigrams of that kind have a weight */
+    bool direct_cjk;      /* BMP CJK unigrams are counted by code point */
+    bool direct_word;     /* word unigrams are the features (max_n 1) */
     /* weight[kind][n][tf] for tf = 0..ND_FP_TF_TABLE */
     int64_t weight[2][ND_FP_MAX_N + 1][ND_FP_TF_TABLE + 1];
-    /* bit_mask[b][i] is -1 when bit i of byte b is set, else 0 */
-    int32_t bit_mask[256][8];
+    /* slot_of[kind][n][tf], tf = 1..ND_FP_TF_TABLE: the slot of that weight;
+     * with a cap <= ND_FP_TF_TABLE (capped), larger tf share the last one. */
+    uint16_t slot_of[2][ND_FP_MAX_N + 1][ND_FP_TF_TABLE + 1];
+    int64_t slot_weight[NSLOT_MAX];
+    bool capped;
+    uint8_t ascii[256];       /* ASCII_* bits of each byte */
+    uint8_t ascii_fold[256];  /* normalized form of an ASCII word byte, else 0 */
+    bool ascii_swar;          /* ascii_fold[] is [0-9a-z] and [A-Z] lowered */
+    /* With direct_cjk: for a BMP code point that normalizes to one CJK token
+     * counted by code point and not taking part in Hangul composition, that
+     * token's code point; else 0. */
+    uint16_t cjk_direct[ND_NORM_BMP];
+    /* With direct_cjk: the feature hash of each BMP code point as a CJK
+     * token (0 replaced by 1), or NULL if two of them are equal. Owned. */
+    uint64_t *cjk_hash;
 };
 
 /* One distinct feature of the current text. */
@@ -61,12 +96,14 @@ struct nd_fp_scratch {
     feature *slots; /* open addressing, linear probing, load <= 1/2 */
     uint32_t *used; /* indexes of occupied slots, in insertion order */
     size_t cap, nused;
+    size_t limit; /* cap / 2: the table grows before it holds more */
     /* Unigram CJK tokens of the BMP are counted by code point instead
      * (no hashing per occurrence): tf by code point, and the code points
      * seen, in order. Allocated at the first CJK character. */
     uint16_t *cjk_tf;
     uint16_t *cjk_seen;
     size_t ncjk;
+    struct fp_sum *sum; /* allocated at the first sum; counters kept zero */
 };
 
 /* Per-call state. */
@@ -83,6 +120,23 @@ typedef struct fp_state {
     bool word_start; /* a URL may start here (spec step 1) */
     int err;
 } fp_state;
+
+/* Running sums of sum_features(): set[i] is the sum of the weights of the
+ * features with bit i set, total the sum of all weights. */
+typedef struct fp_sum {
+    int64_t set[64], total;
+    /* pairs[k][j]: two 32-bit parts of set[], for bits 8j+k (low half) and
+     * 8j+32+k (high half); room is what each half can still take */
+    uint64_t pairs[8][4];
+    uint64_t room;
+    unsigned nused;              /* slots in use */
+    uint16_t used[NSLOT_MAX];    /* the slots in use, whose counters are not 0 */
+    uint32_t count[NSLOT_MAX];   /* features added to each slot */
+    uint32_t fresh[NSLOT_MAX];   /* of which in bytes[], not carried yet */
+    /* byte j of bytes[s][k]: features of slot s with bit 8j+k set, since the
+     * last carry */
+    uint64_t bytes[NSLOT_MAX][8];
+} fp_sum;
 
 void nd_fp_params_default(nd_fp_params *p)
 {
@@ -102,6 +156,168 @@ static int64_t feature_weight(const nd_fp_params *p, float w, uint32_t tf)
     return (int64_t)llround((double)WEIGHT_SCALE * w * pow((double)tf, p->tf_pow));
 }
 
+static uint64_t cjk_token_hash(uint32_t cp)
+{
+    uint8_t b[4];
+    return XXH3_64bits(b, nd_utf8_encode(cp, b));
+}
+
+/* Hangul composition (Unicode 3.12), as NFKC does: conjoining jamo L+V
+ * compose into an LV syllable, and LV+T into an LVT syllable. */
+#define HANGUL_S 0xAC00u
+#define HANGUL_L 0x1100u
+#define HANGUL_V 0x1161u
+#define HANGUL_T 0x11A7u
+#define HANGUL_NV 21u
+#define HANGUL_NT 28u
+#define HANGUL_NS 11172u
+
+static bool is_jamo_l(uint32_t cp) { return cp >= HANGUL_L && cp < HANGUL_L + 19; }
+static bool is_jamo_v(uint32_t cp) { return cp >= HANGUL_V && cp < HANGUL_V + HANGUL_NV; }
+static bool is_jamo_t(uint32_t cp) { return cp > HANGUL_T && cp < HANGUL_T + HANGUL_NT; }
+static bool is_lv(uint32_t cp)
+{
+    return cp >= HANGUL_S && cp < HANGUL_S + HANGUL_NS && (cp - HANGUL_S) % HANGUL_NT == 0;
+}
+
+/* Fills ascii[] and ascii_fold[] from the normalizer's table. */
+static void init_ascii(nd_fingerprinter *fp)
+{
+    for (unsigned c = 0; c < 256; c++) {
+        if (c >= 0x80) {
+            fp->ascii[c] = ASCII_HIGH;
+            continue;
+        }
+        uint32_t e = fp->norm->table[c];
+        unsigned bits = ND_NORM_CLASS(e) != ND_CHAR_SPACE ? ASCII_CHAR : 0;
+        if (ND_NORM_CLASS(e) == ND_CHAR_WORD) {
+            fp->ascii_fold[c] = (uint8_t)ND_NORM_CP(e);
+            bits |= ASCII_WORD;
+        }
+        if (c == '!' || c == ']')
+            bits |= ASCII_SKIP;
+        unsigned lower = c | 0x20;
+        if (lower == 'h' || lower == 'w' || lower == 'f')
+            bits |= ASCII_URL;
+        fp->ascii[c] = (uint8_t)bits;
+    }
+    fp->ascii_swar = true;
+    for (unsigned c = 0; c < 0x80; c++) {
+        unsigned want = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ? c
+                        : c >= 'A' && c <= 'Z'                         ? c | 0x20
+                                                                       : 0;
+        fp->ascii_swar &= fp->ascii_fold[c] == want;
+    }
+}
+
+/* Fills cjk_direct[]: the BMP code points whose normalization is a single
+ * CJK token that feed_cjk() would count at once, whatever came before. */
+static void init_cjk_direct(nd_fingerprinter *fp)
+{
+    for (uint32_t cp = 0; cp < ND_NORM_BMP; cp++) {
+        uint32_t e = fp->norm->table[cp];
+        if ((e & ND_NORM_MULTI) || ND_NORM_CLASS(e) != ND_CHAR_CJK)
+            continue;
+        uint32_t t = ND_NORM_CP(e);
+        if (cp < 0x800 || t == 0 || t >= ND_NORM_BMP || is_jamo_l(t) || is_jamo_v(t) || is_jamo_t(t) ||
+            is_lv(t))
+            continue;
+        fp->cjk_direct[cp] = (uint16_t)t;
+    }
+}
+
+/* Whether two of the non-zero values h[0..n) are equal (n <= 2^16). */
+static int have_duplicate(const uint64_t *h, size_t n, bool *dup)
+{
+    size_t cap = 1u << 17, mask = cap - 1;
+    uint64_t *set = calloc(cap, sizeof(*set));
+    if (!set)
+        return -ENOMEM;
+    *dup = false;
+    for (size_t k = 0; k < n && !*dup; k++) {
+        if (h[k] == 0)
+            continue;
+        size_t i = (size_t)h[k] & mask;
+        while (set[i] != 0 && set[i] != h[k])
+            i = (i + 1) & mask;
+        *dup = set[i] == h[k];
+        set[i] = h[k];
+    }
+    free(set);
+    return 0;
+}
+
+/* Builds cjk_hash: the hash of each BMP scalar value as a CJK token, so that
+ * the distinct CJK characters of a text are summed without hashing them or
+ * inserting them into the feature table. That is only the same as inserting
+ * them if no two of them can merge, so the table is dropped (NULL) when two
+ * hashes are equal. Returns 0 or -ENOMEM. */
+static int init_cjk_hash(nd_fingerprinter *fp)
+{
+    uint64_t *h = malloc(ND_NORM_BMP * sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    for (uint32_t cp = 0; cp < ND_NORM_BMP; cp++) {
+        if (cp >= 0xD800 && cp <= 0xDFFF) {
+            h[cp] = 0;
+            continue;
+        }
+        h[cp] = cjk_token_hash(cp);
+        if (h[cp] == 0)
+            h[cp] = 1;
+    }
+    bool dup;
+    if (have_duplicate(h, ND_NORM_BMP, &dup) < 0) {
+        free(h);
+        return -ENOMEM;
+    }
+    if (dup) {
+        free(h);
+        h = NULL;
+    }
+    fp->cjk_hash = h;
+    return 0;
+}
+
+/* Gives each distinct weight a slot: fills slot_of[] and slot_weight[]. */
+static void init_slots(nd_fingerprinter *fp)
+{
+    unsigned nslot = 0;
+    for (unsigned kind = 0; kind < 2; kind++) {
+        for (unsigned n = 1; n <= ND_FP_MAX_N; n++) {
+            for (unsigned tf = 1; tf <= ND_FP_TF_TABLE; tf++) {
+                int64_t w = fp->weight[kind][n][tf];
+                unsigned slot = 0;
+                while (slot < nslot && fp->slot_weight[slot] != w)
+                    slot++;
+                if (slot == nslot)
+                    fp->slot_weight[nslot++] = w;
+                fp->slot_of[kind][n][tf] = (uint16_t)slot;
+            }
+        }
+    }
+    fp->capped = fp->params.tf_cap > 0 && fp->params.tf_cap <= ND_FP_TF_TABLE;
+}
+
+/* Fills the weight tables. */
+static void init_weights(nd_fingerprinter *fp)
+{
+    const nd_fp_params *p = &fp->params;
+    for (unsigned n = 1; n <= ND_FP_MAX_N; n++) {
+        if (p->w_word[n] != 0.0f || p->w_cjk[n] != 0.0f)
+            fp->max_n = n;
+        for (uint32_t tf = 1; tf <= ND_FP_TF_TABLE; tf++) {
+            fp->weight[KIND_WORD][n][tf] = feature_weight(p, p->w_word[n], tf);
+            fp->weight[KIND_CJK][n][tf] = feature_weight(p, p->w_cjk[n], tf);
+        }
+    }
+    init_slots(fp);
+    fp->counted[KIND_WORD] = p->w_word[1] != 0.0f;
+    fp->counted[KIND_CJK] = p->w_cjk[1] != 0.0f;
+    fp->direct_cjk = fp->max_n == 1 && fp->counted[KIND_CJK];
+    fp->direct_word = fp->max_n == 1 && fp->counted[KIND_WORD];
+}
+
 int nd_fingerprinter_create_tuned(nd_fingerprinter **out, const nd_fp_params *p)
 {
     nd_fingerprinter *fp = calloc(1, sizeof(*fp));
@@ -113,15 +329,13 @@ int nd_fingerprinter_create_tuned(nd_fingerprinter **out, const nd_fp_params *p)
         return rc;
     }
     fp->params = *p;
-    for (unsigned b = 0; b < 256; b++)
-        for (unsigned i = 0; i < 8; i++)
-            fp->bit_mask[b][i] = (b >> i) & 1 ? -1 : 0;
-    for (unsigned n = 1; n <= ND_FP_MAX_N; n++) {
-        if (p->w_word[n] != 0.0f || p->w_cjk[n] != 0.0f)
-            fp->max_n = n;
-        for (uint32_t tf = 1; tf <= ND_FP_TF_TABLE; tf++) {
-            fp->weight[KIND_WORD][n][tf] = feature_weight(p, p->w_word[n], tf);
-            fp->weight[KIND_CJK][n][tf] = feature_weight(p, p->w_cjk[n], tf);
+    init_weights(fp);
+    init_ascii(fp);
+    if (fp->direct_cjk) {
+        init_cjk_direct(fp);
+        if ((rc = init_cjk_hash(fp)) < 0) {
+            nd_fingerprinter_destroy(fp);
+            return rc;
         }
     }
     *out = fp;
@@ -140,6 +354,7 @@ void nd_fingerprinter_destroy(nd_fingerprinter *fp)
     if (!fp)
         return;
     nd_normalizer_destroy(fp->norm);
+    free(fp->cjk_hash);
     free(fp);
 }
 
@@ -160,6 +375,7 @@ void nd_fp_scratch_destroy(nd_fp_scratch *s)
     free(s->used);
     free(s->cjk_tf);
     free(s->cjk_seen);
+    free(s->sum);
     free(s);
 }
 
@@ -189,13 +405,32 @@ static int scratch_grow(nd_fp_scratch *s)
     s->slots = slots;
     s->used = used;
     s->cap = cap;
+    s->limit = cap / 2;
+    return 0;
+}
+
+/* Allocates the per-code-point CJK counters at the first CJK character.
+ * Returns 0 or -ENOMEM. */
+static int scratch_cjk_ready(nd_fp_scratch *s)
+{
+    if (s->cjk_tf)
+        return 0;
+    s->cjk_tf = calloc(ND_NORM_BMP, sizeof(*s->cjk_tf));
+    s->cjk_seen = malloc(ND_NORM_BMP * sizeof(*s->cjk_seen));
+    if (!s->cjk_tf || !s->cjk_seen) {
+        free(s->cjk_tf);
+        free(s->cjk_seen);
+        s->cjk_tf = s->cjk_seen = NULL;
+        return -ENOMEM;
+    }
     return 0;
 }
 
 /* Adds tf occurrences of feature h to the table. Returns 0 or -ENOMEM. */
-static int count_feature_tf(nd_fp_scratch *s, uint64_t h, unsigned kind, unsigned n, uint32_t tf)
+static inline int count_feature_tf(nd_fp_scratch *s, uint64_t h, unsigned kind, unsigned n,
+                                   uint32_t tf)
 {
-    if (s->nused + 1 > s->cap / 2 && scratch_grow(s) < 0)
+    if (s->nused >= s->limit && scratch_grow(s) < 0)
         return -ENOMEM;
     if (h == 0)
         h = 1;
@@ -212,25 +447,30 @@ static int count_feature_tf(nd_fp_scratch *s, uint64_t h, unsigned kind, unsigne
     return 0;
 }
 
+/* The feature of hash h (not 0) in the table: borrowed, or NULL. */
+static feature *find_feature(const nd_fp_scratch *s, uint64_t h)
+{
+    if (s->nused == 0)
+        return NULL;
+    size_t mask = s->cap - 1, i = (size_t)h & mask;
+    for (; s->slots[i].hash != 0; i = (i + 1) & mask)
+        if (s->slots[i].hash == h)
+            return &s->slots[i];
+    return NULL;
+}
+
 /* Counts one occurrence of feature h. */
-static void count_feature(fp_state *st, uint64_t h, unsigned kind, unsigned n)
+static inline void count_feature(fp_state *st, uint64_t h, unsigned kind, unsigned n)
 {
     st->features++;
     if (count_feature_tf(st->scratch, h, kind, n, 1) < 0)
         st->err = -ENOMEM;
 }
 
-/* Adds a token with hash th and the n-grams that it ends. */
-static void push_token(fp_state *st, uint64_t th, bool cjk)
+/* Adds a token with hash th and the n-grams that it ends (max_n > 1). */
+static void push_ngrams(fp_state *st, uint64_t th, bool cjk)
 {
     const nd_fp_params *p = &st->fp->params;
-    if (st->fp->max_n == 1) { /* the default: tokens are the features */
-        if ((cjk ? p->w_cjk[1] : p->w_word[1]) != 0.0f)
-            count_feature(st, th, cjk ? KIND_CJK : KIND_WORD, 1);
-        else
-            st->features++;
-        return;
-    }
     unsigned at = (unsigned)(st->ntok % ND_FP_MAX_N);
     st->ring[at] = th;
     st->ring_cjk[at] = cjk;
@@ -248,26 +488,27 @@ static void push_token(fp_state *st, uint64_t th, bool cjk)
     }
 }
 
-static uint64_t cjk_token_hash(uint32_t cp)
+/* Adds a token with hash th: in the default (max_n 1), the token is the
+ * feature. */
+static inline void push_token(fp_state *st, uint64_t th, bool cjk)
 {
-    uint8_t b[4];
-    return XXH3_64bits(b, nd_utf8_encode(cp, b));
+    if (st->fp->max_n != 1) {
+        push_ngrams(st, th, cjk);
+        return;
+    }
+    unsigned kind = cjk ? KIND_CJK : KIND_WORD;
+    if (st->fp->counted[kind])
+        count_feature(st, th, kind, 1);
+    else
+        st->features++;
 }
 
 /* Counts a BMP CJK unigram by code point. Returns 0 or -ENOMEM. */
 static int count_cjk_direct(fp_state *st, uint32_t cp)
 {
     nd_fp_scratch *s = st->scratch;
-    if (!s->cjk_tf) {
-        s->cjk_tf = calloc(ND_NORM_BMP, sizeof(*s->cjk_tf));
-        s->cjk_seen = malloc(ND_NORM_BMP * sizeof(*s->cjk_seen));
-        if (!s->cjk_tf || !s->cjk_seen) {
-            free(s->cjk_tf);
-            free(s->cjk_seen);
-            s->cjk_tf = s->cjk_seen = NULL;
-            return -ENOMEM;
-        }
-    }
+    if (scratch_cjk_ready(s) < 0)
+        return -ENOMEM;
     st->features++;
     uint16_t *tf = &s->cjk_tf[cp];
     if (*tf == 0)
@@ -279,30 +520,12 @@ static int count_cjk_direct(fp_state *st, uint32_t cp)
 
 static void push_cjk(fp_state *st, uint32_t cp)
 {
-    if (st->fp->max_n == 1 && cp < ND_NORM_BMP && st->fp->params.w_cjk[1] != 0.0f) {
+    if (st->fp->direct_cjk && cp < ND_NORM_BMP) {
         if (count_cjk_direct(st, cp) < 0)
             st->err = -ENOMEM;
         return;
     }
     push_token(st, cjk_token_hash(cp), true);
-}
-
-/* Hangul composition (Unicode 3.12), as NFKC does: conjoining jamo L+V
- * compose into an LV syllable, and LV+T into an LVT syllable. */
-#define HANGUL_S 0xAC00u
-#define HANGUL_L 0x1100u
-#define HANGUL_V 0x1161u
-#define HANGUL_T 0x11A7u
-#define HANGUL_NV 21u
-#define HANGUL_NT 28u
-#define HANGUL_NS 11172u
-
-static bool is_jamo_l(uint32_t cp) { return cp >= HANGUL_L && cp < HANGUL_L + 19; }
-static bool is_jamo_v(uint32_t cp) { return cp >= HANGUL_V && cp < HANGUL_V + HANGUL_NV; }
-static bool is_jamo_t(uint32_t cp) { return cp > HANGUL_T && cp < HANGUL_T + HANGUL_NT; }
-static bool is_lv(uint32_t cp)
-{
-    return cp >= HANGUL_S && cp < HANGUL_S + HANGUL_NS && (cp - HANGUL_S) % HANGUL_NT == 0;
 }
 
 static void flush_hangul(fp_state *st)
@@ -333,12 +556,16 @@ static void feed_cjk(fp_state *st, uint32_t cp)
         push_cjk(st, cp);
 }
 
-static void end_word(fp_state *st)
+static inline void end_word(fp_state *st)
 {
     if (st->word_len == 0)
         return;
-    push_token(st, XXH3_64bits(st->word, st->word_len), false);
+    uint64_t h = XXH3_64bits(st->word, st->word_len);
     st->word_len = 0;
+    if (st->fp->direct_word)
+        count_feature(st, h, KIND_WORD, 1);
+    else
+        push_token(st, h, false);
 }
 
 /* Feeds one normalized code point (class and code point, see normalizer.h). */
@@ -422,13 +649,6 @@ static size_t markup_length(const uint8_t *s, size_t len, size_t i)
     return 0;
 }
 
-/* Whether a URL or link markup may start with the ASCII byte c. */
-static inline bool may_start_skip(uint8_t c)
-{
-    uint8_t lower = c | 0x20;
-    return lower == 'h' || lower == 'w' || lower == 'f' || c == '!' || c == ']';
-}
-
 /* Length of the URL or link markup starting at s[i], or 0. A URL starts
  * with http://, https://, ftp:// or www. (ASCII case-insensitive) where a
  * word may start, and runs to the first byte for which ends_url() holds. */
@@ -455,61 +675,161 @@ static size_t skip_length(const uint8_t *s, size_t len, size_t i, bool at_word_s
     return j - i;
 }
 
-/* Integer weight of feature f. */
-static int64_t weight_of(const nd_fingerprinter *fp, const feature *f)
+/* Integer weight of a feature of kind and n seen tf times. */
+static int64_t weight_of(const nd_fingerprinter *fp, unsigned kind, unsigned n, uint32_t tf)
 {
-    if (f->tf <= ND_FP_TF_TABLE)
-        return fp->weight[f->kind][f->n][f->tf];
-    const float *w = f->kind == KIND_CJK ? fp->params.w_cjk : fp->params.w_word;
-    return feature_weight(&fp->params, w[f->n], f->tf);
+    if (tf <= ND_FP_TF_TABLE)
+        return fp->weight[kind][n][tf];
+    const float *w = kind == KIND_CJK ? fp->params.w_cjk : fp->params.w_word;
+    return feature_weight(&fp->params, w[n], tf);
 }
 
-/* lanes[i] += w where bit i of h is set; table-driven so that it vectorizes. */
-static void add_bits(const nd_fingerprinter *fp, int32_t lanes[64], uint64_t h, int32_t w)
+/* Adds a feature of hash h and weight w that has no slot (tf above the
+ * weight table with no cap: only with experimental parameters). */
+static void sum_weighted(fp_sum *sum, uint64_t h, int64_t w)
 {
-    for (unsigned byte = 0; byte < 8; byte++) {
-        const int32_t *mask = fp->bit_mask[(h >> (8 * byte)) & 0xFF];
-        int32_t *lane = lanes + 8 * byte;
-        for (unsigned i = 0; i < 8; i++)
-            lane[i] += mask[i] & w;
+    sum->total += w;
+    for (int i = 0; i < 64; i++)
+        sum->set[i] += (h >> i) & 1 ? w : 0;
+}
+
+/* Carries the 32-bit pair sums into set[]. */
+static void carry_pairs(fp_sum *sum)
+{
+    for (unsigned k = 0; k < 8; k++) {
+        for (unsigned j = 0; j < 4; j++) {
+            uint64_t v = sum->pairs[k][j];
+            sum->set[8 * j + k] += (int64_t)(v & 0xFFFFFFFFu);
+            sum->set[8 * j + 32 + k] += (int64_t)(v >> 32);
+            sum->pairs[k][j] = 0;
+        }
     }
+    sum->room = UINT32_MAX;
+}
+
+/* Carries the byte counters of a slot, times its weight, into the sums. */
+static void carry_slot(const nd_fingerprinter *fp, fp_sum *sum, unsigned slot)
+{
+    const uint64_t pair = 0x000000FF000000FFull; /* counters of bits 8j+k, 8j+32+k */
+    int64_t w = fp->slot_weight[slot];
+    uint64_t *bytes = sum->bytes[slot];
+    uint64_t most = (uint64_t)w * sum->fresh[slot]; /* the most a sum grows by */
+    sum->fresh[slot] = 0;
+    if (w < 0 || w >= PAIR_MAX) { /* only with experimental parameters */
+        for (unsigned k = 0; k < 8; k++)
+            for (unsigned j = 0; j < 8; j++)
+                sum->set[8 * j + k] += w * (int64_t)((bytes[k] >> (8 * j)) & 0xFF);
+        memset(bytes, 0, sizeof(sum->bytes[slot]));
+        return;
+    }
+    if (most > sum->room)
+        carry_pairs(sum);
+    sum->room -= most;
+    for (unsigned k = 0; k < 8; k++) {
+        uint64_t v = bytes[k];
+        bytes[k] = 0;
+        sum->pairs[k][0] += (v & pair) * (uint64_t)w;
+        sum->pairs[k][1] += ((v >> 8) & pair) * (uint64_t)w;
+        sum->pairs[k][2] += ((v >> 16) & pair) * (uint64_t)w;
+        sum->pairs[k][3] += ((v >> 24) & pair) * (uint64_t)w;
+    }
+}
+
+/* The slot of a feature of kind and n seen tf times, or NO_SLOT. */
+static inline unsigned feature_slot(const nd_fingerprinter *fp, unsigned kind, unsigned n,
+                                    uint32_t tf)
+{
+    if (tf <= ND_FP_TF_TABLE)
+        return fp->slot_of[kind][n][tf];
+    return fp->capped ? fp->slot_of[kind][n][ND_FP_TF_TABLE] : NO_SLOT;
+}
+
+/* Adds one distinct feature of hash h and weight class slot to the sums. */
+static inline void slot_add(const nd_fingerprinter *fp, fp_sum *sum, unsigned slot, uint64_t h)
+{
+    const uint64_t ones = 0x0101010101010101ull;
+    uint64_t *b = sum->bytes[slot];
+    b[0] += h & ones;
+    b[1] += (h >> 1) & ones;
+    b[2] += (h >> 2) & ones;
+    b[3] += (h >> 3) & ones;
+    b[4] += (h >> 4) & ones;
+    b[5] += (h >> 5) & ones;
+    b[6] += (h >> 6) & ones;
+    b[7] += (h >> 7) & ones;
+    if (sum->count[slot]++ == 0)
+        sum->used[sum->nused++] = (uint16_t)slot;
+    if (++sum->fresh[slot] == SLOT_FLUSH)
+        carry_slot(fp, sum, slot);
+}
+
+/* Adds one distinct feature of hash h (kind, n, tf) to the sums. */
+static inline void sum_feature(const nd_fingerprinter *fp, fp_sum *sum, uint64_t h,
+                               unsigned kind, unsigned n, uint32_t tf)
+{
+    unsigned slot = feature_slot(fp, kind, n, tf);
+    if (slot != NO_SLOT)
+        slot_add(fp, sum, slot, h);
+    else
+        sum_weighted(sum, h, weight_of(fp, kind, n, tf));
+}
+
+/* Sums the CJK characters counted by code point and forgets them. One whose
+ * hash is in the table already (a word, or an astral CJK token, of equal
+ * hash) is merged into it, as inserting it into the table would. */
+static void sum_cjk(const nd_fingerprinter *fp, nd_fp_scratch *s, fp_sum *sum, int *err)
+{
+    for (size_t k = 0; k < s->ncjk; k++) {
+        uint32_t cp = s->cjk_seen[k];
+        uint32_t tf = s->cjk_tf[cp];
+        s->cjk_tf[cp] = 0;
+        if (!fp->cjk_hash) { /* two CJK hashes are equal: they must merge */
+            if (count_feature_tf(s, cjk_token_hash(cp), KIND_CJK, 1, tf) < 0)
+                *err = -ENOMEM;
+            continue;
+        }
+        uint64_t h = fp->cjk_hash[cp];
+        feature *f = find_feature(s, h);
+        if (f)
+            f->tf += tf;
+        else
+            sum_feature(fp, sum, h, KIND_CJK, 1, tf);
+    }
+    s->ncjk = 0;
 }
 
 /* Sums the distinct features into the fingerprint and empties the table:
  * counter i = sum of +w over features with bit i set and -w over the rest,
- * computed as 2 * set_i - total. Bit i of the result is set iff counter i > 0. */
+ * computed as 2 * set_i - total. Bit i of the result is set iff counter i > 0.
+ * Returns the fingerprint; sets *err to -ENOMEM if out of memory. */
 static uint64_t sum_features(const nd_fingerprinter *fp, nd_fp_scratch *s, int *err)
 {
-    int64_t set[64] = {0}, total = 0;
-    int32_t lanes[64] = {0};
-    for (size_t k = 0; k < s->ncjk; k++) { /* merge the direct CJK counts */
-        uint32_t cp = s->cjk_seen[k];
-        uint32_t tf = s->cjk_tf[cp];
-        s->cjk_tf[cp] = 0;
-        if (count_feature_tf(s, cjk_token_hash(cp), KIND_CJK, 1, tf) < 0)
-            *err = -ENOMEM;
+    if (!s->sum && !(s->sum = calloc(1, sizeof(*s->sum)))) {
+        *err = -ENOMEM;
+        return 0;
     }
-    s->ncjk = 0;
+    fp_sum *sum = s->sum;
+    memset(sum->set, 0, sizeof(sum->set));
+    sum->total = 0;
+    sum->room = UINT32_MAX;
+    sum_cjk(fp, s, sum, err);
     for (size_t k = 0; k < s->nused; k++) {
         feature *f = &s->slots[s->used[k]];
-        int64_t w = weight_of(fp, f);
-        total += w;
-        if (w > INT32_MAX / LANE_FLUSH) { /* only with experimental parameters */
-            for (int i = 0; i < 64; i++)
-                set[i] += (f->hash >> i) & 1 ? w : 0;
-        } else {
-            add_bits(fp, lanes, f->hash, (int32_t)w);
-        }
+        sum_feature(fp, sum, f->hash, f->kind, f->n, f->tf);
         f->hash = 0;
-        if ((k + 1) % LANE_FLUSH == 0 || k + 1 == s->nused) {
-            for (int i = 0; i < 64; i++)
-                set[i] += lanes[i], lanes[i] = 0;
-        }
     }
     s->nused = 0;
+    for (unsigned k = 0; k < sum->nused; k++) {
+        unsigned slot = sum->used[k];
+        carry_slot(fp, sum, slot);
+        sum->total += fp->slot_weight[slot] * sum->count[slot];
+        sum->count[slot] = 0;
+    }
+    sum->nused = 0;
+    carry_pairs(sum);
     uint64_t out = 0;
     for (int i = 0; i < 64; i++)
-        if (2 * set[i] - total > 0)
+        if (2 * sum->set[i] - sum->total > 0)
             out |= 1ull << i;
     return out;
 }
@@ -536,27 +856,131 @@ static void feed_code_point(fp_state *st, uint32_t cp)
         st->word_start = ND_NORM_CLASS(seq[n - 1]) != ND_CHAR_WORD;
 }
 
-/* Feeds the ASCII byte at s[pos] and, if it starts a word, the rest of the
- * word's ASCII bytes in one tight loop. Returns the position after them. */
-static size_t feed_ascii(fp_state *st, const uint8_t *s, size_t len, size_t pos)
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define SWAR_WORDS 1
+#else
+#define SWAR_WORDS 0
+#endif
+
+/* 0x80 in each byte of x that is an ASCII letter or digit, else 0. */
+static inline uint64_t alnum_bytes(uint64_t x)
 {
-    uint32_t e = st->fp->norm->table[s[pos]];
-    if (ND_NORM_CLASS(e) != ND_CHAR_WORD) {
-        feed_char(st, e);
-        st->word_start = true;
-        return pos + 1;
-    }
-    flush_hangul(st);
-    do {
-        if (st->word_len < WORD_MAX)
-            st->word[st->word_len++] = (uint8_t)ND_NORM_CP(e);
-        st->chars++;
-        if (++pos == len || s[pos] >= 0x80)
+    const uint64_t k = 0x0101010101010101ull, high = 0x80 * k;
+    uint64_t low7 = x & ~high, folded = low7 | 0x20 * k;
+    /* byte b >= lo iff b + 0x80 - lo has its top bit set (b < 0x80) */
+    uint64_t digit = (low7 + (0x80 - '0') * k) & ~(low7 + (0x80 - '9' - 1) * k);
+    uint64_t alpha = (folded + (0x80 - 'a') * k) & ~(folded + (0x80 - 'z' - 1) * k);
+    return (digit | alpha) & ~x & high;
+}
+
+/* Appends the ASCII word bytes at s[*pos..] to word[*wl..] eight at a time
+ * (letters lowered, digits kept), while eight fit. Returns true if the word
+ * ended there. */
+static inline bool scan_word_swar(const uint8_t *s, size_t len, size_t *pos, uint8_t *word,
+                                  size_t *wl)
+{
+    const uint64_t high = 0x8080808080808080ull;
+    const uint8_t *p = s + *pos;
+    uint8_t *w = word + *wl;
+    size_t room = len - *pos < WORD_MAX - *wl ? len - *pos : WORD_MAX - *wl;
+    size_t done = 0;
+    bool ended = false;
+    for (; done + 8 <= room; done += 8) {
+        uint64_t x, m;
+        memcpy(&x, p + done, 8);
+        m = alnum_bytes(x);
+        x |= m >> 2; /* 0x20: lower case; digits have it already */
+        memcpy(w + done, &x, 8);
+        if (~m & high) {
+            done += (size_t)__builtin_ctzll(~m & high) / 8;
+            ended = true;
             break;
-        e = st->fp->norm->table[s[pos]];
-    } while (ND_NORM_CLASS(e) == ND_CHAR_WORD);
+        }
+    }
+    *pos += done;
+    *wl += done;
+    return ended;
+}
+
+/* Feeds the ASCII word bytes from s[pos] on (s[pos] is one), appending their
+ * normalized form to the current word while it has room. Returns the
+ * position after them (the caller counts them in chars). */
+static size_t scan_ascii_word(fp_state *st, const uint8_t *s, size_t len, size_t pos)
+{
+    const uint8_t *fold = st->fp->ascii_fold;
+    uint8_t *word = st->word, f;
+    size_t wl = st->word_len;
+    if (!(SWAR_WORDS && st->fp->ascii_swar && scan_word_swar(s, len, &pos, word, &wl))) {
+        size_t end = len - pos > WORD_MAX - wl ? pos + (WORD_MAX - wl) : len;
+        while (pos < end && (f = fold[s[pos]]) != 0) {
+            word[wl++] = f;
+            pos++;
+        }
+        if (pos == end) /* the word is full: the rest is cut */
+            while (pos < len && fold[s[pos]])
+                pos++;
+    }
+    st->word_len = wl;
     st->word_start = false;
     return pos;
+}
+
+/* What the character at p (3 readable bytes) is to scan_3byte_run(). */
+enum { RUN_NONE, RUN_CJK, RUN_PUNCT, RUN_SPACE };
+static inline unsigned run_char(const nd_fingerprinter *fp, const uint8_t *p, uint32_t *t)
+{
+    uint32_t b0 = p[0], b1 = p[1], b2 = p[2];
+    if ((b0 & 0xF0) != 0xE0 || ((b1 | b2 << 8) & 0xC0C0) != 0x8080) /* 1110xxxx 10xxxxxx 10xxxxxx */
+        return RUN_NONE;
+    uint32_t cp = (b0 << 12) + (b1 << 6) + b2 - ((0xE0u << 12) + (0x80u << 6) + 0x80u);
+    if ((*t = fp->cjk_direct[cp]) != 0) /* 0 for overlong and surrogate forms */
+        return RUN_CJK;
+    if (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))
+        return RUN_NONE;
+    uint32_t cls = ND_NORM_CLASS(fp->norm->table[cp]); /* not 1..4 if not one */
+    return cls == ND_CHAR_PUNCT ? RUN_PUNCT : cls == ND_CHAR_SPACE ? RUN_SPACE : RUN_NONE;
+}
+
+/* Feeds a run of 3-byte characters from s[pos] that need no state: CJK
+ * characters counted by code point (cjk_direct) and punctuation or space
+ * that maps to one code point — most of Chinese and Japanese text. Returns
+ * the bytes consumed: 0 when the first character is not such a one. */
+static size_t scan_3byte_run(fp_state *st, const uint8_t *s, size_t len, size_t pos)
+{
+    const nd_fingerprinter *fp = st->fp;
+    nd_fp_scratch *sc = st->scratch;
+    uint32_t t, chars = 0, features = 0;
+    if (len - pos < 3 || run_char(fp, s + pos, &t) == RUN_NONE)
+        return 0;
+    end_word(st); /* what the previous characters left open */
+    flush_hangul(st);
+    const uint8_t *p = s + pos, *last = s + len - 3;
+    uint16_t *tf = sc->cjk_tf, *seen = sc->cjk_seen;
+    size_t ncjk = sc->ncjk;
+    unsigned kind;
+    while (p <= last && (kind = run_char(fp, p, &t)) != RUN_NONE) {
+        if (kind == RUN_CJK) {
+            if (!tf) {
+                if (scratch_cjk_ready(sc) < 0) {
+                    st->err = -ENOMEM;
+                    break;
+                }
+                tf = sc->cjk_tf, seen = sc->cjk_seen;
+            }
+            uint32_t n = tf[t];
+            if (n == 0)
+                seen[ncjk++] = (uint16_t)t;
+            tf[t] = (uint16_t)(n + (n < UINT16_MAX));
+            features++;
+        }
+        chars += kind != RUN_SPACE;
+        p += 3;
+    }
+    sc->ncjk = ncjk;
+    st->chars += chars;
+    st->features += features;
+    st->word_start = true;
+    return (size_t)(p - (s + pos));
 }
 
 /* Feeds a 3-byte sequence with lead E1..EC at s[pos] (no overlong or
@@ -597,19 +1021,66 @@ static size_t skip_markup(fp_state *st, const uint8_t *s, size_t len, size_t pos
     return skip;
 }
 
+/* Whether skip_length() may find a URL or link markup at s[pos], an ASCII
+ * byte of class bits a: a quick test of the first two bytes. */
+static inline bool may_skip(const uint8_t *s, size_t len, size_t pos, unsigned a, bool word_start)
+{
+    if (!(a & ASCII_SKIP || (a & ASCII_URL && word_start)) || pos + 1 >= len)
+        return false;
+    uint8_t c = s[pos], next = s[pos + 1];
+    if (c == '!' || c == ']')
+        return next == (c == '!' ? '[' : '(');
+    return (next | 0x20) == ((c | 0x20) == 'w' ? 'w' : 't'); /* www. http ftp: */
+}
+
+/* Feeds the ASCII text from s[pos] (an ASCII byte) up to the next non-ASCII
+ * byte: words, the space and punctuation between them, URLs and link markup
+ * to skip. Returns the position after it. */
+static size_t scan_ascii(fp_state *st, const uint8_t *s, size_t len, size_t pos)
+{
+    const nd_fingerprinter *fp = st->fp;
+    const uint8_t *ascii = fp->ascii;
+    bool strip = fp->params.strip_urls;
+    uint32_t chars = 0;
+    size_t n;
+    flush_hangul(st); /* any ASCII character ends a Hangul composition */
+    while (pos < len) {
+        unsigned a = ascii[s[pos]];
+        if (a & ASCII_HIGH)
+            break;
+        if (strip && may_skip(s, len, pos, a, st->word_start) &&
+            (n = skip_markup(st, s, len, pos)) != 0) {
+            pos += n;
+            if (st->err)
+                break;
+            continue;
+        }
+        if (a & ASCII_WORD) {
+            n = scan_ascii_word(st, s, len, pos);
+            chars += (uint32_t)(n - pos);
+            pos = n;
+            continue;
+        }
+        end_word(st); /* space and punctuation, up to what may start a skip */
+        do
+            chars += a & ASCII_CHAR;
+        while (++pos < len && !((a = ascii[s[pos]]) & (ASCII_WORD | ASCII_SKIP | ASCII_HIGH)));
+        st->word_start = true;
+    }
+    st->chars += chars;
+    return pos;
+}
+
 /* Runs steps 1..3 of the spec over the text, counting features. */
 static void scan_text(fp_state *st, const uint8_t *s, size_t len)
 {
-    bool strip = st->fp->params.strip_urls;
     size_t pos = 0, n;
     while (pos < len && st->err == 0) {
-        uint8_t c = s[pos];
-        bool may_skip = strip && may_start_skip(c) && (st->word_start || c == '!' || c == ']');
-        if (c < 0x80 && !may_skip) {
-            pos = feed_ascii(st, s, len, pos);
-        } else if ((n = feed_3byte(st, s, len, pos)) != 0) {
+        if (s[pos] < 0x80) {
+            pos = scan_ascii(st, s, len, pos);
+        } else if ((n = scan_3byte_run(st, s, len, pos)) != 0) {
             pos += n;
-        } else if (strip && (n = skip_markup(st, s, len, pos)) != 0) {
+        } else if ((n = feed_3byte(st, s, len, pos)) != 0) {
             pos += n;
         } else {
             uint32_t cp;

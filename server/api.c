@@ -6,6 +6,7 @@
 #include "request.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -190,18 +191,81 @@ static int content_kind(nd_req *r, bool plain_ok)
     return kind;
 }
 
+/* Reply formatting on the per-request path: literals and digits written
+ * straight into the buffer (evbuffer_add_printf is a visible cost there). */
+#define ADD_LIT(o, lit) evbuffer_add((o), (lit), sizeof(lit) - 1)
+
+static void add_u32(struct evbuffer *o, uint32_t v)
+{
+    char tmp[10];
+    size_t n = sizeof(tmp);
+    do {
+        tmp[--n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    evbuffer_add(o, tmp + n, sizeof(tmp) - n);
+}
+
+static void add_bool(struct evbuffer *o, bool v)
+{
+    if (v)
+        ADD_LIT(o, "true");
+    else
+        ADD_LIT(o, "false");
+}
+
+/* Adds "name":"value" for a value that needs no escaping (len < 64). */
+static void add_plain_member(struct evbuffer *o, const char *name, const char *value, size_t len)
+{
+    char buf[128];
+    size_t n = strlen(name), pos = 0;
+    buf[pos++] = '"';
+    memcpy(buf + pos, name, n);
+    pos += n;
+    memcpy(buf + pos, "\":\"", 3);
+    pos += 3;
+    memcpy(buf + pos, value, len);
+    pos += len;
+    buf[pos++] = '"';
+    evbuffer_add(o, buf, pos);
+}
+
+/* Adds "name":"<16 hex digits>". */
 static void add_simhash(struct evbuffer *o, const char *name, uint64_t h)
 {
     char hex[17];
     nd_simhash_format(h, hex);
-    evbuffer_add_printf(o, "\"%s\":\"%s\"", name, hex);
+    add_plain_member(o, name, hex, 16);
 }
 
+/* Adds "name":"<RFC 3339 time>". */
 static void add_time(struct evbuffer *o, const char *name, int64_t us)
 {
     char ts[32];
     nd_log_format_time(us, ts);
-    evbuffer_add_printf(o, "\"%s\":\"%s\"", name, ts);
+    add_plain_member(o, name, ts, strlen(ts));
+}
+
+/* The similarity 1 - distance / 64 of each distance, as JSON numbers
+ * ("%.17g", with ".0" when that reads as an integer). */
+static char similarity_text[65][32];
+static pthread_once_t similarity_once = PTHREAD_ONCE_INIT;
+
+static void similarity_init(void)
+{
+    for (unsigned d = 0; d <= 64; d++) {
+        char *sim = similarity_text[d];
+        snprintf(sim, sizeof(similarity_text[d]), "%.17g", 1.0 - (double)d / 64.0);
+        if (!strpbrk(sim, ".e"))
+            strcat(sim, ".0");
+    }
+}
+
+static void add_similarity(struct evbuffer *o, unsigned distance)
+{
+    pthread_once(&similarity_once, similarity_init);
+    const char *sim = similarity_text[distance > 64 ? 64 : distance];
+    evbuffer_add(o, sim, strlen(sim));
 }
 
 static json_t *simhash_json(uint64_t h)
@@ -314,8 +378,11 @@ static void add_fingerprint(struct evbuffer *o, const nd_fingerprint_result *fr)
 {
     evbuffer_add(o, "{", 1);
     add_simhash(o, "simhash", fr->simhash);
-    evbuffer_add_printf(o, ",\"chars\":%u,\"features\":%u,\"version\":\"%s\"}", fr->chars,
-                        fr->features, ND_FINGERPRINT_VERSION);
+    ADD_LIT(o, ",\"chars\":");
+    add_u32(o, fr->chars);
+    ADD_LIT(o, ",\"features\":");
+    add_u32(o, fr->features);
+    ADD_LIT(o, ",\"version\":\"" ND_FINGERPRINT_VERSION "\"}");
 }
 
 static void reply_fingerprint(nd_req *r, const nd_fingerprint_result *fr)
@@ -427,20 +494,19 @@ static void add_meta(struct evbuffer *o, const nd_doc *d)
 static void add_match(struct evbuffer *o, const nd_match *m)
 {
     const nd_doc *d = m->doc;
-    char sim[32];
-    double s = 1.0 - (double)m->distance / 64.0;
-    snprintf(sim, sizeof(sim), "%.17g", s);
-    if (!strpbrk(sim, ".e"))
-        strcat(sim, ".0");
-    evbuffer_add(o, "{\"id\":", 6);
+    ADD_LIT(o, "{\"id\":");
     nd_json_write_string(o, d->id, d->id_len);
-    evbuffer_add(o, ",", 1);
+    ADD_LIT(o, ",");
     add_simhash(o, "simhash", d->simhash);
-    evbuffer_add_printf(o, ",\"distance\":%u,\"similarity\":%s,", m->distance, sim);
+    ADD_LIT(o, ",\"distance\":");
+    add_u32(o, m->distance);
+    ADD_LIT(o, ",\"similarity\":");
+    add_similarity(o, m->distance);
+    ADD_LIT(o, ",");
     add_time(o, "registered_at", d->registered_at_us);
-    evbuffer_add(o, ",\"meta\":", 8);
+    ADD_LIT(o, ",\"meta\":");
     add_meta(o, d);
-    evbuffer_add(o, "}", 1);
+    ADD_LIT(o, "}");
 }
 
 static void reply_check(nd_req *r, op_state *op)
@@ -448,26 +514,32 @@ static void reply_check(nd_req *r, op_state *op)
     nd_api *api = api_of(r);
     nd_check_res *res = &op->res;
     struct evbuffer *o = aw_of(r)->out;
-    evbuffer_add_printf(o, "{\"original\":%s,", res->original ? "true" : "false");
+    ADD_LIT(o, "{\"original\":");
+    add_bool(o, res->original);
+    ADD_LIT(o, ",");
     add_simhash(o, "simhash", op->rq.simhash);
-    evbuffer_add_printf(o, ",\"chars\":%u,\"version\":\"%s\"", op->rq.chars,
-                        ND_FINGERPRINT_VERSION);
+    ADD_LIT(o, ",\"chars\":");
+    add_u32(o, op->rq.chars);
+    ADD_LIT(o, ",\"version\":\"" ND_FINGERPRINT_VERSION "\"");
     if (op->id) {
-        evbuffer_add(o, ",\"id\":", 6);
+        ADD_LIT(o, ",\"id\":");
         nd_json_write_string(o, op->id, op->id_len);
     }
-    evbuffer_add_printf(o, ",\"registered\":%s", res->registered ? "true" : "false");
+    ADD_LIT(o, ",\"registered\":");
+    add_bool(o, res->registered);
     if (res->registered && res->doc) {
-        evbuffer_add(o, ",", 1);
+        ADD_LIT(o, ",");
         add_time(o, "registered_at", res->doc->registered_at_us);
     }
-    evbuffer_add(o, ",\"matches\":[", 12);
+    ADD_LIT(o, ",\"matches\":[");
     for (size_t i = 0; i < res->nmatches; i++) {
         if (i)
-            evbuffer_add(o, ",", 1);
+            ADD_LIT(o, ",");
         add_match(o, &res->matches[i]);
     }
-    evbuffer_add_printf(o, "],\"truncated\":%s}\n", res->truncated ? "true" : "false");
+    ADD_LIT(o, "],\"truncated\":");
+    add_bool(o, res->truncated);
+    ADD_LIT(o, "}\n");
     nd_metrics_event(api->metrics, res->original ? ND_EV_CHECK_ORIGINAL : ND_EV_CHECK_DUPLICATE);
     nd_req_reply(r, 200, "application/json", o);
 }

@@ -936,6 +936,23 @@ static int open_listeners(nd_http *h)
 
 /* ---- workers ---- */
 
+/* A worker's event base. With SO_REUSEPORT (the default) no descriptor a
+ * worker watches is a dup() of another, so epoll's changelist is safe: it
+ * folds the disable/enable pairs that evhttp makes around every request into
+ * at most one epoll_ctl per loop turn (libevent's documented caveat is dup'ed
+ * descriptors, which the shared-listener mode has). Returns NULL on failure. */
+static struct event_base *new_base(const nd_config *cfg)
+{
+    struct event_config *ec = event_config_new();
+    if (!ec)
+        return NULL;
+    if (cfg->accept_mode == ND_ACCEPT_REUSEPORT)
+        event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+    struct event_base *base = event_base_new_with_config(ec);
+    event_config_free(ec);
+    return base;
+}
+
 static int worker_init(nd_http *h, nd_worker *w, unsigned index)
 {
     const nd_config *cfg = h->cfg;
@@ -945,7 +962,7 @@ static int worker_init(nd_http *h, nd_worker *w, unsigned index)
     w->metrics = nd_metrics_worker_get(h->metrics, index);
     pthread_mutex_init(&w->qlock, NULL);
     w->close_task.fn = close_listener_task;
-    w->base = event_base_new();
+    w->base = new_base(cfg);
     if (!w->base)
         return -ENOMEM;
     w->http = evhttp_new(w->base);

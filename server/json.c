@@ -4,8 +4,11 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <endian.h>
 #include <string.h>
 
 #include <event2/buffer.h>
@@ -123,6 +126,55 @@ static int escape(reader *r, char **o)
     return 0;
 }
 
+#define ONES 0x0101010101010101ull
+#define HIGHS 0x8080808080808080ull
+
+/* Whether any of the 8 bytes in w needs a look of its own in a string: a
+ * quote, a backslash, a control character or a non-ASCII byte (the usual
+ * SWAR tests; each is exact for "is there such a byte"). */
+static inline bool has_special(uint64_t w)
+{
+    uint64_t quote = w ^ (ONES * '"'), bslash = w ^ (ONES * '\\');
+    uint64_t zero_q = (quote - ONES) & ~quote;
+    uint64_t zero_b = (bslash - ONES) & ~bslash;
+    uint64_t control = (w - ONES * 0x20) & ~w;
+    return ((zero_q | zero_b | control) & HIGHS) | (w & HIGHS);
+}
+
+/* Lead bytes that plain_3byte() accepts: E1..EC and EE..EF. */
+static inline bool plain_lead(unsigned c)
+{
+    return c - 0xE1u < 15u && c != 0xED;
+}
+
+/* Whether s[i..n) starts with a three-byte sequence that needs no further
+ * check: lead bytes E1..EC and EE..EF accept any continuation bytes (most
+ * CJK text). */
+static inline bool plain_3byte(const unsigned char *s, size_t i, size_t n)
+{
+    return plain_lead(s[i]) && n - i > 2 && (s[i + 1] & 0xC0) == 0x80 &&
+           (s[i + 2] & 0xC0) == 0x80;
+}
+
+/* Skips the run of plain_3byte() sequences at s[i..n), two at a time while
+ * 8 bytes can be read (continuation bytes checked in one mask). Returns the
+ * index after the run. */
+static size_t skip_3byte_run(const unsigned char *s, size_t i, size_t n)
+{
+    while (n - i >= 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        w = le64toh(w);
+        if ((w & 0x0000C0C000C0C000ull) != 0x0000808000808000ull || !plain_lead(s[i]) ||
+            !plain_lead(s[i + 3]))
+            break;
+        i += 6;
+    }
+    while (i < n && plain_3byte(s, i, n))
+        i += 3;
+    return i;
+}
+
 /* A string starting at the opening quote. Sets v (str only when decode). */
 static int string(reader *r, nd_json_value *v, bool decode)
 {
@@ -131,6 +183,13 @@ static int string(reader *r, nd_json_value *v, bool decode)
     char *o = NULL;       /* decoding into the scratch once an escape is met */
     size_t run = start;   /* start of the bytes not yet copied */
     while (1) {
+        while (r->n - r->i >= 8) { /* runs of plain ASCII, 8 bytes a step */
+            uint64_t w;
+            memcpy(&w, s + r->i, 8);
+            if (has_special(w))
+                break;
+            r->i += 8;
+        }
         if (r->i >= r->n)
             return fail(r, "unterminated string");
         unsigned c = s[r->i];
@@ -156,11 +215,8 @@ static int string(reader *r, nd_json_value *v, bool decode)
             r->i++;
             continue;
         }
-        /* Fast path for the three-byte sequences of CJK text: lead bytes
-         * E1..EC and EE..EF accept any continuation bytes. */
-        if (((c >= 0xE1 && c <= 0xEC) || c >= 0xEE) && c <= 0xEF && r->i + 2 < r->n &&
-            (s[r->i + 1] & 0xC0) == 0x80 && (s[r->i + 2] & 0xC0) == 0x80) {
-            r->i += 3;
+        if (plain_3byte(s, r->i, r->n)) { /* runs of CJK text */
+            r->i = skip_3byte_run(s, r->i, r->n);
             continue;
         }
         uint32_t cp;

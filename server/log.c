@@ -48,18 +48,62 @@ int64_t nd_log_now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* Writes v as exactly width decimal digits at out. */
+static void put_fixed(char *out, unsigned v, int width)
+{
+    for (int i = width - 1; i >= 0; i--) {
+        out[i] = (char)('0' + v % 10);
+        v /= 10;
+    }
+}
+
 void nd_log_format_time(int64_t us, char out[32])
 {
-    time_t secs = (time_t)(us / 1000000);
-    long frac = (long)(us % 1000000);
+    int64_t secs = us / 1000000;
+    int64_t frac = us % 1000000;
     if (frac < 0) {
         frac += 1000000;
         secs -= 1;
     }
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    size_t n = strftime(out, 24, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out + n, 32 - n, ".%06ldZ", frac % 1000000);
+    int64_t days = secs / 86400, rem = secs % 86400;
+    if (rem < 0) {
+        rem += 86400;
+        days -= 1;
+    }
+    /* Civil date from days since 1970-01-01 (H. Hinnant's algorithm: exact
+     * for the proleptic Gregorian calendar, no table, no locale). */
+    int64_t z = days + 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    int64_t day = doy - (153 * mp + 2) / 5 + 1;
+    int64_t month = mp < 10 ? mp + 3 : mp - 9;
+    int64_t year = yoe + era * 400 + (month <= 2);
+    if (year < 1000 || year > 9999) { /* not a time this server hands out */
+        struct tm tm;
+        time_t t = (time_t)secs;
+        gmtime_r(&t, &tm);
+        size_t n = strftime(out, 24, "%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(out + n, 32 - n, ".%06ldZ", (long)frac);
+        return;
+    }
+    put_fixed(out, (unsigned)year, 4);
+    out[4] = '-';
+    put_fixed(out + 5, (unsigned)month, 2);
+    out[7] = '-';
+    put_fixed(out + 8, (unsigned)day, 2);
+    out[10] = 'T';
+    put_fixed(out + 11, (unsigned)(rem / 3600), 2);
+    out[13] = ':';
+    put_fixed(out + 14, (unsigned)(rem / 60 % 60), 2);
+    out[16] = ':';
+    put_fixed(out + 17, (unsigned)(rem % 60), 2);
+    out[19] = '.';
+    put_fixed(out + 20, (unsigned)frac, 6);
+    out[26] = 'Z';
+    out[27] = '\0';
 }
 
 /* Length of the valid UTF-8 sequence at s[i..len), or 0 if malformed. */

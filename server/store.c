@@ -62,7 +62,19 @@
  * filesystem cut short (it filled up during the write: likely with appends,
  * whose new pages are contiguous and go out in one pwritev) as EIO, like a
  * device error; a commit failing with EIO while the filesystem has almost
- * nothing available is treated as full (commit_error). */
+ * nothing available is treated as full (commit_error).
+ *
+ * Headroom. Appends would grow data.mdb by a page or two per commit, and on
+ * ext4 (and most filesystems) an fdatasync that follows a size change must
+ * also commit the filesystem journal: about twice the time and CPU of one
+ * that only flushes overwritten blocks (measured on this project's CI
+ * machines: 770 vs 600 us and 176 vs 100 us of CPU per commit). So the
+ * commit thread keeps real zeros (written, not fallocated: unwritten
+ * extents would need the same journal commit when LMDB first writes them)
+ * ahead of LMDB's last page: 1/16 of the file, 1 to 64 MiB, topped up
+ * between transactions (keep_headroom) while the filesystem has room to
+ * spare. LMDB never reads past its last page, so the zeros are invisible to
+ * it, to readers and to backups (mdb_env_copy copies used pages only). */
 #include "store.h"
 
 #include <errno.h>
@@ -103,6 +115,9 @@
 #define PROBE_KEY "probe"       /* info key written by probe_space() */
 #define PROBE_BYTES (16u << 10) /* room a probe needs: a large record */
 #define PROBE_MS 1000           /* probe interval while not writable and idle */
+#define HEADROOM_MIN (1u << 20) /* zeroed bytes kept past the last page, at least */
+#define HEADROOM_MAX (64u << 20) /* ... and at most (else 1/16 of the file) */
+#define ZERO_CHUNK (1u << 20)   /* bytes of zeros written by one pwrite */
 
 enum change_kind {
     CHANGE_PUT,                 /* data: key (KEY_SIZE bytes), then value */
@@ -131,6 +146,9 @@ struct nd_store {
     MDB_dbi dbi;
     int64_t last_key;           /* commit thread: the greatest key known to be
                                  * stored (-1: none), the MDB_APPEND hint */
+    unsigned long long zeroed_end; /* commit thread: data.mdb is at least this
+                                 * long (bytes; 0: not known yet) */
+    void *zeros;                /* ZERO_CHUNK zero bytes, made on first use */
 
     pthread_mutex_t mu;         /* guards the fields down to `closing` */
     pthread_cond_t work;        /* commit thread: changes queued / closing */
@@ -934,6 +952,49 @@ static change *do_take_batch(nd_store *st, size_t *n)
     return first;
 }
 
+/* Commit thread, between transactions: makes sure data.mdb extends at
+ * least half the headroom past LMDB's last page, writing zeros at its end
+ * (see "Headroom" above). Only ever writes past the end of the file as
+ * fstat reports it, so never over a page of LMDB's. Gives up quietly (LMDB
+ * grows the file itself, as without headroom) when the map would be
+ * exceeded, the filesystem is close to full, or a write fails. */
+static void keep_headroom(nd_store *st)
+{
+    MDB_envinfo info;
+    MDB_stat est;
+    int fd;
+    if (!st->env || mdb_env_info(st->env, &info) || mdb_env_stat(st->env, &est))
+        return;
+    unsigned long long used = ((unsigned long long)info.me_last_pgno + 1) * est.ms_psize;
+    unsigned long long room = used / 16;
+    room = room < HEADROOM_MIN ? HEADROOM_MIN : room > HEADROOM_MAX ? HEADROOM_MAX : room;
+    if (used + room / 2 <= st->zeroed_end)
+        return;                 /* the common case: no system call */
+    struct stat sb;
+    struct statvfs sv;
+    if (mdb_env_get_fd(st->env, &fd) || fstat(fd, &sb) || fstatvfs(fd, &sv))
+        return;
+    unsigned long long end = (unsigned long long)sb.st_size, want = used + room;
+    if (want > info.me_mapsize)
+        want = info.me_mapsize;
+    st->zeroed_end = end;
+    if (end >= want)
+        return;
+    unsigned long long avail = (unsigned long long)sv.f_bavail * sv.f_frsize;
+    if (avail < 4 * (want - end) + FULL_SLACK)
+        return;                 /* leave the last of the disk to LMDB itself */
+    if (!st->zeros && !(st->zeros = calloc(1, ZERO_CHUNK)))
+        return;
+    while (end < want) {
+        size_t n = want - end < ZERO_CHUNK ? (size_t)(want - end) : ZERO_CHUNK;
+        ssize_t w = pwrite(fd, st->zeros, n, (off_t)end);
+        if (w <= 0)
+            break;
+        end += (unsigned long long)w;
+    }
+    st->zeroed_end = end;
+}
+
 static void *commit_main(void *arg)
 {
     nd_store *st = arg;
@@ -959,6 +1020,7 @@ static void *commit_main(void *arg)
             free(batch);
             batch = next;
         }
+        keep_headroom(st);
     }
     return NULL;
 }
@@ -987,6 +1049,7 @@ static void store_free(nd_store *st)
     pthread_cond_destroy(&st->work);
     pthread_mutex_destroy(&st->mu);
     pthread_rwlock_destroy(&st->env_lock);
+    free(st->zeros);
     free(st->dir);
     free(st);
 }

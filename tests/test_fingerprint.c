@@ -85,14 +85,6 @@ static void test_vectors(void)
 
 /* A long English text and a long Chinese text built from a small vocabulary
  * by a fixed pseudo-random sequence. */
-static uint64_t rng_state = 88172645463325252ull;
-static uint64_t rng(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
 
 static char *make_english(size_t words, uint64_t seed)
 {
@@ -101,10 +93,10 @@ static char *make_english(size_t words, uint64_t seed)
         "platform", "author", "hamming", "distance", "bucket", "query", "and", "text",
         "re-post", "footer", "edit", "paragraph", "network", "memory", "thread", "a",
         "storage", "commit", "durable", "probe", "health", "metric", "latency", "to"};
-    rng_state = seed;
+    unit_rng_state = seed;
     char *s = malloc(words * 16 + 1), *p = s;
     for (size_t i = 0; i < words; i++)
-        p += sprintf(p, "%s%s", vocab[rng() % 32], i % 12 == 11 ? ". " : " ");
+        p += sprintf(p, "%s%s", vocab[unit_rng() % 32], i % 12 == 11 ? ". " : " ");
     *p = '\0';
     return s;
 }
@@ -112,11 +104,11 @@ static char *make_english(size_t words, uint64_t seed)
 static char *make_chinese(size_t chars, uint64_t seed)
 {
     static const char *vocab = "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说产种面而方后多定行学法所民得经十三之进着等部度家电力里如水化高自二理起小物现实加量都两体制机当使点从业本去把性好应开它合还因由其些然前外天政四日那社义事平形相全表间样与关各重新线内数正心反你明看原又么利比或但质气第向道命此变条只没结解问意建月公无系军很情者最立代想已通并提直题党程展五果料象员革位入常文总次品式活设及管特件长求老头基资边流路级少图山统接知较将组见计别她手角期根论运农指几九区强放决西被干做必战先回则任取据处理府研质证";
-    rng_state = seed;
+    unit_rng_state = seed;
     size_t nv = strlen(vocab) / 3;
     char *s = malloc(chars * 3 + chars / 20 * 3 + 1), *p = s;
     for (size_t i = 0; i < chars; i++) {
-        memcpy(p, vocab + 3 * (rng() % nv), 3);
+        memcpy(p, vocab + 3 * (unit_rng() % nv), 3);
         p += 3;
         if (i % 20 == 19) {
             memcpy(p, "\xe3\x80\x82", 3); /* 。 */
@@ -216,7 +208,7 @@ static void test_scratch_growth(void)
     size_t big_len = 2 * 1024 * 1024;
     char *big = malloc(big_len + 1);
     for (size_t i = 0; i < big_len; i++)
-        big[i] = (char)('a' + rng() % 26);
+        big[i] = (char)('a' + unit_rng() % 26);
     for (size_t i = 7; i < big_len; i += 8)
         big[i] = ' ';
     big[big_len] = '\0';

@@ -4,6 +4,7 @@
 #ifndef ND_UNIT_H
 #define ND_UNIT_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 static int unit_passed, unit_failed;
@@ -19,6 +20,18 @@ static int unit_passed, unit_failed;
             fputc('\n', stderr);                                            \
         }                                                                   \
     } while (0)
+
+/* A fixed pseudo-random sequence (xorshift64): tests are reproducible.
+ * Set unit_rng_state to reseed. */
+static uint64_t unit_rng_state = 88172645463325252ull;
+
+static inline uint64_t unit_rng(void)
+{
+    unit_rng_state ^= unit_rng_state << 13;
+    unit_rng_state ^= unit_rng_state >> 7;
+    unit_rng_state ^= unit_rng_state << 17;
+    return unit_rng_state;
+}
 
 static inline int unit_summary(const char *name)
 {

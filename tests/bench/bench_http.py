@@ -5,13 +5,16 @@ same threads and accept strategy) and a static 200 from nginx.
 
     python3 tests/bench/bench_http.py [--build build] [--duration 10]
         [--connections 64] [--wrk-threads 2] [--threads N] [--quick]
+        [--only min-reuseport,on-reuseport]
 
 Scenarios (each on a fresh process, loopback only, bounded by --duration):
   /healthz             minimal_evhttp, nginx, neardupd (reuseport and shared)
   /healthz, Connection: close   accept-bound: reuseport vs shared
   /check-original      ~2 KB Chinese articles from ../shared/eval (or the
                        shipped test texts), register off and register on
-                       (durable: the store fsyncs each group commit)
+                       (durable: the store fsyncs each group commit), the
+                       latter also with one worker thread (wrk runs on the
+                       same cores); prints durable registrations/s
 Every scenario runs --rounds times, interleaved (so that a noisy neighbour
 hurts all of them alike); the median round is reported with its p50 and p99
 latency and the server's CPU time per request (user + system, from /proc:
@@ -286,6 +289,10 @@ def scenarios(args, tmp, off, on):
                     (), "/check-original", off, (), "off-" + accept))
     out.append(("neardupd reuseport /check-original register=on", "neardupd", "reuseport", (),
                 "/check-original", on, (), "on-reuseport"))
+    # wrk shares the machine: one worker thread leaves it the other core.
+    out.append(("neardupd reuseport /check-original register=on, 1 worker",
+                "neardupd", "reuseport", ("--threads", "1"), "/check-original", on, (),
+                "on-reuseport-1"))
     if not args.quick:
         out.append(("neardupd reuseport /check-original register=on --no-sync", "neardupd",
                     "reuseport", ("--no-sync",), "/check-original", on, (), "on-nosync"))
@@ -311,6 +318,9 @@ def run(args):
     runs = {}
     notes = {}
     plan = scenarios(args, tmp, off, on)
+    if args.only:
+        keep = set(args.only.split(","))
+        plan = [p for p in plan if p[-1] in keep]
     print("# wrk -t%d -c%d -d%ds, %d interleaved rounds, medians; server threads %d; %d cores; "
           "load average %.1f; articles: %d from %s, mean body %.0f bytes" % (
               args.wrk_threads, args.connections, args.duration, args.rounds, threads,
@@ -341,6 +351,7 @@ def run(args):
                         dup = re.search(r'checks_total\{verdict="duplicate"\} (\d+)', m)
                         notes[key] = "registered %s, not original %s" % (
                             reg.group(1) if reg else "?", dup.group(1) if dup else "?")
+                        res["reg_per_s"] = int(reg.group(1)) / args.duration if reg else 0.0
                 finally:
                     proc.stop()
                 runs.setdefault(key, []).append(res)
@@ -377,12 +388,24 @@ def run(args):
                                         med[b]["rps"], cpu_of(b) / cpu_of(a), cpu_of(a),
                                         cpu_of(b)))
 
+    print()
+    for key, what in (("on-reuseport", "%d worker threads" % threads),
+                      ("on-reuseport-1", "1 worker thread")):
+        if key not in runs:
+            continue
+        regs = sorted(x.get("reg_per_s", 0.0) for x in runs[key])
+        print("durable registrations/s (fsync on, %d connections, %s): median %.0f, rounds %s "
+              "(target >= 20000)" % (args.connections, what, regs[len(regs) // 2],
+                                     " ".join("%.0f" % x for x in regs)))
+    print("load average %.1f at the end" % os.getloadavg()[0])
+
     print("\n# ratios (targets: /healthz >= 0.9 x minimal_evhttp, /check-original >= 0.5 x)")
     for accept in ("reuseport", "shared"):
         ratio("healthz-" + accept, "min-" + accept, "/healthz %s vs minimal %s" % (accept, accept))
         ratio("off-" + accept, "min-" + accept,
               "/check-original register=off %s vs minimal %s" % (accept, accept))
     ratio("on-reuseport", "min-reuseport", "/check-original register=on vs minimal")
+    ratio("on-reuseport-1", "min-reuseport", "/check-original register=on, 1 worker vs minimal")
     ratio("on-nosync", "min-reuseport", "/check-original register=on --no-sync vs minimal")
     ratio("min-reuseport", "nginx", "minimal_evhttp reuseport vs nginx")
     print("# accept strategy")
@@ -407,6 +430,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median)")
     ap.add_argument("--quick", action="store_true", help="fewer scenarios")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--only", help="comma-separated scenario keys to run, e.g. "
+                    "min-reuseport,on-reuseport (see scenarios())")
     args = ap.parse_args()
     random.seed(1)
     run(args)

@@ -285,10 +285,11 @@ def run_load(args, port, texts, seconds, total_rate, on_second):
 
 # ---- the server ----
 
-def rss_kb(pid):
+def rss_kb(pid, field="VmRSS"):
+    """VmRSS (or RssAnon: heap and stacks, without the store's mapped file)."""
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
 
@@ -398,9 +399,9 @@ def main():
         rate = capacity * args.load
         print("soak: %.0f minutes at %.0f req/s (%.0f %% of capacity)\n" % (
             args.minutes, rate, args.load * 100), flush=True)
-        print("%6s %9s %8s %7s %9s %9s %9s %10s %6s %6s" % (
+        print("%6s %9s %8s %7s %9s %9s %9s %10s %8s %6s %6s" % (
             "minute", "requests", "req/s", "errors", "p50 ms", "p99 ms", "max ms", "RSS KB",
-            "fds", "docs"), flush=True)
+            "anon KB", "fds", "docs"), flush=True)
 
         minute = {"lat": [], "counts": {}, "start": time.monotonic(), "i": 0}
         rows = []
@@ -413,10 +414,11 @@ def main():
             row = {"minute": minute["i"] + 1, "requests": len(lat), "rate": len(lat) / dur,
                    "errors": errors, "p50": pct(lat, 0.5) * 1e3, "p99": pct(lat, 0.99) * 1e3,
                    "max": (lat[-1] if lat else 0) * 1e3, "rss": rss_kb(proc.pid),
+                   "anon": rss_kb(proc.pid, "RssAnon"),
                    "fds": open_fds(proc.pid), "docs": documents(port)}
             rows.append(row)
             print("%(minute)6d %(requests)9d %(rate)8.0f %(errors)7d %(p50)9.2f %(p99)9.2f "
-                  "%(max)9.1f %(rss)10d %(fds)6d %(docs)6d" % row, flush=True)
+                  "%(max)9.1f %(rss)10d %(anon)8d %(fds)6d %(docs)6d" % row, flush=True)
             minute.update(lat=[], counts={}, start=time.monotonic(), i=minute["i"] + 1)
 
         def per_second(lat, counts):
@@ -446,8 +448,9 @@ def main():
     half = rows[len(rows) // 2:]
     growth = (half[-1]["rss"] - half[0]["rss"]) * 100.0 / max(1, half[0]["rss"])
     errors = sum(r["errors"] for r in rows)
-    print("RSS first minute %d KB, last minute %d KB; second half %+.1f %%" % (
-        rows[0]["rss"], rows[-1]["rss"], growth))
+    print("RSS first minute %d KB, last minute %d KB; second half %+.1f %% "
+          "(anonymous %d -> %d KB)" % (rows[0]["rss"], rows[-1]["rss"], growth,
+                                      rows[0]["anon"], rows[-1]["anon"]))
     print("p99 per minute (ms): " + ", ".join("%.1f" % r["p99"] for r in rows))
     ok = errors == 0 and growth <= args.max_growth and code == 0
     print("verdict: %s (%d failed requests)" % ("PASS" if ok else "FAIL", errors))
