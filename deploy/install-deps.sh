@@ -6,7 +6,8 @@
 set -euo pipefail
 
 build_pkgs=(gcc meson ninja-build pkg-config
-            libevent-dev libjansson-dev libxxhash-dev libutf8proc-dev liblmdb-dev)
+            libevent-dev libjansson-dev libxxhash-dev libutf8proc-dev liblmdb-dev
+            libjemalloc-dev)
 test_pkgs=(python3 curl gzip procps lmdb-utils haproxy prometheus systemd
            clang libclang-rt-14-dev) # clang + libFuzzer runtime: tests/fuzz/run.sh
 
