@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Runner, Server, check, load_texts, parse_metrics  # noqa: E402
@@ -156,9 +157,16 @@ def promtool_accepts_in_memory_and_draining():
         check("neardup_store_commit_duration_seconds" not in text, "store metrics in memory")
         check(parse_metrics(text)["neardup_in_memory"] == 1, "in_memory gauge")
         srv.signal(15)
-        text = scrape(srv)  # during the drain delay, still served
+        # The signal reaches the main loop asynchronously: scrape (still
+        # served during the 1 s drain delay) until the drain shows.
+        deadline = time.monotonic() + 0.8
+        while True:
+            text = scrape(srv)
+            m = parse_metrics(text)
+            if m["neardup_draining"] == 1 or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
         promtool(text)
-        m = parse_metrics(text)
         check(m["neardup_draining"] == 1 and m["neardup_ready"] == 0, m)
         check(srv.wait(timeout=15) == 0, "exit code after the drain")
 
