@@ -33,9 +33,11 @@ typedef struct op_state {
     uint32_t features;
     nd_reg_change *ch; /* set by the hand-off: a change to complete */
     int status;
-    char *id;          /* owned copies */
+    char *id;          /* an owned copy when on_heap, else borrowed from the
+                        * worker's request parser (valid until its reply) */
     size_t id_len;
-    char *meta;
+    char *meta;        /* owned */
+    bool on_heap;      /* waits for the store: allocated, freed by op_free() */
 } op_state;
 
 static nd_api *api_of(nd_req *r)
@@ -477,9 +479,11 @@ static void op_free(op_state *op)
     if (!op)
         return;
     nd_check_res_release(&op->res);
-    free(op->id);
     free(op->meta);
-    free(op);
+    if (op->on_heap) {
+        free(op->id);
+        free(op);
+    }
 }
 
 static void add_meta(struct evbuffer *o, const nd_doc *d)
@@ -654,18 +658,20 @@ static void handle_check(nd_req *r)
         free(cr.meta);
         return;
     }
-    op_state *op = calloc(1, sizeof(*op));
-    if (!op)
-        nd_die_oom(__func__);
-    op->meta = cr.meta; /* owned by op from here */
-    if (cr.id) {
-        op->id_len = cr.id_len;
-        op->id = malloc(op->id_len + 1);
-        if (!op->id)
+    /* Only a registration can wait for the store and outlive this call; a
+     * query is answered now, from state on the stack (no allocation). */
+    op_state query = {0}, *op = &query;
+    if (cr.do_register) {
+        if (!(op = calloc(1, sizeof(*op))) || !(op->id = malloc(cr.id_len + 1)))
             nd_die_oom(__func__);
-        memcpy(op->id, cr.id, op->id_len);
-        op->id[op->id_len] = 0;
+        op->on_heap = true;
+        memcpy(op->id, cr.id, cr.id_len);
+        op->id[cr.id_len] = 0;
+    } else {
+        op->id = (char *)cr.id;
     }
+    op->id_len = cr.id ? cr.id_len : 0;
+    op->meta = cr.meta; /* owned by op from here */
     nd_fingerprint_result fr;
     int rc = fingerprint(r, cr.text, cr.text_len, &fr);
     if (rc < 0) {
@@ -734,6 +740,7 @@ static void handle_document(nd_req *r)
     op_state *op = calloc(1, sizeof(*op));
     if (!op)
         nd_die_oom(__func__);
+    op->on_heap = true;
     if (document_id(r, op) < 0) {
         op_free(op);
         return;

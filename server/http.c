@@ -58,8 +58,6 @@ struct nd_worker {
     struct nd_conn *waiting, *waiting_tail; /* waiting for a request, by deadline */
     int64_t refused_log_ms;   /* last "connection limit" warning */
     uint64_t refused;         /* connections refused since that warning */
-    int64_t ts_sec;           /* second of ts_prefix */
-    char ts_prefix[20];
     size_t loglen;
     char logbuf[ND_LOG_LINE_MAX];
 };
@@ -149,21 +147,11 @@ static void put_digits(char *buf, size_t *pos, uint64_t v, int width)
     *pos += (size_t)width;
 }
 
-/* RFC 3339 time with microseconds; the date part is cached per second. */
-static void put_time(nd_worker *w, char *buf, size_t *pos)
+/* RFC 3339 time with microseconds, now. */
+static void put_time(char *buf, size_t *pos)
 {
-    int64_t us = nd_log_now_us();
-    int64_t sec = us / 1000000;
-    if (sec != w->ts_sec) {
-        char full[32];
-        nd_log_format_time(sec * 1000000, full);
-        memcpy(w->ts_prefix, full, 19); /* YYYY-MM-DDTHH:MM:SS */
-        w->ts_sec = sec;
-    }
-    put(buf, pos, w->ts_prefix, 19);
-    buf[(*pos)++] = '.';
-    put_digits(buf, pos, (uint64_t)(us % 1000000), 6);
-    buf[(*pos)++] = 'Z';
+    nd_log_format_time(nd_log_now_us(), buf + *pos);
+    *pos += strlen(buf + *pos);
 }
 
 static void access_log(nd_worker *w, const char *rid, const char *method, const char *path,
@@ -174,7 +162,7 @@ static void access_log(nd_worker *w, const char *rid, const char *method, const 
     char line[2048];
     size_t pos = 0;
     PUT_LIT(line, &pos, "{\"time\":\"");
-    put_time(w, line, &pos);
+    put_time(line, &pos);
     PUT_LIT(line, &pos, "\",\"level\":\"info\",\"msg\":\"request\",\"rid\":\"");
     put(line, &pos, rid, strnlen(rid, 39));
     PUT_LIT(line, &pos, "\",\"method\":\"");

@@ -4,12 +4,36 @@
 #ifndef ND_FUZZ_BODY_COMMON_H
 #define ND_FUZZ_BODY_COMMON_H
 
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
+#include "fingerprint.h"
 #include "fuzz_util.h"
 #include "request.h"
+
+/* The fingerprinter, its scratch and the request parser, made once. */
+static nd_fingerprinter *fp;
+static nd_fp_scratch *fps;
+static nd_request_parser parser;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc, (void)argv;
+    if (nd_fingerprinter_create(&fp) < 0 || nd_fp_scratch_create(&fps) < 0)
+        abort();
+    return 0;
+}
+
+/* A text the request reader accepted must fingerprint without error (the
+ * reader validated its UTF-8). */
+static void fingerprint_ok(const char *s, size_t n)
+{
+    nd_fingerprint_result r;
+    int rc = nd_fingerprint(fp, fps, s, n, &r);
+    FUZZ_CHECK(rc == 0, "a text of %zu bytes the reader accepted: %d", n, rc);
+}
 
 /* Byte 0 picks the limits; the body is the rest. */
 static inline nd_request_limits fuzz_limits(uint8_t b)

@@ -12,25 +12,6 @@
 #include "fingerprint.h"
 #include "fuzz_body_common.h"
 
-static nd_fingerprinter *fp;
-static nd_fp_scratch *fps;
-static nd_request_parser parser;
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc, (void)argv;
-    if (nd_fingerprinter_create(&fp) < 0 || nd_fp_scratch_create(&fps) < 0)
-        abort();
-    return 0;
-}
-
-static void fingerprint_ok(const char *s, size_t n)
-{
-    nd_fingerprint_result r;
-    int rc = nd_fingerprint(fp, fps, s, n, &r);
-    FUZZ_CHECK(rc == 0, "a text of %zu bytes the reader accepted: %d", n, rc);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
