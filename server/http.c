@@ -982,6 +982,9 @@ static int worker_init(nd_http *h, nd_worker *w, unsigned index)
 static void *worker_main(void *arg)
 {
     nd_worker *w = arg;
+    char name[16]; /* the kernel's limit, NUL included: top -H, perf, gdb */
+    snprintf(name, sizeof(name), "nd-worker-%u", w->index);
+    pthread_setname_np(pthread_self(), name);
     tls_worker = w;
     event_base_loop(w->base, EVLOOP_NO_EXIT_ON_EMPTY);
     log_flush(w);

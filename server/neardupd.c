@@ -80,6 +80,7 @@ static void log_ready(daemon_t *d);
 static void *loader_main(void *arg)
 {
     daemon_t *d = arg;
+    pthread_setname_np(pthread_self(), "nd-load");
     int64_t total = nd_store_count(d->store);
     atomic_store(&d->api.load_total, total > 0 ? (uint64_t)total : 0);
     load_progress(d, 0, total > 0 ? (uint64_t)total : 0, 0); /* a first line at once */

@@ -34,7 +34,12 @@ typedef struct nd_waiter {
     void *arg;
 } nd_waiter;
 
-enum change_kind { CHANGE_PUT, CHANGE_DELETE };
+enum change_kind {
+    CHANGE_PUT,     /* a registration */
+    CHANGE_DELETE,  /* a deletion */
+    CHANGE_UPGRADE, /* a document of another fingerprint version re-registered
+                     * with the same text: doc replaces old, same time */
+};
 
 /* A block of memory for documents loaded at start (mmap, huge pages if the
  * kernel gives them: a 10M-document load otherwise spends much of its time
@@ -48,6 +53,7 @@ typedef struct arena_block {
 struct nd_reg_change {
     nd_registry *reg;
     nd_doc *doc; /* a reference */
+    nd_doc *old; /* CHANGE_UPGRADE: the document doc replaces (a reference) */
     enum change_kind kind;
     nd_registry_done_fn fn;
     void *arg;
@@ -150,6 +156,18 @@ static nd_doc *map_find(const nd_registry *reg, const char *id, size_t len)
     nd_doc *d = reg->buckets[id_hash(id, len) & (reg->nbuckets - 1)];
     for (; d; d = d->next)
         if (d->id_len == len && memcmp(d->id, id, len) == 0)
+            return d;
+    return NULL;
+}
+
+/* The document of id that is not waiting for its first commit: what a
+ * reader may be shown (an upgrade in flight links its new document ahead
+ * of the old one, which stays the durable answer until the commit). */
+static nd_doc *map_find_settled(const nd_registry *reg, const char *id, size_t len)
+{
+    nd_doc *d = reg->buckets[id_hash(id, len) & (reg->nbuckets - 1)];
+    for (; d; d = d->next)
+        if (d->id_len == len && memcmp(d->id, id, len) == 0 && d->state != DOC_PENDING)
             return d;
     return NULL;
 }
@@ -417,6 +435,7 @@ typedef struct block_feed {
 static void *feed_main(void *arg)
 {
     block_feed *f = arg;
+    pthread_setname_np(pthread_self(), "nd-load-feed");
     pthread_mutex_lock(&f->mu);
     while (!f->stop && !f->failed) {
         if (f->nready == FEED_DEPTH) {
@@ -545,9 +564,15 @@ static void version_uncount(nd_registry *reg, const char *v)
 size_t nd_registry_stale_versions(const nd_registry *reg, nd_registry_version_count *out,
                                   size_t cap)
 {
-    for (size_t i = 0; i < reg->nversions && i < cap; i++)
-        out[i] = reg->versions[i];
-    return reg->nversions;
+    size_t n = 0;
+    for (size_t i = 0; i < reg->nversions; i++) {
+        if (reg->versions[i].documents == 0)
+            continue; /* only in records skipped as repeated ids */
+        if (n < cap)
+            out[n] = reg->versions[i];
+        n++;
+    }
+    return n;
 }
 
 typedef struct load_ctx {
@@ -985,6 +1010,62 @@ static int answer_existing(nd_registry *reg, nd_doc *d, const nd_check_req *rq,
     return rc;
 }
 
+/* The id holds a document of another fingerprint version (old, live) with
+ * the same text: registers the text's current fingerprint in its place,
+ * keeping its registration time (the claim) and its meta unless the
+ * request brings one. The new document is linked at once, ahead of old
+ * (which stays what readers get until the commit, and is unlinked then);
+ * the answer is as for an existing document. Writer held. */
+static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, nd_check_res *res,
+                      nd_registry_done_fn fn, void *arg)
+{
+    const char *meta = rq->meta ? rq->meta : old->meta;
+    size_t meta_len = rq->meta ? rq->meta_len : old->meta_len;
+    nd_doc *d = doc_new(rq->id, rq->id_len, meta, meta ? meta_len : 0);
+    if (!d)
+        return -ENOMEM;
+    d->simhash = rq->simhash;
+    d->chars = rq->chars;
+    memcpy(d->text_hash, rq->text_hash, 16);
+    d->registered_at_us = old->registered_at_us;
+    d->state = reg->store ? DOC_PENDING : DOC_LIVE;
+    int rc = link_doc(reg, d);
+    if (rc < 0) {
+        nd_doc_release(d);
+        return rc;
+    }
+    if ((rc = find_matches(reg, rq->simhash, rq->k, d, res, true)) < 0) {
+        unlink_doc(reg, d);
+        return rc;
+    }
+    res->doc = doc_ref(d);
+    res->existing = true;
+    res->registered = true;
+    if (!reg->store) {
+        unlink_doc(reg, old);
+        return 0;
+    }
+    nd_reg_change *ch = change_new(reg, d, CHANGE_UPGRADE, fn, arg);
+    nd_record rec;
+    record_of(d, &rec);
+    if (ch)
+        ch->old = doc_ref(old);
+    rc = ch ? nd_store_replace(reg->store, &rec, store_done, ch) : -ENOMEM;
+    if (rc < 0) {
+        if (ch) {
+            nd_doc_release(ch->doc);
+            nd_doc_release(ch->old);
+            free(ch);
+        }
+        nd_check_res_release(res);
+        res_clear(res);
+        unlink_doc(reg, d);
+        return rc;
+    }
+    atomic_fetch_add_explicit(&reg->npending, 1, memory_order_relaxed);
+    return ND_REG_QUEUED;
+}
+
 static int check_register(nd_registry *reg, const nd_check_req *rq, nd_check_res *res,
                           nd_registry_done_fn fn, void *arg)
 {
@@ -993,6 +1074,8 @@ static int check_register(nd_registry *reg, const nd_check_req *rq, nd_check_res
     nd_doc *d = map_find(reg, rq->id, rq->id_len);
     if (d && d->state != DOC_LIVE) {
         rc = add_waiter(d, fn, arg);
+    } else if (d && d->stale && memcmp(d->text_hash, rq->text_hash, 16) == 0) {
+        rc = do_upgrade(reg, d, rq, res, fn, arg);
     } else if (d) {
         rc = answer_existing(reg, d, rq, res, true);
     } else {
@@ -1036,11 +1119,15 @@ int nd_registry_complete(nd_registry *reg, nd_reg_change *ch, int status)
     nd_doc *d = ch->doc;
     int rc = status;
     pthread_mutex_lock(&reg->writer);
-    if (ch->kind == CHANGE_PUT) {
+    if (ch->kind == CHANGE_PUT || ch->kind == CHANGE_UPGRADE) {
         if (status == 0)
             d->state = DOC_LIVE;
         else
             unlink_doc(reg, d);
+        /* An upgrade's old document goes once the new one is durable; if
+         * that failed, it stays (its record was not touched). */
+        if (status == 0 && ch->old)
+            unlink_doc(reg, ch->old);
     } else if (status == 0 || status == -ENOENT) {
         unlink_doc(reg, d);
         rc = 0;
@@ -1053,6 +1140,7 @@ int nd_registry_complete(nd_registry *reg, nd_reg_change *ch, int status)
     pthread_mutex_unlock(&reg->writer);
     wake(w);
     nd_doc_release(d);
+    nd_doc_release(ch->old);
     free(ch);
     return rc;
 }
@@ -1093,9 +1181,7 @@ int nd_registry_get(nd_registry *reg, const char *id, size_t id_len, nd_doc **ou
     if (!nd_registry_loaded(reg))
         return -EAGAIN;
     pthread_rwlock_rdlock(&reg->table);
-    nd_doc *d = map_find(reg, id, id_len);
-    if (d && d->state == DOC_PENDING)
-        d = NULL;
+    nd_doc *d = map_find_settled(reg, id, id_len);
     if (d)
         doc_ref(d);
     pthread_rwlock_unlock(&reg->table);

@@ -147,6 +147,9 @@ bool nd_registry_loaded(const nd_registry *reg);
 /* Answers a check, and when original and rq->do_register, registers the
  * document in the same step. Fills res (release it with
  * nd_check_res_release()). Returns:
+ * An id held by a document of another fingerprint version with the same
+ * text is upgraded in place (same registered_at, the current fingerprint;
+ * nd_store_replace()): answered as an existing document, ND_REG_QUEUED.
  *   0              answered; res is complete.
  *   ND_REG_QUEUED  registered in memory, store write queued; res holds the
  *                  answer to give once nd_registry_complete() returns 0.
@@ -188,7 +191,8 @@ int nd_registry_id_valid(const char *id, size_t len);
 void nd_registry_text_hash(const char *text, size_t len, uint8_t out[16]);
 
 typedef struct nd_registry_stats {
-    uint64_t documents;     /* ids held, pending ones included */
+    uint64_t documents;     /* ids held, pending ones included (an upgrade
+                             * in flight counts its id twice) */
     uint64_t index_entries; /* fingerprints in the index */
     uint64_t stale;         /* documents of another fingerprint version */
     uint64_t pending;       /* changes waiting for the store */
@@ -205,7 +209,9 @@ typedef struct nd_registry_version_count {
 } nd_registry_version_count;
 
 /* Fills out[0..cap) with the fingerprint versions other than the current
- * one that nd_registry_load() found, in order of first appearance, and
+ * one that nd_registry_load() loaded documents of (a version seen only in
+ * records skipped as repeated ids is left out), in order of first
+ * appearance, and
  * returns how many there are (may exceed cap). Call after loading (it
  * reads what the loader wrote without a lock). Does not allocate. */
 size_t nd_registry_stale_versions(const nd_registry *reg, nd_registry_version_count *out,

@@ -122,6 +122,7 @@
 enum change_kind {
     CHANGE_PUT,                 /* data: key (KEY_SIZE bytes), then value */
     CHANGE_DELETE_AT,           /* data: key, then the id */
+    CHANGE_REPLACE_AT,          /* data: key, then value (as CHANGE_PUT) */
 };
 
 typedef struct change {
@@ -725,12 +726,27 @@ static int apply_put(nd_store *st, MDB_txn *txn, change *c, int64_t *last, txn_r
     return 0;
 }
 
-/* Deletes the record under the change's key if its id is the change's id. */
-static int apply_delete_at(MDB_cursor *cur, change *c, txn_result *res)
+/* The id a change at a key names: a deletion's own, or the replacing
+ * value's. Returns its length (0: none). */
+static size_t change_id(change *c, const unsigned char **id)
+{
+    if (c->kind == CHANGE_DELETE_AT) {
+        *id = c->data + KEY_SIZE;
+        return c->len - KEY_SIZE;
+    }
+    MDB_val nv = {c->len - KEY_SIZE, c->data + KEY_SIZE};
+    return value_id(&nv, id);
+}
+
+/* Deletes, or replaces with the change's value, the record under the
+ * change's key if its id is the change's id. Else the change's status is
+ * -ENOENT (no record there, or another id) or -EBADMSG (the stored value
+ * cannot be decoded: left as it is), and nothing is written. */
+static int apply_at_key(MDB_cursor *cur, change *c, txn_result *res)
 {
     MDB_val k = {KEY_SIZE, c->data}, v;
-    const unsigned char *id = c->data + KEY_SIZE, *vid = NULL;
-    size_t id_len = c->len - KEY_SIZE;
+    const unsigned char *id = NULL, *vid = NULL;
+    size_t id_len = change_id(c, &id);
     int rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY);
     c->status = -ENOENT;
     if (rc == MDB_NOTFOUND)
@@ -739,25 +755,33 @@ static int apply_delete_at(MDB_cursor *cur, change *c, txn_result *res)
         return rc;
     size_t n = value_id(&v, &vid);
     if (n == 0) {
-        c->status = -EBADMSG;           /* cannot verify: leave it */
+        c->status = -EBADMSG;
         return 0;
     }
     if (n != id_len || memcmp(vid, id, n) != 0)
         return 0;
-    if ((rc = mdb_cursor_del(cur, 0)))
+    if (c->kind == CHANGE_DELETE_AT) {
+        rc = mdb_cursor_del(cur, 0);
+    } else {
+        MDB_val nv = {c->len - KEY_SIZE, c->data + KEY_SIZE};
+        k = (MDB_val){KEY_SIZE, c->data};
+        rc = mdb_cursor_put(cur, &k, &nv, MDB_CURRENT);
+    }
+    if (rc)
         return rc;
     c->status = 0;
     res->wrote = true;
     return 0;
 }
 
-static int apply_delete(nd_store *st, MDB_txn *txn, change *c, txn_result *res)
+/* Applies a change to the record under its key (delete or replace). */
+static int apply_at(nd_store *st, MDB_txn *txn, change *c, txn_result *res)
 {
     MDB_cursor *cur;
     int rc = mdb_cursor_open(txn, st->dbi, &cur);
     if (rc)
         return rc;
-    rc = apply_delete_at(cur, c, res);
+    rc = apply_at_key(cur, c, res);
     mdb_cursor_close(cur);
     return rc;
 }
@@ -799,7 +823,7 @@ static int apply_txn(nd_store *st, change *first, size_t n, txn_result *res)
     change *c = first;
     for (size_t i = 0; i < n && rc == 0; i++, c = c->next)
         rc = c->kind == CHANGE_PUT ? apply_put(st, txn, c, &last, res)
-                                   : apply_delete(st, txn, c, res);
+                                   : apply_at(st, txn, c, res);
     if (rc) {
         mdb_txn_abort(txn);
         return rc;
@@ -998,6 +1022,7 @@ static void keep_headroom(nd_store *st)
 static void *commit_main(void *arg)
 {
     nd_store *st = arg;
+    pthread_setname_np(pthread_self(), "nd-commit");
     for (;;) {
         size_t n;
         pthread_mutex_lock(&st->mu);
@@ -1162,21 +1187,40 @@ static bool id_ok(const char *id, size_t id_len)
     return id && id_len > 0 && id_len <= ND_ID_MAX;
 }
 
-int nd_store_put(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg)
+/* Checks rec for put and replace; returns its version's length, or 0. */
+static size_t record_ok(const nd_record *rec)
 {
-    if (!st || !rec || !id_ok(rec->id, rec->id_len) || !rec->version
-        || rec->registered_at_us < 0)
-        return -EINVAL;
+    if (!rec || !id_ok(rec->id, rec->id_len) || !rec->version || rec->registered_at_us < 0)
+        return 0;
     size_t vlen = strnlen(rec->version, ND_VERSION_MAX + 1);
     if (vlen == 0 || vlen > ND_VERSION_MAX || rec->meta_len > ND_META_MAX
         || (!rec->meta && rec->meta_len))
+        return 0;
+    return vlen;
+}
+
+static int queue_record(nd_store *st, enum change_kind kind, const nd_record *rec,
+                        nd_store_done_fn done, void *arg)
+{
+    size_t vlen = record_ok(rec);
+    if (!st || !vlen)
         return -EINVAL;
-    change *c = change_new(CHANGE_PUT, KEY_SIZE + value_size(rec, vlen), done, arg);
+    change *c = change_new(kind, KEY_SIZE + value_size(rec, vlen), done, arg);
     if (!c)
         return -ENOMEM;
     wr_key(c->data, rec->registered_at_us);
     encode_value(c->data + KEY_SIZE, rec, vlen);
     return enqueue(st, c);
+}
+
+int nd_store_put(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg)
+{
+    return queue_record(st, CHANGE_PUT, rec, done, arg);
+}
+
+int nd_store_replace(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg)
+{
+    return queue_record(st, CHANGE_REPLACE_AT, rec, done, arg);
 }
 
 int nd_store_delete_at(nd_store *st, const char *id, size_t id_len, int64_t registered_at_us,

@@ -119,6 +119,16 @@ int nd_store_put(nd_store *st, const nd_record *rec, nd_store_done_fn done, void
 int nd_store_delete_at(nd_store *st, const char *id, size_t id_len, int64_t registered_at_us,
                        nd_store_done_fn done, void *arg);
 
+/* Queues the replacement of the record stored under rec->registered_at_us,
+ * which must have rec's id, by rec (another fingerprint, version, meta...:
+ * how a document of an older fingerprint version is brought up to date
+ * without losing its registration time). done gets 0 (replaced, durable),
+ * -ENOENT (no record under that time, or its id differs: nothing written),
+ * -EBADMSG (the stored value cannot be decoded: nothing written) or an
+ * error as for put. Returns as nd_store_put() does, and blocks as it does
+ * when the queue is full. */
+int nd_store_replace(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg);
+
 /* Calls visit for every stored record in registration order
  * (registered_at_us ascending; the daemon relies on this order, e.g. to
  * find the greatest time so far), in one read transaction (a consistent

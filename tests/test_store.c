@@ -236,6 +236,12 @@ static int del_at_sync(nd_store *st, const char *id, int64_t t)
     return waiter_finish(&w, nd_store_delete_at(st, id, strlen(id), t, waiter_cb, &w));
 }
 
+static int replace_sync(nd_store *st, const nd_record *r)
+{
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    return waiter_finish(&w, nd_store_replace(st, r, waiter_cb, &w));
+}
+
 static int del_rec_sync(nd_store *st, const nd_record *r)
 {
     return del_at_sync(st, r->id, r->registered_at_us);
@@ -1526,18 +1532,29 @@ static void test_duplicate_key(void)
     free_rec(&d);
 }
 
+/* Opens a new store in root/name (into dir) holding n records made with
+ * prefix into x[] (10-byte meta), version overriding make_rec's if set. */
+static nd_store *store_with(char dir[128], const char *name, const nd_store_options *o,
+                            const char *prefix, rec_buf *x, unsigned n, const char *version)
+{
+    path_in(dir, 128, name);
+    nd_store *st = open_ok(dir, o);
+    for (unsigned i = 0; i < n; i++) {
+        make_rec(&x[i], prefix, i, 10);
+        if (version)
+            snprintf(x[i].version, sizeof(x[i].version), "%s", version);
+        CHECK_RC(put_sync(st, &x[i].r), 0);
+    }
+    return st;
+}
+
 /* delete_at deletes only the record at that time with that id. */
 static void test_delete_at(void)
 {
     char dir[128];
-    path_in(dir, sizeof(dir), "deleteat");
     nd_store_options o = opts_fast();
-    nd_store *st = open_ok(dir, &o);
     rec_buf x[5];
-    for (unsigned i = 0; i < 5; i++) {
-        make_rec(&x[i], "de-", i, 10);
-        CHECK_RC(put_sync(st, &x[i].r), 0);
-    }
+    nd_store *st = store_with(dir, "deleteat", &o, "de-", x, 5, NULL);
     /* Wrong id at a stored time: -ENOENT, record kept. */
     CHECK_RC(del_at_sync(st, x[1].id, x[2].r.registered_at_us), -ENOENT);
     CHECK_RC(del_at_sync(st, "de-00000", x[2].r.registered_at_us), -ENOENT); /* prefix */
@@ -1582,6 +1599,64 @@ static void test_delete_at(void)
     free_rec(&y);
 }
 
+/* replace: only the record at that time with that id, whole, durable; the
+ * other fields (fingerprint, version, chars, meta) are the new record's. */
+static void test_replace(void)
+{
+    char dir[128];
+    nd_store_options o = opts_fast();
+    rec_buf x[3];
+    nd_store *st = store_with(dir, "replace", &o, "rp-", x, 3, "nd-simhash-0");
+    /* The new form of x[1]: same id and time, all else different. */
+    rec_buf n;
+    make_rec(&n, "rp-", 1, 300);
+    n.r.registered_at_us = x[1].r.registered_at_us;
+    n.r.simhash = ~x[1].r.simhash;
+    n.r.chars = x[1].r.chars + 7;
+    n.r.text_hash[0] ^= 0xff;
+    CHECK(strcmp(n.r.version, x[1].r.version) != 0);
+    CHECK_RC(replace_sync(st, &n.r), 0);
+    check_stored(st, &n.r);
+    check_stored(st, &x[0].r);
+    check_stored(st, &x[2].r);
+    CHECK_RC(nd_store_count(st), 3);
+    /* Wrong id at a stored time, or no record at the time: -ENOENT, kept. */
+    rec_buf w;
+    make_rec(&w, "rp-", 2, 0);
+    w.r.registered_at_us = x[0].r.registered_at_us;
+    CHECK_RC(replace_sync(st, &w.r), -ENOENT);
+    check_stored(st, &x[0].r);
+    make_rec(&w, "rp-", 2, 0);
+    w.r.registered_at_us = x[2].r.registered_at_us + 1;
+    CHECK_RC(replace_sync(st, &w.r), -ENOENT);
+    CHECK_RC(nd_store_count(st), 3);
+    /* Invalid records are refused at once. */
+    rec_buf bad;
+    make_rec(&bad, "rp-", 0, 0);
+    bad.r.version = NULL;
+    CHECK_RC(nd_store_replace(st, &bad.r, NULL, NULL), -EINVAL);
+    bad.r.version = bad.version;
+    bad.r.registered_at_us = -1;
+    CHECK_RC(nd_store_replace(st, &bad.r, NULL, NULL), -EINVAL);
+    nd_store_stats stats;
+    nd_store_get_stats(st, &stats);
+    CHECK(stats.failed_changes == 0); /* -ENOENT is not a failure */
+    /* Back to the shorter form, then a reopen sees the last one. */
+    CHECK_RC(replace_sync(st, &x[1].r), 0);
+    CHECK_RC(replace_sync(st, &n.r), 0);
+    nd_store_close(st);
+    st = open_ok(dir, &o);
+    check_stored(st, &n.r);
+    check_stored(st, &x[0].r);
+    check_stored(st, &x[2].r);
+    CHECK_RC(nd_store_count(st), 3);
+    nd_store_close(st);
+    for (unsigned i = 0; i < 3; i++)
+        free_rec(&x[i]);
+    free_rec(&n);
+    free_rec(&w);
+    free_rec(&bad);
+}
 
 int main(void)
 {
@@ -1596,6 +1671,7 @@ int main(void)
     } tests[] = {
         {"basic", test_basic},
         {"invalid", test_invalid},
+        {"replace", test_replace},
         {"order_and_close_drain", test_order_and_close_drain},
         {"batch_mixed", test_batch_mixed},
         {"group_commit", test_group_commit},

@@ -15,6 +15,11 @@ Scenarios (each on a fresh process, loopback only, bounded by --duration):
                        (durable: the store fsyncs each group commit), the
                        latter also with one worker thread (wrk runs on the
                        same cores); prints durable registrations/s
+  register on, loadgen the same register-on requests from tests/bench/loadgen
+                       (one write and one read per request, no Lua): wrk
+                       spends ~23 us of the two shared cores per request,
+                       loadgen ~13, so the server keeps more of the machine.
+                       Both clients' CPU per request is printed.
 Every scenario runs --rounds times, interleaved (so that a noisy neighbour
 hurts all of them alike); the median round is reported with its p50 and p99
 latency and the server's CPU time per request (user + system, from /proc:
@@ -29,6 +34,7 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -145,7 +151,7 @@ def write_lua(tmp, articles):
           "    '\\\\n' .. paras[c] .. '\\\\n' .. paras[(a + b) % #paras + 1] .. '\"}'",
           "  return wrk.format(nil, nil, nil, body)",
           "end"]
-    for name, lines in (("check_off.lua", off), ("check_on.lua", on)):
+    for name, lines in (("check_off.lua", off), ("check_on.lua", on), ("paragraphs.txt", paras)):
         with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
     mean = sum(len(b.encode()) for b in bodies) / len(bodies)
@@ -266,6 +272,28 @@ def parse_latency(s):
     return v / 1000 if m.group(2) == "us" else v if m.group(2) == "ms" else v * 1000
 
 
+def client_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def loadgen(binary, port, args, paragraphs):
+    """tests/bench/loadgen: the register-on requests of check_on.lua, sent by
+    a client that costs the shared cores less CPU than wrk's Lua."""
+    cmd = [binary, "--port", str(port), "--paragraphs", paragraphs, "--connections",
+           str(args.connections), "--threads", str(args.loadgen_threads), "--duration",
+           str(args.duration)]
+    c0 = client_cpu()
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 60)
+    if out.returncode != 0:
+        raise RuntimeError("loadgen failed: " + out.stderr.strip())
+    d = json.loads(out.stdout)
+    good = sum(v for k, v in d["status"].items() if k.startswith("2") or k.startswith("3"))
+    return {"rps": d["rps"], "p50": d["p50_ms"], "p99": d["p99_ms"],
+            "non2xx": d["requests"] - good, "sockerr": d["errors"],
+            "client_us": (client_cpu() - c0) * 1e6 / max(1, d["requests"])}
+
+
 def wrk(port, path, args, script=None, headers=(), duration=None):
     cmd = ["wrk", "-t", str(args.wrk_threads), "-c", str(args.connections), "-d",
            "%ds" % (duration or args.duration), "--latency", "--timeout", "10s"]
@@ -274,6 +302,7 @@ def wrk(port, path, args, script=None, headers=(), duration=None):
     if script:
         cmd += ["-s", script]
     cmd.append("http://127.0.0.1:%d%s" % (port, path))
+    c0 = client_cpu()
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=(duration or
                                                                         args.duration) + 60)
     text = out.stdout
@@ -284,7 +313,11 @@ def wrk(port, path, args, script=None, headers=(), duration=None):
     bad = int(m.group(1)) if m else 0
     m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
     errs = sum(int(x) for x in m.groups()) if m else 0
-    return {"rps": rps, "p50": p50, "p99": p99, "non2xx": bad, "sockerr": errs}
+    return {"rps": rps, "p50": p50, "p99": p99, "non2xx": bad, "sockerr": errs,
+            "client_us": (client_cpu() - c0) * 1e6 / max(1.0, rps * (duration or args.duration))}
+
+
+LOADGEN = "loadgen"   # scenario "script" meaning: requests from tests/bench/loadgen
 
 
 def scenarios(args, tmp, off, on):
@@ -313,6 +346,12 @@ def scenarios(args, tmp, off, on):
     out.append(("neardupd reuseport /check-original register=on, 1 worker",
                 "neardupd", "reuseport", ("--threads", "1"), "/check-original", on, (),
                 "on-reuseport-1"))
+    # The same requests from loadgen, which leaves the server more of the cores.
+    out.append(("neardupd reuseport /check-original register=on, loadgen", "neardupd",
+                "reuseport", (), "/check-original", LOADGEN, (), "on-lg"))
+    out.append(("neardupd reuseport /check-original register=on, 1 worker, loadgen",
+                "neardupd", "reuseport", ("--threads", "1"), "/check-original", LOADGEN, (),
+                "on-lg-1"))
     if not args.quick:
         out.append(("neardupd reuseport /check-original register=on --no-sync", "neardupd",
                     "reuseport", ("--no-sync",), "/check-original", on, (), "on-nosync"))
@@ -325,7 +364,8 @@ def run(args):
     neardupd = os.environ.get("NEARDUPD", os.path.join(build, "server", "neardupd"))
     minimal = os.environ.get("MINIMAL_EVHTTP", os.path.join(build, "tests", "bench",
                                                             "minimal_evhttp"))
-    for b in (neardupd, minimal):
+    lg_bin = os.environ.get("LOADGEN", os.path.join(build, "tests", "bench", "loadgen"))
+    for b in (neardupd, minimal, lg_bin):
         if not os.path.exists(b):
             sys.exit("missing %s: build first (ninja -C %s)" % (b, args.build))
     if not shutil.which("wrk"):
@@ -358,13 +398,16 @@ def run(args):
                 else:
                     proc, port = start_neardupd(neardupd, threads, accept, tmp, extra)
                 try:
-                    if script != on:
+                    if script not in (on, LOADGEN):
                         wrk(port, path, args, script=script, headers=headers, duration=1)
                     cpu0 = cpu_seconds(proc.p.pid)
-                    res = wrk(port, path, args, script=script, headers=headers)
+                    if script == LOADGEN:
+                        res = loadgen(lg_bin, port, args, os.path.join(tmp, "paragraphs.txt"))
+                    else:
+                        res = wrk(port, path, args, script=script, headers=headers)
                     cpu = cpu_seconds(proc.p.pid) - cpu0
                     res["cpu_us"] = cpu * 1e6 / max(1.0, res["rps"] * args.duration)
-                    if server == "neardupd" and script == on:
+                    if server == "neardupd" and script in (on, LOADGEN):
                         with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port) as r:
                             m = r.read().decode()
                         reg = re.search(r'registrations_total\{result="ok"\} (\d+)', m)
@@ -375,8 +418,8 @@ def run(args):
                 finally:
                     proc.stop()
                 runs.setdefault(key, []).append(res)
-                print("  round %d  %-52s %9.0f req/s  %6.1f us CPU/req" % (
-                    rnd + 1, label, res["rps"], res["cpu_us"]), flush=True)
+                print("  round %d  %-52s %9.0f req/s  %6.1f us CPU/req  client %5.1f us/req" % (
+                    rnd + 1, label, res["rps"], res["cpu_us"], res["client_us"]), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -384,8 +427,9 @@ def run(args):
     for key, rs in runs.items():
         rs = sorted(rs, key=lambda r: r["rps"])
         med[key] = rs[len(rs) // 2]
-    print("\n%-56s %10s %9s %9s %8s  %s" % ("scenario (median of rounds)", "req/s", "p50 ms",
-                                             "p99 ms", "CPU us", "all rounds req/s"))
+    print("\n%-56s %10s %9s %9s %8s %9s  %s" % ("scenario (median of rounds)", "req/s",
+                                                 "p50 ms", "p99 ms", "CPU us", "client us",
+                                                 "all rounds req/s"))
     for label, server, accept, extra, path, script, headers, key in plan:
         if key not in med:
             print("%-56s (nginx not installed: apt-get install nginx-light)" % label)
@@ -393,8 +437,9 @@ def run(args):
         r = med[key]
         bad = ("  non-2xx %d" % r["non2xx"]) if r["non2xx"] else ""
         cpu = sorted(x["cpu_us"] for x in runs[key])[len(runs[key]) // 2]
-        print("%-56s %10.0f %9.3f %9.3f %8.1f  %s%s%s" % (
-            label, r["rps"], r["p50"], r["p99"], cpu,
+        ccpu = sorted(x["client_us"] for x in runs[key])[len(runs[key]) // 2]
+        print("%-56s %10.0f %9.3f %9.3f %8.1f %9.1f  %s%s%s" % (
+            label, r["rps"], r["p50"], r["p99"], cpu, ccpu,
             " ".join("%.0f" % x["rps"] for x in runs[key]), bad,
             ("  (" + notes[key] + ")") if key in notes else ""))
 
@@ -409,8 +454,10 @@ def run(args):
                                         cpu_of(b)))
 
     print()
-    for key, what in (("on-reuseport", "%d worker threads" % threads),
-                      ("on-reuseport-1", "1 worker thread")):
+    for key, what in (("on-reuseport", "%d worker threads, wrk" % threads),
+                      ("on-reuseport-1", "1 worker thread, wrk"),
+                      ("on-lg", "%d worker threads, loadgen" % threads),
+                      ("on-lg-1", "1 worker thread, loadgen")):
         if key not in runs:
             continue
         regs = sorted(x.get("reg_per_s", 0.0) for x in runs[key])
@@ -446,6 +493,8 @@ def main():
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--wrk-threads", type=int, default=2)
+    ap.add_argument("--loadgen-threads", type=int, default=1,
+                    help="loadgen client threads (one keeps the most CPU for the server)")
     ap.add_argument("--threads", type=int, default=0, help="server threads (0: cores)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median)")
     ap.add_argument("--quick", action="store_true", help="fewer scenarios")

@@ -60,6 +60,19 @@ def probes(srv):
 
 
 @T.test
+def threads_named(srv):
+    """Each thread says what it is (top -H, perf, gdb): the workers, the
+    store's commit thread, the main loop."""
+    task = "/proc/%d/task" % srv.proc.pid
+    names = sorted(open(os.path.join(task, t, "comm")).read().strip()
+                   for t in os.listdir(task))
+    want = ["nd-commit"] + ["nd-worker-%d" % i for i in range(srv.threads)]
+    check([n for n in names if n.startswith("nd-") and not n.startswith("nd-load")] == want,
+          names)
+    check("neardupd" in names, names)
+
+
+@T.test
 def request_id_echoed(srv):
     status, hdrs, _ = srv.request("GET", "/healthz", headers={"X-Request-Id": "abc-123"})
     check(status == 200 and hdrs["x-request-id"] == "abc-123", hdrs)

@@ -15,7 +15,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Runner, Server, check, edit, expect_error, load_texts  # noqa: E402
+from harness import (Runner, Server, check, edit, expect_error, load_texts,  # noqa: E402
+                     run_threads)
 
 T = Runner("test_versions")
 TEXTS = load_texts()
@@ -172,6 +173,106 @@ def other_versions_reported_kept_never_compared(_):
         check(status == 404, "deleted stale document came back")
         check_served(srv, docs)
         check_never_matched(srv, {d: v for d, v in docs.items() if d != "new-1"})
+        check(srv.stop() == 0)
+        srv.check_sanitizers()
+    finally:
+        srv.cleanup()
+
+
+@T.test
+def reregistering_upgrades_in_place(_):
+    """The upgrade procedure: a stale document registered again under its id
+    with its text gets the current fingerprint, keeps its registered_at and
+    its claim (a later registration of the same text is its duplicate), is
+    matched from then on, and stays so across a restart. A different text is
+    still a conflict; the other stale documents are untouched."""
+    srv = Server(wait_ready=False)
+    try:
+        docs = make_store(srv.data_dir)
+        srv.start()
+        srv.wait_for_ready()
+        text, old1 = docs["old-1"]
+        # A later document with the same text, registered while old-1 is
+        # stale: original then (nothing current is near it).
+        status, body = srv.json("POST", "/check-original",
+                                {"id": "later", "text": text, "register": True, "k": 3})
+        check(status == 200 and body["original"] and body["registered"], body)
+        later_at = body["registered_at"]
+        # Another text under old-1: still a conflict, nothing changes.
+        status, body = srv.json("POST", "/check-original",
+                                {"id": "old-1", "text": docs["cur-1"][0], "register": True})
+        expect_error(status, body, 409, "id_conflict")
+        # Without register, the id is only looked up: no upgrade.
+        status, body = srv.json("POST", "/check-original", {"id": "old-1", "text": text})
+        check(status == 200, body)
+        status, body = srv.json("GET", "/documents/old-1")
+        check(body == old1, body)
+        check(srv.metrics()["neardup_stale_documents"] == 4, "stale count")
+        # The upgrade: same id, same text, register.
+        status, body = srv.json("POST", "/check-original",
+                                {"id": "old-1", "text": text, "register": True, "k": 3})
+        check(status == 200 and body["registered"] and body["version"] == CURRENT
+              and body["registered_at"] == old1["registered_at"], body)
+        check(body["original"] and body["matches"] == [], "nothing current is older: %r", body)
+        want = dict(old1, simhash=body["simhash"], version=CURRENT)
+        check(want["simhash"] == old1["simhash"], "the store_tool wrote the current fingerprint")
+        status, got = srv.json("GET", "/documents/old-1")
+        check(status == 200 and got == want, "%r != %r", got, want)
+        m = srv.metrics()
+        check(m["neardup_stale_documents"] == 3 and m["neardup_index_entries"] == 5
+              and m["neardup_documents"] == 8, "metrics after the upgrade: %r",
+              {k: m[k] for k in ("neardup_stale_documents", "neardup_index_entries",
+                                 "neardup_documents")})
+        # The earlier claim now wins: the later registration is its duplicate.
+        status, body = srv.json("POST", "/check-original",
+                                {"id": "later", "text": text, "register": True, "k": 3})
+        check(status == 200 and not body["original"]
+              and [x["id"] for x in body["matches"]] == ["old-1"]
+              and body["registered_at"] == later_at, body)
+        status, body = srv.json("POST", "/check-original", {"text": text, "k": 0})
+        check(sorted(x["id"] for x in body["matches"]) == ["later", "old-1"], body)
+        # Again: an ordinary existing document now (same answer, no write).
+        status, body = srv.json("POST", "/check-original",
+                                {"id": "old-1", "text": text, "register": True, "k": 3})
+        check(status == 200 and body["registered_at"] == old1["registered_at"]
+              and body["original"], body)
+        # With meta: an upgrade takes the request's meta.
+        text2, old2 = docs["old-2"]
+        status, body = srv.json("POST", "/check-original",
+                                {"id": "old-2", "text": text2, "register": True,
+                                 "meta": {"upgraded": True}})
+        check(status == 200 and body["registered_at"] == old2["registered_at"], body)
+        want2 = dict(old2, version=CURRENT, meta={"upgraded": True})
+        status, got = srv.json("GET", "/documents/old-2")
+        check(got == want2, "%r != %r", got, want2)
+        # Eight identical upgrades at once: one writes, the others wait
+        # behind it and get the same answer.
+        text3, old3 = docs["old-3"]
+        answers = []
+
+        def upgrade(_):
+            st, b = srv.json("POST", "/check-original",
+                             {"id": "old-3", "text": text3, "register": True, "k": 3})
+            answers.append((st, b["registered_at"] if st == 200 else b))
+
+        run_threads(8, upgrade)
+        check(answers == [(200, old3["registered_at"])] * 8, answers)
+        m = srv.metrics()
+        check(m["neardup_stale_documents"] == 1 and m["neardup_documents"] == 8
+              and m["neardup_index_entries"] == 7, "after the concurrent upgrades")
+        # Durable: after a restart all three are current, odd-1 still stale.
+        srv.restart()
+        warn = stale_warning(srv)
+        check(warn["stale"] == 1 and warn["versions"] == {ODD: 1}, warn)
+        status, got = srv.json("GET", "/documents/old-3")
+        check(got == dict(old3, version=CURRENT), got)
+        status, got = srv.json("GET", "/documents/old-1")
+        check(got == want, "%r != %r", got, want)
+        status, got = srv.json("GET", "/documents/old-2")
+        check(got == want2, "%r != %r", got, want2)
+        status, body = srv.json("POST", "/check-original",
+                                {"id": "later", "text": text, "register": True, "k": 3})
+        check(not body["original"] and [x["id"] for x in body["matches"]] == ["old-1"], body)
         check(srv.stop() == 0)
         srv.check_sanitizers()
     finally:
