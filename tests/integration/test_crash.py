@@ -7,6 +7,12 @@ again (ND_CRASH_CYCLES, default 20). After every restart:
 - every acknowledged registration (200, "registered": true) is present with
   the same simhash, registered_at, chars and meta;
 - every acknowledged deletion (200, "deleted": true) is absent;
+- the store starts with STALE documents of an older fingerprint version,
+  which one client upgrades by registering their texts again: every
+  acknowledged upgrade is present with the current version, the text's
+  fingerprint and the old registered_at and meta; an upgrade the kill cut
+  off left either the old record or the new one, whole; the start-up
+  report counts exactly the documents not upgraded yet;
 - every request the kill cut off is either absent or whole: its record has
   the fingerprint of the text sent, its meta, the current version;
 - the server holds exactly the documents the model says (neardup_documents),
@@ -27,6 +33,7 @@ import json
 import os
 import random
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -52,6 +59,9 @@ _wr = random.Random(7)
 WORDS = ["".join(_wr.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(_wr.randint(3, 9)))
          for _ in range(3000)]
 PADS = [0, 0, 40, 700, 3000, 9000]  # meta sizes: inline, one page, overflow pages
+STALE = int(os.environ.get("ND_CRASH_STALE", "400"))  # older-version documents to upgrade
+OLD_VERSION = "nd-simhash-0"
+T0_US = 1600000000000000  # their registration times: before anything registered here
 
 
 def make_text(rng):
@@ -70,6 +80,9 @@ class Model:
         self.deleting = set()    # ids the deleter has in flight
         self.fresh = []          # ids acked since the last check
         self.fresh_gone = []     # ids acked deleted since the last check
+        self.stale = {}          # id -> text: older-version documents not upgraded
+        self.pending_upg = {}    # id -> text: upgrade sent, no answer (cut off)
+        self.acked_upgs = self.cut_upgs = 0
         self.errors = []
         self.acked_regs = self.acked_dels = 0
         self.cut_regs = self.cut_dels = 0
@@ -78,6 +91,17 @@ class Model:
     def fail(self, msg):
         with self.lock:
             self.errors.append(msg)
+
+
+def post_check(conn, fields):
+    """POSTs /check-original. Returns (status, reply), or None when the kill
+    cut the request off (its outcome is unknown)."""
+    try:
+        status, _, data = request(conn, "POST", "/check-original", json.dumps(fields).encode(),
+                                  {"Content-Type": "application/json"}, close=False)
+        return status, json.loads(data)
+    except (OSError, http.client.HTTPException, ValueError):
+        return None
 
 
 def register_client(srv, model, cycle, i, stop, rng):
@@ -90,13 +114,11 @@ def register_client(srv, model, cycle, i, stop, rng):
         meta = {"c": cycle, "t": i, "pad": "p" * rng.choice(PADS)}
         with model.lock:
             model.pending_reg[doc] = (text, meta)
-        body = json.dumps({"id": doc, "text": text, "register": True, "k": 0, "meta": meta})
-        try:
-            status, _, data = request(conn, "POST", "/check-original", body.encode(),
-                                      {"Content-Type": "application/json"}, close=False)
-            reply = json.loads(data)
-        except (OSError, http.client.HTTPException, ValueError):
-            return  # killed: the registration stays pending (unknown outcome)
+        answer = post_check(conn, {"id": doc, "text": text, "register": True, "k": 0,
+                                   "meta": meta})
+        if answer is None:
+            return  # killed: the registration stays pending
+        status, reply = answer
         with model.lock:
             del model.pending_reg[doc]
             if status == 200 and reply.get("registered"):
@@ -110,6 +132,61 @@ def register_client(srv, model, cycle, i, stop, rng):
             else:
                 model.errors.append("register %s: %s %r" % (doc, status, reply))
                 return
+
+
+def upgrade_client(srv, model, stop, rng):
+    """Registers the texts of stale documents again under their ids."""
+    conn = srv.connect(timeout=20)
+    while not stop.is_set():
+        time.sleep(rng.uniform(0, 0.04))  # spread over many cycles
+        with model.lock:
+            cands = sorted(set(model.stale) - set(model.pending_upg))
+            if not cands:
+                return
+            doc = rng.choice(cands)
+            text = model.stale[doc]
+            model.pending_upg[doc] = text
+        answer = post_check(conn, {"id": doc, "text": text, "register": True, "k": 0})
+        if answer is None:
+            return  # killed: the upgrade stays pending
+        status, reply = answer
+        with model.lock:
+            del model.pending_upg[doc]
+            old = model.known[doc]
+            if status == 200 and reply.get("registered") \
+                    and reply.get("registered_at") == old["registered_at"]:
+                model.known[doc] = dict(old, simhash=reply["simhash"], chars=reply["chars"],
+                                        version=reply["version"])
+                del model.stale[doc]
+                model.fresh.append(doc)
+                model.acked_upgs += 1
+            else:
+                model.errors.append("upgrade %s: %s %r" % (doc, status, reply))
+                return
+
+
+def seed_stale(srv, model):
+    """Writes STALE older-version documents into the (stopped) server's store
+    with tests/store_tool, as an upgrade would find them."""
+    if STALE <= 0:
+        return
+    rng = random.Random(11)
+    lines = []
+    for i in range(STALE):
+        doc = "stale-%d" % i
+        text = make_text(rng)
+        meta = {"old": i}
+        at = T0_US + i * 1000
+        lines.append(json.dumps({"id": doc, "simhash": "%016x" % rng.getrandbits(64),
+                                 "version": OLD_VERSION, "registered_at_us": at,
+                                 "chars": 500, "text": text, "meta": meta}))
+        model.stale[doc] = text
+        model.known[doc] = None  # filled from the server after the first start
+    build = os.path.dirname(os.path.dirname(os.environ.get("NEARDUPD", "build/server/x")))
+    tool = os.environ.get("ND_STORE_TOOL", os.path.join(build, "tests", "store_tool"))
+    r = subprocess.run([tool, "put", srv.data_dir], input=("\n".join(lines) + "\n").encode(),
+                       capture_output=True, timeout=120)
+    check(r.returncode == 0, "store_tool: %s %s", r.stdout, r.stderr)
 
 
 def delete_client(srv, model, stop, rng):
@@ -196,7 +273,23 @@ def verify(srv, model, cycle, rng, full, stats):
             break
         time.sleep(0.01)
     check(ready, "no ready line:\n%s", srv.log_tail())
-    check(ready[-1]["stale"] == 0, ready[-1])
+    # Cut-off upgrades: the old record, or the new one whole (same time, meta).
+    for doc, text in sorted(model.pending_upg.items()):
+        model.cut_upgs += 1
+        status, body = get_doc(conn, doc)
+        old = model.known[doc]
+        check(status == 200, "LOST: %s (cut-off upgrade): %s %r", doc, status, body)
+        if body == old:
+            continue
+        st, fp = srv.json("POST", "/fingerprint", {"text": text})
+        check(st == 200, fp)
+        whole(doc, body, fp, old["meta"])
+        check(body["registered_at"] == old["registered_at"], "%s: time changed: %r", doc, body)
+        model.known[doc] = body
+        del model.stale[doc]
+    model.pending_upg.clear()
+    check(ready[-1]["stale"] == len(model.stale), "stale: %r, model %d", ready[-1],
+          len(model.stale))
     check(not any("repeat an id" in r.get("msg", "") for r in recs), "duplicate records")
     # Cut-off registrations: absent, or whole (and then durable from now on).
     for doc, (text, meta) in sorted(model.pending_reg.items()):
@@ -261,6 +354,15 @@ def kill_cycles(srv):
           % (SEED, CYCLES, CLIENTS), flush=True)
     model = Model()
     stats = {"checked": 0, "loading_kills": 0}
+    check(srv.stop() == 0)
+    seed_stale(srv, model)
+    srv.restart()
+    conn = srv.connect(timeout=30)
+    for doc in model.stale:
+        status, body = get_doc(conn, doc)
+        check(status == 200 and body["version"] == OLD_VERSION, "%s: %s %r", doc, status, body)
+        model.known[doc] = body
+    conn.close()
     t0 = time.monotonic()
     for cycle in range(CYCLES + 1):
         last = cycle == CYCLES
@@ -277,6 +379,9 @@ def kill_cycles(srv):
         threads.append(threading.Thread(target=delete_client,
                                         args=(srv, model, stop, random.Random(rng.random())),
                                         daemon=True))
+        threads.append(threading.Thread(target=upgrade_client,
+                                        args=(srv, model, stop, random.Random(rng.random())),
+                                        daemon=True))
         for t in threads:
             t.start()
         time.sleep(rng.uniform(0.02, MAX_RUN_S))
@@ -287,7 +392,8 @@ def kill_cycles(srv):
             t.join(30)
         check(not any(t.is_alive() for t in threads), "clients hung")
         with model.lock:
-            new = [model.known[d] for d in model.fresh if d in model.known]
+            new = [model.known[d] for d in model.fresh
+                   if d in model.known and not d.startswith("stale-")]  # upgrades keep theirs
         check(all(r["registered_at"] > before_max for r in new),
               "registered_at went back after the restart before cycle %d", cycle)
         if rng.random() < 0.2:
@@ -301,10 +407,11 @@ def kill_cycles(srv):
     elapsed = time.monotonic() - t0
     check(model.acked_regs >= CYCLES * 5, "too few registrations: %d", model.acked_regs)
     print("crash: cycles=%d (+%d during start-up) acked_registrations=%d acked_deletions=%d "
-          "cut_off=%d (%d registrations found whole, rest absent) documents=%d checked=%d "
-          "lost=0 time=%.1fs"
+          "acked_upgrades=%d cut_off=%d (%d registrations found whole, rest absent; %d "
+          "upgrades) stale_left=%d documents=%d checked=%d lost=0 time=%.1fs"
           % (CYCLES, stats["loading_kills"], model.acked_regs, model.acked_dels,
-             model.cut_regs + model.cut_dels, model.cut_present, len(model.known),
+             model.acked_upgs, model.cut_regs + model.cut_dels + model.cut_upgs,
+             model.cut_present, model.cut_upgs, len(model.stale), len(model.known),
              stats["checked"], elapsed), flush=True)
 
 
