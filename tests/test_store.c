@@ -1202,6 +1202,7 @@ static void test_backup(void)
         CHECK_RC(nd_store_delete_at(st, x.id, x.r.id_len, x.r.registered_at_us, NULL, NULL),
                  0);
     }
+    flush(st); /* the changes above were queued without waiting for them */
     /* Backup while another thread writes. */
     atomic_bool stop = false;
     writer w = {st, &stop, 0};
