@@ -151,25 +151,23 @@ static uint64_t id_hash(const char *id, size_t len)
 
 /* ---- tables (writer held; table write-locked where they change) ---- */
 
-static nd_doc *map_find(const nd_registry *reg, const char *id, size_t len)
+/* The first document of id in its chain; with settled, the first that is
+ * not waiting for its first commit: what a reader may be shown (an upgrade
+ * in flight links its new document ahead of the old one, which stays the
+ * durable answer until the commit). */
+static nd_doc *chain_find(const nd_registry *reg, const char *id, size_t len, bool settled)
 {
     nd_doc *d = reg->buckets[id_hash(id, len) & (reg->nbuckets - 1)];
     for (; d; d = d->next)
-        if (d->id_len == len && memcmp(d->id, id, len) == 0)
+        if (d->id_len == len && memcmp(d->id, id, len) == 0
+            && !(settled && d->state == DOC_PENDING))
             return d;
     return NULL;
 }
 
-/* The document of id that is not waiting for its first commit: what a
- * reader may be shown (an upgrade in flight links its new document ahead
- * of the old one, which stays the durable answer until the commit). */
-static nd_doc *map_find_settled(const nd_registry *reg, const char *id, size_t len)
+static nd_doc *map_find(const nd_registry *reg, const char *id, size_t len)
 {
-    nd_doc *d = reg->buckets[id_hash(id, len) & (reg->nbuckets - 1)];
-    for (; d; d = d->next)
-        if (d->id_len == len && memcmp(d->id, id, len) == 0 && d->state != DOC_PENDING)
-            return d;
-    return NULL;
+    return chain_find(reg, id, len, false);
 }
 
 /* Grows the hash table so that extra more documents keep it at most 75%
@@ -955,44 +953,73 @@ static void record_of(const nd_doc *d, nd_record *rec)
     memcpy(rec->text_hash, d->text_hash, 16);
 }
 
-/* Registers a new original document. Writer held. */
-static int do_register(nd_registry *reg, const nd_check_req *rq, nd_check_res *res,
-                       nd_registry_done_fn fn, void *arg)
+/* Makes the document of rq (meta_len bytes of meta, registered at at),
+ * pending when there is a store, and links it. Writer held. Returns 0 and
+ * the document in *out (the registry's reference), or -errno. */
+static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const char *meta,
+                            size_t meta_len, int64_t at, nd_doc **out)
 {
-    nd_doc *d = doc_new(rq->id, rq->id_len, rq->meta, rq->meta ? rq->meta_len : 0);
+    nd_doc *d = doc_new(rq->id, rq->id_len, meta, meta ? meta_len : 0);
     if (!d)
         return -ENOMEM;
     d->simhash = rq->simhash;
     d->chars = rq->chars;
     memcpy(d->text_hash, rq->text_hash, 16);
-    d->registered_at_us = clock_next(reg);
+    d->registered_at_us = at;
     d->state = reg->store ? DOC_PENDING : DOC_LIVE;
     int rc = link_doc(reg, d);
     if (rc < 0) {
         nd_doc_release(d);
         return rc;
     }
-    res->registered = true;
-    res->doc = doc_ref(d);
-    if (!reg->store)
-        return 0;
-    nd_reg_change *ch = change_new(reg, d, CHANGE_PUT, fn, arg);
+    *out = d;
+    return 0;
+}
+
+/* Queues the store write of pending document d: a put, or with old the
+ * replacement of old's record (an upgrade). Writer held. Returns
+ * ND_REG_QUEUED, or -errno with nothing queued (the caller undoes d). */
+static int queue_write(nd_registry *reg, nd_doc *d, nd_doc *old, nd_registry_done_fn fn,
+                       void *arg)
+{
+    nd_reg_change *ch = change_new(reg, d, old ? CHANGE_UPGRADE : CHANGE_PUT, fn, arg);
+    if (!ch)
+        return -ENOMEM;
+    ch->old = old ? doc_ref(old) : NULL;
     nd_record rec;
     record_of(d, &rec);
-    rc = ch ? nd_store_put(reg->store, &rec, store_done, ch) : -ENOMEM;
+    int rc = old ? nd_store_replace(reg->store, &rec, store_done, ch)
+                 : nd_store_put(reg->store, &rec, store_done, ch);
     if (rc < 0) {
-        if (ch) {
-            nd_doc_release(ch->doc);
-            free(ch);
-        }
-        nd_doc_release(res->doc);
-        res->doc = NULL;
-        res->registered = false;
-        unlink_doc(reg, d);
+        nd_doc_release(ch->doc);
+        nd_doc_release(ch->old);
+        free(ch);
         return rc;
     }
     atomic_fetch_add_explicit(&reg->npending, 1, memory_order_relaxed);
     return ND_REG_QUEUED;
+}
+
+/* Registers a new original document. Writer held. */
+static int do_register(nd_registry *reg, const nd_check_req *rq, nd_check_res *res,
+                       nd_registry_done_fn fn, void *arg)
+{
+    nd_doc *d;
+    int rc = link_request_doc(reg, rq, rq->meta, rq->meta_len, clock_next(reg), &d);
+    if (rc < 0)
+        return rc;
+    res->registered = true;
+    res->doc = doc_ref(d);
+    if (!reg->store)
+        return 0;
+    rc = queue_write(reg, d, NULL, fn, arg);
+    if (rc < 0) {
+        nd_doc_release(res->doc);
+        res->doc = NULL;
+        res->registered = false;
+        unlink_doc(reg, d);
+    }
+    return rc;
 }
 
 /* The id is registered already. Writer held (register) or table read-locked. */
@@ -1021,19 +1048,10 @@ static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, nd_
 {
     const char *meta = rq->meta ? rq->meta : old->meta;
     size_t meta_len = rq->meta ? rq->meta_len : old->meta_len;
-    nd_doc *d = doc_new(rq->id, rq->id_len, meta, meta ? meta_len : 0);
-    if (!d)
-        return -ENOMEM;
-    d->simhash = rq->simhash;
-    d->chars = rq->chars;
-    memcpy(d->text_hash, rq->text_hash, 16);
-    d->registered_at_us = old->registered_at_us;
-    d->state = reg->store ? DOC_PENDING : DOC_LIVE;
-    int rc = link_doc(reg, d);
-    if (rc < 0) {
-        nd_doc_release(d);
+    nd_doc *d;
+    int rc = link_request_doc(reg, rq, meta, meta_len, old->registered_at_us, &d);
+    if (rc < 0)
         return rc;
-    }
     if ((rc = find_matches(reg, rq->simhash, rq->k, d, res, true)) < 0) {
         unlink_doc(reg, d);
         return rc;
@@ -1045,25 +1063,13 @@ static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, nd_
         unlink_doc(reg, old);
         return 0;
     }
-    nd_reg_change *ch = change_new(reg, d, CHANGE_UPGRADE, fn, arg);
-    nd_record rec;
-    record_of(d, &rec);
-    if (ch)
-        ch->old = doc_ref(old);
-    rc = ch ? nd_store_replace(reg->store, &rec, store_done, ch) : -ENOMEM;
+    rc = queue_write(reg, d, old, fn, arg);
     if (rc < 0) {
-        if (ch) {
-            nd_doc_release(ch->doc);
-            nd_doc_release(ch->old);
-            free(ch);
-        }
         nd_check_res_release(res);
         res_clear(res);
         unlink_doc(reg, d);
-        return rc;
     }
-    atomic_fetch_add_explicit(&reg->npending, 1, memory_order_relaxed);
-    return ND_REG_QUEUED;
+    return rc;
 }
 
 static int check_register(nd_registry *reg, const nd_check_req *rq, nd_check_res *res,
@@ -1181,7 +1187,7 @@ int nd_registry_get(nd_registry *reg, const char *id, size_t id_len, nd_doc **ou
     if (!nd_registry_loaded(reg))
         return -EAGAIN;
     pthread_rwlock_rdlock(&reg->table);
-    nd_doc *d = map_find_settled(reg, id, id_len);
+    nd_doc *d = chain_find(reg, id, id_len, true);
     if (d)
         doc_ref(d);
     pthread_rwlock_unlock(&reg->table);

@@ -31,6 +31,16 @@ RFC3339_US = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 HEX16 = re.compile(r"^[0-9a-f]{16}$")
 
 
+def tool_path(env, default):
+    """A built program: $env, else default (path parts) under the build
+    directory that holds $NEARDUPD."""
+    path = os.environ.get(env)
+    if path:
+        return path
+    build = os.path.dirname(os.path.dirname(os.environ.get("NEARDUPD", "build/server/x")))
+    return os.path.join(build, *default)
+
+
 def neardupd_path():
     path = os.environ.get("NEARDUPD")
     if path:

@@ -40,7 +40,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HEX16, RFC3339_US, Runner, Server, check, edit,  # noqa: E402
-                     load_texts, request)
+                     load_texts, request, tool_path)
 
 T = Runner("test_crash")
 TEXTS = load_texts()
@@ -182,8 +182,7 @@ def seed_stale(srv, model):
                                  "chars": 500, "text": text, "meta": meta}))
         model.stale[doc] = text
         model.known[doc] = None  # filled from the server after the first start
-    build = os.path.dirname(os.path.dirname(os.environ.get("NEARDUPD", "build/server/x")))
-    tool = os.environ.get("ND_STORE_TOOL", os.path.join(build, "tests", "store_tool"))
+    tool = tool_path("ND_STORE_TOOL", ("tests", "store_tool"))
     r = subprocess.run([tool, "put", srv.data_dir], input=("\n".join(lines) + "\n").encode(),
                        capture_output=True, timeout=120)
     check(r.returncode == 0, "store_tool: %s %s", r.stdout, r.stderr)

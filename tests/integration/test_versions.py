@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Runner, Server, check, edit, expect_error, load_texts,  # noqa: E402
-                     run_threads)
+                     run_threads, tool_path)
 
 T = Runner("test_versions")
 TEXTS = load_texts()
@@ -25,14 +25,6 @@ CURRENT = "nd-simhash-1"
 OLD = "nd-simhash-0"
 ODD = "simhash-v0-experimental"
 T0_US = 1700000000000000  # 2023-11-14T22:13:20Z
-
-
-def tool_path(env, default):
-    path = os.environ.get(env)
-    if path:
-        return path
-    build = os.path.dirname(os.path.dirname(os.environ.get("NEARDUPD", "build/server/x")))
-    return os.path.join(build, *default)
 
 
 STORE_TOOL = tool_path("ND_STORE_TOOL", ("tests", "store_tool"))
