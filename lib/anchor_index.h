@@ -1,0 +1,100 @@
+/* anchor_index.h - in-memory index of document anchors (sketch.h): 32-bit
+ * anchor -> the slots of the documents indexed under it. Stage 1 of the
+ * verdict for partial copies: a query probes its own anchors and gets the
+ * documents sharing the most of them.
+ *
+ * Layout (compact: about 6.4 bytes per (anchor, slot) entry, so ~105 B per
+ * document at 16 anchors; tests/bench/bench_sketch measures it at 10M):
+ * 2^20 buckets chosen by the anchor's top 20 bits; a bucket is one array of
+ * 6-byte entries {low 16 bits of the anchor, 32-bit slot}, sorted by
+ * (anchor, slot), grown by about 1/8 at a time. The directory (16 MiB) is
+ * allocated zeroed and touched lazily.
+ *
+ * Boilerplate: an anchor held by more than posting_cap documents is still
+ * stored (so that counts and removals stay exact) but produces no candidates:
+ * a query skips it and reports it in `skipped`.
+ *
+ * Concurrency: every function may be called from any number of threads at
+ * once (queries, inserts and removes alike). Buckets are guarded by 4096
+ * striped reader-writer locks inside the index: a query read-locks the stripe
+ * of each anchor it probes, one at a time; an insert or remove write-locks
+ * the stripe of each anchor it changes, one at a time. A query running while
+ * a document is inserted or removed may therefore see some of its anchors and
+ * not others (its shared count is between the old and new value). The caller
+ * must not insert a slot that is still indexed, nor remove anchors under a
+ * slot that did not insert them. Only nd_anchor_index_destroy() needs
+ * exclusive access.
+ *
+ * Pure: no I/O, no globals. */
+#ifndef ND_ANCHOR_INDEX_H
+#define ND_ANCHOR_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Most anchors one query may probe, and the largest posting cap. */
+#define ND_ANCHOR_QUERY_MAX 64
+#define ND_ANCHOR_CAP_MAX 256
+
+typedef struct nd_anchor_index nd_anchor_index;
+
+typedef struct nd_anchor_hit {
+    uint32_t slot;   /* the slot given to insert */
+    uint32_t shared; /* how many of the query's anchors the slot is indexed under */
+} nd_anchor_hit;
+
+typedef struct nd_anchor_stats {
+    uint64_t entries;      /* (anchor, slot) pairs stored */
+    uint64_t buckets_used; /* non-empty buckets */
+    uint64_t bytes;        /* memory held: directory + entry arrays (capacity)
+                            * + 16 bytes of allocator overhead per array + locks */
+} nd_anchor_stats;
+
+/* Creates an empty index. posting_cap: 1..ND_ANCHOR_CAP_MAX (anchors held by
+ * more documents yield no candidates). Returns 0 and a new object (free with
+ * nd_anchor_index_destroy()), -EINVAL (cap out of range) or -ENOMEM. */
+int nd_anchor_index_create(nd_anchor_index **out, unsigned posting_cap);
+
+/* Frees the index; NULL is allowed. Nothing else may be using it. */
+void nd_anchor_index_destroy(nd_anchor_index *idx);
+
+/* Indexes slot under anchors[0..n) (duplicates in the array are stored
+ * once). Returns 0, or -ENOMEM: then the anchors added so far are removed
+ * again and the index is as before. Allocates (bucket growth). */
+int nd_anchor_index_insert(nd_anchor_index *idx, uint32_t slot, const uint32_t *anchors,
+                           size_t n);
+
+/* Bulk load for start-up: slot slots[i] under anchors[i*m .. i*m + m) for
+ * i < ndocs. Every document gives exactly m anchors: pad one that has fewer
+ * with repeats of its last anchor (repeats are stored once); leave documents
+ * without anchors out. Every bucket is rebuilt once, so this costs a sort of
+ * the entries, not the O(entries * bucket size) of repeated inserts. Safe
+ * against concurrent queries (they see each bucket before or after) and
+ * other writers. Allocates ~8 bytes per entry of scratch, freed before
+ * returning. Returns 0 or -ENOMEM (then some documents may be indexed and
+ * others not: destroy the index). */
+int nd_anchor_index_insert_many(nd_anchor_index *idx, const uint32_t *slots,
+                                const uint32_t *anchors, size_t ndocs, size_t m);
+
+/* Removes slot from anchors[0..n) (anchors it is not under are ignored).
+ * Returns how many entries were removed. Never allocates: arrays do not
+ * shrink, except that an emptied bucket's array is freed. */
+size_t nd_anchor_index_remove(nd_anchor_index *idx, uint32_t slot, const uint32_t *anchors,
+                              size_t n);
+
+/* Probes anchors[0..n) (n <= ND_ANCHOR_QUERY_MAX; repeats count once) and
+ * writes the slots indexed under at least one of them into hits[0..cap),
+ * best first: most shared anchors, then smallest slot. Anchors held by more
+ * than posting_cap slots are skipped and counted in *skipped (may be NULL).
+ * Returns the number of distinct slots found (may exceed cap; then hits holds
+ * the best cap). Does not allocate (works in ~16 KiB of stack). */
+size_t nd_anchor_index_query(const nd_anchor_index *idx, const uint32_t *anchors, size_t n,
+                             nd_anchor_hit *hits, size_t cap, unsigned *skipped);
+
+/* Number of slots under one anchor (for tests and diagnostics). */
+size_t nd_anchor_index_postings(const nd_anchor_index *idx, uint32_t anchor);
+
+/* Memory and size figures. Takes each stripe lock in turn. */
+void nd_anchor_index_stats(const nd_anchor_index *idx, nd_anchor_stats *out);
+
+#endif

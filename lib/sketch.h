@@ -1,0 +1,184 @@
+/* sketch.h - the verification signature of a document (issue 12, stage 2):
+ * weighted-token shingles, a consistent nested sample of them (the sketch),
+ * resemblance / containment estimates, copied passages, and anchors (the
+ * candidates for partial copies, see anchor_index.h).
+ *
+ * The algorithm is specified bit for bit in proto/sketch.md, with vectors in
+ * proto/sketch_vectors.jsonl. Any change that alters an output must bump
+ * ND_SKETCH_VERSION.
+ *
+ * In short:
+ * - The text is normalized code point by code point exactly as the
+ *   fingerprint does (lib/normalizer.h; the same skipped markdown images,
+ *   link targets and URLs). Each CJK code point is one token of weight 3,
+ *   each run of word characters one token of weight 5; punctuation, symbols
+ *   and space only separate tokens. Every token keeps the code-point span
+ *   [start, end) of the source text it came from.
+ * - Shingle i is tokens i..j, j the first index at which the summed weight
+ *   reaches 15 (5 Han characters, 3 words, mixes in between). A text whose
+ *   tokens never reach 15 has one shingle of all its tokens; a text without
+ *   tokens has none. Its hash is a 64-bit XXH3 of the tokens' hashes.
+ * - The sketch keeps, of the distinct shingle hashes h, those whose "level"
+ *   (trailing zero bits of h, at most 31) is >= shift, for the smallest shift
+ *   leaving at most ND_SKETCH_MAX. Each is stored as a 32-bit value
+ *   v = (bits 37..63 of h) << 5 | level, sorted ascending. A text with at
+ *   most ND_SKETCH_MAX distinct shingles keeps them all (shift 0): its
+ *   figures are exact.
+ * - Anchors: the distinct shingle hashes with the smallest low 32 bits (ties:
+ *   smaller h first), as a = h >> 32 (a bottom-m sample: a part of a text
+ *   holding a fraction f of it holds about f*m of its anchors, and a copy's
+ *   own bottom-m holds every anchor of the original that it shares).
+ *
+ * Threading: an nd_sketcher is immutable after creation and may be shared by
+ * any number of threads. Each thread brings its own nd_sk_scratch, which
+ * grows to the largest text seen and is then reused: nd_sketch_text() and
+ * everything else here do not allocate once the scratch has grown. An
+ * nd_sketch and nd_anchors are plain values (no pointers): copy them freely.
+ *
+ * Server integration notes (for registry/api/store):
+ * - Store per document: nd_sketch_encode() bytes (8 + 4n <= 1032 bytes) and
+ *   the stored anchors (the first ND_ANCHORS_STORE of nd_anchors, 4 bytes
+ *   each), so that start-up can rebuild the anchor index without re-reading
+ *   texts, and delete can remove the document's anchors.
+ * - Query: sketch the submitted text with ND_ANCHORS_QUERY anchors wanted,
+ *   probe the anchor index with all of them, union the hits (ranked, at most
+ *   V) with the SimHash candidates, decode each candidate's stored sketch and
+ *   nd_sketch_compare() it; nd_sketch_passages() with the same scratch (before
+ *   it sketches anything else) gives the copied spans.
+ * - Defaults (M, V, thresholds) are in /work/coord/VERDICT_DEFAULTS.md and
+ *   the ND_VERDICT_* macros below. */
+#ifndef ND_SKETCH_H
+#define ND_SKETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The algorithm's version; store it with every sketch and anchor set and
+ * never compare sketches of different versions. */
+#define ND_SKETCH_VERSION "nd-sketch-1"
+
+/* Most values a sketch keeps. */
+#define ND_SKETCH_MAX 256
+/* Bytes of the largest encoded sketch (header 8 + 4 per value). */
+#define ND_SKETCH_ENCODED_MAX (8 + 4 * ND_SKETCH_MAX)
+/* Most anchors nd_sketch_text() can produce. */
+#define ND_ANCHORS_MAX 64
+
+/* Defaults chosen by measurement (proto/sketch.md; provisional until the
+ * table there is final, /work/coord/VERDICT_DEFAULTS.md has the current ones).
+ * ND_ANCHORS_STORE: anchors a registered document is indexed under.
+ * ND_ANCHORS_QUERY: anchors a query probes with (its own bottom-m).
+ * ND_VERDICT_MAX_VERIFY: anchor-index candidates verified per query (V).
+ * ND_VERDICT_POSTING_CAP: an anchor held by more documents than this yields
+ *   no candidates (boilerplate). */
+#define ND_ANCHORS_STORE 16
+#define ND_ANCHORS_QUERY 32
+#define ND_VERDICT_MAX_VERIFY 32
+#define ND_VERDICT_POSTING_CAP 64
+#define ND_VERDICT_MIN_RESEMBLANCE 0.5
+#define ND_VERDICT_MIN_CONTAINMENT 0.5
+
+typedef struct nd_sketcher nd_sketcher;
+typedef struct nd_sk_scratch nd_sk_scratch;
+
+/* A document's sketch: a plain value. values[0..n) sorted strictly ascending,
+ * each with level (v & 31) >= shift. */
+typedef struct nd_sketch {
+    uint8_t shift;     /* sampling level: values kept have level >= shift */
+    uint8_t reserved;  /* 0 */
+    uint16_t n;        /* number of values, 0..ND_SKETCH_MAX */
+    uint32_t shingles; /* distinct shingles of the text (before sampling) */
+    uint32_t values[ND_SKETCH_MAX];
+} nd_sketch;
+
+/* A document's anchors, best (smallest rank) first: a[0..n). A prefix of
+ * length m is the document's bottom-m, so storing the first ND_ANCHORS_STORE
+ * of a query-sized set is consistent with sketching for storage directly. */
+typedef struct nd_anchors {
+    uint32_t n;
+    uint32_t a[ND_ANCHORS_MAX];
+} nd_anchors;
+
+/* What two sketches share. All figures are estimates from the common sample
+ * (exact when both shifts are 0). Fractions are 0 when their denominator is. */
+typedef struct nd_sketch_estimate {
+    double resemblance;   /* |Q ∩ D| / |Q ∪ D| (Jaccard of the shingle sets) */
+    double containment;   /* |Q ∩ D| / |Q|: share of the query found in the doc */
+    double containment_r; /* |Q ∩ D| / |D|: share of the doc found in the query */
+    uint32_t shared;      /* sampled values in common */
+    uint32_t q_n, d_n;    /* sampled values of each side at the common shift */
+    uint8_t shift;        /* the common shift: max of the two */
+} nd_sketch_estimate;
+
+/* A copied span of the last sketched text: code-point offsets [start, end)
+ * of the source text (before normalization; a code point is one Unicode
+ * scalar value of the UTF-8 input, skipped spans included in the count). */
+typedef struct nd_passage {
+    uint32_t start, end;
+} nd_passage;
+
+/* Text statistics of the last sketch (optional output). */
+typedef struct nd_sketch_info {
+    uint32_t tokens;     /* tokens of the text */
+    uint32_t shingles;   /* shingle occurrences (distinct ones: sketch.shingles) */
+    uint32_t code_points;/* code points of the source text */
+} nd_sketch_info;
+
+/* Builds the sketcher (normalization tables, a few ms). Returns 0 and a new
+ * object (free with nd_sketcher_destroy()), or -ENOMEM. */
+int nd_sketcher_create(nd_sketcher **out);
+
+/* Frees a sketcher; NULL is allowed. */
+void nd_sketcher_destroy(nd_sketcher *sk);
+
+/* Creates per-thread scratch (free with nd_sk_scratch_destroy()). Returns 0
+ * or -ENOMEM. */
+int nd_sk_scratch_create(nd_sk_scratch **out);
+
+/* Frees scratch; NULL is allowed. */
+void nd_sk_scratch_destroy(nd_sk_scratch *s);
+
+/* Sketches the UTF-8 text [text, text+len) (need not be NUL-terminated).
+ * Fills *out (required) and, when anchors_out is not NULL, its first
+ * min(anchors_wanted, ND_ANCHORS_MAX, distinct shingles) anchors; when info
+ * is not NULL, its statistics. The scratch then holds the text's shingles and
+ * their spans for nd_sketch_passages() until the next call with it.
+ * Returns 0; -EILSEQ if the text is not valid UTF-8 (outputs untouched, the
+ * scratch holds no text); -ENOMEM if the scratch could not grow. Allocates
+ * only when the scratch must grow. An empty text gives n = 0, shingles 0. */
+int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *scratch, const char *text,
+                   size_t len, nd_sketch *out, nd_anchors *anchors_out,
+                   unsigned anchors_wanted, nd_sketch_info *info);
+
+/* Compares query q with document d at the common shift. Pure, no allocation,
+ * O(q->n + d->n). Containment is asymmetric: an excerpt q of d has
+ * containment ~1 and containment_r ~|q|/|d|. */
+void nd_sketch_compare(const nd_sketch *q, const nd_sketch *d, nd_sketch_estimate *out);
+
+/* The spans of the text last sketched with q_scratch (the query) that are
+ * found in d: its shingles sampled at the common shift max(q.shift, d->shift)
+ * (q.shift as that call computed it) are walked in text order; a run of
+ * consecutive sampled shingles all found in d (allowing one sampled shingle in
+ * between that is not, when the run goes on after it) becomes one passage,
+ * from the first code point of its first shingle to the end of its last;
+ * overlapping or touching passages are merged. Writes at most cap passages
+ * (sorted, disjoint) into out and returns how many there are in total (may
+ * exceed cap). Returns 0 when the scratch holds no text. No allocation. */
+size_t nd_sketch_passages(const nd_sk_scratch *q_scratch, const nd_sketch *d,
+                          nd_passage *out, size_t cap);
+
+/* Bytes nd_sketch_encode() writes for s: 8 + 4 * s->n. */
+size_t nd_sketch_encoded_size(const nd_sketch *s);
+
+/* Encodes s into buf (little-endian): byte 0 format (1), byte 1 shift,
+ * bytes 2..3 n, bytes 4..7 shingles, then n values of 4 bytes. Returns the
+ * bytes written, or 0 if cap is too small or s is not valid. */
+size_t nd_sketch_encode(const nd_sketch *s, uint8_t *buf, size_t cap);
+
+/* Decodes exactly len bytes into *out, checking everything: format byte,
+ * shift <= 31, n <= ND_SKETCH_MAX, n <= shingles, len == 8 + 4n, values
+ * strictly ascending with level >= shift. Returns 0, or -EINVAL (corrupt;
+ * *out is then unspecified). */
+int nd_sketch_decode(const uint8_t *buf, size_t len, nd_sketch *out);
+
+#endif
