@@ -258,6 +258,26 @@ class Server:
         return parse_metrics(data.decode())
 
 
+def fsync_shim_env(delay_file=None, fail_file=None, env=None):
+    """Environment for a Server whose fsync/fdatasync the test controls
+    (tests/shim/fsync_shim.c, preloaded): while delay_file exists each call
+    first sleeps the milliseconds written in it; while fail_file exists each
+    call fails with EIO. Start the Server with sync=True, or LMDB never
+    syncs. Raises RuntimeError when the shim was not built ($ND_FSYNC_SHIM)."""
+    shim = tool_path("ND_FSYNC_SHIM", ("tests", "libfsync_shim.so"))
+    if not os.path.exists(shim):
+        raise RuntimeError("fsync shim not built: %s" % shim)
+    out = dict(env or {})
+    out["LD_PRELOAD"] = shim
+    if delay_file:
+        out["ND_SHIM_DELAY_FILE"] = delay_file
+    if fail_file:
+        out["ND_SHIM_FAIL_FILE"] = fail_file
+    asan = os.environ.get("ASAN_OPTIONS", "")
+    out["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "verify_asan_link_order=0"
+    return out
+
+
 def free_port():
     """A port that was free a moment ago (for the rare test that cannot read
     the port from the log, e.g. with logging off)."""
