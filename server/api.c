@@ -286,7 +286,7 @@ static json_t *time_json(int64_t us)
 
 static json_t *meta_json(const nd_doc *d)
 {
-    json_t *m = d->meta ? json_loadb(d->meta, d->meta_len, 0, NULL) : NULL;
+    json_t *m = d->meta ? json_loadb(d->meta, d->meta_len, JSON_ALLOW_NUL, NULL) : NULL;
     return m ? m : json_null();
 }
 
@@ -654,8 +654,12 @@ static void handle_check(nd_req *r)
         reply_request_error(r, &e);
         return;
     }
-    if (cr.do_register && !authorized(r)) { /* before any work is done */
-        free(cr.meta);
+    if (cr.do_register && !authorized(r)) /* before any work is done */
+        return;
+    /* meta is read into a tree only for an authorized registration (and
+     * bounded before that); a query ignores it. */
+    if (cr.do_register && nd_request_check_meta(&cr, &lim, &e) < 0) {
+        reply_request_error(r, &e);
         return;
     }
     /* Only a registration can wait for the store and outlive this call; a

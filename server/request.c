@@ -109,11 +109,12 @@ static int read_members(nd_request_parser *p, const char *body, size_t len, size
     return refuse(err, 500, "internal", NULL, "out of memory");
 }
 
-/* The member key if present and not null, else NULL. */
+/* The member key if present (null included: a null is a value of the wrong
+ * type for every field, never "absent"), else NULL. */
 static const nd_json_value *field(const nd_request_parser *p, size_t n, const char *key)
 {
     const nd_json_member *f = nd_json_find(p->members, n, key);
-    return f && f->value.type != ND_JSON_NULL ? &f->value : NULL;
+    return f ? &f->value : NULL;
 }
 
 /* Checks every item of a batch: at most max_batch strings within max_text. */
@@ -166,15 +167,51 @@ int nd_request_parse_fingerprint(nd_request_parser *p, const char *body, size_t 
     return 0;
 }
 
-/* Compact JSON of a "meta" object into out (new string). */
-static int meta_compact(const nd_json_value *meta, const nd_request_limits *lim,
-                        nd_check_request *out, nd_request_error *err)
+static bool number_char(char c)
 {
-    if (meta->type != ND_JSON_OBJECT)
-        return invalid_field(err, "meta", "meta must be an object");
+    return (c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-';
+}
+
+size_t nd_request_compact_bound(const char *raw, size_t len, size_t stop)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len && n <= stop; i++) {
+        char c = raw[i];
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
+            continue;
+        n++;
+        if (c == '"') { /* a string: each byte 1, each escape 1 (it writes >= 1) */
+            for (i++; i < len && raw[i] != '"'; i++) {
+                if (raw[i] == '\\' && i + 1 < len)
+                    i += raw[i + 1] == 'u' ? 5 : 1;
+                n++;
+            }
+            n++; /* the closing quote */
+        } else if (c == '-' || (c >= '0' && c <= '9')) { /* a number: >= 1 byte */
+            while (i + 1 < len && number_char(raw[i + 1]))
+                i++;
+        }
+    }
+    return n;
+}
+
+int nd_request_check_meta(nd_check_request *out, const nd_request_limits *lim,
+                          nd_request_error *err)
+{
+    out->meta = NULL;
+    out->meta_len = 0;
+    if (!out->meta_raw)
+        return 0;
+    /* Bounded before parsing: jansson builds a node per value, some 100
+     * bytes each, so an unbounded meta of empty objects would turn a 4 MiB
+     * body into hundreds of MB and a second of CPU. */
+    size_t bound = nd_request_compact_bound(out->meta_raw, out->meta_raw_len, lim->max_meta);
+    if (bound > lim->max_meta)
+        return invalid_field(err, "meta", "meta is over %zu bytes as compact JSON; the limit is %zu",
+                             lim->max_meta, lim->max_meta);
     json_error_t jerr;
-    json_t *obj = json_loadb(meta->raw, meta->raw_len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL,
-                             &jerr);
+    json_t *obj = json_loadb(out->meta_raw, out->meta_raw_len,
+                             JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     if (!obj)
         return invalid_field(err, "meta", "meta is not valid: %s", jerr.text);
     char *text = json_dumps(obj, JSON_COMPACT);
@@ -190,6 +227,57 @@ static int meta_compact(const nd_json_value *meta, const nd_request_limits *lim,
     out->meta = text;
     out->meta_len = n;
     return 0;
+}
+
+/* Whether the JSON number raw[0..len) has an integer value from lo to hi
+ * (JSON Schema's "integer": 3, 3.0, 30e-1 and 0.3e1 all are), exactly, in
+ * decimal; sets *out. A number with more than 40 significant digits is
+ * taken as out of range. */
+static bool integer_in(const char *raw, size_t len, long lo, long hi, long *out)
+{
+    size_t i = 0;
+    bool neg = len > 0 && raw[0] == '-';
+    char dig[40];
+    size_t nd = 0;
+    long frac = 0, e = 0;
+    i += neg;
+    for (bool in_frac = false; i < len && (raw[i] == '.' || (raw[i] >= '0' && raw[i] <= '9'));
+         i++) {
+        if (raw[i] == '.') {
+            in_frac = true;
+            continue;
+        }
+        frac += in_frac;
+        if (nd == 0 && raw[i] == '0')
+            continue; /* leading zeros */
+        if (nd == sizeof(dig))
+            return false;
+        dig[nd++] = raw[i];
+    }
+    if (i < len && (raw[i] == 'e' || raw[i] == 'E')) {
+        bool eneg = ++i < len && raw[i] == '-';
+        i += i < len && (raw[i] == '-' || raw[i] == '+');
+        for (; i < len; i++)
+            if (e < 1000000)
+                e = e * 10 + (raw[i] - '0');
+        e = eneg ? -e : e;
+    }
+    while (nd > 0 && dig[nd - 1] == '0') { /* trailing zeros into the exponent */
+        nd--;
+        e++;
+    }
+    long shift = e - frac, v = 0;
+    if (nd > 0 && (shift < 0 || (long)nd + shift > 6))
+        return false; /* a fraction, or |v| >= 10^6 */
+    for (size_t k = 0; k < nd; k++)
+        v = v * 10 + (dig[k] - '0');
+    for (long k = 0; nd > 0 && k < shift; k++)
+        v *= 10;
+    v = neg ? -v : v;
+    if (v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
 }
 
 /* The optional fields of a check: id, register, k, meta. */
@@ -215,12 +303,17 @@ static int check_fields(nd_request_parser *p, size_t n, const nd_request_limits 
         return invalid_field(err, "id", "registering needs an id");
     out->k = lim->default_k;
     if (k) {
-        if (k->type != ND_JSON_NUMBER || !k->is_int || k->i < 0 || k->i > ND_INDEX_MAX_K)
+        long v;
+        if (k->type != ND_JSON_NUMBER || !integer_in(k->raw, k->raw_len, 0, ND_INDEX_MAX_K, &v))
             return invalid_field(err, "k", "k must be an integer from 0 to %d", ND_INDEX_MAX_K);
-        out->k = (unsigned)k->i;
+        out->k = (unsigned)v;
     }
-    if (meta)
-        return meta_compact(meta, lim, out, err);
+    if (meta) {
+        if (meta->type != ND_JSON_OBJECT)
+            return invalid_field(err, "meta", "meta must be an object");
+        out->meta_raw = meta->raw;
+        out->meta_raw_len = meta->raw_len;
+    }
     return 0;
 }
 
@@ -236,11 +329,8 @@ int nd_request_parse_check(nd_request_parser *p, const char *body, size_t len,
     if (!text || text->type != ND_JSON_STRING)
         return invalid_field(err, "text", "text must be a string");
     if (check_fields(p, n, lim, out, err) < 0 ||
-        nd_request_text_size(text->str_len, lim, "text", err) < 0) {
-        free(out->meta);
-        out->meta = NULL;
+        nd_request_text_size(text->str_len, lim, "text", err) < 0)
         return -1;
-    }
     out->text = text->str;
     out->text_len = text->str_len;
     return 0;

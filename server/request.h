@@ -4,9 +4,13 @@
  * functions: bytes in, a request struct or an error out, ready to become an
  * HTTP answer. Nothing here touches the network, logs or reads globals.
  *
- * Pointers handed out (texts, ids, batch arrays) are borrowed from the body
- * or from the parser's scratch, valid until the next call with the same
- * parser or until the body changes; "meta" is a new string. */
+ * Pointers handed out (texts, ids, batch arrays, the raw "meta") are
+ * borrowed from the body or from the parser's scratch, valid until the next
+ * call with the same parser or until the body changes; the compact "meta"
+ * of nd_request_check_meta() is a new string.
+ *
+ * null is never taken as "absent": a field given as null is refused like
+ * any other value of the wrong type (400 invalid_field naming it). */
 #ifndef ND_REQUEST_H
 #define ND_REQUEST_H
 
@@ -76,22 +80,45 @@ int nd_request_parse_fingerprint(nd_request_parser *p, const char *body, size_t 
 
 /* POST /check-original. */
 typedef struct nd_check_request {
-    const char *text; /* borrowed */
+    const char *text;     /* borrowed */
     size_t text_len;
-    const char *id;   /* borrowed, or NULL */
+    const char *id;       /* borrowed, or NULL */
     size_t id_len;
     bool do_register;
     unsigned k;
-    char *meta;       /* compact JSON of "meta" (new, caller frees), or NULL */
+    const char *meta_raw; /* the "meta" object as sent (borrowed), or NULL */
+    size_t meta_raw_len;
+    char *meta;           /* compact JSON of "meta" (new, caller frees): set
+                           * by nd_request_check_meta() only */
     size_t meta_len;
 } nd_check_request;
 
-/* Parses and validates a /check-original body. Returns 0 and fills *out (the
- * caller frees out->meta), or -1 with *err set (400, or 500 out of memory;
- * out->meta is then NULL). */
+/* Parses and validates a /check-original body without building any tree:
+ * "meta" is only checked to be an object (the reader validated its
+ * grammar and nesting) and handed out raw. Returns 0 and fills *out
+ * (out->meta NULL), or -1 with *err set (400, or 500 out of memory).
+ * Allocates only to grow the parser's scratch. */
 int nd_request_parse_check(nd_request_parser *p, const char *body, size_t len,
                            const nd_request_limits *lim, nd_check_request *out,
                            nd_request_error *err);
+
+/* For a request that registers, once it is authorized: checks out->meta_raw
+ * against lim->max_meta and sets out->meta to its compact JSON (new; the
+ * caller frees it). The size is first bounded from the raw bytes (a lower
+ * bound of the compact size, counted in one pass without allocating), so
+ * that jansson never reads a meta larger than the limit into a tree; the
+ * compact form is then checked exactly. Does nothing without a meta.
+ * Returns 0, or -1 with *err set (400 invalid_field "meta": over the limit,
+ * or a duplicate key, or a NUL in a key; 500 out of memory), out->meta then
+ * NULL. */
+int nd_request_check_meta(nd_check_request *out, const nd_request_limits *lim,
+                          nd_request_error *err);
+
+/* A lower bound of the size of the compact JSON that jansson writes for
+ * the valid JSON value raw[0..len): white space outside strings is not
+ * counted, an escape sequence and a number count 1 byte each, everything
+ * else 1 byte per byte. Stops counting past stop. */
+size_t nd_request_compact_bound(const char *raw, size_t len, size_t stop);
 
 /* Decodes the percent-encoded id after "/documents/". Returns 0 with *id a
  * new NUL-terminated string (caller frees) of *len bytes, or -1 with *err

@@ -5,9 +5,11 @@
  * Invariants: a refusal is well formed (fuzz_body_common.h) and leaves no
  * "meta" behind (LeakSanitizer); an accepted request has a valid id when it
  * has one, an id when it registers, k in 0..8, a text within the limit that
- * the fingerprinter accepts, and a "meta" that is a compact JSON object
- * within the limit. */
+ * the fingerprinter accepts, a raw "meta" that is an object, and (as a
+ * registration does next, nd_request_check_meta()) a compact "meta" within
+ * the limit whose size the raw bound never overestimated. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "fingerprint.h"
@@ -29,6 +31,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(cr.meta == NULL, "meta left on a refusal");
         return 0;
     }
+    FUZZ_CHECK(cr.meta == NULL, "meta built by the parse");
+    if (cr.meta_raw)
+        FUZZ_CHECK(cr.meta_raw[0] == '{', "raw meta is not an object");
+    if (nd_request_check_meta(&cr, &lim, &e) < 0) {
+        fuzz_check_refusal(&e);
+        FUZZ_CHECK(cr.meta == NULL, "meta left on a refusal");
+        return 0;
+    }
     FUZZ_CHECK(cr.text && cr.text_len <= lim.max_text, "text");
     if (cr.id)
         FUZZ_CHECK(nd_registry_id_valid(cr.id, cr.id_len) == 0, "id");
@@ -40,6 +50,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(json_is_object(m), "meta is not an object: %s", cr.meta);
         char *again = json_dumps(m, JSON_COMPACT);
         FUZZ_CHECK(again && strcmp(again, cr.meta) == 0, "meta is not compact");
+        size_t bound = nd_request_compact_bound(cr.meta_raw, cr.meta_raw_len, SIZE_MAX);
+        FUZZ_CHECK(bound <= cr.meta_len, "bound %zu over the compact size %zu", bound,
+                   cr.meta_len);
         free(again);
         json_decref(m);
     }

@@ -101,7 +101,17 @@ def invalid_fields_check(srv):
         ({"text": LONG, "k": True}, "k"),
         ({"text": LONG, "meta": []}, "meta"),
         ({"text": LONG, "meta": "author"}, "meta"),
-        ({"text": LONG, "meta": {"x": "y" * 20000}}, "meta"),
+        ({"text": LONG, "id": "m1", "register": True, "meta": {"x": "y" * 20000}}, "meta"),
+        # null is a value of the wrong type, never "absent" (issue 16, item 13)
+        ({"text": LONG, "meta": None}, "meta"),
+        ({"text": LONG, "k": None}, "k"),
+        ({"text": LONG, "id": None}, "id"),
+        ({"text": LONG, "register": None}, "register"),
+        ({"text": LONG, "id": "n1", "register": True, "meta": None}, "meta"),
+        # k must have an integer value (3.0 has), within 0..8
+        ({"text": LONG, "k": 8.5}, "k"),
+        ({"text": LONG, "k": 9.0}, "k"),
+        ({"text": LONG, "k": 1e300}, "k"),
     ]
     for req, field in cases:
         status, body = post(srv, "/check-original", req)
@@ -111,6 +121,60 @@ def invalid_fields_check(srv):
     status, body = post(srv, "/check-original", {"text": LONG, "id": "é" * 128,
                                                   "meta": {"x": "y" * 16000}})
     check(status == 200, body)
+    # The meta limit counts the compact JSON stored, not the bytes sent: a
+    # meta of 16,008 bytes sent as 48,008 bytes of \u escapes is accepted.
+    meta = {"x": "é" * 8000}
+    raw = json.dumps({"text": LONG, "id": "esc-1", "register": True, "meta": meta})
+    check(len(raw) > 3 * 16384, len(raw))
+    status, body = post(srv, "/check-original", raw=raw.encode())
+    check(status == 200 and body["registered"], body)
+    status, doc = srv.json("GET", "/documents/esc-1")
+    check(status == 200 and doc["meta"] == meta, "meta changed")
+    # A query ignores meta beyond its type: not read, not limited.
+    status, body = post(srv, "/check-original", {"text": LONG, "meta": {"x": "y" * 20000}})
+    check(status == 200, body)
+
+
+@T.test
+def k_as_integer_valued_number(srv):
+    """JSON Schema calls 3.0 an integer: so does k (issue 16, item 14)."""
+    for raw in ("3.0", "30e-1", "0.3e1", "3E0", "8.000", "-0", "0.0e5"):
+        status, body = post(srv, "/check-original",
+                            raw=('{"text": %s, "k": %s}' % (json.dumps(LONG), raw)).encode())
+        check(status == 200, "k %s: %r", raw, body)
+    for raw in ("3.5", "9.0", "90e-1", "-1.0", "1e1", "3.0000000000000000000001", "1e999999999"):
+        status, body = post(srv, "/check-original",
+                            raw=('{"text": %s, "k": %s}' % (json.dumps(LONG), raw)).encode())
+        expect_error(status, body, 400, "invalid_field", "k")
+
+
+@T.test
+def null_fields_refused(srv):
+    """A null field is refused like any other wrong type, on both bodies."""
+    for req, field in (({"text": None}, "text"), ({"texts": None}, "texts"),
+                       ({"text": "a", "texts": None}, "texts"),
+                       ({"texts": ["a"], "text": None}, "texts")):
+        status, body = post(srv, "/fingerprint", req)
+        expect_error(status, body, 400, "invalid_field", field)
+
+
+@T.test
+def meta_round_trips(srv):
+    """What a registration stores as meta is what every read shows, NUL
+    characters included (issue 16, item 13)."""
+    meta = {"title": "a\u0000b", "nested": {"s": "\u0000", "list": [1, "x\u0000"]},
+            "author": "李明"}
+    status, body = post(srv, "/check-original", {"text": LONG, "id": "nul-1",
+                                                  "register": True, "meta": meta})
+    check(status == 200 and body["registered"], body)
+    status, doc = srv.json("GET", "/documents/nul-1")
+    check(status == 200 and doc["meta"] == meta, "GET shows %r", doc)
+    status, body = post(srv, "/check-original", {"text": LONG, "id": "nul-2"})
+    check(status == 200 and body["matches"][0]["meta"] == meta, body)
+    # A NUL in a key is refused (jansson keeps keys as C strings).
+    status, body = post(srv, "/check-original", {"text": LONG, "id": "nul-3", "register": True,
+                                                  "meta": {"a\u0000b": 1}})
+    expect_error(status, body, 400, "invalid_field", "meta")
 
 
 @T.test
