@@ -86,7 +86,9 @@ static ssize_t read_file(const char *path, char *buf, bool *others_can_read, cha
         close(fd);
         return -EINVAL;
     }
-    *others_can_read = (st.st_mode & S_IROTH) != 0;
+    /* Other users: the file's group as well as everyone (a token file is
+     * for the owner alone, mode 0600 or 0400). */
+    *others_can_read = (st.st_mode & (S_IRGRP | S_IROTH)) != 0;
     size_t n = 0;
     while (n < FILE_MAX - 1) {
         ssize_t k = read(fd, buf + n, FILE_MAX - 1 - n);

@@ -35,7 +35,7 @@ enum nd_auth_result {
  * is given (no authentication). Returns -EINVAL when both are given or the
  * token is malformed, or -errno when the file cannot be read; err[cap] then
  * says why (without the token). Sets *others_can_read when the file is
- * readable by other users. */
+ * readable by other users: its group or everyone (mode bits 0040 or 0004). */
 int nd_auth_create(nd_auth **out, const char *path, const char *env_token, bool *others_can_read,
                    char *err, size_t cap);
 

@@ -46,6 +46,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+SHARED_CORPUS = os.path.join(ROOT, "..", "shared", "eval", "data", "corpus.jsonl.gz")
+USE_SHARED = True  # False (--no-shared): only the shipped test texts, as without ../shared
 
 
 def free_port():
@@ -72,9 +74,9 @@ def wait_http(url, timeout=30.0, want=200):
 # ---- articles ----
 
 def load_articles(limit=400):
-    path = os.path.join(ROOT, "..", "shared", "eval", "data", "corpus.jsonl.gz")
+    path = SHARED_CORPUS
     out = []
-    if os.path.exists(path):
+    if USE_SHARED and os.path.exists(path):
         with gzip.open(path, "rt", encoding="utf-8") as f:
             for line in f:
                 d = json.loads(line)
@@ -106,9 +108,9 @@ def load_paragraphs(articles, limit=3000):
     the given articles. A large pool keeps near-duplicates among the random
     combinations rare (with the 300 paragraphs of 400 articles, ~7 % of the
     requests were not originals), so that register-on measures writes."""
-    path = os.path.join(ROOT, "..", "shared", "eval", "data", "corpus.jsonl.gz")
+    path = SHARED_CORPUS
     texts = articles
-    if os.path.exists(path):
+    if USE_SHARED and os.path.exists(path):
         with gzip.open(path, "rt", encoding="utf-8") as f:
             texts = [d["text"] for d in map(json.loads, f) if d["lang"] == "zh"]
     seen, out = set(), []
@@ -487,6 +489,37 @@ def run(args):
             json.dump({"median": med, "runs": runs}, f, indent=1)
 
 
+def loadgen_check(args):
+    """A quick check (a meson test): loadgen for 1 s against neardupd with
+    the small paragraph pool of the shipped texts. Its requests used to
+    overflow their buffer there (four indices of a request may repeat), and
+    glibc aborted. Exits 1 unless loadgen exits 0 and every answer is 200."""
+    global USE_SHARED
+    USE_SHARED = False
+    tmp = tempfile.mkdtemp(prefix="bench-http-check-")
+    build = os.path.join(ROOT, args.build)
+    neardupd = os.environ.get("NEARDUPD", os.path.join(build, "server", "neardupd"))
+    lg_bin = os.environ.get("LOADGEN", os.path.join(build, "tests", "bench", "loadgen"))
+    articles, _ = load_articles()
+    _, npara = write_lua(tmp, articles)
+    proc, port = start_neardupd(neardupd, 1, "reuseport", tmp, ["--no-sync", "--no-access-log"])
+    try:
+        cmd = [lg_bin, "--port", str(port), "--paragraphs", os.path.join(tmp, "paragraphs.txt"),
+               "--connections", "8", "--threads", "2", "--duration", "1", "--seed", "7"]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    finally:
+        proc.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("pool of %d paragraphs; loadgen exit %d: %s %s" % (npara, out.returncode,
+                                                             out.stdout.strip(), out.stderr.strip()))
+    ok = out.returncode == 0
+    if ok:
+        d = json.loads(out.stdout)
+        ok = d["requests"] > 0 and d["errors"] == 0 and set(d["status"]) == {"200"}
+    print("1 passed, 0 failed" if ok else "0 passed, 1 failed")
+    sys.exit(0 if ok else 1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.environ.get("ND_BUILD", "build"))
@@ -501,8 +534,16 @@ def main():
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--only", help="comma-separated scenario keys to run, e.g. "
                     "min-reuseport,on-reuseport (see scenarios())")
+    ap.add_argument("--no-shared", action="store_true",
+                    help="ignore ../shared: texts and paragraphs from tests/integration/texts")
+    ap.add_argument("--loadgen-check", action="store_true",
+                    help="only run loadgen for 1 s with the shipped texts' paragraphs (a test)")
     args = ap.parse_args()
     random.seed(1)
+    global USE_SHARED
+    USE_SHARED = not args.no_shared
+    if args.loadgen_check:
+        loadgen_check(args)
     run(args)
 
 

@@ -288,18 +288,14 @@ static void *worker_main(void *arg)
     worker *w = arg;
     int ep = epoll_create1(EPOLL_CLOEXEC);
     conn *conns = calloc((size_t)w->nconns, sizeof(*conns));
-    size_t max_req = 256 + 160; /* head and body start, then the largest four */
-    size_t big[4] = {0, 0, 0, 0};
-    for (size_t i = 0; i < w->paras->n; i++) {
-        size_t l = w->paras->len[i];
-        for (int k = 0; k < 4; k++)
-            if (l > big[k]) {
-                memmove(big + k + 1, big + k, (3 - (size_t)k) * sizeof(*big));
-                big[k] = l;
-                break;
-            }
-    }
-    max_req += big[0] + big[1] + big[2] + big[3] + 16;
+    /* Head and body start, then four paragraphs: the four indices of a
+     * request may repeat (with a small pool they often do), so room for
+     * four times the longest, not the four longest (a heap overflow then). */
+    size_t longest = 0;
+    for (size_t i = 0; i < w->paras->n; i++)
+        if (w->paras->len[i] > longest)
+            longest = w->paras->len[i];
+    size_t max_req = 256 + 160 + 4 * longest + 16;
     if (ep < 0 || !conns)
         return NULL;
     int live = 0;

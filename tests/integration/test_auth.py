@@ -182,15 +182,31 @@ def unusable_tokens_stop_the_start(srv):
     start_fails(["--token", TOKEN], want="--token is not accepted")
 
 
+def readable_warning(s):
+    warns = [r for r in s.log_records() if r.get("level") == "warn"]
+    return any("readable by other users" in r.get("msg", "") for r in warns)
+
+
 @T.test
 def world_readable_token_file_warns(srv):
     path = token_file(TOKEN + "\r\n", mode=0o644, name="loose")
     with Server(["--token-file", path], in_memory=True) as s:
-        warns = [r for r in s.log_records() if r.get("level") == "warn"]
-        check(any("readable by other users" in r.get("msg", "") for r in warns), warns)
+        check(readable_warning(s), s.log_text())
         status, body = register(s, "w-1", TEXTS["zh3"], bearer())
         check(status == 200, body)
     check(stat.S_IMODE(os.stat(path).st_mode) == 0o644)
+
+
+@T.test
+def group_readable_token_file_warns(srv):
+    """Issue 16, item 6: the group is other users too (only the world bit
+    was checked); an owner-only file gets no warning."""
+    for mode, warned in ((0o640, True), (0o440, True), (0o604, True), (0o600, False),
+                         (0o400, False)):
+        path = token_file(TOKEN + "\n", mode=mode, name="mode-%o" % mode)
+        with Server(["--token-file", path], in_memory=True) as s:
+            check(readable_warning(s) == warned, "mode %o: warning %s, wanted %s",
+                  mode, readable_warning(s), warned)
 
 
 def main():
