@@ -849,45 +849,109 @@ static int match_cmp(const void *a, const void *b)
     return c ? c : (x->doc->id_len < y->doc->id_len ? -1 : x->doc->id_len > y->doc->id_len);
 }
 
-/* Queries the index and fills res->matches with the documents within k,
- * except self and (when self is set) anything registered after it. Sorted and
- * cut to max_matches. locked: the caller holds the writer (then the tables
- * are stable without the read lock). */
-static int find_matches(nd_registry *reg, uint64_t simhash, unsigned k, const nd_doc *self,
-                        nd_check_res *res, bool locked)
+/* Queries the index for every entry within k of simhash into res->hits, or,
+ * when there are more than res->cap of them, into a heap array of all of
+ * them (*heap, the caller frees; the rare path of a dense cluster: the
+ * verdict must not depend on which hits a cut kept, issue 16). Returns the
+ * number of hits, or -errno. */
+static long query_all(nd_registry *reg, uint64_t simhash, unsigned k, nd_check_res *res,
+                      nd_index_hit **hits, nd_index_hit **heap)
 {
-    size_t found = 0;
-    int rc = nd_index_query(reg->index, simhash, k, res->hits, res->cap, &found);
-    if (rc < 0 && rc != -E2BIG)
-        return rc;
-    size_t nhits = found < res->cap ? found : res->cap;
-    res->truncated = rc == -E2BIG;
+    size_t found = 0, cap = res->cap;
+    *hits = res->hits;
+    *heap = NULL;
+    for (;;) {
+        int rc = nd_index_query(reg->index, simhash, k, *hits, cap, &found);
+        if (rc == 0)
+            return (long)found;
+        if (rc != -E2BIG)
+            return rc;
+        cap = found + found / 4 + 64; /* entries come and go meanwhile */
+        nd_index_hit *h = realloc(*heap, cap * sizeof(*h));
+        if (!h)
+            return -ENOMEM;
+        *hits = *heap = h;
+    }
+}
+
+/* Queries the index and fills res->matches with the documents within k
+ * that may serve as evidence: live ones (a document waiting for its first
+ * commit never does, issue 16), except self and (when self is set)
+ * anything registered after it. Sorted and cut to max_matches (then
+ * truncated is set); the verdict (res->original) is exact whatever the cut.
+ * locked: the caller holds the writer (then the tables are stable without
+ * the read lock). When wait_on is not NULL and no evidence was found but a
+ * pending document would have been, *wait_on gets it (a borrowed pointer,
+ * valid while the writer is held): the caller waits for its commit and
+ * decides again. */
+static int find_matches(nd_registry *reg, uint64_t simhash, unsigned k, const nd_doc *self,
+                        nd_check_res *res, bool locked, nd_doc **wait_on)
+{
+    nd_index_hit *hits, *heap_hits;
+    long nh = query_all(reg, simhash, k, res, &hits, &heap_hits);
+    if (nh < 0)
+        return (int)nh;
+    size_t nhits = (size_t)nh;
+    nd_match *matches = res->matches, *heap_matches = NULL;
+    if (nhits > res->cap) {
+        heap_matches = malloc(nhits * sizeof(*heap_matches));
+        if (!heap_matches) {
+            free(heap_hits);
+            return -ENOMEM;
+        }
+        matches = heap_matches;
+    }
+    nd_doc *pending = NULL;
     size_t n = 0;
     if (!locked)
         pthread_rwlock_rdlock(&reg->table);
     for (size_t i = 0; i < nhits; i++) {
-        uint32_t slot = res->hits[i].slot;
+        uint32_t slot = hits[i].slot;
         nd_doc *d = slot < reg->nslots ? reg->slots[slot] : NULL;
-        /* A slot freed and reused since the lock-free query: skip it. */
-        if (!d || nd_simhash_distance(d->simhash, simhash) != res->hits[i].distance)
+        /* A slot freed and reused since the lock-free query: skip it unless
+         * its new document is as near (then it is a real hit, possibly
+         * reported twice: duplicates are dropped after sorting). */
+        if (!d || nd_simhash_distance(d->simhash, simhash) != hits[i].distance)
             continue;
         if (d == self || (self && d->registered_at_us >= self->registered_at_us))
             continue;
-        res->matches[n].doc = doc_ref(d);
-        res->matches[n].distance = res->hits[i].distance;
+        if (atomic_load_explicit(&d->state, memory_order_acquire) == DOC_PENDING) {
+            if (!pending)
+                pending = d;
+            continue;
+        }
+        matches[n].doc = doc_ref(d);
+        matches[n].distance = hits[i].distance;
         n++;
     }
     if (!locked)
         pthread_rwlock_unlock(&reg->table);
-    qsort(res->matches, n, sizeof(nd_match), match_cmp);
+    free(heap_hits);
+    qsort(matches, n, sizeof(nd_match), match_cmp);
+    size_t u = 0; /* the same document twice sorts adjacent */
+    for (size_t i = 0; i < n; i++) {
+        if (u && matches[u - 1].doc == matches[i].doc) {
+            nd_doc_release(matches[i].doc);
+            continue;
+        }
+        matches[u++] = matches[i];
+    }
+    n = u;
+    res->truncated = false;
     if (n > reg->opts.max_matches) {
         for (size_t i = reg->opts.max_matches; i < n; i++)
-            nd_doc_release(res->matches[i].doc);
+            nd_doc_release(matches[i].doc);
         n = reg->opts.max_matches;
         res->truncated = true;
     }
+    if (heap_matches) {
+        memcpy(res->matches, heap_matches, n * sizeof(*heap_matches));
+        free(heap_matches);
+    }
     res->nmatches = n;
     res->original = n == 0;
+    if (wait_on)
+        *wait_on = n == 0 ? pending : NULL;
     return 0;
 }
 
@@ -1022,19 +1086,29 @@ static int do_register(nd_registry *reg, const nd_check_req *rq, nd_check_res *r
     return rc;
 }
 
-/* The id is registered already. Writer held (register) or table read-locked. */
+/* The id is registered already. Writer held (locked: a registration, which
+ * waits for a pending document its verdict would depend on) or a reference
+ * held (a query). */
 static int answer_existing(nd_registry *reg, nd_doc *d, const nd_check_req *rq,
-                           nd_check_res *res, bool locked)
+                           nd_check_res *res, bool locked, nd_registry_done_fn fn, void *arg)
 {
     if (memcmp(d->text_hash, rq->text_hash, 16) != 0)
         return -EEXIST;
+    nd_doc *wait_on = NULL;
+    int rc = find_matches(reg, rq->simhash, rq->k, d, res, locked, locked ? &wait_on : NULL);
+    if (rc == 0 && wait_on) {
+        nd_check_res_release(res);
+        res_clear(res);
+        return add_waiter(wait_on, fn, arg);
+    }
+    if (rc < 0) {
+        nd_check_res_release(res);
+        return rc;
+    }
     res->doc = doc_ref(d);
     res->existing = true;
     res->registered = true;
-    int rc = find_matches(reg, rq->simhash, rq->k, d, res, locked);
-    if (rc < 0)
-        nd_check_res_release(res);
-    return rc;
+    return 0;
 }
 
 /* The id holds a document of another fingerprint version (old, live) with
@@ -1052,8 +1126,14 @@ static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, nd_
     int rc = link_request_doc(reg, rq, meta, meta_len, old->registered_at_us, &d);
     if (rc < 0)
         return rc;
-    if ((rc = find_matches(reg, rq->simhash, rq->k, d, res, true)) < 0) {
+    nd_doc *wait_on = NULL;
+    if ((rc = find_matches(reg, rq->simhash, rq->k, d, res, true, &wait_on)) < 0 || wait_on) {
         unlink_doc(reg, d);
+        if (rc == 0) { /* its verdict depends on a pending document */
+            nd_check_res_release(res);
+            res_clear(res);
+            rc = add_waiter(wait_on, fn, arg);
+        }
         return rc;
     }
     res->doc = doc_ref(d);
@@ -1083,10 +1163,13 @@ static int check_register(nd_registry *reg, const nd_check_req *rq, nd_check_res
     } else if (d && d->stale && memcmp(d->text_hash, rq->text_hash, 16) == 0) {
         rc = do_upgrade(reg, d, rq, res, fn, arg);
     } else if (d) {
-        rc = answer_existing(reg, d, rq, res, true);
+        rc = answer_existing(reg, d, rq, res, true, fn, arg);
     } else {
-        rc = find_matches(reg, rq->simhash, rq->k, NULL, res, true);
-        if (rc == 0 && res->original)
+        nd_doc *wait_on = NULL;
+        rc = find_matches(reg, rq->simhash, rq->k, NULL, res, true, &wait_on);
+        if (rc == 0 && wait_on) /* original unless the pending one commits */
+            rc = add_waiter(wait_on, fn, arg);
+        else if (rc == 0 && res->original)
             rc = do_register(reg, rq, res, fn, arg);
     }
     pthread_mutex_unlock(&reg->writer);
@@ -1104,20 +1187,22 @@ int nd_registry_check(nd_registry *reg, const nd_check_req *rq, nd_check_res *re
     if (rq->do_register)
         return check_register(reg, rq, res, fn, arg);
     if (rq->id) {
-        /* Only asking: a pending or deleting document is answered as it is. */
+        /* Only asking: a document waiting for its first commit does not
+         * exist yet (an upgrade in flight answers with the old one); a
+         * deleting one does until its deletion commits. */
         nd_doc *d = NULL;
         pthread_rwlock_rdlock(&reg->table);
-        d = map_find(reg, rq->id, rq->id_len);
+        d = chain_find(reg, rq->id, rq->id_len, true);
         if (d)
             d = doc_ref(d);
         pthread_rwlock_unlock(&reg->table);
         if (d) {
-            int rc = answer_existing(reg, d, rq, res, false);
+            int rc = answer_existing(reg, d, rq, res, false, NULL, NULL);
             nd_doc_release(d);
             return rc;
         }
     }
-    return find_matches(reg, rq->simhash, rq->k, NULL, res, false);
+    return find_matches(reg, rq->simhash, rq->k, NULL, res, false, NULL);
 }
 
 int nd_registry_complete(nd_registry *reg, nd_reg_change *ch, int status)

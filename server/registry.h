@@ -98,8 +98,9 @@ typedef struct nd_check_res {
 
 /* nd_registry_check() and nd_registry_delete() results besides 0 and -errno. */
 #define ND_REG_QUEUED 1 /* a store write was queued: done(arg, change, status) follows */
-#define ND_REG_WAIT 2   /* the id has a change in flight: done(arg, NULL, 0) follows;
-                         * then ask again */
+#define ND_REG_WAIT 2   /* the id has a change in flight, or the verdict of a
+                         * registration depends on a document waiting for its
+                         * commit: done(arg, NULL, 0) follows; then ask again */
 
 /* Called once per ND_REG_QUEUED or ND_REG_WAIT, on another thread (see top).
  * For a queued change, ch is non-NULL and status is the store's result; the
@@ -153,7 +154,13 @@ bool nd_registry_loaded(const nd_registry *reg);
  *   0              answered; res is complete.
  *   ND_REG_QUEUED  registered in memory, store write queued; res holds the
  *                  answer to give once nd_registry_complete() returns 0.
- *   ND_REG_WAIT    the id has a registration or deletion in flight.
+ *   ND_REG_WAIT    the id has a registration or deletion in flight, or (a
+ *                  registration) no committed document is evidence but one
+ *                  waiting for its commit would be: asked again after it.
+ * Documents waiting for their first commit are never evidence nor
+ * reported (a query skips them; a query by the id of one answers as for an
+ * unknown id). The verdict is exact however many documents lie within k
+ * (then truncated only cuts the list).
  *   -EEXIST        the id holds a different text (res is empty).
  *   -EAGAIN        still loading.
  *   -ENOMEM, or the store's -errno (e.g. -ESHUTDOWN) when the write could not
