@@ -1,20 +1,336 @@
-/* anchor_index.c - see anchor_index.h (stub bodies; implementation follows). */
+/* anchor_index.c - anchor -> slots, bucketed sorted arrays of 6-byte
+ * entries under striped reader-writer locks (see anchor_index.h). */
 #include "anchor_index.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
-int nd_anchor_index_create(nd_anchor_index **out, unsigned cap) { (void)cap; *out = NULL; return -ENOMEM; }
-void nd_anchor_index_destroy(nd_anchor_index *idx) { (void)idx; }
-int nd_anchor_index_insert(nd_anchor_index *idx, uint32_t slot, const uint32_t *a, size_t n)
-{ (void)idx, (void)slot, (void)a, (void)n; return -ENOMEM; }
+#define BUCKET_BITS 20
+#define NBUCKETS (1u << BUCKET_BITS)
+#define NSTRIPES 4096u
+#define ENTRY 6 /* bytes: anchor low 16 bits (LE), slot (LE) */
+#define MALLOC_OVERHEAD 16
+
+typedef struct bucket {
+    uint8_t *e;   /* n entries of ENTRY bytes, sorted by (key, slot) */
+    uint32_t n, cap;
+} bucket;
+
+struct nd_anchor_index {
+    bucket *b;
+    unsigned cap;
+    pthread_rwlock_t locks[NSTRIPES];
+};
+
+static inline uint32_t bucket_of(uint32_t a) { return a >> (32 - BUCKET_BITS); }
+static inline uint16_t key_of(uint32_t a) { return (uint16_t)a; }
+static inline pthread_rwlock_t *lock_of(const nd_anchor_index *idx, uint32_t b)
+{
+    return (pthread_rwlock_t *)&idx->locks[b & (NSTRIPES - 1)];
+}
+
+static inline uint64_t entry_get(const uint8_t *p) /* key << 32 | slot */
+{
+    uint16_t k = (uint16_t)(p[0] | p[1] << 8);
+    uint32_t s = (uint32_t)p[2] | (uint32_t)p[3] << 8 | (uint32_t)p[4] << 16 | (uint32_t)p[5] << 24;
+    return (uint64_t)k << 32 | s;
+}
+
+static inline void entry_put(uint8_t *p, uint64_t v)
+{
+    uint16_t k = (uint16_t)(v >> 32);
+    uint32_t s = (uint32_t)v;
+    p[0] = (uint8_t)k, p[1] = (uint8_t)(k >> 8);
+    p[2] = (uint8_t)s, p[3] = (uint8_t)(s >> 8), p[4] = (uint8_t)(s >> 16), p[5] = (uint8_t)(s >> 24);
+}
+
+/* First index whose entry is >= v. */
+static uint32_t lower_bound(const bucket *bk, uint64_t v)
+{
+    uint32_t lo = 0, hi = bk->n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (entry_get(bk->e + (size_t)mid * ENTRY) < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int nd_anchor_index_create(nd_anchor_index **out, unsigned posting_cap)
+{
+    if (posting_cap < 1 || posting_cap > ND_ANCHOR_CAP_MAX)
+        return -EINVAL;
+    nd_anchor_index *idx = calloc(1, sizeof(*idx));
+    if (!idx)
+        return -ENOMEM;
+    idx->b = calloc(NBUCKETS, sizeof(bucket));
+    if (!idx->b) {
+        free(idx);
+        return -ENOMEM;
+    }
+    idx->cap = posting_cap;
+    for (unsigned i = 0; i < NSTRIPES; i++)
+        pthread_rwlock_init(&idx->locks[i], NULL);
+    *out = idx;
+    return 0;
+}
+
+void nd_anchor_index_destroy(nd_anchor_index *idx)
+{
+    if (!idx)
+        return;
+    for (uint32_t i = 0; i < NBUCKETS; i++)
+        free(idx->b[i].e);
+    for (unsigned i = 0; i < NSTRIPES; i++)
+        pthread_rwlock_destroy(&idx->locks[i]);
+    free(idx->b);
+    free(idx);
+}
+
+/* Capacity after growth: +1/8, at least 4 more. */
+static uint32_t grown(uint32_t cap, uint32_t need)
+{
+    uint32_t c = cap + cap / 8 + 4;
+    return c < need ? need : c;
+}
+
+/* Adds (a, slot) under the bucket's write lock. 1 added, 0 present, -ENOMEM. */
+static int add_one(nd_anchor_index *idx, uint32_t a, uint32_t slot)
+{
+    uint32_t bi = bucket_of(a);
+    bucket *bk = &idx->b[bi];
+    uint64_t v = (uint64_t)key_of(a) << 32 | slot;
+    int rc = 1;
+    pthread_rwlock_wrlock(lock_of(idx, bi));
+    uint32_t at = lower_bound(bk, v);
+    if (at < bk->n && entry_get(bk->e + (size_t)at * ENTRY) == v) {
+        rc = 0;
+    } else {
+        if (bk->n == bk->cap) {
+            uint32_t c = grown(bk->cap, bk->n + 1);
+            uint8_t *e = realloc(bk->e, (size_t)c * ENTRY);
+            if (!e)
+                rc = -ENOMEM;
+            else
+                bk->e = e, bk->cap = c;
+        }
+        if (rc == 1) {
+            memmove(bk->e + (size_t)(at + 1) * ENTRY, bk->e + (size_t)at * ENTRY,
+                    (size_t)(bk->n - at) * ENTRY);
+            entry_put(bk->e + (size_t)at * ENTRY, v);
+            bk->n++;
+        }
+    }
+    pthread_rwlock_unlock(lock_of(idx, bi));
+    return rc;
+}
+
+static bool del_one(nd_anchor_index *idx, uint32_t a, uint32_t slot)
+{
+    uint32_t bi = bucket_of(a);
+    bucket *bk = &idx->b[bi];
+    uint64_t v = (uint64_t)key_of(a) << 32 | slot;
+    bool found = false;
+    pthread_rwlock_wrlock(lock_of(idx, bi));
+    uint32_t at = lower_bound(bk, v);
+    if (at < bk->n && entry_get(bk->e + (size_t)at * ENTRY) == v) {
+        memmove(bk->e + (size_t)at * ENTRY, bk->e + (size_t)(at + 1) * ENTRY,
+                (size_t)(bk->n - at - 1) * ENTRY);
+        bk->n--;
+        found = true;
+        if (bk->n == 0) {
+            free(bk->e);
+            bk->e = NULL, bk->cap = 0;
+        }
+    }
+    pthread_rwlock_unlock(lock_of(idx, bi));
+    return found;
+}
+
+int nd_anchor_index_insert(nd_anchor_index *idx, uint32_t slot, const uint32_t *anchors, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        int rc = add_one(idx, anchors[i], slot);
+        if (rc < 0) {
+            /* Undo: remove what this call added (not what was there before:
+             * the caller guarantees slot was not indexed). */
+            for (size_t j = 0; j < i; j++)
+                del_one(idx, anchors[j], slot);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+size_t nd_anchor_index_remove(nd_anchor_index *idx, uint32_t slot, const uint32_t *anchors, size_t n)
+{
+    size_t removed = 0;
+    for (size_t i = 0; i < n; i++)
+        removed += del_one(idx, anchors[i], slot);
+    return removed;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
 int nd_anchor_index_insert_many(nd_anchor_index *idx, const uint32_t *slots,
-                                const uint32_t *a, size_t ndocs, size_t m)
-{ (void)idx, (void)slots, (void)a, (void)ndocs, (void)m; return -ENOMEM; }
-size_t nd_anchor_index_remove(nd_anchor_index *idx, uint32_t slot, const uint32_t *a, size_t n)
-{ (void)idx, (void)slot, (void)a, (void)n; return 0; }
-size_t nd_anchor_index_query(const nd_anchor_index *idx, const uint32_t *a, size_t n,
+                                const uint32_t *anchors, size_t ndocs, size_t m)
+{
+    size_t total = ndocs * m;
+    if (total == 0)
+        return 0;
+    /* (bucket 20 bits | key 16 bits | slot 32 bits) as 68 bits do not fit:
+     * sort by (anchor, slot) = anchor << 32 | slot, which orders buckets and
+     * keys alike. */
+    uint64_t *all = malloc(total * sizeof(uint64_t));
+    if (!all)
+        return -ENOMEM;
+    for (size_t i = 0; i < ndocs; i++)
+        for (size_t j = 0; j < m; j++)
+            all[i * m + j] = (uint64_t)anchors[i * m + j] << 32 | slots[i];
+    qsort(all, total, sizeof(uint64_t), cmp_u64);
+    int rc = 0;
+    size_t i = 0;
+    while (i < total && rc == 0) {
+        uint32_t bi = bucket_of((uint32_t)(all[i] >> 32));
+        size_t j = i;
+        while (j < total && bucket_of((uint32_t)(all[j] >> 32)) == bi)
+            j++;
+        bucket *bk = &idx->b[bi];
+        pthread_rwlock_wrlock(lock_of(idx, bi));
+        /* Merge the existing entries with all[i..j) (deduplicated). */
+        uint32_t cap = bk->n + (uint32_t)(j - i);
+        uint8_t *e = malloc((size_t)(cap ? cap : 1) * ENTRY);
+        if (!e) {
+            rc = -ENOMEM;
+        } else {
+            uint32_t a = 0, n = 0;
+            size_t b = i;
+            uint64_t last = UINT64_MAX;
+            while (a < bk->n || b < j) {
+                uint64_t va = a < bk->n ? entry_get(bk->e + (size_t)a * ENTRY) : UINT64_MAX;
+                uint64_t vb = UINT64_MAX;
+                if (b < j)
+                    vb = (uint64_t)key_of((uint32_t)(all[b] >> 32)) << 32 | (uint32_t)all[b];
+                uint64_t v;
+                if (a < bk->n && (b >= j || va <= vb))
+                    v = va, a++;
+                else
+                    v = vb, b++;
+                if (v != last)
+                    entry_put(e + (size_t)n++ * ENTRY, v), last = v;
+            }
+            free(bk->e);
+            bk->e = e, bk->n = n, bk->cap = cap ? cap : 1;
+        }
+        pthread_rwlock_unlock(lock_of(idx, bi));
+        i = j;
+    }
+    free(all);
+    return rc;
+}
+
+/* Range [*lo, *hi) of the entries under anchor a in its bucket (lock held). */
+static void anchor_range(const bucket *bk, uint32_t a, uint32_t *lo, uint32_t *hi)
+{
+    uint64_t k = key_of(a);
+    *lo = lower_bound(bk, k << 32);
+    *hi = lower_bound(bk, (k + 1) << 32);
+}
+
+size_t nd_anchor_index_postings(const nd_anchor_index *idx, uint32_t anchor)
+{
+    uint32_t bi = bucket_of(anchor), lo, hi;
+    pthread_rwlock_rdlock(lock_of(idx, bi));
+    anchor_range(&idx->b[bi], anchor, &lo, &hi);
+    pthread_rwlock_unlock(lock_of(idx, bi));
+    return hi - lo;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Best first: more shared, then smaller slot. */
+static bool hit_better(nd_anchor_hit a, nd_anchor_hit b)
+{
+    return a.shared > b.shared || (a.shared == b.shared && a.slot < b.slot);
+}
+
+size_t nd_anchor_index_query(const nd_anchor_index *idx, const uint32_t *anchors, size_t n,
                              nd_anchor_hit *hits, size_t cap, unsigned *skipped)
-{ (void)idx, (void)a, (void)n, (void)hits, (void)cap; if (skipped) *skipped = 0; return 0; }
-size_t nd_anchor_index_postings(const nd_anchor_index *idx, uint32_t anchor) { (void)idx, (void)anchor; return 0; }
-void nd_anchor_index_stats(const nd_anchor_index *idx, nd_anchor_stats *out) { (void)idx; memset(out, 0, sizeof(*out)); }
+{
+    uint32_t q[ND_ANCHOR_QUERY_MAX];
+    uint32_t slots[ND_ANCHOR_QUERY_MAX * ND_ANCHOR_CAP_MAX / 4]; /* 16 KiB */
+    const size_t slots_max = sizeof(slots) / sizeof(slots[0]);
+    size_t ns = 0;
+    unsigned skip = 0;
+    if (n > ND_ANCHOR_QUERY_MAX)
+        n = ND_ANCHOR_QUERY_MAX;
+    memcpy(q, anchors, n * sizeof(uint32_t));
+    qsort(q, n, sizeof(uint32_t), cmp_u32);
+    for (size_t i = 0; i < n; i++) {
+        if (i && q[i] == q[i - 1])
+            continue;
+        uint32_t bi = bucket_of(q[i]), lo, hi;
+        const bucket *bk = &idx->b[bi];
+        pthread_rwlock_rdlock(lock_of(idx, bi));
+        anchor_range(bk, q[i], &lo, &hi);
+        if (hi - lo > idx->cap) {
+            skip++;
+        } else {
+            for (uint32_t e = lo; e < hi && ns < slots_max; e++)
+                slots[ns++] = (uint32_t)entry_get(bk->e + (size_t)e * ENTRY);
+        }
+        pthread_rwlock_unlock(lock_of(idx, bi));
+    }
+    if (skipped)
+        *skipped = skip;
+    qsort(slots, ns, sizeof(uint32_t), cmp_u32);
+    /* Runs of equal slots -> (slot, shared); keep the best cap by insertion. */
+    size_t found = 0, kept = 0;
+    for (size_t i = 0; i < ns;) {
+        size_t j = i;
+        while (j < ns && slots[j] == slots[i])
+            j++;
+        nd_anchor_hit h = {slots[i], (uint32_t)(j - i)};
+        found++;
+        if (cap && (kept < cap || hit_better(h, hits[kept - 1]))) {
+            size_t at = kept < cap ? kept++ : cap - 1;
+            while (at && hit_better(h, hits[at - 1])) {
+                hits[at] = hits[at - 1];
+                at--;
+            }
+            hits[at] = h;
+        }
+        i = j;
+    }
+    return found;
+}
+
+void nd_anchor_index_stats(const nd_anchor_index *idx, nd_anchor_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->bytes = sizeof(*idx) + (uint64_t)NBUCKETS * sizeof(bucket);
+    for (uint32_t i = 0; i < NBUCKETS; i++) {
+        pthread_rwlock_rdlock(lock_of(idx, i));
+        const bucket *bk = &idx->b[i];
+        if (bk->n) {
+            out->buckets_used++;
+            out->entries += bk->n;
+        }
+        if (bk->e)
+            out->bytes += (uint64_t)bk->cap * ENTRY + MALLOC_OVERHEAD;
+        pthread_rwlock_unlock(lock_of(idx, i));
+    }
+}

@@ -87,7 +87,8 @@ size_t nd_anchor_index_remove(nd_anchor_index *idx, uint32_t slot, const uint32_
  * best first: most shared anchors, then smallest slot. Anchors held by more
  * than posting_cap slots are skipped and counted in *skipped (may be NULL).
  * Returns the number of distinct slots found (may exceed cap; then hits holds
- * the best cap). Does not allocate (works in ~16 KiB of stack). */
+ * the best cap). Does not allocate (works in ~16 KiB of stack; postings
+ * beyond the first 4096 of one query are not counted). */
 size_t nd_anchor_index_query(const nd_anchor_index *idx, const uint32_t *anchors, size_t n,
                              nd_anchor_hit *hits, size_t cap, unsigned *skipped);
 

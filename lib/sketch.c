@@ -1,32 +1,721 @@
-/* sketch.c - see sketch.h (stub bodies; implementation follows). */
+/* sketch.c - shingles, the nested-sample sketch, estimates, passages and
+ * anchors (see sketch.h; the specification is proto/sketch.md). */
 #include "sketch.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-int nd_sketcher_create(nd_sketcher **out) { *out = NULL; return -ENOMEM; }
-void nd_sketcher_destroy(nd_sketcher *sk) { (void)sk; }
-int nd_sk_scratch_create(nd_sk_scratch **out) { *out = NULL; return -ENOMEM; }
-void nd_sk_scratch_destroy(nd_sk_scratch *s) { (void)s; }
-int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *scratch, const char *text,
-                   size_t len, nd_sketch *out, nd_anchors *anchors_out,
-                   unsigned anchors_wanted, nd_sketch_info *info)
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "normalizer.h"
+#include "utf8.h"
+
+#define WORD_MAX 256     /* bytes of a word that are hashed (as fingerprint.md) */
+#define W_CJK 3          /* token weights */
+#define W_WORD 5
+#define W_SHINGLE 15     /* a shingle's tokens reach this summed weight */
+#define LEVEL_MAX 31
+#define ENCODING_FORMAT 1
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "sketch.c hashes token hashes as little-endian bytes; port the shingle hash"
+#endif
+
+struct nd_sketcher {
+    nd_normalizer *norm;
+};
+
+typedef struct token {
+    uint64_t h;
+    uint32_t start, end; /* source code points [start, end) */
+    uint32_t weight;
+} token;
+
+typedef struct shingle {
+    uint64_t h;
+    uint32_t start, end;
+} shingle;
+
+struct nd_sk_scratch {
+    token *tok;
+    size_t ntok, tok_cap;
+    shingle *sh;
+    size_t nsh, sh_cap;
+    uint64_t *set; /* open addressing, 0 = empty; power-of-two size */
+    size_t set_cap;  /* allocated */
+    size_t set_size; /* in use for the current text */
+    bool have_text;   /* sh[] holds the last text */
+    uint8_t shift;    /* that text's sketch shift */
+};
+
+typedef struct tok_state {
+    nd_sk_scratch *s;
+    uint8_t word[WORD_MAX];
+    size_t word_len;
+    uint32_t word_start, word_end;
+    uint32_t hangul, hangul_start; /* pending jamo L or LV syllable, its start */
+    int err;
+} tok_state;
+
+int nd_sketcher_create(nd_sketcher **out)
 {
-    (void)sk, (void)scratch, (void)text, (void)len, (void)out, (void)anchors_out;
-    (void)anchors_wanted, (void)info;
-    return -ENOMEM;
-}
-void nd_sketch_compare(const nd_sketch *q, const nd_sketch *d, nd_sketch_estimate *out)
-{
-    (void)q, (void)d;
-    memset(out, 0, sizeof(*out));
-}
-size_t nd_sketch_passages(const nd_sk_scratch *q, const nd_sketch *d, nd_passage *out, size_t cap)
-{
-    (void)q, (void)d, (void)out, (void)cap;
+    nd_sketcher *sk = calloc(1, sizeof(*sk));
+    if (!sk)
+        return -ENOMEM;
+    if (nd_normalizer_create(&sk->norm) < 0) {
+        free(sk);
+        return -ENOMEM;
+    }
+    *out = sk;
     return 0;
 }
-size_t nd_sketch_encoded_size(const nd_sketch *s) { return 8 + 4 * (size_t)s->n; }
-size_t nd_sketch_encode(const nd_sketch *s, uint8_t *buf, size_t cap) { (void)s, (void)buf, (void)cap; return 0; }
-int nd_sketch_decode(const uint8_t *buf, size_t len, nd_sketch *out) { (void)buf, (void)len, (void)out; return -EINVAL; }
+
+void nd_sketcher_destroy(nd_sketcher *sk)
+{
+    if (!sk)
+        return;
+    nd_normalizer_destroy(sk->norm);
+    free(sk);
+}
+
+int nd_sk_scratch_create(nd_sk_scratch **out)
+{
+    nd_sk_scratch *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    *out = s;
+    return 0;
+}
+
+void nd_sk_scratch_destroy(nd_sk_scratch *s)
+{
+    if (!s)
+        return;
+    free(s->tok);
+    free(s->sh);
+    free(s->set);
+    free(s);
+}
+
+/* ---- tokens ---- */
+
+#define HANGUL_S 0xAC00u
+#define HANGUL_L 0x1100u
+#define HANGUL_V 0x1161u
+#define HANGUL_T 0x11A7u
+#define HANGUL_NV 21u
+#define HANGUL_NT 28u
+#define HANGUL_NS 11172u
+
+static bool is_jamo_l(uint32_t cp) { return cp >= HANGUL_L && cp < HANGUL_L + 19; }
+static bool is_jamo_v(uint32_t cp) { return cp >= HANGUL_V && cp < HANGUL_V + HANGUL_NV; }
+static bool is_jamo_t(uint32_t cp) { return cp > HANGUL_T && cp < HANGUL_T + HANGUL_NT; }
+static bool is_lv(uint32_t cp)
+{
+    return cp >= HANGUL_S && cp < HANGUL_S + HANGUL_NS && (cp - HANGUL_S) % HANGUL_NT == 0;
+}
+
+static void push_token(tok_state *st, uint64_t h, uint32_t start, uint32_t end, uint32_t w)
+{
+    nd_sk_scratch *s = st->s;
+    if (s->ntok == s->tok_cap) {
+        size_t cap = s->tok_cap ? s->tok_cap * 2 : 1024;
+        token *t = realloc(s->tok, cap * sizeof(*t));
+        if (!t) {
+            st->err = -ENOMEM;
+            return;
+        }
+        s->tok = t, s->tok_cap = cap;
+    }
+    s->tok[s->ntok++] = (token){.h = h, .start = start, .end = end, .weight = w};
+}
+
+static void push_cjk(tok_state *st, uint32_t cp, uint32_t start, uint32_t end)
+{
+    uint8_t b[4];
+    push_token(st, XXH3_64bits(b, nd_utf8_encode(cp, b)), start, end, W_CJK);
+}
+
+static void flush_hangul(tok_state *st, uint32_t end)
+{
+    if (st->hangul) {
+        push_cjk(st, st->hangul, st->hangul_start, end);
+        st->hangul = 0;
+    }
+}
+
+/* One CJK-class code point from source code point ci. */
+static void feed_cjk(tok_state *st, uint32_t cp, uint32_t ci)
+{
+    uint32_t p = st->hangul;
+    if (p && is_jamo_l(p) && is_jamo_v(cp)) {
+        st->hangul = HANGUL_S + ((p - HANGUL_L) * HANGUL_NV + (cp - HANGUL_V)) * HANGUL_NT;
+        return;
+    }
+    if (p && is_lv(p) && is_jamo_t(cp)) {
+        st->hangul = 0;
+        push_cjk(st, p + (cp - HANGUL_T), st->hangul_start, ci + 1);
+        return;
+    }
+    flush_hangul(st, ci);
+    if (is_jamo_l(cp) || is_lv(cp))
+        st->hangul = cp, st->hangul_start = ci;
+    else
+        push_cjk(st, cp, ci, ci + 1);
+}
+
+static void end_word(tok_state *st)
+{
+    if (st->word_len == 0)
+        return;
+    push_token(st, XXH3_64bits(st->word, st->word_len), st->word_start, st->word_end, W_WORD);
+    st->word_len = 0;
+}
+
+/* One normalized entry of source code point ci. */
+static void feed_entry(tok_state *st, uint32_t e, uint32_t ci)
+{
+    uint32_t cls = ND_NORM_CLASS(e), cp = ND_NORM_CP(e);
+    if (cls == ND_CHAR_WORD) {
+        /* A pending jamo ends where the word starts. */
+        flush_hangul(st, ci);
+        if (st->word_len == 0)
+            st->word_start = ci;
+        st->word_end = ci + 1;
+        uint8_t b[4];
+        size_t n = nd_utf8_encode(cp, b);
+        if (st->word_len + n <= WORD_MAX) {
+            memcpy(st->word + st->word_len, b, n);
+            st->word_len += n;
+        }
+        return;
+    }
+    end_word(st);
+    if (cls == ND_CHAR_CJK)
+        feed_cjk(st, cp, ci);
+    else
+        flush_hangul(st, ci);
+}
+
+/* Skipped spans, byte for byte as lib/fingerprint.c (fingerprint.md step 1). */
+static bool ascii_prefix_ci(const uint8_t *s, size_t len, const char *lit)
+{
+    for (size_t i = 0; lit[i]; i++) {
+        if (i >= len)
+            return false;
+        uint8_t c = s[i];
+        if (c >= 'A' && c <= 'Z')
+            c = (uint8_t)(c + 32);
+        if (c != (uint8_t)lit[i])
+            return false;
+    }
+    return true;
+}
+
+static bool ends_url(uint8_t c)
+{
+    return c <= ' ' || c >= 0x80 || c == '"' || c == '\'' || c == '<' || c == '>' ||
+           c == '(' || c == ')' || c == '[' || c == ']' || c == '{' || c == '}' || c == '`';
+}
+
+static size_t find_on_line(const uint8_t *s, size_t len, size_t i, size_t max, uint8_t c)
+{
+    size_t end = len - i > max ? i + max : len;
+    for (size_t j = i; j < end && s[j] != '\n'; j++)
+        if (s[j] == c)
+            return j + 1;
+    return 0;
+}
+
+static size_t markup_length(const uint8_t *s, size_t len, size_t i)
+{
+    size_t j;
+    if (s[i] == '!' && i + 1 < len && s[i + 1] == '[') {
+        j = find_on_line(s, len, i + 2, 512, ']');
+        if (j && j < len && s[j] == '(' && (j = find_on_line(s, len, j + 1, 4096, ')')))
+            return j - i;
+        return 0;
+    }
+    if (s[i] == ']' && i + 1 < len && s[i + 1] == '(') {
+        j = find_on_line(s, len, i + 2, 4096, ')');
+        return j ? j - i : 0;
+    }
+    return 0;
+}
+
+static size_t skip_length(const uint8_t *s, size_t len, size_t i, bool at_word_start)
+{
+    size_t j = markup_length(s, len, i);
+    uint8_t lower = s[i] | 0x20;
+    if (j || !at_word_start || (lower != 'h' && lower != 'w' && lower != 'f'))
+        return j;
+    const uint8_t *p = s + i;
+    size_t rest = len - i;
+    if (ascii_prefix_ci(p, rest, "https://"))
+        j = i + 8;
+    else if (ascii_prefix_ci(p, rest, "http://"))
+        j = i + 7;
+    else if (ascii_prefix_ci(p, rest, "ftp://"))
+        j = i + 6;
+    else if (ascii_prefix_ci(p, rest, "www."))
+        j = i + 4;
+    else
+        return 0;
+    while (j < len && !ends_url(s[j]))
+        j++;
+    return j - i;
+}
+
+/* Tokenizes valid UTF-8; returns the code point count. */
+static uint32_t tokenize(const nd_sketcher *sk, tok_state *st, const uint8_t *s, size_t len)
+{
+    size_t pos = 0;
+    uint32_t ci = 0;
+    bool word_start = true;
+    while (pos < len && !st->err) {
+        uint8_t b = s[pos];
+        if (b == '!' || b == ']' || ((b | 0x20) == 'h' || (b | 0x20) == 'w' || (b | 0x20) == 'f')) {
+            size_t k = skip_length(s, len, pos, word_start);
+            if (k) {
+                end_word(st);
+                flush_hangul(st, ci);
+                for (size_t j = pos; j < pos + k; j++)
+                    ci += (s[j] & 0xC0) != 0x80;
+                pos += k;
+                word_start = true;
+                continue;
+            }
+        }
+        uint32_t cp;
+        if (nd_utf8_decode(s, len, &pos, &cp) < 0)
+            break; /* validated before: cannot happen */
+        uint32_t buf[ND_NORM_MAX];
+        const uint32_t *seq;
+        unsigned n = nd_normalizer_map(sk->norm, cp, buf, &seq);
+        for (unsigned i = 0; i < n; i++)
+            feed_entry(st, seq[i], ci);
+        if (n)
+            word_start = ND_NORM_CLASS(seq[n - 1]) != ND_CHAR_WORD;
+        ci++;
+    }
+    end_word(st);
+    flush_hangul(st, ci);
+    return ci;
+}
+
+/* ---- shingles, set, sample ---- */
+
+static unsigned level_of(uint64_t h)
+{
+    return h ? ((unsigned)__builtin_ctzll(h) > LEVEL_MAX ? LEVEL_MAX : (unsigned)__builtin_ctzll(h))
+             : LEVEL_MAX;
+}
+
+static uint32_t value_of(uint64_t h)
+{
+    return (uint32_t)((h >> 37) << 5) | level_of(h);
+}
+
+static uint64_t rotl32(uint64_t h)
+{
+    return (h << 32) | (h >> 32);
+}
+
+static uint64_t mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
+}
+
+/* Inserts h into the set; true if it was new. */
+static bool set_add(nd_sk_scratch *s, uint64_t h)
+{
+    size_t mask = s->set_size - 1, i = (size_t)mix(h) & mask;
+    while (s->set[i]) {
+        if (s->set[i] == h)
+            return false;
+        i = (i + 1) & mask;
+    }
+    s->set[i] = h;
+    return true;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 256;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, c * elem);
+    if (!q)
+        return -ENOMEM;
+    *p = q, *cap = c;
+    return 0;
+}
+
+/* Max-heap of rank keys (rotl32(h)) holding the m smallest seen. */
+static void heap_push(uint64_t *heap, unsigned *n, unsigned m, uint64_t key)
+{
+    if (*n < m) {
+        unsigned i = (*n)++;
+        while (i && heap[(i - 1) / 2] < key) {
+            heap[i] = heap[(i - 1) / 2];
+            i = (i - 1) / 2;
+        }
+        heap[i] = key;
+        return;
+    }
+    if (key >= heap[0])
+        return;
+    unsigned i = 0;
+    for (;;) {
+        unsigned l = 2 * i + 1, r = l + 1, big = i;
+        uint64_t bv = key;
+        if (l < *n && heap[l] > bv)
+            big = l, bv = heap[l];
+        if (r < *n && heap[r] > bv)
+            big = r, bv = heap[r];
+        if (big == i)
+            break;
+        heap[i] = heap[big];
+        i = big;
+    }
+    heap[i] = key;
+}
+
+static void sort_u64(uint64_t *a, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        uint64_t x = a[i];
+        size_t j = i;
+        for (; j && a[j - 1] > x; j--)
+            a[j] = a[j - 1];
+        a[j] = x;
+    }
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, size_t len,
+                   nd_sketch *out, nd_anchors *anchors_out, unsigned anchors_wanted,
+                   nd_sketch_info *info)
+{
+    const uint8_t *u = (const uint8_t *)text;
+    s->have_text = false;
+    if (len && nd_utf8_validate(text, len, NULL) < 0)
+        return -EILSEQ;
+    tok_state st = {.s = s};
+    s->ntok = 0;
+    uint32_t ncp = tokenize(sk, &st, u, len);
+    if (st.err)
+        return st.err;
+
+    /* Shingles: tokens i..j, j the first index where the weight reaches 15. */
+    size_t nt = s->ntok, nsh_max = nt ? nt : 0;
+    if (grow((void **)&s->sh, &s->sh_cap, nsh_max ? nsh_max : 1, sizeof(shingle)) < 0)
+        return -ENOMEM;
+    s->nsh = 0;
+    {
+        size_t j = 0;
+        uint32_t w = 0; /* weight of tokens i..j-1 */
+        for (size_t i = 0; i < nt; i++) {
+            while (j < nt && w < W_SHINGLE)
+                w += s->tok[j++].weight;
+            if (w < W_SHINGLE && i > 0)
+                break; /* the rest never reaches 15 */
+            uint64_t hs[W_SHINGLE];
+            size_t k = 0;
+            for (size_t t = i; t < j; t++)
+                hs[k++] = s->tok[t].h;
+            /* k <= 5: weights are >= 3 */
+            s->sh[s->nsh++] = (shingle){.h = XXH3_64bits(hs, k * sizeof(uint64_t)),
+                                        .start = s->tok[i].start, .end = s->tok[j - 1].end};
+            if (w < W_SHINGLE)
+                break; /* i == 0: one shingle of all the tokens */
+            w -= s->tok[i].weight;
+        }
+    }
+    for (size_t i = 0; i < s->nsh; i++)
+        if (s->sh[i].h == 0)
+            s->sh[i].h = 1;
+
+    /* Distinct set, level histogram, bottom-m anchors. */
+    size_t need = 16;
+    while (need < 2 * s->nsh)
+        need *= 2;
+    if (need > s->set_cap) {
+        uint64_t *t = realloc(s->set, need * sizeof(*t));
+        if (!t)
+            return -ENOMEM;
+        s->set = t, s->set_cap = need;
+    }
+    memset(s->set, 0, need * sizeof(uint64_t));
+    s->set_size = need;
+    uint32_t hist[LEVEL_MAX + 1] = {0};
+    uint64_t heap[ND_ANCHORS_MAX];
+    unsigned nheap = 0, m = anchors_wanted > ND_ANCHORS_MAX ? ND_ANCHORS_MAX : anchors_wanted;
+    uint32_t distinct = 0;
+    for (size_t i = 0; i < s->nsh; i++) {
+        uint64_t h = s->sh[i].h;
+        if (!set_add(s, h))
+            continue;
+        distinct++;
+        hist[level_of(h)]++;
+        if (m)
+            heap_push(heap, &nheap, m, rotl32(h));
+    }
+
+    unsigned shift = 0;
+    {
+        uint32_t above = distinct;
+        while (shift < LEVEL_MAX && above > ND_SKETCH_MAX)
+            above -= hist[shift++];
+    }
+    /* Values of the sample: walk the set (each distinct hash once). */
+    out->shift = (uint8_t)shift;
+    out->reserved = 0;
+    out->shingles = distinct;
+    uint32_t n = 0;
+    for (size_t i = 0; i < need; i++) {
+        uint64_t h = s->set[i];
+        if (h && level_of(h) >= shift && n < ND_SKETCH_MAX)
+            out->values[n++] = value_of(h);
+    }
+    qsort(out->values, n, sizeof(uint32_t), cmp_u32);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (k == 0 || out->values[i] != out->values[k - 1])
+            out->values[k++] = out->values[i];
+    out->n = (uint16_t)k;
+
+    if (anchors_out) {
+        sort_u64(heap, nheap);
+        anchors_out->n = nheap;
+        for (unsigned i = 0; i < nheap; i++)
+            anchors_out->a[i] = (uint32_t)heap[i]; /* low half of rotl = h >> 32 */
+    }
+    if (info) {
+        info->tokens = (uint32_t)nt;
+        info->shingles = (uint32_t)s->nsh;
+        info->code_points = ncp;
+    }
+    s->shift = (uint8_t)shift;
+    s->have_text = true;
+    return 0;
+}
+
+/* ---- compare, passages ---- */
+
+void nd_sketch_compare(const nd_sketch *q, const nd_sketch *d, nd_sketch_estimate *out)
+{
+    unsigned shift = q->shift > d->shift ? q->shift : d->shift;
+    uint32_t i = 0, j = 0, qn = 0, dn = 0, shared = 0;
+    while (i < q->n || j < d->n) {
+        uint32_t a = i < q->n ? q->values[i] : UINT32_MAX;
+        uint32_t b = j < d->n ? d->values[j] : UINT32_MAX;
+        bool ia = i < q->n, jb = j < d->n;
+        if (ia && (!jb || a <= b)) {
+            bool keep = (a & 31) >= shift;
+            qn += keep;
+            if (jb && a == b) {
+                dn += keep;
+                shared += keep;
+                j++;
+            }
+            i++;
+        } else {
+            dn += (b & 31) >= shift;
+            j++;
+        }
+    }
+    uint32_t uni = qn + dn - shared;
+    out->shared = shared;
+    out->q_n = qn;
+    out->d_n = dn;
+    out->shift = (uint8_t)shift;
+    out->resemblance = uni ? (double)shared / uni : 0.0;
+    out->containment = qn ? (double)shared / qn : 0.0;
+    out->containment_r = dn ? (double)shared / dn : 0.0;
+}
+
+static bool sketch_has(const nd_sketch *d, uint32_t v)
+{
+    uint32_t lo = 0, hi = d->n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (d->values[mid] < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < d->n && d->values[lo] == v;
+}
+
+#define PASSAGE_MIN_FOUND 2
+
+typedef struct passage_out {
+    nd_passage *out;
+    size_t cap, count;
+    nd_passage last; /* not yet written: the next one may touch it */
+    bool have_last;
+} passage_out;
+
+static void passage_commit(passage_out *po)
+{
+    if (!po->have_last)
+        return;
+    if (po->count < po->cap)
+        po->out[po->count] = po->last;
+    po->count++;
+    po->have_last = false;
+}
+
+/* Adds [start, end), merged into the previous passage if they touch. */
+static void passage_emit(passage_out *po, uint32_t start, uint32_t end)
+{
+    if (po->have_last && start <= po->last.end) {
+        if (end > po->last.end)
+            po->last.end = end;
+        return;
+    }
+    passage_commit(po);
+    po->last = (nd_passage){start, end};
+    po->have_last = true;
+}
+
+size_t nd_sketch_passages(const nd_sk_scratch *s, const nd_sketch *d, nd_passage *out, size_t cap)
+{
+    if (!s->have_text)
+        return 0;
+    unsigned shift = s->shift > d->shift ? s->shift : d->shift;
+    passage_out po = {.out = out, .cap = cap, .count = 0};
+    bool open = false;
+    uint32_t ps = 0, pe = 0, found = 0, misses = 0;
+    for (size_t i = 0; i < s->nsh; i++) {
+        uint64_t h = s->sh[i].h;
+        if (level_of(h) < shift)
+            continue;
+        if (sketch_has(d, value_of(h))) {
+            if (open && misses <= 1) {
+                if (s->sh[i].end > pe)
+                    pe = s->sh[i].end;
+                found++;
+            } else {
+                open = true;
+                ps = s->sh[i].start, pe = s->sh[i].end, found = 1;
+            }
+            misses = 0;
+        } else if (open && ++misses > 1) {
+            open = false;
+            if (found >= PASSAGE_MIN_FOUND)
+                passage_emit(&po, ps, pe);
+        }
+    }
+    if (open && found >= PASSAGE_MIN_FOUND)
+        passage_emit(&po, ps, pe);
+    passage_commit(&po);
+    return po.count;
+}
+
+/* ---- rules ---- */
+
+void nd_verdict_params_default(nd_verdict_params *p)
+{
+    p->min_resemblance = ND_VERDICT_MIN_RESEMBLANCE;
+    p->min_containment = ND_VERDICT_MIN_CONTAINMENT;
+    p->min_containment_r = 2.0;
+}
+
+nd_match_kind nd_match_classify(const nd_sketch_estimate *e, int same_text,
+                                const nd_verdict_params *p)
+{
+    if (same_text)
+        return ND_MATCH_IDENTICAL;
+    if (e->shared == 0)
+        return ND_MATCH_NONE;
+    if (e->resemblance >= p->min_resemblance)
+        return ND_MATCH_NEAR_DUPLICATE;
+    if (e->containment >= p->min_containment || e->containment_r >= p->min_containment_r)
+        return ND_MATCH_PARTIAL_COPY;
+    return ND_MATCH_NONE;
+}
+
+const char *nd_match_kind_name(nd_match_kind k)
+{
+    switch (k) {
+    case ND_MATCH_IDENTICAL: return "identical";
+    case ND_MATCH_NEAR_DUPLICATE: return "near_duplicate";
+    case ND_MATCH_PARTIAL_COPY: return "partial_copy";
+    default: return "none";
+    }
+}
+
+/* ---- encoding ---- */
+
+size_t nd_sketch_encoded_size(const nd_sketch *s)
+{
+    return 8 + 4 * (size_t)s->n;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16), p[3] = (uint8_t)(v >> 24);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static bool sketch_valid(const nd_sketch *s)
+{
+    if (s->shift > LEVEL_MAX || s->n > ND_SKETCH_MAX || s->n > s->shingles)
+        return false;
+    for (uint32_t i = 0; i < s->n; i++) {
+        if ((s->values[i] & 31) < s->shift)
+            return false;
+        if (i && s->values[i] <= s->values[i - 1])
+            return false;
+    }
+    return true;
+}
+
+size_t nd_sketch_encode(const nd_sketch *s, uint8_t *buf, size_t cap)
+{
+    size_t need = nd_sketch_encoded_size(s);
+    if (cap < need || !sketch_valid(s))
+        return 0;
+    buf[0] = ENCODING_FORMAT;
+    buf[1] = s->shift;
+    buf[2] = (uint8_t)s->n, buf[3] = (uint8_t)(s->n >> 8);
+    put32(buf + 4, s->shingles);
+    for (uint32_t i = 0; i < s->n; i++)
+        put32(buf + 8 + 4 * i, s->values[i]);
+    return need;
+}
+
+int nd_sketch_decode(const uint8_t *buf, size_t len, nd_sketch *out)
+{
+    if (len < 8 || buf[0] != ENCODING_FORMAT)
+        return -EINVAL;
+    uint32_t n = (uint32_t)buf[2] | (uint32_t)buf[3] << 8;
+    if (n > ND_SKETCH_MAX || len != 8 + 4 * (size_t)n)
+        return -EINVAL;
+    out->shift = buf[1];
+    out->reserved = 0;
+    out->n = (uint16_t)n;
+    out->shingles = get32(buf + 4);
+    for (uint32_t i = 0; i < n; i++)
+        out->values[i] = get32(buf + 8 + 4 * i);
+    return sketch_valid(out) ? 0 : -EINVAL;
+}

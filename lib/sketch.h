@@ -124,6 +124,31 @@ typedef struct nd_sketch_info {
     uint32_t code_points;/* code points of the source text */
 } nd_sketch_info;
 
+/* The verification rules, in one place for the server and the CLI. */
+typedef enum nd_match_kind {
+    ND_MATCH_NONE = 0,           /* not verified: do not list */
+    ND_MATCH_IDENTICAL = 1,      /* the same text */
+    ND_MATCH_NEAR_DUPLICATE = 2, /* resemblance >= min_resemblance */
+    ND_MATCH_PARTIAL_COPY = 3,   /* containment >= min_containment (or reverse) */
+} nd_match_kind;
+
+typedef struct nd_verdict_params {
+    double min_resemblance;   /* default ND_VERDICT_MIN_RESEMBLANCE */
+    double min_containment;   /* share of the submitted text in the doc */
+    double min_containment_r; /* share of the doc in the submitted text; > 1 = off */
+} nd_verdict_params;
+
+/* Fills the defaults above. */
+void nd_verdict_params_default(nd_verdict_params *p);
+
+/* The kind of a candidate: same_text (the caller compared text hashes) gives
+ * IDENTICAL; otherwise by the estimate and the thresholds. */
+nd_match_kind nd_match_classify(const nd_sketch_estimate *e, int same_text,
+                                const nd_verdict_params *p);
+
+/* "identical", "near_duplicate", "partial_copy" or "none". */
+const char *nd_match_kind_name(nd_match_kind k);
+
 /* Builds the sketcher (normalization tables, a few ms). Returns 0 and a new
  * object (free with nd_sketcher_destroy()), or -ENOMEM. */
 int nd_sketcher_create(nd_sketcher **out);

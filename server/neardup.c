@@ -2,6 +2,8 @@
  *
  *   neardup fingerprint [FILE]          16 hex digits for the text in FILE or stdin
  *   neardup fingerprint --jsonl [FILE]  JSON lines in, JSON lines out
+ *   neardup sketch --jsonl [FILE]       JSON lines in, sketches and anchors out
+ *   neardup compare FILE_A FILE_B       the verdict figures of A (submitted) vs B
  *   neardup backup [--data DIR] DEST    consistent copy of a (running) store
  *   neardup version                     program and fingerprint versions */
 #include <errno.h>
@@ -9,8 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "fingerprint.h"
 #include "fingerprint_stream.h"
+#include "sketch.h"
 #include "store.h"
 
 #define DEFAULT_DATA_DIR "./data"
@@ -26,11 +31,20 @@ static void usage(FILE *out)
             "  fingerprint --jsonl [FILE]    read JSON lines {\"id\":..,\"text\":..}, write\n"
             "                                {\"id\":..,\"simhash\":..,\"chars\":N,\"features\":N}\n"
             "                                (or {\"id\":..,\"error\":..}) per line\n"
+            "  sketch --jsonl [--anchors N] [FILE]\n"
+            "                                read JSON lines {\"id\":..,\"text\":..}, write\n"
+            "                                {\"id\",\"simhash\",\"chars\",\"shingles\",\"shift\",\n"
+            "                                \"sketch\" (hex of the encoded sketch),\"anchors\"}\n"
+            "                                per line (N anchors, default %d)\n"
+            "  compare [--min-resemblance R] [--min-containment C] FILE_A FILE_B\n"
+            "                                the figures the server gives for A submitted\n"
+            "                                against B registered: distance, resemblance,\n"
+            "                                containment both ways, kind, passages of A\n"
             "  backup [--data DIR] DEST      write a consistent copy of the store in DIR\n"
             "                                (default $NEARDUP_DATA or %s) into DEST;\n"
             "                                works while neardupd runs\n"
             "  version                       print versions\n",
-            DEFAULT_DATA_DIR);
+            ND_ANCHORS_QUERY, DEFAULT_DATA_DIR);
 }
 
 /* Reads all of f into a new buffer (caller frees). Returns NULL on error. */
@@ -123,6 +137,278 @@ static int cmd_fingerprint(int argc, char **argv)
     return rc < 0 ? 1 : 0;
 }
 
+/* Tools shared by sketch and compare. */
+typedef struct sk_tools {
+    nd_fingerprinter *fp;
+    nd_fp_scratch *fps;
+    nd_sketcher *sk;
+    nd_sk_scratch *sks;
+} sk_tools;
+
+static int tools_create(sk_tools *t)
+{
+    memset(t, 0, sizeof(*t));
+    int rc = nd_fingerprinter_create(&t->fp);
+    if (rc == 0)
+        rc = nd_fp_scratch_create(&t->fps);
+    if (rc == 0)
+        rc = nd_sketcher_create(&t->sk);
+    if (rc == 0)
+        rc = nd_sk_scratch_create(&t->sks);
+    return rc;
+}
+
+static void tools_destroy(sk_tools *t)
+{
+    nd_sk_scratch_destroy(t->sks);
+    nd_sketcher_destroy(t->sk);
+    nd_fp_scratch_destroy(t->fps);
+    nd_fingerprinter_destroy(t->fp);
+}
+
+static void hex_bytes(const uint8_t *b, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[b[i] >> 4];
+        out[2 * i + 1] = digits[b[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+/* One {"id","text"} line -> one output object (caller decrefs). */
+static json_t *sketch_line(sk_tools *t, const char *line, size_t len, unsigned nanchors)
+{
+    json_error_t jerr;
+    json_t *in = json_loadb(line, len, JSON_ALLOW_NUL, &jerr), *out = json_object();
+    json_t *id = in ? json_object_get(in, "id") : NULL;
+    json_t *text = in ? json_object_get(in, "text") : NULL;
+    json_object_set(out, "id", id ? id : json_null());
+    if (!json_is_string(text)) {
+        json_object_set_new(out, "error", json_string(in ? "no \"text\" string" : jerr.text));
+        json_decref(in);
+        return out;
+    }
+    const char *s = json_string_value(text);
+    size_t n = json_string_length(text);
+    nd_fingerprint_result fr;
+    nd_sketch sketch;
+    nd_anchors anchors;
+    int rc = nd_fingerprint(t->fp, t->fps, s, n, &fr);
+    if (rc == 0)
+        rc = nd_sketch_text(t->sk, t->sks, s, n, &sketch, &anchors, nanchors, NULL);
+    if (rc < 0) {
+        json_object_set_new(out, "error", json_string(rc == -EILSEQ ? "text is not valid UTF-8"
+                                                                     : strerror(-rc)));
+        json_decref(in);
+        return out;
+    }
+    char hex[17];
+    nd_simhash_format(fr.simhash, hex);
+    uint8_t enc[ND_SKETCH_ENCODED_MAX];
+    char enchex[2 * ND_SKETCH_ENCODED_MAX + 1];
+    size_t elen = nd_sketch_encode(&sketch, enc, sizeof(enc));
+    hex_bytes(enc, elen, enchex);
+    json_t *arr = json_array();
+    for (uint32_t i = 0; i < anchors.n; i++)
+        json_array_append_new(arr, json_integer(anchors.a[i]));
+    json_object_set_new(out, "simhash", json_string(hex));
+    json_object_set_new(out, "chars", json_integer(fr.chars));
+    json_object_set_new(out, "shingles", json_integer(sketch.shingles));
+    json_object_set_new(out, "shift", json_integer(sketch.shift));
+    json_object_set_new(out, "sketch", json_string(enchex));
+    json_object_set_new(out, "anchors", arr);
+    json_decref(in);
+    return out;
+}
+
+static int cmd_sketch(int argc, char **argv)
+{
+    const char *path = NULL;
+    int jsonl = 0;
+    unsigned nanchors = ND_ANCHORS_QUERY;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--jsonl") == 0) {
+            jsonl = 1;
+        } else if (strcmp(argv[i], "--anchors") == 0 && i + 1 < argc) {
+            nanchors = (unsigned)atoi(argv[++i]);
+            if (nanchors > ND_ANCHORS_MAX)
+                nanchors = ND_ANCHORS_MAX;
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            fprintf(stderr, "neardup sketch: unknown option %s\n", argv[i]);
+            return 2;
+        } else if (!path) {
+            path = argv[i];
+        } else {
+            fprintf(stderr, "neardup sketch: one FILE at most\n");
+            return 2;
+        }
+    }
+    if (!jsonl) {
+        fprintf(stderr, "neardup sketch: only --jsonl is supported\n");
+        return 2;
+    }
+    FILE *in = stdin;
+    if (path && strcmp(path, "-") != 0 && !(in = fopen(path, "rb"))) {
+        fprintf(stderr, "neardup: cannot open %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    sk_tools t;
+    int rc = tools_create(&t);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while (rc == 0 && (n = getline(&line, &cap, in)) >= 0) {
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            n--;
+        if (n == 0)
+            continue;
+        json_t *o = sketch_line(&t, line, (size_t)n, nanchors);
+        char *dump = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+        json_decref(o);
+        if (!dump || fputs(dump, stdout) < 0 || fputc('\n', stdout) < 0)
+            rc = -EIO;
+        free(dump);
+    }
+    free(line);
+    if (rc < 0)
+        fprintf(stderr, "neardup sketch: %s\n", strerror(-rc));
+    tools_destroy(&t);
+    if (in != stdin)
+        fclose(in);
+    return rc < 0 ? 1 : 0;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "neardup: cannot open %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    char *text = read_all(f, len);
+    if (!text)
+        fprintf(stderr, "neardup: cannot read %s: %s\n", path, strerror(errno));
+    if (f != stdin)
+        fclose(f);
+    return text;
+}
+
+/* The code points [start, end) of a UTF-8 text as a new string (caller frees). */
+static char *cp_slice(const char *s, size_t len, uint32_t start, uint32_t end)
+{
+    size_t i = 0, b = len, e = len;
+    uint32_t ci = 0;
+    for (; i <= len; i++) {
+        if (i == len || ((uint8_t)s[i] & 0xC0) != 0x80) {
+            if (ci == start && b == len)
+                b = i;
+            if (ci == end) {
+                e = i;
+                break;
+            }
+            ci++;
+        }
+    }
+    if (b > e)
+        b = e;
+    char *out = malloc(e - b + 1);
+    if (out) {
+        memcpy(out, s + b, e - b);
+        out[e - b] = '\0';
+    }
+    return out;
+}
+
+static int cmd_compare(int argc, char **argv)
+{
+    const char *pa = NULL, *pb = NULL;
+    nd_verdict_params vp;
+    nd_verdict_params_default(&vp);
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--min-resemblance") == 0 && i + 1 < argc)
+            vp.min_resemblance = atof(argv[++i]);
+        else if (strcmp(argv[i], "--min-containment") == 0 && i + 1 < argc)
+            vp.min_containment = atof(argv[++i]);
+        else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            fprintf(stderr, "neardup compare: unknown option %s\n", argv[i]);
+            return 2;
+        } else if (!pa)
+            pa = argv[i];
+        else if (!pb)
+            pb = argv[i];
+        else {
+            fprintf(stderr, "neardup compare: two files\n");
+            return 2;
+        }
+    }
+    if (!pa || !pb) {
+        fprintf(stderr, "neardup compare: FILE_A FILE_B required\n");
+        return 2;
+    }
+    size_t la = 0, lb = 0;
+    char *a = read_file(pa, &la), *b = a ? read_file(pb, &lb) : NULL;
+    sk_tools t;
+    int rc = a && b ? tools_create(&t) : -EIO;
+    nd_fingerprint_result fa, fb;
+    nd_sketch sa, sb;
+    if (rc == 0) {
+        const char *bad = pa;
+        rc = nd_fingerprint(t.fp, t.fps, a, la, &fa);
+        if (rc == 0)
+            bad = pb, rc = nd_fingerprint(t.fp, t.fps, b, lb, &fb);
+        /* B first: the scratch must hold A's shingles for the passages. */
+        if (rc == 0)
+            bad = pb, rc = nd_sketch_text(t.sk, t.sks, b, lb, &sb, NULL, 0, NULL);
+        if (rc == 0)
+            bad = pa, rc = nd_sketch_text(t.sk, t.sks, a, la, &sa, NULL, 0, NULL);
+        if (rc < 0)
+            fprintf(stderr, "neardup compare: %s: %s\n", bad,
+                    rc == -EILSEQ ? "text is not valid UTF-8" : strerror(-rc));
+    }
+    if (rc == 0) {
+        nd_sketch_estimate e;
+        nd_sketch_compare(&sa, &sb, &e);
+        int same = la == lb && memcmp(a, b, la) == 0;
+        nd_match_kind kind = nd_match_classify(&e, same, &vp);
+        json_t *o = json_object();
+        json_object_set_new(o, "distance", json_integer(nd_simhash_distance(fa.simhash, fb.simhash)));
+        json_object_set_new(o, "resemblance", json_real(e.resemblance));
+        json_object_set_new(o, "containment", json_real(e.containment));
+        json_object_set_new(o, "containment_reverse", json_real(e.containment_r));
+        json_object_set_new(o, "kind", json_string(nd_match_kind_name(kind)));
+        json_object_set_new(o, "shared", json_integer(e.shared));
+        json_object_set_new(o, "sampled_a", json_integer(e.q_n));
+        json_object_set_new(o, "sampled_b", json_integer(e.d_n));
+        json_object_set_new(o, "shift", json_integer(e.shift));
+        json_object_set_new(o, "shingles_a", json_integer(sa.shingles));
+        json_object_set_new(o, "shingles_b", json_integer(sb.shingles));
+        nd_passage ps[64];
+        size_t np = nd_sketch_passages(t.sks, &sb, ps, 64);
+        json_t *arr = json_array();
+        for (size_t i = 0; i < np && i < 64; i++) {
+            json_t *p = json_object();
+            json_object_set_new(p, "start", json_integer(ps[i].start));
+            json_object_set_new(p, "end", json_integer(ps[i].end));
+            char *txt = cp_slice(a, la, ps[i].start, ps[i].end);
+            json_object_set_new(p, "text", json_string(txt ? txt : ""));
+            free(txt);
+            json_array_append_new(arr, p);
+        }
+        json_object_set_new(o, "passages", arr);
+        char *dump = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(4));
+        json_decref(o);
+        if (dump)
+            printf("%s\n", dump);
+        free(dump);
+    }
+    if (a && b && rc != -EIO)
+        tools_destroy(&t);
+    free(a);
+    free(b);
+    return rc < 0 ? 1 : 0;
+}
+
 static int cmd_backup(int argc, char **argv)
 {
     const char *data = getenv("NEARDUP_DATA");
@@ -164,10 +450,15 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "fingerprint") == 0)
         return cmd_fingerprint(argc - 2, argv + 2);
+    if (strcmp(cmd, "sketch") == 0)
+        return cmd_sketch(argc - 2, argv + 2);
+    if (strcmp(cmd, "compare") == 0)
+        return cmd_compare(argc - 2, argv + 2);
     if (strcmp(cmd, "backup") == 0)
         return cmd_backup(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0) {
-        printf("neardup %s\nfingerprint %s\n", ND_PROGRAM_VERSION, ND_FINGERPRINT_VERSION);
+        printf("neardup %s\nfingerprint %s\nsketch %s\n", ND_PROGRAM_VERSION,
+               ND_FINGERPRINT_VERSION, ND_SKETCH_VERSION);
         return 0;
     }
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {

@@ -1,0 +1,347 @@
+/* test_sketch.c - the sketch against proto/sketch_vectors.jsonl (bit for
+ * bit), exact figures for small texts, the asymmetry of containment, passage
+ * offsets checked against the text, anchors, encode/decode. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sketch.h"
+#include "unit.h"
+
+static nd_sketcher *sk;
+static nd_sk_scratch *scr;
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static size_t unhex(const char *h, uint8_t *out, size_t cap)
+{
+    size_t n = strlen(h) / 2;
+    for (size_t i = 0; i < n && i < cap; i++)
+        out[i] = (uint8_t)(hexval(h[2 * i]) << 4 | hexval(h[2 * i + 1]));
+    return n;
+}
+
+static int sketch_str(const char *t, nd_sketch *s, nd_anchors *a, unsigned m)
+{
+    return nd_sketch_text(sk, scr, t, strlen(t), s, a, m, NULL);
+}
+
+/* The code points [start, end) of t, into buf. */
+static const char *cp_slice(const char *t, uint32_t start, uint32_t end, char *buf, size_t cap)
+{
+    size_t len = strlen(t), b = len, e = len;
+    uint32_t ci = 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (i == len || ((uint8_t)t[i] & 0xC0) != 0x80) {
+            if (ci == start)
+                b = i;
+            if (ci == end) {
+                e = i;
+                break;
+            }
+            ci++;
+        }
+    }
+    size_t n = e > b ? e - b : 0;
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(buf, t + b, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+static void test_vectors(void)
+{
+    const char *root = getenv("ND_SOURCE_ROOT");
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/proto/sketch_vectors.jsonl", root ? root : ".");
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL, "cannot open %s", path);
+    if (!f)
+        return;
+    char *line = NULL;
+    size_t cap = 0;
+    int singles = 0, pairs = 0, errors = 0;
+    while (getline(&line, &cap, f) > 0) {
+        json_error_t jerr;
+        json_t *v = json_loads(line, JSON_ALLOW_NUL, &jerr);
+        CHECK(v != NULL, "bad vector line: %s", jerr.text);
+        if (!v)
+            continue;
+        const char *name = json_string_value(json_object_get(v, "name"));
+        if (json_is_true(json_object_get(v, "pair"))) {
+            json_t *ja = json_object_get(v, "a"), *jb = json_object_get(v, "b");
+            nd_sketch a, b;
+            int rc = nd_sketch_text(sk, scr, json_string_value(jb), json_string_length(jb), &b,
+                                    NULL, 0, NULL);
+            rc |= nd_sketch_text(sk, scr, json_string_value(ja), json_string_length(ja), &a, NULL,
+                                 0, NULL);
+            CHECK(rc == 0, "%s: sketch failed", name);
+            nd_sketch_estimate e;
+            nd_sketch_compare(&a, &b, &e);
+            CHECK(e.shared == json_integer_value(json_object_get(v, "shared")) &&
+                      e.q_n == json_integer_value(json_object_get(v, "a_n")) &&
+                      e.d_n == json_integer_value(json_object_get(v, "b_n")) &&
+                      e.shift == json_integer_value(json_object_get(v, "shift")),
+                  "%s: shared %u a_n %u b_n %u shift %u", name, e.shared, e.q_n, e.d_n, e.shift);
+            nd_passage ps[64];
+            size_t np = nd_sketch_passages(scr, &b, ps, 64);
+            json_t *jp = json_object_get(v, "passages");
+            int same = np == json_array_size(jp);
+            for (size_t i = 0; same && i < np; i++)
+                same = ps[i].start == json_integer_value(json_array_get(json_array_get(jp, i), 0)) &&
+                       ps[i].end == json_integer_value(json_array_get(json_array_get(jp, i), 1));
+            CHECK(same, "%s: passages differ (%zu)", name, np);
+            pairs++;
+        } else {
+            json_t *jt = json_object_get(v, "text");
+            uint8_t raw[8192];
+            const char *t;
+            size_t len;
+            if (jt) {
+                t = json_string_value(jt), len = json_string_length(jt);
+            } else {
+                len = unhex(json_string_value(json_object_get(v, "text_hex")), raw, sizeof(raw));
+                t = (const char *)raw;
+            }
+            nd_sketch s;
+            nd_anchors a;
+            int rc = nd_sketch_text(sk, scr, t, len, &s, &a, 32, NULL);
+            if (json_object_get(v, "error")) {
+                CHECK(rc == -EILSEQ, "%s: rc %d, want -EILSEQ", name, rc);
+                errors++;
+            } else {
+                uint8_t want[ND_SKETCH_ENCODED_MAX], got[ND_SKETCH_ENCODED_MAX];
+                size_t wn = unhex(json_string_value(json_object_get(v, "sketch")), want, sizeof(want));
+                size_t gn = nd_sketch_encode(&s, got, sizeof(got));
+                CHECK(rc == 0 && wn == gn && memcmp(want, got, gn) == 0, "%s: sketch differs", name);
+                json_t *ja = json_object_get(v, "anchors");
+                int same = a.n == json_array_size(ja);
+                for (size_t i = 0; same && i < a.n; i++)
+                    same = a.a[i] == (uint32_t)json_integer_value(json_array_get(ja, i));
+                CHECK(same, "%s: anchors differ", name);
+            }
+            singles++;
+        }
+        json_decref(v);
+    }
+    free(line);
+    fclose(f);
+    CHECK(singles >= 80 && pairs >= 6 && errors >= 4, "only %d/%d/%d vectors", singles, pairs, errors);
+}
+
+/* Distinct words w0 .. w(n-1) from index `from`, space separated. */
+static void words(char *buf, size_t cap, int from, int n)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++)
+        off += (size_t)snprintf(buf + off, cap - off, "%sword%d", i ? " " : "", from + i);
+}
+
+static void test_exact_small(void)
+{
+    char a[4096], b[4096];
+    nd_sketch sa, sb;
+    nd_sketch_estimate e, r;
+    /* 40 words: 38 shingles; b = words 0..19: 18 shingles, all in a. */
+    words(a, sizeof(a), 0, 40);
+    words(b, sizeof(b), 0, 20);
+    CHECK(sketch_str(a, &sa, NULL, 0) == 0 && sketch_str(b, &sb, NULL, 0) == 0, "sketch");
+    CHECK(sa.shingles == 38 && sb.shingles == 18 && sa.shift == 0 && sb.shift == 0,
+          "shingles %u %u shift %u %u", sa.shingles, sb.shingles, sa.shift, sb.shift);
+    nd_sketch_compare(&sb, &sa, &e); /* the excerpt submitted */
+    nd_sketch_compare(&sa, &sb, &r); /* the whole submitted */
+    CHECK(e.shared == 18 && e.containment == 1.0 && e.containment_r == 18.0 / 38 &&
+              e.resemblance == 18.0 / 38,
+          "excerpt: shared %u C %f Cr %f R %f", e.shared, e.containment, e.containment_r,
+          e.resemblance);
+    /* Asymmetry: containment swaps, resemblance does not. */
+    CHECK(r.containment == e.containment_r && r.containment_r == e.containment &&
+              r.resemblance == e.resemblance,
+          "reverse: C %f Cr %f", r.containment, r.containment_r);
+    /* Han: 5-character shingles; 30 distinct ideographs: 26 shingles. */
+    char zh[512] = "", zh2[512] = "";
+    size_t off = 0, off2 = 0;
+    for (int i = 0; i < 30; i++) {
+        uint32_t cp = 0x4E00 + (uint32_t)i * 7;
+        char u[4] = {(char)(0xE0 | cp >> 12), (char)(0x80 | ((cp >> 6) & 63)), (char)(0x80 | (cp & 63))};
+        memcpy(zh + off, u, 3), off += 3;
+        if (i >= 10) /* the last 20 characters, then 10 new ones */
+            memcpy(zh2 + off2, u, 3), off2 += 3;
+    }
+    for (int i = 0; i < 10; i++) {
+        uint32_t cp = 0x5E00 + (uint32_t)i;
+        char u[4] = {(char)(0xE0 | cp >> 12), (char)(0x80 | ((cp >> 6) & 63)), (char)(0x80 | (cp & 63))};
+        memcpy(zh2 + off2, u, 3), off2 += 3;
+    }
+    zh[off] = zh2[off2] = '\0';
+    CHECK(sketch_str(zh, &sa, NULL, 0) == 0 && sketch_str(zh2, &sb, NULL, 0) == 0, "zh");
+    nd_sketch_compare(&sb, &sa, &e);
+    /* shared: shingles starting at characters 10..25 of zh: 16 of zh2's 26 */
+    CHECK(sa.shingles == 26 && sb.shingles == 26 && e.shared == 16, "zh: %u %u shared %u",
+          sa.shingles, sb.shingles, e.shared);
+    /* Punctuation, width, case, markup and URLs do not matter. */
+    nd_sketch s1, s2;
+    sketch_str("Hello, World! This is the SAME text here.", &s1, NULL, 0);
+    sketch_str("hello world ![image](https://cdn.example.com/x.png) this is the same text "
+               "https://example.com/here here", &s2, NULL, 0);
+    nd_sketch_compare(&s1, &s2, &e);
+    CHECK(e.resemblance == 1.0 && s1.shingles == 6, "markup: R %f shingles %u", e.resemblance,
+          s1.shingles);
+    /* Short texts: below weight 15 one shingle of everything; none if empty. */
+    sketch_str("two words", &s1, NULL, 0);
+    sketch_str(" ,.!  ", &s2, NULL, 0);
+    CHECK(s1.shingles == 1 && s1.n == 1 && s2.shingles == 0 && s2.n == 0, "short %u %u",
+          s1.shingles, s2.shingles);
+    nd_sketch_compare(&s2, &s2, &e);
+    CHECK(e.resemblance == 0 && e.containment == 0 && e.shared == 0, "empty compare");
+    CHECK(nd_sketch_text(sk, scr, "\xff\xfe", 2, &s1, NULL, 0, NULL) == -EILSEQ, "EILSEQ");
+    CHECK(nd_sketch_passages(scr, &s2, NULL, 0) == 0, "no text after EILSEQ");
+}
+
+static void test_passages(void)
+{
+    /* submitted = 30 new words + 40 copied + 30 new; registered = the 40. */
+    char pre[2048], mid[2048], post[2048], q[8192], d[4096], got[8192];
+    words(pre, sizeof(pre), 1000, 30);
+    words(mid, sizeof(mid), 0, 40);
+    words(post, sizeof(post), 2000, 30);
+    snprintf(q, sizeof(q), "%s. %s. %s", pre, mid, post);
+    snprintf(d, sizeof(d), "Intro line.\n%s\nfin", mid);
+    nd_sketch sq, sd;
+    CHECK(sketch_str(d, &sd, NULL, 0) == 0 && sketch_str(q, &sq, NULL, 0) == 0, "sketch");
+    nd_passage p[8];
+    size_t n = nd_sketch_passages(scr, &sd, p, 8);
+    CHECK(n == 1, "passages %zu", n);
+    if (n == 1)
+        CHECK(strcmp(cp_slice(q, p[0].start, p[0].end, got, sizeof(got)), mid) == 0,
+              "passage [%u, %u) = '%s'", p[0].start, p[0].end, got);
+    /* Two copied pieces with new text between: two passages, in order. */
+    char m1[1024], m2[1024];
+    words(m1, sizeof(m1), 0, 12);
+    words(m2, sizeof(m2), 28, 12);
+    snprintf(q, sizeof(q), "中文的开头部分。%s 完全不同的中间内容在这里出现了很多字 %s 结尾", m1, m2);
+    sketch_str(q, &sq, NULL, 0);
+    n = nd_sketch_passages(scr, &sd, p, 8);
+    CHECK(n == 2, "two passages: %zu", n);
+    if (n == 2) {
+        CHECK(strcmp(cp_slice(q, p[0].start, p[0].end, got, sizeof(got)), m1) == 0, "first '%s'", got);
+        CHECK(strcmp(cp_slice(q, p[1].start, p[1].end, got, sizeof(got)), m2) == 0, "second '%s'", got);
+    }
+    /* cap smaller than the count: the count is still returned. */
+    CHECK(nd_sketch_passages(scr, &sd, p, 1) == 2 && p[0].start < p[0].end, "cap 1");
+}
+
+static void test_sampled(void)
+{
+    /* 2000 words: sampled; the first half of it is an excerpt. */
+    static char big[40000], half[20000];
+    words(big, sizeof(big), 0, 2000);
+    words(half, sizeof(half), 0, 1000);
+    nd_sketch sb, sh;
+    nd_anchors ab, ah, ab16;
+    CHECK(sketch_str(big, &sb, &ab, 32) == 0 && sketch_str(half, &sh, &ah, 32) == 0, "sketch");
+    CHECK(sb.shift > 0 && sb.n <= ND_SKETCH_MAX && sb.n > ND_SKETCH_MAX / 4 && sb.shingles == 1998,
+          "big: shift %u n %u", sb.shift, sb.n);
+    nd_sketch_estimate e;
+    nd_sketch_compare(&sh, &sb, &e);
+    CHECK(e.containment == 1.0 && e.containment_r > 0.35 && e.containment_r < 0.65,
+          "excerpt of a sampled text: C %f Cr %f", e.containment, e.containment_r);
+    /* Anchors: a prefix of 16 is the bottom-16; the excerpt's bottom-32 holds
+     * every anchor of the whole that it contains. */
+    sketch_str(big, &sb, &ab16, 16);
+    CHECK(ab16.n == 16 && memcmp(ab16.a, ab.a, 16 * 4) == 0, "anchor prefix");
+    unsigned in_half = 0, found = 0;
+    for (unsigned i = 0; i < ab.n; i++) {
+        /* is anchor i of big among the excerpt's anchors? */
+        int hit = 0;
+        for (unsigned j = 0; j < ah.n; j++)
+            hit |= ah.a[j] == ab.a[i];
+        found += hit;
+        in_half += hit;
+    }
+    CHECK(found >= 8 && found <= 24, "excerpt shares %u of 32 anchors", found);
+    (void)in_half;
+    /* Encode / decode round trip. */
+    uint8_t buf[ND_SKETCH_ENCODED_MAX];
+    size_t len = nd_sketch_encode(&sb, buf, sizeof(buf));
+    nd_sketch back;
+    CHECK(len == nd_sketch_encoded_size(&sb) && len == 8 + 4u * sb.n, "size %zu", len);
+    CHECK(nd_sketch_decode(buf, len, &back) == 0 && back.n == sb.n && back.shift == sb.shift &&
+              back.shingles == sb.shingles && memcmp(back.values, sb.values, 4u * sb.n) == 0,
+          "round trip");
+    CHECK(nd_sketch_encode(&sb, buf, len - 1) == 0, "short buffer");
+    /* Corrupt encodings are rejected. */
+    uint8_t bad[ND_SKETCH_ENCODED_MAX];
+    memcpy(bad, buf, len);
+    bad[0] = 2;
+    CHECK(nd_sketch_decode(bad, len, &back) == -EINVAL, "format byte");
+    CHECK(nd_sketch_decode(buf, len - 1, &back) == -EINVAL, "truncated");
+    CHECK(nd_sketch_decode(buf, 7, &back) == -EINVAL, "no header");
+    memcpy(bad, buf, len);
+    bad[1] = 32;
+    CHECK(nd_sketch_decode(bad, len, &back) == -EINVAL, "shift 32");
+    memcpy(bad, buf, len);
+    bad[1] = (uint8_t)(sb.shift + 1); /* some values now below the shift */
+    CHECK(nd_sketch_decode(bad, len, &back) == -EINVAL, "level below shift");
+    memcpy(bad, buf, len);
+    memcpy(bad + 8, buf + 12, 4); /* values[0] = values[1]: not ascending */
+    CHECK(nd_sketch_decode(bad, len, &back) == -EINVAL, "not ascending");
+    memcpy(bad, buf, len);
+    bad[4] = 1, bad[5] = bad[6] = bad[7] = 0; /* shingles < n */
+    CHECK(nd_sketch_decode(bad, len, &back) == -EINVAL, "shingles < n");
+    memcpy(bad, buf, len);
+    bad[2] = 0x01, bad[3] = 0x02; /* n = 513 */
+    CHECK(nd_sketch_decode(bad, len, &back) == -EINVAL, "n too big");
+    /* Random byte flips: never accepted as something invalid. */
+    for (int i = 0; i < 2000; i++) {
+        memcpy(bad, buf, len);
+        bad[unit_rng() % len] ^= (uint8_t)(1u << (unit_rng() % 8));
+        if (nd_sketch_decode(bad, len, &back) == 0) {
+            uint8_t again[ND_SKETCH_ENCODED_MAX];
+            CHECK(nd_sketch_encode(&back, again, sizeof(again)) == len &&
+                      memcmp(again, bad, len) == 0,
+                  "accepted flip does not re-encode");
+        }
+    }
+}
+
+static void test_rules(void)
+{
+    nd_verdict_params p;
+    nd_verdict_params_default(&p);
+    nd_sketch_estimate e = {.resemblance = 0.9, .containment = 0.95, .containment_r = 0.95, .shared = 9};
+    CHECK(nd_match_classify(&e, 1, &p) == ND_MATCH_IDENTICAL, "identical");
+    CHECK(nd_match_classify(&e, 0, &p) == ND_MATCH_NEAR_DUPLICATE, "near");
+    e.resemblance = 0.3, e.containment = 0.99, e.containment_r = 0.3;
+    CHECK(nd_match_classify(&e, 0, &p) == ND_MATCH_PARTIAL_COPY, "partial");
+    e.containment = 0.3, e.containment_r = 0.99;
+    CHECK(nd_match_classify(&e, 0, &p) == (p.min_containment_r <= 0.99 ? ND_MATCH_PARTIAL_COPY
+                                                                       : ND_MATCH_NONE),
+          "reverse");
+    e.containment_r = 0.1;
+    CHECK(nd_match_classify(&e, 0, &p) == ND_MATCH_NONE, "none");
+    CHECK(strcmp(nd_match_kind_name(ND_MATCH_PARTIAL_COPY), "partial_copy") == 0, "name");
+}
+
+int main(void)
+{
+    if (nd_sketcher_create(&sk) < 0 || nd_sk_scratch_create(&scr) < 0) {
+        fprintf(stderr, "create failed\n");
+        return 1;
+    }
+    test_vectors();
+    test_exact_small();
+    test_passages();
+    test_sampled();
+    test_rules();
+    nd_sk_scratch_destroy(scr);
+    nd_sketcher_destroy(sk);
+    return unit_summary("sketch");
+}
