@@ -2,6 +2,8 @@
 #include "request.h"
 #include "index.h"
 #include "registry.h"
+#include "store.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -46,6 +48,24 @@ static int refuse(nd_request_error *err, int status, const char *code, const cha
 }
 
 #define invalid_field(err, field, ...) refuse((err), 400, "invalid_field", (field), __VA_ARGS__)
+
+_Static_assert(ND_ID_MAX >= 4 * ND_ID_MAX_CHARS, "the store must hold every valid id");
+
+/* Whether id[0..len) is a valid document id (request.h, ND_ID_MAX_CHARS). */
+static bool id_valid(const char *id, size_t len)
+{
+    if (len == 0 || len > ND_ID_MAX)
+        return false;
+    size_t chars = 0;
+    for (size_t pos = 0; pos < len; chars++) {
+        uint32_t cp;
+        if (nd_utf8_decode((const uint8_t *)id, len, &pos, &cp) < 0)
+            return false;
+        if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0))
+            return false;
+    }
+    return chars <= ND_ID_MAX_CHARS;
+}
 
 void nd_request_parser_finish(nd_request_parser *p)
 {
@@ -289,10 +309,10 @@ static int check_fields(nd_request_parser *p, size_t n, const nd_request_limits 
     const nd_json_value *k = field(p, n, "k");
     const nd_json_value *meta = field(p, n, "meta");
     if (id) {
-        if (id->type != ND_JSON_STRING || nd_registry_id_valid(id->str, id->str_len) < 0)
+        if (id->type != ND_JSON_STRING || !id_valid(id->str, id->str_len))
             return invalid_field(err, "id",
-                                 "id must be a string of 1 to %d bytes of UTF-8 without "
-                                 "control characters", ND_ID_MAX);
+                                 "id must be a string of 1 to %d characters without "
+                                 "control characters", ND_ID_MAX_CHARS);
         out->id = id->str;
         out->id_len = id->str_len;
     }
@@ -347,11 +367,11 @@ int nd_request_parse_document_id(const char *encoded, char **id, size_t *len,
     char *dec = evhttp_uridecode(encoded, 0, &n);
     if (!dec)
         return refuse(err, 500, "internal", NULL, "out of memory");
-    if (nd_registry_id_valid(dec, n) < 0) {
+    if (!id_valid(dec, n)) {
         free(dec);
         return invalid_field(err, "id",
-                             "the id must be 1 to %d bytes of UTF-8 without control "
-                             "characters (percent-encoded in the path)", ND_ID_MAX);
+                             "the id must be 1 to %d characters of UTF-8 without control "
+                             "characters (percent-encoded in the path)", ND_ID_MAX_CHARS);
     }
     *id = dec;
     *len = n;

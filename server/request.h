@@ -20,6 +20,10 @@
 #include "json.h"
 
 #define ND_REQUEST_MAX_MEMBERS 32 /* fields of a request object */
+/* A document id: 1 to 256 characters (Unicode code points, as JSON Schema's
+ * maxLength counts them) of UTF-8 without control characters; at most
+ * 4 x 256 = ND_ID_MAX bytes then. */
+#define ND_ID_MAX_CHARS 256
 
 /* The limits a body is validated against (from nd_config). */
 typedef struct nd_request_limits {

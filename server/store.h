@@ -37,7 +37,7 @@
 
 typedef struct nd_store nd_store;
 
-#define ND_ID_MAX 256         /* longest document id, bytes */
+#define ND_ID_MAX 1024        /* longest document id, bytes (the API takes 256 characters) */
 #define ND_VERSION_MAX 32     /* longest fingerprint version string, bytes */
 #define ND_META_MAX (16u << 20) /* longest meta text, bytes */
 

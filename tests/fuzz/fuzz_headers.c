@@ -8,7 +8,8 @@
  * accepted exactly when its syntax is right (an independent check); an
  * Authorization header is accepted only when it carries the token, and
  * "Bearer <token>" always is; nd_auth_equal() agrees with memcmp(); a decoded
- * id is 1..256 bytes of UTF-8 without control characters. */
+ * id is 1..256 characters (at most 1024 bytes) of UTF-8 without control
+ * characters. */
 #include <errno.h>
 #include <string.h>
 
@@ -95,7 +96,11 @@ static void document_id(const char *v)
         FUZZ_CHECK(e.status != 404 || !*v, "404 for a non-empty id");
         return;
     }
-    FUZZ_CHECK(len >= 1 && len <= 256 && strlen(id) == len, "id length %zu", len);
+    size_t chars = 0;
+    for (size_t i = 0; i < len; i++)
+        chars += ((unsigned char)id[i] & 0xC0) != 0x80;
+    FUZZ_CHECK(len >= 1 && len <= 1024 && chars <= 256 && strlen(id) == len, "id length %zu",
+               len);
     FUZZ_CHECK(fuzz_utf8_valid((const uint8_t *)id, len), "id not UTF-8");
     for (size_t i = 0; i < len; i++)
         FUZZ_CHECK((unsigned char)id[i] >= 0x20 && id[i] != 0x7f, "control character");

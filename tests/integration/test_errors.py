@@ -8,6 +8,7 @@ import json
 import os
 import socket
 import sys
+from urllib.parse import quote
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import HOST, Runner, Server, check, expect_error, load_texts  # noqa: E402
@@ -117,10 +118,23 @@ def invalid_fields_check(srv):
         status, body = post(srv, "/check-original", req)
         err = expect_error(status, body, 400, "invalid_field", field)
         check(field in err["message"], "message does not name %s: %r", field, err)
-    # The longest id and the largest meta are accepted.
+    # The longest id and the largest meta are accepted. An id counts
+    # characters, as JSON Schema's maxLength does (issue 16, item 14): 256
+    # of them whatever their UTF-8 size.
     status, body = post(srv, "/check-original", {"text": LONG, "id": "é" * 128,
                                                   "meta": {"x": "y" * 16000}})
     check(status == 200, body)
+    for i, ch in enumerate(("x", "é", "文", "\U0001F600")):
+        doc = ch * 255 + str(i)
+        status, body = post(srv, "/check-original", {"text": TEXTS["en%d" % (i + 1)],
+                                                      "id": doc, "register": True})
+        check(status == 200 and body["registered"] and body["id"] == doc, body)
+        status, _, data = srv.request("GET", "/documents/" + quote(doc, safe=""))
+        check(status == 200 and json.loads(data)["id"] == doc, data[:200])
+        status, body = post(srv, "/check-original", {"text": LONG, "id": doc + "x"})
+        expect_error(status, body, 400, "invalid_field", "id")
+        status, _, data = srv.request("GET", "/documents/" + quote(doc + "x", safe=""))
+        expect_error(status, json.loads(data), 400, "invalid_field", "id")
     # The meta limit counts the compact JSON stored, not the bytes sent: a
     # meta of 16,008 bytes sent as 48,008 bytes of \u escapes is accepted.
     meta = {"x": "é" * 8000}

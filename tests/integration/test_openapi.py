@@ -1,9 +1,13 @@
 """The HTTP contract is data: replay every example of proto/openapi.yaml
 against a running neardupd, in document order (the rules are in the file's
-info.description), and validate every JSON answer against its response
-schema. Also checks that every path, method and documented status the server
-answers is in the file, and (when PyYAML is installed) that the stdlib
-reader sees the file exactly as PyYAML does."""
+info.description), and validate every example and every JSON answer
+against its schema with a real JSON Schema validator (Debian's python3-yaml
+and python3-jsonschema, draft 2020-12 as OpenAPI 3.1 uses). Valid request
+examples must validate, the negative ones (x-negative-examples) must not.
+Also: the schema and the server agree on which requests are valid (a small
+schema-driven run over every field's edge values), the links lead where
+they say, and every path, method and documented status the server answers
+is in the file."""
 
 import json
 import os
@@ -11,15 +15,27 @@ import re
 import sys
 from urllib.parse import quote
 
+try:
+    import jsonschema
+    import yaml
+except ImportError:
+    # The Debian packages are for Debian's python3; another python3 found
+    # first on PATH may not have them.
+    if os.path.exists("/usr/bin/python3") and os.path.realpath(sys.executable) != \
+            os.path.realpath("/usr/bin/python3") and not os.environ.get("ND_OPENAPI_REEXEC"):
+        os.environ["ND_OPENAPI_REEXEC"] = "1"
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    raise
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import yamlsubset  # noqa: E402
-from harness import HEX16, RFC3339_US, SOURCE_ROOT, Runner, Server, check  # noqa: E402
+from harness import (HEX16, RFC3339_US, SOURCE_ROOT, Runner, Server, check,  # noqa: E402
+                     load_texts)
 
 T = Runner("test_openapi")
 SPEC_PATH = os.path.join(SOURCE_ROOT, "proto", "openapi.yaml")
 with open(SPEC_PATH, encoding="utf-8") as f:
     SPEC_TEXT = f.read()
-SPEC = yamlsubset.load(SPEC_TEXT)
+SPEC = yaml.safe_load(SPEC_TEXT)
 METHODS = ("get", "head", "post", "put", "delete", "patch", "options")
 SHAPE_ONLY = {
     "simhash": lambda v: isinstance(v, str) and HEX16.match(v),
@@ -44,68 +60,24 @@ def resolve(node):
     return node
 
 
-# ---- a JSON Schema validator for the keywords the file uses ----
+# ---- JSON Schema (2020-12) through jsonschema; $refs resolve in the spec ----
 
-TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
+def schema_errors(value, schema):
+    """The validator's messages for value against schema (a fragment of the
+    spec; its "#/components/..." references resolve in the spec)."""
+    root = dict(schema)
+    root["components"] = SPEC["components"]
+    validator = jsonschema.Draft202012Validator(root)
+    return [e.message for e in validator.iter_errors(value)]
 
 
 def validate(value, schema, path="$"):
-    schema = resolve(schema)
-    if "oneOf" in schema:
-        ok = [s for s in schema["oneOf"] if not _errors(value, s, path)]
-        check(len(ok) == 1, "%s: matches %d of oneOf: %r" % (path, len(ok), value))
-        return
-    t = schema.get("type")
-    if t:
-        types = t if isinstance(t, list) else [t]
-        good = False
-        for name in types:
-            if name == "integer":
-                good |= isinstance(value, int) and not isinstance(value, bool)
-            elif name == "number":
-                good |= isinstance(value, (int, float)) and not isinstance(value, bool)
-            else:
-                good |= isinstance(value, TYPES[name]) and not (
-                    name != "boolean" and isinstance(value, bool))
-        check(good, "%s: %r is not %s" % (path, value, t))
-    if "enum" in schema:
-        check(value in schema["enum"], "%s: %r not in enum" % (path, value))
-    if "const" in schema:
-        check(value == schema["const"], "%s: %r != const" % (path, value))
-    if isinstance(value, str):
-        if "pattern" in schema:
-            check(re.search(schema["pattern"], value), "%s: %r !~ pattern" % (path, value))
-        if "minLength" in schema:
-            check(len(value) >= schema["minLength"], "%s: too short" % path)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema:
-            check(value >= schema["minimum"], "%s: %r < minimum" % (path, value))
-        if "maximum" in schema:
-            check(value <= schema["maximum"], "%s: %r > maximum" % (path, value))
-    if isinstance(value, dict):
-        for key in schema.get("required", []):
-            check(key in value, "%s: missing %s" % (path, key))
-        props = schema.get("properties", {})
-        for key, v in value.items():
-            if key in props:
-                validate(v, props[key], path + "." + key)
-            else:
-                check(schema.get("additionalProperties", True) is not False,
-                      "%s: undocumented field %s" % (path, key))
-    if isinstance(value, list):
-        if "maxItems" in schema:
-            check(len(value) <= schema["maxItems"], "%s: too many items" % path)
-        if "items" in schema:
-            for i, v in enumerate(value):
-                validate(v, schema["items"], "%s[%d]" % (path, i))
+    errors = schema_errors(value, schema)
+    check(not errors, "%s: %r does not validate: %s" % (path, value, errors[:3]))
 
 
-def _errors(value, schema, path):
-    try:
-        validate(value, schema, path)
-        return None
-    except AssertionError as e:
-        return e
+def is_valid(value, schema):
+    return not schema_errors(value, schema)
 
 
 def compare(expected, actual, path="$"):
@@ -137,14 +109,21 @@ def operations():
                 yield path, item, method, item[method]
 
 
-def request_examples(op):
-    """{name: (content type, example object)} of the operation's request body."""
+def request_examples(op, kinds=("examples", "x-negative-examples")):
+    """{name: (content type, example object)} of the operation's request
+    body: the valid examples and the negative ones."""
     out = {}
     body = resolve(op.get("requestBody", {}))
     for ctype, media in body.get("content", {}).items():
-        for name, ex in media.get("examples", {}).items():
-            out[name] = (ctype, resolve(ex))
+        for kind in kinds:
+            for name, ex in media.get(kind, {}).items():
+                out[name] = (ctype, resolve(ex))
     return out
+
+
+def path_params(item, op):
+    return [resolve(p) for p in item.get("parameters", []) + op.get("parameters", [])
+            if resolve(p).get("in") == "path"]
 
 
 def response_examples(op):
@@ -156,14 +135,10 @@ def response_examples(op):
 
 
 def path_for(path, item, op, name):
-    params = item.get("parameters", []) + op.get("parameters", [])
-    for p in params:
-        p = resolve(p)
-        if p.get("in") == "path":
-            value = p.get("examples", {}).get(name, {}).get("value")
-            check(value is not None, "no example %s for {%s} of %s" % (name, p["name"], path))
-            enc = value if value.startswith("%") else quote(value, safe="")
-            path = path.replace("{%s}" % p["name"], enc)
+    for p in path_params(item, op):
+        ex = p.get("examples", {}).get(name) or p.get("x-negative-examples", {}).get(name)
+        check(ex is not None, "no example %s for {%s} of %s" % (name, p["name"], path))
+        path = path.replace("{%s}" % p["name"], quote(ex["value"], safe=""))
     return path
 
 
@@ -210,13 +185,34 @@ def replay_one(srv, path, item, method, op, want_status, ctype, schema, name, ex
 
 
 @T.test
-def stdlib_reader_matches_pyyaml(srv):
-    try:
-        import yaml
-    except ImportError:
-        print("     (PyYAML not installed: skipped)")
-        return
-    check(yaml.safe_load(SPEC_TEXT) == SPEC, "yamlsubset reads the file differently")
+def examples_validate(srv):
+    """Every valid example validates against its schema, every negative one
+    does not: a schema-driven tester that takes the spec's examples as valid
+    requests gets only valid ones (issue 16, item 14)."""
+    counts = {"valid": 0, "negative": 0, "responses": 0}
+    for path, item, method, op in operations():
+        body = resolve(op.get("requestBody", {}))
+        for ctype, media in body.get("content", {}).items():
+            for kind, want in (("examples", True), ("x-negative-examples", False)):
+                for name, ex in media.get(kind, {}).items():
+                    ok = is_valid(resolve(ex)["value"], media["schema"])
+                    check(ok == want, "%s %s %s %s: valid %s" % (method, path, kind, name, ok))
+                    counts["valid" if want else "negative"] += 1
+        for p in path_params(item, op):
+            for kind, want in (("examples", True), ("x-negative-examples", False)):
+                for name, ex in p.get(kind, {}).items():
+                    ok = is_valid(ex["value"], p["schema"])
+                    check(ok == want, "{%s} %s %s: valid %s" % (p["name"], kind, name, ok))
+        for status, ctype, schema, name, ex, resp in response_examples(op):
+            if schema:
+                validate(ex["value"], schema, "%s %s %s example %s" % (method, path, status, name))
+                counts["responses"] += 1
+    for name, sch in SPEC["components"]["schemas"].items():
+        for i, ex in enumerate(sch.get("examples", [])):
+            validate(ex, sch, "%s example %d" % (name, i))
+    print("     %(valid)d valid and %(negative)d negative request examples, "
+          "%(responses)d response examples" % counts)
+    check(counts["negative"] >= 6 and counts["valid"] >= 8, counts)
 
 
 @T.test
@@ -244,6 +240,107 @@ def examples_replay(srv):
           "%(shared)d shared" % counts)
     check(counts["replayed"] >= 20, counts)
     check(counts["skipped"] <= 8, counts)
+
+
+TEXTS = load_texts()
+
+
+def accepted(status):
+    """The server took the request as valid: an answer, or a refusal the
+    schema cannot express (422 too short, 409 id held by another text)."""
+    return status in (200, 404, 409, 422)
+
+
+@T.test
+def schema_and_server_agree(srv):
+    """A small schema-driven run: edge values of every field of both request
+    bodies and of the path id. A request the schema calls valid is accepted
+    (2xx, or 404/409/422), one it calls invalid is refused with 400, and
+    every JSON answer validates against the documented schema of its status
+    (issue 16, items 13 and 14: null fields, k 3.0, id length in
+    characters, control characters in path ids, register without id)."""
+    check_schema = resolve({"$ref": "#/components/schemas/CheckRequest"})
+    fp_schema = SPEC["paths"]["/fingerprint"]["post"]["requestBody"]["content"][
+        "application/json"]["schema"]
+    text = TEXTS["en2"]
+    n = 0
+    cases = []
+    for v in ("", "x" * 256, "x" * 257, "é" * 256, "é" * 257, "文" * 256, "\U0001F600" * 256,
+              "a\nb", "a\u007fb", "a\u0085b", "a/b c?d#e", None, 5, ["x"]):
+        cases.append({"text": text, "id": v})
+    for v in (0, 8, 9, -1, 3.0, 2.5, 1e1, "3", True, None):
+        cases.append({"text": text, "k": v})
+    for v in (True, False, None, "yes", 1):
+        cases.append({"text": text, "register": v})
+        cases.append({"text": text, "register": v, "id": "agree-reg"})
+    for v in ({}, {"a": [1, {"b": None}]}, {"s": "\u0000"}, [], None, "x", 3):
+        cases.append({"text": text, "meta": v})
+        cases.append({"text": text, "meta": v, "id": "agree-meta", "register": True})
+    for v in (None, 5, ["x"], "short"):
+        cases.append({"text": v})
+    cases.append({"id": "agree-notext"})
+    cases.append(dict({"text": text}, **{"f%d" % i: i for i in range(31)}))
+    cases.append(dict({"text": text}, **{"f%d" % i: i for i in range(32)}))
+    fp_cases = [{"text": "a"}, {"texts": ["a", "b"]}, {"texts": []}, {"text": "a", "texts": ["b"]},
+                {"text": None}, {"texts": None}, {"text": "a", "texts": None},
+                {"texts": ["a", None]}, {"texts": "a"}, {}, {"text": 5}]
+    answers = SPEC["paths"]["/check-original"]["post"]["responses"]
+    for url, schema, bodies in (("/check-original", check_schema, cases),
+                                ("/fingerprint", fp_schema, fp_cases)):
+        for req in bodies:
+            valid = is_valid(req, schema)
+            status, hdrs, data = srv.request("POST", url, json.dumps(req).encode(),
+                                             {"Content-Type": "application/json"})
+            shown = {k: ("<%d chars>" % len(v) if k == "text" and isinstance(v, str) and
+                         len(v) > 40 else v) for k, v in req.items()}
+            check(accepted(status) == valid, "%s %r: schema says %s, server %s %r" % (
+                url, shown, "valid" if valid else "invalid", status, data[:200]))
+            if not valid:
+                check(status == 400, "%s %r: %s" % (url, req, status))
+            if url == "/check-original":
+                resp = resolve(answers[str(status)])
+                validate(json.loads(data), resp["content"]["application/json"]["schema"],
+                         "%s %r -> %s" % (url, req, status))
+            n += 1
+    param = path_params(SPEC["paths"]["/documents/{id}"], {})[0]
+    for v in ("x" * 256, "x" * 257, "é" * 256, "é" * 257, "a\tb", "a\u0085b", "a/b", "%41"):
+        valid = is_valid(v, param["schema"])
+        status, _, data = srv.request("GET", "/documents/" + quote(v, safe=""))
+        check(accepted(status) == valid, "GET id %r: schema says %s, server %s" % (
+            v, valid, status))
+        n += 1
+    print("     %d requests, schema and server agree on each" % n)
+
+
+@T.test
+def links_lead_to_the_document(srv):
+    """The links of a /check-original answer (registered) name operations
+    that answer for the registered document, as a stateful tester follows
+    them: GET then DELETE, each answer valid against its schema."""
+    post = SPEC["paths"]["/check-original"]["post"]
+    links = resolve(post["responses"]["200"])["links"]
+    check({"getDocument", "deleteDocument"} <= set(links), links)
+    by_id = {op["operationId"]: (path, method, op) for path, _, method, op in operations()}
+    req = {"id": "linked/1 é", "text": TEXTS["zh4"], "register": True, "meta": {"a": 1}}
+    status, _, data = srv.request("POST", "/check-original", json.dumps(req).encode(),
+                                  {"Content-Type": "application/json"})
+    body = json.loads(data)
+    check(status == 200 and body["registered"], body)
+    for name in ("getDocument", "deleteDocument"):
+        link = links[name]
+        path, method, op = by_id[link["operationId"]]
+        url = path
+        for pname, expr in link["parameters"].items():
+            check(expr.startswith("$response.body#/"), expr)
+            value = body
+            for part in expr[len("$response.body#/"):].split("/"):
+                value = value[part]
+            url = url.replace("{%s}" % pname, quote(value, safe=""))
+        status, _, data = srv.request(method.upper(), url)
+        check(status == 200, "%s %s: %s" % (method, url, status))
+        resp = resolve(op["responses"]["200"])
+        validate(json.loads(data), resp["content"]["application/json"]["schema"], name)
+        check(json.loads(data)["id"] == req["id"], data)
 
 
 @T.test
