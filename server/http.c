@@ -1,5 +1,6 @@
 /* http.c - listeners, worker loops, routing, replies, access log. */
 #include "http.h"
+#include "framing.h"
 #include "log.h"
 
 #include <arpa/inet.h>
@@ -56,6 +57,7 @@ struct nd_worker {
     struct nd_conn **ctab;    /* evcon -> conn, open addressing, linear probing */
     size_t ctab_cap, ctab_n;
     struct nd_conn *waiting, *waiting_tail; /* waiting for a request, by deadline */
+    struct evbuffer *scratch; /* framing_cut()'s temporary */
     int64_t refused_log_ms;   /* last "connection limit" warning */
     uint64_t refused;         /* connections refused since that warning */
     size_t loglen;
@@ -271,7 +273,14 @@ typedef struct nd_conn {
     nd_worker *w;
     int64_t deadline_ms;          /* while waiting for a request */
     bool waiting;                 /* in w->waiting */
+    bool guard;                   /* framing_cb: our own change of the buffer */
     struct nd_conn *prev, *next;  /* in w->waiting */
+    /* Framing check (see "framing" below); in is NULL when not checked. */
+    struct evbuffer *in;
+    struct evbuffer_cb_entry *in_cb;
+    uint64_t consumed;            /* stream offset of in's first byte */
+    uint32_t served;              /* requests answered or dispatched */
+    nd_framing fr;
 } nd_conn;
 
 static int64_t mono_ms(void)
@@ -375,6 +384,8 @@ static void conn_wait(nd_worker *w, nd_conn *c)
 /* Forgets c (the connection is gone or about to be freed). */
 static void conn_forget(nd_worker *w, nd_conn *c)
 {
+    if (c->in_cb)
+        evbuffer_remove_cb_entry(c->in, c->in_cb);
     conn_unlist(w, c);
     conn_remove(w, c);
     atomic_fetch_sub_explicit(&w->h->nconns, 1, memory_order_relaxed);
@@ -382,9 +393,92 @@ static void conn_forget(nd_worker *w, nd_conn *c)
 }
 
 static void on_close(struct evhttp_connection *evcon, void *arg);
+static void make_rid(nd_worker *w, const struct evkeyvalq *ih, char *rid);
 
-/* Starts tracking evcon; it waits for a request when waiting is set. */
-static nd_conn *conn_track(nd_worker *w, struct evhttp_connection *evcon, bool waiting)
+/* ---- framing ----
+ *
+ * libevent 2.1 frames requests more leniently than RFC 9112 (framing.h
+ * lists how), and a proxy in front that reads a request's boundaries
+ * otherwise can smuggle a request past it. So every byte a connection
+ * reads passes nd_framing_scan() first: an evbuffer callback on the
+ * bufferevent's input buffer runs inside the read, before libevent's read
+ * callback parses anything. Deletions (libevent consuming the buffer) only
+ * advance c->consumed. At the first refusal the stream is cut at the start
+ * of the offending line, which libevent has not consumed (it consumes whole
+ * lines, and bodies by their length, on which both agree up to there), and
+ * "!\r\n" is put in its place: a line no libevent state accepts (request
+ * line, header, chunk size, trailer). libevent then fails the request, in
+ * order after any pipelined request before it, and its error reply comes
+ * to our evhttp_send_error(), which answers with the scanner's status and
+ * reason and closes the connection. Bytes arriving later are dropped. */
+
+/* Cuts in down to its first keep bytes (evbuffers only shrink at the front:
+ * the kept part is moved aside and put back). */
+static void framing_cut(nd_conn *c, struct evbuffer *in, size_t keep)
+{
+    size_t len = evbuffer_get_length(in);
+    if (keep >= len)
+        return;
+    c->guard = true;
+    if (keep > 0)
+        evbuffer_remove_buffer(in, c->w->scratch, keep);
+    evbuffer_drain(in, evbuffer_get_length(in));
+    if (keep > 0)
+        evbuffer_prepend_buffer(in, c->w->scratch);
+    c->guard = false;
+}
+
+static void framing_refuse(nd_conn *c, struct evbuffer *in)
+{
+    uint64_t at = c->fr.line_start;
+    size_t keep = at > c->consumed ? (size_t)(at - c->consumed) : 0;
+    framing_cut(c, in, keep);
+    c->guard = true;
+    evbuffer_add(in, "!\r\n", 3);
+    c->guard = false;
+}
+
+static void framing_cb(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg)
+{
+    nd_conn *c = arg;
+    if (c->guard)
+        return;
+    c->consumed += info->n_deleted;
+    if (!info->n_added)
+        return;
+    size_t len = evbuffer_get_length(in);
+    size_t left = info->n_added;
+    if (nd_framing_refused(&c->fr)) { /* nothing after a refusal reaches libevent */
+        framing_cut(c, in, len - left);
+        return;
+    }
+    left -= nd_framing_skip(&c->fr, left); /* a body: no need to look */
+    if (!left)
+        return;
+    struct evbuffer_ptr ptr;
+    if (evbuffer_ptr_set(in, &ptr, len - left, EVBUFFER_PTR_SET) < 0)
+        return;
+    while (left) {
+        struct evbuffer_iovec vec[8];
+        int nv = evbuffer_peek(in, (ev_ssize_t)left, &ptr, vec, 8);
+        if (nv <= 0)
+            return;
+        for (int k = 0; k < nv && k < 8 && left; k++) {
+            size_t take = vec[k].iov_len < left ? vec[k].iov_len : left;
+            if (nd_framing_scan(&c->fr, vec[k].iov_base, take) != ND_FR_OK) {
+                framing_refuse(c, in);
+                return;
+            }
+            left -= take;
+            evbuffer_ptr_set(in, &ptr, take, EVBUFFER_PTR_ADD);
+        }
+    }
+}
+
+/* Starts tracking evcon; it waits for a request when waiting is set. With
+ * bev (evcon's, seen from the first byte), its framing is checked. */
+static nd_conn *conn_track(nd_worker *w, struct evhttp_connection *evcon, bool waiting,
+                           struct bufferevent *bev)
 {
     nd_conn *c = calloc(1, sizeof(*c));
     if (!c)
@@ -396,6 +490,18 @@ static nd_conn *conn_track(nd_worker *w, struct evhttp_connection *evcon, bool w
     evhttp_connection_set_closecb(evcon, on_close, c);
     if (waiting)
         conn_wait(w, c);
+    if (bev) {
+        nd_framing_init(&c->fr, w->h->cfg->max_body);
+        c->in = bufferevent_get_input(bev);
+        c->in_cb = evbuffer_add_cb(c->in, framing_cb, c);
+        if (!c->in_cb)
+            nd_die_oom("conn_track");
+        size_t have = evbuffer_get_length(c->in); /* read before we were here */
+        if (have) {
+            struct evbuffer_cb_info info = {.orig_size = 0, .n_added = have, .n_deleted = 0};
+            framing_cb(c->in, &info, c);
+        }
+    }
     return c;
 }
 
@@ -403,15 +509,17 @@ static nd_conn *conn_track(nd_worker *w, struct evhttp_connection *evcon, bool w
  * and the socket new), then the connection is freed. */
 static void conn_refuse(nd_worker *w, struct evhttp_connection *evcon, struct bufferevent *bev)
 {
-    char msg[320], body[160];
+    char msg[400], body[160], rid[40];
     unsigned cap = w->h->cfg->max_connections;
+    make_rid(w, NULL, rid);
     int blen = snprintf(body, sizeof(body),
                         "{\"error\":{\"code\":\"too_many_connections\",\"message\":\"the server "
                         "holds its limit of %u connections; retry later\"}}\n", cap);
     int n = snprintf(msg, sizeof(msg),
                      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %d\r\nConnection: close\r\nRetry-After: 1\r\n\r\n%s",
-                     blen, body);
+                     "Content-Length: %d\r\nConnection: close\r\nRetry-After: 1\r\n"
+                     "X-Request-Id: %s\r\n\r\n%s",
+                     blen, rid, body);
     evutil_socket_t fd = bufferevent_getfd(bev);
     if (fd >= 0 && n > 0)
         (void)!send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -475,7 +583,7 @@ static void adopt_cb(evutil_socket_t fd, short what, void *arg)
             if (atomic_load_explicit(&w->h->nconns, memory_order_relaxed) >= cap)
                 conn_refuse(w, evcon, bev);
             else
-                conn_track(w, evcon, true);
+                conn_track(w, evcon, true, bev);
         }
         bufferevent_decref(bev);
     }
@@ -617,6 +725,17 @@ void nd_req_reply(nd_req *r, int status, const char *content_type, struct evbuff
         evhttp_add_header(oh, "Connection", "close");
     size_t in = evbuffer_get_length(evhttp_request_get_input_buffer(r->ev));
     size_t out = body ? evbuffer_get_length(body) : 0;
+    if (r->method == EVHTTP_REQ_HEAD && body) {
+        /* The length a GET would have, and no body (libevent 2.1 would send
+         * it and no Content-Length). */
+        char cl[24];
+        size_t pos = 0;
+        put_u64(cl, &pos, out);
+        cl[pos] = 0;
+        evhttp_add_header(oh, "Content-Length", cl);
+        evbuffer_drain(body, out);
+        out = 0;
+    }
     int64_t latency = mono_ns() - r->start_ns;
     /* Log before sending: the path belongs to the request, freed by the send. */
     access_log(w, r->rid, method_name(r->method), r->path, status, latency, in, out);
@@ -689,19 +808,21 @@ static void reply_method(nd_req *r, const nd_route_def *route)
                        method_name(r->method), route->allow);
 }
 
-static void set_rid(nd_req *r, nd_worker *w)
+/* The request id: the client's X-Request-Id if it is sane, else
+ * generated. rid has 40 bytes. */
+static void make_rid(nd_worker *w, const struct evkeyvalq *ih, char *rid)
 {
-    const char *given = nd_req_header(r, "X-Request-Id");
+    const char *given = ih ? evhttp_find_header(ih, "X-Request-Id") : NULL;
     if (given) {
         size_t n = strlen(given);
-        bool ok = n > 0 && n < sizeof(r->rid);
+        bool ok = n > 0 && n < 40;
         for (size_t i = 0; ok && i < n; i++) {
             char c = given[i];
             ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
                  c == '-' || c == '_' || c == '.' || c == ':';
         }
         if (ok) {
-            memcpy(r->rid, given, n + 1);
+            memcpy(rid, given, n + 1);
             return;
         }
     }
@@ -722,11 +843,16 @@ static void set_rid(nd_req *r, nd_worker *w)
         wi >>= 4;
     } while (wi);
     while (wn)
-        r->rid[pos++] = wtmp[--wn];
-    r->rid[pos++] = '-';
+        rid[pos++] = wtmp[--wn];
+    rid[pos++] = '-';
     while (n)
-        r->rid[pos++] = tmp[--n];
-    r->rid[pos] = 0;
+        rid[pos++] = tmp[--n];
+    rid[pos] = 0;
+}
+
+static void set_rid(nd_req *r, nd_worker *w)
+{
+    make_rid(w, evhttp_request_get_input_headers(r->ev), r->rid);
 }
 
 /* True when two Content-Length headers disagree: libevent framed the body by
@@ -762,7 +888,9 @@ static void dispatch(struct evhttp_request *ev, void *arg)
     if (c)
         conn_unlist(w, c); /* no deadline while the request is served */
     else if (evcon)
-        conn_track(w, evcon, false); /* not seen at accept (out of memory there) */
+        c = conn_track(w, evcon, false, NULL); /* not seen at accept (out of memory there) */
+    if (c)
+        c->served++;
     set_rid(r, w);
     const nd_route_def *route = NULL;
     for (const nd_route_def *d = w->h->hooks.routes; d->path; d++) {
@@ -792,7 +920,10 @@ static void dispatch(struct evhttp_request *ev, void *arg)
  * binds libevent's own calls to this definition (symbol interposition), and
  * the answer keeps libevent's status with our JSON error body. neardupd never
  * calls it; tests/integration/test_errors.py checks the 413 and 400 bodies,
- * so a libevent built without interposition (-Bsymbolic) would be noticed. */
+ * so a libevent built without interposition (-Bsymbolic) would be noticed.
+ * A request the framing check refused (see "framing") arrives here too, as
+ * libevent's 400 or 413: it gets the check's status and reason instead.
+ * Every such answer has an X-Request-Id and closes the connection. */
 void evhttp_send_error(struct evhttp_request *req, int error, const char *reason)
 {
     nd_worker *w = tls_worker;
@@ -835,6 +966,26 @@ void evhttp_send_error(struct evhttp_request *req, int error, const char *reason
         code = "internal";
         msg = "internal error";
     }
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    nd_conn *c = w && evcon ? conn_find(w, evcon) : NULL;
+    if (c && c->in && nd_framing_refused(&c->fr) && c->served + 1 == c->fr.heads &&
+        nd_framing_status(c->fr.why)) {
+        error = nd_framing_status(c->fr.why);
+        code = nd_framing_code(c->fr.why);
+        msg = nd_framing_message(c->fr.why);
+        reason = NULL;
+        if (error == 413) {
+            snprintf(buf, sizeof(buf), "%s of %zu bytes", msg, w->h->cfg->max_body);
+            msg = buf;
+        }
+    }
+    if (c)
+        c->served++;
+    char rid[40];
+    if (w)
+        make_rid(w, ih, rid);
+    else
+        memcpy(rid, "-", 2);
     struct evbuffer *b = evbuffer_new();
     if (!b)
         nd_die_oom("evhttp_send_error");
@@ -847,9 +998,17 @@ void evhttp_send_error(struct evhttp_request *req, int error, const char *reason
     evhttp_clear_headers(oh);
     evhttp_add_header(oh, "Content-Type", "application/json");
     evhttp_add_header(oh, "Connection", "close");
+    evhttp_add_header(oh, "X-Request-Id", rid);
     size_t out = evbuffer_get_length(b);
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+        char cl[24];
+        snprintf(cl, sizeof(cl), "%zu", out);
+        evhttp_add_header(oh, "Content-Length", cl);
+        evbuffer_drain(b, out);
+        out = 0;
+    }
     if (w) {
-        access_log(w, "-", method_name(evhttp_request_get_command(req)),
+        access_log(w, rid, method_name(evhttp_request_get_command(req)),
                    evhttp_request_get_uri(req), error, 0, 0, out);
         nd_metrics_request(w->metrics, ND_ROUTE_OTHER, error, 0, 0, out);
     }
@@ -957,7 +1116,8 @@ static int worker_init(nd_http *h, nd_worker *w, unsigned index)
     w->wake = event_new(w->base, -1, EV_PERSIST, wake_cb, w);
     w->tick = event_new(w->base, -1, EV_PERSIST, tick_cb, w);
     w->adopt_ev = event_new(w->base, -1, 0, adopt_cb, w);
-    if (!w->http || !w->wake || !w->tick || !w->adopt_ev)
+    w->scratch = evbuffer_new();
+    if (!w->http || !w->wake || !w->tick || !w->adopt_ev || !w->scratch)
         return -ENOMEM;
     struct timeval tv = {0, TICK_MS * 1000};
     event_add(w->tick, &tv);
@@ -1154,6 +1314,8 @@ void nd_http_destroy(nd_http *h)
         free(w->ctab);
         if (w->adopt_ev)
             event_free(w->adopt_ev);
+        if (w->scratch)
+            evbuffer_free(w->scratch);
         if (h->hooks.worker_finish && w->user)
             h->hooks.worker_finish(h->hooks.app, w->user);
         if (w->wake)
