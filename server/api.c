@@ -121,6 +121,12 @@ static json_t *field_extra(const char *field)
 
 static void reply_store_error(nd_req *r, int rc, const char *what)
 {
+    if (rc == -EBUSY) { /* the store's queue is full: shed, do not wait */
+        nd_req_add_header(r, "Retry-After", "1");
+        nd_req_reply_error(r, 503, "storage_unavailable", NULL,
+                           "%s was not queued: the store is behind (slow disk); retry", what);
+        return;
+    }
     const char *why = rc == -ENOSPC ? "storage is full" : rc == -ESHUTDOWN ? "server is stopping"
                                                                             : strerror(-rc);
     nd_log(ND_LOG_WARN, "%s failed (request %s): %s", what, r->rid, why);

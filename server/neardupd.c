@@ -255,6 +255,7 @@ static int open_store(daemon_t *d)
     if (d->cfg.map_size)
         opts.map_size = d->cfg.map_size;
     opts.sync = d->cfg.sync;
+    opts.shed = true; /* a full queue (slow disk) answers 503, never stalls a loop */
     char err[512] = "";
     int rc = nd_store_open(&d->store, d->cfg.data_dir, &opts, err, sizeof(err));
     if (rc < 0)

@@ -1141,13 +1141,20 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
     return 0;
 }
 
-/* Appends c to the queue, waiting for room. Returns 0 or -ESHUTDOWN. */
+/* Appends c to the queue, waiting for room (or, with opts.shed, not: c is
+ * freed). Returns 0, -EBUSY (shed) or -ESHUTDOWN. */
 static int enqueue(nd_store *st, change *c)
 {
     pthread_mutex_lock(&st->mu);
     while (!st->closing && st->head
-           && (st->queued >= st->queue_max || st->queued_bytes + c->size > QUEUE_BYTES))
+           && (st->queued >= st->queue_max || st->queued_bytes + c->size > QUEUE_BYTES)) {
+        if (st->opts.shed) {
+            pthread_mutex_unlock(&st->mu);
+            free(c);
+            return -EBUSY;
+        }
         pthread_cond_wait(&st->space, &st->mu);
+    }
     if (st->closing) {
         pthread_mutex_unlock(&st->mu);
         free(c);

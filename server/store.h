@@ -59,6 +59,9 @@ typedef struct nd_store_options {
     size_t map_size;          /* LMDB map size in bytes (the storage limit) */
     unsigned max_batch;       /* most changes in one transaction */
     bool sync;                /* fsync each commit (true except in tests) */
+    bool shed;                /* queue full: put, replace and delete_at return
+                               * -EBUSY at once instead of waiting (callers
+                               * that must not block: a server's loops) */
 } nd_store_options;
 
 /* Fills opts with the defaults: map_size 64 GiB on 64-bit hosts (1 GiB on
@@ -105,7 +108,8 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
  * NULL), -ENOMEM, -ESHUTDOWN (nd_store_close() has begun).
  * The queue is bounded (max(4 x max_batch, 1024) changes and 64 MiB): when
  * it is full this call blocks until the commit thread takes a batch (about
- * one commit), so never call it from a done callback. Changes are applied
+ * one commit), so never call it from a done callback; with opts.shed it
+ * returns -EBUSY instead (nothing queued, done not called). Changes are applied
  * in the order their calls returned. */
 int nd_store_put(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg);
 
