@@ -1,5 +1,8 @@
 """The verdict of /check-original against a real neardupd.
 
+Issue 12: each verdict kind (identical, near duplicate with a footer, a
+partial copy with its passages checked against the texts, original), the
+same after a restart (LMDB store), a partial copy never registered.
 Issue 16: a registration still waiting for its commit is never evidence
 (an LD_PRELOAD shim slows fsync, then fails the commit); the verdict is
 exact however many documents lie within k (more than the 1,024 nearest).
@@ -45,6 +48,91 @@ def check_req(srv, obj, timeout=60):
 
 def ids_of(body):
     return [m["id"] for m in body["matches"]]
+
+
+# -- issue 12: the verdict kinds --
+
+FOOTER = "\n\n转载请注明出处。本文首发于某某技术社区，作者保留所有权利，未经许可不得转载。"
+
+
+def excerpt_of(original, other):
+    """A new article: about half of original's paragraphs, verbatim, then a
+    shorter part of another text. Returns (text, copied prefix)."""
+    paras = original.split("\n")
+    copied, n = [], 0
+    for p in paras:
+        copied.append(p)
+        n += len(p)
+        if n >= len(original) * 0.45:
+            break
+    copied_text = "\n".join(copied)
+    new = other[:int(len(copied_text) * 0.6)]
+    return copied_text + "\n\n" + new, copied_text
+
+
+def verdict_of(b):
+    return b["verdict"], [(m["id"], m["kind"]) for m in b["matches"]]
+
+
+def check_kinds(srv, texts):
+    a_text, other = texts
+    # identical
+    b = check_req(srv, {"text": a_text})
+    check(verdict_of(b) == ("duplicate", [("A", "identical")]) and b["original"] is False
+          and b["matches"][0]["resemblance"] == 1.0 and b["passages"] == [], "identical: %r", b)
+    # near duplicate: a site footer added
+    b = check_req(srv, {"text": a_text + FOOTER})
+    check(verdict_of(b) == ("duplicate", [("A", "near_duplicate")]), "footer: %r", b)
+    m = b["matches"][0]
+    check(0.5 <= m["resemblance"] < 1 and m["containment"] >= m["resemblance"], m)
+    # partial copy: half of A inside a new article, passages point at it
+    text, copied = excerpt_of(a_text, other)
+    b = check_req(srv, {"text": text})
+    check(verdict_of(b) == ("partial_copy", [("A", "partial_copy")]), "excerpt: %r", b)
+    m = b["matches"][0]
+    check(m["resemblance"] < 0.5 <= m["containment"], m)
+    check(b["passages"], "no passages: %r", b)
+    covered = 0
+    prev_end = -1
+    for p in b["passages"]:
+        s, e = p["start"], p["end"]
+        check(prev_end < s < e <= len(text), "passages not sorted and disjoint: %r", b["passages"])
+        prev_end = e
+        check(text[s:e] in a_text, "passage %r is not in the original", text[s:e])
+        covered += e - s
+    check(covered >= 0.8 * len(copied), "passages cover %d of %d copied code points",
+          covered, len(copied))
+    # original
+    b = check_req(srv, {"text": other})
+    check(verdict_of(b) == ("original", []) and b["original"] is True and b["passages"] == [],
+          "unrelated: %r", b)
+    return text
+
+
+@T.test
+def verdict_kinds_and_restart():
+    a_text, other = TEXTS["zh3"], TEXTS["zh4"]
+    with Server(sync=False) as srv:
+        b = check_req(srv, {"id": "A", "text": a_text, "register": True})
+        check(b["registered"] is True and b["verdict"] == "original", b)
+        excerpt = check_kinds(srv, (a_text, other))
+        # A partial copy is not original: registering it does nothing.
+        b = check_req(srv, {"id": "P", "text": excerpt, "register": True})
+        check(b["verdict"] == "partial_copy" and b["registered"] is False, b)
+        status, _ = srv.json("GET", "/documents/P")
+        check(status == 404, "a partial copy was registered")
+        srv.restart()
+        # The anchors and sketches come back from the store.
+        check_kinds(srv, (a_text, other))
+
+
+@T.test
+def english_verdicts_in_memory():
+    a_text, other = TEXTS["en3"], TEXTS["en4"]
+    with Server(in_memory=True) as srv:
+        b = check_req(srv, {"id": "A", "text": a_text, "register": True})
+        check(b["registered"] is True, b)
+        check_kinds(srv, (a_text, other))
 
 
 # -- issue 16 item 1: pending registrations are never evidence --
