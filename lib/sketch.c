@@ -18,6 +18,10 @@
 #define W_WORD 5
 #define W_SHINGLE 15     /* a shingle's tokens reach this summed weight */
 #define LEVEL_MAX 31
+#ifndef CHAR_MODE_NUM
+#define CHAR_MODE_NUM 1 /* character mode when CJK >= NUM/DEN of C + W */
+#define CHAR_MODE_DEN 25
+#endif
 #define ENCODING_FORMAT 1
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -40,15 +44,17 @@ typedef struct shingle {
 } shingle;
 
 struct nd_sk_scratch {
-    token *tok;
+    token *tok;            /* the tokens used: one of the two streams */
     size_t ntok, tok_cap;
-    shingle *sh;
-    size_t nsh, sh_cap;
+    token *ctok;           /* character mode stream (see tokenize()) */
+    size_t nctok, ctok_cap;
+    shingle *sh[2];        /* per mode: the last text's shingles, in text order */
+    size_t nsh[2], sh_cap[2];
     uint64_t *set; /* open addressing, 0 = empty; power-of-two size */
     size_t set_cap;  /* allocated */
     size_t set_size; /* in use for the current text */
     bool have_text;   /* sh[] holds the last text */
-    uint8_t shift;    /* that text's sketch shift */
+    uint8_t shift[2]; /* that text's sketch shift, per mode */
 };
 
 typedef struct tok_state {
@@ -57,6 +63,7 @@ typedef struct tok_state {
     size_t word_len;
     uint32_t word_start, word_end;
     uint32_t hangul, hangul_start; /* pending jamo L or LV syllable, its start */
+    uint32_t cjk_cps, word_cps;     /* class C and W code points (after mapping) */
     int err;
 } tok_state;
 
@@ -95,7 +102,9 @@ void nd_sk_scratch_destroy(nd_sk_scratch *s)
     if (!s)
         return;
     free(s->tok);
-    free(s->sh);
+    free(s->ctok);
+    free(s->sh[0]);
+    free(s->sh[1]);
     free(s->set);
     free(s);
 }
@@ -118,25 +127,43 @@ static bool is_lv(uint32_t cp)
     return cp >= HANGUL_S && cp < HANGUL_S + HANGUL_NS && (cp - HANGUL_S) % HANGUL_NT == 0;
 }
 
-static void push_token(tok_state *st, uint64_t h, uint32_t start, uint32_t end, uint32_t w)
+static void push_to(tok_state *st, token **arr, size_t *n, size_t *cap, token t)
 {
-    nd_sk_scratch *s = st->s;
-    if (s->ntok == s->tok_cap) {
-        size_t cap = s->tok_cap ? s->tok_cap * 2 : 1024;
-        token *t = realloc(s->tok, cap * sizeof(*t));
-        if (!t) {
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 1024;
+        token *a = realloc(*arr, c * sizeof(*a));
+        if (!a) {
             st->err = -ENOMEM;
             return;
         }
-        s->tok = t, s->tok_cap = cap;
+        *arr = a, *cap = c;
     }
-    s->tok[s->ntok++] = (token){.h = h, .start = start, .end = end, .weight = w};
+    (*arr)[(*n)++] = t;
+}
+
+/* A token of the word-mode stream (words and CJK characters). */
+static void push_token(tok_state *st, uint64_t h, uint32_t start, uint32_t end, uint32_t w)
+{
+    nd_sk_scratch *s = st->s;
+    push_to(st, &s->tok, &s->ntok, &s->tok_cap,
+            (token){.h = h, .start = start, .end = end, .weight = w});
+}
+
+/* A token of the character-mode stream (every W or C code point). */
+static void push_char_token(tok_state *st, uint32_t cp, uint32_t start, uint32_t end)
+{
+    nd_sk_scratch *s = st->s;
+    uint8_t b[4];
+    push_to(st, &s->ctok, &s->nctok, &s->ctok_cap,
+            (token){.h = XXH3_64bits(b, nd_utf8_encode(cp, b)), .start = start, .end = end,
+                    .weight = W_CJK});
 }
 
 static void push_cjk(tok_state *st, uint32_t cp, uint32_t start, uint32_t end)
 {
     uint8_t b[4];
     push_token(st, XXH3_64bits(b, nd_utf8_encode(cp, b)), start, end, W_CJK);
+    push_char_token(st, cp, start, end);
 }
 
 static void flush_hangul(tok_state *st, uint32_t end)
@@ -182,6 +209,8 @@ static void feed_entry(tok_state *st, uint32_t e, uint32_t ci)
     if (cls == ND_CHAR_WORD) {
         /* A pending jamo ends where the word starts. */
         flush_hangul(st, ci);
+        st->word_cps++;
+        push_char_token(st, cp, ci, ci + 1);
         if (st->word_len == 0)
             st->word_start = ci;
         st->word_end = ci + 1;
@@ -195,7 +224,7 @@ static void feed_entry(tok_state *st, uint32_t e, uint32_t ci)
     }
     end_word(st);
     if (cls == ND_CHAR_CJK)
-        feed_cjk(st, cp, ci);
+        st->cjk_cps++, feed_cjk(st, cp, ci);
     else
         flush_hangul(st, ci);
 }
@@ -406,52 +435,40 @@ static int cmp_u32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, size_t len,
-                   nd_sketch *out, nd_anchors *anchors_out, unsigned anchors_wanted,
-                   nd_sketch_info *info)
+/* Shingles, sample and anchors of one token stream into mode slot `mode`. */
+static int sketch_stream(nd_sk_scratch *s, const token *tok, size_t nt, unsigned mode,
+                         nd_sketch *out, nd_anchors *anchors_out, unsigned anchors_wanted)
 {
-    const uint8_t *u = (const uint8_t *)text;
-    s->have_text = false;
-    if (len && nd_utf8_validate(text, len, NULL) < 0)
-        return -EILSEQ;
-    tok_state st = {.s = s};
-    s->ntok = 0;
-    uint32_t ncp = tokenize(sk, &st, u, len);
-    if (st.err)
-        return st.err;
-
     /* Shingles: tokens i..j, j the first index where the weight reaches 15. */
-    size_t nt = s->ntok, nsh_max = nt ? nt : 0;
-    if (grow((void **)&s->sh, &s->sh_cap, nsh_max ? nsh_max : 1, sizeof(shingle)) < 0)
+    if (grow((void **)&s->sh[mode], &s->sh_cap[mode], nt ? nt : 1, sizeof(shingle)) < 0)
         return -ENOMEM;
-    s->nsh = 0;
+    shingle *sh = s->sh[mode];
+    size_t nsh = 0;
     {
         size_t j = 0;
         uint32_t w = 0; /* weight of tokens i..j-1 */
         for (size_t i = 0; i < nt; i++) {
             while (j < nt && w < W_SHINGLE)
-                w += s->tok[j++].weight;
+                w += tok[j++].weight;
             if (w < W_SHINGLE && i > 0)
                 break; /* the rest never reaches 15 */
             uint64_t hs[W_SHINGLE];
             size_t k = 0;
             for (size_t t = i; t < j; t++)
-                hs[k++] = s->tok[t].h;
+                hs[k++] = tok[t].h;
             /* k <= 5: weights are >= 3 */
-            s->sh[s->nsh++] = (shingle){.h = XXH3_64bits(hs, k * sizeof(uint64_t)),
-                                        .start = s->tok[i].start, .end = s->tok[j - 1].end};
+            uint64_t h = XXH3_64bits(hs, k * sizeof(uint64_t));
+            sh[nsh++] = (shingle){.h = h ? h : 1, .start = tok[i].start, .end = tok[j - 1].end};
             if (w < W_SHINGLE)
                 break; /* i == 0: one shingle of all the tokens */
-            w -= s->tok[i].weight;
+            w -= tok[i].weight;
         }
     }
-    for (size_t i = 0; i < s->nsh; i++)
-        if (s->sh[i].h == 0)
-            s->sh[i].h = 1;
+    s->nsh[mode] = nsh;
 
     /* Distinct set, level histogram, bottom-m anchors. */
     size_t need = 16;
-    while (need < 2 * s->nsh)
+    while (need < 2 * nsh)
         need *= 2;
     if (need > s->set_cap) {
         uint64_t *t = realloc(s->set, need * sizeof(*t));
@@ -465,8 +482,8 @@ int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, si
     uint64_t heap[ND_ANCHORS_MAX];
     unsigned nheap = 0, m = anchors_wanted > ND_ANCHORS_MAX ? ND_ANCHORS_MAX : anchors_wanted;
     uint32_t distinct = 0;
-    for (size_t i = 0; i < s->nsh; i++) {
-        uint64_t h = s->sh[i].h;
+    for (size_t i = 0; i < nsh; i++) {
+        uint64_t h = sh[i].h;
         if (!set_add(s, h))
             continue;
         distinct++;
@@ -474,7 +491,6 @@ int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, si
         if (m)
             heap_push(heap, &nheap, m, rotl32(h));
     }
-
     unsigned shift = 0;
     {
         uint32_t above = distinct;
@@ -483,7 +499,7 @@ int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, si
     }
     /* Values of the sample: walk the set (each distinct hash once). */
     out->shift = (uint8_t)shift;
-    out->reserved = 0;
+    out->mode = (uint8_t)mode;
     out->shingles = distinct;
     uint32_t n = 0;
     for (size_t i = 0; i < need; i++) {
@@ -497,21 +513,85 @@ int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, si
         if (k == 0 || out->values[i] != out->values[k - 1])
             out->values[k++] = out->values[i];
     out->n = (uint16_t)k;
-
     if (anchors_out) {
         sort_u64(heap, nheap);
         anchors_out->n = nheap;
         for (unsigned i = 0; i < nheap; i++)
             anchors_out->a[i] = (uint32_t)heap[i]; /* low half of rotl = h >> 32 */
     }
+    s->shift[mode] = (uint8_t)shift;
+    return 0;
+}
+
+/* Tokenizes into both streams; returns the text's own mode or -errno. */
+static int tokenize_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, size_t len,
+                         uint32_t *ncp)
+{
+    s->have_text = false;
+    if (len && nd_utf8_validate(text, len, NULL) < 0)
+        return -EILSEQ;
+    tok_state st = {.s = s};
+    s->ntok = s->nctok = 0;
+    *ncp = tokenize(sk, &st, (const uint8_t *)text, len);
+    if (st.err)
+        return st.err;
+    /* Character mode: when CJK code points are at least 1/25 of the CJK,
+     * letter and digit code points, every letter and digit is a token of
+     * weight 3, as the ground truth's character 5-grams of Chinese text
+     * count them. */
+    return st.cjk_cps && (uint64_t)st.cjk_cps * CHAR_MODE_DEN >=
+                             (uint64_t)(st.cjk_cps + st.word_cps) * CHAR_MODE_NUM
+               ? ND_SKETCH_MODE_CHAR
+               : ND_SKETCH_MODE_WORD;
+}
+
+int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, size_t len,
+                   nd_sketch *out, nd_anchors *anchors_out, unsigned anchors_wanted,
+                   nd_sketch_info *info)
+{
+    uint32_t ncp;
+    int mode = tokenize_text(sk, s, text, len, &ncp);
+    if (mode < 0)
+        return mode;
+    s->nsh[0] = s->nsh[1] = 0;
+    int rc = mode == ND_SKETCH_MODE_CHAR
+                 ? sketch_stream(s, s->ctok, s->nctok, 1, out, anchors_out, anchors_wanted)
+                 : sketch_stream(s, s->tok, s->ntok, 0, out, anchors_out, anchors_wanted);
+    if (rc < 0)
+        return rc;
     if (info) {
-        info->tokens = (uint32_t)nt;
-        info->shingles = (uint32_t)s->nsh;
+        info->tokens = (uint32_t)(mode ? s->nctok : s->ntok);
+        info->shingles = (uint32_t)s->nsh[mode];
         info->code_points = ncp;
+        info->mode = (uint8_t)mode;
     }
-    s->shift = (uint8_t)shift;
     s->have_text = true;
     return 0;
+}
+
+int nd_sketch_text_modes(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, size_t len,
+                         nd_sketch out[2], nd_anchors anchors_out[2], unsigned anchors_wanted,
+                         nd_sketch_info *info)
+{
+    uint32_t ncp;
+    int mode = tokenize_text(sk, s, text, len, &ncp);
+    if (mode < 0)
+        return mode;
+    int rc = sketch_stream(s, s->tok, s->ntok, 0, &out[0], anchors_out ? &anchors_out[0] : NULL,
+                           anchors_wanted);
+    if (rc == 0)
+        rc = sketch_stream(s, s->ctok, s->nctok, 1, &out[1],
+                           anchors_out ? &anchors_out[1] : NULL, anchors_wanted);
+    if (rc < 0)
+        return rc;
+    if (info) {
+        info->tokens = (uint32_t)(mode ? s->nctok : s->ntok);
+        info->shingles = (uint32_t)s->nsh[mode];
+        info->code_points = ncp;
+        info->mode = (uint8_t)mode;
+    }
+    s->have_text = true;
+    return mode;
 }
 
 /* ---- compare, passages ---- */
@@ -595,24 +675,26 @@ static void passage_emit(passage_out *po, uint32_t start, uint32_t end)
 
 size_t nd_sketch_passages(const nd_sk_scratch *s, const nd_sketch *d, nd_passage *out, size_t cap)
 {
-    if (!s->have_text)
+    unsigned mode = d->mode & 1;
+    if (!s->have_text || s->nsh[mode] == 0)
         return 0;
-    unsigned shift = s->shift > d->shift ? s->shift : d->shift;
+    unsigned shift = s->shift[mode] > d->shift ? s->shift[mode] : d->shift;
+    const shingle *sh = s->sh[mode];
     passage_out po = {.out = out, .cap = cap, .count = 0};
     bool open = false;
     uint32_t ps = 0, pe = 0, found = 0, misses = 0;
-    for (size_t i = 0; i < s->nsh; i++) {
-        uint64_t h = s->sh[i].h;
+    for (size_t i = 0; i < s->nsh[mode]; i++) {
+        uint64_t h = sh[i].h;
         if (level_of(h) < shift)
             continue;
         if (sketch_has(d, value_of(h))) {
             if (open && misses <= 1) {
-                if (s->sh[i].end > pe)
-                    pe = s->sh[i].end;
+                if (sh[i].end > pe)
+                    pe = sh[i].end;
                 found++;
             } else {
                 open = true;
-                ps = s->sh[i].start, pe = s->sh[i].end, found = 1;
+                ps = sh[i].start, pe = sh[i].end, found = 1;
             }
             misses = 0;
         } else if (open && ++misses > 1) {
@@ -679,7 +761,7 @@ static uint32_t get32(const uint8_t *p)
 
 static bool sketch_valid(const nd_sketch *s)
 {
-    if (s->shift > LEVEL_MAX || s->n > ND_SKETCH_MAX || s->n > s->shingles)
+    if (s->shift > LEVEL_MAX || s->mode > 1 || s->n > ND_SKETCH_MAX || s->n > s->shingles)
         return false;
     for (uint32_t i = 0; i < s->n; i++) {
         if ((s->values[i] & 31) < s->shift)
@@ -696,7 +778,7 @@ size_t nd_sketch_encode(const nd_sketch *s, uint8_t *buf, size_t cap)
     if (cap < need || !sketch_valid(s))
         return 0;
     buf[0] = ENCODING_FORMAT;
-    buf[1] = s->shift;
+    buf[1] = (uint8_t)(s->shift | s->mode << 7);
     buf[2] = (uint8_t)s->n, buf[3] = (uint8_t)(s->n >> 8);
     put32(buf + 4, s->shingles);
     for (uint32_t i = 0; i < s->n; i++)
@@ -711,8 +793,8 @@ int nd_sketch_decode(const uint8_t *buf, size_t len, nd_sketch *out)
     uint32_t n = (uint32_t)buf[2] | (uint32_t)buf[3] << 8;
     if (n > ND_SKETCH_MAX || len != 8 + 4 * (size_t)n)
         return -EINVAL;
-    out->shift = buf[1];
-    out->reserved = 0;
+    out->shift = buf[1] & 0x7F;
+    out->mode = buf[1] >> 7;
     out->n = (uint16_t)n;
     out->shingles = get32(buf + 4);
     for (uint32_t i = 0; i < n; i++)

@@ -1,4 +1,12 @@
-/* sketch.h - the verification signature of a document (issue 12, stage 2):
+/* CHANGES since the first commit (for the server helper):
+ * - 05:45 nd_sketch.reserved is now nd_sketch.mode (word / character mode,
+ *   encoded in bit 7 of byte 1). For a QUERY call nd_sketch_text_modes()
+ *   (both modes + anchors of both: probe the anchor index with both sets),
+ *   and compare each candidate d with nd_sketch_for(q, d). Register with the
+ *   text's own mode (return value; or nd_sketch_text()). Defaults now
+ *   min_resemblance 0.45, min_containment 0.7 (measured, see VERDICT_DEFAULTS).
+ *
+ * sketch.h - the verification signature of a document (issue 12, stage 2):
  * weighted-token shingles, a consistent nested sample of them (the sketch),
  * resemblance / containment estimates, copied passages, and anchors (the
  * candidates for partial copies, see anchor_index.h).
@@ -75,8 +83,18 @@
 #define ND_ANCHORS_QUERY 32
 #define ND_VERDICT_MAX_VERIFY 32
 #define ND_VERDICT_POSTING_CAP 64
-#define ND_VERDICT_MIN_RESEMBLANCE 0.5
-#define ND_VERDICT_MIN_CONTAINMENT 0.5
+#define ND_VERDICT_MIN_RESEMBLANCE 0.45
+#define ND_VERDICT_MIN_CONTAINMENT 0.7
+
+/* Tokenization modes. A text is in character mode when its CJK code points
+ * are at least 1/25 of its CJK, letter and digit code points: then every
+ * letter and digit is a token of weight 3 too (Chinese text with English
+ * terms shingles like the ground truth's character 5-grams). Otherwise
+ * words weigh 5. Sketches of different modes do not share values: compare a
+ * document's sketch with the query's sketch IN THE DOCUMENT'S MODE (see
+ * nd_sketch_text_modes() and nd_sketch_for()). */
+#define ND_SKETCH_MODE_WORD 0
+#define ND_SKETCH_MODE_CHAR 1
 
 typedef struct nd_sketcher nd_sketcher;
 typedef struct nd_sk_scratch nd_sk_scratch;
@@ -85,7 +103,7 @@ typedef struct nd_sk_scratch nd_sk_scratch;
  * each with level (v & 31) >= shift. */
 typedef struct nd_sketch {
     uint8_t shift;     /* sampling level: values kept have level >= shift */
-    uint8_t reserved;  /* 0 */
+    uint8_t mode;      /* ND_SKETCH_MODE_WORD or ND_SKETCH_MODE_CHAR */
     uint16_t n;        /* number of values, 0..ND_SKETCH_MAX */
     uint32_t shingles; /* distinct shingles of the text (before sampling) */
     uint32_t values[ND_SKETCH_MAX];
@@ -122,6 +140,7 @@ typedef struct nd_sketch_info {
     uint32_t tokens;     /* tokens of the text */
     uint32_t shingles;   /* shingle occurrences (distinct ones: sketch.shingles) */
     uint32_t code_points;/* code points of the source text */
+    uint8_t mode;        /* the text's own mode */
 } nd_sketch_info;
 
 /* The verification rules, in one place for the server and the CLI. */
@@ -175,13 +194,31 @@ int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *scratch, const char *te
                    size_t len, nd_sketch *out, nd_anchors *anchors_out,
                    unsigned anchors_wanted, nd_sketch_info *info);
 
+/* For a query: sketches the text in BOTH modes, out[ND_SKETCH_MODE_WORD] and
+ * out[ND_SKETCH_MODE_CHAR], with anchors of each (anchors_out may be NULL;
+ * a query probes the anchor index with both sets). Returns the text's own
+ * mode (0 or 1: out[mode] is what nd_sketch_text() gives, the one to store
+ * when registering) or -EILSEQ / -ENOMEM. The scratch then holds the
+ * shingles of both modes, so nd_sketch_passages() works against a document of
+ * either mode. About twice the cost of nd_sketch_text(). */
+int nd_sketch_text_modes(const nd_sketcher *sk, nd_sk_scratch *scratch, const char *text,
+                         size_t len, nd_sketch out[2], nd_anchors anchors_out[2],
+                         unsigned anchors_wanted, nd_sketch_info *info);
+
+/* The query sketch (of a pair from nd_sketch_text_modes()) to compare with d. */
+static inline const nd_sketch *nd_sketch_for(const nd_sketch q[2], const nd_sketch *d)
+{
+    return &q[d->mode & 1];
+}
+
 /* Compares query q with document d at the common shift. Pure, no allocation,
  * O(q->n + d->n). Containment is asymmetric: an excerpt q of d has
  * containment ~1 and containment_r ~|q|/|d|. */
 void nd_sketch_compare(const nd_sketch *q, const nd_sketch *d, nd_sketch_estimate *out);
 
 /* The spans of the text last sketched with q_scratch (the query) that are
- * found in d: its shingles sampled at the common shift max(q.shift, d->shift)
+ * found in d: its shingles of d's mode (after nd_sketch_text(), only the
+ * text's own mode is held: 0 passages for a d of the other mode) sampled at the common shift max(q.shift, d->shift)
  * (q.shift as that call computed it) are walked in text order; a run of
  * consecutive sampled shingles all found in d (allowing one sampled shingle in
  * between that is not, when the run goes on after it) becomes one passage,
@@ -195,7 +232,7 @@ size_t nd_sketch_passages(const nd_sk_scratch *q_scratch, const nd_sketch *d,
 /* Bytes nd_sketch_encode() writes for s: 8 + 4 * s->n. */
 size_t nd_sketch_encoded_size(const nd_sketch *s);
 
-/* Encodes s into buf (little-endian): byte 0 format (1), byte 1 shift,
+/* Encodes s into buf (little-endian): byte 0 format (1), byte 1 shift | mode << 7,
  * bytes 2..3 n, bytes 4..7 shingles, then n values of 4 bytes. Returns the
  * bytes written, or 0 if cap is too small or s is not valid. */
 size_t nd_sketch_encode(const nd_sketch *s, uint8_t *buf, size_t cap);

@@ -15,12 +15,21 @@
 #include <event2/buffer.h>
 
 #define LOOP_STALL_MS 10000 /* /healthz fails if a loop has not run for this long */
+#define API_PASSAGES 64     /* most passages listed in one answer */
+#define API_ANCHOR_HITS 64  /* anchor-index candidates asked for, at most */
 
 typedef struct api_worker {
     nd_fp_scratch *fps;
+    nd_sketcher *sk;        /* this worker's (immutable once made) */
+    nd_sk_scratch *sks;     /* sketch of the text being checked, for passages */
+    nd_sketch sketch;
+    nd_anchors anchors;
+    uint8_t enc[ND_SKETCH_ENCODED_MAX];
     nd_index_hit *hits;
     nd_match *matches;
+    int64_t *keys;
     size_t cap;
+    nd_anchor_hit ahits[API_ANCHOR_HITS];
     struct evbuffer *out; /* reply buffer, emptied by every send */
     nd_request_parser parser; /* decoded request strings and members */
 } api_worker;
@@ -33,6 +42,11 @@ typedef struct op_state {
     uint32_t features;
     nd_reg_change *ch; /* set by the hand-off: a change to complete */
     int status;
+    const char *text;  /* the submitted text: borrowed (a query) or owned
+                        * (a registration, which may be decided again later) */
+    size_t text_len;
+    nd_match *own_matches; /* a queued answer's matches, out of the worker's scratch */
+    nd_passage passages[API_PASSAGES];
     char *id;          /* an owned copy when on_heap, else borrowed from the
                         * worker's request parser (valid until its reply) */
     size_t id_len;
@@ -58,10 +72,17 @@ int nd_api_worker_init(void *app, unsigned index, void **user)
     if (!aw)
         return -ENOMEM;
     aw->cap = api->cfg->max_matches * 4 < 1024 ? 1024 : (size_t)api->cfg->max_matches * 4;
+    aw->cap += API_ANCHOR_HITS;
     aw->hits = calloc(aw->cap, sizeof(*aw->hits));
     aw->matches = calloc(aw->cap, sizeof(*aw->matches));
+    aw->keys = calloc(aw->cap, sizeof(*aw->keys));
     aw->out = evbuffer_new();
-    int rc = aw->hits && aw->matches && aw->out ? nd_fp_scratch_create(&aw->fps) : -ENOMEM;
+    int rc = aw->hits && aw->matches && aw->keys && aw->out ? nd_fp_scratch_create(&aw->fps)
+                                                            : -ENOMEM;
+    if (rc == 0)
+        rc = nd_sketcher_create(&aw->sk);
+    if (rc == 0)
+        rc = nd_sk_scratch_create(&aw->sks);
     if (rc < 0) {
         nd_api_worker_finish(app, aw);
         return rc;
@@ -77,8 +98,11 @@ void nd_api_worker_finish(void *app, void *user)
     if (!aw)
         return;
     nd_fp_scratch_destroy(aw->fps);
+    nd_sk_scratch_destroy(aw->sks);
+    nd_sketcher_destroy(aw->sk);
     free(aw->hits);
     free(aw->matches);
+    free(aw->keys);
     if (aw->out)
         evbuffer_free(aw->out);
     nd_request_parser_finish(&aw->parser);
@@ -486,8 +510,10 @@ static void op_free(op_state *op)
         return;
     nd_check_res_release(&op->res);
     free(op->meta);
+    free(op->own_matches);
     if (op->on_heap) {
         free(op->id);
+        free((char *)op->text);
         free(op);
     }
 }
@@ -501,6 +527,31 @@ static void add_meta(struct evbuffer *o, const nd_doc *d)
         evbuffer_add(o, "null", 4);
 }
 
+/* Adds a fraction in [0, 1] with at most 4 decimals ("0.8125", "1.0"). */
+static void add_fraction(struct evbuffer *o, double x)
+{
+    char buf[8];
+    long v = x <= 0 ? 0 : x >= 1 ? 10000 : (long)(x * 10000 + 0.5);
+    if (v >= 10000) {
+        ADD_LIT(o, "1.0");
+        return;
+    }
+    buf[0] = '0';
+    buf[1] = '.';
+    for (int i = 5; i >= 2; i--, v /= 10)
+        buf[i] = (char)('0' + v % 10);
+    size_t n = 6;
+    while (n > 3 && buf[n - 1] == '0')
+        n--;
+    evbuffer_add(o, buf, n);
+}
+
+static const char *verdict_name(int v)
+{
+    return v == ND_VERDICT_DUPLICATE ? "duplicate" : v == ND_VERDICT_PARTIAL ? "partial_copy"
+                                                                          : "original";
+}
+
 static void add_match(struct evbuffer *o, const nd_match *m)
 {
     const nd_doc *d = m->doc;
@@ -512,7 +563,14 @@ static void add_match(struct evbuffer *o, const nd_match *m)
     add_u32(o, m->distance);
     ADD_LIT(o, ",\"similarity\":");
     add_similarity(o, m->distance);
-    ADD_LIT(o, ",");
+    ADD_LIT(o, ",\"resemblance\":");
+    add_fraction(o, m->resemblance);
+    ADD_LIT(o, ",\"containment\":");
+    add_fraction(o, m->containment);
+    ADD_LIT(o, ",\"kind\":\"");
+    const char *kind = nd_match_kind_name((nd_match_kind)m->kind);
+    evbuffer_add(o, kind, strlen(kind));
+    ADD_LIT(o, "\",");
     add_time(o, "registered_at", d->registered_at_us);
     ADD_LIT(o, ",\"meta\":");
     add_meta(o, d);
@@ -526,11 +584,14 @@ static void reply_check(nd_req *r, op_state *op)
     struct evbuffer *o = aw_of(r)->out;
     ADD_LIT(o, "{\"original\":");
     add_bool(o, res->original);
-    ADD_LIT(o, ",");
+    ADD_LIT(o, ",\"verdict\":\"");
+    const char *verdict = verdict_name(res->verdict);
+    evbuffer_add(o, verdict, strlen(verdict));
+    ADD_LIT(o, "\",");
     add_simhash(o, "simhash", op->rq.simhash);
     ADD_LIT(o, ",\"chars\":");
     add_u32(o, op->rq.chars);
-    ADD_LIT(o, ",\"version\":\"" ND_FINGERPRINT_VERSION "\"");
+    ADD_LIT(o, ",\"version\":\"" ND_RECORD_VERSION "\"");
     if (op->id) {
         ADD_LIT(o, ",\"id\":");
         nd_json_write_string(o, op->id, op->id_len);
@@ -549,7 +610,18 @@ static void reply_check(nd_req *r, op_state *op)
     }
     ADD_LIT(o, "],\"truncated\":");
     add_bool(o, res->truncated);
-    ADD_LIT(o, "}\n");
+    ADD_LIT(o, ",\"passages\":[");
+    size_t np = res->npassages < API_PASSAGES ? res->npassages : API_PASSAGES;
+    for (size_t i = 0; i < np; i++) {
+        ADD_LIT(o, "{\"start\":");
+        add_u32(o, res->passages[i].start);
+        ADD_LIT(o, ",\"end\":");
+        add_u32(o, res->passages[i].end);
+        ADD_LIT(o, "}");
+        if (i + 1 < np)
+            ADD_LIT(o, ",");
+    }
+    ADD_LIT(o, "]}\n");
     nd_metrics_event(api->metrics, res->original ? ND_EV_CHECK_ORIGINAL : ND_EV_CHECK_DUPLICATE);
     nd_req_reply(r, 200, "application/json", o);
 }
@@ -567,6 +639,34 @@ static void op_done(void *arg, nd_reg_change *ch, int status)
     nd_worker_post(r->worker, &r->task);
 }
 
+/* Sketches the text into the worker's scratch and points the question's
+ * stage-2 fields at it (valid until this worker sketches another text).
+ * Returns 0 or -errno. */
+static int sketch_check(nd_api *api, api_worker *aw, op_state *op)
+{
+    int rc = nd_sketch_text(aw->sk, aw->sks, op->text, op->text_len, &aw->sketch, &aw->anchors,
+                            ND_ANCHORS_QUERY, NULL);
+    if (rc < 0)
+        return rc;
+    nd_check_req *rq = &op->rq;
+    rq->sketch = &aw->sketch;
+    rq->anchors = aw->anchors.a;
+    rq->nanchors_query = aw->anchors.n;
+    rq->nanchors_store = aw->anchors.n < ND_ANCHORS_STORE ? aw->anchors.n : ND_ANCHORS_STORE;
+    rq->scratch = aw->sks;
+    rq->sketch_enc = NULL;
+    rq->sketch_enc_len = 0;
+    if (rq->do_register) {
+        rq->sketch_enc_len = nd_sketch_encode(&aw->sketch, aw->enc, sizeof(aw->enc));
+        rq->sketch_enc = rq->sketch_enc_len ? aw->enc : NULL;
+    }
+    nd_verdict_params_default(&rq->params);
+    rq->params.min_resemblance = api->cfg->min_resemblance;
+    rq->params.min_containment = api->cfg->min_containment;
+    rq->max_verify = api->cfg->max_verify;
+    return 0;
+}
+
 static void run_check(nd_req *r)
 {
     nd_api *api = api_of(r);
@@ -574,8 +674,23 @@ static void run_check(nd_req *r)
     api_worker *aw = aw_of(r);
     op->res.hits = aw->hits;
     op->res.matches = aw->matches;
+    op->res.keys = aw->keys;
     op->res.cap = aw->cap;
-    int rc = nd_registry_check(api->reg, &op->rq, &op->res, op_done, r);
+    op->res.ahits = aw->ahits;
+    op->res.acap = API_ANCHOR_HITS;
+    op->res.passages = op->passages;
+    op->res.passages_cap = API_PASSAGES;
+    int rc = sketch_check(api, aw, op);
+    if (rc == 0)
+        rc = nd_registry_check(api->reg, &op->rq, &op->res, op_done, r);
+    if (rc == ND_REG_QUEUED && op->res.nmatches) {
+        /* Answered after the commit: keep the matches out of the worker's
+         * scratch, which the requests meanwhile reuse. */
+        if (!(op->own_matches = malloc(op->res.nmatches * sizeof(nd_match))))
+            nd_die_oom(__func__);
+        memcpy(op->own_matches, op->res.matches, op->res.nmatches * sizeof(nd_match));
+        op->res.matches = op->own_matches;
+    }
     if (rc == ND_REG_QUEUED || rc == ND_REG_WAIT)
         return; /* op_resume() answers */
     r->op = NULL;
@@ -604,6 +719,8 @@ static void op_resume(nd_task *t)
     op_state *op = r->op;
     if (!op->ch) { /* waited behind another change of this id: ask again */
         nd_check_res_release(&op->res);
+        free(op->own_matches);
+        op->own_matches = NULL;
         if (op->is_delete)
             run_delete(r);
         else
@@ -672,14 +789,20 @@ static void handle_check(nd_req *r)
      * query is answered now, from state on the stack (no allocation). */
     op_state query = {0}, *op = &query;
     if (cr.do_register) {
-        if (!(op = calloc(1, sizeof(*op))) || !(op->id = malloc(cr.id_len + 1)))
+        char *text;
+        if (!(op = calloc(1, sizeof(*op))) || !(op->id = malloc(cr.id_len + 1))
+            || !(text = malloc(cr.text_len + 1)))
             nd_die_oom(__func__);
         op->on_heap = true;
         memcpy(op->id, cr.id, cr.id_len);
         op->id[cr.id_len] = 0;
+        memcpy(text, cr.text, cr.text_len);
+        op->text = text;
     } else {
         op->id = (char *)cr.id;
+        op->text = cr.text;
     }
+    op->text_len = cr.text_len;
     op->id_len = cr.id ? cr.id_len : 0;
     op->meta = cr.meta; /* owned by op from here */
     nd_fingerprint_result fr;

@@ -1,6 +1,7 @@
 /* config.c - defaults, NEARDUP_* variables and flags, all from one table. */
 #include "config.h"
 #include "log.h"
+#include "sketch.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -30,6 +31,9 @@ void nd_config_defaults(nd_config *cfg)
     cfg->max_headers = 16 * KiB;           /* request line + headers */
     cfg->max_batch = 1000;                 /* texts in one /fingerprint batch */
     cfg->max_matches = 100;                /* matches listed; more sets "truncated" */
+    cfg->min_resemblance = ND_VERDICT_MIN_RESEMBLANCE; /* measured: proto/sketch.md */
+    cfg->min_containment = ND_VERDICT_MIN_CONTAINMENT;
+    cfg->max_verify = ND_VERDICT_MAX_VERIFY;
     cfg->max_meta = 16 * KiB;              /* author/title/url and friends */
     cfg->max_text = 1 * MiB;               /* ten times a long article */
     cfg->max_connections = 10000;          /* lowered to fit RLIMIT_NOFILE at start */
@@ -45,7 +49,7 @@ void nd_config_defaults(nd_config *cfg)
     cfg->access_log = true;                /* one line per request */
 }
 
-enum opt_type { T_LISTEN, T_PATH, T_UINT, T_SIZE, T_BOOL, T_ACCEPT, T_LEVEL };
+enum opt_type { T_LISTEN, T_PATH, T_UINT, T_SIZE, T_BOOL, T_ACCEPT, T_LEVEL, T_FRAC };
 
 typedef struct opt_desc {
     const char *flag;    /* long flag without "--" */
@@ -53,7 +57,7 @@ typedef struct opt_desc {
     const char *metavar; /* NULL: a switch without argument */
     enum opt_type type;
     size_t offset;       /* into nd_config */
-    uint64_t min, max;   /* for T_UINT and T_SIZE */
+    uint64_t min, max;   /* for T_UINT and T_SIZE; T_FRAC: thousandths */
     bool switch_value;   /* for switches: the value the flag sets */
     const char *help;
 } opt_desc;
@@ -83,6 +87,12 @@ static const opt_desc options[] = {
      "most texts in one /fingerprint batch"},
     {"max-matches", "NEARDUP_MAX_MATCHES", "N", T_UINT, OFF(max_matches), 1, 10000, false,
      "most matches in one answer (then \"truncated\": true)"},
+    {"min-resemblance", "NEARDUP_MIN_RESEMBLANCE", "FRACTION", T_FRAC, OFF(min_resemblance), 1,
+     1000, false, "a match is a near duplicate from this estimated resemblance (0..1)"},
+    {"min-containment", "NEARDUP_MIN_CONTAINMENT", "FRACTION", T_FRAC, OFF(min_containment), 1,
+     1000, false, "a match is a partial copy when this share of the text is in it (0..1)"},
+    {"max-verify", "NEARDUP_MAX_VERIFY", "N", T_UINT, OFF(max_verify), 0, 64, false,
+     "candidates from the passage (anchor) index verified per check"},
     {"max-text", "NEARDUP_MAX_TEXT", "SIZE", T_SIZE, OFF(max_text), 1, 1024 * MiB, false,
      "longest single text (bytes of UTF-8) in any request"},
     {"max-connections", "NEARDUP_MAX_CONNECTIONS", "N", T_UINT, OFF(max_connections), 1,
@@ -151,6 +161,23 @@ static int parse_size(const char *s, uint64_t *out)
     if (*end || (v && mul > UINT64_MAX / v))
         return -EINVAL;
     *out = v * mul;
+    return 0;
+}
+
+/* A decimal fraction such as 0.5 (no exponent, no sign). */
+static int parse_frac(const char *s, double *out)
+{
+    if (!isdigit((unsigned char)*s) && *s != '.')
+        return -EINVAL;
+    for (const char *p = s; *p; p++)
+        if (!isdigit((unsigned char)*p) && *p != '.')
+            return -EINVAL;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || end == s)
+        return -EINVAL;
+    *out = v;
     return 0;
 }
 
@@ -247,6 +274,13 @@ static int apply(nd_config *cfg, const opt_desc *o, const char *value)
             return -EINVAL;
         *(int *)field = lvl;
         return 0;
+    case T_FRAC: {
+        double f;
+        if (parse_frac(value, &f) || f * 1000 < (double)o->min || f * 1000 > (double)o->max)
+            return -EINVAL;
+        *(double *)field = f;
+        return 0;
+    }
     }
     return -EINVAL;
 }
@@ -284,6 +318,9 @@ static void describe_default(const opt_desc *o, char *buf, size_t cap)
         break;
     case T_ACCEPT:
         snprintf(buf, cap, "reuseport");
+        break;
+    case T_FRAC:
+        snprintf(buf, cap, "%g", *(const double *)field);
         break;
     case T_LEVEL:
         snprintf(buf, cap, "%s", nd_log_level_name(*(const int *)field));
@@ -404,7 +441,8 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
         n = snprintf(buf + pos, cap - pos,
                      ",\"in_memory\":%s,\"threads\":%u,\"accept\":\"%s\",\"k\":%u,"
                      "\"min_chars\":%u,\"max_body\":%zu,\"max_headers\":%zu,\"max_batch\":%u,"
-                     "\"max_matches\":%u,\"max_meta\":%zu,\"max_text\":%zu,"
+                     "\"max_matches\":%u,\"min_resemblance\":%g,\"min_containment\":%g,"
+                     "\"max_verify\":%u,\"max_meta\":%zu,\"max_text\":%zu,"
                      "\"max_connections\":%u,\"request_timeout\":%u,\"auth_all\":%s,"
                      "\"timeout\":%u,\"drain_timeout\":%u,"
                      "\"drain_delay\":%u,"
@@ -412,7 +450,8 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
                      cfg->in_memory ? "true" : "false", cfg->threads,
                      cfg->accept_mode == ND_ACCEPT_SHARED ? "shared" : "reuseport", cfg->k,
                      cfg->min_chars, cfg->max_body, cfg->max_headers, cfg->max_batch,
-                     cfg->max_matches, cfg->max_meta, cfg->max_text, cfg->max_connections,
+                     cfg->max_matches, cfg->min_resemblance, cfg->min_containment,
+                     cfg->max_verify, cfg->max_meta, cfg->max_text, cfg->max_connections,
                      cfg->request_timeout_s, cfg->auth_all ? "true" : "false", cfg->timeout_s,
                      cfg->drain_s,
                      cfg->drain_delay_s, cfg->map_size,

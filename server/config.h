@@ -30,6 +30,9 @@ typedef struct nd_config {
     size_t max_headers;      /* largest request header block in bytes (16 KiB) */
     unsigned max_batch;      /* most texts in one /fingerprint batch (1000) */
     unsigned max_matches;    /* most matches listed in one answer (100) */
+    double min_resemblance;  /* a near duplicate shares this share of shingles (0.5) */
+    double min_containment;  /* a partial copy: this share of the text is in the doc (0.5) */
+    unsigned max_verify;     /* anchor-index candidates verified per check (32) */
     size_t max_meta;         /* largest "meta" object, compact JSON bytes (16 KiB) */
     size_t max_text;         /* longest single text, bytes of UTF-8 (1 MiB) */
     unsigned max_connections;   /* open client connections; more are refused (10000) */

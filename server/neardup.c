@@ -192,32 +192,39 @@ static json_t *sketch_line(sk_tools *t, const char *line, size_t len, unsigned n
     const char *s = json_string_value(text);
     size_t n = json_string_length(text);
     nd_fingerprint_result fr;
-    nd_sketch sketch;
-    nd_anchors anchors;
+    static nd_sketch sketch[2];
+    static nd_anchors anchors[2];
     int rc = nd_fingerprint(t->fp, t->fps, s, n, &fr);
-    if (rc == 0)
-        rc = nd_sketch_text(t->sk, t->sks, s, n, &sketch, &anchors, nanchors, NULL);
-    if (rc < 0) {
-        json_object_set_new(out, "error", json_string(rc == -EILSEQ ? "text is not valid UTF-8"
-                                                                     : strerror(-rc)));
+    int mode = rc == 0 ? nd_sketch_text_modes(t->sk, t->sks, s, n, sketch, anchors, nanchors, NULL)
+                       : rc;
+    if (mode < 0) {
+        json_object_set_new(out, "error", json_string(mode == -EILSEQ ? "text is not valid UTF-8"
+                                                                       : strerror(-mode)));
         json_decref(in);
         return out;
     }
     char hex[17];
     nd_simhash_format(fr.simhash, hex);
-    uint8_t enc[ND_SKETCH_ENCODED_MAX];
-    char enchex[2 * ND_SKETCH_ENCODED_MAX + 1];
-    size_t elen = nd_sketch_encode(&sketch, enc, sizeof(enc));
-    hex_bytes(enc, elen, enchex);
-    json_t *arr = json_array();
-    for (uint32_t i = 0; i < anchors.n; i++)
-        json_array_append_new(arr, json_integer(anchors.a[i]));
     json_object_set_new(out, "simhash", json_string(hex));
     json_object_set_new(out, "chars", json_integer(fr.chars));
-    json_object_set_new(out, "shingles", json_integer(sketch.shingles));
-    json_object_set_new(out, "shift", json_integer(sketch.shift));
-    json_object_set_new(out, "sketch", json_string(enchex));
-    json_object_set_new(out, "anchors", arr);
+    json_object_set_new(out, "mode", json_integer(mode));
+    for (int alt = 0; alt < 2; alt++) {
+        const nd_sketch *sk = &sketch[alt ? !mode : mode];
+        const nd_anchors *an = &anchors[alt ? !mode : mode];
+        uint8_t enc[ND_SKETCH_ENCODED_MAX];
+        char enchex[2 * ND_SKETCH_ENCODED_MAX + 1];
+        size_t elen = nd_sketch_encode(sk, enc, sizeof(enc));
+        hex_bytes(enc, elen, enchex);
+        json_t *arr = json_array();
+        for (uint32_t i = 0; i < an->n; i++)
+            json_array_append_new(arr, json_integer(an->a[i]));
+        if (!alt) {
+            json_object_set_new(out, "shingles", json_integer(sk->shingles));
+            json_object_set_new(out, "shift", json_integer(sk->shift));
+        }
+        json_object_set_new(out, alt ? "sketch_alt" : "sketch", json_string(enchex));
+        json_object_set_new(out, alt ? "anchors_alt" : "anchors", arr);
+    }
     json_decref(in);
     return out;
 }
@@ -351,7 +358,7 @@ static int cmd_compare(int argc, char **argv)
     sk_tools t;
     int rc = a && b ? tools_create(&t) : -EIO;
     nd_fingerprint_result fa, fb;
-    nd_sketch sa, sb;
+    static nd_sketch sa2[2], sb;
     if (rc == 0) {
         const char *bad = pa;
         rc = nd_fingerprint(t.fp, t.fps, a, la, &fa);
@@ -360,15 +367,18 @@ static int cmd_compare(int argc, char **argv)
         /* B first: the scratch must hold A's shingles for the passages. */
         if (rc == 0)
             bad = pb, rc = nd_sketch_text(t.sk, t.sks, b, lb, &sb, NULL, 0, NULL);
-        if (rc == 0)
-            bad = pa, rc = nd_sketch_text(t.sk, t.sks, a, la, &sa, NULL, 0, NULL);
+        if (rc == 0) {
+            bad = pa, rc = nd_sketch_text_modes(t.sk, t.sks, a, la, sa2, NULL, 0, NULL);
+            rc = rc > 0 ? 0 : rc;
+        }
         if (rc < 0)
             fprintf(stderr, "neardup compare: %s: %s\n", bad,
                     rc == -EILSEQ ? "text is not valid UTF-8" : strerror(-rc));
     }
     if (rc == 0) {
         nd_sketch_estimate e;
-        nd_sketch_compare(&sa, &sb, &e);
+        const nd_sketch *sa = nd_sketch_for(sa2, &sb);
+        nd_sketch_compare(sa, &sb, &e);
         int same = la == lb && memcmp(a, b, la) == 0;
         nd_match_kind kind = nd_match_classify(&e, same, &vp);
         json_t *o = json_object();
@@ -381,7 +391,8 @@ static int cmd_compare(int argc, char **argv)
         json_object_set_new(o, "sampled_a", json_integer(e.q_n));
         json_object_set_new(o, "sampled_b", json_integer(e.d_n));
         json_object_set_new(o, "shift", json_integer(e.shift));
-        json_object_set_new(o, "shingles_a", json_integer(sa.shingles));
+        json_object_set_new(o, "mode", json_integer(sb.mode));
+        json_object_set_new(o, "shingles_a", json_integer(sa->shingles));
         json_object_set_new(o, "shingles_b", json_integer(sb.shingles));
         nd_passage ps[64];
         size_t np = nd_sketch_passages(t.sks, &sb, ps, 64);

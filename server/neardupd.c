@@ -107,7 +107,7 @@ static void log_stale(const daemon_t *d, uint64_t stale)
     char list[STALE_LISTED * (ND_VERSION_MAX + 32)];
     size_t pos = (size_t)snprintf(fields, sizeof(fields),
                                   ",\"stale\":%llu,\"current\":\"%s\",\"versions\":{",
-                                  (unsigned long long)stale, ND_FINGERPRINT_VERSION);
+                                  (unsigned long long)stale, ND_RECORD_VERSION);
     size_t lpos = 0;
     list[0] = '\0';
     for (size_t i = 0; i < n && i < STALE_LISTED; i++) {
@@ -126,7 +126,7 @@ static void log_stale(const daemon_t *d, uint64_t stale)
     nd_log_fields(ND_LOG_WARN, fields,
                   "%llu documents have another fingerprint version than %s (%s%s); they are "
                   "kept and served by id but never compared",
-                  (unsigned long long)stale, ND_FINGERPRINT_VERSION, list,
+                  (unsigned long long)stale, ND_RECORD_VERSION, list,
                   n > STALE_LISTED ? ", ..." : "");
 }
 

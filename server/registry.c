@@ -52,6 +52,8 @@ typedef struct arena_block {
 
 struct nd_reg_change {
     nd_registry *reg;
+    uint32_t nanchors;                /* CHANGE_DELETE: the stored anchors of */
+    uint32_t anchors[ND_ANCHORS_MAX]; /* doc, to unindex it once deleted */
     nd_doc *doc; /* a reference */
     nd_doc *old; /* CHANGE_UPGRADE: the document doc replaces (a reference) */
     enum change_kind kind;
@@ -63,6 +65,7 @@ struct nd_registry {
     nd_store *store; /* borrowed; NULL: in memory */
     nd_registry_options opts;
     nd_index *index;
+    nd_anchor_index *anchors; /* anchor -> slots (partial-copy candidates) */
 
     pthread_mutex_t writer; /* serialises every change (see registry.h) */
     pthread_rwlock_t table; /* guards buckets/slots for lock-free-index readers */
@@ -122,7 +125,7 @@ static nd_doc *doc_init(nd_doc *d, const char *id, size_t id_len, const char *me
     }
     atomic_init(&d->refs, 1);
     d->slot = UINT32_MAX;
-    d->version = ND_FINGERPRINT_VERSION;
+    d->version = ND_RECORD_VERSION;
     return d;
 }
 
@@ -140,8 +143,10 @@ static inline nd_doc *doc_ref(nd_doc *d)
 
 void nd_doc_release(nd_doc *d)
 {
-    if (d && atomic_fetch_sub_explicit(&d->refs, 1, memory_order_acq_rel) == 1 && !d->arena)
+    if (d && atomic_fetch_sub_explicit(&d->refs, 1, memory_order_acq_rel) == 1 && !d->arena) {
+        free(d->extra);
         free(d);
+    }
 }
 
 static uint64_t id_hash(const char *id, size_t len)
@@ -263,6 +268,9 @@ static int link_doc(nd_registry *reg, nd_doc *d)
         return rc;
     if (!d->stale) {
         rc = nd_index_insert(reg->index, d->simhash, slot);
+        if (rc == 0 && d->extra && d->nanchors
+            && (rc = nd_anchor_index_insert(reg->anchors, slot, d->extra, d->nanchors)) < 0)
+            nd_index_remove(reg->index, d->simhash, slot);
         if (rc < 0) {
             reg->free_slots[reg->nfree++] = slot;
             return rc;
@@ -281,12 +289,19 @@ static int link_doc(nd_registry *reg, nd_doc *d)
     return 0;
 }
 
-/* Removes d from the index and the tables and drops the registry's
- * reference. Writer held. */
-static void unlink_doc(nd_registry *reg, nd_doc *d)
+/* Removes d from the indexes and the tables and drops the registry's
+ * reference. Its anchors: d->extra's, else anchors[0..nanchors) (read from
+ * its stored record). Writer held. */
+static void unlink_doc_anchors(nd_registry *reg, nd_doc *d, const uint32_t *anchors,
+                               size_t nanchors)
 {
-    if (!d->stale)
+    if (!d->stale) {
         nd_index_remove(reg->index, d->simhash, d->slot);
+        if (d->extra)
+            nd_anchor_index_remove(reg->anchors, d->slot, d->extra, d->nanchors);
+        else if (nanchors)
+            nd_anchor_index_remove(reg->anchors, d->slot, anchors, nanchors);
+    }
     size_t h = id_hash(d->id, d->id_len) & (reg->nbuckets - 1);
     pthread_rwlock_wrlock(&reg->table);
     nd_doc **pp = &reg->buckets[h];
@@ -304,6 +319,11 @@ static void unlink_doc(nd_registry *reg, nd_doc *d)
     if (d->stale)
         atomic_fetch_sub_explicit(&reg->nstale, 1, memory_order_relaxed);
     nd_doc_release(d);
+}
+
+static void unlink_doc(nd_registry *reg, nd_doc *d)
+{
+    unlink_doc_anchors(reg, d, NULL, 0);
 }
 
 static int64_t clock_next(nd_registry *reg)
@@ -331,6 +351,8 @@ int nd_registry_create(nd_registry **out, nd_store *store, const nd_registry_opt
     reg->nbuckets = 1024;
     reg->buckets = calloc(reg->nbuckets, sizeof(*reg->buckets));
     int rc = reg->buckets ? nd_index_create(&reg->index) : -ENOMEM;
+    if (rc == 0 && (rc = nd_anchor_index_create(&reg->anchors, ND_VERDICT_POSTING_CAP)) < 0)
+        nd_index_destroy(reg->index);
     if (rc < 0) {
         free(reg->buckets);
         free(reg);
@@ -361,6 +383,7 @@ void nd_registry_destroy(nd_registry *reg)
         }
     }
     nd_index_destroy(reg->index);
+    nd_anchor_index_destroy(reg->anchors);
     free(reg->buckets);
     free(reg->slots);
     free(reg->free_slots);
@@ -587,11 +610,17 @@ typedef struct load_ctx {
     uint64_t *fps;        /* (fps[i], fslots[i]): what the index gets */
     uint32_t *fslots;
     size_t nfp, capfp;
+    uint32_t *aslots;     /* (aslots[i], aanchors[i*M..]): what the anchor
+                           * index gets, M = ND_ANCHORS_STORE, padded */
+    uint32_t *aanchors;
+    size_t na, capa;
     /* Documents built but not linked yet, oldest first: the id table is
      * far larger than the caches, so its cells and chains are prefetched
      * LOAD_AHEAD records before they are needed. */
     nd_doc *ahead[LOAD_AHEAD];
     size_t ahead_h[LOAD_AHEAD];
+    uint32_t ahead_anc[LOAD_AHEAD][ND_ANCHORS_STORE]; /* their anchors */
+    uint8_t ahead_nanc[LOAD_AHEAD];
     unsigned nahead, ahead_first;
     block_feed feed;      /* arena blocks, prepared on another thread */
 } load_ctx;
@@ -627,6 +656,19 @@ static int load_batch_begin(load_ctx *lc)
         else
             rc = -ENOMEM;
     }
+    if (rc == 0 && lc->na + LOAD_BATCH > lc->capa) {
+        size_t cap = lc->capa * 2 > lc->na + LOAD_BATCH ? lc->capa * 2 : lc->na + LOAD_BATCH;
+        uint32_t *s = realloc(lc->aslots, cap * sizeof(*s));
+        if (s)
+            lc->aslots = s;
+        uint32_t *a = realloc(lc->aanchors, cap * ND_ANCHORS_STORE * sizeof(*a));
+        if (a)
+            lc->aanchors = a;
+        if (a && s)
+            lc->capa = cap;
+        else
+            rc = -ENOMEM;
+    }
     if (rc < 0) {
         pthread_mutex_unlock(&reg->writer);
         return rc;
@@ -640,7 +682,7 @@ static int load_batch_begin(load_ctx *lc)
  * come in registration order; an id stored twice, which the registry never
  * writes, keeps its first registration), else given a slot and linked by
  * id; its fingerprint goes to the index at the end. Batch locks held. */
-static int load_link(load_ctx *lc, nd_doc *d, size_t h)
+static int load_link(load_ctx *lc, nd_doc *d, size_t h, unsigned ai)
 {
     nd_registry *reg = lc->reg;
     for (nd_doc *o = reg->buckets[h]; o; o = o->next)
@@ -657,6 +699,13 @@ static int load_link(load_ctx *lc, nd_doc *d, size_t h)
     if (!d->stale) {
         lc->fps[lc->nfp] = d->simhash;
         lc->fslots[lc->nfp++] = d->slot;
+        unsigned n = lc->ahead_nanc[ai];
+        if (n) {
+            uint32_t *a = lc->aanchors + lc->na * ND_ANCHORS_STORE;
+            for (unsigned j = 0; j < ND_ANCHORS_STORE; j++)
+                a[j] = lc->ahead_anc[ai][j < n ? j : n - 1]; /* padded with repeats */
+            lc->aslots[lc->na++] = d->slot;
+        }
     }
     lc->batch_docs++;
     lc->batch_stale += d->stale;
@@ -670,7 +719,7 @@ static int load_link_first(load_ctx *lc)
     unsigned i = lc->ahead_first;
     lc->ahead_first = (i + 1) % LOAD_AHEAD;
     lc->nahead--;
-    return load_link(lc, lc->ahead[i], lc->ahead_h[i]);
+    return load_link(lc, lc->ahead[i], lc->ahead_h[i], i);
 }
 
 /* Links what waits, publishes the batch's counts, releases the locks,
@@ -717,7 +766,7 @@ static int load_build(load_ctx *lc, const nd_record *rec)
     d->registered_at_us = rec->registered_at_us;
     d->chars = rec->chars;
     memcpy(d->text_hash, rec->text_hash, 16);
-    d->stale = strcmp(rec->version, ND_FINGERPRINT_VERSION) != 0;
+    d->stale = strcmp(rec->version, ND_RECORD_VERSION) != 0;
     if (d->stale && !(d->version = version_intern(reg, rec->version)))
         return -ENOMEM;
     /* Not visible to other threads before the batch locks are released: no
@@ -729,6 +778,13 @@ static int load_build(load_ctx *lc, const nd_record *rec)
     unsigned at = (lc->ahead_first + lc->nahead++) % LOAD_AHEAD;
     lc->ahead[at] = d;
     lc->ahead_h[at] = h;
+    unsigned na = rec->nanchors < ND_ANCHORS_STORE ? rec->nanchors : ND_ANCHORS_STORE;
+    for (unsigned j = 0; j < na; j++) {
+        const uint8_t *b = rec->anchors + 4 * j;
+        lc->ahead_anc[at][j] = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16
+                               | (uint32_t)b[3] << 24;
+    }
+    lc->ahead_nanc[at] = (uint8_t)na;
     if (lc->nahead > LOAD_AHEAD / 2) {
         unsigned mid = (lc->ahead_first + lc->nahead - 1 - LOAD_AHEAD / 2) % LOAD_AHEAD;
         nd_doc *head = reg->buckets[lc->ahead_h[mid]];
@@ -774,6 +830,15 @@ static int load_store(nd_registry *reg, load_ctx *lc)
         prefault(lc->fps, lc->capfp * sizeof(*lc->fps));
         prefault(lc->fslots, lc->capfp * sizeof(*lc->fslots));
     }
+    lc->capa = lc->total + LOAD_BATCH;
+    lc->aslots = malloc(lc->capa * sizeof(*lc->aslots));
+    lc->aanchors = malloc(lc->capa * ND_ANCHORS_STORE * sizeof(*lc->aanchors));
+    if (!lc->aslots || !lc->aanchors)
+        lc->capa = 0;
+    else {
+        prefault(lc->aslots, lc->capa * sizeof(*lc->aslots));
+        prefault(lc->aanchors, lc->capa * ND_ANCHORS_STORE * sizeof(*lc->aanchors));
+    }
     if (rc == 0) {
         feed_start(&lc->feed, lc->total);
         rc = nd_store_scan(reg->store, load_one, lc);
@@ -789,10 +854,15 @@ static int load_store(nd_registry *reg, load_ctx *lc)
     if (rc == 0) {
         pthread_mutex_lock(&reg->writer);
         rc = nd_index_insert_many(reg->index, lc->fps, lc->fslots, lc->nfp, LOAD_THREADS);
+        if (rc == 0 && lc->na)
+            rc = nd_anchor_index_insert_many(reg->anchors, lc->aslots, lc->aanchors, lc->na,
+                                             ND_ANCHORS_STORE);
         pthread_mutex_unlock(&reg->writer);
     }
     free(lc->fps);
     free(lc->fslots);
+    free(lc->aslots);
+    free(lc->aanchors);
     return rc > 0 ? -EIO : rc;
 }
 
@@ -837,9 +907,17 @@ void nd_registry_text_hash(const char *text, size_t len, uint8_t out[16])
     memcpy(out, c.digest, 16);
 }
 
+/* Final order: identical, near duplicates, partial copies; each by
+ * resemblance (highest first), containment, distance, time, id. */
 static int match_cmp(const void *a, const void *b)
 {
     const nd_match *x = a, *y = b;
+    if (x->kind != y->kind)
+        return x->kind < y->kind ? -1 : 1;
+    if (x->resemblance != y->resemblance)
+        return x->resemblance > y->resemblance ? -1 : 1;
+    if (x->containment != y->containment)
+        return x->containment > y->containment ? -1 : 1;
     if (x->distance != y->distance)
         return x->distance < y->distance ? -1 : 1;
     if (x->doc->registered_at_us != y->doc->registered_at_us)
@@ -847,6 +925,12 @@ static int match_cmp(const void *a, const void *b)
     size_t n = x->doc->id_len < y->doc->id_len ? x->doc->id_len : y->doc->id_len;
     int c = memcmp(x->doc->id, y->doc->id, n);
     return c ? c : (x->doc->id_len < y->doc->id_len ? -1 : x->doc->id_len > y->doc->id_len);
+}
+
+static int doc_ptr_cmp(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)((const nd_match *)a)->doc, y = (uintptr_t)((const nd_match *)b)->doc;
+    return x < y ? -1 : x > y;
 }
 
 /* Queries the index for every entry within k of simhash into res->hits, or,
@@ -874,34 +958,135 @@ static long query_all(nd_registry *reg, uint64_t simhash, unsigned k, nd_check_r
     }
 }
 
-/* Queries the index and fills res->matches with the documents within k
- * that may serve as evidence: live ones (a document waiting for its first
- * commit never does, issue 16), except self and (when self is set)
- * anything registered after it. Sorted and cut to max_matches (then
- * truncated is set); the verdict (res->original) is exact whatever the cut.
- * locked: the caller holds the writer (then the tables are stable without
- * the read lock). When wait_on is not NULL and no evidence was found but a
- * pending document would have been, *wait_on gets it (a borrowed pointer,
- * valid while the writer is held): the caller waits for its commit and
- * decides again. */
-static int find_matches(nd_registry *reg, uint64_t simhash, unsigned k, const nd_doc *self,
+#define MF_PENDING 1u /* waiting for its first commit: never evidence */
+#define MF_DIRECT 2u  /* verified from its in-memory sketch, not the store's */
+
+/* A candidate found by either stage-1 index: evidence if live, not self and
+ * (with self) registered before it. Adds it to m[*n] (a new reference).
+ * Table locked (or writer held). */
+static void add_candidate(nd_doc *d, const nd_doc *self, uint64_t simhash, bool locked,
+                          nd_match *m, size_t *n)
+{
+    if (d == self || (self && d->registered_at_us >= self->registered_at_us))
+        return;
+    uint8_t flags = 0;
+    if (atomic_load_explicit(&d->state, memory_order_acquire) == DOC_PENDING) {
+        if (!locked)
+            return; /* its extra may go at any moment; never evidence anyway */
+        flags = MF_PENDING;
+    }
+    m[*n] = (nd_match){.doc = doc_ref(d), .distance = nd_simhash_distance(d->simhash, simhash),
+                       .flags = flags};
+    (*n)++;
+}
+
+typedef struct verify_ctx {
+    const nd_check_req *rq;
+    nd_check_res *res;
+    nd_match *m;
+    double best_partial; /* containment of the match the passages come from */
+} verify_ctx;
+
+/* Verifies candidate i against its encoded sketch (NULL: none stored). */
+static void verify_one(verify_ctx *v, size_t i, const uint8_t *buf, size_t len)
+{
+    nd_match *m = &v->m[i];
+    const nd_check_req *rq = v->rq;
+    bool same = memcmp(m->doc->text_hash, rq->text_hash, 16) == 0;
+    nd_sketch dsk;
+    nd_sketch_estimate e = {0};
+    bool have = buf && nd_sketch_decode(buf, len, &dsk) == 0;
+    if (have)
+        nd_sketch_compare(rq->sketch, &dsk, &e);
+    else if (same)
+        e.resemblance = e.containment = e.containment_r = 1.0;
+    m->kind = have || same ? (uint8_t)nd_match_classify(&e, same, &rq->params) : ND_MATCH_NONE;
+    m->resemblance = e.resemblance;
+    m->containment = e.containment;
+    if (m->kind == ND_MATCH_PARTIAL_COPY && have && rq->scratch && !(m->flags & MF_PENDING)
+        && e.containment > v->best_partial) {
+        v->best_partial = e.containment;
+        v->res->npassages = nd_sketch_passages(rq->scratch, &dsk, v->res->passages,
+                                               v->res->passages_cap);
+    }
+}
+
+static int verify_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
+{
+    verify_ctx *v = arg;
+    if (!(v->m[i].flags & MF_DIRECT))
+        verify_one(v, i, buf, len);
+    return 0;
+}
+
+/* Stage 2: verifies m[0..n) in place (kind ND_MATCH_NONE: not a match).
+ * A document's sketch is read from its extra (memory mode; pending ones,
+ * writer held) or, in one read transaction, from the store. */
+static int verify_all(nd_registry *reg, const nd_check_req *rq, nd_check_res *res, nd_match *m,
+                      int64_t *keys, size_t n)
+{
+    verify_ctx v = {.rq = rq, .res = res, .m = m, .best_partial = -1.0};
+    size_t from_store = 0;
+    for (size_t i = 0; i < n; i++) {
+        nd_doc *d = m[i].doc;
+        if (!reg->store || (m[i].flags & MF_PENDING)) {
+            m[i].flags |= MF_DIRECT;
+            keys[i] = -1;
+            verify_one(&v, i, d->extra && d->sketch_len
+                                  ? (const uint8_t *)(d->extra + d->nanchors) : NULL,
+                       d->sketch_len);
+        } else {
+            keys[i] = d->registered_at_us;
+            from_store++;
+        }
+    }
+    if (!from_store)
+        return 0;
+    return nd_store_sketches(reg->store, keys, n, verify_visit, &v);
+}
+
+/* Answers a check: candidates from the SimHash index within k and from the
+ * anchor index, each verified with the sketches (stage 2); res->matches
+ * gets the verified documents that may serve as evidence: live ones (a
+ * document waiting for its first commit never does, issue 16), except self
+ * and (when self is set) anything registered after it. Sorted and cut to
+ * max_matches (then truncated is set); the verdict is exact whatever the cut
+ * (every SimHash hit is verified, however many). locked: the caller holds
+ * the writer (then the tables are stable without the read lock). When
+ * wait_on is not NULL and no evidence was found but a pending document
+ * verified as one, *wait_on gets it (a borrowed pointer, valid while the
+ * writer is held): the caller waits for its commit and decides again. */
+static int find_matches(nd_registry *reg, const nd_check_req *rq, const nd_doc *self,
                         nd_check_res *res, bool locked, nd_doc **wait_on)
 {
+    uint64_t simhash = rq->simhash;
     nd_index_hit *hits, *heap_hits;
-    long nh = query_all(reg, simhash, k, res, &hits, &heap_hits);
+    long nh = query_all(reg, simhash, rq->k, res, &hits, &heap_hits);
     if (nh < 0)
         return (int)nh;
-    size_t nhits = (size_t)nh;
-    nd_match *matches = res->matches, *heap_matches = NULL;
-    if (nhits > res->cap) {
-        heap_matches = malloc(nhits * sizeof(*heap_matches));
-        if (!heap_matches) {
+    size_t nhits = (size_t)nh, nah = 0;
+    bool verify = rq->sketch != NULL;
+    if (verify && rq->anchors && rq->nanchors_query && res->ahits) {
+        size_t want = rq->max_verify < res->acap ? rq->max_verify : res->acap;
+        size_t q = rq->nanchors_query < ND_ANCHOR_QUERY_MAX ? rq->nanchors_query
+                                                            : ND_ANCHOR_QUERY_MAX;
+        nah = nd_anchor_index_query(reg->anchors, rq->anchors, q, res->ahits, want, NULL);
+        nah = nah < want ? nah : want;
+    }
+    nd_match *m = res->matches, *heap_m = NULL;
+    int64_t *keys = res->keys, *heap_keys = NULL;
+    if (nhits + nah > res->cap) {
+        heap_m = malloc((nhits + nah) * sizeof(*heap_m));
+        heap_keys = malloc((nhits + nah) * sizeof(*heap_keys));
+        if (!heap_m || !heap_keys) {
+            free(heap_m);
+            free(heap_keys);
             free(heap_hits);
             return -ENOMEM;
         }
-        matches = heap_matches;
+        m = heap_m;
+        keys = heap_keys;
     }
-    nd_doc *pending = NULL;
     size_t n = 0;
     if (!locked)
         pthread_rwlock_rdlock(&reg->table);
@@ -910,43 +1095,73 @@ static int find_matches(nd_registry *reg, uint64_t simhash, unsigned k, const nd
         nd_doc *d = slot < reg->nslots ? reg->slots[slot] : NULL;
         /* A slot freed and reused since the lock-free query: skip it unless
          * its new document is as near (then it is a real hit, possibly
-         * reported twice: duplicates are dropped after sorting). */
-        if (!d || nd_simhash_distance(d->simhash, simhash) != hits[i].distance)
-            continue;
-        if (d == self || (self && d->registered_at_us >= self->registered_at_us))
-            continue;
-        if (atomic_load_explicit(&d->state, memory_order_acquire) == DOC_PENDING) {
-            if (!pending)
-                pending = d;
-            continue;
-        }
-        matches[n].doc = doc_ref(d);
-        matches[n].distance = hits[i].distance;
-        n++;
+         * reported twice: duplicates are dropped below). */
+        if (d && nd_simhash_distance(d->simhash, simhash) == hits[i].distance)
+            add_candidate(d, self, simhash, locked, m, &n);
+    }
+    for (size_t i = 0; i < nah; i++) {
+        uint32_t slot = res->ahits[i].slot;
+        nd_doc *d = slot < reg->nslots ? reg->slots[slot] : NULL;
+        if (d && !d->stale)
+            add_candidate(d, self, simhash, locked, m, &n);
     }
     if (!locked)
         pthread_rwlock_unlock(&reg->table);
     free(heap_hits);
-    qsort(matches, n, sizeof(nd_match), match_cmp);
-    size_t u = 0; /* the same document twice sorts adjacent */
+    /* The same document twice (both indexes, or a reused slot): once. */
+    qsort(m, n, sizeof(nd_match), doc_ptr_cmp);
+    size_t u = 0;
     for (size_t i = 0; i < n; i++) {
-        if (u && matches[u - 1].doc == matches[i].doc) {
-            nd_doc_release(matches[i].doc);
+        if (u && m[u - 1].doc == m[i].doc) {
+            nd_doc_release(m[i].doc);
             continue;
         }
-        matches[u++] = matches[i];
+        m[u++] = m[i];
     }
     n = u;
+    res->npassages = 0;
+    int rc = 0;
+    if (verify)
+        rc = verify_all(reg, rq, res, m, keys, n);
+    else
+        for (size_t i = 0; i < n; i++)
+            m[i].kind = ND_MATCH_NEAR_DUPLICATE;
+    /* Keep what is evidence; note a pending document that would be. */
+    nd_doc *pending = NULL;
+    u = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool keep = rc == 0 && m[i].kind != ND_MATCH_NONE && !(m[i].flags & MF_PENDING);
+        if (rc == 0 && m[i].kind != ND_MATCH_NONE && (m[i].flags & MF_PENDING) && !pending)
+            pending = m[i].doc; /* the registry's reference keeps it (writer held) */
+        if (keep)
+            m[u++] = m[i];
+        else
+            nd_doc_release(m[i].doc);
+    }
+    n = u;
+    free(heap_keys);
+    if (rc < 0) {
+        free(heap_m);
+        res->npassages = 0;
+        return rc;
+    }
+    qsort(m, n, sizeof(nd_match), match_cmp);
+    res->verdict = ND_VERDICT_ORIGINAL;
+    if (n)
+        res->verdict = m[0].kind == ND_MATCH_PARTIAL_COPY ? ND_VERDICT_PARTIAL
+                                                           : ND_VERDICT_DUPLICATE;
+    if (res->verdict != ND_VERDICT_PARTIAL)
+        res->npassages = 0;
     res->truncated = false;
     if (n > reg->opts.max_matches) {
         for (size_t i = reg->opts.max_matches; i < n; i++)
-            nd_doc_release(matches[i].doc);
+            nd_doc_release(m[i].doc);
         n = reg->opts.max_matches;
         res->truncated = true;
     }
-    if (heap_matches) {
-        memcpy(res->matches, heap_matches, n * sizeof(*heap_matches));
-        free(heap_matches);
+    if (heap_m) {
+        memcpy(res->matches, heap_m, n * sizeof(*heap_m));
+        free(heap_m);
     }
     res->nmatches = n;
     res->original = n == 0;
@@ -968,6 +1183,8 @@ static void res_clear(nd_check_res *res)
 {
     res->original = res->registered = res->existing = res->truncated = false;
     res->nmatches = 0;
+    res->npassages = 0;
+    res->verdict = ND_VERDICT_ORIGINAL;
     res->doc = NULL;
 }
 
@@ -1009,12 +1226,27 @@ static nd_reg_change *change_new(nd_registry *reg, nd_doc *d, enum change_kind k
     return ch;
 }
 
-static void record_of(const nd_doc *d, nd_record *rec)
+/* The store record of d; abuf (4 * ND_ANCHORS_MAX bytes) receives its
+ * anchors in the store's byte order. */
+static void record_of(const nd_doc *d, nd_record *rec, uint8_t *abuf)
 {
     *rec = (nd_record){.id = d->id, .id_len = d->id_len, .simhash = d->simhash,
                        .version = d->version, .registered_at_us = d->registered_at_us,
                        .chars = d->chars, .meta = d->meta, .meta_len = d->meta_len};
     memcpy(rec->text_hash, d->text_hash, 16);
+    if (d->extra) {
+        for (unsigned i = 0; i < d->nanchors; i++) {
+            uint32_t a = d->extra[i];
+            abuf[4 * i] = (uint8_t)a;
+            abuf[4 * i + 1] = (uint8_t)(a >> 8);
+            abuf[4 * i + 2] = (uint8_t)(a >> 16);
+            abuf[4 * i + 3] = (uint8_t)(a >> 24);
+        }
+        rec->anchors = d->nanchors ? abuf : NULL;
+        rec->nanchors = d->nanchors;
+        rec->sketch = d->sketch_len ? (const uint8_t *)(d->extra + d->nanchors) : NULL;
+        rec->sketch_len = d->sketch_len;
+    }
 }
 
 /* Makes the document of rq (meta_len bytes of meta, registered at at),
@@ -1030,6 +1262,20 @@ static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const char
     d->chars = rq->chars;
     memcpy(d->text_hash, rq->text_hash, 16);
     d->registered_at_us = at;
+    if (rq->sketch_enc && rq->sketch_enc_len <= ND_STORE_SKETCH_MAX) {
+        unsigned na = rq->anchors ? rq->nanchors_store : 0;
+        na = na < ND_ANCHORS_MAX ? na : ND_ANCHORS_MAX;
+        d->extra = malloc(4 * (size_t)na + rq->sketch_enc_len);
+        if (!d->extra) {
+            nd_doc_release(d);
+            return -ENOMEM;
+        }
+        if (na)
+            memcpy(d->extra, rq->anchors, 4 * (size_t)na);
+        memcpy(d->extra + na, rq->sketch_enc, rq->sketch_enc_len);
+        d->nanchors = (uint8_t)na;
+        d->sketch_len = (uint16_t)rq->sketch_enc_len;
+    }
     d->state = reg->store ? DOC_PENDING : DOC_LIVE;
     int rc = link_doc(reg, d);
     if (rc < 0) {
@@ -1051,7 +1297,8 @@ static int queue_write(nd_registry *reg, nd_doc *d, nd_doc *old, nd_registry_don
         return -ENOMEM;
     ch->old = old ? doc_ref(old) : NULL;
     nd_record rec;
-    record_of(d, &rec);
+    uint8_t abuf[4 * ND_ANCHORS_MAX];
+    record_of(d, &rec, abuf);
     int rc = old ? nd_store_replace(reg->store, &rec, store_done, ch)
                  : nd_store_put(reg->store, &rec, store_done, ch);
     if (rc < 0) {
@@ -1095,7 +1342,7 @@ static int answer_existing(nd_registry *reg, nd_doc *d, const nd_check_req *rq,
     if (memcmp(d->text_hash, rq->text_hash, 16) != 0)
         return -EEXIST;
     nd_doc *wait_on = NULL;
-    int rc = find_matches(reg, rq->simhash, rq->k, d, res, locked, locked ? &wait_on : NULL);
+    int rc = find_matches(reg, rq, d, res, locked, locked ? &wait_on : NULL);
     if (rc == 0 && wait_on) {
         nd_check_res_release(res);
         res_clear(res);
@@ -1127,7 +1374,7 @@ static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, nd_
     if (rc < 0)
         return rc;
     nd_doc *wait_on = NULL;
-    if ((rc = find_matches(reg, rq->simhash, rq->k, d, res, true, &wait_on)) < 0 || wait_on) {
+    if ((rc = find_matches(reg, rq, d, res, true, &wait_on)) < 0 || wait_on) {
         unlink_doc(reg, d);
         if (rc == 0) { /* its verdict depends on a pending document */
             nd_check_res_release(res);
@@ -1166,7 +1413,7 @@ static int check_register(nd_registry *reg, const nd_check_req *rq, nd_check_res
         rc = answer_existing(reg, d, rq, res, true, fn, arg);
     } else {
         nd_doc *wait_on = NULL;
-        rc = find_matches(reg, rq->simhash, rq->k, NULL, res, true, &wait_on);
+        rc = find_matches(reg, rq, NULL, res, true, &wait_on);
         if (rc == 0 && wait_on) /* original unless the pending one commits */
             rc = add_waiter(wait_on, fn, arg);
         else if (rc == 0 && res->original)
@@ -1202,7 +1449,7 @@ int nd_registry_check(nd_registry *reg, const nd_check_req *rq, nd_check_res *re
             return rc;
         }
     }
-    return find_matches(reg, rq->simhash, rq->k, NULL, res, false, NULL);
+    return find_matches(reg, rq, NULL, res, false, NULL);
 }
 
 int nd_registry_complete(nd_registry *reg, nd_reg_change *ch, int status)
@@ -1211,16 +1458,21 @@ int nd_registry_complete(nd_registry *reg, nd_reg_change *ch, int status)
     int rc = status;
     pthread_mutex_lock(&reg->writer);
     if (ch->kind == CHANGE_PUT || ch->kind == CHANGE_UPGRADE) {
-        if (status == 0)
+        if (status == 0) {
             d->state = DOC_LIVE;
-        else
+            /* The store has its anchors and sketch now; readers without
+             * the writer never read a stored document's extra. */
+            free(d->extra);
+            d->extra = NULL;
+        } else {
             unlink_doc(reg, d);
+        }
         /* An upgrade's old document goes once the new one is durable; if
          * that failed, it stays (its record was not touched). */
         if (status == 0 && ch->old)
             unlink_doc(reg, ch->old);
     } else if (status == 0 || status == -ENOENT) {
-        unlink_doc(reg, d);
+        unlink_doc_anchors(reg, d, ch->anchors, ch->nanchors);
         rc = 0;
     } else {
         d->state = DOC_LIVE;
@@ -1234,6 +1486,20 @@ int nd_registry_complete(nd_registry *reg, nd_reg_change *ch, int status)
     nd_doc_release(ch->old);
     free(ch);
     return rc;
+}
+
+/* nd_store_get() visitor: copies the record's anchors into the change. */
+static int read_anchors(void *arg, const nd_record *rec)
+{
+    nd_reg_change *ch = arg;
+    unsigned n = rec->nanchors < ND_ANCHORS_MAX ? rec->nanchors : ND_ANCHORS_MAX;
+    for (unsigned i = 0; i < n; i++) {
+        const uint8_t *b = rec->anchors + 4 * i;
+        ch->anchors[i] = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16
+                         | (uint32_t)b[3] << 24;
+    }
+    ch->nanchors = n;
+    return 0;
 }
 
 int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len,
@@ -1252,6 +1518,8 @@ int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len,
         unlink_doc(reg, d);
     } else {
         nd_reg_change *ch = change_new(reg, d, CHANGE_DELETE, fn, arg);
+        if (ch && !d->extra && !d->stale) /* its anchors, to unindex it */
+            nd_store_get(reg->store, d->registered_at_us, read_anchors, ch);
         rc = ch ? nd_store_delete_at(reg->store, id, id_len, d->registered_at_us, store_done, ch)
                  : -ENOMEM;
         if (rc == 0) {

@@ -29,8 +29,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "anchor_index.h"
+#include "fingerprint.h"
 #include "index.h"
+#include "sketch.h"
 #include "store.h"
+
+/* The version of a registered document: its fingerprint and its sketch
+ * (anchors and verification signature). Records of any other version are
+ * stale: kept, never compared, upgraded by re-registering the same text. */
+#define ND_RECORD_VERSION ND_FINGERPRINT_VERSION "+" ND_SKETCH_VERSION
 
 typedef struct nd_registry nd_registry;
 typedef struct nd_reg_change nd_reg_change;
@@ -56,13 +64,33 @@ typedef struct nd_doc {
     uint32_t slot;
     struct nd_doc *next;      /* hash chain */
     struct nd_waiter *waiters;
+    /* A document registered by this process: its stored anchors
+     * (nanchors), then its encoded sketch (sketch_len bytes). Kept for the
+     * document's life in memory mode; with a store only until its first
+     * commit (then the store has them), changed under the writer only, and
+     * read without it only in memory mode. NULL for loaded documents. */
+    uint32_t *extra;
+    uint16_t sketch_len;
+    uint8_t nanchors;
 } nd_doc;
 
-/* A document found near the query. */
+/* A document found near the query and verified. */
 typedef struct nd_match {
-    nd_doc *doc; /* new reference */
-    unsigned distance;
+    nd_doc *doc;        /* new reference */
+    unsigned distance;  /* SimHash distance to the query (may exceed k: a
+                         * candidate found through the anchor index) */
+    double resemblance; /* estimated Jaccard of the shingle sets */
+    double containment; /* estimated share of the query's shingles in doc */
+    uint8_t kind;       /* nd_match_kind */
+    uint8_t flags;      /* private to the registry */
 } nd_match;
+
+/* The verdict of a check. */
+enum nd_verdict {
+    ND_VERDICT_ORIGINAL = 0,  /* no verified match registered earlier */
+    ND_VERDICT_DUPLICATE = 1, /* an identical or near-duplicate one */
+    ND_VERDICT_PARTIAL = 2,   /* only partial copies (the query is mostly in one) */
+};
 
 typedef struct nd_registry_options {
     unsigned max_matches; /* most matches returned (more sets truncated) */
@@ -79,20 +107,43 @@ typedef struct nd_check_req {
     bool do_register;        /* register when original (needs an id) */
     const char *meta;        /* compact JSON object or NULL; kept if registered */
     size_t meta_len;
+    /* Stage 2 (issue 12). Without a sketch (NULL), every SimHash hit within
+     * k counts, unverified (kind near_duplicate, figures 0). */
+    const nd_sketch *sketch;    /* the text's sketch */
+    const uint8_t *sketch_enc;  /* nd_sketch_encode() of it (stored) */
+    size_t sketch_enc_len;
+    const uint32_t *anchors;    /* the text's anchors, best first */
+    uint32_t nanchors_query;    /* probed in the anchor index */
+    uint32_t nanchors_store;    /* the first this many are stored (<= ND_ANCHORS_MAX) */
+    const nd_sk_scratch *scratch; /* sketched the text (for passages), or NULL */
+    nd_verdict_params params;
+    unsigned max_verify;        /* anchor candidates verified (V) */
 } nd_check_req;
 
 /* The answer, and the caller's scratch for computing it. */
 typedef struct nd_check_res {
-    /* Scratch, provided by the caller (per thread), both of cap entries. */
+    /* Scratch, provided by the caller (per thread): hits, matches and keys
+     * of cap entries (cap >= max_matches + max_verify), anchor hits of acap
+     * (>= max_verify), passages of passages_cap. */
     nd_index_hit *hits;
     nd_match *matches;
+    int64_t *keys;
     size_t cap;
+    nd_anchor_hit *ahits;
+    size_t acap;
+    nd_passage *passages;
+    size_t passages_cap;
     /* Answer. */
     bool original;      /* no document registered earlier lies within k */
     bool registered;    /* the id holds this text now (just or earlier) */
     bool existing;      /* the id held this text before this call */
     bool truncated;     /* more matches than returned */
-    size_t nmatches;    /* matches[0..nmatches): sorted by distance, then time */
+    size_t nmatches;    /* matches[0..nmatches): identical, then near
+                         * duplicates, then partial copies; each by
+                         * resemblance (highest first), distance, time */
+    int verdict;        /* enum nd_verdict; original == (verdict == ORIGINAL) */
+    size_t npassages;   /* partial copy: the query's spans found in the best
+                         * partial match (passages[0..min(npassages, cap))) */
     nd_doc *doc;        /* the document under this id (new reference) or NULL */
 } nd_check_res;
 

@@ -17,14 +17,15 @@
  * Store format 1 (keyed by id, value layout 1) is refused at open. There is
  * no id index on disk: the daemon keeps id -> record in memory.
  *
- * Value layout 2, little-endian, fixed 38-byte header then the id and two
- * strings:
+ * Value layout 3 (written; layout 2, read too, is the same with byte 3
+ * reserved 0 and no anchors), little-endian, fixed 38-byte header then the
+ * id, two strings and the anchors:
  *
  *   off size
- *     0    1  format       ND_LAYOUT_2; a reader refuses any other value
+ *     0    1  format       ND_LAYOUT_3 (or 2); a reader refuses any other value
  *     1    1  flags        bit 0: meta present
  *     2    1  version_len  1..ND_VERSION_MAX
- *     3    1  reserved     0
+ *     3    1  nanchors     0..255 (layout 2: 0)
  *     4    2  id_len       u16, 1..ND_ID_MAX
  *     6    4  chars        u32
  *    10    8  simhash      u64
@@ -33,6 +34,11 @@
  *    38    .  id bytes     (id_len, no NUL)
  *     .    .  version bytes, NUL
  *     .    .  meta bytes, NUL       (only with flag bit 0)
+ *     .  4*n  anchors      u32 each (sketch.h), for the anchor index at start
+ *
+ * The "sketches" database holds each record's encoded sketch (sketch.h;
+ * read only for the candidates of a query, so start-up scans stay small)
+ * under the record's key, written and deleted in the record's transaction.
  *
  * registered_at_us is not repeated in the value: it is the key. Both strings
  * are stored NUL-terminated so a scan hands out pointers into the map
@@ -93,7 +99,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ND_LAYOUT_2 2           /* value layout version (first byte) */
+#define ND_LAYOUT_2 2           /* value layout version (first byte), read */
+#define ND_LAYOUT_3 3           /* ... written: layout 2 plus anchors */
 #define ND_STORE_FORMAT 2u      /* store format in info/format */
 #define HDR_SIZE 38u            /* value header, layout 2 */
 #define KEY_SIZE 8u             /* big-endian registered_at_us */
@@ -101,6 +108,7 @@
 
 #define DB_INFO "info"
 #define DB_RECORDS "records"
+#define DB_SKETCHES "sketches"
 #define INFO_KEY "format"
 #define INFO_MAGIC "ndst"
 
@@ -131,7 +139,9 @@ typedef struct change {
     void *arg;
     int status;
     enum change_kind kind;
-    uint32_t len;               /* bytes of data */
+    uint32_t len;               /* bytes of data (key, value, sketch) */
+    uint32_t sketch_len;        /* put / replace: the last bytes of data are
+                                 * the sketch (0: none) */
     size_t size;                /* bytes charged to the queue */
     unsigned char data[];
 } change;
@@ -145,6 +155,7 @@ struct nd_store {
                                  * thread; exclusive: reopening env */
     MDB_env *env;               /* NULL after a failed reopen */
     MDB_dbi dbi;
+    MDB_dbi sketch_dbi;         /* registered_at_us -> encoded sketch */
     int64_t last_key;           /* commit thread: the greatest key known to be
                                  * stored (-1: none), the MDB_APPEND hint */
     unsigned long long zeroed_end; /* commit thread: data.mdb is at least this
@@ -346,15 +357,16 @@ static int dir_parent_sync(const char *dir)
 
 static size_t value_size(const nd_record *r, size_t vlen)
 {
-    return HDR_SIZE + r->id_len + vlen + 1 + (r->meta ? r->meta_len + 1 : 0);
+    return HDR_SIZE + r->id_len + vlen + 1 + (r->meta ? r->meta_len + 1 : 0)
+           + 4 * (size_t)r->nanchors;
 }
 
 static void encode_value(unsigned char *p, const nd_record *r, size_t vlen)
 {
-    p[0] = ND_LAYOUT_2;
+    p[0] = ND_LAYOUT_3;
     p[1] = r->meta ? FLAG_META : 0;
     p[2] = (unsigned char)vlen;
-    p[3] = 0;
+    p[3] = (unsigned char)r->nanchors;
     p[4] = (unsigned char)r->id_len;
     p[5] = (unsigned char)(r->id_len >> 8);
     wr32(p + 6, r->chars);
@@ -366,12 +378,15 @@ static void encode_value(unsigned char *p, const nd_record *r, size_t vlen)
     q += r->id_len;
     memcpy(q, r->version, vlen);
     q[vlen] = '\0';
+    q += vlen + 1;
     if (r->meta) {
-        q += vlen + 1;
         if (r->meta_len)
             memcpy(q, r->meta, r->meta_len);
         q[r->meta_len] = '\0';
+        q += r->meta_len + 1;
     }
+    if (r->nanchors)
+        memcpy(q, r->anchors, 4 * (size_t)r->nanchors);
 }
 
 /* Points *id at the id inside value v. Returns its length, or 0 when v is
@@ -379,7 +394,7 @@ static void encode_value(unsigned char *p, const nd_record *r, size_t vlen)
 static size_t value_id(const MDB_val *v, const unsigned char **id)
 {
     const unsigned char *p = v->mv_data;
-    if (v->mv_size < HDR_SIZE || p[0] != ND_LAYOUT_2)
+    if (v->mv_size < HDR_SIZE || (p[0] != ND_LAYOUT_2 && p[0] != ND_LAYOUT_3))
         return 0;
     size_t n = rd16(p + 4);
     if (n == 0 || n > ND_ID_MAX || HDR_SIZE + n > v->mv_size)
@@ -399,11 +414,12 @@ static int decode_value(const MDB_val *k, const MDB_val *v, nd_record *r)
         return -EBADMSG;
     size_t vlen = p[2];
     size_t mlen = rd32(p + 34);
+    size_t nanchors = p[0] == ND_LAYOUT_3 ? p[3] : 0;
     bool has_meta = p[1] & FLAG_META;
     const unsigned char *ver = id + idlen;
-    if (vlen == 0 || vlen > ND_VERSION_MAX || mlen > n
-        || n != HDR_SIZE + idlen + vlen + 1 + (has_meta ? mlen + 1 : 0)
-        || ver[vlen] != '\0' || (has_meta && p[n - 1] != '\0'))
+    size_t body = HDR_SIZE + idlen + vlen + 1 + (has_meta ? mlen + 1 : 0);
+    if (vlen == 0 || vlen > ND_VERSION_MAX || mlen > n || n != body + 4 * nanchors
+        || ver[vlen] != '\0' || (has_meta && p[body - 1] != '\0'))
         return -EBADMSG;
     r->id = (const char *)id;
     r->id_len = idlen;
@@ -414,6 +430,10 @@ static int decode_value(const MDB_val *k, const MDB_val *v, nd_record *r)
     r->version = (const char *)ver;
     r->meta = has_meta ? (const char *)ver + vlen + 1 : NULL;
     r->meta_len = has_meta ? mlen : 0;
+    r->anchors = nanchors ? p + body : NULL;
+    r->nanchors = (uint32_t)nanchors;
+    r->sketch = NULL;
+    r->sketch_len = 0;
     return 0;
 }
 
@@ -488,8 +508,8 @@ static int claim_lock_file(const char *dir, char *err, size_t errlen)
 }
 
 /* Checks info/format, or creates info and records in a new environment. */
-static int open_dbs(MDB_txn *txn, MDB_dbi *records, const char *dir, char *err,
-                    size_t errlen)
+static int open_dbs(MDB_txn *txn, MDB_dbi *records, MDB_dbi *sketches, const char *dir,
+                    char *err, size_t errlen)
 {
     MDB_dbi info;
     MDB_val k = {sizeof(INFO_KEY) - 1, INFO_KEY}, v;
@@ -509,7 +529,8 @@ static int open_dbs(MDB_txn *txn, MDB_dbi *records, const char *dir, char *err,
         v.mv_data = fmt;
         if ((rc = mdb_dbi_open(txn, DB_INFO, MDB_CREATE, &info))
             || (rc = mdb_put(txn, info, &k, &v, 0))
-            || (rc = mdb_dbi_open(txn, DB_RECORDS, MDB_CREATE, records)))
+            || (rc = mdb_dbi_open(txn, DB_RECORDS, MDB_CREATE, records))
+            || (rc = mdb_dbi_open(txn, DB_SKETCHES, MDB_CREATE, sketches)))
             return open_err(rc, dir, "create", err, errlen);
         return 0;
     }
@@ -534,6 +555,10 @@ static int open_dbs(MDB_txn *txn, MDB_dbi *records, const char *dir, char *err,
     rc = mdb_dbi_open(txn, DB_RECORDS, 0, records);
     if (rc)
         return open_err(rc, dir, "records database", err, errlen);
+    /* Added with the sketches (issue 12): created in a store that has none. */
+    rc = mdb_dbi_open(txn, DB_SKETCHES, MDB_CREATE, sketches);
+    if (rc)
+        return open_err(rc, dir, "sketches database", err, errlen);
     return 0;
 }
 
@@ -581,7 +606,7 @@ static int env_open(nd_store *st, char *err, size_t errlen)
         rc = open_err(rc, st->dir, "mdb_txn_begin", err, errlen);
         goto fail;
     }
-    if ((rc = open_dbs(txn, &st->dbi, st->dir, err, errlen))) {
+    if ((rc = open_dbs(txn, &st->dbi, &st->sketch_dbi, st->dir, err, errlen))) {
         mdb_txn_abort(txn);
         goto fail;
     }
@@ -701,7 +726,8 @@ typedef struct txn_result {
 static int apply_put(nd_store *st, MDB_txn *txn, change *c, int64_t *last, txn_result *res)
 {
     MDB_val k = {KEY_SIZE, c->data};
-    MDB_val v = {c->len - KEY_SIZE, c->data + KEY_SIZE};
+    size_t vsize = c->len - KEY_SIZE - c->sketch_len;
+    MDB_val v = {vsize, c->data + KEY_SIZE};
     int64_t key = rd_key(c->data);
     int rc = MDB_KEYEXIST;
     if (key > *last) {
@@ -710,12 +736,16 @@ static int apply_put(nd_store *st, MDB_txn *txn, change *c, int64_t *last, txn_r
             res->appended++;
     }
     if (rc == MDB_KEYEXIST) {
-        v = (MDB_val){c->len - KEY_SIZE, c->data + KEY_SIZE};
+        v = (MDB_val){vsize, c->data + KEY_SIZE};
         rc = mdb_put(txn, st->dbi, &k, &v, MDB_NOOVERWRITE);
     }
     if (rc == MDB_KEYEXIST) {
         c->status = -EEXIST;
         return 0;
+    }
+    if (rc == 0 && c->sketch_len) {
+        MDB_val sv = {c->sketch_len, c->data + c->len - c->sketch_len};
+        rc = mdb_put(txn, st->sketch_dbi, &k, &sv, 0);
     }
     if (rc)
         return rc;
@@ -734,7 +764,7 @@ static size_t change_id(change *c, const unsigned char **id)
         *id = c->data + KEY_SIZE;
         return c->len - KEY_SIZE;
     }
-    MDB_val nv = {c->len - KEY_SIZE, c->data + KEY_SIZE};
+    MDB_val nv = {c->len - KEY_SIZE - c->sketch_len, c->data + KEY_SIZE};
     return value_id(&nv, id);
 }
 
@@ -742,7 +772,8 @@ static size_t change_id(change *c, const unsigned char **id)
  * change's key if its id is the change's id. Else the change's status is
  * -ENOENT (no record there, or another id) or -EBADMSG (the stored value
  * cannot be decoded: left as it is), and nothing is written. */
-static int apply_at_key(MDB_cursor *cur, change *c, txn_result *res)
+static int apply_at_key(nd_store *st, MDB_txn *txn, MDB_cursor *cur, change *c,
+                        txn_result *res)
 {
     MDB_val k = {KEY_SIZE, c->data}, v;
     const unsigned char *id = NULL, *vid = NULL;
@@ -763,9 +794,18 @@ static int apply_at_key(MDB_cursor *cur, change *c, txn_result *res)
     if (c->kind == CHANGE_DELETE_AT) {
         rc = mdb_cursor_del(cur, 0);
     } else {
-        MDB_val nv = {c->len - KEY_SIZE, c->data + KEY_SIZE};
+        MDB_val nv = {c->len - KEY_SIZE - c->sketch_len, c->data + KEY_SIZE};
         k = (MDB_val){KEY_SIZE, c->data};
         rc = mdb_cursor_put(cur, &k, &nv, MDB_CURRENT);
+    }
+    /* The record's sketch goes (or is replaced) with it. */
+    k = (MDB_val){KEY_SIZE, c->data};
+    if (rc == 0 && c->kind == CHANGE_REPLACE_AT && c->sketch_len) {
+        MDB_val sv = {c->sketch_len, c->data + c->len - c->sketch_len};
+        rc = mdb_put(txn, st->sketch_dbi, &k, &sv, 0);
+    } else if (rc == 0) {
+        rc = mdb_del(txn, st->sketch_dbi, &k, NULL);
+        rc = rc == MDB_NOTFOUND ? 0 : rc;
     }
     if (rc)
         return rc;
@@ -781,7 +821,7 @@ static int apply_at(nd_store *st, MDB_txn *txn, change *c, txn_result *res)
     int rc = mdb_cursor_open(txn, st->dbi, &cur);
     if (rc)
         return rc;
-    rc = apply_at_key(cur, c, res);
+    rc = apply_at_key(st, txn, cur, c, res);
     mdb_cursor_close(cur);
     return rc;
 }
@@ -1185,6 +1225,7 @@ static change *change_new(enum change_kind kind, size_t len, nd_store_done_fn do
     c->status = 0;
     c->kind = kind;
     c->len = (uint32_t)len;
+    c->sketch_len = 0;
     c->size = size;
     return c;
 }
@@ -1201,7 +1242,9 @@ static size_t record_ok(const nd_record *rec)
         return 0;
     size_t vlen = strnlen(rec->version, ND_VERSION_MAX + 1);
     if (vlen == 0 || vlen > ND_VERSION_MAX || rec->meta_len > ND_META_MAX
-        || (!rec->meta && rec->meta_len))
+        || (!rec->meta && rec->meta_len) || rec->nanchors > ND_STORE_ANCHORS_MAX
+        || (!rec->anchors && rec->nanchors) || rec->sketch_len > ND_STORE_SKETCH_MAX
+        || (!rec->sketch && rec->sketch_len))
         return 0;
     return vlen;
 }
@@ -1212,11 +1255,15 @@ static int queue_record(nd_store *st, enum change_kind kind, const nd_record *re
     size_t vlen = record_ok(rec);
     if (!st || !vlen)
         return -EINVAL;
-    change *c = change_new(kind, KEY_SIZE + value_size(rec, vlen), done, arg);
+    size_t vsize = value_size(rec, vlen);
+    change *c = change_new(kind, KEY_SIZE + vsize + rec->sketch_len, done, arg);
     if (!c)
         return -ENOMEM;
     wr_key(c->data, rec->registered_at_us);
     encode_value(c->data + KEY_SIZE, rec, vlen);
+    if (rec->sketch_len)
+        memcpy(c->data + KEY_SIZE + vsize, rec->sketch, rec->sketch_len);
+    c->sketch_len = (uint32_t)rec->sketch_len;
     return enqueue(st, c);
 }
 
@@ -1326,6 +1373,36 @@ int nd_store_get(nd_store *st, int64_t registered_at_us,
         rc = mdb_errno(rc);
     else if ((rc = decode_value(&k, &v, &r)) == 0)
         rc = visit(arg, &r);
+    read_end(st, txn);
+    return rc;
+}
+
+int nd_store_sketches(nd_store *st, const int64_t *at, size_t n,
+                      int (*visit)(void *arg, size_t i, const uint8_t *buf, size_t len),
+                      void *arg)
+{
+    MDB_txn *txn;
+    unsigned char key[KEY_SIZE];
+    if (!st)
+        return -EINVAL;
+    int rc = read_begin(st, &txn);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        MDB_val k = {KEY_SIZE, key}, v;
+        if (at[i] < 0) {
+            rc = visit(arg, i, NULL, 0);
+            continue;
+        }
+        wr_key(key, at[i]);
+        int g = mdb_get(txn, st->sketch_dbi, &k, &v);
+        if (g == 0)
+            rc = visit(arg, i, v.mv_data, v.mv_size);
+        else if (g == MDB_NOTFOUND)
+            rc = visit(arg, i, NULL, 0);
+        else
+            rc = mdb_errno(g);
+    }
     read_end(st, txn);
     return rc;
 }

@@ -40,6 +40,8 @@ typedef struct nd_store nd_store;
 #define ND_ID_MAX 1024        /* longest document id, bytes (the API takes 256 characters) */
 #define ND_VERSION_MAX 32     /* longest fingerprint version string, bytes */
 #define ND_META_MAX (16u << 20) /* longest meta text, bytes */
+#define ND_STORE_ANCHORS_MAX 255 /* most anchors in a record */
+#define ND_STORE_SKETCH_MAX 4096 /* longest encoded sketch, bytes */
 
 /* One registered document. In calls that take a record, every pointer is
  * borrowed for the duration of the call (the store copies what it keeps). */
@@ -53,6 +55,16 @@ typedef struct nd_record {
     uint8_t text_hash[16];    /* XXH3-128 of the submitted text (idempotency) */
     const char *meta;         /* compact JSON object text, or NULL */
     size_t meta_len;
+    const uint8_t *anchors;   /* nanchors x 4 bytes (little-endian u32), kept in
+                               * the record (a scan hands them out: start-up
+                               * rebuilds the anchor index); NULL when none */
+    uint32_t nanchors;        /* 0..ND_STORE_ANCHORS_MAX */
+    const uint8_t *sketch;    /* put/replace only: the encoded sketch, stored in
+                               * the "sketches" database under the same key in
+                               * the same transaction (scans never read it:
+                               * nd_store_sketches() does); NULL: none (a replace
+                               * then removes the stored one) */
+    size_t sketch_len;        /* 0..ND_STORE_SKETCH_MAX */
 } nd_record;
 
 typedef struct nd_store_options {
@@ -153,6 +165,16 @@ int nd_store_scan(nd_store *st, int (*visit)(void *arg, const nd_record *rec), v
  * only. */
 int nd_store_get(nd_store *st, int64_t registered_at_us,
                  int (*visit)(void *arg, const nd_record *rec), void *arg);
+
+/* Reads the sketches stored with the records under at[0..n) (one read
+ * transaction): calls visit(arg, i, bytes, len) for each i in order, with
+ * NULL, 0 when the record has none (or at[i] is negative: skipped). The
+ * bytes point into the map and are valid only during the call. Stops early
+ * and returns visit's value if it returns non-zero. Returns 0 or -errno.
+ * Sees committed changes only. Any thread. */
+int nd_store_sketches(nd_store *st, const int64_t *at, size_t n,
+                      int (*visit)(void *arg, size_t i, const uint8_t *buf, size_t len),
+                      void *arg);
 
 /* Number of stored records (from a read transaction), or -errno. */
 int64_t nd_store_count(nd_store *st);

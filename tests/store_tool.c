@@ -6,17 +6,24 @@
  *       {"id": "a-1", "simhash": "0123456789abcdef", "version": "nd-simhash-0",
  *        "registered_at_us": 1700000000000000, "chars": 812,
  *        "text": "...", "meta": {...}}
- *     version defaults to the current one, chars to 500, text (only hashed:
- *     the text hash that makes re-registering the same text idempotent) to
- *     "", meta to none. Prints "put N" and exits 0, or 1 with a message.
+ *     version defaults to the current one, chars to 500, text (hashed: the
+ *     text hash that makes re-registering the same text idempotent; and,
+ *     for a record of the current version, sketched: its anchors and
+ *     sketch are stored as neardupd stores them, "sketch": false leaves
+ *     them out) to "", meta to none. The simhash is taken as given (tests
+ *     place documents at chosen distances). Prints "put N" and exits 0, or
+ *     1 with a message.
  *   store_tool fill DIR N [VERSION]
  *     N realistic records (ids and meta like a publishing platform's,
- *     random fingerprints) of VERSION (default the current one), as fast
+ *     random fingerprints and anchors, no sketches: a start-up never reads
+ *     them) of VERSION (default the current one), as fast
  *     as the store takes them (no fsync; the close flushes), registered at
  *     increasing times ending about now. Prints the rate.
  *
  * The store must not be held by a running neardupd (nd_store_open refuses). */
 #include "fingerprint.h"
+#include "registry.h"
+#include "sketch.h"
 #include "store.h"
 
 #include <errno.h>
@@ -98,8 +105,34 @@ static int parse_hex64(const char *s, uint64_t *out)
     return errno || *end ? -1 : 0;
 }
 
+static nd_sketcher *sketcher;
+static nd_sk_scratch *sk_scratch;
+
+/* Fills r's anchors and sketch from the text, as neardupd does. */
+static int sketch_record(nd_record *r, const char *text, size_t len, uint8_t *abuf,
+                         uint8_t *enc)
+{
+    static nd_sketch sk;
+    static nd_anchors an;
+    if ((!sketcher && nd_sketcher_create(&sketcher))
+        || (!sk_scratch && nd_sk_scratch_create(&sk_scratch)))
+        return -ENOMEM;
+    int rc = nd_sketch_text(sketcher, sk_scratch, text, len, &sk, &an, ND_ANCHORS_STORE, NULL);
+    if (rc)
+        return rc;
+    for (uint32_t i = 0; i < an.n; i++)
+        for (int b = 0; b < 4; b++)
+            abuf[4 * i + b] = (uint8_t)(an.a[i] >> (8 * b));
+    r->anchors = an.n ? abuf : NULL;
+    r->nanchors = an.n;
+    r->sketch_len = nd_sketch_encode(&sk, enc, ND_SKETCH_ENCODED_MAX);
+    r->sketch = r->sketch_len ? enc : NULL;
+    return 0;
+}
+
 static int put_line(nd_store *st, const char *line, unsigned long lineno)
 {
+    uint8_t abuf[4 * ND_ANCHORS_MAX], enc[ND_SKETCH_ENCODED_MAX];
     json_error_t jerr;
     json_t *o = json_loads(line, 0, &jerr);
     nd_record r = {0};
@@ -121,11 +154,17 @@ static int put_line(nd_store *st, const char *line, unsigned long lineno)
     }
     r.id = json_string_value(id);
     r.id_len = json_string_length(id);
-    r.version = version ? version : ND_FINGERPRINT_VERSION;
+    r.version = version ? version : ND_RECORD_VERSION;
     r.registered_at_us = (int64_t)json_integer_value(at);
     r.chars = chars ? (uint32_t)json_integer_value(chars) : 500;
     const char *t = json_is_string(text) ? json_string_value(text) : "";
     text_hash(t, json_is_string(text) ? json_string_length(text) : 0, r.text_hash);
+    if (strcmp(r.version, ND_RECORD_VERSION) == 0 && json_is_string(text)
+        && !json_is_false(json_object_get(o, "sketch"))
+        && sketch_record(&r, t, json_string_length(text), abuf, enc)) {
+        fprintf(stderr, "store_tool: line %lu: cannot sketch the text\n", lineno);
+        goto out;
+    }
     if (json_is_object(m)) {
         meta = json_dumps(m, JSON_COMPACT);
         r.meta = meta;
@@ -157,6 +196,8 @@ static int cmd_put(const char *dir)
     }
     free(line);
     nd_store_close(st);
+    nd_sk_scratch_destroy(sk_scratch);
+    nd_sketcher_destroy(sketcher);
     if (rc || put_failures)
         return 1;
     printf("put %lu\n", n);
@@ -174,6 +215,7 @@ static const char *const WORDS[] = {
 typedef struct fill_rec {
     char id[64];
     char meta[256];
+    uint8_t anchors[4 * ND_ANCHORS_STORE];
     nd_record r;
 } fill_rec;
 
@@ -204,6 +246,13 @@ static void make_fill(fill_rec *b, uint64_t seq, uint64_t n, int64_t end_us,
     memcpy(b->r.text_hash + 8, &b->r.simhash, 8);
     b->r.meta = b->meta;
     b->r.meta_len = (size_t)mn;
+    uint64_t a = h;
+    for (unsigned i = 0; i < ND_ANCHORS_STORE; i++) {
+        a = mix64(a);
+        memcpy(b->anchors + 4 * i, &a, 4);
+    }
+    b->r.anchors = b->anchors;
+    b->r.nanchors = ND_ANCHORS_STORE;
 }
 
 static int cmd_fill(const char *dir, const char *count, const char *version)
@@ -240,7 +289,7 @@ int main(int argc, char **argv)
     if (argc == 3 && strcmp(argv[1], "put") == 0)
         return cmd_put(argv[2]);
     if ((argc == 4 || argc == 5) && strcmp(argv[1], "fill") == 0)
-        return cmd_fill(argv[2], argv[3], argc == 5 ? argv[4] : ND_FINGERPRINT_VERSION);
+        return cmd_fill(argv[2], argv[3], argc == 5 ? argv[4] : ND_RECORD_VERSION);
     fprintf(stderr, "usage: store_tool put DIR < records.jsonl\n"
                     "       store_tool fill DIR N [VERSION]\n");
     return 2;

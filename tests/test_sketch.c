@@ -76,14 +76,14 @@ static void test_vectors(void)
         const char *name = json_string_value(json_object_get(v, "name"));
         if (json_is_true(json_object_get(v, "pair"))) {
             json_t *ja = json_object_get(v, "a"), *jb = json_object_get(v, "b");
-            nd_sketch a, b;
+            static nd_sketch a[2], b;
             int rc = nd_sketch_text(sk, scr, json_string_value(jb), json_string_length(jb), &b,
                                     NULL, 0, NULL);
-            rc |= nd_sketch_text(sk, scr, json_string_value(ja), json_string_length(ja), &a, NULL,
-                                 0, NULL);
-            CHECK(rc == 0, "%s: sketch failed", name);
+            int mode = nd_sketch_text_modes(sk, scr, json_string_value(ja), json_string_length(ja),
+                                            a, NULL, 0, NULL);
+            CHECK(rc == 0 && mode >= 0, "%s: sketch failed", name);
             nd_sketch_estimate e;
-            nd_sketch_compare(&a, &b, &e);
+            nd_sketch_compare(nd_sketch_for(a, &b), &b, &e);
             CHECK(e.shared == json_integer_value(json_object_get(v, "shared")) &&
                       e.q_n == json_integer_value(json_object_get(v, "a_n")) &&
                       e.d_n == json_integer_value(json_object_get(v, "b_n")) &&
@@ -227,7 +227,19 @@ static void test_passages(void)
     words(m1, sizeof(m1), 0, 12);
     words(m2, sizeof(m2), 28, 12);
     snprintf(q, sizeof(q), "中文的开头部分。%s 完全不同的中间内容在这里出现了很多字 %s 结尾", m1, m2);
+    /* Character mode (CJK >= 1/25): after nd_sketch_text() only that mode
+     * is held, so no passages against a word-mode document... */
     sketch_str(q, &sq, NULL, 0);
+    CHECK(sq.mode == ND_SKETCH_MODE_CHAR && sd.mode == ND_SKETCH_MODE_WORD, "modes %u %u", sq.mode,
+          sd.mode);
+    CHECK(nd_sketch_passages(scr, &sd, p, 8) == 0, "own mode only");
+    /* ...but a query sketched in both modes has them. */
+    static nd_sketch q2[2];
+    CHECK(nd_sketch_text_modes(sk, scr, q, strlen(q), q2, NULL, 0, NULL) == ND_SKETCH_MODE_CHAR,
+          "modes");
+    nd_sketch_estimate e;
+    nd_sketch_compare(nd_sketch_for(q2, &sd), &sd, &e);
+    CHECK(e.shared == 20 && e.containment == 20.0 / e.q_n, "mixed: shared %u", e.shared);
     n = nd_sketch_passages(scr, &sd, p, 8);
     CHECK(n == 2, "two passages: %zu", n);
     if (n == 2) {
@@ -287,6 +299,8 @@ static void test_sampled(void)
     memcpy(bad, buf, len);
     bad[1] = 32;
     CHECK(nd_sketch_decode(bad, len, &back) == -EINVAL, "shift 32");
+    bad[1] = (uint8_t)(sb.shift | 0x80); /* the other mode is valid */
+    CHECK(nd_sketch_decode(bad, len, &back) == 0 && back.mode == 1, "mode bit");
     memcpy(bad, buf, len);
     bad[1] = (uint8_t)(sb.shift + 1); /* some values now below the shift */
     CHECK(nd_sketch_decode(bad, len, &back) == -EINVAL, "level below shift");

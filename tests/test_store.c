@@ -911,8 +911,8 @@ static void test_old_format(void)
 }
 
 /* The layout on disk: the key is registered_at_us, 8 bytes big-endian;
- * the value starts with format byte 2 and a fixed 38-byte header, then the
- * id, version and meta. */
+ * the value starts with format byte 3 and a fixed 38-byte header (byte 3:
+ * the number of anchors), then the id, version, meta and anchors. */
 static void test_layout(void)
 {
     char dir[128];
@@ -935,7 +935,7 @@ static void test_layout(void)
     const unsigned char *p = v.mv_data;
     size_t vlen = strlen(x.version), ilen = x.r.id_len;
     CHECK(v.mv_size == 38 + ilen + vlen + 1 + 20 + 1);
-    CHECK(p[0] == 2 && p[1] == 1 && p[2] == vlen && p[3] == 0);
+    CHECK(p[0] == 3 && p[1] == 1 && p[2] == vlen && p[3] == 0);
     CHECK(p[4] == ilen && p[5] == 0);
     CHECK(p[6] == (x.r.chars & 0xff) && p[7] == ((x.r.chars >> 8) & 0xff));
     CHECK(p[10] == (x.r.simhash & 0xff) && p[17] == (x.r.simhash >> 56));
@@ -946,6 +946,121 @@ static void test_layout(void)
     mdb_txn_abort(txn);
     mdb_env_close(env);
     free_rec(&x);
+}
+
+typedef struct sketch_seen {
+    size_t calls;
+    size_t len[4];
+    uint8_t first[4];
+} sketch_seen;
+
+static int sketch_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
+{
+    sketch_seen *s = arg;
+    s->calls++;
+    if (i < 4) {
+        s->len[i] = len;
+        s->first[i] = buf && len ? buf[0] : 0;
+    }
+    return 0;
+}
+
+typedef struct anchors_seen {
+    uint32_t n;
+    uint8_t bytes[16];
+} anchors_seen;
+
+static int anchors_visit(void *arg, const nd_record *r)
+{
+    anchors_seen *a = arg;
+    a->n = r->nanchors;
+    if (r->nanchors && r->nanchors <= 4)
+        memcpy(a->bytes, r->anchors, 4 * r->nanchors);
+    return r->sketch == NULL && r->sketch_len == 0 ? 0 : -1;
+}
+
+/* Anchors in the record, the sketch in its own database under the same key:
+ * written with the record (put, replace), gone with it (delete, or a
+ * replace without one); a layout-2 value (no anchors) still reads. */
+static void test_sketches(void)
+{
+    char dir[128];
+    path_in(dir, sizeof(dir), "sketches");
+    nd_store_options o = opts_fast();
+    nd_store *st = open_ok(dir, &o);
+    rec_buf a, b;
+    make_rec(&a, "S-", 1, 10);
+    make_rec(&b, "S-", 2, 0);
+    uint8_t anchors[8] = {1, 2, 3, 4, 5, 6, 7, 8}, sk1[12] = {0xA1, 9}, sk2[20] = {0xB2};
+    a.r.anchors = anchors;
+    a.r.nanchors = 2;
+    a.r.sketch = sk1;
+    a.r.sketch_len = sizeof(sk1);
+    CHECK_RC(put_sync(st, &a.r), 0);
+    CHECK_RC(put_sync(st, &b.r), 0); /* no anchors, no sketch */
+    int64_t keys[3] = {a.r.registered_at_us, b.r.registered_at_us, -1};
+    sketch_seen seen = {0};
+    CHECK_RC(nd_store_sketches(st, keys, 3, sketch_visit, &seen), 0);
+    CHECK(seen.calls == 3 && seen.len[0] == sizeof(sk1) && seen.first[0] == 0xA1
+              && seen.len[1] == 0 && seen.len[2] == 0);
+    anchors_seen an = {0};
+    CHECK_RC(nd_store_get(st, a.r.registered_at_us, anchors_visit, &an), 0);
+    CHECK(an.n == 2 && memcmp(an.bytes, anchors, 8) == 0);
+    check_stored(st, &a.r);
+    /* Replace: another sketch; then none (removed). */
+    a.r.sketch = sk2;
+    a.r.sketch_len = sizeof(sk2);
+    a.r.nanchors = 1;
+    CHECK_RC(replace_sync(st, &a.r), 0);
+    memset(&seen, 0, sizeof(seen));
+    CHECK_RC(nd_store_sketches(st, keys, 1, sketch_visit, &seen), 0);
+    CHECK(seen.len[0] == sizeof(sk2) && seen.first[0] == 0xB2);
+    CHECK_RC(nd_store_get(st, a.r.registered_at_us, anchors_visit, &an), 0);
+    CHECK(an.n == 1);
+    a.r.sketch = NULL;
+    a.r.sketch_len = 0;
+    CHECK_RC(replace_sync(st, &a.r), 0);
+    memset(&seen, 0, sizeof(seen));
+    CHECK_RC(nd_store_sketches(st, keys, 1, sketch_visit, &seen), 0);
+    CHECK(seen.calls == 1 && seen.len[0] == 0);
+    /* Delete takes the sketch with the record. */
+    a.r.sketch = sk1;
+    a.r.sketch_len = sizeof(sk1);
+    CHECK_RC(replace_sync(st, &a.r), 0);
+    CHECK_RC(del_rec_sync(st, &a.r), 0);
+    memset(&seen, 0, sizeof(seen));
+    CHECK_RC(nd_store_sketches(st, keys, 1, sketch_visit, &seen), 0);
+    CHECK(seen.calls == 1 && seen.len[0] == 0);
+    /* Bad sizes are refused. */
+    a.r.sketch_len = ND_STORE_SKETCH_MAX + 1;
+    CHECK_RC(nd_store_put(st, &a.r, NULL, NULL), -EINVAL);
+    a.r.sketch_len = 0;
+    a.r.anchors = NULL;
+    a.r.nanchors = 3;
+    CHECK_RC(nd_store_put(st, &a.r, NULL, NULL), -EINVAL);
+    nd_store_close(st);
+    /* A layout-2 value written by the previous release reads (no anchors). */
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0
+          && mdb_env_open(env, dir, 0, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0 && mdb_dbi_open(txn, "records", 0, &dbi) == 0);
+    unsigned char key[8] = {0, 0, 0, 0, 0, 0, 0, 9};
+    unsigned char val[38 + 2 + 3] = {2, 0, 2, 0, 2, 0};
+    memcpy(val + 38, "v2", 2);
+    memcpy(val + 40, "x1", 3);
+    MDB_val k = {8, key}, v = {sizeof(val), val};
+    CHECK(mdb_put(txn, dbi, &k, &v, 0) == 0 && mdb_txn_commit(txn) == 0);
+    mdb_env_close(env);
+    st = open_ok(dir, &o);
+    memset(&an, 0, sizeof(an));
+    an.n = 99;
+    CHECK_RC(nd_store_get(st, 9, anchors_visit, &an), 0);
+    CHECK(an.n == 0);
+    nd_store_close(st);
+    free_rec(&a);
+    free_rec(&b);
 }
 
 /* Fills the store until the map is full: -ENOSPC, nothing lost, reads work,
@@ -1681,6 +1796,7 @@ int main(void)
         {"dir_errors", test_dir_errors},
         {"corrupt", test_corrupt},
         {"layout", test_layout},
+        {"sketches", test_sketches},
         {"map_full", test_map_full},
         {"disk_full", test_disk_full},
         {"backup", test_backup},

@@ -82,19 +82,19 @@ def sketch_all(neardup, items, cache):
     res = {}
     for key, h in keyof.items():
         r = have[h]
-        b = bytes.fromhex(r["sketch"])
-        shift, n = b[1], b[2] | b[3] << 8
-        vals = [int.from_bytes(b[8 + 4 * i: 12 + 4 * i], "little") for i in range(n)]
-        res[key] = Doc(int(r["simhash"], 16), r["chars"], shift, vals, r["anchors"], h)
+        own = Sk(bytes.fromhex(r["sketch"]))
+        alt = Sk(bytes.fromhex(r["sketch_alt"]))
+        res[key] = Doc(int(r["simhash"], 16), r["chars"], r["mode"], own, alt, r["anchors"],
+                       r["anchors_alt"], h)
     return res
 
 
-class Doc:
-    __slots__ = ("simhash", "chars", "shift", "vals", "anchors", "texthash", "byshift")
+class Sk:
+    __slots__ = ("shift", "mode", "vals", "byshift")
 
-    def __init__(self, simhash, chars, shift, vals, anchors, texthash):
-        self.simhash, self.chars, self.shift, self.vals = simhash, chars, shift, vals
-        self.anchors, self.texthash = anchors, texthash
+    def __init__(self, b):
+        self.shift, self.mode, n = b[1] & 0x7F, b[1] >> 7, b[2] | b[3] << 8
+        self.vals = [int.from_bytes(b[8 + 4 * i: 12 + 4 * i], "little") for i in range(n)]
         self.byshift = {}
 
     def at(self, s):
@@ -104,9 +104,20 @@ class Doc:
         return r
 
 
+class Doc:
+    __slots__ = ("simhash", "chars", "mode", "sk", "anchors", "anchors_alt", "texthash")
+
+    def __init__(self, simhash, chars, mode, own, alt, anchors, anchors_alt, texthash):
+        self.simhash, self.chars, self.mode = simhash, chars, mode
+        self.sk = {mode: own, 1 - mode: alt}
+        self.anchors, self.anchors_alt, self.texthash = anchors, anchors_alt, texthash
+
+
 def compare(q, d):
-    s = max(q.shift, d.shift)
-    a, b = q.at(s), d.at(s)
+    """q a query (both modes), d a stored document (its own mode)."""
+    qs, ds = q.sk[d.mode], d.sk[d.mode]
+    s = max(qs.shift, ds.shift)
+    a, b = qs.at(s), ds.at(s)
     sh = len(a & b)
     u = len(a) + len(b) - sh
     return (sh / u if u else 0.0, sh / len(a) if a else 0.0, sh / len(b) if b else 0.0, sh)
@@ -149,7 +160,7 @@ class Registry:
                 if i not in c and bin(self.docs[i][0].simhash ^ q.simhash).count("1") <= P.k:
                     c.add(i)
         cnt = collections.Counter()
-        for a in set(q.anchors[: P.Q]):
+        for a in set(q.anchors[: P.Q]) | set(q.anchors_alt[: P.Q]):
             p = self.post.get(a)
             if p and len(p) <= P.cap:
                 cnt.update(p)

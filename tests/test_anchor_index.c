@@ -1,0 +1,167 @@
+/* test_anchor_index.c - the anchor index: shared counts and ranking,
+ * removal, the posting cap (boilerplate), bulk load equal to inserts, memory
+ * figures, and queries running while a writer inserts and removes. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "anchor_index.h"
+#include "unit.h"
+
+static void test_basic(void)
+{
+    nd_anchor_index *idx;
+    CHECK(nd_anchor_index_create(&idx, 0) == -EINVAL, "cap 0");
+    CHECK(nd_anchor_index_create(&idx, ND_ANCHOR_CAP_MAX + 1) == -EINVAL, "cap too big");
+    CHECK(nd_anchor_index_create(&idx, 4) == 0, "create");
+    uint32_t a1[] = {1, 2, 3, 4, 0xFFFFFFFF, 0x12345678};
+    uint32_t a2[] = {3, 4, 5, 0x12345678};
+    uint32_t a3[] = {0x12345679, 0x00010003}; /* same bucket/low bits as others, differ */
+    CHECK(nd_anchor_index_insert(idx, 10, a1, 6) == 0, "insert 10");
+    CHECK(nd_anchor_index_insert(idx, 20, a2, 4) == 0, "insert 20");
+    CHECK(nd_anchor_index_insert(idx, 30, a3, 2) == 0, "insert 30");
+    uint32_t q[] = {3, 4, 0x12345678, 99, 4};
+    nd_anchor_hit h[4];
+    unsigned skipped = 7;
+    size_t n = nd_anchor_index_query(idx, q, 5, h, 4, &skipped);
+    CHECK(n == 2 && skipped == 0, "found %zu skipped %u", n, skipped);
+    CHECK(h[0].slot == 10 && h[0].shared == 3 && h[1].slot == 20 && h[1].shared == 3,
+          "ties by slot: %u/%u %u/%u", h[0].slot, h[0].shared, h[1].slot, h[1].shared);
+    uint32_t q2[] = {1, 5};
+    n = nd_anchor_index_query(idx, q2, 2, h, 1, NULL);
+    CHECK(n == 2 && h[0].slot == 10 && h[0].shared == 1, "cap 1 keeps the best: %u", h[0].slot);
+    CHECK(nd_anchor_index_postings(idx, 0x12345678) == 2 && nd_anchor_index_postings(idx, 0x12345679) == 1,
+          "postings");
+    /* Remove: only the given anchors, only that slot. */
+    CHECK(nd_anchor_index_remove(idx, 10, a1, 6) == 6, "remove 10");
+    CHECK(nd_anchor_index_remove(idx, 10, a1, 6) == 0, "remove again");
+    n = nd_anchor_index_query(idx, q, 5, h, 4, NULL);
+    CHECK(n == 1 && h[0].slot == 20 && h[0].shared == 3, "after remove");
+    /* Cap: an anchor under more than 4 slots yields nothing. */
+    uint32_t common[] = {777};
+    for (uint32_t s = 100; s < 105; s++)
+        nd_anchor_index_insert(idx, s, common, 1);
+    n = nd_anchor_index_query(idx, common, 1, h, 4, &skipped);
+    CHECK(n == 0 && skipped == 1, "boilerplate skipped: %zu %u", n, skipped);
+    nd_anchor_index_remove(idx, 104, common, 1);
+    n = nd_anchor_index_query(idx, common, 1, h, 4, &skipped);
+    CHECK(n == 4 && skipped == 0, "at the cap it counts: %zu", n);
+    nd_anchor_stats st;
+    nd_anchor_index_stats(idx, &st);
+    CHECK(st.entries == 4 + 2 + 4, "entries %llu", (unsigned long long)st.entries);
+    nd_anchor_index_destroy(idx);
+}
+
+static int cmp_hit(const void *a, const void *b)
+{
+    const nd_anchor_hit *x = a, *y = b;
+    return x->slot < y->slot ? -1 : x->slot > y->slot;
+}
+
+static void test_bulk_equals_inserts(void)
+{
+    enum { DOCS = 3000, M = 8 };
+    static uint32_t slots[DOCS], anchors[DOCS * M];
+    unit_rng_state = 42;
+    for (int i = 0; i < DOCS; i++) {
+        slots[i] = (uint32_t)i * 3 + 1;
+        for (int j = 0; j < M; j++) /* small alphabet: many shared anchors */
+            anchors[i * M + j] = (uint32_t)(unit_rng() % 5000) * 0x9E3779B1u;
+    }
+    nd_anchor_index *a, *b;
+    CHECK(nd_anchor_index_create(&a, 64) == 0 && nd_anchor_index_create(&b, 64) == 0, "create");
+    for (int i = 0; i < DOCS; i++)
+        CHECK(nd_anchor_index_insert(a, slots[i], anchors + i * M, M) == 0, "insert");
+    /* bulk in two halves: merging into existing buckets too */
+    CHECK(nd_anchor_index_insert_many(b, slots, anchors, DOCS / 2, M) == 0, "bulk 1");
+    CHECK(nd_anchor_index_insert_many(b, slots + DOCS / 2, anchors + DOCS / 2 * M, DOCS - DOCS / 2,
+                                      M) == 0,
+          "bulk 2");
+    nd_anchor_stats sa, sb;
+    nd_anchor_index_stats(a, &sa);
+    nd_anchor_index_stats(b, &sb);
+    CHECK(sa.entries == sb.entries && sa.entries > DOCS * M * 9 / 10, "entries %llu %llu",
+          (unsigned long long)sa.entries, (unsigned long long)sb.entries);
+    int same = 1;
+    for (int i = 0; i < 300 && same; i++) {
+        nd_anchor_hit ha[256], hb[256];
+        size_t na = nd_anchor_index_query(a, anchors + i * M, M, ha, 256, NULL);
+        size_t nb = nd_anchor_index_query(b, anchors + i * M, M, hb, 256, NULL);
+        same = na == nb && na >= 1;
+        if (same && na <= 256) {
+            qsort(ha, na, sizeof(*ha), cmp_hit);
+            qsort(hb, nb, sizeof(*hb), cmp_hit);
+            same = memcmp(ha, hb, na * sizeof(*ha)) == 0;
+        }
+    }
+    CHECK(same, "bulk and inserts answer alike");
+    nd_anchor_index_destroy(a);
+    nd_anchor_index_destroy(b);
+}
+
+/* Readers query stable documents while a writer inserts and removes others:
+ * the stable ones are always found with their full shared count. */
+typedef struct race {
+    nd_anchor_index *idx;
+    atomic_int stop;
+    atomic_long queries, bad;
+} race;
+
+static void *reader(void *arg)
+{
+    race *r = arg;
+    while (!atomic_load(&r->stop)) {
+        for (uint32_t d = 0; d < 50; d++) {
+            uint32_t an[4] = {d * 4 + 1, d * 4 + 2, d * 4 + 3, d * 4 + 4};
+            nd_anchor_hit h[8];
+            size_t n = nd_anchor_index_query(r->idx, an, 4, h, 8, NULL);
+            int ok = n >= 1 && h[0].slot == d && h[0].shared == 4;
+            if (!ok)
+                atomic_fetch_add(&r->bad, 1);
+            atomic_fetch_add(&r->queries, 1);
+        }
+    }
+    return NULL;
+}
+
+static void test_concurrent(void)
+{
+    race r = {0};
+    CHECK(nd_anchor_index_create(&r.idx, 64) == 0, "create");
+    for (uint32_t d = 0; d < 50; d++) {
+        uint32_t an[4] = {d * 4 + 1, d * 4 + 2, d * 4 + 3, d * 4 + 4};
+        nd_anchor_index_insert(r.idx, d, an, 4);
+    }
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, reader, &r);
+    unit_rng_state = 7;
+    for (int round = 0; round < 20000; round++) {
+        uint32_t slot = 1000 + (uint32_t)(round % 500);
+        /* churn: also under the stable documents' anchors (the shared
+         * count of a stable slot must not change) */
+        uint32_t an[3] = {(uint32_t)(unit_rng() % 200) + 1, (uint32_t)unit_rng(), (uint32_t)unit_rng()};
+        nd_anchor_index_insert(r.idx, slot, an, 3);
+        nd_anchor_index_remove(r.idx, slot, an, 3);
+    }
+    atomic_store(&r.stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    CHECK(atomic_load(&r.bad) == 0 && atomic_load(&r.queries) > 0, "bad %ld of %ld",
+          atomic_load(&r.bad), atomic_load(&r.queries));
+    nd_anchor_stats st;
+    nd_anchor_index_stats(r.idx, &st);
+    CHECK(st.entries == 200, "entries %llu", (unsigned long long)st.entries);
+    nd_anchor_index_destroy(r.idx);
+}
+
+int main(void)
+{
+    test_basic();
+    test_bulk_equals_inserts();
+    test_concurrent();
+    return unit_summary("anchor_index");
+}
