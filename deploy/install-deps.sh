@@ -5,11 +5,15 @@
 # Uses sudo when not run as root. Safe to run again.
 set -euo pipefail
 
-build_pkgs=(gcc meson ninja-build pkg-config
+# Checked on a `debootstrap --variant=minbase bookworm` root by CI
+# (tests/fresh/run.sh), not only on machines that already have things:
+# gcc only recommends libc6-dev (crt files, C headers), so it is named here.
+build_pkgs=(gcc libc6-dev meson ninja-build pkg-config
             libevent-dev libjansson-dev libxxhash-dev libutf8proc-dev liblmdb-dev
             libjemalloc-dev)
-test_pkgs=(python3 curl gzip procps lmdb-utils haproxy prometheus systemd
-           clang libclang-rt-14-dev) # clang + libFuzzer runtime: tests/fuzz/run.sh
+test_pkgs=(python3 python3-yaml python3-jsonschema curl gzip procps lmdb-utils haproxy prometheus systemd
+           clang libclang-rt-14-dev # clang + libFuzzer runtime: tests/fuzz/run.sh
+           debootstrap podman runc systemd-container) # tests/fresh/run.sh
 
 pkgs=("${build_pkgs[@]}")
 if [[ "${1:-}" == "--test" ]]; then
