@@ -22,8 +22,9 @@ typedef struct api_worker {
     nd_fp_scratch *fps;
     nd_sketcher *sk;        /* this worker's (immutable once made) */
     nd_sk_scratch *sks;     /* sketch of the text being checked, for passages */
-    nd_sketch sketch;
-    nd_anchors anchors;
+    nd_sketch sketch[2];    /* the text's, in both modes (word, char) */
+    nd_anchors anchors[2];
+    uint32_t probe[2 * ND_ANCHORS_QUERY]; /* both modes' anchors */
     uint8_t enc[ND_SKETCH_ENCODED_MAX];
     nd_index_hit *hits;
     nd_match *matches;
@@ -151,8 +152,13 @@ static void reply_store_error(nd_req *r, int rc, const char *what)
                            "%s was not queued: the store is behind (slow disk); retry", what);
         return;
     }
-    const char *why = rc == -ENOSPC ? "storage is full" : rc == -ESHUTDOWN ? "server is stopping"
-                                                                            : strerror(-rc);
+    if (rc == -ESHUTDOWN) { /* a request that waited behind a change, at shutdown */
+        nd_req_add_header(r, "Retry-After", "1");
+        nd_req_reply_error(r, 503, "shutting_down", NULL,
+                           "%s was not done: the server is stopping; retry", what);
+        return;
+    }
+    const char *why = rc == -ENOSPC ? "storage is full" : strerror(-rc);
     nd_log(ND_LOG_WARN, "%s failed (request %s): %s", what, r->rid, why);
     nd_req_reply_error(r, 503, "storage_unavailable", NULL, "%s could not be stored: %s", what,
                        why);
@@ -644,20 +650,26 @@ static void op_done(void *arg, nd_reg_change *ch, int status)
  * Returns 0 or -errno. */
 static int sketch_check(nd_api *api, api_worker *aw, op_state *op)
 {
-    int rc = nd_sketch_text(aw->sk, aw->sks, op->text, op->text_len, &aw->sketch, &aw->anchors,
-                            ND_ANCHORS_QUERY, NULL);
-    if (rc < 0)
-        return rc;
+    int mode = nd_sketch_text_modes(aw->sk, aw->sks, op->text, op->text_len, aw->sketch,
+                                    aw->anchors, ND_ANCHORS_QUERY, NULL);
+    if (mode < 0)
+        return mode;
     nd_check_req *rq = &op->rq;
-    rq->sketch = &aw->sketch;
-    rq->anchors = aw->anchors.a;
-    rq->nanchors_query = aw->anchors.n;
-    rq->nanchors_store = aw->anchors.n < ND_ANCHORS_STORE ? aw->anchors.n : ND_ANCHORS_STORE;
+    rq->sketch = aw->sketch;
+    uint32_t n = 0; /* both modes' anchors: a document of either mode is found */
+    for (int m = 0; m < 2; m++)
+        for (uint32_t i = 0; i < aw->anchors[m].n && i < ND_ANCHORS_QUERY; i++)
+            aw->probe[n++] = aw->anchors[m].a[i];
+    rq->anchors = aw->probe;
+    rq->nanchors_query = n;
+    const nd_anchors *own = &aw->anchors[mode];
+    rq->store_anchors = own->a;
+    rq->nanchors_store = own->n < ND_ANCHORS_STORE ? own->n : ND_ANCHORS_STORE;
     rq->scratch = aw->sks;
     rq->sketch_enc = NULL;
     rq->sketch_enc_len = 0;
     if (rq->do_register) {
-        rq->sketch_enc_len = nd_sketch_encode(&aw->sketch, aw->enc, sizeof(aw->enc));
+        rq->sketch_enc_len = nd_sketch_encode(&aw->sketch[mode], aw->enc, sizeof(aw->enc));
         rq->sketch_enc = rq->sketch_enc_len ? aw->enc : NULL;
     }
     nd_verdict_params_default(&rq->params);

@@ -42,6 +42,7 @@ struct nd_worker {
     pthread_mutex_t qlock;
     nd_task *queue;           /* posted tasks, newest first */
     nd_task close_task;
+    nd_task sync_task;        /* nd_http_refuse()'s barrier */
     nd_metrics_worker *metrics;
     void *user;
     nd_req *free_reqs;
@@ -74,6 +75,10 @@ struct nd_http {
     _Atomic bool draining;
     _Atomic unsigned nconns;  /* adopted connections, all workers */
     _Atomic bool closing;     /* listeners closed (or closing) */
+    _Atomic bool refusing;    /* nd_http_refuse(): new requests get 503 */
+    pthread_mutex_t sync_mu;  /* nd_http_refuse()'s barrier */
+    pthread_cond_t sync_cv;
+    unsigned sync_left;
 };
 
 static _Thread_local nd_worker *tls_worker;
@@ -242,6 +247,16 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
     atomic_store_explicit(&w->heartbeat_ms, mono_ns() / 1000000, memory_order_relaxed);
     log_flush(w);
     conn_expire(w);
+}
+
+static void sync_task_fn(nd_task *t)
+{
+    nd_worker *w = (nd_worker *)((char *)t - offsetof(nd_worker, sync_task));
+    nd_http *h = w->h;
+    pthread_mutex_lock(&h->sync_mu);
+    h->sync_left--;
+    pthread_cond_broadcast(&h->sync_cv);
+    pthread_mutex_unlock(&h->sync_mu);
 }
 
 static void close_listener_task(nd_task *t)
@@ -892,6 +907,12 @@ static void dispatch(struct evhttp_request *ev, void *arg)
     if (c)
         c->served++;
     set_rid(r, w);
+    if (atomic_load_explicit(&w->h->refusing, memory_order_relaxed)) {
+        /* Shutting down: the store may be closing; nothing may reach it. */
+        nd_req_add_header(r, "Retry-After", "1");
+        nd_req_reply_error(r, 503, "shutting_down", NULL, "the server is stopping; retry");
+        return;
+    }
     const nd_route_def *route = NULL;
     for (const nd_route_def *d = w->h->hooks.routes; d->path; d++) {
         if (d->prefix ? strncmp(r->path, d->path, strlen(d->path)) == 0
@@ -1109,6 +1130,7 @@ static int worker_init(nd_http *h, nd_worker *w, unsigned index)
     w->metrics = nd_metrics_worker_get(h->metrics, index);
     pthread_mutex_init(&w->qlock, NULL);
     w->close_task.fn = close_listener_task;
+    w->sync_task.fn = sync_task_fn;
     w->base = new_base(cfg);
     if (!w->base)
         return -ENOMEM;
@@ -1161,6 +1183,8 @@ int nd_http_create(nd_http **out, const nd_config *cfg, const nd_http_hooks *hoo
     h->hooks = *hooks;
     h->metrics = metrics;
     h->nworkers = cfg->threads;
+    pthread_mutex_init(&h->sync_mu, NULL);
+    pthread_cond_init(&h->sync_cv, NULL);
     void *mem = NULL;
     if (posix_memalign(&mem, 64, sizeof(nd_worker) * h->nworkers) != 0)
         mem = NULL;
@@ -1234,6 +1258,44 @@ void nd_http_stop_accepting(nd_http *h)
     for (unsigned i = 0; i < h->nworkers; i++)
         if (h->workers[i].running)
             nd_worker_post(&h->workers[i], &h->workers[i].close_task);
+}
+
+void nd_http_refuse(nd_http *h)
+{
+    atomic_store(&h->draining, true);
+    atomic_store(&h->refusing, true);
+    unsigned n = 0;
+    pthread_mutex_lock(&h->sync_mu);
+    for (unsigned i = 0; i < h->nworkers; i++)
+        n += h->workers[i].running;
+    h->sync_left = n;
+    pthread_mutex_unlock(&h->sync_mu);
+    for (unsigned i = 0; i < h->nworkers; i++)
+        if (h->workers[i].running)
+            nd_worker_post(&h->workers[i], &h->workers[i].sync_task);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    pthread_mutex_lock(&h->sync_mu);
+    int rc = 0;
+    while (h->sync_left && rc == 0)
+        rc = pthread_cond_timedwait(&h->sync_cv, &h->sync_mu, &until);
+    unsigned left = h->sync_left;
+    pthread_mutex_unlock(&h->sync_mu);
+    if (left)
+        nd_log(ND_LOG_ERROR, "%u worker loops did not answer within 10 s at shutdown", left);
+}
+
+bool nd_http_wait_idle(const nd_http *h, unsigned max_ms)
+{
+    int64_t until = mono_ns() + (int64_t)max_ms * 1000000;
+    while (nd_http_inflight(h) > 0) {
+        if (mono_ns() >= until)
+            return false;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return true;
 }
 
 bool nd_http_draining(const nd_http *h)
@@ -1335,5 +1397,7 @@ void nd_http_destroy(nd_http *h)
         pthread_mutex_destroy(&w->qlock);
     }
     free(h->workers);
+    pthread_mutex_destroy(&h->sync_mu);
+    pthread_cond_destroy(&h->sync_cv);
     free(h);
 }

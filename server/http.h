@@ -103,6 +103,18 @@ void nd_http_drain(nd_http *h);
  * idempotent. */
 void nd_http_stop_accepting(nd_http *h);
 
+/* Shutdown, with the worker loops still running: from now on every new
+ * request is answered 503 "shutting_down" (with Connection: close) before
+ * any handler runs, and this returns once every worker has finished what
+ * it was doing (a barrier; at most 10 s, then logged): no handler is
+ * running afterwards, only tasks (replies of requests already in flight).
+ * Main thread; once. */
+void nd_http_refuse(nd_http *h);
+
+/* Waits until no request is in flight (answered and written), at most
+ * max_ms; returns true if none is. Any thread but a worker's. */
+bool nd_http_wait_idle(const nd_http *h, unsigned max_ms);
+
 /* True once nd_http_drain() or nd_http_stop_accepting() was called. */
 bool nd_http_draining(const nd_http *h);
 

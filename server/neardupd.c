@@ -381,16 +381,36 @@ static int start(daemon_t *d)
     return 0;
 }
 
-/* Stop workers, finish loading, flush the store (its callbacks hand the last
- * results to the workers' queues), answer what is left, free in reverse. */
+#define SETTLE_MS 2000 /* after the store's close, for its last replies to be written */
+
+/* The order keeps every object alive while anything can reach it
+ * (issue 16, item 2: the store was freed while a request that waited
+ * behind a change retried into it):
+ * 1. new requests are refused (503 shutting_down) and no handler is
+ *    running any more (nd_http_refuse()'s barrier), the worker loops still
+ *    run: only replies of requests in flight are left;
+ * 2. the registry refuses every new change without touching the store: a
+ *    request that waited behind a change and retries now answers 503
+ *    shutting_down;
+ * 3. the loader has stopped, the store commits its queue and closes: each
+ *    queued change's request gets its result, written by its running loop;
+ * 4. the loops stop once those replies are written (at most SETTLE_MS),
+ *    the tasks still queued run here (nd_http_finish(): nothing in them
+ *    reaches the store), and everything is freed in reverse. */
 static void teardown(daemon_t *d)
 {
-    nd_http_stop(d->http);
+    if (d->http)
+        nd_http_refuse(d->http);
+    if (d->reg)
+        nd_registry_shutdown(d->reg);
     if (d->loader_running)
         pthread_join(d->loader, NULL);
     nd_store_close(d->store);
     d->store = NULL;
+    d->api.store = NULL;
     if (d->http) {
+        nd_http_wait_idle(d->http, SETTLE_MS);
+        nd_http_stop(d->http);
         uint64_t left = nd_http_finish(d->http);
         if (left)
             nd_log(ND_LOG_WARN, "%llu requests were never answered", (unsigned long long)left);

@@ -86,6 +86,7 @@ struct nd_registry {
     size_t nversions, versions_cap;
 
     _Atomic bool loaded;
+    _Atomic bool shutdown; /* nd_registry_shutdown() was called */
     _Atomic uint64_t ndocs, nstale, npending, nduplicates;
 };
 
@@ -408,6 +409,11 @@ void nd_registry_set_loaded(nd_registry *reg)
 bool nd_registry_loaded(const nd_registry *reg)
 {
     return atomic_load(&reg->loaded);
+}
+
+void nd_registry_shutdown(nd_registry *reg)
+{
+    atomic_store(&reg->shutdown, true);
 }
 
 void nd_registry_stats_get(const nd_registry *reg, nd_registry_stats *out)
@@ -997,7 +1003,7 @@ static void verify_one(verify_ctx *v, size_t i, const uint8_t *buf, size_t len)
     nd_sketch_estimate e = {0};
     bool have = buf && nd_sketch_decode(buf, len, &dsk) == 0;
     if (have)
-        nd_sketch_compare(rq->sketch, &dsk, &e);
+        nd_sketch_compare(nd_sketch_for(rq->sketch, &dsk), &dsk, &e);
     else if (same)
         e.resemblance = e.containment = e.containment_r = 1.0;
     m->kind = have || same ? (uint8_t)nd_match_classify(&e, same, &rq->params) : ND_MATCH_NONE;
@@ -1263,7 +1269,7 @@ static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const char
     memcpy(d->text_hash, rq->text_hash, 16);
     d->registered_at_us = at;
     if (rq->sketch_enc && rq->sketch_enc_len <= ND_STORE_SKETCH_MAX) {
-        unsigned na = rq->anchors ? rq->nanchors_store : 0;
+        unsigned na = rq->store_anchors ? rq->nanchors_store : 0;
         na = na < ND_ANCHORS_MAX ? na : ND_ANCHORS_MAX;
         d->extra = malloc(4 * (size_t)na + rq->sketch_enc_len);
         if (!d->extra) {
@@ -1271,7 +1277,7 @@ static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const char
             return -ENOMEM;
         }
         if (na)
-            memcpy(d->extra, rq->anchors, 4 * (size_t)na);
+            memcpy(d->extra, rq->store_anchors, 4 * (size_t)na);
         memcpy(d->extra + na, rq->sketch_enc, rq->sketch_enc_len);
         d->nanchors = (uint8_t)na;
         d->sketch_len = (uint16_t)rq->sketch_enc_len;
@@ -1427,6 +1433,8 @@ int nd_registry_check(nd_registry *reg, const nd_check_req *rq, nd_check_res *re
                       nd_registry_done_fn fn, void *arg)
 {
     res_clear(res);
+    if (atomic_load(&reg->shutdown)) /* the store may be gone */
+        return -ESHUTDOWN;
     if (!nd_registry_loaded(reg))
         return -EAGAIN;
     if (rq->k > ND_INDEX_MAX_K || (rq->do_register && !rq->id))
@@ -1505,6 +1513,8 @@ static int read_anchors(void *arg, const nd_record *rec)
 int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len,
                        nd_registry_done_fn fn, void *arg)
 {
+    if (atomic_load(&reg->shutdown)) /* the store may be gone */
+        return -ESHUTDOWN;
     if (!nd_registry_loaded(reg))
         return -EAGAIN;
     pthread_mutex_lock(&reg->writer);

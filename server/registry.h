@@ -107,14 +107,16 @@ typedef struct nd_check_req {
     bool do_register;        /* register when original (needs an id) */
     const char *meta;        /* compact JSON object or NULL; kept if registered */
     size_t meta_len;
-    /* Stage 2 (issue 12). Without a sketch (NULL), every SimHash hit within
+    /* Stage 2 (issue 12). Without sketches (NULL), every SimHash hit within
      * k counts, unverified (kind near_duplicate, figures 0). */
-    const nd_sketch *sketch;    /* the text's sketch */
-    const uint8_t *sketch_enc;  /* nd_sketch_encode() of it (stored) */
+    const nd_sketch *sketch;    /* the text's sketches in both modes, [word,
+                                 * char] (nd_sketch_text_modes()) */
+    const uint8_t *sketch_enc;  /* nd_sketch_encode() of its own mode's (stored) */
     size_t sketch_enc_len;
-    const uint32_t *anchors;    /* the text's anchors, best first */
-    uint32_t nanchors_query;    /* probed in the anchor index */
-    uint32_t nanchors_store;    /* the first this many are stored (<= ND_ANCHORS_MAX) */
+    const uint32_t *anchors;    /* probed in the anchor index: both modes' */
+    uint32_t nanchors_query;    /* (<= ND_ANCHOR_QUERY_MAX) */
+    const uint32_t *store_anchors; /* its own mode's, best first: stored */
+    uint32_t nanchors_store;    /* (<= ND_ANCHORS_MAX) */
     const nd_sk_scratch *scratch; /* sketched the text (for passages), or NULL */
     nd_verdict_params params;
     unsigned max_verify;        /* anchor candidates verified (V) */
@@ -195,6 +197,13 @@ void nd_registry_set_loaded(nd_registry *reg);
 
 /* True once loading has finished. */
 bool nd_registry_loaded(const nd_registry *reg);
+
+/* Shutdown (issue 16 item 2): from now on nd_registry_check() and
+ * nd_registry_delete() return -ESHUTDOWN at once, without touching the
+ * store, so that the store can be closed and freed while requests that
+ * waited behind a change retry (they answer 503 shutting_down). Changes
+ * already queued still complete with nd_registry_complete(). Any thread. */
+void nd_registry_shutdown(nd_registry *reg);
 
 /* Answers a check, and when original and rq->do_register, registers the
  * document in the same step. Fills res (release it with

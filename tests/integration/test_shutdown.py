@@ -14,7 +14,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import HOST, Runner, Server, check, edit, load_texts  # noqa: E402
+from harness import (HOST, Runner, Server, check, edit, fsync_shim_env,  # noqa: E402
+                     load_texts)
 
 T = Runner("test_shutdown")
 TEXTS = load_texts()
@@ -70,6 +71,9 @@ def sigterm_under_load(srv):
                 served[0] += 1
                 if resp.status == 200 and body["registered"]:
                     acked.append(doc)
+                elif (resp.status == 503 and stop_at[0] and
+                      body["error"]["code"] == "shutting_down"):
+                    pass  # sent on keep-alive as the drain ended: refused, not lost
                 elif resp.status != 200:
                     problems.append((resp.status, body))
             if resp.getheader("Connection", "").lower() == "close":
@@ -240,6 +244,135 @@ def idle_keepalive_does_not_delay(srv):
         check(time.monotonic() - t0 < 2, "idle connections delayed the exit")
         for c in conns:
             c.close()
+
+
+def slow_fsync(srv_tmp):
+    """An environment whose fsync sleeps while the returned file exists
+    (set_delay() writes it)."""
+    delay = os.path.join(srv_tmp, "fsync-delay")
+    return fsync_shim_env(delay_file=delay), delay
+
+
+def set_delay(path, ms):
+    with open(path + ".tmp", "w") as f:
+        f.write(str(ms))
+    os.rename(path + ".tmp", path)
+
+
+def answer_of(conn, method, path, body=None):
+    """(status, parsed body) of one request, or ("error", repr) when the
+    connection failed or closed without a whole answer."""
+    try:
+        hdrs = {"Content-Type": "application/json"} if body is not None else {}
+        conn.request(method, path, body=None if body is None else json.dumps(body),
+                     headers=hdrs)
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read())
+    except (OSError, http.client.HTTPException, ValueError) as e:
+        return "error", repr(e)
+
+
+@T.test
+def waiting_request_at_the_drain_deadline(srv):
+    """Issue 16, item 2: fsync slowed to 2.5 s, --drain-timeout 1. X is
+    being registered (its commit is slow), DELETE X waits behind it, then
+    SIGTERM: the drain deadline passes with both in flight. The old
+    teardown closed (freed) the store, then ran the queued tasks: X's
+    completion woke the DELETE, which retried into the freed store (a
+    heap use-after-free under ASan), and neither answer was ever written.
+    Now X's client gets its result, the DELETE 503 shutting_down, and the
+    process exits 0 with a clean sanitizer log."""
+    env, delay = slow_fsync(srv.tmp)
+    with Server(["--drain-timeout", "1"], sync=True, env=env) as s2:
+        set_delay(delay, 2500)
+        got = {}
+
+        def register():
+            got["put"] = answer_of(s2.connect(timeout=30), "POST", "/check-original",
+                                   {"id": "X", "text": BASES[0], "register": True})
+
+        def delete():
+            got["delete"] = answer_of(s2.connect(timeout=30), "DELETE", "/documents/X")
+
+        threads = [threading.Thread(target=register, daemon=True)]
+        threads[0].start()
+        time.sleep(0.5)  # X pending: its commit sleeps in fsync
+        threads.append(threading.Thread(target=delete, daemon=True))
+        threads[1].start()
+        time.sleep(0.5)  # the DELETE waits behind X
+        check(s2.proc.poll() is None, "exited early")
+        s2.signal(signal.SIGTERM)
+        code = s2.wait(timeout=30)
+        for t in threads:
+            t.join(30)
+        check(code == 0, "exit code %s:\n%s", code, s2.log_tail())
+        s2.check_sanitizers()
+        print("     register: %r, delete: %r" % (got.get("put"), got.get("delete")))
+        check(got.get("put", ("?",))[0] == 200 and got["put"][1]["registered"],
+              "the registration got no result: %r", got.get("put"))
+        st, body = got.get("delete", ("?", None))
+        check(st == 200 or (st == 503 and body["error"]["code"] == "shutting_down"),
+              "the waiting DELETE got %r", got.get("delete"))
+        stopped_cleanly(s2)
+
+
+@T.test
+def keepalive_requests_around_the_drain_check(srv):
+    """Issue 16, item 2, the race without the timeout: keep-alive clients
+    keep registering and deleting the same few ids (so that requests wait
+    behind each other) with a slow fsync while SIGTERM arrives; requests
+    dispatched after the drain check found nothing in flight must not
+    reach a closed store either. Every request gets a whole answer (its
+    result, or 503 shutting_down) or a clean close; exit 0, no sanitizer
+    report. Three rounds."""
+    env, delay = slow_fsync(srv.tmp)
+    set_delay(delay, 30)
+    for round_ in range(3):
+        with Server(["--drain-timeout", "1"], sync=True, env=env) as s2:
+            stop = threading.Event()
+            bad = []
+            counts = {}
+            lock = threading.Lock()
+
+            def client(i):
+                conn = s2.connect(timeout=30)
+                n = 0
+                while not stop.is_set():
+                    doc = "ka-%d" % ((i + n) % 3)
+                    if n % 2 == 0:
+                        st, body = answer_of(conn, "POST", "/check-original",
+                                             {"id": doc, "text": BASES[(i + n) % 3],
+                                              "register": True, "k": 0})
+                    else:
+                        st, body = answer_of(conn, "DELETE", "/documents/" + doc)
+                    with lock:
+                        counts[st] = counts.get(st, 0) + 1
+                    if st == "error":
+                        if "IncompleteRead" in body:
+                            bad.append(body)
+                        break
+                    if st == 503 and body["error"]["code"] not in ("shutting_down",
+                                                                    "draining"):
+                        bad.append((st, body))
+                    elif st not in (200, 404, 409, 503):
+                        bad.append((st, body))
+                    n += 1
+                conn.close()
+
+            threads = [threading.Thread(target=client, args=(i,), daemon=True)
+                       for i in range(6)]
+            for t in threads:
+                t.start()
+            time.sleep(1.0 + 0.3 * round_)
+            s2.signal(signal.SIGTERM)
+            code = s2.wait(timeout=30)
+            stop.set()
+            for t in threads:
+                t.join(30)
+            check(code == 0, "exit code %s:\n%s", code, s2.log_tail())
+            s2.check_sanitizers()
+            print("     round %d: answers %r" % (round_, counts))
+            check(not bad, "bad answers: %r", bad[:5])
 
 
 def main():
