@@ -304,7 +304,7 @@ def meta_amplification(srv):
         check(grown < 64 * 1024 * slow, "peak RSS grew by %d KB", grown)
 
 
-DELAY_MS = 8000  # each fsync while slow_disk_sheds_load's first commit is in flight
+DELAY_MS = 15000  # each fsync while slow_disk_sheds_load's first commit is in flight
 
 
 @T.test
@@ -315,11 +315,20 @@ def slow_disk_sheds_load(srv):
     /healthz, until the commit in flight ended (measured: 4.7 s of /healthz
     with 5 s fsyncs). Now a registration that finds the queue full is
     answered 503 storage_unavailable with Retry-After: 1, nothing stored,
-    and the loop goes on. Here one worker, fsync slowed to 4 s per call
-    (LD_PRELOAD shim), 100 registrations of 1 MB of meta (the queue holds
-    64 MiB): /healthz and a query stay fast meanwhile."""
+    and the loop goes on. Here one worker, fsync slowed to DELAY_MS per call
+    (LD_PRELOAD shim) during the first commit, 160 registrations of 1 MB of
+    meta (the queue holds 64 MiB; the long commit leaves a loaded two-core
+    machine time to read them): the worker thread never sleeps in a lock
+    or condition wait for long, and some registrations are shed."""
+    if sanitized(srv):
+        # Filling 64 MiB of queue within one commit needs the normal
+        # build's speed (~20 ms of CPU per 1 MB registration; about ten
+        # times that under ASan on a shared machine): the code path is
+        # the same, the normal build's run is the one that counts.
+        print("     (sanitizer build: too slow to fill the store's queue in time, skipped)")
+        return
     delay = os.path.join(srv.tmp, "fsync-delay")
-    n, meta = 100, "m" * 1000000
+    n, meta = 160, "m" * 1000000
     with Server(["--max-meta", "1M", "--request-timeout", "120", "--timeout", "120",
                  "--no-access-log"], sync=True, env=fsync_shim_env(delay_file=delay),
                 threads=1) as s:

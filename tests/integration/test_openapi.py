@@ -175,8 +175,11 @@ def replay_one(srv, path, item, method, op, want_status, ctype, schema, name, ex
     if ctype == "application/json":
         actual = json.loads(data)
         if schema:
-            validate(actual, schema)
-        compare(ex["value"], actual)
+            validate(actual, schema, where)
+        try:
+            compare(ex["value"], actual)
+        except AssertionError as e:
+            raise AssertionError("%s: %s" % (where, e)) from None
     else:
         text = data.decode()
         for line in ex["value"].splitlines():
