@@ -3,8 +3,9 @@
  *   encoded in bit 7 of byte 1). For a QUERY call nd_sketch_text_modes()
  *   (both modes + anchors of both: probe the anchor index with both sets),
  *   and compare each candidate d with nd_sketch_for(q, d). Register with the
- *   text's own mode (return value; or nd_sketch_text()). Defaults now
- *   min_resemblance 0.45, min_containment 0.7 (measured, see VERDICT_DEFAULTS).
+ *   text's own mode (return value; or nd_sketch_text()).
+ * - 05:00 ND_SKETCH_MAX 512 (encoded sketch <= 2056 bytes); defaults
+ *   min_resemblance 0.5, min_containment 0.6 (measured, VERDICT_DEFAULTS.md).
  *
  * sketch.h - the verification signature of a document (issue 12, stage 2):
  * weighted-token shingles, a consistent nested sample of them (the sketch),
@@ -44,7 +45,7 @@
  * nd_sketch and nd_anchors are plain values (no pointers): copy them freely.
  *
  * Server integration notes (for registry/api/store):
- * - Store per document: nd_sketch_encode() bytes (8 + 4n <= 1032 bytes) and
+ * - Store per document: nd_sketch_encode() bytes (8 + 4n <= 2056 bytes) and
  *   the stored anchors (the first ND_ANCHORS_STORE of nd_anchors, 4 bytes
  *   each), so that start-up can rebuild the anchor index without re-reading
  *   texts, and delete can remove the document's anchors.
@@ -66,7 +67,7 @@
 #define ND_SKETCH_VERSION "nd-sketch-1"
 
 /* Most values a sketch keeps. */
-#define ND_SKETCH_MAX 256
+#define ND_SKETCH_MAX 512
 /* Bytes of the largest encoded sketch (header 8 + 4 per value). */
 #define ND_SKETCH_ENCODED_MAX (8 + 4 * ND_SKETCH_MAX)
 /* Most anchors nd_sketch_text() can produce. */
@@ -83,8 +84,8 @@
 #define ND_ANCHORS_QUERY 32
 #define ND_VERDICT_MAX_VERIFY 32
 #define ND_VERDICT_POSTING_CAP 64
-#define ND_VERDICT_MIN_RESEMBLANCE 0.45
-#define ND_VERDICT_MIN_CONTAINMENT 0.7
+#define ND_VERDICT_MIN_RESEMBLANCE 0.5
+#define ND_VERDICT_MIN_CONTAINMENT 0.6
 
 /* Tokenization modes. A text is in character mode when its CJK code points
  * are at least 1/25 of its CJK, letter and digit code points: then every

@@ -314,7 +314,7 @@ def main():
     ap.add_argument("--V", type=int, default=32)
     ap.add_argument("--min-shared", dest="min_shared", type=int, default=1)
     ap.add_argument("--R", type=float, default=0.5)
-    ap.add_argument("--C", type=float, default=0.5)
+    ap.add_argument("--C", type=float, default=0.6)
     ap.add_argument("--CR", type=float, default=2.0)
     ap.add_argument("--grid", help="JSON list of parameter overrides to run in turn")
     ap.add_argument("--json")
