@@ -62,7 +62,7 @@ san="-fsanitize=address,undefined -fno-sanitize-recover=all"
 cflags="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -Wall -Wextra
         -Ilib -Iserver -Itests/fuzz $(pkg-config --cflags $pkgs)"
 libs="$(pkg-config --libs $pkgs) -lm -lpthread"
-srcs=(lib/utf8.c lib/normalizer.c lib/fingerprint.c lib/index.c
+srcs=(lib/utf8.c lib/normalizer.c lib/fingerprint.c lib/index.c lib/sketch.c lib/anchor_index.c
       server/json.c server/request.c server/auth.c server/registry.c server/store.c)
 objs=()
 for s in "${srcs[@]}"; do
