@@ -44,6 +44,12 @@ SHAPE_ONLY = {
     "features": lambda v: isinstance(v, int) and v >= 0,
     "distance": lambda v: isinstance(v, int) and 0 <= v <= 64,
     "similarity": lambda v: isinstance(v, (int, float)) and 0 <= v <= 1,
+    # estimates of the sketch (issue 12): their exact values follow the
+    # sketch's parameters; test_verdict checks them against the texts
+    "resemblance": lambda v: isinstance(v, (int, float)) and 0 <= v <= 1,
+    "containment": lambda v: isinstance(v, (int, float)) and 0 <= v <= 1,
+    "start": lambda v: isinstance(v, int) and v >= 0,
+    "end": lambda v: isinstance(v, int) and v >= 0,
     "message": lambda v: isinstance(v, str) and v,
     "line": lambda v: isinstance(v, int),
     "column": lambda v: isinstance(v, int),
