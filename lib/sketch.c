@@ -30,6 +30,7 @@
 
 struct nd_sketcher {
     nd_normalizer *norm;
+    uint64_t *cp_hash; /* XXH3 of the UTF-8 of each BMP code point */
 };
 
 typedef struct token {
@@ -52,6 +53,8 @@ struct nd_sk_scratch {
     size_t nsh[2], sh_cap[2];
     uint64_t *set; /* open addressing, 0 = empty; power-of-two size */
     size_t set_cap;  /* allocated */
+    uint64_t *uniq;  /* the distinct hashes of the current stream */
+    size_t uniq_cap;
     size_t set_size; /* in use for the current text */
     bool have_text;   /* sh[] holds the last text */
     uint8_t shift[2]; /* that text's sketch shift, per mode */
@@ -59,6 +62,7 @@ struct nd_sk_scratch {
 
 typedef struct tok_state {
     nd_sk_scratch *s;
+    const uint64_t *cp_hash;
     uint8_t word[WORD_MAX];
     size_t word_len;
     uint32_t word_start, word_end;
@@ -72,9 +76,15 @@ int nd_sketcher_create(nd_sketcher **out)
     nd_sketcher *sk = calloc(1, sizeof(*sk));
     if (!sk)
         return -ENOMEM;
-    if (nd_normalizer_create(&sk->norm) < 0) {
+    sk->cp_hash = malloc(ND_NORM_BMP * sizeof(uint64_t));
+    if (!sk->cp_hash || nd_normalizer_create(&sk->norm) < 0) {
+        free(sk->cp_hash);
         free(sk);
         return -ENOMEM;
+    }
+    for (uint32_t cp = 0; cp < ND_NORM_BMP; cp++) {
+        uint8_t b[4];
+        sk->cp_hash[cp] = cp >= 0xD800 && cp <= 0xDFFF ? 0 : XXH3_64bits(b, nd_utf8_encode(cp, b));
     }
     *out = sk;
     return 0;
@@ -85,6 +95,7 @@ void nd_sketcher_destroy(nd_sketcher *sk)
     if (!sk)
         return;
     nd_normalizer_destroy(sk->norm);
+    free(sk->cp_hash);
     free(sk);
 }
 
@@ -106,6 +117,7 @@ void nd_sk_scratch_destroy(nd_sk_scratch *s)
     free(s->sh[0]);
     free(s->sh[1]);
     free(s->set);
+    free(s->uniq);
     free(s);
 }
 
@@ -150,20 +162,26 @@ static void push_token(tok_state *st, uint64_t h, uint32_t start, uint32_t end, 
 }
 
 /* A token of the character-mode stream (every W or C code point). */
-static void push_char_token(tok_state *st, uint32_t cp, uint32_t start, uint32_t end)
+static inline uint64_t cp_hash(const tok_state *st, uint32_t cp)
+{
+    if (cp < ND_NORM_BMP)
+        return st->cp_hash[cp];
+    uint8_t b[4];
+    return XXH3_64bits(b, nd_utf8_encode(cp, b));
+}
+
+static void push_char_token(tok_state *st, uint64_t h, uint32_t start, uint32_t end)
 {
     nd_sk_scratch *s = st->s;
-    uint8_t b[4];
     push_to(st, &s->ctok, &s->nctok, &s->ctok_cap,
-            (token){.h = XXH3_64bits(b, nd_utf8_encode(cp, b)), .start = start, .end = end,
-                    .weight = W_CJK});
+            (token){.h = h, .start = start, .end = end, .weight = W_CJK});
 }
 
 static void push_cjk(tok_state *st, uint32_t cp, uint32_t start, uint32_t end)
 {
-    uint8_t b[4];
-    push_token(st, XXH3_64bits(b, nd_utf8_encode(cp, b)), start, end, W_CJK);
-    push_char_token(st, cp, start, end);
+    uint64_t h = cp_hash(st, cp);
+    push_token(st, h, start, end, W_CJK);
+    push_char_token(st, h, start, end);
 }
 
 static void flush_hangul(tok_state *st, uint32_t end)
@@ -210,7 +228,7 @@ static void feed_entry(tok_state *st, uint32_t e, uint32_t ci)
         /* A pending jamo ends where the word starts. */
         flush_hangul(st, ci);
         st->word_cps++;
-        push_char_token(st, cp, ci, ci + 1);
+        push_char_token(st, cp_hash(st, cp), ci, ci + 1);
         if (st->word_len == 0)
             st->word_start = ci;
         st->word_end = ci + 1;
@@ -429,10 +447,22 @@ static void sort_u64(uint64_t *a, size_t n)
     }
 }
 
-static int cmp_u32(const void *a, const void *b)
+/* LSD radix sort of a[0..n), n <= ND_SKETCH_MAX. */
+static void sort_u32(uint32_t *a, size_t n)
 {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
+    uint32_t tmp[ND_SKETCH_MAX], *src = a, *dst = tmp;
+    for (unsigned shift = 0; shift < 32; shift += 8) {
+        uint32_t count[257] = {0};
+        for (size_t i = 0; i < n; i++)
+            count[((src[i] >> shift) & 255) + 1]++;
+        for (unsigned b = 1; b < 257; b++)
+            count[b] += count[b - 1];
+        for (size_t i = 0; i < n; i++)
+            dst[count[(src[i] >> shift) & 255]++] = src[i];
+        uint32_t *t = src;
+        src = dst, dst = t;
+    }
+    /* four passes: the result is back in a */
 }
 
 /* Shingles, sample and anchors of one token stream into mode slot `mode`. */
@@ -478,6 +508,9 @@ static int sketch_stream(nd_sk_scratch *s, const token *tok, size_t nt, unsigned
     }
     memset(s->set, 0, need * sizeof(uint64_t));
     s->set_size = need;
+    if (grow((void **)&s->uniq, &s->uniq_cap, nsh ? nsh : 1, sizeof(uint64_t)) < 0)
+        return -ENOMEM;
+    uint64_t *uniq = s->uniq;
     uint32_t hist[LEVEL_MAX + 1] = {0};
     uint64_t heap[ND_ANCHORS_MAX];
     unsigned nheap = 0, m = anchors_wanted > ND_ANCHORS_MAX ? ND_ANCHORS_MAX : anchors_wanted;
@@ -486,7 +519,7 @@ static int sketch_stream(nd_sk_scratch *s, const token *tok, size_t nt, unsigned
         uint64_t h = sh[i].h;
         if (!set_add(s, h))
             continue;
-        distinct++;
+        uniq[distinct++] = h;
         hist[level_of(h)]++;
         if (m)
             heap_push(heap, &nheap, m, rotl32(h));
@@ -502,12 +535,12 @@ static int sketch_stream(nd_sk_scratch *s, const token *tok, size_t nt, unsigned
     out->mode = (uint8_t)mode;
     out->shingles = distinct;
     uint32_t n = 0;
-    for (size_t i = 0; i < need; i++) {
-        uint64_t h = s->set[i];
-        if (h && level_of(h) >= shift && n < ND_SKETCH_MAX)
+    for (size_t i = 0; i < distinct; i++) {
+        uint64_t h = uniq[i];
+        if (level_of(h) >= shift && n < ND_SKETCH_MAX)
             out->values[n++] = value_of(h);
     }
-    qsort(out->values, n, sizeof(uint32_t), cmp_u32);
+    sort_u32(out->values, n);
     uint32_t k = 0;
     for (uint32_t i = 0; i < n; i++)
         if (k == 0 || out->values[i] != out->values[k - 1])
@@ -530,7 +563,7 @@ static int tokenize_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *te
     s->have_text = false;
     if (len && nd_utf8_validate(text, len, NULL) < 0)
         return -EILSEQ;
-    tok_state st = {.s = s};
+    tok_state st = {.s = s, .cp_hash = sk->cp_hash};
     s->ntok = s->nctok = 0;
     *ncp = tokenize(sk, &st, (const uint8_t *)text, len);
     if (st.err)

@@ -9,7 +9,7 @@
 # --jobs      targets run at the same time (default 1)
 # --out       build and work directory (default build-fuzz)
 # TARGET      fuzz_fingerprint fuzz_json fuzz_fingerprint_body fuzz_check_body
-#             fuzz_headers fuzz_index (default: all)
+#             fuzz_headers fuzz_index fuzz_sketch (default: all)
 #
 # Each target's corpus grows in OUT/corpus/TARGET (the seeds in
 # tests/fuzz/corpus/TARGET are read, never written); a crash is saved as
@@ -35,7 +35,7 @@ while (($#)); do
     *) targets+=("$1"); shift ;;
     esac
 done
-all=(fuzz_fingerprint fuzz_json fuzz_fingerprint_body fuzz_check_body fuzz_headers fuzz_index)
+all=(fuzz_fingerprint fuzz_json fuzz_fingerprint_body fuzz_check_body fuzz_headers fuzz_index fuzz_sketch)
 ((${#targets[@]})) || targets=("${all[@]}")
 
 cc="${CC_FUZZ:-clang}"

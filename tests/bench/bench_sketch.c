@@ -1,0 +1,299 @@
+/* bench_sketch.c - the cost of the two-stage verdict's new parts.
+ *
+ *   bench_sketch [--corpus CORPUS.jsonl[.gz]] [--passes N] [--docs N] [--m M]
+ *
+ * 1. Per language of the evaluation corpus (default
+ *    ../shared/eval/data/corpus.jsonl.gz beside the source tree): best-of-N
+ *    seconds over every document for nd_fingerprint() (today's per-document
+ *    work), nd_sketch_text() (registration: own mode + 16 anchors) and
+ *    nd_sketch_text_modes() (query: both modes + 32 anchors each), next to
+ *    XXH3-64 of each document in the same run. MB/s, us/doc, ratios.
+ * 2. nd_sketch_compare() of corpus sketches (as decoded from the store):
+ *    ns per comparison.
+ * 3. The anchor index with --docs documents (default 10,000,000) of --m
+ *    (16) uniformly random anchors each, loaded with insert_many (as
+ *    start-up does): load time, the process RSS increase per document and
+ *    the index's own byte count per document; then queries of 64 anchors
+ *    (32 of one stored document + 32 random): us per query; then single
+ *    inserts and removes: us each. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "anchor_index.h"
+#include "fingerprint.h"
+#include "sketch.h"
+
+typedef struct doc_set {
+    char **text;
+    size_t *len;
+    size_t n, cap, bytes;
+} doc_set;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, resident = 0;
+    if (!f)
+        return 0;
+    if (fscanf(f, "%lu %lu", &size, &resident) != 2)
+        resident = 0;
+    fclose(f);
+    return (double)resident * (double)sysconf(_SC_PAGESIZE);
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n);
+    if (!p) {
+        fprintf(stderr, "bench_sketch: out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+static void doc_set_add(doc_set *d, const char *text, size_t len)
+{
+    if (d->n == d->cap) {
+        d->cap = d->cap ? d->cap * 2 : 1024;
+        d->text = realloc(d->text, d->cap * sizeof(*d->text));
+        d->len = realloc(d->len, d->cap * sizeof(*d->len));
+        if (!d->text || !d->len)
+            exit(1);
+    }
+    d->text[d->n] = xmalloc(len ? len : 1);
+    memcpy(d->text[d->n], text, len);
+    d->len[d->n++] = len;
+    d->bytes += len;
+}
+
+static int load(const char *path, doc_set *zh, doc_set *en)
+{
+    size_t n = strlen(path);
+    int is_pipe = n > 3 && strcmp(path + n - 3, ".gz") == 0;
+    char cmd[4200];
+    snprintf(cmd, sizeof(cmd), "gzip -dc '%s'", path);
+    FILE *f = is_pipe ? popen(cmd, "r") : fopen(path, "r");
+    if (!f)
+        return -errno;
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        json_t *o = json_loads(line, 0, NULL);
+        const char *lang = json_string_value(json_object_get(o, "lang"));
+        json_t *text = json_object_get(o, "text");
+        if (lang && json_is_string(text))
+            doc_set_add(strcmp(lang, "zh") == 0 ? zh : en, json_string_value(text),
+                        json_string_length(text));
+        json_decref(o);
+    }
+    free(line);
+    is_pipe ? pclose(f) : fclose(f);
+    return 0;
+}
+
+enum what { W_XXH3, W_FP, W_SKETCH, W_QUERY };
+
+typedef struct tools {
+    nd_fingerprinter *fp;
+    nd_fp_scratch *fps;
+    nd_sketcher *sk;
+    nd_sk_scratch *sks;
+} tools;
+
+static double time_pass(const doc_set *d, tools *t, enum what w, int passes, uint64_t *sink)
+{
+    static nd_sketch s[2];
+    static nd_anchors a[2];
+    double best = 1e30;
+    for (int p = 0; p < passes; p++) {
+        double t0 = now();
+        for (size_t i = 0; i < d->n; i++) {
+            nd_fingerprint_result r;
+            switch (w) {
+            case W_XXH3:
+                *sink ^= XXH3_64bits(d->text[i], d->len[i]);
+                break;
+            case W_FP:
+                if (nd_fingerprint(t->fp, t->fps, d->text[i], d->len[i], &r) == 0)
+                    *sink ^= r.simhash;
+                break;
+            case W_SKETCH:
+                if (nd_sketch_text(t->sk, t->sks, d->text[i], d->len[i], s, a, 16, NULL) == 0)
+                    *sink ^= s[0].values[0];
+                break;
+            case W_QUERY:
+                if (nd_sketch_text_modes(t->sk, t->sks, d->text[i], d->len[i], s, a, 32, NULL) >= 0)
+                    *sink ^= s[1].values[0];
+                break;
+            }
+        }
+        double el = now() - t0;
+        if (el < best)
+            best = el;
+    }
+    return best;
+}
+
+static void report(const char *lang, const doc_set *d, tools *t, int passes)
+{
+    uint64_t sink = 0;
+    time_pass(d, t, W_QUERY, 1, &sink); /* warm scratch and caches */
+    double tb = time_pass(d, t, W_XXH3, passes, &sink);
+    double tf = time_pass(d, t, W_FP, passes, &sink);
+    double ts = time_pass(d, t, W_SKETCH, passes, &sink);
+    double tq = time_pass(d, t, W_QUERY, passes, &sink);
+    double mb = (double)d->bytes / 1e6, nd = (double)d->n;
+    printf("%s: docs=%zu avg_bytes=%.0f | xxh3 %.0f MB/s | fingerprint %.1f MB/s %.2f us/doc | "
+           "sketch (register) %.1f MB/s %.2f us/doc = %.2fx fingerprint | sketch both modes "
+           "(query) %.1f MB/s %.2f us/doc = %.2fx fingerprint (sink %llx)\n",
+           lang, d->n, (double)d->bytes / nd, mb / tb, mb / tf, tf * 1e6 / nd, mb / ts,
+           ts * 1e6 / nd, ts / tf, mb / tq, tq * 1e6 / nd, tq / tf, (unsigned long long)sink);
+}
+
+static void bench_compare(const doc_set *d, tools *t)
+{
+    size_t n = d->n < 2000 ? d->n : 2000;
+    nd_sketch *s = xmalloc(n * sizeof(*s));
+    for (size_t i = 0; i < n; i++)
+        nd_sketch_text(t->sk, t->sks, d->text[i], d->len[i], &s[i], NULL, 0, NULL);
+    double sink = 0, t0 = now();
+    size_t cmps = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < 64; j++, cmps++) {
+            nd_sketch_estimate e;
+            nd_sketch_compare(&s[i], &s[(i + j * 31 + 1) % n], &e);
+            sink += e.resemblance;
+        }
+    double el = now() - t0;
+    printf("compare: %.0f ns per nd_sketch_compare (%zu comparisons of en corpus sketches; "
+           "sink %.1f)\n",
+           el * 1e9 / (double)cmps, cmps, sink);
+    free(s);
+}
+
+static uint64_t rng_state = 88172645463325252ull;
+static uint32_t rng(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+static void bench_anchor_index(size_t docs, size_t m)
+{
+    uint32_t *slots = xmalloc(docs * sizeof(uint32_t));
+    uint32_t *anchors = xmalloc(docs * m * sizeof(uint32_t));
+    for (size_t i = 0; i < docs; i++) {
+        slots[i] = (uint32_t)i;
+        for (size_t j = 0; j < m; j++)
+            anchors[i * m + j] = rng();
+    }
+    nd_anchor_index *idx;
+    if (nd_anchor_index_create(&idx, ND_VERDICT_POSTING_CAP) < 0)
+        exit(1);
+    double rss0 = rss_bytes(), t0 = now();
+    if (nd_anchor_index_insert_many(idx, slots, anchors, docs, m) < 0) {
+        fprintf(stderr, "insert_many: out of memory\n");
+        exit(1);
+    }
+    double load = now() - t0, rss1 = rss_bytes();
+    nd_anchor_stats st;
+    nd_anchor_index_stats(idx, &st);
+    printf("anchor index: docs=%zu m=%zu load (insert_many) %.2f s | RSS +%.1f MB = %.1f B/doc | "
+           "index bytes %.1f B/doc (%llu entries, %llu buckets used)\n",
+           docs, m, load, (rss1 - rss0) / 1e6, (rss1 - rss0) / (double)docs,
+           (double)st.bytes / (double)docs, (unsigned long long)st.entries,
+           (unsigned long long)st.buckets_used);
+    /* Queries: 32 anchors of a stored document (as a copy has) + 32 random. */
+    size_t nq = 200000, found = 0;
+    uint32_t q[64];
+    nd_anchor_hit hits[ND_VERDICT_MAX_VERIFY];
+    t0 = now();
+    for (size_t i = 0; i < nq; i++) {
+        size_t d = rng() % docs;
+        for (size_t j = 0; j < 64; j++)
+            q[j] = j < m ? anchors[d * m + j] : rng();
+        size_t n = nd_anchor_index_query(idx, q, 64, hits, ND_VERDICT_MAX_VERIFY, NULL);
+        found += n && hits[0].slot == d;
+    }
+    double tq = now() - t0;
+    printf("anchor query (64 anchors): %.2f us/query (%zu of %zu found their document first)\n",
+           tq * 1e6 / (double)nq, found, nq);
+    /* Single inserts / removes (registrations and deletes). */
+    size_t nw = 100000;
+    t0 = now();
+    for (size_t i = 0; i < nw; i++) {
+        uint32_t a[16];
+        for (size_t j = 0; j < 16; j++)
+            a[j] = rng();
+        nd_anchor_index_insert(idx, (uint32_t)(docs + i), a, 16);
+    }
+    double ti = now() - t0;
+    t0 = now();
+    for (size_t i = 0; i < nw; i++)
+        nd_anchor_index_remove(idx, slots[i], anchors + i * m, m);
+    double tr = now() - t0;
+    printf("anchor insert (16 anchors): %.2f us; remove: %.2f us\n", ti * 1e6 / (double)nw,
+           tr * 1e6 / (double)nw);
+    nd_anchor_index_destroy(idx);
+    free(slots);
+    free(anchors);
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = NULL;
+    int passes = 3;
+    size_t docs = 10000000, m = ND_ANCHORS_STORE;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--passes") == 0 && i + 1 < argc)
+            passes = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--docs") == 0 && i + 1 < argc)
+            docs = (size_t)atoll(argv[++i]);
+        else if (strcmp(argv[i], "--m") == 0 && i + 1 < argc)
+            m = (size_t)atoll(argv[++i]);
+        else if (strcmp(argv[i], "--corpus") == 0 && i + 1 < argc)
+            path = argv[++i];
+        else {
+            fprintf(stderr, "usage: bench_sketch [--corpus F] [--passes N] [--docs N] [--m M]\n");
+            return 2;
+        }
+    }
+    char def[4096];
+    if (!path) {
+        const char *root = getenv("ND_SOURCE_ROOT");
+        snprintf(def, sizeof(def), "%s/../shared/eval/data/corpus.jsonl.gz", root ? root : ".");
+        path = def;
+    }
+    tools t;
+    if (nd_fingerprinter_create(&t.fp) < 0 || nd_fp_scratch_create(&t.fps) < 0 ||
+        nd_sketcher_create(&t.sk) < 0 || nd_sk_scratch_create(&t.sks) < 0)
+        return 1;
+    doc_set zh = {0}, en = {0};
+    if (passes > 0) {
+        if (load(path, &zh, &en) < 0 || zh.n + en.n == 0) {
+            fprintf(stderr, "bench_sketch: cannot read %s (skipping the text part)\n", path);
+        } else {
+            report("zh", &zh, &t, passes);
+            report("en", &en, &t, passes);
+            bench_compare(&en, &t);
+        }
+    }
+    if (docs)
+        bench_anchor_index(docs, m);
+    return 0;
+}
