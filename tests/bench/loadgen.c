@@ -462,5 +462,11 @@ int main(int argc, char **argv)
         }
     printf("}}\n");
     free(lat);
+    free(ws);
+    free(th);
+    for (size_t i = 0; i < paras.n; i++)
+        free(paras.text[i]);
+    free(paras.text);
+    free(paras.len);
     return 0;
 }
