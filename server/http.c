@@ -27,6 +27,20 @@
 
 #define TICK_MS 100         /* heartbeat, access-log flush, request deadlines */
 #define LISTEN_BACKLOG 1024
+/* Replies (issue 16, item 4). libevent reads no next request on a
+ * connection until its reply is written, so a connection holds at most one
+ * reply; but a client that does not read keeps it, and many such clients
+ * added up without bound. A reply still unwritten after a tick stops the
+ * connection's reading (its input may grow to PAUSED_INPUT, not to
+ * max-body). A reply over SMALL_REPLY that would take the unwritten
+ * replies of all connections over OUT_BUDGET is replaced by 503
+ * "overloaded" (Retry-After: 1, Connection: close: the client's pipelined
+ * requests are not worked on); while they are over half of it, a
+ * connection whose reply made no progress for STALL_MS is closed. */
+#define OUT_BUDGET (32u << 20)
+#define SMALL_REPLY (16u << 10)
+#define PAUSED_INPUT (16u << 10)
+#define STALL_MS 1000
 
 struct nd_worker {
     nd_http *h;
@@ -50,6 +64,9 @@ struct nd_worker {
     uint64_t nrequests;
     _Atomic uint64_t inflight; /* dispatched, not answered; written by this thread only */
     _Atomic uint64_t writing;  /* answered, not yet written; idem */
+    _Atomic uint64_t out_bytes; /* body bytes of those replies; idem */
+    uint64_t shed;             /* connections closed for a stalled reply */
+    int64_t shed_log_ms;
     _Atomic int64_t heartbeat_ms;
     /* Connections (see "connections" below); this thread only. */
     struct bufferevent **adopt; /* accepted, not yet adopted (each with a reference) */
@@ -239,6 +256,15 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 static void conn_expire(nd_worker *w);
+static void out_check(nd_worker *w);
+
+/* A connection's read high-water mark: room for a whole request plus a
+ * read's worth (evhttp keeps a body in the bufferevent until it is
+ * complete), never needed more to progress. */
+static size_t input_watermark(const nd_config *cfg)
+{
+    return cfg->max_headers + cfg->max_body + 65536;
+}
 
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -247,6 +273,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
     atomic_store_explicit(&w->heartbeat_ms, mono_ns() / 1000000, memory_order_relaxed);
     log_flush(w);
     conn_expire(w);
+    out_check(w);
 }
 
 static void sync_task_fn(nd_task *t)
@@ -559,10 +586,7 @@ static struct bufferevent *make_bev(struct event_base *base, void *arg)
     struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
     if (!bev)
         return NULL; /* evhttp makes its own; the connection is tracked at dispatch */
-    /* Room for a whole request plus a read's worth (evhttp keeps a body in
-     * the bufferevent until it is complete): never needed more to progress. */
-    const nd_config *cfg = w->h->cfg;
-    bufferevent_setwatermark(bev, EV_READ, 0, cfg->max_headers + cfg->max_body + 65536);
+    bufferevent_setwatermark(bev, EV_READ, 0, input_watermark(w->h->cfg));
     if (w->nadopt == w->adopt_cap) {
         size_t cap = w->adopt_cap ? w->adopt_cap * 2 : 64;
         struct bufferevent **a = realloc(w->adopt, cap * sizeof(*a));
@@ -653,9 +677,59 @@ static inline void counter_add(_Atomic uint64_t *c, int64_t d)
                           memory_order_relaxed);
 }
 
+/* Body bytes of the replies not yet written, all workers. */
+static uint64_t out_total(const nd_http *h)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < h->nworkers; i++)
+        n += atomic_load_explicit(&h->workers[i].out_bytes, memory_order_relaxed);
+    return n;
+}
+
+/* Tick: stops reading on connections whose reply is still unwritten, and
+ * while over OUT_BUDGET closes those whose reply made no progress for
+ * STALL_MS (see OUT_BUDGET). */
+static void out_check(nd_worker *w)
+{
+    if (!w->unflushed)
+        return;
+    int64_t now = mono_ms();
+    bool over = out_total(w->h) > OUT_BUDGET / 2;
+    for (nd_req *r = w->unflushed, *next; r; r = next) {
+        next = r->next;
+        struct bufferevent *bev = evhttp_connection_get_bufferevent(r->evcon);
+        if (!bev)
+            continue;
+        size_t len = evbuffer_get_length(bufferevent_get_output(bev));
+        if (len < r->out_last) {
+            r->out_last = len;
+            r->out_progress_ms = now;
+        }
+        if (!r->paused && len > 0) {
+            bufferevent_setwatermark(bev, EV_READ, 0, PAUSED_INPUT);
+            r->paused = true;
+        }
+        if (over && len > 0 && now - r->out_progress_ms >= STALL_MS) {
+            w->shed++;
+            evhttp_connection_free(r->evcon); /* on_close: writing_done(r) */
+        }
+    }
+    if (w->shed && now - w->shed_log_ms >= 1000) {
+        char fields[96];
+        snprintf(fields, sizeof(fields), ",\"closed\":%llu,\"budget\":%u",
+                 (unsigned long long)w->shed, OUT_BUDGET);
+        nd_log_fields(ND_LOG_WARN, fields,
+                      "unwritten replies over their budget: closed connections that do not "
+                      "read");
+        w->shed_log_ms = now;
+        w->shed = 0;
+    }
+}
+
 /* The reply of r has been written, or its connection is gone. */
 static void writing_done(nd_worker *w, nd_req *r)
 {
+    counter_add(&w->out_bytes, -(int64_t)r->out_size);
     if (r->prev)
         r->prev->next = r->next;
     else
@@ -674,6 +748,11 @@ static void on_complete(struct evhttp_request *ev, void *arg)
     nd_conn *c = conn_find(w, r->evcon);
     if (c) /* the next request's deadline starts now */
         conn_wait(w, c);
+    if (r->paused) { /* written: read again */
+        struct bufferevent *bev = evhttp_connection_get_bufferevent(r->evcon);
+        if (bev)
+            bufferevent_setwatermark(bev, EV_READ, 0, input_watermark(w->h->cfg));
+    }
     writing_done(w, r);
 }
 
@@ -733,10 +812,23 @@ void nd_req_reply(nd_req *r, int status, const char *content_type, struct evbuff
     assert(!r->replied);
     r->replied = true;
     struct evkeyvalq *oh = evhttp_request_get_output_headers(r->ev);
+    if (body && evbuffer_get_length(body) > SMALL_REPLY &&
+        out_total(w->h) + evbuffer_get_length(body) > OUT_BUDGET) {
+        /* Too many replies unwritten (clients that do not read): shed. */
+        evhttp_clear_headers(oh);
+        evbuffer_drain(body, evbuffer_get_length(body));
+        evbuffer_add_printf(body, "{\"error\":{\"code\":\"overloaded\",\"message\":\"the "
+                                  "server holds too many unread replies; retry\"}}\n");
+        evhttp_add_header(oh, "Retry-After", "1");
+        evhttp_add_header(oh, "Connection", "close");
+        status = 503;
+        content_type = "application/json";
+    }
     if (content_type)
         evhttp_add_header(oh, "Content-Type", content_type);
     evhttp_add_header(oh, "X-Request-Id", r->rid);
-    if (atomic_load_explicit(&w->h->draining, memory_order_relaxed))
+    if (atomic_load_explicit(&w->h->draining, memory_order_relaxed) &&
+        !evhttp_find_header(oh, "Connection"))
         evhttp_add_header(oh, "Connection", "close");
     size_t in = evbuffer_get_length(evhttp_request_get_input_buffer(r->ev));
     size_t out = body ? evbuffer_get_length(body) : 0;
@@ -766,6 +858,10 @@ void nd_req_reply(nd_req *r, int status, const char *content_type, struct evbuff
             r->next->prev = r;
         w->unflushed = r;
         counter_add(&w->writing, 1);
+        r->out_size = out;
+        counter_add(&w->out_bytes, (int64_t)out);
+        r->out_last = SIZE_MAX;
+        r->out_progress_ms = mono_ms();
         evhttp_request_set_on_complete_cb(r->ev, on_complete, r);
         evhttp_send_reply(r->ev, status, NULL, body);
     } else {

@@ -67,6 +67,10 @@ struct nd_req {
      * complete or the connection closes (drain waits for these too). */
     struct evhttp_connection *evcon;
     struct nd_req *prev, *next;
+    size_t out_size;         /* its body bytes */
+    size_t out_last;         /* output buffered at the last look */
+    int64_t out_progress_ms; /* when that went down last (or the reply began) */
+    bool paused;             /* its connection's reading was stopped */
 };
 
 /* Hooks from the application (api.c). */
