@@ -367,7 +367,8 @@ def every_route_documented(srv):
                                                 "422", "503"}),
                       ("/fingerprint post", {"200", "400", "405", "413", "415"}),
                       ("/documents/{id} get", {"200", "400", "404", "503"}),
-                      ("/documents/{id} delete", {"200", "404", "503"}),
+                      ("/documents/{id} delete", {"200", "400", "404", "503"}),
+                      ("/documents/{id} head", {"200", "400", "404"}),
                       ("/readyz get", {"200", "503"})):
         check(want <= statuses[key], "%s lacks %s" % (key, want - statuses[key]))
     codes = set(resolve({"$ref": "#/components/schemas/Error"})["properties"]["error"]
