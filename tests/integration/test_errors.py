@@ -221,9 +221,13 @@ def not_found(srv):
 
 @T.test
 def bad_document_id_in_path(srv):
-    for path in ("/documents/%ff", "/documents/a%0ab", "/documents/" + "x" * 300):
-        status, _, data = srv.request("GET", path)
-        expect_error(status, json.loads(data), 400, "invalid_field", "id")
+    for path in ("/documents/%ff", "/documents/a%0ab", "/documents/" + "x" * 300,
+                 "/documents/a%c2%85b", "/documents/a%7fb"):
+        for method in ("GET", "DELETE"):
+            status, _, data = srv.request(method, path)
+            expect_error(status, json.loads(data), 400, "invalid_field", "id")
+        status, _, data = srv.request("HEAD", path)
+        check(status == 400 and data == b"", "HEAD %s: %s %r", path, status, data)
 
 
 @T.test
