@@ -3,11 +3,14 @@
 #   docker build -t neardup:0.1.0 .
 #   docker run -d --name neardup -p 8080:8080 -v neardup-data:/var/lib/neardup \
 #       --stop-timeout 30 neardup:0.1.0
+# or podman, the same way (podman build --format docker: OCI drops HEALTHCHECK).
 # Settings: NEARDUP_* variables (docker run -e, or --env-file
 # deploy/neardupd.env); `docker run --rm neardup:0.1.0 --help` lists them.
 #
-# Every RUN line is one step of deploy/container/build.sh; CI has no Docker
-# engine and runs those steps itself (tests/integration/test_container.py).
+# CI builds and runs this image with podman on a debian:bookworm-slim made by
+# debootstrap (tests/fresh/run.sh container). Every RUN line is one step of
+# deploy/container/build.sh, which tests/integration/test_container.py also
+# runs on the host.
 
 FROM debian:bookworm-slim AS build
 WORKDIR /src

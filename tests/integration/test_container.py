@@ -1,4 +1,6 @@
-"""The container image's recipe, run without a Docker engine (CI has none):
+"""The container image's recipe, run on the host without a container engine
+(the image itself is built and run with podman by CI's fresh-machine stage,
+tests/fresh/run.sh container: health check, user, packages, volume):
 
 - the Dockerfile is multi-stage on debian:bookworm-slim, and every RUN line
   is a step of deploy/container/build.sh;
