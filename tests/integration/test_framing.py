@@ -476,6 +476,15 @@ def through_haproxy(srv):
                 time.sleep(0.05)
             time.sleep(0.1)
             ha_new = haproxy_log_records(ha.log_path)[n_ha:]
+            n_sent = sum(1 for rec in ha_new if rec[0] == "neardupd/a")
+            deadline = time.monotonic() + 3  # neardupd writes its log in batches
+            while True:
+                nd_new = [r for r in access_lines(a)[n_nd:]
+                          if not (r["path"] == "/readyz" and "-" in r["rid"][:3])]
+                if len(nd_new) >= n_sent or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            time.sleep(FLUSH_S)  # and nothing more comes
             nd_new = [r for r in access_lines(a)[n_nd:]
                       if not (r["path"] == "/readyz" and "-" in r["rid"][:3])]
             # The client got one response per request HAProxy logged.
