@@ -181,34 +181,57 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static void sort_range(uint64_t *v, size_t n)
+{
+    if (n > 48) {
+        qsort(v, n, sizeof(uint64_t), cmp_u64);
+        return;
+    }
+    for (size_t i = 1; i < n; i++) {
+        uint64_t x = v[i];
+        size_t j = i;
+        for (; j && v[j - 1] > x; j--)
+            v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
 int nd_anchor_index_insert_many(nd_anchor_index *idx, const uint32_t *slots,
                                 const uint32_t *anchors, size_t ndocs, size_t m)
 {
     size_t total = ndocs * m;
     if (total == 0)
         return 0;
-    /* (bucket 20 bits | key 16 bits | slot 32 bits) as 68 bits do not fit:
-     * sort by (anchor, slot) = anchor << 32 | slot, which orders buckets and
-     * keys alike. */
+    /* Counting sort by bucket, then each bucket's few entries by
+     * (key, slot): O(entries), not a sort of all of them. */
     uint64_t *all = malloc(total * sizeof(uint64_t));
-    if (!all)
+    size_t *start = calloc((size_t)NBUCKETS + 1, sizeof(size_t));
+    if (!all || !start) {
+        free(all);
+        free(start);
         return -ENOMEM;
+    }
+    for (size_t i = 0; i < total; i++)
+        start[bucket_of(anchors[i]) + 1]++;
+    for (uint32_t b = 0; b < NBUCKETS; b++)
+        start[b + 1] += start[b];
     for (size_t i = 0; i < ndocs; i++)
-        for (size_t j = 0; j < m; j++)
-            all[i * m + j] = (uint64_t)anchors[i * m + j] << 32 | slots[i];
-    qsort(all, total, sizeof(uint64_t), cmp_u64);
+        for (size_t j = 0; j < m; j++) {
+            uint32_t a = anchors[i * m + j];
+            all[start[bucket_of(a)]++] = (uint64_t)key_of(a) << 32 | slots[i];
+        }
+    /* start[b] is now the end of bucket b, i.e. the start of b + 1. */
     int rc = 0;
-    size_t i = 0;
-    while (i < total && rc == 0) {
-        uint32_t bi = bucket_of((uint32_t)(all[i] >> 32));
-        size_t j = i;
-        while (j < total && bucket_of((uint32_t)(all[j] >> 32)) == bi)
-            j++;
+    for (uint32_t bi = 0; bi < NBUCKETS && rc == 0; bi++) {
+        size_t i = bi ? start[bi - 1] : 0, j = start[bi];
+        if (i == j)
+            continue;
+        sort_range(all + i, j - i);
         bucket *bk = &idx->b[bi];
         pthread_rwlock_wrlock(lock_of(idx, bi));
         /* Merge the existing entries with all[i..j) (deduplicated). */
         uint32_t cap = bk->n + (uint32_t)(j - i);
-        uint8_t *e = malloc((size_t)(cap ? cap : 1) * ENTRY);
+        uint8_t *e = malloc((size_t)cap * ENTRY);
         if (!e) {
             rc = -ENOMEM;
         } else {
@@ -217,33 +240,56 @@ int nd_anchor_index_insert_many(nd_anchor_index *idx, const uint32_t *slots,
             uint64_t last = UINT64_MAX;
             while (a < bk->n || b < j) {
                 uint64_t va = a < bk->n ? entry_get(bk->e + (size_t)a * ENTRY) : UINT64_MAX;
-                uint64_t vb = UINT64_MAX;
-                if (b < j)
-                    vb = (uint64_t)key_of((uint32_t)(all[b] >> 32)) << 32 | (uint32_t)all[b];
                 uint64_t v;
-                if (a < bk->n && (b >= j || va <= vb))
+                if (a < bk->n && (b >= j || va <= all[b]))
                     v = va, a++;
                 else
-                    v = vb, b++;
+                    v = all[b++];
                 if (v != last)
                     entry_put(e + (size_t)n++ * ENTRY, v), last = v;
             }
             free(bk->e);
-            bk->e = e, bk->n = n, bk->cap = cap ? cap : 1;
+            bk->e = e, bk->n = n, bk->cap = cap;
         }
         pthread_rwlock_unlock(lock_of(idx, bi));
-        i = j;
     }
+    free(start);
     free(all);
     return rc;
 }
 
-/* Range [*lo, *hi) of the entries under anchor a in its bucket (lock held). */
+static inline uint16_t entry_key(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+/* Range [*lo, *hi) of the entries under anchor a in its bucket (lock held):
+ * a binary search on the 16-bit keys, then a scan of the (short) run. */
 static void anchor_range(const bucket *bk, uint32_t a, uint32_t *lo, uint32_t *hi)
 {
-    uint64_t k = key_of(a);
-    *lo = lower_bound(bk, k << 32);
-    *hi = lower_bound(bk, (k + 1) << 32);
+    uint16_t k = key_of(a);
+    uint32_t l = 0, h = bk->n;
+    while (l < h) {
+        uint32_t mid = (l + h) / 2;
+        if (entry_key(bk->e + (size_t)mid * ENTRY) < k)
+            l = mid + 1;
+        else
+            h = mid;
+    }
+    uint32_t e = l;
+    while (e < bk->n && e - l < 64 && entry_key(bk->e + (size_t)e * ENTRY) == k)
+        e++;
+    if (e - l == 64) { /* a long run (boilerplate): binary search its end */
+        h = bk->n;
+        while (e < h) {
+            uint32_t mid = (e + h) / 2;
+            if (entry_key(bk->e + (size_t)mid * ENTRY) <= k)
+                e = mid + 1;
+            else
+                h = mid;
+        }
+    }
+    *lo = l, *hi = e;
 }
 
 size_t nd_anchor_index_postings(const nd_anchor_index *idx, uint32_t anchor)

@@ -52,6 +52,19 @@ static void test_basic(void)
     nd_anchor_stats st;
     nd_anchor_index_stats(idx, &st);
     CHECK(st.entries == 4 + 2 + 4, "entries %llu", (unsigned long long)st.entries);
+    /* A long posting run (past the 64-entry scan) between neighbours of the
+     * same bucket: counted exactly, and the neighbours stay apart. */
+    uint32_t lo[] = {0xABC00010}, mid[] = {0xABC00011}, hi[] = {0xABC00012};
+    nd_anchor_index_insert(idx, 5000, lo, 1);
+    nd_anchor_index_insert(idx, 5001, hi, 1);
+    for (uint32_t sl = 6000; sl < 6300; sl++)
+        nd_anchor_index_insert(idx, sl, mid, 1);
+    CHECK(nd_anchor_index_postings(idx, mid[0]) == 300 && nd_anchor_index_postings(idx, lo[0]) == 1 &&
+              nd_anchor_index_postings(idx, hi[0]) == 1,
+          "long run: %zu", nd_anchor_index_postings(idx, mid[0]));
+    uint32_t three[] = {lo[0], mid[0], hi[0]};
+    n = nd_anchor_index_query(idx, three, 3, h, 4, &skipped);
+    CHECK(n == 2 && skipped == 1, "long run skipped, neighbours found: %zu %u", n, skipped);
     nd_anchor_index_destroy(idx);
 }
 
