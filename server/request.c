@@ -251,14 +251,14 @@ int nd_request_check_meta(nd_check_request *out, const nd_request_limits *lim,
 
 /* Whether the JSON number raw[0..len) has an integer value from lo to hi
  * (JSON Schema's "integer": 3, 3.0, 30e-1 and 0.3e1 all are), exactly, in
- * decimal; sets *out. A number with more than 40 significant digits is
- * taken as out of range. */
+ * decimal; sets *out. A number with more than 40 significant digits
+ * (trailing zeros not counted) is taken as out of range. */
 static bool integer_in(const char *raw, size_t len, long lo, long hi, long *out)
 {
     size_t i = 0;
     bool neg = len > 0 && raw[0] == '-';
     char dig[40];
-    size_t nd = 0;
+    size_t nd = 0, zeros = 0; /* zeros: after the last non-zero digit */
     long frac = 0, e = 0;
     i += neg;
     for (bool in_frac = false; i < len && (raw[i] == '.' || (raw[i] >= '0' && raw[i] <= '9'));
@@ -268,10 +268,14 @@ static bool integer_in(const char *raw, size_t len, long lo, long hi, long *out)
             continue;
         }
         frac += in_frac;
-        if (nd == 0 && raw[i] == '0')
-            continue; /* leading zeros */
-        if (nd == sizeof(dig))
+        if (raw[i] == '0') {
+            zeros += nd > 0; /* leading zeros do not count */
+            continue;
+        }
+        if (nd + zeros + 1 > sizeof(dig))
             return false;
+        for (; zeros > 0; zeros--)
+            dig[nd++] = '0';
         dig[nd++] = raw[i];
     }
     if (i < len && (raw[i] == 'e' || raw[i] == 'E')) {
@@ -282,11 +286,7 @@ static bool integer_in(const char *raw, size_t len, long lo, long hi, long *out)
                 e = e * 10 + (raw[i] - '0');
         e = eneg ? -e : e;
     }
-    while (nd > 0 && dig[nd - 1] == '0') { /* trailing zeros into the exponent */
-        nd--;
-        e++;
-    }
-    long shift = e - frac, v = 0;
+    long shift = e + (long)zeros - frac, v = 0; /* trailing zeros into the exponent */
     if (nd > 0 && (shift < 0 || (long)nd + shift > 6))
         return false; /* a fraction, or |v| >= 10^6 */
     for (size_t k = 0; k < nd; k++)
