@@ -152,7 +152,8 @@ def invalid_fields_check(srv):
 @T.test
 def k_as_integer_valued_number(srv):
     """JSON Schema calls 3.0 an integer: so does k (issue 16, item 14)."""
-    for raw in ("3.0", "30e-1", "0.3e1", "3E0", "8.000", "-0", "0.0e5"):
+    for raw in ("3.0", "30e-1", "0.3e1", "3E0", "8.000", "-0", "0.0e5", "0e999",
+                "1" + "0" * 45 + "e-45", "0." + "0" * 47 + "8e48"):
         status, body = post(srv, "/check-original",
                             raw=('{"text": %s, "k": %s}' % (json.dumps(LONG), raw)).encode())
         check(status == 200, "k %s: %r", raw, body)
