@@ -12,7 +12,8 @@
 #   build.sh check-runtime DESTDIR      every installed binary runs (its version) and
 #                                       loads only libraries of runtime-packages.txt
 #   build.sh runtime-deps [--clean]     apt: only the packages of runtime-packages.txt
-#                                       (--clean: then remove apt's lists, for an image)
+#                                       (--clean: then remove apt's downloads, caches
+#                                       and lists, for an image)
 #   build.sh runtime-user               the unprivileged user neardup (uid 10001) and
 #                                       its /var/lib/neardup
 set -euo pipefail
@@ -113,7 +114,8 @@ step_check_runtime() {
 step_runtime_deps() {
     mapfile -t pkgs < <(runtime_packages)
     apt_install "${pkgs[@]}"
-    if [[ "${1:-}" == "--clean" ]]; then # in an image: drop apt's lists
+    if [[ "${1:-}" == "--clean" ]]; then # in an image: drop apt's caches and lists
+        apt-get clean
         rm -rf /var/lib/apt/lists/*
     fi
 }
