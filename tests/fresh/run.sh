@@ -122,7 +122,7 @@ cleanup() {
         done
         for _ in $(seq 40); do
             alive=0
-            for q in "${tree[@]}"; do kill -0 "$q" 2>/dev/null && alive=1; done
+            for q in "${tree[@]}"; do running "$q" && alive=1; done
             ((alive)) || break
             sleep 0.5
         done
@@ -186,6 +186,14 @@ pids_in_root() {
         [[ "$comm" == "$2" ]] || continue
         [[ "$(readlink "$p/root" 2>/dev/null)" == "$1" ]] && echo "${p#/proc/}"
     done
+}
+
+# running PID: the process exists and is not a zombie (a killed job of ours
+# stays one until waited for).
+running() {
+    local st
+    st="$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)"
+    [[ -n "$st" && "$st" != Z ]]
 }
 
 # forget PID: a background job that has been waited for (its PID may be reused).
