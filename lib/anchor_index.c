@@ -175,18 +175,8 @@ size_t nd_anchor_index_remove(nd_anchor_index *idx, uint32_t slot, const uint32_
     return removed;
 }
 
-static int cmp_u64(const void *a, const void *b)
+static void insertion_sort(uint64_t *v, size_t n)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-static void sort_range(uint64_t *v, size_t n)
-{
-    if (n > 48) {
-        qsort(v, n, sizeof(uint64_t), cmp_u64);
-        return;
-    }
     for (size_t i = 1; i < n; i++) {
         uint64_t x = v[i];
         size_t j = i;
@@ -194,6 +184,41 @@ static void sort_range(uint64_t *v, size_t n)
             v[j] = v[j - 1];
         v[j] = x;
     }
+}
+
+/* Sorts v[0..n) (key << 32 | slot): a stable two-pass radix sort on the
+ * 16-bit key (tmp: n more), then an insertion sort of any run of equal keys
+ * whose slots are not ascending already (they are when the documents come in
+ * slot order, as at start-up). */
+static void sort_range(uint64_t *v, uint64_t *tmp, size_t n)
+{
+    if (n <= 16) {
+        insertion_sort(v, n);
+        return;
+    }
+    uint64_t *src = v, *dst = tmp;
+    for (unsigned shift = 32; shift < 48; shift += 8) {
+        size_t count[257] = {0};
+        for (size_t i = 0; i < n; i++)
+            count[((src[i] >> shift) & 255) + 1]++;
+        for (unsigned b = 1; b < 257; b++)
+            count[b] += count[b - 1];
+        for (size_t i = 0; i < n; i++)
+            dst[count[(src[i] >> shift) & 255]++] = src[i];
+        uint64_t *t = src;
+        src = dst, dst = t;
+    }
+    /* two passes: the result is back in v */
+    for (size_t i = 1; i < n; i++)
+        if (v[i] < v[i - 1]) { /* same key, slots out of order */
+            size_t a = i - 1, b = i + 1;
+            while (a && v[a - 1] >> 32 == v[i] >> 32)
+                a--;
+            while (b < n && v[b] >> 32 == v[i] >> 32)
+                b++;
+            insertion_sort(v + a, b - a);
+            i = b - 1;
+        }
 }
 
 int nd_anchor_index_insert_many(nd_anchor_index *idx, const uint32_t *slots,
@@ -206,6 +231,7 @@ int nd_anchor_index_insert_many(nd_anchor_index *idx, const uint32_t *slots,
      * (key, slot): O(entries), not a sort of all of them. */
     uint64_t *all = malloc(total * sizeof(uint64_t));
     size_t *start = calloc((size_t)NBUCKETS + 1, sizeof(size_t));
+    uint64_t *tmp = NULL;
     if (!all || !start) {
         free(all);
         free(start);
@@ -221,12 +247,18 @@ int nd_anchor_index_insert_many(nd_anchor_index *idx, const uint32_t *slots,
             all[start[bucket_of(a)]++] = (uint64_t)key_of(a) << 32 | slots[i];
         }
     /* start[b] is now the end of bucket b, i.e. the start of b + 1. */
-    int rc = 0;
+    size_t most = 0;
+    for (uint32_t bi = 0; bi < NBUCKETS; bi++) {
+        size_t i = bi ? start[bi - 1] : 0;
+        if (start[bi] - i > most)
+            most = start[bi] - i;
+    }
+    int rc = (tmp = malloc((most ? most : 1) * sizeof(uint64_t))) ? 0 : -ENOMEM;
     for (uint32_t bi = 0; bi < NBUCKETS && rc == 0; bi++) {
         size_t i = bi ? start[bi - 1] : 0, j = start[bi];
         if (i == j)
             continue;
-        sort_range(all + i, j - i);
+        sort_range(all + i, tmp, j - i);
         bucket *bk = &idx->b[bi];
         pthread_rwlock_wrlock(lock_of(idx, bi));
         /* Merge the existing entries with all[i..j) (deduplicated). */
@@ -253,6 +285,7 @@ int nd_anchor_index_insert_many(nd_anchor_index *idx, const uint32_t *slots,
         }
         pthread_rwlock_unlock(lock_of(idx, bi));
     }
+    free(tmp);
     free(start);
     free(all);
     return rc;

@@ -80,9 +80,11 @@ static void test_bulk_equals_inserts(void)
     static uint32_t slots[DOCS], anchors[DOCS * M];
     unit_rng_state = 42;
     for (int i = 0; i < DOCS; i++) {
-        slots[i] = (uint32_t)i * 3 + 1;
-        for (int j = 0; j < M; j++) /* small alphabet: many shared anchors */
-            anchors[i * M + j] = (uint32_t)(unit_rng() % 5000) * 0x9E3779B1u;
+        /* slots out of order (the bulk load must not rely on it) */
+        slots[i] = (uint32_t)((i * 7919) % DOCS) * 3 + 1;
+        for (int j = 0; j < M; j++) /* small alphabet: many shared anchors; */
+            anchors[i * M + j] = j < 2 ? 0xABC00000u | (uint32_t)(unit_rng() % 300) /* one bucket */
+                                       : (uint32_t)(unit_rng() % 5000) * 0x9E3779B1u;
     }
     nd_anchor_index *a, *b;
     CHECK(nd_anchor_index_create(&a, 64) == 0 && nd_anchor_index_create(&b, 64) == 0, "create");

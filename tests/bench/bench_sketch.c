@@ -13,8 +13,9 @@
  * 3. The anchor index with --docs documents (default 10,000,000) of --m
  *    (16) uniformly random anchors each, loaded with insert_many (as
  *    start-up does): load time, the process RSS increase per document and
- *    the index's own byte count per document; then queries of 64 anchors
- *    (32 of one stored document + 32 random): us per query; then single
+ *    the index's own byte count per document; then queries of 2 *
+ *    ND_ANCHORS_QUERY anchors (half of one stored document's, half random):
+ *    us per query; then single
  *    inserts and removes: us each. */
 #include <errno.h>
 #include <jansson.h>
@@ -218,21 +219,22 @@ static void bench_anchor_index(size_t docs, size_t m)
            docs, m, load, (rss1 - rss0) / 1e6, (rss1 - rss0) / (double)docs,
            (double)st.bytes / (double)docs, (unsigned long long)st.entries,
            (unsigned long long)st.buckets_used);
-    /* Queries: 32 anchors of a stored document (as a copy has) + 32 random. */
-    size_t nq = 200000, found = 0;
-    uint32_t q[64];
+    /* Queries: 2 * ND_ANCHORS_QUERY anchors (both modes): the first half of a
+     * stored document's (as a copy has), the rest random. */
+    size_t nq = 200000, found = 0, nprobe = 2 * ND_ANCHORS_QUERY;
+    uint32_t q[2 * ND_ANCHORS_QUERY];
     nd_anchor_hit hits[ND_VERDICT_MAX_VERIFY];
     t0 = now();
     for (size_t i = 0; i < nq; i++) {
         size_t d = rng() % docs;
-        for (size_t j = 0; j < 64; j++)
-            q[j] = j < m ? anchors[d * m + j] : rng();
-        size_t n = nd_anchor_index_query(idx, q, 64, hits, ND_VERDICT_MAX_VERIFY, NULL);
+        for (size_t j = 0; j < nprobe; j++)
+            q[j] = j < nprobe / 2 && j < m ? anchors[d * m + j] : rng();
+        size_t n = nd_anchor_index_query(idx, q, nprobe, hits, ND_VERDICT_MAX_VERIFY, NULL);
         found += n && hits[0].slot == d;
     }
     double tq = now() - t0;
-    printf("anchor query (64 anchors): %.2f us/query (%zu of %zu found their document first)\n",
-           tq * 1e6 / (double)nq, found, nq);
+    printf("anchor query (%zu anchors): %.2f us/query (%zu of %zu found their document first)\n",
+           nprobe, tq * 1e6 / (double)nq, found, nq);
     /* Single inserts / removes (registrations and deletes). */
     size_t nw = 100000;
     t0 = now();

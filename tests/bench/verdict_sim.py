@@ -309,7 +309,7 @@ def main():
     ap.add_argument("--cache", default="/tmp/verdict_sim_cache.jsonl")
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--M", type=int, default=16)
-    ap.add_argument("--Q", type=int, default=32)
+    ap.add_argument("--Q", type=int, default=16)
     ap.add_argument("--cap", type=int, default=64)
     ap.add_argument("--V", type=int, default=32)
     ap.add_argument("--min-shared", dest="min_shared", type=int, default=1)
