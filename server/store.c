@@ -142,6 +142,7 @@ typedef struct change {
     uint32_t len;               /* bytes of data (key, value, sketch) */
     uint32_t sketch_len;        /* put / replace: the last bytes of data are
                                  * the sketch (0: none) */
+    bool keep_sketch;           /* delete: leave the sketch (see apply_one) */
     size_t size;                /* bytes charged to the queue */
     unsigned char data[];
 } change;
@@ -803,7 +804,7 @@ static int apply_at_key(nd_store *st, MDB_txn *txn, MDB_cursor *cur, change *c,
     if (rc == 0 && c->kind == CHANGE_REPLACE_AT && c->sketch_len) {
         MDB_val sv = {c->sketch_len, c->data + c->len - c->sketch_len};
         rc = mdb_put(txn, st->sketch_dbi, &k, &sv, 0);
-    } else if (rc == 0) {
+    } else if (rc == 0 && !c->keep_sketch) {
         rc = mdb_del(txn, st->sketch_dbi, &k, NULL);
         rc = rc == MDB_NOTFOUND ? 0 : rc;
     }
@@ -904,6 +905,21 @@ static int fail_status(nd_store *st, int rc)
     return mdb_errno(rc);
 }
 
+/* Commits change c alone. A deletion that does not fit at a full map (it
+ * touches the records and the sketches) is tried again without its
+ * sketch, which stays behind unreachable (keys are never reused), so that
+ * deleting still frees space when nothing else can be written. */
+static int apply_one(nd_store *st, change *c, txn_result *res)
+{
+    int rc = apply_txn(st, c, 1, res);
+    if (rc && is_space_error(rc) && c->kind == CHANGE_DELETE_AT && !c->keep_sketch) {
+        count_txn(st, rc, 1, res);
+        c->keep_sketch = true;
+        rc = apply_txn(st, c, 1, res);
+    }
+    return rc;
+}
+
 /* Commits the batch; when it fails for lack of space, retries each change
  * on its own so that those that fit are kept. */
 static void commit_batch(nd_store *st, change *batch, size_t n)
@@ -916,11 +932,11 @@ static void commit_batch(nd_store *st, change *batch, size_t n)
         count_commit_time(st, mono_us() - t0);
         return;
     }
-    if (n > 1 && is_space_error(rc)) {
+    if ((n > 1 || batch->kind == CHANGE_DELETE_AT) && is_space_error(rc)) {
         if (st->env)
             mdb_reader_check(st->env, NULL);
         for (change *c = batch; c; c = c->next) {
-            int one = apply_txn(st, c, 1, &res);
+            int one = apply_one(st, c, &res);
             count_txn(st, one, 1, &res);
             if (one)
                 c->status = fail_status(st, one);
@@ -1226,6 +1242,7 @@ static change *change_new(enum change_kind kind, size_t len, nd_store_done_fn do
     c->kind = kind;
     c->len = (uint32_t)len;
     c->sketch_len = 0;
+    c->keep_sketch = false;
     c->size = size;
     return c;
 }
