@@ -710,6 +710,13 @@ static void out_check(nd_worker *w)
             r->paused = true;
         }
         if (over && len > 0 && now - r->out_progress_ms >= STALL_MS) {
+            /* An abortive close (RST): the kernel drops what it still holds
+             * of the reply too, instead of keeping it for a client that does
+             * not read (a graceful close queues the FIN behind it). */
+            evutil_socket_t fd = bufferevent_getfd(bev);
+            struct linger lg = {.l_onoff = 1, .l_linger = 0};
+            if (fd >= 0)
+                setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
             w->shed++;
             evhttp_connection_free(r->evcon); /* on_close: writing_done(r) */
         }

@@ -116,7 +116,7 @@ def unread_replies_stay_bounded():
             s.close()
         grown = (hwm - hwm0) / 1024
         print("     %d connections that never read: peak RSS +%.0f MB (from %.0f MB), %d of "
-              "them closed by the server; probes p99 within target" % (
+              "them closed by the server" % (
                   ATTACKERS, grown, rss0 / 1024, closed))
         m = srv.metrics()
         print("     503 overloaded answers: %d" % m.get(
