@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define BUCKET_BITS 20
 #define NBUCKETS (1u << BUCKET_BITS)
@@ -221,31 +222,84 @@ static void sort_range(uint64_t *v, uint64_t *tmp, size_t n)
         }
 }
 
+/* Scratch for the bulk load: anonymous memory asking for huge pages, so that
+ * first touching ~2.5 GB (10M documents) is thousands of page faults, not
+ * hundreds of thousands. NULL on failure. */
+static void *big_alloc(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+static void big_free(void *p, size_t bytes)
+{
+    if (p)
+        munmap(p, bytes);
+}
+
 int nd_anchor_index_insert_many(nd_anchor_index *idx, const uint32_t *slots,
                                 const uint32_t *anchors, size_t ndocs, size_t m)
 {
     size_t total = ndocs * m;
     if (total == 0)
         return 0;
-    /* Counting sort by bucket, then each bucket's few entries by
-     * (key, slot): O(entries), not a sort of all of them. */
-    uint64_t *all = malloc(total * sizeof(uint64_t));
+    /* Entries grouped by bucket with two counting-sort passes of 10 bits
+     * each (the top 10 bits of the bucket, then the low 10 within each part:
+     * each pass writes to 1024 streams, not to a million random places),
+     * then each bucket's few entries sorted by (key, slot). */
+    size_t bytes = total * sizeof(uint64_t);
+    uint64_t *all = big_alloc(bytes);
+    uint64_t *part = big_alloc(bytes);
     size_t *start = calloc((size_t)NBUCKETS + 1, sizeof(size_t));
+    size_t *pstart = calloc(1025, sizeof(size_t));
     uint64_t *tmp = NULL;
-    if (!all || !start) {
-        free(all);
+    if (!all || !part || !start || !pstart) {
+        big_free(all, bytes);
+        big_free(part, bytes);
         free(start);
+        free(pstart);
         return -ENOMEM;
     }
     for (size_t i = 0; i < total; i++)
-        start[bucket_of(anchors[i]) + 1]++;
+        pstart[(anchors[i] >> 22) + 1]++;
+    for (unsigned p = 0; p < 1024; p++)
+        pstart[p + 1] += pstart[p];
+    {
+        size_t *at = malloc(1024 * sizeof(size_t));
+        if (!at) {
+            big_free(all, bytes), big_free(part, bytes), free(start), free(pstart);
+            return -ENOMEM;
+        }
+        memcpy(at, pstart, 1024 * sizeof(size_t));
+        for (size_t i = 0; i < ndocs; i++)
+            for (size_t j = 0; j < m; j++) {
+                uint32_t a = anchors[i * m + j];
+                part[at[a >> 22]++] = (uint64_t)a << 32 | slots[i];
+            }
+        free(at);
+    }
+    for (unsigned p = 0; p < 1024; p++) {
+        size_t lo = pstart[p], hi = pstart[p + 1];
+        size_t *cnt = start + (size_t)p * 1024; /* start[b + 1] counts bucket b */
+        for (size_t i = lo; i < hi; i++)
+            cnt[((part[i] >> 44) & 1023) + 1]++;
+    }
     for (uint32_t b = 0; b < NBUCKETS; b++)
         start[b + 1] += start[b];
-    for (size_t i = 0; i < ndocs; i++)
-        for (size_t j = 0; j < m; j++) {
-            uint32_t a = anchors[i * m + j];
-            all[start[bucket_of(a)]++] = (uint64_t)key_of(a) << 32 | slots[i];
+    for (unsigned p = 0; p < 1024; p++) {
+        size_t lo = pstart[p], hi = pstart[p + 1];
+        for (size_t i = lo; i < hi; i++) {
+            uint32_t a = (uint32_t)(part[i] >> 32);
+            all[start[bucket_of(a)]++] = (uint64_t)key_of(a) << 32 | (uint32_t)part[i];
         }
+    }
+    big_free(part, bytes);
+    free(pstart);
     /* start[b] is now the end of bucket b, i.e. the start of b + 1. */
     size_t most = 0;
     for (uint32_t bi = 0; bi < NBUCKETS; bi++) {
@@ -287,7 +341,7 @@ int nd_anchor_index_insert_many(nd_anchor_index *idx, const uint32_t *slots,
     }
     free(tmp);
     free(start);
-    free(all);
+    big_free(all, bytes);
     return rc;
 }
 
