@@ -6,6 +6,8 @@
  *   text's own mode (return value; or nd_sketch_text()).
  * - 05:00 ND_SKETCH_MAX 512 (encoded sketch <= 2056 bytes); defaults
  *   min_resemblance 0.5, min_containment 0.6 (measured, VERDICT_DEFAULTS.md).
+ * - 05:33 nd_sketch_text_modes(): a text without CJK gets an empty
+ *   character-mode sketch and 0 anchors of that mode (cheaper queries).
  * - 05:25 ND_ANCHORS_QUERY 16 per mode (32 probes; 32 per mode measured the
  *   same on every row, at twice the probe cost).
  *
@@ -203,7 +205,10 @@ int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *scratch, const char *te
  * mode (0 or 1: out[mode] is what nd_sketch_text() gives, the one to store
  * when registering) or -EILSEQ / -ENOMEM. The scratch then holds the
  * shingles of both modes, so nd_sketch_passages() works against a document of
- * either mode. About twice the cost of nd_sketch_text(). */
+ * either mode. A text without any CJK code point gets an EMPTY character-mode
+ * sketch (n = 0, shingles 0) and no character-mode anchors: it is compared
+ * with word-mode documents only (proto/sketch.md: no effect measured, and
+ * English text is 3x cheaper). */
 int nd_sketch_text_modes(const nd_sketcher *sk, nd_sk_scratch *scratch, const char *text,
                          size_t len, nd_sketch out[2], nd_anchors anchors_out[2],
                          unsigned anchors_wanted, nd_sketch_info *info);
