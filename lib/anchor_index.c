@@ -222,6 +222,64 @@ static void sort_range(uint64_t *v, uint64_t *tmp, size_t n)
         }
 }
 
+typedef struct build_job {
+    nd_anchor_index *idx;
+    uint64_t *all;        /* entries grouped by bucket */
+    const size_t *start;  /* start[b] = end of bucket b */
+    uint32_t from, to;    /* buckets [from, to) */
+    int rc;
+} build_job;
+
+/* Sorts and merges buckets [from, to) of a bulk load (one thread). */
+static void *build_buckets(void *arg)
+{
+    build_job *jb = arg;
+    nd_anchor_index *idx = jb->idx;
+    const size_t *start = jb->start;
+    uint64_t *all = jb->all;
+    size_t most = 0;
+    for (uint32_t bi = jb->from; bi < jb->to; bi++) {
+        size_t i = bi ? start[bi - 1] : 0;
+        if (start[bi] - i > most)
+            most = start[bi] - i;
+    }
+    uint64_t *tmp = malloc((most ? most : 1) * sizeof(uint64_t));
+    jb->rc = tmp ? 0 : -ENOMEM;
+    for (uint32_t bi = jb->from; bi < jb->to && jb->rc == 0; bi++) {
+        size_t i = bi ? start[bi - 1] : 0, j = start[bi];
+        if (i == j)
+            continue;
+        sort_range(all + i, tmp, j - i);
+        bucket *bk = &idx->b[bi];
+        pthread_rwlock_wrlock(lock_of(idx, bi));
+        /* Merge the existing entries with all[i..j) (deduplicated). */
+        uint32_t cap = bk->n + (uint32_t)(j - i);
+        uint8_t *e = malloc((size_t)cap * ENTRY);
+        if (!e) {
+            jb->rc = -ENOMEM;
+        } else {
+            uint32_t a = 0, n = 0;
+            size_t b = i;
+            uint64_t last = UINT64_MAX;
+            while (a < bk->n || b < j) {
+                uint64_t va = a < bk->n ? entry_get(bk->e + (size_t)a * ENTRY) : UINT64_MAX;
+                uint64_t v;
+                if (a < bk->n && (b >= j || va <= all[b]))
+                    v = va, a++;
+                else
+                    v = all[b++];
+                if (v != last)
+                    entry_put(e + (size_t)n++ * ENTRY, v), last = v;
+            }
+            free(bk->e);
+            bk->e = e, bk->n = n, bk->cap = cap;
+        }
+        pthread_rwlock_unlock(lock_of(idx, bi));
+    }
+    free(tmp);
+    return NULL;
+}
+
 /* Scratch for the bulk load: anonymous memory asking for huge pages, so that
  * first touching ~2.5 GB (10M documents) is thousands of page faults, not
  * hundreds of thousands. NULL on failure. */
@@ -245,6 +303,13 @@ static void big_free(void *p, size_t bytes)
 int nd_anchor_index_insert_many(nd_anchor_index *idx, const uint32_t *slots,
                                 const uint32_t *anchors, size_t ndocs, size_t m)
 {
+    return nd_anchor_index_insert_many_threads(idx, slots, anchors, ndocs, m, 1);
+}
+
+int nd_anchor_index_insert_many_threads(nd_anchor_index *idx, const uint32_t *slots,
+                                        const uint32_t *anchors, size_t ndocs, size_t m,
+                                        unsigned threads)
+{
     size_t total = ndocs * m;
     if (total == 0)
         return 0;
@@ -257,7 +322,6 @@ int nd_anchor_index_insert_many(nd_anchor_index *idx, const uint32_t *slots,
     uint64_t *part = big_alloc(bytes);
     size_t *start = calloc((size_t)NBUCKETS + 1, sizeof(size_t));
     size_t *pstart = calloc(1025, sizeof(size_t));
-    uint64_t *tmp = NULL;
     if (!all || !part || !start || !pstart) {
         big_free(all, bytes);
         big_free(part, bytes);
@@ -301,45 +365,30 @@ int nd_anchor_index_insert_many(nd_anchor_index *idx, const uint32_t *slots,
     big_free(part, bytes);
     free(pstart);
     /* start[b] is now the end of bucket b, i.e. the start of b + 1. */
-    size_t most = 0;
-    for (uint32_t bi = 0; bi < NBUCKETS; bi++) {
-        size_t i = bi ? start[bi - 1] : 0;
-        if (start[bi] - i > most)
-            most = start[bi] - i;
+    build_job jobs[ND_ANCHOR_LOAD_THREADS_MAX];
+    pthread_t th[ND_ANCHOR_LOAD_THREADS_MAX];
+    bool started[ND_ANCHOR_LOAD_THREADS_MAX] = {false};
+    if (threads < 1)
+        threads = 1;
+    if (threads > ND_ANCHOR_LOAD_THREADS_MAX)
+        threads = ND_ANCHOR_LOAD_THREADS_MAX;
+    for (unsigned t = 0; t < threads; t++)
+        jobs[t] = (build_job){.idx = idx, .all = all, .start = start,
+                              .from = (uint32_t)((uint64_t)NBUCKETS * t / threads),
+                              .to = (uint32_t)((uint64_t)NBUCKETS * (t + 1) / threads)};
+    for (unsigned t = 1; t < threads; t++)
+        started[t] = pthread_create(&th[t], NULL, build_buckets, &jobs[t]) == 0;
+    build_buckets(&jobs[0]);
+    for (unsigned t = 1; t < threads; t++) {
+        if (started[t])
+            pthread_join(th[t], NULL);
+        else
+            build_buckets(&jobs[t]); /* could not start: do it here */
     }
-    int rc = (tmp = malloc((most ? most : 1) * sizeof(uint64_t))) ? 0 : -ENOMEM;
-    for (uint32_t bi = 0; bi < NBUCKETS && rc == 0; bi++) {
-        size_t i = bi ? start[bi - 1] : 0, j = start[bi];
-        if (i == j)
-            continue;
-        sort_range(all + i, tmp, j - i);
-        bucket *bk = &idx->b[bi];
-        pthread_rwlock_wrlock(lock_of(idx, bi));
-        /* Merge the existing entries with all[i..j) (deduplicated). */
-        uint32_t cap = bk->n + (uint32_t)(j - i);
-        uint8_t *e = malloc((size_t)cap * ENTRY);
-        if (!e) {
-            rc = -ENOMEM;
-        } else {
-            uint32_t a = 0, n = 0;
-            size_t b = i;
-            uint64_t last = UINT64_MAX;
-            while (a < bk->n || b < j) {
-                uint64_t va = a < bk->n ? entry_get(bk->e + (size_t)a * ENTRY) : UINT64_MAX;
-                uint64_t v;
-                if (a < bk->n && (b >= j || va <= all[b]))
-                    v = va, a++;
-                else
-                    v = all[b++];
-                if (v != last)
-                    entry_put(e + (size_t)n++ * ENTRY, v), last = v;
-            }
-            free(bk->e);
-            bk->e = e, bk->n = n, bk->cap = cap;
-        }
-        pthread_rwlock_unlock(lock_of(idx, bi));
-    }
-    free(tmp);
+    int rc = 0;
+    for (unsigned t = 0; t < threads; t++)
+        if (jobs[t].rc < 0)
+            rc = jobs[t].rc;
     free(start);
     big_free(all, bytes);
     return rc;

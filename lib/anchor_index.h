@@ -76,6 +76,16 @@ int nd_anchor_index_insert(nd_anchor_index *idx, uint32_t slot, const uint32_t *
 int nd_anchor_index_insert_many(nd_anchor_index *idx, const uint32_t *slots,
                                 const uint32_t *anchors, size_t ndocs, size_t m);
 
+/* Most threads nd_anchor_index_insert_many_threads() uses. */
+#define ND_ANCHOR_LOAD_THREADS_MAX 16
+
+/* nd_anchor_index_insert_many() with the per-bucket sorting and merging split
+ * over `threads` threads (this one and threads - 1 it starts and joins; 1:
+ * none started; at most ND_ANCHOR_LOAD_THREADS_MAX). Same contract. */
+int nd_anchor_index_insert_many_threads(nd_anchor_index *idx, const uint32_t *slots,
+                                        const uint32_t *anchors, size_t ndocs, size_t m,
+                                        unsigned threads);
+
 /* Removes slot from anchors[0..n) (anchors it is not under are ignored).
  * Returns how many entries were removed. Never allocates: arrays do not
  * shrink, except that an emptied bucket's array is freed. */

@@ -92,9 +92,9 @@ static void test_bulk_equals_inserts(void)
         CHECK(nd_anchor_index_insert(a, slots[i], anchors + i * M, M) == 0, "insert");
     /* bulk in two halves: merging into existing buckets too */
     CHECK(nd_anchor_index_insert_many(b, slots, anchors, DOCS / 2, M) == 0, "bulk 1");
-    CHECK(nd_anchor_index_insert_many(b, slots + DOCS / 2, anchors + DOCS / 2 * M, DOCS - DOCS / 2,
-                                      M) == 0,
-          "bulk 2");
+    CHECK(nd_anchor_index_insert_many_threads(b, slots + DOCS / 2, anchors + DOCS / 2 * M,
+                                              DOCS - DOCS / 2, M, 3) == 0,
+          "bulk 2 (3 threads)");
     nd_anchor_stats sa, sb;
     nd_anchor_index_stats(a, &sa);
     nd_anchor_index_stats(b, &sb);

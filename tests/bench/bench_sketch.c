@@ -1,6 +1,7 @@
 /* bench_sketch.c - the cost of the two-stage verdict's new parts.
  *
  *   bench_sketch [--corpus CORPUS.jsonl[.gz]] [--passes N] [--docs N] [--m M]
+ *                [--load-threads T]
  *
  * 1. Per language of the evaluation corpus (default
  *    ../shared/eval/data/corpus.jsonl.gz beside the source tree): best-of-N
@@ -194,6 +195,8 @@ static uint32_t rng(void)
     return (uint32_t)(rng_state >> 16);
 }
 
+static unsigned load_threads = 2;
+
 static void bench_anchor_index(size_t docs, size_t m)
 {
     uint32_t *slots = xmalloc(docs * sizeof(uint32_t));
@@ -207,16 +210,16 @@ static void bench_anchor_index(size_t docs, size_t m)
     if (nd_anchor_index_create(&idx, ND_VERDICT_POSTING_CAP) < 0)
         exit(1);
     double rss0 = rss_bytes(), t0 = now();
-    if (nd_anchor_index_insert_many(idx, slots, anchors, docs, m) < 0) {
+    if (nd_anchor_index_insert_many_threads(idx, slots, anchors, docs, m, load_threads) < 0) {
         fprintf(stderr, "insert_many: out of memory\n");
         exit(1);
     }
     double load = now() - t0, rss1 = rss_bytes();
     nd_anchor_stats st;
     nd_anchor_index_stats(idx, &st);
-    printf("anchor index: docs=%zu m=%zu load (insert_many) %.2f s | RSS +%.1f MB = %.1f B/doc | "
+    printf("anchor index: docs=%zu m=%zu load (insert_many, %u threads) %.2f s | RSS +%.1f MB = %.1f B/doc | "
            "index bytes %.1f B/doc (%llu entries, %llu buckets used)\n",
-           docs, m, load, (rss1 - rss0) / 1e6, (rss1 - rss0) / (double)docs,
+           docs, m, load_threads, load, (rss1 - rss0) / 1e6, (rss1 - rss0) / (double)docs,
            (double)st.bytes / (double)docs, (unsigned long long)st.entries,
            (unsigned long long)st.buckets_used);
     /* Queries: 2 * ND_ANCHORS_QUERY anchors (both modes): the first half of a
@@ -268,6 +271,8 @@ int main(int argc, char **argv)
             docs = (size_t)atoll(argv[++i]);
         else if (strcmp(argv[i], "--m") == 0 && i + 1 < argc)
             m = (size_t)atoll(argv[++i]);
+        else if (strcmp(argv[i], "--load-threads") == 0 && i + 1 < argc)
+            load_threads = (unsigned)atoi(argv[++i]);
         else if (strcmp(argv[i], "--corpus") == 0 && i + 1 < argc)
             path = argv[++i];
         else {
