@@ -18,10 +18,8 @@
 #define W_WORD 5
 #define W_SHINGLE 15     /* a shingle's tokens reach this summed weight */
 #define LEVEL_MAX 31
-#ifndef CHAR_MODE_NUM
 #define CHAR_MODE_NUM 1 /* character mode when CJK >= NUM/DEN of C + W */
 #define CHAR_MODE_DEN 25
-#endif
 #define ENCODING_FORMAT 1
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

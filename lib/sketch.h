@@ -24,8 +24,10 @@
  * - The text is normalized code point by code point exactly as the
  *   fingerprint does (lib/normalizer.h; the same skipped markdown images,
  *   link targets and URLs). Each CJK code point is one token of weight 3,
- *   each run of word characters one token of weight 5; punctuation, symbols
- *   and space only separate tokens. Every token keeps the code-point span
+ *   each run of word characters one token of weight 5 (word mode) — or, in
+ *   character mode (CJK >= 1/25 of the letters, see ND_SKETCH_MODE_CHAR),
+ *   every letter and digit a token of weight 3; punctuation, symbols and
+ *   space only separate tokens. Every token keeps the code-point span
  *   [start, end) of the source text it came from.
  * - Shingle i is tokens i..j, j the first index at which the summed weight
  *   reaches 15 (5 Han characters, 3 words, mixes in between). A text whose
