@@ -12,6 +12,7 @@
  *   6. bit i is set iff counter i > 0. */
 #include "fingerprint.h"
 #include "fingerprint_tuning.h"
+#include "markup.h"
 #include "normalizer.h"
 #include "utf8.h"
 
@@ -594,87 +595,6 @@ static inline void feed_char(fp_state *st, uint32_t e)
         flush_hangul(st);
 }
 
-static bool ascii_prefix_ci(const uint8_t *s, size_t len, const char *lit)
-{
-    size_t i = 0;
-    for (; lit[i]; i++) {
-        if (i >= len)
-            return false;
-        uint8_t c = s[i];
-        if (c >= 'A' && c <= 'Z')
-            c = (uint8_t)(c + 32);
-        if (c != (uint8_t)lit[i])
-            return false;
-    }
-    return true;
-}
-
-/* Bytes that end a URL: ASCII space and controls, quotes, angle brackets,
- * parentheses, square and curly brackets, backquote, and any non-ASCII byte
- * (text in another script usually follows a URL directly). */
-static bool ends_url(uint8_t c)
-{
-    return c <= ' ' || c >= 0x80 || c == '"' || c == '\'' || c == '<' ||
-           c == '>' || c == '(' || c == ')' || c == '[' || c == ']' ||
-           c == '{' || c == '}' || c == '`';
-}
-
-/* Returns the index just past the first byte c in s[i, min(len, i + max)),
- * or 0 if a newline or the limit comes first. */
-static size_t find_on_line(const uint8_t *s, size_t len, size_t i, size_t max, uint8_t c)
-{
-    size_t end = len - i > max ? i + max : len;
-    for (size_t j = i; j < end && s[j] != '\n'; j++)
-        if (s[j] == c)
-            return j + 1;
-    return 0;
-}
-
-/* Markup that re-posting adds without adding words: a markdown image
- * "![alt](target)" (the alt text is mostly "image" or "图片"), and the
- * target of a markdown link "](target)". Returns the length to skip, or 0. */
-static size_t markup_length(const uint8_t *s, size_t len, size_t i)
-{
-    size_t j;
-    if (s[i] == '!' && i + 1 < len && s[i + 1] == '[') {
-        j = find_on_line(s, len, i + 2, 512, ']');
-        if (j && j < len && s[j] == '(' && (j = find_on_line(s, len, j + 1, 4096, ')')))
-            return j - i;
-        return 0;
-    }
-    if (s[i] == ']' && i + 1 < len && s[i + 1] == '(') {
-        j = find_on_line(s, len, i + 2, 4096, ')');
-        return j ? j - i : 0;
-    }
-    return 0;
-}
-
-/* Length of the URL or link markup starting at s[i], or 0. A URL starts
- * with http://, https://, ftp:// or www. (ASCII case-insensitive) where a
- * word may start, and runs to the first byte for which ends_url() holds. */
-static size_t skip_length(const uint8_t *s, size_t len, size_t i, bool at_word_start)
-{
-    size_t j = markup_length(s, len, i);
-    uint8_t lower = s[i] | 0x20;
-    if (j || !at_word_start || (lower != 'h' && lower != 'w' && lower != 'f'))
-        return j;
-    const uint8_t *p = s + i;
-    size_t rest = len - i;
-    if (ascii_prefix_ci(p, rest, "https://"))
-        j = i + 8;
-    else if (ascii_prefix_ci(p, rest, "http://"))
-        j = i + 7;
-    else if (ascii_prefix_ci(p, rest, "ftp://"))
-        j = i + 6;
-    else if (ascii_prefix_ci(p, rest, "www."))
-        j = i + 4;
-    else
-        return 0;
-    while (j < len && !ends_url(s[j]))
-        j++;
-    return j - i;
-}
-
 /* Integer weight of a feature of kind and n seen tf times. */
 static int64_t weight_of(const nd_fingerprinter *fp, unsigned kind, unsigned n, uint32_t tf)
 {
@@ -1010,7 +930,7 @@ static size_t feed_3byte(fp_state *st, const uint8_t *s, size_t len, size_t pos)
  * Returns the bytes skipped, or 0. */
 static size_t skip_markup(fp_state *st, const uint8_t *s, size_t len, size_t pos)
 {
-    size_t skip = skip_length(s, len, pos, st->word_start);
+    size_t skip = nd_markup_skip_length(s, len, pos, st->word_start);
     if (!skip)
         return 0;
     if (nd_utf8_validate((const char *)s + pos, skip, NULL) < 0)
@@ -1021,7 +941,7 @@ static size_t skip_markup(fp_state *st, const uint8_t *s, size_t len, size_t pos
     return skip;
 }
 
-/* Whether skip_length() may find a URL or link markup at s[pos], an ASCII
+/* Whether nd_markup_skip_length() may find a URL or link markup at s[pos], an ASCII
  * byte of class bits a: a quick test of the first two bytes. */
 static inline bool may_skip(const uint8_t *s, size_t len, size_t pos, unsigned a, bool word_start)
 {
