@@ -34,13 +34,17 @@
 struct nd_sketcher {
     nd_normalizer *norm;
     uint64_t *cp_hash; /* XXH3 of the UTF-8 of each BMP code point */
+    uint8_t cjk_block[256]; /* BMP block cp >> 8 has a code point mapping to CJK */
 };
 
-typedef struct token {
-    uint64_t h;
-    uint32_t start, end; /* source code points [start, end) */
-    uint32_t weight;
-} token;
+/* A token stream, one array per field: the hashes of a shingle's tokens
+ * are contiguous, so the shingle hash reads them in place. */
+typedef struct tstream {
+    uint64_t *h;
+    uint32_t *start, *end; /* source code points [start, end) */
+    uint8_t *w;            /* weight */
+    size_t n, cap;
+} tstream;
 
 typedef struct shingle {
     uint64_t h;
@@ -48,10 +52,8 @@ typedef struct shingle {
 } shingle;
 
 struct nd_sk_scratch {
-    token *tok;            /* the tokens used: one of the two streams */
-    size_t ntok, tok_cap;
-    token *ctok;           /* character mode stream (see tokenize()) */
-    size_t nctok, ctok_cap;
+    tstream tok;           /* word mode stream */
+    tstream ctok;          /* character mode stream (see tokenize()) */
     shingle *sh[2];        /* per mode: the last text's shingles, in text order */
     size_t nsh[2], sh_cap[2];
     uint64_t *set; /* open addressing, 0 = empty; power-of-two size */
@@ -72,6 +74,7 @@ typedef struct tok_state {
     uint32_t word_start, word_end;
     uint32_t hangul, hangul_start; /* pending jamo L or LV syllable, its start */
     uint32_t cjk_cps, word_cps;     /* class C and W code points (after mapping) */
+    bool want_char;                 /* build the character mode stream */
     int err;
 } tok_state;
 
@@ -89,6 +92,12 @@ int nd_sketcher_create(nd_sketcher **out)
     for (uint32_t cp = 0; cp < ND_NORM_BMP; cp++) {
         uint8_t b[4];
         sk->cp_hash[cp] = cp >= 0xD800 && cp <= 0xDFFF ? 0 : XXH3_64bits(b, nd_utf8_encode(cp, b));
+        uint32_t buf[ND_NORM_MAX];
+        const uint32_t *seq;
+        unsigned n = cp >= 0xD800 && cp <= 0xDFFF ? 0 : nd_normalizer_map(sk->norm, cp, buf, &seq);
+        for (unsigned i = 0; i < n; i++)
+            if (ND_NORM_CLASS(seq[i]) == ND_CHAR_CJK)
+                sk->cjk_block[cp >> 8] = 1;
     }
     *out = sk;
     return 0;
@@ -116,8 +125,9 @@ void nd_sk_scratch_destroy(nd_sk_scratch *s)
 {
     if (!s)
         return;
-    free(s->tok);
-    free(s->ctok);
+    tstream *ts[2] = {&s->tok, &s->ctok};
+    for (int i = 0; i < 2; i++)
+        free(ts[i]->h), free(ts[i]->start), free(ts[i]->end), free(ts[i]->w);
     free(s->sh[0]);
     free(s->sh[1]);
     free(s->set);
@@ -143,26 +153,42 @@ static bool is_lv(uint32_t cp)
     return cp >= HANGUL_S && cp < HANGUL_S + HANGUL_NS && (cp - HANGUL_S) % HANGUL_NT == 0;
 }
 
-static void push_to(tok_state *st, token **arr, size_t *n, size_t *cap, token t)
+static __attribute__((noinline)) int ts_grow(tstream *t)
 {
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 1024;
-        token *a = realloc(*arr, c * sizeof(*a));
-        if (!a) {
-            st->err = -ENOMEM;
-            return;
-        }
-        *arr = a, *cap = c;
+    size_t c = t->cap ? t->cap * 2 : 1024;
+    uint64_t *h = realloc(t->h, c * sizeof(*h));
+    if (h)
+        t->h = h;
+    uint32_t *a = realloc(t->start, c * sizeof(*a));
+    if (a)
+        t->start = a;
+    uint32_t *b = realloc(t->end, c * sizeof(*b));
+    if (b)
+        t->end = b;
+    uint8_t *w = realloc(t->w, c);
+    if (w)
+        t->w = w;
+    if (!h || !a || !b || !w)
+        return -ENOMEM;
+    t->cap = c;
+    return 0;
+}
+
+static inline __attribute__((always_inline)) void push_to(tok_state *st, tstream *t, uint64_t h,
+                                                          uint32_t start, uint32_t end, uint32_t w)
+{
+    if (__builtin_expect(t->n == t->cap, 0) && ts_grow(t) < 0) {
+        st->err = -ENOMEM;
+        return;
     }
-    (*arr)[(*n)++] = t;
+    size_t i = t->n++;
+    t->h[i] = h, t->start[i] = start, t->end[i] = end, t->w[i] = (uint8_t)w;
 }
 
 /* A token of the word-mode stream (words and CJK characters). */
-static void push_token(tok_state *st, uint64_t h, uint32_t start, uint32_t end, uint32_t w)
+static inline void push_token(tok_state *st, uint64_t h, uint32_t start, uint32_t end, uint32_t w)
 {
-    nd_sk_scratch *s = st->s;
-    push_to(st, &s->tok, &s->ntok, &s->tok_cap,
-            (token){.h = h, .start = start, .end = end, .weight = w});
+    push_to(st, &st->s->tok, h, start, end, w);
 }
 
 /* A token of the character-mode stream (every W or C code point). */
@@ -174,18 +200,17 @@ static inline uint64_t cp_hash(const tok_state *st, uint32_t cp)
     return XXH3_64bits(b, nd_utf8_encode(cp, b));
 }
 
-static void push_char_token(tok_state *st, uint64_t h, uint32_t start, uint32_t end)
+static inline void push_char_token(tok_state *st, uint64_t h, uint32_t start, uint32_t end)
 {
-    nd_sk_scratch *s = st->s;
-    push_to(st, &s->ctok, &s->nctok, &s->ctok_cap,
-            (token){.h = h, .start = start, .end = end, .weight = W_CJK});
+    push_to(st, &st->s->ctok, h, start, end, W_CJK);
 }
 
 static void push_cjk(tok_state *st, uint32_t cp, uint32_t start, uint32_t end)
 {
     uint64_t h = cp_hash(st, cp);
     push_token(st, h, start, end, W_CJK);
-    push_char_token(st, h, start, end);
+    if (st->want_char)
+        push_char_token(st, h, start, end);
 }
 
 static void flush_hangul(tok_state *st, uint32_t end)
@@ -232,15 +257,22 @@ static void feed_entry(tok_state *st, uint32_t e, uint32_t ci)
         /* A pending jamo ends where the word starts. */
         flush_hangul(st, ci);
         st->word_cps++;
-        push_char_token(st, cp_hash(st, cp), ci, ci + 1);
+        if (st->want_char)
+            push_char_token(st, cp_hash(st, cp), ci, ci + 1);
         if (st->word_len == 0)
             st->word_start = ci;
         st->word_end = ci + 1;
-        uint8_t b[4];
-        size_t n = nd_utf8_encode(cp, b);
-        if (st->word_len + n <= WORD_MAX) {
-            memcpy(st->word + st->word_len, b, n);
-            st->word_len += n;
+        if (cp < 0x80 && st->word_len < WORD_MAX) {
+            st->word[st->word_len++] = (uint8_t)cp;
+        } else if (st->word_len + 4 <= WORD_MAX) {
+            st->word_len += nd_utf8_encode(cp, st->word + st->word_len);
+        } else {
+            uint8_t b[4];
+            size_t n = nd_utf8_encode(cp, b);
+            if (st->word_len + n <= WORD_MAX) {
+                memcpy(st->word + st->word_len, b, n);
+                st->word_len += n;
+            }
         }
         return;
     }
@@ -320,6 +352,47 @@ static size_t skip_length(const uint8_t *s, size_t len, size_t i, bool at_word_s
     return j - i;
 }
 
+/* Bytes that may start a skipped span (skip_length()): ! ] h w f H W F. */
+static const uint8_t skip_trigger[256] = {
+    ['!'] = 1, [']'] = 1, ['h'] = 1, ['w'] = 1, ['f'] = 1, ['H'] = 1, ['W'] = 1, ['F'] = 1,
+};
+
+/* Whether valid UTF-8 s may hold a code point that maps to a CJK-class
+ * entry (false: it certainly holds none, so its character-mode stream is
+ * not needed). */
+static bool maybe_cjk(const nd_sketcher *sk, const uint8_t *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        if (i + 8 <= len) {
+            uint64_t x;
+            memcpy(&x, s + i, 8);
+            if (!(x & 0x8080808080808080ull)) {
+                i += 8;
+                continue;
+            }
+        }
+        uint8_t b = s[i];
+        if (b < 0x80) {
+            i++;
+        } else if (b < 0xE0) {
+            uint32_t cp = (uint32_t)(b & 0x1F) << 6 | (s[i + 1] & 0x3Fu);
+            if (sk->cjk_block[cp >> 8])
+                return true;
+            i += 2;
+        } else if (b < 0xF0) {
+            uint32_t cp = (uint32_t)(b & 0x0F) << 12 | (uint32_t)(s[i + 1] & 0x3F) << 6
+                          | (s[i + 2] & 0x3Fu);
+            if (sk->cjk_block[cp >> 8])
+                return true;
+            i += 3;
+        } else {
+            return true; /* outside the BMP: not tabulated */
+        }
+    }
+    return false;
+}
+
 /* Tokenizes valid UTF-8; returns the code point count. */
 static uint32_t tokenize(const nd_sketcher *sk, tok_state *st, const uint8_t *s, size_t len)
 {
@@ -328,7 +401,7 @@ static uint32_t tokenize(const nd_sketcher *sk, tok_state *st, const uint8_t *s,
     bool word_start = true;
     while (pos < len && !st->err) {
         uint8_t b = s[pos];
-        if (b == '!' || b == ']' || ((b | 0x20) == 'h' || (b | 0x20) == 'w' || (b | 0x20) == 'f')) {
+        if (skip_trigger[b]) {
             size_t k = skip_length(s, len, pos, word_start);
             if (k) {
                 end_word(st);
@@ -470,9 +543,12 @@ static void sort_u32(uint32_t *a, size_t n)
 }
 
 /* Shingles, sample and anchors of one token stream into mode slot `mode`. */
-static int sketch_stream(nd_sk_scratch *s, const token *tok, size_t nt, unsigned mode,
+static int sketch_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
                          nd_sketch *out, nd_anchors *anchors_out, unsigned anchors_wanted)
 {
+    size_t nt = ts->n;
+    const uint64_t *th = ts->h;
+    const uint8_t *tw = ts->w;
     /* Shingles: tokens i..j, j the first index where the weight reaches 15. */
     if (grow((void **)&s->sh[mode], &s->sh_cap[mode], nt ? nt : 1, sizeof(shingle)) < 0)
         return -ENOMEM;
@@ -483,19 +559,16 @@ static int sketch_stream(nd_sk_scratch *s, const token *tok, size_t nt, unsigned
         uint32_t w = 0; /* weight of tokens i..j-1 */
         for (size_t i = 0; i < nt; i++) {
             while (j < nt && w < W_SHINGLE)
-                w += tok[j++].weight;
+                w += tw[j++];
             if (w < W_SHINGLE && i > 0)
                 break; /* the rest never reaches 15 */
-            uint64_t hs[W_SHINGLE];
-            size_t k = 0;
-            for (size_t t = i; t < j; t++)
-                hs[k++] = tok[t].h;
-            /* k <= 5: weights are >= 3 */
-            uint64_t h = XXH3_64bits(hs, k * sizeof(uint64_t));
-            sh[nsh++] = (shingle){.h = h ? h : 1, .start = tok[i].start, .end = tok[j - 1].end};
+            /* the hashes of tokens i..j-1 in place (j - i <= 5 unless the
+             * text never reaches 15: then all of them) */
+            uint64_t h = XXH3_64bits(th + i, (j - i) * sizeof(uint64_t));
+            sh[nsh++] = (shingle){.h = h ? h : 1, .start = ts->start[i], .end = ts->end[j - 1]};
             if (w < W_SHINGLE)
                 break; /* i == 0: one shingle of all the tokens */
-            w -= tok[i].weight;
+            w -= tw[i];
         }
     }
     s->nsh[mode] = nsh;
@@ -567,8 +640,9 @@ static int tokenize_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *te
     s->have_text = false;
     if (len && nd_utf8_validate(text, len, NULL) < 0)
         return -EILSEQ;
-    tok_state st = {.s = s, .cp_hash = sk->cp_hash};
-    s->ntok = s->nctok = 0;
+    tok_state st = {.s = s, .cp_hash = sk->cp_hash,
+                    .want_char = maybe_cjk(sk, (const uint8_t *)text, len)};
+    s->tok.n = s->ctok.n = 0;
     *ncp = tokenize(sk, &st, (const uint8_t *)text, len);
     if (st.err)
         return st.err;
@@ -593,12 +667,12 @@ int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, si
         return mode;
     s->nsh[0] = s->nsh[1] = 0;
     int rc = mode == ND_SKETCH_MODE_CHAR
-                 ? sketch_stream(s, s->ctok, s->nctok, 1, out, anchors_out, anchors_wanted)
-                 : sketch_stream(s, s->tok, s->ntok, 0, out, anchors_out, anchors_wanted);
+                 ? sketch_stream(s, &s->ctok, 1, out, anchors_out, anchors_wanted)
+                 : sketch_stream(s, &s->tok, 0, out, anchors_out, anchors_wanted);
     if (rc < 0)
         return rc;
     if (info) {
-        info->tokens = (uint32_t)(mode ? s->nctok : s->ntok);
+        info->tokens = (uint32_t)(mode ? s->ctok.n : s->tok.n);
         info->shingles = (uint32_t)s->nsh[mode];
         info->code_points = ncp;
         info->mode = (uint8_t)mode;
@@ -615,10 +689,10 @@ int nd_sketch_text_modes(const nd_sketcher *sk, nd_sk_scratch *s, const char *te
     int mode = tokenize_text(sk, s, text, len, &ncp);
     if (mode < 0)
         return mode;
-    int rc = sketch_stream(s, s->tok, s->ntok, 0, &out[0], anchors_out ? &anchors_out[0] : NULL,
+    int rc = sketch_stream(s, &s->tok, 0, &out[0], anchors_out ? &anchors_out[0] : NULL,
                            anchors_wanted);
     if (rc == 0 && s->has_cjk) {
-        rc = sketch_stream(s, s->ctok, s->nctok, 1, &out[1],
+        rc = sketch_stream(s, &s->ctok, 1, &out[1],
                            anchors_out ? &anchors_out[1] : NULL, anchors_wanted);
     } else if (rc == 0) {
         /* No CJK code point: the character-mode sketch is left empty (it
@@ -632,7 +706,7 @@ int nd_sketch_text_modes(const nd_sketcher *sk, nd_sk_scratch *s, const char *te
     if (rc < 0)
         return rc;
     if (info) {
-        info->tokens = (uint32_t)(mode ? s->nctok : s->ntok);
+        info->tokens = (uint32_t)(mode ? s->ctok.n : s->tok.n);
         info->shingles = (uint32_t)s->nsh[mode];
         info->code_points = ncp;
         info->mode = (uint8_t)mode;

@@ -1,7 +1,7 @@
 /* bench_sketch.c - the cost of the two-stage verdict's new parts.
  *
  *   bench_sketch [--corpus CORPUS.jsonl[.gz]] [--passes N] [--docs N] [--m M]
- *                [--load-threads T]
+ *                [--load-threads T] [--limit DOCS_PER_LANGUAGE]
  *
  * 1. Per language of the evaluation corpus (default
  *    ../shared/eval/data/corpus.jsonl.gz beside the source tree): best-of-N
@@ -81,6 +81,8 @@ static void doc_set_add(doc_set *d, const char *text, size_t len)
     d->bytes += len;
 }
 
+static size_t load_limit = (size_t)-1; /* --limit: documents per language */
+
 static int load(const char *path, doc_set *zh, doc_set *en)
 {
     size_t n = strlen(path);
@@ -96,7 +98,8 @@ static int load(const char *path, doc_set *zh, doc_set *en)
         json_t *o = json_loads(line, 0, NULL);
         const char *lang = json_string_value(json_object_get(o, "lang"));
         json_t *text = json_object_get(o, "text");
-        if (lang && json_is_string(text))
+        doc_set *to = lang && strcmp(lang, "zh") == 0 ? zh : en;
+        if (lang && json_is_string(text) && to->n < load_limit)
             doc_set_add(strcmp(lang, "zh") == 0 ? zh : en, json_string_value(text),
                         json_string_length(text));
         json_decref(o);
@@ -273,10 +276,13 @@ int main(int argc, char **argv)
             m = (size_t)atoll(argv[++i]);
         else if (strcmp(argv[i], "--load-threads") == 0 && i + 1 < argc)
             load_threads = (unsigned)atoi(argv[++i]);
+        else if (strcmp(argv[i], "--limit") == 0 && i + 1 < argc)
+            load_limit = (size_t)atoll(argv[++i]);
         else if (strcmp(argv[i], "--corpus") == 0 && i + 1 < argc)
             path = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_sketch [--corpus F] [--passes N] [--docs N] [--m M]\n");
+            fprintf(stderr, "usage: bench_sketch [--corpus F] [--passes N] [--docs N] [--m M] "
+                            "[--load-threads T] [--limit DOCS_PER_LANGUAGE]\n");
             return 2;
         }
     }
