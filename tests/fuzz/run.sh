@@ -9,7 +9,7 @@
 # --jobs      targets run at the same time (default 1)
 # --out       build and work directory (default build-fuzz)
 # TARGET      fuzz_fingerprint fuzz_json fuzz_fingerprint_body fuzz_check_body
-#             fuzz_headers fuzz_index fuzz_sketch (default: all)
+#             fuzz_headers fuzz_index fuzz_sketch fuzz_framing (default: all)
 #
 # Each target's corpus grows in OUT/corpus/TARGET (the seeds in
 # tests/fuzz/corpus/TARGET are read, never written); a crash is saved as
@@ -35,7 +35,7 @@ while (($#)); do
     *) targets+=("$1"); shift ;;
     esac
 done
-all=(fuzz_fingerprint fuzz_json fuzz_fingerprint_body fuzz_check_body fuzz_headers fuzz_index fuzz_sketch)
+all=(fuzz_fingerprint fuzz_json fuzz_fingerprint_body fuzz_check_body fuzz_headers fuzz_index fuzz_sketch fuzz_framing)
 ((${#targets[@]})) || targets=("${all[@]}")
 
 cc="${CC_FUZZ:-clang}"
@@ -62,7 +62,7 @@ san="-fsanitize=address,undefined -fno-sanitize-recover=all"
 cflags="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -Wall -Wextra
         -Ilib -Iserver -Itests/fuzz $(pkg-config --cflags $pkgs)"
 libs="$(pkg-config --libs $pkgs) -lm -lpthread"
-srcs=(lib/utf8.c lib/normalizer.c lib/fingerprint.c lib/index.c lib/sketch.c lib/anchor_index.c
+srcs=(lib/utf8.c lib/normalizer.c lib/fingerprint.c lib/index.c lib/sketch.c lib/anchor_index.c server/framing.c
       server/json.c server/request.c server/auth.c server/registry.c server/store.c)
 objs=()
 for s in "${srcs[@]}"; do
