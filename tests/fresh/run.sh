@@ -362,7 +362,6 @@ part_readme() {
         wait "$job"
         forget "$job"
     fi
-    timed readme $((SECONDS - t0))
 }
 
 # ---- tests: the README's test suites in that root ---------------------------
@@ -406,7 +405,6 @@ PY
         grep -a -E '^ *[0-9]+/[0-9]+ .*(FAIL|TIMEOUT|ERROR)' "$log" | sed 's/^/    | /' | head -20
         log_tail "$log"
     fi
-    timed tests $((SECONDS - t0))
 }
 
 # ---- systemd: boot the root, install and run the unit ----------------------
@@ -538,7 +536,6 @@ part_systemd() {
         wait "$nspawn"
         forget "$nspawn"
     fi
-    timed systemd $((SECONDS - t0))
 }
 
 # ---- container: the Dockerfile with podman ---------------------------------
@@ -645,13 +642,14 @@ part_container() {
         pod logs --tail 20 "$name-2" 2>&1 | sed 's/^/    | /'
     fi
     pod stop -t 30 "$name-2" >/dev/null 2>&1
-    timed container $((SECONDS - t0))
 }
 
 t_all=$SECONDS
 if make_base; then
     if want readme; then
+        t_part=$SECONDS
         part_readme
+        timed readme $((SECONDS - t_part))
         # The later parts in the root need what the README's command installed and built.
         if [[ ! -x "$work/root/neardup/build/server/neardupd" ]]; then
             want tests && result tests SKIP "the README's command did not build neardupd"
@@ -664,9 +662,12 @@ if make_base; then
         parts=("${parts[@]/tests/}")
         parts=("${parts[@]/systemd/}")
     fi
-    want tests && part_tests
-    want systemd && part_systemd
-    want container && part_container
+    for part in tests systemd container; do
+        want "$part" || continue
+        t_part=$SECONDS
+        "part_$part"
+        timed "$part" $((SECONDS - t_part))
+    done
 fi
 timed total $((SECONDS - t_all))
 p=$(grep -c ': PASS' "$out/results.txt")
