@@ -448,18 +448,11 @@ static uint64_t rotl32(uint64_t h)
     return (h << 32) | (h >> 32);
 }
 
-static uint64_t mix(uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    return h;
-}
-
-/* Inserts h into the set; true if it was new. */
+/* Inserts h into the set; true if it was new. h is a hash already: its
+ * halves folded pick the cell (the set's layout changes no output). */
 static bool set_add(nd_sk_scratch *s, uint64_t h)
 {
-    size_t mask = s->set_size - 1, i = (size_t)mix(h) & mask;
+    size_t mask = s->set_size - 1, i = (size_t)(h ^ (h >> 32)) & mask;
     while (s->set[i]) {
         if (s->set[i] == h)
             return false;
@@ -524,22 +517,27 @@ static void sort_u64(uint64_t *a, size_t n)
     }
 }
 
-/* LSD radix sort of a[0..n), n <= ND_SKETCH_MAX. */
+/* Sorts a[0..n), n <= ND_SKETCH_MAX: one counting pass on the top 8 bits
+ * (the values' top bits are hash bits: ~2 per bucket), then an insertion
+ * sort of the nearly sorted result (it only moves values within a bucket). */
 static void sort_u32(uint32_t *a, size_t n)
 {
-    uint32_t tmp[ND_SKETCH_MAX], *src = a, *dst = tmp;
-    for (unsigned shift = 0; shift < 32; shift += 8) {
-        uint32_t count[257] = {0};
-        for (size_t i = 0; i < n; i++)
-            count[((src[i] >> shift) & 255) + 1]++;
-        for (unsigned b = 1; b < 257; b++)
-            count[b] += count[b - 1];
-        for (size_t i = 0; i < n; i++)
-            dst[count[(src[i] >> shift) & 255]++] = src[i];
-        uint32_t *t = src;
-        src = dst, dst = t;
+    if (n < 2)
+        return;
+    uint32_t tmp[ND_SKETCH_MAX], count[257] = {0};
+    for (size_t i = 0; i < n; i++)
+        count[(a[i] >> 24) + 1]++;
+    for (unsigned b = 1; b < 257; b++)
+        count[b] += count[b - 1];
+    for (size_t i = 0; i < n; i++)
+        tmp[count[a[i] >> 24]++] = a[i];
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x = tmp[i];
+        size_t j = i;
+        for (; j && a[j - 1] > x; j--)
+            a[j] = a[j - 1];
+        a[j] = x;
     }
-    /* four passes: the result is back in a */
 }
 
 /* Shingles, sample and anchors of one token stream into mode slot `mode`. */
