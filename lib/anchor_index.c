@@ -222,67 +222,91 @@ static void sort_range(uint64_t *v, uint64_t *tmp, size_t n)
         }
 }
 
+/* Merges the sorted entries v[0..n) (key << 32 | slot) into bucket bi,
+ * deduplicated, under its write lock. 0 or -ENOMEM. */
+static int merge_bucket(nd_anchor_index *idx, uint32_t bi, const uint64_t *v, size_t n)
+{
+    bucket *bk = &idx->b[bi];
+    int rc = 0;
+    pthread_rwlock_wrlock(lock_of(idx, bi));
+    uint32_t cap = bk->n + (uint32_t)n;
+    uint8_t *e = malloc((size_t)cap * ENTRY);
+    if (!e) {
+        rc = -ENOMEM;
+    } else {
+        uint32_t a = 0, k = 0;
+        size_t b = 0;
+        uint64_t last = UINT64_MAX;
+        while (a < bk->n || b < n) {
+            uint64_t va = a < bk->n ? entry_get(bk->e + (size_t)a * ENTRY) : UINT64_MAX;
+            uint64_t x;
+            if (a < bk->n && (b >= n || va <= v[b]))
+                x = va, a++;
+            else
+                x = v[b++];
+            if (x != last)
+                entry_put(e + (size_t)k++ * ENTRY, x), last = x;
+        }
+        free(bk->e);
+        bk->e = e, bk->n = k, bk->cap = cap;
+    }
+    pthread_rwlock_unlock(lock_of(idx, bi));
+    return rc;
+}
+
+#define PART_BITS 10           /* first-level parts: the top 10 bits of an anchor */
+#define NPARTS (1u << PART_BITS)
+#define SUB_BITS (BUCKET_BITS - PART_BITS) /* buckets per part: 1024 */
+/* Entries of first-level scratch per round: the parts are gathered a range
+ * at a time (one more read of the anchors per round) so that the scratch,
+ * whose first touch is what a bulk load mostly costs on a VM, stays small. */
+#ifndef ROUND_ENTRIES /* (overridable for a test of many rounds) */
+#define ROUND_ENTRIES (24u << 20)
+#endif
+
 typedef struct build_job {
     nd_anchor_index *idx;
-    uint64_t *all;        /* entries grouped by bucket */
-    const size_t *start;  /* start[b] = end of bucket b */
-    uint32_t from, to;    /* buckets [from, to) */
+    const uint64_t *part;  /* this round's entries (a << 32 | slot), by part */
+    const size_t *pstart;  /* part p of the round: [pstart[p], pstart[p + 1]) */
+    unsigned p0, from, step, to; /* parts from, from + step, ... < to (absolute) */
+    uint64_t *sub, *tmp;   /* scratch: the largest part, twice */
     int rc;
 } build_job;
 
-/* Sorts and merges buckets [from, to) of a bulk load (one thread). */
-static void *build_buckets(void *arg)
+/* Groups each of its parts by bucket, sorts each bucket's entries and
+ * merges them into the index (one thread). */
+static void *build_parts(void *arg)
 {
     build_job *jb = arg;
-    nd_anchor_index *idx = jb->idx;
-    const size_t *start = jb->start;
-    uint64_t *all = jb->all;
-    size_t most = 0;
-    for (uint32_t bi = jb->from; bi < jb->to; bi++) {
-        size_t i = bi ? start[bi - 1] : 0;
-        if (start[bi] - i > most)
-            most = start[bi] - i;
-    }
-    uint64_t *tmp = malloc((most ? most : 1) * sizeof(uint64_t));
-    jb->rc = tmp ? 0 : -ENOMEM;
-    for (uint32_t bi = jb->from; bi < jb->to && jb->rc == 0; bi++) {
-        size_t i = bi ? start[bi - 1] : 0, j = start[bi];
-        if (i == j)
+    size_t cnt[(1u << SUB_BITS) + 1];
+    for (unsigned p = jb->from; p < jb->to && jb->rc == 0; p += jb->step) {
+        size_t lo = jb->pstart[p - jb->p0], hi = jb->pstart[p - jb->p0 + 1];
+        if (lo == hi)
             continue;
-        sort_range(all + i, tmp, j - i);
-        bucket *bk = &idx->b[bi];
-        pthread_rwlock_wrlock(lock_of(idx, bi));
-        /* Merge the existing entries with all[i..j) (deduplicated). */
-        uint32_t cap = bk->n + (uint32_t)(j - i);
-        uint8_t *e = malloc((size_t)cap * ENTRY);
-        if (!e) {
-            jb->rc = -ENOMEM;
-        } else {
-            uint32_t a = 0, n = 0;
-            size_t b = i;
-            uint64_t last = UINT64_MAX;
-            while (a < bk->n || b < j) {
-                uint64_t va = a < bk->n ? entry_get(bk->e + (size_t)a * ENTRY) : UINT64_MAX;
-                uint64_t v;
-                if (a < bk->n && (b >= j || va <= all[b]))
-                    v = va, a++;
-                else
-                    v = all[b++];
-                if (v != last)
-                    entry_put(e + (size_t)n++ * ENTRY, v), last = v;
-            }
-            free(bk->e);
-            bk->e = e, bk->n = n, bk->cap = cap;
+        memset(cnt, 0, sizeof(cnt));
+        for (size_t i = lo; i < hi; i++)
+            cnt[((jb->part[i] >> (32 + 32 - BUCKET_BITS)) & ((1u << SUB_BITS) - 1)) + 1]++;
+        for (unsigned b = 0; b < (1u << SUB_BITS); b++)
+            cnt[b + 1] += cnt[b];
+        for (size_t i = lo; i < hi; i++) {
+            uint32_t a = (uint32_t)(jb->part[i] >> 32);
+            jb->sub[cnt[bucket_of(a) & ((1u << SUB_BITS) - 1)]++] =
+                (uint64_t)key_of(a) << 32 | (uint32_t)jb->part[i];
         }
-        pthread_rwlock_unlock(lock_of(idx, bi));
+        /* cnt[b] is now the end of bucket b of the part */
+        for (unsigned b = 0; b < (1u << SUB_BITS) && jb->rc == 0; b++) {
+            size_t i = b ? cnt[b - 1] : 0, j = cnt[b];
+            if (i == j)
+                continue;
+            sort_range(jb->sub + i, jb->tmp, j - i);
+            jb->rc = merge_bucket(jb->idx, p << SUB_BITS | b, jb->sub + i, j - i);
+        }
     }
-    free(tmp);
     return NULL;
 }
 
 /* Scratch for the bulk load: anonymous memory asking for huge pages, so that
- * first touching ~2.5 GB (10M documents) is thousands of page faults, not
- * hundreds of thousands. NULL on failure. */
+ * first touching it is few page faults. NULL on failure. */
 static void *big_alloc(size_t bytes)
 {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -313,84 +337,91 @@ int nd_anchor_index_insert_many_threads(nd_anchor_index *idx, const uint32_t *sl
     size_t total = ndocs * m;
     if (total == 0)
         return 0;
-    /* Entries grouped by bucket with two counting-sort passes of 10 bits
-     * each (the top 10 bits of the bucket, then the low 10 within each part:
-     * each pass writes to 1024 streams, not to a million random places),
-     * then each bucket's few entries sorted by (key, slot). */
-    size_t bytes = total * sizeof(uint64_t);
-    uint64_t *all = big_alloc(bytes);
-    uint64_t *part = big_alloc(bytes);
-    size_t *start = calloc((size_t)NBUCKETS + 1, sizeof(size_t));
-    size_t *pstart = calloc(1025, sizeof(size_t));
-    if (!all || !part || !start || !pstart) {
-        big_free(all, bytes);
-        big_free(part, bytes);
-        free(start);
-        free(pstart);
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i < total; i++)
-        pstart[(anchors[i] >> 22) + 1]++;
-    for (unsigned p = 0; p < 1024; p++)
-        pstart[p + 1] += pstart[p];
-    {
-        size_t *at = malloc(1024 * sizeof(size_t));
-        if (!at) {
-            big_free(all, bytes), big_free(part, bytes), free(start), free(pstart);
-            return -ENOMEM;
-        }
-        memcpy(at, pstart, 1024 * sizeof(size_t));
-        for (size_t i = 0; i < ndocs; i++)
-            for (size_t j = 0; j < m; j++) {
-                uint32_t a = anchors[i * m + j];
-                part[at[a >> 22]++] = (uint64_t)a << 32 | slots[i];
-            }
-        free(at);
-    }
-    for (unsigned p = 0; p < 1024; p++) {
-        size_t lo = pstart[p], hi = pstart[p + 1];
-        size_t *cnt = start + (size_t)p * 1024; /* start[b + 1] counts bucket b */
-        for (size_t i = lo; i < hi; i++)
-            cnt[((part[i] >> 44) & 1023) + 1]++;
-    }
-    for (uint32_t b = 0; b < NBUCKETS; b++)
-        start[b + 1] += start[b];
-    for (unsigned p = 0; p < 1024; p++) {
-        size_t lo = pstart[p], hi = pstart[p + 1];
-        for (size_t i = lo; i < hi; i++) {
-            uint32_t a = (uint32_t)(part[i] >> 32);
-            all[start[bucket_of(a)]++] = (uint64_t)key_of(a) << 32 | (uint32_t)part[i];
-        }
-    }
-    big_free(part, bytes);
-    free(pstart);
-    /* start[b] is now the end of bucket b, i.e. the start of b + 1. */
-    build_job jobs[ND_ANCHOR_LOAD_THREADS_MAX];
-    pthread_t th[ND_ANCHOR_LOAD_THREADS_MAX];
-    bool started[ND_ANCHOR_LOAD_THREADS_MAX] = {false};
     if (threads < 1)
         threads = 1;
     if (threads > ND_ANCHOR_LOAD_THREADS_MAX)
         threads = ND_ANCHOR_LOAD_THREADS_MAX;
-    for (unsigned t = 0; t < threads; t++)
-        jobs[t] = (build_job){.idx = idx, .all = all, .start = start,
-                              .from = (uint32_t)((uint64_t)NBUCKETS * t / threads),
-                              .to = (uint32_t)((uint64_t)NBUCKETS * (t + 1) / threads)};
-    for (unsigned t = 1; t < threads; t++)
-        started[t] = pthread_create(&th[t], NULL, build_buckets, &jobs[t]) == 0;
-    build_buckets(&jobs[0]);
-    for (unsigned t = 1; t < threads; t++) {
-        if (started[t])
-            pthread_join(th[t], NULL);
-        else
-            build_buckets(&jobs[t]); /* could not start: do it here */
+    /* Entries grouped by part (top 10 bits of the anchor) a range of parts
+     * at a time; each part then by bucket (the next 10 bits, 1024 write
+     * streams, in a scratch the size of one part), each bucket's few
+     * entries sorted by (key, slot) and merged in. */
+    size_t *pcount = calloc(NPARTS + 1, sizeof(size_t));
+    size_t *pstart = calloc(NPARTS + 1, sizeof(size_t));
+    if (!pcount || !pstart) {
+        free(pcount), free(pstart);
+        return -ENOMEM;
     }
-    int rc = 0;
+    for (size_t i = 0; i < total; i++)
+        pcount[anchors[i] >> (32 - PART_BITS)]++;
+    size_t most_part = 0, most_round = 0;
+    {
+        size_t r = 0;
+        for (unsigned p = 0; p < NPARTS; p++) {
+            if (pcount[p] > most_part)
+                most_part = pcount[p];
+            if (r && r + pcount[p] > ROUND_ENTRIES)
+                r = 0;
+            r += pcount[p];
+            if (r > most_round)
+                most_round = r;
+        }
+    }
+    size_t pbytes = most_round * sizeof(uint64_t);
+    uint64_t *part = big_alloc(pbytes);
+    build_job jobs[ND_ANCHOR_LOAD_THREADS_MAX];
+    int rc = part ? 0 : -ENOMEM;
+    for (unsigned t = 0; t < threads; t++) {
+        jobs[t] = (build_job){.idx = idx, .part = part, .pstart = pstart};
+        jobs[t].sub = malloc(most_part * sizeof(uint64_t));
+        jobs[t].tmp = malloc(most_part * sizeof(uint64_t));
+        if (!jobs[t].sub || !jobs[t].tmp)
+            rc = -ENOMEM;
+    }
+    for (unsigned p0 = 0; p0 < NPARTS && rc == 0;) {
+        /* This round: parts [p0, p1) (as many as fit, at least one). */
+        unsigned p1 = p0;
+        size_t n = 0;
+        while (p1 < NPARTS && (p1 == p0 || n + pcount[p1] <= ROUND_ENTRIES))
+            n += pcount[p1++];
+        pstart[0] = 0;
+        for (unsigned p = p0; p < p1; p++)
+            pstart[p - p0 + 1] = pstart[p - p0] + pcount[p];
+        /* at[p - p0]: next write position of part p (pcount reused) */
+        size_t *at = pcount + p0;
+        for (unsigned p = p0; p < p1; p++)
+            at[p - p0] = pstart[p - p0];
+        for (size_t i = 0; i < ndocs; i++)
+            for (size_t j = 0; j < m; j++) {
+                uint32_t a = anchors[i * m + j];
+                unsigned p = a >> (32 - PART_BITS);
+                if (p - p0 < p1 - p0)
+                    part[at[p - p0]++] = (uint64_t)a << 32 | slots[i];
+            }
+        pthread_t th[ND_ANCHOR_LOAD_THREADS_MAX];
+        bool started[ND_ANCHOR_LOAD_THREADS_MAX] = {false};
+        for (unsigned t = 0; t < threads; t++) {
+            jobs[t].p0 = p0, jobs[t].from = p0 + t, jobs[t].step = threads, jobs[t].to = p1;
+            jobs[t].rc = 0;
+        }
+        for (unsigned t = 1; t < threads; t++)
+            started[t] = pthread_create(&th[t], NULL, build_parts, &jobs[t]) == 0;
+        build_parts(&jobs[0]);
+        for (unsigned t = 1; t < threads; t++) {
+            if (started[t])
+                pthread_join(th[t], NULL);
+            else
+                build_parts(&jobs[t]); /* could not start: do it here */
+        }
+        for (unsigned t = 0; t < threads; t++)
+            if (jobs[t].rc < 0)
+                rc = jobs[t].rc;
+        p0 = p1;
+    }
     for (unsigned t = 0; t < threads; t++)
-        if (jobs[t].rc < 0)
-            rc = jobs[t].rc;
-    free(start);
-    big_free(all, bytes);
+        free(jobs[t].sub), free(jobs[t].tmp);
+    big_free(part, pbytes);
+    free(pcount);
+    free(pstart);
     return rc;
 }
 
