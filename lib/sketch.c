@@ -15,6 +15,7 @@
 #include <xxhash.h>
 #pragma GCC diagnostic pop
 
+#include "markup.h"
 #include "normalizer.h"
 #include "utf8.h"
 
@@ -283,76 +284,8 @@ static void feed_entry(tok_state *st, uint32_t e, uint32_t ci)
         flush_hangul(st, ci);
 }
 
-/* Skipped spans, byte for byte as lib/fingerprint.c (fingerprint.md step 1). */
-static bool ascii_prefix_ci(const uint8_t *s, size_t len, const char *lit)
-{
-    for (size_t i = 0; lit[i]; i++) {
-        if (i >= len)
-            return false;
-        uint8_t c = s[i];
-        if (c >= 'A' && c <= 'Z')
-            c = (uint8_t)(c + 32);
-        if (c != (uint8_t)lit[i])
-            return false;
-    }
-    return true;
-}
-
-static bool ends_url(uint8_t c)
-{
-    return c <= ' ' || c >= 0x80 || c == '"' || c == '\'' || c == '<' || c == '>' ||
-           c == '(' || c == ')' || c == '[' || c == ']' || c == '{' || c == '}' || c == '`';
-}
-
-static size_t find_on_line(const uint8_t *s, size_t len, size_t i, size_t max, uint8_t c)
-{
-    size_t end = len - i > max ? i + max : len;
-    for (size_t j = i; j < end && s[j] != '\n'; j++)
-        if (s[j] == c)
-            return j + 1;
-    return 0;
-}
-
-static size_t markup_length(const uint8_t *s, size_t len, size_t i)
-{
-    size_t j;
-    if (s[i] == '!' && i + 1 < len && s[i + 1] == '[') {
-        j = find_on_line(s, len, i + 2, 512, ']');
-        if (j && j < len && s[j] == '(' && (j = find_on_line(s, len, j + 1, 4096, ')')))
-            return j - i;
-        return 0;
-    }
-    if (s[i] == ']' && i + 1 < len && s[i + 1] == '(') {
-        j = find_on_line(s, len, i + 2, 4096, ')');
-        return j ? j - i : 0;
-    }
-    return 0;
-}
-
-static size_t skip_length(const uint8_t *s, size_t len, size_t i, bool at_word_start)
-{
-    size_t j = markup_length(s, len, i);
-    uint8_t lower = s[i] | 0x20;
-    if (j || !at_word_start || (lower != 'h' && lower != 'w' && lower != 'f'))
-        return j;
-    const uint8_t *p = s + i;
-    size_t rest = len - i;
-    if (ascii_prefix_ci(p, rest, "https://"))
-        j = i + 8;
-    else if (ascii_prefix_ci(p, rest, "http://"))
-        j = i + 7;
-    else if (ascii_prefix_ci(p, rest, "ftp://"))
-        j = i + 6;
-    else if (ascii_prefix_ci(p, rest, "www."))
-        j = i + 4;
-    else
-        return 0;
-    while (j < len && !ends_url(s[j]))
-        j++;
-    return j - i;
-}
-
-/* Bytes that may start a skipped span (skip_length()): ! ] h w f H W F. */
+/* Bytes that may start a skipped span (lib/markup.h, the fingerprint's
+ * rule, fingerprint.md step 1): ! ] h w f H W F. */
 static const uint8_t skip_trigger[256] = {
     ['!'] = 1, [']'] = 1, ['h'] = 1, ['w'] = 1, ['f'] = 1, ['H'] = 1, ['W'] = 1, ['F'] = 1,
 };
@@ -402,7 +335,7 @@ static uint32_t tokenize(const nd_sketcher *sk, tok_state *st, const uint8_t *s,
     while (pos < len && !st->err) {
         uint8_t b = s[pos];
         if (skip_trigger[b]) {
-            size_t k = skip_length(s, len, pos, word_start);
+            size_t k = nd_markup_skip_length(s, len, pos, word_start);
             if (k) {
                 end_word(st);
                 flush_hangul(st, ci);
