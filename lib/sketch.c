@@ -588,6 +588,19 @@ static int tokenize_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *te
                : ND_SKETCH_MODE_WORD;
 }
 
+/* Marks the scratch as holding the text just sketched (for passages) and
+ * fills info, when given, with its statistics in its own mode. */
+static void finish_text(nd_sk_scratch *s, int mode, uint32_t ncp, nd_sketch_info *info)
+{
+    if (info) {
+        info->tokens = (uint32_t)(mode ? s->ctok.n : s->tok.n);
+        info->shingles = (uint32_t)s->nsh[mode];
+        info->code_points = ncp;
+        info->mode = (uint8_t)mode;
+    }
+    s->have_text = true;
+}
+
 int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, size_t len,
                    nd_sketch *out, nd_anchors *anchors_out, unsigned anchors_wanted,
                    nd_sketch_info *info)
@@ -602,13 +615,7 @@ int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, si
                  : sketch_stream(s, &s->tok, 0, out, anchors_out, anchors_wanted);
     if (rc < 0)
         return rc;
-    if (info) {
-        info->tokens = (uint32_t)(mode ? s->ctok.n : s->tok.n);
-        info->shingles = (uint32_t)s->nsh[mode];
-        info->code_points = ncp;
-        info->mode = (uint8_t)mode;
-    }
-    s->have_text = true;
+    finish_text(s, mode, ncp, info);
     return 0;
 }
 
@@ -636,13 +643,7 @@ int nd_sketch_text_modes(const nd_sketcher *sk, nd_sk_scratch *s, const char *te
     }
     if (rc < 0)
         return rc;
-    if (info) {
-        info->tokens = (uint32_t)(mode ? s->ctok.n : s->tok.n);
-        info->shingles = (uint32_t)s->nsh[mode];
-        info->code_points = ncp;
-        info->mode = (uint8_t)mode;
-    }
-    s->have_text = true;
+    finish_text(s, mode, ncp, info);
     return mode;
 }
 
