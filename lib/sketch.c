@@ -854,3 +854,94 @@ int nd_sketch_decode(const uint8_t *buf, size_t len, nd_sketch *out)
         out->values[i] = get32(buf + 8 + 4 * i);
     return sketch_valid(out) ? 0 : -EINVAL;
 }
+
+/* ---- bounded comparison (issue 12: registrations verify many candidates
+ * that cannot be listed; these skip or cut short the work on them) ---- */
+
+/* Values of s with level >= shift. */
+static uint32_t count_at_shift(const nd_sketch *s, unsigned shift)
+{
+    uint32_t c = 0;
+    for (uint32_t i = 0; i < s->n; i++)
+        c += (s->values[i] & 31) >= shift;
+    return c;
+}
+
+/* Whether some shared count <= ub (ub <= min(qn, dn)) could make
+ * nd_match_classify() list the pair: each figure is computed as
+ * nd_sketch_compare() computes it, and each is monotone in shared (and a
+ * correctly rounded division is monotone), so the figures at ub bound the
+ * real ones from above, bit for bit. */
+static bool reachable_at(uint32_t ub, uint32_t qn, uint32_t dn, const nd_verdict_params *p)
+{
+    if (ub == 0)
+        return false; /* shared 0: never listed */
+    return (double)ub / (qn + dn - ub) >= p->min_resemblance
+           || (double)ub / qn >= p->min_containment
+           || (double)ub / dn >= p->min_containment_r;
+}
+
+int nd_sketch_reachable(const nd_sketch *q, unsigned d_shift, uint32_t d_n,
+                        const nd_verdict_params *p)
+{
+    if (d_shift >= q->shift) { /* the common shift is d's: dn = d_n exactly */
+        uint32_t qn = count_at_shift(q, d_shift);
+        uint32_t m = qn < d_n ? qn : d_n;
+        return reachable_at(m, qn, d_n, p);
+    }
+    /* Common shift q's: qn = q->n; dn (d's values at q's shift) <= d_n is
+     * all that is known. shared <= min(qn, dn). */
+    uint32_t qn = q->n;
+    if (qn == 0 || d_n == 0)
+        return 0;
+    uint32_t m = qn < d_n ? qn : d_n;
+    if (p->min_containment_r <= 1.0)
+        return 1; /* shared / dn may be anything up to 1 */
+    if ((double)m / qn >= p->min_containment)
+        return 1;
+    /* Resemblance: for dn <= qn, shared / (qn + dn - shared) <= dn / qn <= d_n / qn;
+     * a dn above qn is possible only when d_n > qn: then no bound. */
+    return d_n > qn || (double)d_n / qn >= p->min_resemblance;
+}
+
+#define BOUNDED_BLOCK 64 /* merge steps between two checks of the bound */
+
+int nd_sketch_compare_bounded(const nd_sketch *q, const nd_sketch *d,
+                              const nd_verdict_params *p, nd_sketch_estimate *out)
+{
+    unsigned shift = q->shift > d->shift ? q->shift : d->shift;
+    uint32_t qn = count_at_shift(q, shift), dn = count_at_shift(d, shift);
+    uint32_t most = qn < dn ? qn : dn;
+    const uint32_t *a = q->values, *b = d->values;
+    uint32_t na = q->n, nb = d->n, i = 0, j = 0, shared = 0;
+    bool cut = !reachable_at(most, qn, dn, p);
+    while (!cut && i < na && j < nb) {
+        /* Each step moves i or j or both by one: k steps stay in bounds. */
+        uint32_t k = na - i < nb - j ? na - i : nb - j;
+        if (k > BOUNDED_BLOCK)
+            k = BOUNDED_BLOCK;
+        for (uint32_t t = 0; t < k; t++) {
+            uint32_t x = a[i], y = b[j];
+            shared += (x == y) & ((x & 31) >= shift);
+            i += x <= y;
+            j += y <= x;
+        }
+        uint32_t rem = na - i < nb - j ? na - i : nb - j;
+        uint32_t ub = shared + rem < most ? shared + rem : most;
+        cut = !reachable_at(ub, qn, dn, p);
+    }
+    out->q_n = qn;
+    out->d_n = dn;
+    out->shift = (uint8_t)shift;
+    if (cut) {
+        out->shared = 0;
+        out->resemblance = out->containment = out->containment_r = 0.0;
+        return 0;
+    }
+    uint32_t uni = qn + dn - shared;
+    out->shared = shared;
+    out->resemblance = uni ? (double)shared / uni : 0.0;
+    out->containment = qn ? (double)shared / qn : 0.0;
+    out->containment_r = dn ? (double)shared / dn : 0.0;
+    return 1;
+}

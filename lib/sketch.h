@@ -253,4 +253,25 @@ size_t nd_sketch_encode(const nd_sketch *s, uint8_t *buf, size_t cap);
  * *out is then unspecified). */
 int nd_sketch_decode(const uint8_t *buf, size_t len, nd_sketch *out);
 
+/* Bounds for verifying many candidates (issue 12). Both are exact: they
+ * never drop a pair that nd_match_classify(&e, 0, p) would list for the
+ * nd_sketch_compare() estimate e (same_text pairs are the caller's: they are
+ * listed whatever the figures).
+ *
+ * nd_sketch_reachable(): from the size of a document's sketch alone (its
+ * shift and n, a few bytes a caller can keep in memory), whether q (in d's
+ * mode) compared with it could be listed. Returns 0 only when it cannot
+ * (then the sketch need not even be read), else 1. O(q->n), no allocation.
+ *
+ * nd_sketch_compare_bounded(): nd_sketch_compare() that stops as soon as no
+ * threshold of p can be reached any more (what is shared so far plus what
+ * is left to merge). Returns 1 with *out exactly as nd_sketch_compare()
+ * fills it, or 0 when cut short: then the pair cannot be listed and *out has
+ * shared 0 and figures 0 (q_n, d_n, shift as at the common shift). Pure, no
+ * allocation, O(q->n + d->n) at worst. */
+int nd_sketch_reachable(const nd_sketch *q, unsigned d_shift, uint32_t d_n,
+                        const nd_verdict_params *p);
+int nd_sketch_compare_bounded(const nd_sketch *q, const nd_sketch *d,
+                              const nd_verdict_params *p, nd_sketch_estimate *out);
+
 #endif

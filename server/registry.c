@@ -986,11 +986,31 @@ static void add_candidate(nd_doc *d, const nd_doc *self, uint64_t simhash, bool 
     (*n)++;
 }
 
+/* The nd_doc.sk_size word of a sketch of mode, shift and n values. */
+static uint32_t sk_size_pack(unsigned mode, unsigned shift, unsigned n)
+{
+    return ND_DOC_SK_KNOWN | (uint32_t)(mode & 1) << 30 | (uint32_t)(shift & 31) << 16
+           | (n & 0xFFFF);
+}
+
+/* True when d's sketch size is known and rules out listing it for rq
+ * (nd_sketch_reachable(): exact, so the answer is the same as after a full
+ * comparison). A document with the query's text is always verified. */
+static bool cannot_match(const nd_check_req *rq, const nd_doc *d)
+{
+    uint32_t z = atomic_load_explicit(&d->sk_size, memory_order_relaxed);
+    if (!(z & ND_DOC_SK_KNOWN) || memcmp(d->text_hash, rq->text_hash, 16) == 0)
+        return false;
+    return !nd_sketch_reachable(&rq->sketch[(z >> 30) & 1], (z >> 16) & 31, z & 0xFFFF,
+                                &rq->params);
+}
+
 typedef struct verify_ctx {
     const nd_check_req *rq;
     nd_check_res *res;
     nd_match *m;
     double best_partial; /* containment of the match the passages come from */
+    int64_t best_at;     /* and its registration time (ties: the earliest) */
 } verify_ctx;
 
 /* Verifies candidate i against its encoded sketch (NULL: none stored). */
@@ -1002,16 +1022,25 @@ static void verify_one(verify_ctx *v, size_t i, const uint8_t *buf, size_t len)
     nd_sketch dsk;
     nd_sketch_estimate e = {0};
     bool have = buf && nd_sketch_decode(buf, len, &dsk) == 0;
-    if (have)
+    if (have && !(atomic_load_explicit(&m->doc->sk_size, memory_order_relaxed) & ND_DOC_SK_KNOWN))
+        atomic_store_explicit(&m->doc->sk_size, sk_size_pack(dsk.mode, dsk.shift, dsk.n),
+                              memory_order_relaxed); /* a loaded document's, first read */
+    if (have && same)
         nd_sketch_compare(nd_sketch_for(rq->sketch, &dsk), &dsk, &e);
+    else if (have) /* cut short when it cannot be listed: then kind none */
+        nd_sketch_compare_bounded(nd_sketch_for(rq->sketch, &dsk), &dsk, &rq->params, &e);
     else if (same)
         e.resemblance = e.containment = e.containment_r = 1.0;
     m->kind = have || same ? (uint8_t)nd_match_classify(&e, same, &rq->params) : ND_MATCH_NONE;
     m->resemblance = e.resemblance;
     m->containment = e.containment;
     if (m->kind == ND_MATCH_PARTIAL_COPY && have && rq->scratch && !(m->flags & MF_PENDING)
-        && e.containment > v->best_partial) {
+        && (e.containment > v->best_partial
+            || (e.containment == v->best_partial && m->doc->registered_at_us < v->best_at))) {
+        /* The most contained, then the earliest: not the order of the
+         * candidates (their addresses), so that passages are reproducible. */
         v->best_partial = e.containment;
+        v->best_at = m->doc->registered_at_us;
         v->res->npassages = nd_sketch_passages(rq->scratch, &dsk, v->res->passages,
                                                v->res->passages_cap);
     }
@@ -1031,11 +1060,15 @@ static int verify_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
 static int verify_all(nd_registry *reg, const nd_check_req *rq, nd_check_res *res, nd_match *m,
                       int64_t *keys, size_t n)
 {
-    verify_ctx v = {.rq = rq, .res = res, .m = m, .best_partial = -1.0};
+    verify_ctx v = {.rq = rq, .res = res, .m = m, .best_partial = -1.0, .best_at = INT64_MAX};
     size_t from_store = 0;
     for (size_t i = 0; i < n; i++) {
         nd_doc *d = m[i].doc;
-        if (!reg->store || (m[i].flags & MF_PENDING)) {
+        if (cannot_match(rq, d)) { /* its size alone rules it out: not read */
+            m[i].flags |= MF_DIRECT;
+            m[i].kind = ND_MATCH_NONE;
+            keys[i] = -1;
+        } else if (!reg->store || (m[i].flags & MF_PENDING)) {
             m[i].flags |= MF_DIRECT;
             keys[i] = -1;
             verify_one(&v, i, d->extra && d->sketch_len
@@ -1281,6 +1314,10 @@ static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const char
         memcpy(d->extra + na, rq->sketch_enc, rq->sketch_enc_len);
         d->nanchors = (uint8_t)na;
         d->sketch_len = (uint16_t)rq->sketch_enc_len;
+        const uint8_t *e = rq->sketch_enc; /* nd_sketch_encode()'s header */
+        if (rq->sketch_enc_len >= 8)
+            atomic_init(&d->sk_size, sk_size_pack(e[1] >> 7, e[1] & 0x7F,
+                                                  (unsigned)e[2] | (unsigned)e[3] << 8));
     }
     d->state = reg->store ? DOC_PENDING : DOC_LIVE;
     int rc = link_doc(reg, d);

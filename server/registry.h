@@ -72,7 +72,15 @@ typedef struct nd_doc {
     uint32_t *extra;
     uint16_t sketch_len;
     uint8_t nanchors;
+    /* The size of its stored sketch once known (set at registration, or
+     * when the sketch is first read; 0: unknown): ND_DOC_SK_KNOWN | mode <<
+     * 30 | shift << 16 | n. Candidates whose size rules out a match are
+     * skipped before their sketch is read (nd_sketch_reachable()). Any
+     * thread may set it (always to the same value). */
+    _Atomic uint32_t sk_size;
 } nd_doc;
+
+#define ND_DOC_SK_KNOWN 0x80000000u
 
 /* A document found near the query and verified. */
 typedef struct nd_match {

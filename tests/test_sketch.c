@@ -3,6 +3,7 @@
  * offsets checked against the text, anchors, encode/decode. */
 #include <errno.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -344,6 +345,124 @@ static void test_rules(void)
     CHECK(strcmp(nd_match_kind_name(ND_MATCH_PARTIAL_COPY), "partial_copy") == 0, "name");
 }
 
+/* A sketch of the hash set h[0..n) by the rule of sketch.h (levels,
+ * smallest shift leaving <= ND_SKETCH_MAX values), for tests that need
+ * sketches of chosen sizes and overlaps. */
+static int u32_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void sketch_of_hashes(const uint64_t *h, size_t n, nd_sketch *out)
+{
+    static uint32_t v[8192];
+    size_t m = 0;
+    for (size_t i = 0; i < n && m < 8192; i++) {
+        unsigned level = h[i] ? (unsigned)__builtin_ctzll(h[i]) : 31;
+        level = level > 31 ? 31 : level;
+        v[m++] = (uint32_t)(h[i] >> 37) << 5 | level;
+    }
+    qsort(v, m, sizeof(*v), u32_cmp);
+    size_t u = 0;
+    for (size_t i = 0; i < m; i++)
+        if (!u || v[u - 1] != v[i])
+            v[u++] = v[i];
+    unsigned shift = 0;
+    for (;; shift++) {
+        size_t c = 0;
+        for (size_t i = 0; i < u; i++)
+            c += (v[i] & 31) >= shift;
+        if (c <= ND_SKETCH_MAX)
+            break;
+    }
+    memset(out, 0, sizeof(*out));
+    out->shift = (uint8_t)shift;
+    out->shingles = (uint32_t)n;
+    for (size_t i = 0; i < u; i++)
+        if ((v[i] & 31) >= shift)
+            out->values[out->n++] = v[i];
+}
+
+/* Set sizes that give every shift from 0 to a few, and small sets whose
+ * figures land exactly on thresholds (3 of 5 = 0.6). */
+static size_t random_size(void)
+{
+    switch (unit_rng() % 4) {
+    case 0: return unit_rng() % 12;
+    case 1: return unit_rng() % 600;
+    case 2: return 400 + unit_rng() % 2000;
+    default: return unit_rng() % 6000;
+    }
+}
+
+/* nd_sketch_compare_bounded() and nd_sketch_reachable() never drop a pair
+ * that the full comparison lists, and a bounded comparison that finishes
+ * gives the full comparison's figures bit for bit (issue 12). */
+static void test_bounds(void)
+{
+    static uint64_t qh[8192], dh[8192];
+    static nd_sketch q, d;
+    nd_verdict_params ps[6];
+    nd_verdict_params_default(&ps[0]);
+    ps[1] = (nd_verdict_params){0.5, 0.6, 0.8};
+    ps[2] = (nd_verdict_params){0.0, 0.0, 2.0};
+    ps[3] = (nd_verdict_params){1.0, 1.0, 1.0};
+    ps[4] = (nd_verdict_params){0.9, 0.3, 2.0};
+    unsigned long pairs = 0, wrong_cut = 0, wrong_skip = 0, differ = 0, cut = 0, skipped = 0,
+                  listed = 0;
+    for (int it = 0; it < 6000; it++) {
+        size_t nc = random_size(), nq = random_size(), nd = random_size();
+        if (unit_rng() % 3 == 0)
+            nq = nd = 0; /* pure copies / excerpts: mostly common */
+        if (nc + nq > 6000 || nc + nd > 6000)
+            continue;
+        for (size_t i = 0; i < nc; i++)
+            qh[i] = dh[i] = unit_rng();
+        for (size_t i = 0; i < nq; i++)
+            qh[nc + i] = unit_rng();
+        for (size_t i = 0; i < nd; i++)
+            dh[nc + i] = unit_rng();
+        sketch_of_hashes(qh, nc + nq, &q);
+        sketch_of_hashes(dh, nc + nd, &d);
+        ps[5] = (nd_verdict_params){(double)(unit_rng() % 1100) / 1000,
+                                    (double)(unit_rng() % 1100) / 1000,
+                                    (double)(unit_rng() % 2200) / 1000};
+        for (int k = 0; k < 6; k++) {
+            for (int dir = 0; dir < 2; dir++) {
+                const nd_sketch *a = dir ? &d : &q, *b = dir ? &q : &d;
+                nd_sketch_estimate full, bd;
+                nd_sketch_compare(a, b, &full);
+                bool list = nd_match_classify(&full, 0, &ps[k]) != ND_MATCH_NONE;
+                int done = nd_sketch_compare_bounded(a, b, &ps[k], &bd);
+                int reach = nd_sketch_reachable(a, b->shift, b->n, &ps[k]);
+                pairs++;
+                listed += list;
+                cut += !done;
+                skipped += !reach;
+                if (!done && list)
+                    wrong_cut++;
+                if (!reach && list)
+                    wrong_skip++;
+                if (done && (bd.shared != full.shared || bd.q_n != full.q_n
+                             || bd.d_n != full.d_n || bd.shift != full.shift
+                             || memcmp(&bd.resemblance, &full.resemblance, sizeof(double))
+                             || memcmp(&bd.containment, &full.containment, sizeof(double))
+                             || memcmp(&bd.containment_r, &full.containment_r, sizeof(double))))
+                    differ++;
+            }
+        }
+    }
+    printf("bounds: %lu pairs, %lu listed, %lu cut short, %lu skipped by size\n", pairs, listed,
+           cut, skipped);
+    CHECK(wrong_cut == 0, "%lu listed pairs cut short", wrong_cut);
+    CHECK(wrong_skip == 0, "%lu listed pairs skipped by size", wrong_skip);
+    CHECK(differ == 0, "%lu finished bounded comparisons differ from the full one", differ);
+    /* Not vacuous: both bounds drop pairs, and many pairs are listed. */
+    CHECK(cut > pairs / 10 && skipped > pairs / 50 && listed > pairs / 10,
+          "cut %lu skipped %lu listed %lu of %lu", cut, skipped, listed, pairs);
+}
+
 int main(void)
 {
     if (nd_sketcher_create(&sk) < 0 || nd_sk_scratch_create(&scr) < 0) {
@@ -355,6 +474,7 @@ int main(void)
     test_passages();
     test_sampled();
     test_rules();
+    test_bounds();
     nd_sk_scratch_destroy(scr);
     nd_sketcher_destroy(sk);
     return unit_summary("sketch");
