@@ -1,5 +1,7 @@
 /* http.c - listeners, worker loops, routing, replies, access log. */
 #include "http.h"
+#include "clock.h"
+#include "fmt.h"
 #include "framing.h"
 #include "log.h"
 
@@ -100,13 +102,6 @@ struct nd_http {
 
 static _Thread_local nd_worker *tls_worker;
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* ---- access log (batched per worker; whole lines, <= PIPE_BUF a write) ---- */
 
 static void log_flush(nd_worker *w)
@@ -152,23 +147,13 @@ static inline void put(char *buf, size_t *pos, const char *s, size_t n)
 
 static void put_u64(char *buf, size_t *pos, uint64_t v)
 {
-    char tmp[20];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n)
-        buf[(*pos)++] = tmp[--n];
+    *pos += nd_fmt_u64(buf + *pos, v);
 }
 
-static void put_digits(char *buf, size_t *pos, uint64_t v, int width)
+static void put_digits(char *buf, size_t *pos, uint64_t v, unsigned width)
 {
-    for (int i = width - 1; i >= 0; i--) {
-        buf[*pos + (size_t)i] = (char)('0' + v % 10);
-        v /= 10;
-    }
-    *pos += (size_t)width;
+    nd_fmt_fixed(buf + *pos, v, width);
+    *pos += width;
 }
 
 /* RFC 3339 time with microseconds, now. */
@@ -270,7 +255,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
     nd_worker *w = arg;
-    atomic_store_explicit(&w->heartbeat_ms, mono_ns() / 1000000, memory_order_relaxed);
+    atomic_store_explicit(&w->heartbeat_ms, nd_clock_ms(), memory_order_relaxed);
     log_flush(w);
     conn_expire(w);
     out_check(w);
@@ -324,11 +309,6 @@ typedef struct nd_conn {
     uint32_t served;              /* requests answered or dispatched */
     nd_framing fr;
 } nd_conn;
-
-static int64_t mono_ms(void)
-{
-    return mono_ns() / 1000000;
-}
 
 static size_t conn_slot(const nd_worker *w, const void *evcon)
 {
@@ -412,7 +392,7 @@ static void conn_unlist(nd_worker *w, nd_conn *c)
 static void conn_wait(nd_worker *w, nd_conn *c)
 {
     conn_unlist(w, c);
-    c->deadline_ms = mono_ms() + (int64_t)w->h->cfg->request_timeout_s * 1000;
+    c->deadline_ms = nd_clock_ms() + (int64_t)w->h->cfg->request_timeout_s * 1000;
     c->prev = w->waiting_tail;
     c->next = NULL;
     if (w->waiting_tail)
@@ -568,7 +548,7 @@ static void conn_refuse(nd_worker *w, struct evhttp_connection *evcon, struct bu
     evhttp_connection_free(evcon);
     nd_metrics_request(w->metrics, ND_ROUTE_OTHER, 503, 0, 0, (uint64_t)n);
     w->refused++;
-    int64_t now = mono_ms();
+    int64_t now = nd_clock_ms();
     if (now - w->refused_log_ms >= 1000) {
         char fields[96];
         snprintf(fields, sizeof(fields), ",\"max_connections\":%u,\"refused\":%llu", cap,
@@ -632,7 +612,7 @@ static void adopt_cb(evutil_socket_t fd, short what, void *arg)
 /* Closes the connections whose request did not arrive in time. */
 static void conn_expire(nd_worker *w)
 {
-    int64_t now = mono_ms();
+    int64_t now = nd_clock_ms();
     while (w->waiting && w->waiting->deadline_ms <= now) {
         nd_conn *c = w->waiting;
         struct evhttp_connection *evcon = c->evcon;
@@ -693,7 +673,7 @@ static void out_check(nd_worker *w)
 {
     if (!w->unflushed)
         return;
-    int64_t now = mono_ms();
+    int64_t now = nd_clock_ms();
     bool over = out_total(w->h) > OUT_BUDGET / 2;
     for (nd_req *r = w->unflushed, *next; r; r = next) {
         next = r->next;
@@ -850,7 +830,7 @@ void nd_req_reply(nd_req *r, int status, const char *content_type, struct evbuff
         evbuffer_drain(body, out);
         out = 0;
     }
-    int64_t latency = mono_ns() - r->start_ns;
+    int64_t latency = nd_clock_ns() - r->start_ns;
     /* Log before sending: the path belongs to the request, freed by the send. */
     access_log(w, r->rid, method_name(r->method), r->path, status, latency, in, out);
     nd_metrics_request(w->metrics, r->route ? r->route->label : ND_ROUTE_OTHER, status,
@@ -868,7 +848,7 @@ void nd_req_reply(nd_req *r, int status, const char *content_type, struct evbuff
         r->out_size = out;
         counter_add(&w->out_bytes, (int64_t)out);
         r->out_last = SIZE_MAX;
-        r->out_progress_ms = mono_ms();
+        r->out_progress_ms = nd_clock_ms();
         evhttp_request_set_on_complete_cb(r->ev, on_complete, r);
         evhttp_send_reply(r->ev, status, NULL, body);
     } else {
@@ -994,7 +974,7 @@ static void dispatch(struct evhttp_request *ev, void *arg)
     nd_worker *w = arg;
     nd_req *r = req_get(w);
     r->ev = ev;
-    r->start_ns = mono_ns();
+    r->start_ns = nd_clock_ns();
     r->method = evhttp_request_get_command(ev);
     counter_add(&w->inflight, 1);
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(ev);
@@ -1246,7 +1226,7 @@ static int worker_init(nd_http *h, nd_worker *w, unsigned index)
         return -ENOMEM;
     struct timeval tv = {0, TICK_MS * 1000};
     event_add(w->tick, &tv);
-    atomic_store(&w->heartbeat_ms, mono_ns() / 1000000);
+    atomic_store(&w->heartbeat_ms, nd_clock_ms());
     evhttp_set_gencb(w->http, dispatch, w);
     evhttp_set_bevcb(w->http, make_bev, w);
     evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
@@ -1391,9 +1371,9 @@ void nd_http_refuse(nd_http *h)
 
 bool nd_http_wait_idle(const nd_http *h, unsigned max_ms)
 {
-    int64_t until = mono_ns() + (int64_t)max_ms * 1000000;
+    int64_t until = nd_clock_ns() + (int64_t)max_ms * 1000000;
     while (nd_http_inflight(h) > 0) {
-        if (mono_ns() >= until)
+        if (nd_clock_ns() >= until)
             return false;
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
@@ -1417,7 +1397,7 @@ uint64_t nd_http_inflight(const nd_http *h)
 
 bool nd_http_loops_alive(const nd_http *h, unsigned max_ms)
 {
-    int64_t now = mono_ns() / 1000000;
+    int64_t now = nd_clock_ms();
     for (unsigned i = 0; i < h->nworkers; i++)
         if (now - atomic_load_explicit(&h->workers[i].heartbeat_ms, memory_order_relaxed) >
             (int64_t)max_ms)

@@ -1,5 +1,6 @@
 /* log.c - JSON-lines logging to stderr. */
 #include "log.h"
+#include "fmt.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -48,15 +49,6 @@ int64_t nd_log_now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* Writes v as exactly width decimal digits at out. */
-static void put_fixed(char *out, unsigned v, int width)
-{
-    for (int i = width - 1; i >= 0; i--) {
-        out[i] = (char)('0' + v % 10);
-        v /= 10;
-    }
-}
-
 void nd_log_format_time(int64_t us, char out[32])
 {
     int64_t secs = us / 1000000;
@@ -89,19 +81,19 @@ void nd_log_format_time(int64_t us, char out[32])
         snprintf(out + n, 32 - n, ".%06ldZ", (long)frac);
         return;
     }
-    put_fixed(out, (unsigned)year, 4);
+    nd_fmt_fixed(out, (unsigned)year, 4);
     out[4] = '-';
-    put_fixed(out + 5, (unsigned)month, 2);
+    nd_fmt_fixed(out + 5, (unsigned)month, 2);
     out[7] = '-';
-    put_fixed(out + 8, (unsigned)day, 2);
+    nd_fmt_fixed(out + 8, (unsigned)day, 2);
     out[10] = 'T';
-    put_fixed(out + 11, (unsigned)(rem / 3600), 2);
+    nd_fmt_fixed(out + 11, (unsigned)(rem / 3600), 2);
     out[13] = ':';
-    put_fixed(out + 14, (unsigned)(rem / 60 % 60), 2);
+    nd_fmt_fixed(out + 14, (unsigned)(rem / 60 % 60), 2);
     out[16] = ':';
-    put_fixed(out + 17, (unsigned)(rem % 60), 2);
+    nd_fmt_fixed(out + 17, (unsigned)(rem % 60), 2);
     out[19] = '.';
-    put_fixed(out + 20, (unsigned)frac, 6);
+    nd_fmt_fixed(out + 20, (unsigned)frac, 6);
     out[26] = 'Z';
     out[27] = '\0';
 }

@@ -22,6 +22,7 @@
 
 #include "api.h"
 #include "auth.h"
+#include "clock.h"
 #include "config.h"
 #include "fingerprint.h"
 #include "http.h"
@@ -53,20 +54,13 @@ typedef struct daemon {
     bool draining;
 } daemon_t;
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* ---- start-up loading (loader thread) ---- */
 
 static void load_progress(void *arg, uint64_t loaded, uint64_t total, uint64_t stale)
 {
     daemon_t *d = arg;
     atomic_store(&d->api.load_done, loaded);
-    double secs = (double)(mono_ns() - d->api.start_ns) / 1e9;
+    double secs = (double)(nd_clock_ns() - d->api.start_ns) / 1e9;
     char fields[200];
     snprintf(fields, sizeof(fields),
              ",\"loaded\":%llu,\"total\":%llu,\"stale\":%llu,\"rate\":%.0f",
@@ -136,7 +130,7 @@ static void log_ready(daemon_t *d)
 {
     nd_registry_stats st;
     nd_registry_stats_get(d->reg, &st);
-    double secs = (double)(mono_ns() - d->api.start_ns) / 1e9;
+    double secs = (double)(nd_clock_ns() - d->api.start_ns) / 1e9;
     char fields[200];
     snprintf(fields, sizeof(fields), ",\"documents\":%llu,\"indexed\":%llu,\"stale\":%llu,"
              "\"seconds\":%.3f",
@@ -172,7 +166,7 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
     uint64_t inflight = nd_http_inflight(d->http);
     if (inflight == 0) {
         event_base_loopbreak(d->base);
-    } else if (mono_ns() >= d->drain_deadline_ns) {
+    } else if (nd_clock_ns() >= d->drain_deadline_ns) {
         nd_log(ND_LOG_WARN, "drain deadline of %u s passed with %llu requests in flight",
                d->cfg.drain_s, (unsigned long long)inflight);
         event_base_loopbreak(d->base);
@@ -184,7 +178,7 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
 static void close_listeners(daemon_t *d)
 {
     nd_http_stop_accepting(d->http);
-    d->drain_deadline_ns = mono_ns() + (int64_t)d->cfg.drain_s * 1000000000;
+    d->drain_deadline_ns = nd_clock_ns() + (int64_t)d->cfg.drain_s * 1000000000;
     struct timeval tv = {0, DRAIN_POLL_MS * 1000};
     event_add(d->drain_timer, &tv);
 }
@@ -338,7 +332,7 @@ static int init(daemon_t *d)
         return rc;
     }
     d->api = (nd_api){.cfg = &d->cfg, .fp = d->fp, .reg = d->reg, .store = d->store,
-                      .metrics = d->metrics, .auth = d->auth, .start_ns = mono_ns()};
+                      .metrics = d->metrics, .auth = d->auth, .start_ns = nd_clock_ns()};
     nd_http_hooks hooks = {.routes = nd_api_routes, .app = &d->api,
                            .worker_init = nd_api_worker_init,
                            .worker_finish = nd_api_worker_finish};

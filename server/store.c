@@ -82,6 +82,7 @@
  * spare. LMDB never reads past its last page, so the zeros are invisible to
  * it, to readers and to backups (mdb_env_copy copies used pages only). */
 #include "store.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -148,6 +149,7 @@ typedef struct change {
 } change;
 
 struct nd_store {
+    nd_store_base base;         /* first: the interface (store.h) */
     char *dir;
     nd_store_options opts;
     int lock_fd;
@@ -182,13 +184,6 @@ const uint64_t nd_store_commit_bucket_us[ND_STORE_COMMIT_BUCKETS] = {
     100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
     1000000, 5000000,
 };
-
-static uint64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
 
 /* Counts one committed transaction of us microseconds (commit thread). */
 static void count_commit_time(nd_store *st, uint64_t us)
@@ -925,11 +920,11 @@ static int apply_one(nd_store *st, change *c, txn_result *res)
 static void commit_batch(nd_store *st, change *batch, size_t n)
 {
     txn_result res;
-    uint64_t t0 = mono_us();
+    uint64_t t0 = (uint64_t)nd_clock_us();
     int rc = apply_txn(st, batch, n, &res);
     count_txn(st, rc, n, &res);
     if (rc == 0) {
-        count_commit_time(st, mono_us() - t0);
+        count_commit_time(st, (uint64_t)nd_clock_us() - t0);
         return;
     }
     if ((n > 1 || batch->kind == CHANGE_DELETE_AT) && is_space_error(rc)) {
@@ -1075,6 +1070,29 @@ static void keep_headroom(nd_store *st)
     st->zeroed_end = end;
 }
 
+/* Tells the on-commit observer about c, committed (status 0). */
+static void observe(nd_store *st, const change *c)
+{
+    nd_store_observer_fn fn = st->base.observer;
+    if (!fn)
+        return;
+    nd_record rec = {.id = NULL};
+    if (c->kind == CHANGE_DELETE_AT) {
+        rec.id = (const char *)c->data + KEY_SIZE;
+        rec.id_len = c->len - KEY_SIZE;
+        rec.registered_at_us = rd_key(c->data);
+        fn(st->base.observer_arg, ND_STORE_DELETE, &rec);
+        return;
+    }
+    MDB_val k = {KEY_SIZE, (void *)c->data};
+    MDB_val v = {c->len - KEY_SIZE - c->sketch_len, (void *)(c->data + KEY_SIZE)};
+    if (decode_value(&k, &v, &rec) != 0)
+        return; /* cannot happen: encoded by queue_record() */
+    rec.sketch = c->sketch_len ? c->data + c->len - c->sketch_len : NULL;
+    rec.sketch_len = c->sketch_len;
+    fn(st->base.observer_arg, c->kind == CHANGE_PUT ? ND_STORE_PUT : ND_STORE_REPLACE, &rec);
+}
+
 static void *commit_main(void *arg)
 {
     nd_store *st = arg;
@@ -1096,6 +1114,8 @@ static void *commit_main(void *arg)
             change *next = batch->next;
             if (batch->status && batch->status != -ENOENT)
                 atomic_fetch_add(&st->failed_changes, 1);
+            if (batch->status == 0)
+                observe(st, batch);
             if (batch->done)
                 batch->done(batch->arg, batch->status);
             free(batch);
@@ -1135,6 +1155,8 @@ static void store_free(nd_store *st)
     free(st);
 }
 
+static const nd_store_ops lmdb_ops; /* at the end */
+
 int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
                   char *err, size_t errlen)
 {
@@ -1146,6 +1168,7 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
         free(st);
         return set_err(err, errlen, -ENOMEM, "out of memory");
     }
+    st->base.ops = &lmdb_ops;
     st->lock_fd = -1;
     pthread_rwlock_init(&st->env_lock, NULL);
     pthread_mutex_init(&st->mu, NULL);
@@ -1284,18 +1307,18 @@ static int queue_record(nd_store *st, enum change_kind kind, const nd_record *re
     return enqueue(st, c);
 }
 
-int nd_store_put(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg)
+static int lmdb_put(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg)
 {
     return queue_record(st, CHANGE_PUT, rec, done, arg);
 }
 
-int nd_store_replace(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg)
+static int lmdb_replace(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg)
 {
     return queue_record(st, CHANGE_REPLACE_AT, rec, done, arg);
 }
 
-int nd_store_delete_at(nd_store *st, const char *id, size_t id_len, int64_t registered_at_us,
-                       nd_store_done_fn done, void *arg)
+static int lmdb_delete_at(nd_store *st, const char *id, size_t id_len, int64_t registered_at_us,
+                          nd_store_done_fn done, void *arg)
 {
     if (!st || !id_ok(id, id_len) || registered_at_us < 0)
         return -EINVAL;
@@ -1346,7 +1369,7 @@ static void prefault_map(MDB_env *env)
 #endif
 }
 
-int nd_store_scan(nd_store *st, int (*visit)(void *arg, const nd_record *rec), void *arg)
+static int lmdb_scan(nd_store *st, int (*visit)(void *arg, const nd_record *rec), void *arg)
 {
     MDB_txn *txn;
     MDB_cursor *cur;
@@ -1372,8 +1395,8 @@ int nd_store_scan(nd_store *st, int (*visit)(void *arg, const nd_record *rec), v
     return ret;
 }
 
-int nd_store_get(nd_store *st, int64_t registered_at_us,
-                 int (*visit)(void *arg, const nd_record *rec), void *arg)
+static int lmdb_get(nd_store *st, int64_t registered_at_us,
+                    int (*visit)(void *arg, const nd_record *rec), void *arg)
 {
     MDB_txn *txn;
     nd_record r;
@@ -1394,7 +1417,7 @@ int nd_store_get(nd_store *st, int64_t registered_at_us,
     return rc;
 }
 
-int nd_store_sketches(nd_store *st, const int64_t *at, size_t n,
+static int lmdb_sketches(nd_store *st, const int64_t *at, size_t n,
                       int (*visit)(void *arg, size_t i, const uint8_t *buf, size_t len),
                       void *arg)
 {
@@ -1424,7 +1447,7 @@ int nd_store_sketches(nd_store *st, const int64_t *at, size_t n,
     return rc;
 }
 
-int64_t nd_store_count(nd_store *st)
+static int64_t lmdb_count(nd_store *st)
 {
     MDB_txn *txn;
     MDB_stat ms;
@@ -1529,12 +1552,12 @@ out:
     return rc;
 }
 
-bool nd_store_writable(const nd_store *st)
+static bool lmdb_writable(const nd_store *st)
 {
     return st && atomic_load(&((nd_store *)st)->writable);
 }
 
-void nd_store_get_stats(nd_store *st, nd_store_stats *out)
+static void lmdb_get_stats(nd_store *st, nd_store_stats *out)
 {
     memset(out, 0, sizeof(*out));
     if (!st)
@@ -1555,7 +1578,7 @@ void nd_store_get_stats(nd_store *st, nd_store_stats *out)
     pthread_mutex_unlock(&st->mu);
 }
 
-void nd_store_close(nd_store *st)
+static void lmdb_close(nd_store *st)
 {
     if (!st)
         return;
@@ -1570,3 +1593,18 @@ void nd_store_close(nd_store *st)
         mdb_env_sync(st->env, 1);   /* a clean close is durable in any mode */
     store_free(st);
 }
+
+static const nd_store_ops lmdb_ops = {
+    .name = "lmdb",
+    .durable = true,
+    .put = lmdb_put,
+    .replace = lmdb_replace,
+    .delete_at = lmdb_delete_at,
+    .scan = lmdb_scan,
+    .get = lmdb_get,
+    .sketches = lmdb_sketches,
+    .count = lmdb_count,
+    .writable = lmdb_writable,
+    .get_stats = lmdb_get_stats,
+    .close = lmdb_close,
+};
