@@ -1,5 +1,6 @@
 /* config.c - defaults, NEARDUP_* variables and flags, all from one table. */
 #include "config.h"
+#include "json.h"
 #include "log.h"
 #include "sketch.h"
 
@@ -430,13 +431,13 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
     pos = (size_t)n;
     char hostport[300];
     snprintf(hostport, sizeof(hostport), "%s:%u", cfg->listen_host, cfg->listen_port);
-    nd_log_json_string(buf, cap, &pos, hostport, strlen(hostport));
+    nd_json_escape(buf, cap, &pos, hostport, strlen(hostport));
     if (pos < cap) {
         n = snprintf(buf + pos, cap - pos, ",\"data\":");
         pos += (size_t)n;
     }
     if (pos < cap)
-        nd_log_json_string(buf, cap, &pos, cfg->data_dir, strlen(cfg->data_dir));
+        nd_json_escape(buf, cap, &pos, cfg->data_dir, strlen(cfg->data_dir));
     if (pos < cap) {
         n = snprintf(buf + pos, cap - pos,
                      ",\"in_memory\":%s,\"threads\":%u,\"accept\":\"%s\",\"k\":%u,"

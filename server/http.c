@@ -3,6 +3,7 @@
 #include "clock.h"
 #include "fmt.h"
 #include "framing.h"
+#include "json.h"
 #include "log.h"
 
 #include <arpa/inet.h>
@@ -179,7 +180,7 @@ static void access_log(nd_worker *w, const char *rid, const char *method, const 
     PUT_LIT(line, &pos, "\",\"path\":");
     size_t plen = path ? strlen(path) : 1;
     /* At most 256 bytes of the path: escaped, at most 1538 bytes. */
-    nd_log_json_string(line, pos + 1540, &pos, path ? path : "-", plen > 256 ? 256 : plen);
+    nd_json_escape(line, pos + 1540, &pos, path ? path : "-", plen > 256 ? 256 : plen);
     PUT_LIT(line, &pos, ",\"status\":");
     put_u64(line, &pos, (uint64_t)(status < 0 ? 0 : status));
     uint64_t lat_us = latency_ns > 0 ? (uint64_t)latency_ns / 1000 : 0;
@@ -1314,7 +1315,7 @@ int nd_http_start(nd_http *h)
     }
     char fields[400];
     size_t pos = (size_t)snprintf(fields, sizeof(fields), ",\"host\":");
-    nd_log_json_string(fields, sizeof(fields) - 100, &pos, h->cfg->listen_host,
+    nd_json_escape(fields, sizeof(fields) - 100, &pos, h->cfg->listen_host,
                        strlen(h->cfg->listen_host));
     snprintf(fields + pos, sizeof(fields) - pos, ",\"port\":%u,\"threads\":%u,\"accept\":\"%s\"",
              h->port, h->nworkers,

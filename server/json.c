@@ -516,28 +516,95 @@ int nd_json_iter_next(nd_json_iter *it, nd_json_value *v)
     return 1;
 }
 
-int nd_json_write_string(struct evbuffer *out, const char *s, size_t len)
+/* ---- the writer: the server's one JSON string escaper ----
+ * '"', '\\', \n, \r and \t get their short escapes; the other control
+ * characters and DEL get \u00XX; a byte that does not start a valid UTF-8
+ * sequence becomes U+FFFD; everything else is copied. */
+
+/* How the unit at s[i..len) is written: returns the number of input bytes it
+ * covers; *esc_len is 0 when they are copied as they are, else esc[0..
+ * *esc_len) replaces them. */
+static size_t escape_unit(const unsigned char *s, size_t len, size_t i, char esc[6],
+                          size_t *esc_len)
 {
     static const char hex[] = "0123456789abcdef";
-    int rc = evbuffer_add(out, "\"", 1);
-    size_t run = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\')
-            continue;
-        rc |= evbuffer_add(out, s + run, i - run);
-        char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-        if (c == '"' || c == '\\') {
-            esc[1] = (char)c;
-            rc |= evbuffer_add(out, esc, 2);
-        } else if (c == '\n') {
-            rc |= evbuffer_add(out, "\\n", 2);
-        } else {
-            rc |= evbuffer_add(out, esc, 6);
-        }
-        run = i + 1;
+    unsigned c = s[i];
+    *esc_len = 0;
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
+        return 1;
+    if (c >= 0x80) {
+        size_t at = i;
+        uint32_t cp;
+        if (nd_utf8_decode(s, len, &at, &cp) == 0)
+            return at - i;
+        memcpy(esc, "\xef\xbf\xbd", 3);
+        *esc_len = 3;
+        return 1;
     }
-    rc |= evbuffer_add(out, s + run, len - run);
+    esc[0] = '\\';
+    *esc_len = 2;
+    if (c == '"' || c == '\\')
+        esc[1] = (char)c;
+    else if (c == '\n')
+        esc[1] = 'n';
+    else if (c == '\r')
+        esc[1] = 'r';
+    else if (c == '\t')
+        esc[1] = 't';
+    else {
+        memcpy(esc + 1, "u00", 3);
+        esc[4] = hex[c >> 4], esc[5] = hex[c & 15];
+        *esc_len = 6;
+    }
+    return 1;
+}
+
+/* Copies n bytes to buf[*pos..cap); false (filled to cap) if they did not fit. */
+static bool put_capped(char *buf, size_t cap, size_t *pos, const char *s, size_t n)
+{
+    if (n > cap - *pos) {
+        memcpy(buf + *pos, s, cap - *pos);
+        *pos = cap;
+        return false;
+    }
+    memcpy(buf + *pos, s, n);
+    *pos += n;
+    return true;
+}
+
+bool nd_json_escape(char *buf, size_t cap, size_t *pos, const char *str, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    if (*pos > cap || !put_capped(buf, cap, pos, "\"", 1))
+        return false;
+    for (size_t i = 0; i < len;) {
+        char esc[6];
+        size_t n;
+        size_t k = escape_unit(s, len, i, esc, &n);
+        if (!(n ? put_capped(buf, cap, pos, esc, n) : put_capped(buf, cap, pos, str + i, k)))
+            return false;
+        i += k;
+    }
+    return put_capped(buf, cap, pos, "\"", 1);
+}
+
+int nd_json_write_string(struct evbuffer *out, const char *str, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    int rc = evbuffer_add(out, "\"", 1);
+    size_t run = 0; /* start of the bytes copied as they are */
+    for (size_t i = 0; i < len;) {
+        char esc[6];
+        size_t n;
+        size_t k = escape_unit(s, len, i, esc, &n);
+        if (n) {
+            rc |= evbuffer_add(out, str + run, i - run);
+            rc |= evbuffer_add(out, esc, n);
+            run = i + k;
+        }
+        i += k;
+    }
+    rc |= evbuffer_add(out, str + run, len - run);
     rc |= evbuffer_add(out, "\"", 1);
     return rc ? -ENOMEM : 0;
 }

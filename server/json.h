@@ -87,8 +87,18 @@ void nd_json_iter_init(nd_json_iter *it, const nd_json_value *array, nd_json_scr
 /* Reads the next element into *v. Returns 1, or 0 at the end. */
 int nd_json_iter_next(nd_json_iter *it, nd_json_value *v);
 
-/* Appends s[0..len) as a JSON string literal, escaping '"', '\\' and
- * control characters (s must be valid UTF-8). Returns 0 or -ENOMEM. */
+/* The server's one JSON string escaper, in two outputs. Both write the
+ * literal with its quotes; '"', '\\', \n, \r and \t get short escapes, other
+ * control characters and DEL \u00XX, and bytes that are not valid UTF-8
+ * U+FFFD (so any bytes give valid JSON). Neither allocates beyond the
+ * evbuffer's own growth. */
+
+/* Appends the literal for s[0..len) to out. Returns 0 or -ENOMEM. */
 int nd_json_write_string(struct evbuffer *out, const char *s, size_t len);
+
+/* Appends the literal for s[0..len) to buf[*pos..cap), advancing *pos. Never
+ * writes past cap; returns false (buf filled to cap) when it did not fit.
+ * For fixed buffers such as log lines. */
+bool nd_json_escape(char *buf, size_t cap, size_t *pos, const char *s, size_t len);
 
 #endif

@@ -1,6 +1,7 @@
 /* log.c - JSON-lines logging to stderr. */
 #include "log.h"
 #include "fmt.h"
+#include "json.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -98,34 +99,6 @@ void nd_log_format_time(int64_t us, char out[32])
     out[27] = '\0';
 }
 
-/* Length of the valid UTF-8 sequence at s[i..len), or 0 if malformed. */
-static size_t utf8_seq_len(const unsigned char *s, size_t len, size_t i)
-{
-    unsigned c = s[i];
-    size_t need;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        need = 1;
-    else if (c >= 0xE0 && c <= 0xEF)
-        need = 2;
-    else if (c >= 0xF0 && c <= 0xF4)
-        need = 3;
-    else
-        return 0;
-    if (len - i <= need)
-        return 0;
-    for (size_t k = 1; k <= need; k++)
-        if ((s[i + k] & 0xC0) != 0x80)
-            return 0;
-    /* overlongs / surrogates / > U+10FFFF in the second byte */
-    unsigned c1 = s[i + 1];
-    if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) ||
-        (c == 0xF4 && c1 > 0x8F))
-        return 0;
-    return need + 1;
-}
-
 static bool put(char *buf, size_t cap, size_t *pos, const char *s, size_t n)
 {
     if (*pos + n > cap) {
@@ -137,48 +110,6 @@ static bool put(char *buf, size_t cap, size_t *pos, const char *s, size_t n)
     memcpy(buf + *pos, s, n);
     *pos += n;
     return true;
-}
-
-bool nd_log_json_string(char *buf, size_t cap, size_t *pos, const char *str, size_t len)
-{
-    static const char hex[] = "0123456789abcdef";
-    const unsigned char *s = (const unsigned char *)str;
-    if (!put(buf, cap, pos, "\"", 1))
-        return false;
-    for (size_t i = 0; i < len;) {
-        unsigned c = s[i];
-        char esc[8];
-        size_t n = 0;
-        if (c == '"' || c == '\\') {
-            esc[0] = '\\', esc[1] = (char)c, n = 2;
-        } else if (c == '\n') {
-            esc[0] = '\\', esc[1] = 'n', n = 2;
-        } else if (c == '\r') {
-            esc[0] = '\\', esc[1] = 'r', n = 2;
-        } else if (c == '\t') {
-            esc[0] = '\\', esc[1] = 't', n = 2;
-        } else if (c < 0x20 || c == 0x7f) {
-            memcpy(esc, "\\u00", 4);
-            esc[4] = hex[c >> 4], esc[5] = hex[c & 15], n = 6;
-        }
-        if (n) {
-            if (!put(buf, cap, pos, esc, n))
-                return false;
-            i++;
-            continue;
-        }
-        size_t sl = utf8_seq_len(s, len, i);
-        if (sl == 0) {
-            if (!put(buf, cap, pos, "\xef\xbf\xbd", 3))
-                return false;
-            i++;
-            continue;
-        }
-        if (!put(buf, cap, pos, str + i, sl))
-            return false;
-        i += sl;
-    }
-    return put(buf, cap, pos, "\"", 1);
 }
 
 void nd_log_write(const char *buf, size_t len)
@@ -217,13 +148,13 @@ void nd_log_fields(int level, const char *fields, const char *fmt, ...)
     int n = snprintf(line, cap, "{\"time\":\"%s\",\"level\":\"%s\",\"msg\":", ts,
                      nd_log_level_name(level));
     pos = (size_t)n;
-    bool ok = nd_log_json_string(line, cap, &pos, msg, (size_t)mlen);
+    bool ok = nd_json_escape(line, cap, &pos, msg, (size_t)mlen);
     if (ok && fields)
         ok = put(line, cap, &pos, fields, strlen(fields));
     if (!ok) {
         /* Cut: close the record in a way that is still valid JSON. */
         pos = (size_t)n;
-        nd_log_json_string(line, cap, &pos, msg, (size_t)mlen < 200 ? (size_t)mlen : 200);
+        nd_json_escape(line, cap, &pos, msg, (size_t)mlen < 200 ? (size_t)mlen : 200);
         const char *mark = ",\"truncated\":true";
         memcpy(line + pos, mark, strlen(mark));
         pos += strlen(mark);

@@ -41,18 +41,14 @@ bool nd_log_enabled(int level);
  * printf-style and JSON-escaped, and fields is either NULL or a string of
  * extra members that starts with a comma and is already valid JSON (e.g.
  * ",\"port\":8080"). Lines longer than ND_LOG_LINE_MAX are cut and marked
- * "truncated". Does not allocate. */
+ * "truncated". Strings are escaped by json.h's nd_json_escape(), the
+ * server's one escaper (use it for the values in fields too). Does not
+ * allocate. */
 void nd_log_fields(int level, const char *fields, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* nd_log_fields() without extra fields. */
 #define nd_log(level, ...) nd_log_fields((level), NULL, __VA_ARGS__)
-
-/* Appends the JSON string literal (with quotes) for s[0..len) to
- * buf[*pos..cap), escaping as JSON requires; invalid UTF-8 bytes become
- * U+FFFD. Never writes past cap; returns false (and fills to cap) when the
- * text did not fit. */
-bool nd_log_json_string(char *buf, size_t cap, size_t *pos, const char *s, size_t len);
 
 /* Formats a UTC time given in microseconds since the epoch as RFC 3339 with
  * microseconds ("2024-05-01T12:34:56.123456Z") into out[32]. */

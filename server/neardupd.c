@@ -26,6 +26,7 @@
 #include "config.h"
 #include "fingerprint.h"
 #include "http.h"
+#include "json.h"
 #include "log.h"
 #include "metrics.h"
 #include "registry.h"
@@ -107,7 +108,7 @@ static void log_stale(const daemon_t *d, uint64_t stale)
     for (size_t i = 0; i < n && i < STALE_LISTED; i++) {
         if (i)
             fields[pos++] = ',';
-        nd_log_json_string(fields, sizeof(fields), &pos, v[i].version,
+        nd_json_escape(fields, sizeof(fields), &pos, v[i].version,
                            strlen(v[i].version));
         pos += (size_t)snprintf(fields + pos, sizeof(fields) - pos, ":%llu",
                                 (unsigned long long)v[i].documents);
