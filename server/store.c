@@ -1,4 +1,6 @@
-/* store.c - the durable registry of documents, on LMDB (see store.h).
+/* store.c - the durable registry of documents, on LMDB: the LMDB
+ * implementation of store.h's interface (lmdb_ops; nd_store_open()), and
+ * its on-commit observer, called from the commit thread (see store.h).
  *
  * Files. dir/data.mdb and dir/lock.mdb belong to LMDB. dir/neardup.lock is
  * ours: the open store holds flock(LOCK_EX) on it (and writes its pid into
@@ -149,6 +151,7 @@ typedef struct change {
 } change;
 
 struct nd_store {
+    nd_store_base base;         /* first: the interface (store.h) */
     char *dir;
     nd_store_options opts;
     int lock_fd;
@@ -1069,6 +1072,29 @@ static void keep_headroom(nd_store *st)
     st->zeroed_end = end;
 }
 
+/* Tells the on-commit observer about c, committed (status 0). */
+static void observe(nd_store *st, const change *c)
+{
+    nd_store_observer_fn fn = st->base.observer;
+    if (!fn)
+        return;
+    nd_record rec = {.id = NULL};
+    if (c->kind == CHANGE_DELETE_AT) {
+        rec.id = (const char *)c->data + KEY_SIZE;
+        rec.id_len = c->len - KEY_SIZE;
+        rec.registered_at_us = rd_key(c->data);
+        fn(st->base.observer_arg, ND_STORE_DELETE, &rec);
+        return;
+    }
+    MDB_val k = {KEY_SIZE, (void *)c->data};
+    MDB_val v = {c->len - KEY_SIZE - c->sketch_len, (void *)(c->data + KEY_SIZE)};
+    if (decode_value(&k, &v, &rec) != 0)
+        return; /* cannot happen: encoded by queue_record() */
+    rec.sketch = c->sketch_len ? c->data + c->len - c->sketch_len : NULL;
+    rec.sketch_len = c->sketch_len;
+    fn(st->base.observer_arg, c->kind == CHANGE_PUT ? ND_STORE_PUT : ND_STORE_REPLACE, &rec);
+}
+
 static void *commit_main(void *arg)
 {
     nd_store *st = arg;
@@ -1090,6 +1116,8 @@ static void *commit_main(void *arg)
             change *next = batch->next;
             if (batch->status && batch->status != -ENOENT)
                 atomic_fetch_add(&st->failed_changes, 1);
+            if (batch->status == 0)
+                observe(st, batch);
             if (batch->done)
                 batch->done(batch->arg, batch->status);
             free(batch);
@@ -1129,6 +1157,8 @@ static void store_free(nd_store *st)
     free(st);
 }
 
+static const nd_store_ops lmdb_ops; /* at the end */
+
 int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
                   char *err, size_t errlen)
 {
@@ -1140,6 +1170,7 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
         free(st);
         return set_err(err, errlen, -ENOMEM, "out of memory");
     }
+    st->base.ops = &lmdb_ops;
     st->lock_fd = -1;
     pthread_rwlock_init(&st->env_lock, NULL);
     pthread_mutex_init(&st->mu, NULL);
@@ -1278,18 +1309,18 @@ static int queue_record(nd_store *st, enum change_kind kind, const nd_record *re
     return enqueue(st, c);
 }
 
-int nd_store_put(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg)
+static int lmdb_put(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg)
 {
     return queue_record(st, CHANGE_PUT, rec, done, arg);
 }
 
-int nd_store_replace(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg)
+static int lmdb_replace(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg)
 {
     return queue_record(st, CHANGE_REPLACE_AT, rec, done, arg);
 }
 
-int nd_store_delete_at(nd_store *st, const char *id, size_t id_len, int64_t registered_at_us,
-                       nd_store_done_fn done, void *arg)
+static int lmdb_delete_at(nd_store *st, const char *id, size_t id_len, int64_t registered_at_us,
+                          nd_store_done_fn done, void *arg)
 {
     if (!st || !id_ok(id, id_len) || registered_at_us < 0)
         return -EINVAL;
@@ -1340,7 +1371,7 @@ static void prefault_map(MDB_env *env)
 #endif
 }
 
-int nd_store_scan(nd_store *st, int (*visit)(void *arg, const nd_record *rec), void *arg)
+static int lmdb_scan(nd_store *st, int (*visit)(void *arg, const nd_record *rec), void *arg)
 {
     MDB_txn *txn;
     MDB_cursor *cur;
@@ -1366,8 +1397,8 @@ int nd_store_scan(nd_store *st, int (*visit)(void *arg, const nd_record *rec), v
     return ret;
 }
 
-int nd_store_get(nd_store *st, int64_t registered_at_us,
-                 int (*visit)(void *arg, const nd_record *rec), void *arg)
+static int lmdb_get(nd_store *st, int64_t registered_at_us,
+                    int (*visit)(void *arg, const nd_record *rec), void *arg)
 {
     MDB_txn *txn;
     nd_record r;
@@ -1388,9 +1419,9 @@ int nd_store_get(nd_store *st, int64_t registered_at_us,
     return rc;
 }
 
-int nd_store_sketches(nd_store *st, const int64_t *at, size_t n,
-                      int (*visit)(void *arg, size_t i, const uint8_t *buf, size_t len),
-                      void *arg)
+static int lmdb_sketches(nd_store *st, const int64_t *at, size_t n,
+                         int (*visit)(void *arg, size_t i, const uint8_t *buf, size_t len),
+                         void *arg)
 {
     MDB_txn *txn;
     unsigned char key[KEY_SIZE];
@@ -1418,7 +1449,7 @@ int nd_store_sketches(nd_store *st, const int64_t *at, size_t n,
     return rc;
 }
 
-int64_t nd_store_count(nd_store *st)
+static int64_t lmdb_count(nd_store *st)
 {
     MDB_txn *txn;
     MDB_stat ms;
@@ -1523,12 +1554,12 @@ out:
     return rc;
 }
 
-bool nd_store_writable(const nd_store *st)
+static bool lmdb_writable(const nd_store *st)
 {
     return st && atomic_load(&((nd_store *)st)->writable);
 }
 
-void nd_store_get_stats(nd_store *st, nd_store_stats *out)
+static void lmdb_get_stats(nd_store *st, nd_store_stats *out)
 {
     memset(out, 0, sizeof(*out));
     if (!st)
@@ -1549,7 +1580,7 @@ void nd_store_get_stats(nd_store *st, nd_store_stats *out)
     pthread_mutex_unlock(&st->mu);
 }
 
-void nd_store_close(nd_store *st)
+static void lmdb_close(nd_store *st)
 {
     if (!st)
         return;
@@ -1564,3 +1595,18 @@ void nd_store_close(nd_store *st)
         mdb_env_sync(st->env, 1);   /* a clean close is durable in any mode */
     store_free(st);
 }
+
+static const nd_store_ops lmdb_ops = {
+    .name = "lmdb",
+    .durable = true,
+    .put = lmdb_put,
+    .replace = lmdb_replace,
+    .delete_at = lmdb_delete_at,
+    .scan = lmdb_scan,
+    .get = lmdb_get,
+    .sketches = lmdb_sketches,
+    .count = lmdb_count,
+    .writable = lmdb_writable,
+    .get_stats = lmdb_get_stats,
+    .close = lmdb_close,
+};

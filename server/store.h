@@ -1,4 +1,15 @@
-/* store.h - the durable registry of documents, on LMDB.
+/* store.h - where registered documents are kept: one interface, two
+ * implementations.
+ *
+ * The interface (nd_store_put() .. nd_store_close() below, and the on-commit
+ * observer) is what the registry and the API use. Each call dispatches
+ * through the store's nd_store_ops:
+ * - LMDB (store.c, nd_store_open()): durable, described below;
+ * - memory (store_memory.c, nd_store_memory_open()): `neardupd --in-memory`;
+ *   keeps records and sketches in memory and commits each change within the
+ *   call that queues it (its done callback runs before that call returns).
+ *
+ * The rest of this comment describes the LMDB store.
  *
  * Owns the LMDB environment under the data directory and one commit thread.
  * Writes are asynchronous with group commit: nd_store_put() and
@@ -67,6 +78,81 @@ typedef struct nd_record {
     size_t sketch_len;        /* 0..ND_STORE_SKETCH_MAX */
 } nd_record;
 
+/* ---- the interface ---- */
+
+/* What a committed change did (the on-commit observer's kind). */
+typedef enum nd_store_change {
+    ND_STORE_PUT = 1,
+    ND_STORE_REPLACE = 2,
+    ND_STORE_DELETE = 3,
+} nd_store_change;
+
+/* The on-commit observer (the hook a replication log uses): called once per
+ * committed change (a put, replace or delete whose done callback gets 0),
+ * in commit order, on the committing thread (LMDB: the commit thread; the
+ * memory store: the caller's), just before that change's done callback.
+ * rec is the record as written (sketch included) or, for a delete, only
+ * id, id_len and registered_at_us (the rest zero); its pointers are valid
+ * during the call. Must be quick and must not call into the store. */
+typedef void (*nd_store_observer_fn)(void *arg, nd_store_change kind, const nd_record *rec);
+
+typedef struct nd_store_stats nd_store_stats;
+typedef void (*nd_store_done_fn)(void *arg, int status);
+
+/* An implementation: the calls below, dispatched. */
+typedef struct nd_store_ops {
+    const char *name; /* "lmdb", "memory" */
+    bool durable;     /* survives a restart (false: neardup_in_memory 1) */
+    int (*put)(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg);
+    int (*replace)(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg);
+    int (*delete_at)(nd_store *st, const char *id, size_t id_len, int64_t registered_at_us,
+                     nd_store_done_fn done, void *arg);
+    int (*scan)(nd_store *st, int (*visit)(void *arg, const nd_record *rec), void *arg);
+    int (*get)(nd_store *st, int64_t registered_at_us,
+               int (*visit)(void *arg, const nd_record *rec), void *arg);
+    int (*sketches)(nd_store *st, const int64_t *at, size_t n,
+                    int (*visit)(void *arg, size_t i, const uint8_t *buf, size_t len),
+                    void *arg);
+    int64_t (*count)(nd_store *st);
+    bool (*writable)(const nd_store *st);
+    void (*get_stats)(nd_store *st, nd_store_stats *out);
+    void (*close)(nd_store *st);
+} nd_store_ops;
+
+/* The head every implementation's object begins with (an nd_store * points
+ * at it). */
+typedef struct nd_store_base {
+    const nd_store_ops *ops;
+    nd_store_observer_fn observer; /* NULL: none */
+    void *observer_arg;
+} nd_store_base;
+
+static inline nd_store_base *nd_store_base_of(const nd_store *st)
+{
+    return (nd_store_base *)(void *)(uintptr_t)st;
+}
+
+/* Sets the on-commit observer (NULL: none). Call before any change is
+ * queued: it is read by the committing thread without a lock. */
+static inline void nd_store_set_observer(nd_store *st, nd_store_observer_fn fn, void *arg)
+{
+    nd_store_base_of(st)->observer = fn;
+    nd_store_base_of(st)->observer_arg = arg;
+}
+
+/* The implementation's name ("lmdb", "memory"). */
+static inline const char *nd_store_kind(const nd_store *st)
+{
+    return nd_store_base_of(st)->ops->name;
+}
+
+/* True when what is committed survives a restart (LMDB); false for the
+ * memory store. */
+static inline bool nd_store_durable(const nd_store *st)
+{
+    return nd_store_base_of(st)->ops->durable;
+}
+
 typedef struct nd_store_options {
     size_t map_size;          /* LMDB map size in bytes (the storage limit) */
     unsigned max_batch;       /* most changes in one transaction */
@@ -91,8 +177,6 @@ void nd_store_options_default(nd_store_options *opts);
  * next batch only after the callbacks of this one returned: a callback must
  * not wait for a lock that a caller of nd_store_put() may hold while the
  * queue is full, or both wait forever. */
-typedef void (*nd_store_done_fn)(void *arg, int status);
-
 /* Opens (creating if needed) the store in directory dir, which must exist or
  * be creatable (its parent must exist), and starts the commit thread.
  * Returns 0 and a new store (free with nd_store_close()), or -errno with a
@@ -123,7 +207,11 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
  * one commit), so never call it from a done callback; with opts.shed it
  * returns -EBUSY instead (nothing queued, done not called). Changes are applied
  * in the order their calls returned. */
-int nd_store_put(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg);
+static inline int nd_store_put(nd_store *st, const nd_record *rec, nd_store_done_fn done,
+                               void *arg)
+{
+    return nd_store_base_of(st)->ops->put(st, rec, done, arg);
+}
 
 /* Queues the deletion of the record stored under registered_at_us, which
  * must have id id (id_len bytes): done gets 0 (deleted, durable), -ENOENT
@@ -132,8 +220,12 @@ int nd_store_put(nd_store *st, const nd_record *rec, nd_store_done_fn done, void
  * error as for put. One B-tree lookup. Returns 0 if queued, or -EINVAL (id
  * not 1..ND_ID_MAX bytes, registered_at_us negative), -ENOMEM, -ESHUTDOWN;
  * blocks like put when the queue is full. */
-int nd_store_delete_at(nd_store *st, const char *id, size_t id_len, int64_t registered_at_us,
-                       nd_store_done_fn done, void *arg);
+static inline int nd_store_delete_at(nd_store *st, const char *id, size_t id_len,
+                                     int64_t registered_at_us, nd_store_done_fn done,
+                                     void *arg)
+{
+    return nd_store_base_of(st)->ops->delete_at(st, id, id_len, registered_at_us, done, arg);
+}
 
 /* Queues the replacement of the record stored under rec->registered_at_us,
  * which must have rec's id, by rec (another fingerprint, version, meta...:
@@ -143,7 +235,11 @@ int nd_store_delete_at(nd_store *st, const char *id, size_t id_len, int64_t regi
  * -EBADMSG (the stored value cannot be decoded: nothing written) or an
  * error as for put. Returns as nd_store_put() does, and blocks as it does
  * when the queue is full. */
-int nd_store_replace(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg);
+static inline int nd_store_replace(nd_store *st, const nd_record *rec, nd_store_done_fn done,
+                                   void *arg)
+{
+    return nd_store_base_of(st)->ops->replace(st, rec, done, arg);
+}
 
 /* Calls visit for every stored record in registration order
  * (registered_at_us ascending; the daemon relies on this order, e.g. to
@@ -156,15 +252,22 @@ int nd_store_replace(nd_store *st, const nd_record *rec, nd_store_done_fn done, 
  * it returns non-zero. Returns 0, or -errno: -EBADMSG (a stored value that
  * cannot be decoded: corrupt, or written by a newer layout), -EAGAIN (more
  * than 256 read transactions at once), -EIO. */
-int nd_store_scan(nd_store *st, int (*visit)(void *arg, const nd_record *rec), void *arg);
+static inline int nd_store_scan(nd_store *st, int (*visit)(void *arg, const nd_record *rec),
+                                void *arg)
+{
+    return nd_store_base_of(st)->ops->scan(st, visit, arg);
+}
 
 /* Looks up the record stored under registered_at_us and calls visit once
  * with it (pointers valid only during the call, as for nd_store_scan).
  * Returns visit's value, or -ENOENT (no record at that time; visit not
  * called), -EINVAL (negative time), -EBADMSG, -EIO. Sees committed changes
  * only. */
-int nd_store_get(nd_store *st, int64_t registered_at_us,
-                 int (*visit)(void *arg, const nd_record *rec), void *arg);
+static inline int nd_store_get(nd_store *st, int64_t registered_at_us,
+                               int (*visit)(void *arg, const nd_record *rec), void *arg)
+{
+    return nd_store_base_of(st)->ops->get(st, registered_at_us, visit, arg);
+}
 
 /* Reads the sketches stored with the records under at[0..n) (one read
  * transaction): calls visit(arg, i, bytes, len) for each i in order, with
@@ -172,12 +275,19 @@ int nd_store_get(nd_store *st, int64_t registered_at_us,
  * bytes point into the map and are valid only during the call. Stops early
  * and returns visit's value if it returns non-zero. Returns 0 or -errno.
  * Sees committed changes only. Any thread. */
-int nd_store_sketches(nd_store *st, const int64_t *at, size_t n,
-                      int (*visit)(void *arg, size_t i, const uint8_t *buf, size_t len),
-                      void *arg);
+static inline int nd_store_sketches(nd_store *st, const int64_t *at, size_t n,
+                                    int (*visit)(void *arg, size_t i, const uint8_t *buf,
+                                                 size_t len),
+                                    void *arg)
+{
+    return nd_store_base_of(st)->ops->sketches(st, at, n, visit, arg);
+}
 
 /* Number of stored records (from a read transaction), or -errno. */
-int64_t nd_store_count(nd_store *st);
+static inline int64_t nd_store_count(nd_store *st)
+{
+    return nd_store_base_of(st)->ops->count(st);
+}
 
 /* Writes a consistent copy of the store into directory dir (created if
  * missing, must not hold a store) while the store is in use: a compacted
@@ -204,7 +314,10 @@ int nd_store_backup_path(const char *src_dir, const char *dst_dir, char *err, si
  * not writable and no change is queued, it commits 16 KiB of new pages
  * into its info database and deletes them again; writable follows the
  * probe's result (stats.probes counts them). */
-bool nd_store_writable(const nd_store *st);
+static inline bool nd_store_writable(const nd_store *st)
+{
+    return nd_store_base_of(st)->ops->writable(st);
+}
 
 #define ND_STORE_COMMIT_BUCKETS 14 /* bounds of the commit-latency histogram */
 
@@ -212,7 +325,7 @@ bool nd_store_writable(const nd_store *st);
  * nd_store_stats.commit_buckets. */
 extern const uint64_t nd_store_commit_bucket_us[ND_STORE_COMMIT_BUCKETS];
 
-typedef struct nd_store_stats {
+struct nd_store_stats {
     uint64_t commits;        /* write transactions committed */
     uint64_t changes;        /* changes in those transactions */
     uint64_t failed_commits; /* write transactions that failed */
@@ -231,16 +344,23 @@ typedef struct nd_store_stats {
                               * counts those <= nd_store_commit_bucket_us[i]
                               * and above the previous bound (not
                               * cumulative); the last counts the rest */
-} nd_store_stats;
+};
 
 /* Copies the counters since open into *out. Does not allocate. */
-void nd_store_get_stats(nd_store *st, nd_store_stats *out);
+static inline void nd_store_get_stats(nd_store *st, nd_store_stats *out)
+{
+    nd_store_base_of(st)->ops->get_stats(st, out);
+}
 
 /* Commits every queued change (their callbacks run; -ESHUTDOWN only for a
  * change that cannot be committed because the environment is gone), stops
  * the commit thread, flushes (also with sync false), closes the environment
  * and releases neardup.lock. NULL is allowed. No other call on st may be
  * running or follow. */
-void nd_store_close(nd_store *st);
+static inline void nd_store_close(nd_store *st)
+{
+    if (st)
+        nd_store_base_of(st)->ops->close(st);
+}
 
 #endif
