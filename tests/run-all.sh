@@ -12,9 +12,9 @@ passed=0
 failed=0
 skipped=0
 
-# Adds the results of one meson test run (its testlog.json) to the totals.
+# Adds the results of one meson test run (its testlog JSON) to the totals.
 count_results() {
-    local log="$1/meson-logs/testlog.json"
+    local log="$1"
     if [[ ! -f "$log" ]]; then
         failed=$((failed + 1))
         return
@@ -38,10 +38,12 @@ PY
     skipped=$((skipped + s))
 }
 
-# run_suite NAME BUILD_DIR [meson setup options...]
+# run_suite NAME BUILD_DIR SETUP [meson setup options...]
+# SETUP is a meson test setup (meson.build: add_test_setup) or "" for none;
+# meson test writes testlog.json, or testlog-SETUP.json under a setup.
 run_suite() {
-    local name="$1" dir="$2"
-    shift 2
+    local name="$1" dir="$2" setup="$3"
+    shift 3
     echo "=== $name: build ($dir)"
     if ! bash deploy/build.sh "$dir" "$@"; then
         echo "=== $name: BUILD FAILED"
@@ -49,16 +51,17 @@ run_suite() {
         return
     fi
     echo "=== $name: test"
-    rm -f "$dir/meson-logs/testlog.json"
-    meson test -C "$dir" --print-errorlogs --num-processes 2 --timeout-multiplier "${TIMEOUT_MULTIPLIER:-1}"
-    count_results "$dir"
+    local log="testlog${setup:+-$setup}.json"
+    rm -f "$dir/meson-logs/$log"
+    meson test -C "$dir" ${setup:+--setup "$setup"} --print-errorlogs --num-processes 2
+    count_results "$dir/meson-logs/$log"
 }
 
-run_suite "normal build" build
-TIMEOUT_MULTIPLIER=3 \
-ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1" \
-UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
-    run_suite "AddressSanitizer + UBSan build" build-asan -Db_sanitize=address,undefined -Db_lundef=false
+run_suite "normal build" build ""
+# The sanitizers are the build's (b_sanitize); their options and the longer
+# timeouts come from the test setup "asan" (meson.build).
+run_suite "AddressSanitizer + UBSan build" build-asan asan \
+    -Db_sanitize=address,undefined -Db_lundef=false
 
 # ---- fuzz stage (issue 7) -------------------------------------------------
 # libFuzzer targets built with clang (ASan + UBSan), each run for

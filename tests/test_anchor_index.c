@@ -185,8 +185,8 @@ static void test_concurrent(void)
 
 int main(void)
 {
-    test_basic();
-    test_bulk_equals_inserts();
-    test_concurrent();
+    UNIT_RUN(test_basic);
+    UNIT_RUN(test_bulk_equals_inserts);
+    UNIT_RUN(test_concurrent);
     return unit_summary("anchor_index");
 }

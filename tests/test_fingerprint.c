@@ -274,14 +274,14 @@ int main(void)
     CHECK(nd_fingerprinter_create(&fp) == 0 && nd_fp_scratch_create(&scratch) == 0, "create");
     if (!fp || !scratch)
         return unit_summary("fingerprint");
-    test_vectors();
-    test_equivalences();
-    test_edits_and_separation();
-    test_counts();
-    test_invalid_input();
-    test_scratch_growth();
-    test_hex();
-    test_threads();
+    UNIT_RUN(test_vectors);
+    UNIT_RUN(test_equivalences);
+    UNIT_RUN(test_edits_and_separation);
+    UNIT_RUN(test_counts);
+    UNIT_RUN(test_invalid_input);
+    UNIT_RUN(test_scratch_growth);
+    UNIT_RUN(test_hex);
+    UNIT_RUN(test_threads);
     nd_fp_scratch_destroy(scratch);
     nd_fingerprinter_destroy(fp);
     nd_fingerprinter_destroy(NULL);

@@ -8,17 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                   \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                           \
-            fprintf(stderr, __VA_ARGS__);                                                  \
-            fprintf(stderr, "\n");                                                         \
-            failures++;                                                                    \
-        }                                                                                  \
-    } while (0)
+#include "unit.h"
 
 typedef struct {
     int why;
@@ -124,6 +114,5 @@ int main(void)
     CHECK(r.why == ND_FR_CL_DUP && r.line_start == (uint64_t)(empty + 2 - s),
           "cut at %llu, the empty line is at %ld", (unsigned long long)r.line_start,
           (long)(empty + 2 - s));
-    printf("%d passed, %d failed\n", failures ? 0 : 1, failures ? 1 : 0);
-    return failures ? 1 : 0;
+    return unit_summary("framing_scan");
 }

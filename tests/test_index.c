@@ -14,18 +14,10 @@
 #include <string.h>
 #include <time.h>
 
-static int failures;
+#include "unit.h"
 
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            failures++;                                                        \
-            fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond);        \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-            return;                                                            \
-        }                                                                      \
-    } while (0)
+/* Checks here are REQUIREs: a test stops at its first wrong answer (one
+ * model mismatch would cascade into thousands). */
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -149,13 +141,13 @@ static void check_query(const nd_index *idx, const model *m, uint64_t q,
     int rc = nd_index_query(idx, q, k, got_buf, cap, &found);
     checked_queries++;
     checked_hits += want;
-    CHECK(found == want, "q=%016llx k=%u found %zu want %zu",
+    REQUIRE(found == want, "q=%016llx k=%u found %zu want %zu",
           (unsigned long long)q, k, found, want);
-    CHECK(rc == (want > cap ? -E2BIG : 0), "q=%016llx k=%u rc %d",
+    REQUIRE(rc == (want > cap ? -E2BIG : 0), "q=%016llx k=%u rc %d",
           (unsigned long long)q, k, rc);
     size_t n = want < cap ? want : cap;
     for (size_t i = 0; i < n; i++)
-        CHECK(got_buf[i].slot == want_buf[i].slot &&
+        REQUIRE(got_buf[i].slot == want_buf[i].slot &&
                   got_buf[i].distance == want_buf[i].distance,
               "q=%016llx k=%u hit %zu: got (%u,%u) want (%u,%u)",
               (unsigned long long)q, k, i, got_buf[i].slot,
@@ -173,9 +165,9 @@ static uint64_t pick_query(uint64_t *s, const model *m)
 static void check_many(const nd_index *idx, const model *m, uint64_t *s,
                        unsigned nq)
 {
-    for (unsigned i = 0; i < nq && !failures; i++) {
+    for (unsigned i = 0; i < nq && !unit_test_failed(); i++) {
         uint64_t q = pick_query(s, m);
-        for (unsigned k = 0; k <= ND_INDEX_MAX_K && !failures; k++)
+        for (unsigned k = 0; k <= ND_INDEX_MAX_K && !unit_test_failed(); k++)
             check_query(idx, m, q, k, SIZE_MAX);
     }
 }
@@ -205,23 +197,23 @@ static void test_api_errors(void)
     nd_index *idx = new_index();
     nd_index_hit hits[4];
     size_t found = 99;
-    CHECK(nd_index_query(idx, 0, 0, hits, 4, &found) == 0 && found == 0, "empty");
-    CHECK(nd_index_query(idx, 0, ND_INDEX_MAX_K + 1, hits, 4, &found) == -EINVAL,
+    REQUIRE(nd_index_query(idx, 0, 0, hits, 4, &found) == 0 && found == 0, "empty");
+    REQUIRE(nd_index_query(idx, 0, ND_INDEX_MAX_K + 1, hits, 4, &found) == -EINVAL,
           "k > max");
-    CHECK(found == 0, "found on EINVAL");
-    CHECK(nd_index_remove(idx, 1, 1) == -ENOENT, "remove from empty");
-    CHECK(nd_index_insert(idx, 42, 7) == 0, "insert");
-    CHECK(nd_index_insert(idx, 42, 7) == -EEXIST, "same pair twice");
-    CHECK(nd_index_insert(idx, 42, 8) == 0, "same fp, other slot");
-    CHECK(nd_index_count(idx) == 2, "count");
-    CHECK(nd_index_remove(idx, 42, 9) == -ENOENT, "wrong slot");
-    CHECK(nd_index_remove(idx, 43, 7) == -ENOENT, "wrong fp");
-    CHECK(nd_index_query(idx, 42, 0, NULL, 0, &found) == -E2BIG && found == 2,
+    REQUIRE(found == 0, "found on EINVAL");
+    REQUIRE(nd_index_remove(idx, 1, 1) == -ENOENT, "remove from empty");
+    REQUIRE(nd_index_insert(idx, 42, 7) == 0, "insert");
+    REQUIRE(nd_index_insert(idx, 42, 7) == -EEXIST, "same pair twice");
+    REQUIRE(nd_index_insert(idx, 42, 8) == 0, "same fp, other slot");
+    REQUIRE(nd_index_count(idx) == 2, "count");
+    REQUIRE(nd_index_remove(idx, 42, 9) == -ENOENT, "wrong slot");
+    REQUIRE(nd_index_remove(idx, 43, 7) == -ENOENT, "wrong fp");
+    REQUIRE(nd_index_query(idx, 42, 0, NULL, 0, &found) == -E2BIG && found == 2,
           "cap 0 counts");
-    CHECK(nd_index_remove(idx, 42, 7) == 0 && nd_index_remove(idx, 42, 8) == 0,
+    REQUIRE(nd_index_remove(idx, 42, 7) == 0 && nd_index_remove(idx, 42, 8) == 0,
           "remove both");
-    CHECK(nd_index_count(idx) == 0, "count after removes");
-    CHECK(nd_index_query(idx, 42, 8, hits, 4, &found) == 0 && found == 0,
+    REQUIRE(nd_index_count(idx) == 0, "count after removes");
+    REQUIRE(nd_index_query(idx, 42, 8, hits, 4, &found) == 0 && found == 0,
           "empty again");
     nd_index_destroy(idx);
     nd_index_destroy(NULL);
@@ -256,7 +248,7 @@ static void test_clustered(void)
         insert_both(idx, &m, fp, i);
     }
     check_many(idx, &m, &s, 300);
-    for (int c = 0; c < 40 && !failures; c++)
+    for (int c = 0; c < 40 && !unit_test_failed(); c++)
         for (unsigned k = 0; k <= ND_INDEX_MAX_K; k++)
             check_query(idx, &m, centers[c], k, SIZE_MAX);
     nd_index_destroy(idx);
@@ -282,7 +274,7 @@ static void test_block_patterns(void)
                         q = flip_in_block(&s, q, b, c[b]);
                     unsigned d = c[0] + c[1] + c[2] + c[3];
                     for (unsigned k = d ? d - 1 : 0; k <= d + 1; k++)
-                        if (k <= ND_INDEX_MAX_K && !failures)
+                        if (k <= ND_INDEX_MAX_K && !unit_test_failed())
                             check_query(idx, &m, q, k, SIZE_MAX);
                 }
     nd_index_destroy(idx);
@@ -300,13 +292,13 @@ static void test_interleaved(void)
     uint64_t centers[8];
     for (int c = 0; c < 8; c++)
         centers[c] = rng_next(&s);
-    for (int round = 0; round < 60 && !failures; round++) {
+    for (int round = 0; round < 60 && !unit_test_failed(); round++) {
         for (int op = 0; op < 400; op++) {
             unsigned what = rng_below(&s, 10);
             if (what < 4 && m.n) {
                 size_t i = rng_below(&s, (unsigned)m.n);
-                CHECK(nd_index_remove(idx, m.fp[i], m.slot[i]) == 0, "remove");
-                CHECK(nd_index_remove(idx, m.fp[i], m.slot[i]) == -ENOENT,
+                REQUIRE(nd_index_remove(idx, m.fp[i], m.slot[i]) == 0, "remove");
+                REQUIRE(nd_index_remove(idx, m.fp[i], m.slot[i]) == -ENOENT,
                       "remove twice");
                 model_del(&m, i);
             } else if (what < 6 && m.n) {
@@ -321,24 +313,24 @@ static void test_interleaved(void)
                 insert_both(idx, &m, rng_next(&s), next_slot++);
             }
         }
-        CHECK(nd_index_count(idx) == m.n, "count %zu want %zu",
+        REQUIRE(nd_index_count(idx) == m.n, "count %zu want %zu",
               nd_index_count(idx), m.n);
         check_many(idx, &m, &s, 20);
-        for (unsigned k = 0; k <= ND_INDEX_MAX_K && !failures; k++) {
+        for (unsigned k = 0; k <= ND_INDEX_MAX_K && !unit_test_failed(); k++) {
             check_query(idx, &m, centers[round % 8], k, SIZE_MAX);
             check_query(idx, &m, (rng_next(&s) & ~UINT64_C(0xFFFF0000)) | 0x5A5A0000,
                         k, SIZE_MAX);
         }
     }
     /* Drain completely, checking along the way. */
-    while (m.n && !failures) {
+    while (m.n && !unit_test_failed()) {
         size_t i = rng_below(&s, (unsigned)m.n);
-        CHECK(nd_index_remove(idx, m.fp[i], m.slot[i]) == 0, "drain");
+        REQUIRE(nd_index_remove(idx, m.fp[i], m.slot[i]) == 0, "drain");
         model_del(&m, i);
         if (m.n % 1000 == 0)
             check_many(idx, &m, &s, 5);
     }
-    CHECK(nd_index_count(idx) == 0, "drained");
+    REQUIRE(nd_index_count(idx) == 0, "drained");
     nd_index_destroy(idx);
     model_free(&m);
 }
@@ -349,7 +341,7 @@ static void test_interleaved(void)
 static void test_skew(void)
 {
     uint64_t s = 5;
-    for (unsigned b = 0; b < 4 && !failures; b++) {
+    for (unsigned b = 0; b < 4 && !unit_test_failed(); b++) {
         nd_index *idx = new_index();
         model m = {0};
         uint64_t shared = rng_next(&s) & (UINT64_C(0xFFFF) << (16 * b));
@@ -365,15 +357,15 @@ static void test_skew(void)
                 insert_both(idx, &m, twin, (slot++) ^ 0x80000000u);
         }
         check_many(idx, &m, &s, 60);
-        for (unsigned k = 0; k <= ND_INDEX_MAX_K && !failures; k++) {
+        for (unsigned k = 0; k <= ND_INDEX_MAX_K && !unit_test_failed(); k++) {
             check_query(idx, &m, twin, k, SIZE_MAX);
             check_query(idx, &m, flip_bits(&s, twin, k), k, 100);
             check_query(idx, &m, shared | (rng_next(&s) & keep), k, SIZE_MAX);
         }
         /* Remove most, in random order, to force merges and un-splitting. */
-        while (m.n > 50 && !failures) {
+        while (m.n > 50 && !unit_test_failed()) {
             size_t i = rng_below(&s, (unsigned)m.n);
-            CHECK(nd_index_remove(idx, m.fp[i], m.slot[i]) == 0, "remove");
+            REQUIRE(nd_index_remove(idx, m.fp[i], m.slot[i]) == 0, "remove");
             model_del(&m, i);
             if (m.n % 1500 == 0) {
                 check_many(idx, &m, &s, 10);
@@ -395,8 +387,8 @@ static void test_truncation(void)
     uint64_t c = rng_next(&s);
     for (uint32_t i = 0; i < 3000; i++)
         insert_both(idx, &m, flip_bits(&s, c, rng_below(&s, 7)), 5000 - i);
-    for (unsigned k = 0; k <= ND_INDEX_MAX_K && !failures; k++)
-        for (size_t cap = 0; cap < 40 && !failures; cap += 3) {
+    for (unsigned k = 0; k <= ND_INDEX_MAX_K && !unit_test_failed(); k++)
+        for (size_t cap = 0; cap < 40 && !unit_test_failed(); cap += 3) {
             check_query(idx, &m, c, k, cap);
             check_query(idx, &m, flip_bits(&s, c, 2), k, cap);
         }
@@ -526,7 +518,7 @@ static void test_concurrent(void)
         if (i < 8)
             fp = a; /* the anchors themselves, copied by churn */
         sh->stable[i] = fp;
-        CHECK(nd_index_insert(sh->idx, fp, i) == 0, "stable insert");
+        REQUIRE(nd_index_insert(sh->idx, fp, i) == 0, "stable insert");
     }
     pthread_t w, r[3];
     pthread_create(&w, NULL, writer_main, sh);
@@ -542,10 +534,10 @@ static void test_concurrent(void)
     for (int i = 0; i < 3; i++)
         pthread_join(r[i], NULL);
     unsigned long nq = atomic_load(&sh->queries), nw = atomic_load(&sh->writes);
-    printf("  concurrent: %lu queries by 3 readers, %lu writes\n", nq, nw);
-    CHECK(!atomic_load(&sh->errors), "%d errors", atomic_load(&sh->errors));
-    CHECK(nq > 100 && nw > 100, "threads did not run");
-    CHECK(nd_index_count(sh->idx) == STABLE_N, "count %zu", nd_index_count(sh->idx));
+    unit_note("concurrent: %lu queries by 3 readers, %lu writes", nq, nw);
+    REQUIRE(!atomic_load(&sh->errors), "%d errors", atomic_load(&sh->errors));
+    REQUIRE(nq > 100 && nw > 100, "threads did not run");
+    REQUIRE(nd_index_count(sh->idx) == STABLE_N, "count %zu", nd_index_count(sh->idx));
     nd_index_destroy(sh->idx);
     free(sh);
 }
@@ -566,7 +558,7 @@ static void test_insert_many(void)
     uint32_t *slot = malloc((N + 100) * sizeof(*slot));
     if (!fp || !slot)
         abort();
-    CHECK(nd_index_insert_many(idx, fp, slot, 0, 1) == 0, "empty batch");
+    REQUIRE(nd_index_insert_many(idx, fp, slot, 0, 1) == 0, "empty batch");
     size_t n = 0;
     for (uint32_t i = 0; i < N; i++, n++) {
         fp[n] = i % 10 == 0 && n ? fp[rng_below(&s, (unsigned)n)] : rng_next(&s);
@@ -578,8 +570,8 @@ static void test_insert_many(void)
         fp[n] = fp[j];
         slot[n] = slot[j];
     }
-    CHECK(nd_index_insert_many(idx, fp, slot, n, 2) == 0, "bulk into empty");
-    CHECK(nd_index_count(idx) == N, "count %zu", nd_index_count(idx));
+    REQUIRE(nd_index_insert_many(idx, fp, slot, n, 2) == 0, "bulk into empty");
+    REQUIRE(nd_index_count(idx) == N, "count %zu", nd_index_count(idx));
     check_many(idx, &m, &s, 150);
 
     /* On top: single inserts, then a batch with stored pairs and a skewed
@@ -599,10 +591,10 @@ static void test_insert_many(void)
         fp[n] = m.fp[j];
         slot[n] = m.slot[j];
     }
-    CHECK(nd_index_insert_many(idx, fp, slot, n, 1) == 0, "bulk on top");
-    CHECK(nd_index_count(idx) == m.n, "count %zu, want %zu", nd_index_count(idx), m.n);
+    REQUIRE(nd_index_insert_many(idx, fp, slot, n, 1) == 0, "bulk on top");
+    REQUIRE(nd_index_count(idx) == m.n, "count %zu, want %zu", nd_index_count(idx), m.n);
     check_many(idx, &m, &s, 150);
-    for (unsigned k = 0; k <= ND_INDEX_MAX_K && !failures; k++)
+    for (unsigned k = 0; k <= ND_INDEX_MAX_K && !unit_test_failed(); k++)
         check_query(idx, &m, shared | (rng_next(&s) & ~(UINT64_C(0xFFFF) << 32)), k,
                     SIZE_MAX);
 
@@ -610,15 +602,15 @@ static void test_insert_many(void)
     for (uint32_t i = 0; i < 3000; i++)
         insert_both(idx, &m, i % 2 ? rng_next(&s) : m.fp[rng_below(&s, (unsigned)m.n)],
                     3 * N + i);
-    while (m.n > 1000 && !failures) {
+    while (m.n > 1000 && !unit_test_failed()) {
         size_t i = rng_below(&s, (unsigned)m.n);
-        CHECK(nd_index_remove(idx, m.fp[i], m.slot[i]) == 0, "remove");
+        REQUIRE(nd_index_remove(idx, m.fp[i], m.slot[i]) == 0, "remove");
         model_del(&m, i);
         if (m.n % 10000 == 0)
             check_many(idx, &m, &s, 20);
     }
     check_many(idx, &m, &s, 100);
-    CHECK(nd_index_count(idx) == m.n, "count after removes");
+    REQUIRE(nd_index_count(idx) == m.n, "count after removes");
     free(fp);
     free(slot);
     nd_index_destroy(idx);
@@ -643,19 +635,14 @@ int main(void)
         {"concurrent", test_concurrent},
         {"insert_many", test_insert_many},
     };
-    int failed = 0;
     for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-        failures = 0;
         checked_queries = checked_hits = 0;
         double t0 = now_s();
-        tests[i].fn();
-        printf("%s %s (%.2f s, %zu queries / %zu hits checked)\n",
-               failures ? "FAIL" : "ok  ", tests[i].name, now_s() - t0,
-               checked_queries, checked_hits);
-        fflush(stdout);
-        failed += failures != 0;
+        unit_run(tests[i].name, tests[i].fn);
+        unit_note("%s: %.2f s, %zu queries / %zu hits checked", tests[i].name, now_s() - t0,
+                  checked_queries, checked_hits);
     }
     free(want_buf);
     free(got_buf);
-    return failed ? 1 : 0;
+    return unit_summary("index");
 }

@@ -111,9 +111,9 @@ static void slot_reuse_never_lists_twice(void)
     pthread_join(w, NULL);
     for (int i = 0; i < READERS; i++)
         pthread_join(r[i], NULL);
-    printf("slot reuse: %llu queries, %llu swaps, %llu answers listing a document twice\n",
-           (unsigned long long)queries, (unsigned long long)swaps,
-           (unsigned long long)duplicates);
+    unit_note("slot reuse: %llu queries, %llu swaps, %llu answers listing a document twice",
+              (unsigned long long)queries, (unsigned long long)swaps,
+              (unsigned long long)duplicates);
     CHECK(atomic_load(&duplicates) == 0, "a document was listed twice");
     CHECK(atomic_load(&queries) > 1000 && atomic_load(&swaps) > 1000, "too few rounds");
     nd_registry_destroy(reg);
@@ -121,6 +121,6 @@ static void slot_reuse_never_lists_twice(void)
 
 int main(void)
 {
-    slot_reuse_never_lists_twice();
+    UNIT_RUN(slot_reuse_never_lists_twice);
     return unit_summary("registry");
 }

@@ -24,27 +24,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int failures;
+#include "unit.h"
+
 static char root[64];
 
-#define CHECK(cond)                                                         \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,          \
-                    __LINE__, #cond);                                       \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
-
-#define CHECK_RC(expr, want)                                                \
-    do {                                                                    \
-        long long got_ = (long long)(expr);                                 \
-        if (got_ != (long long)(want)) {                                    \
-            fprintf(stderr, "%s:%d: %s = %lld (%s), want %lld\n", __FILE__, \
-                    __LINE__, #expr, got_, strerror((int)-got_),            \
-                    (long long)(want));                                     \
-            failures++;                                                     \
-        }                                                                   \
+/* CHECK_RC(expr, want): expr (an int or -errno) equals want; a failure
+ * names both and strerror of the result. */
+#define CHECK_RC(expr, want)                                                                       \
+    do {                                                                                           \
+        long long got_ = (long long)(expr);                                                        \
+        if (got_ != (long long)(want)) {                                                           \
+            unit_failf(__FILE__, __LINE__, #expr, "%lld (%s), want %lld", got_,                    \
+                       strerror((int)-got_), (long long)(want));                                   \
+        } else {                                                                                   \
+            unit_passed++;                                                                         \
+        }                                                                                          \
     } while (0)
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -81,7 +75,6 @@ static nd_store *open_ok(const char *dir, const nd_store_options *o)
     int rc = nd_store_open(&st, dir, o, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "open %s: %d %s\n", dir, rc, err);
-        failures++;
         exit(1);
     }
     return st;
@@ -561,11 +554,10 @@ static void test_group_commit(void)
     CHECK(bad == 0);
     nd_store_stats stats;
     nd_store_get_stats(st, &stats);
-    printf("  group commit: %llu changes in %llu commits (avg %.1f, max %llu), "
-           "%llu appended\n",
-           (unsigned long long)stats.changes, (unsigned long long)stats.commits,
-           (double)stats.changes / (double)(stats.commits ? stats.commits : 1),
-           (unsigned long long)stats.max_batch, (unsigned long long)stats.appended);
+    unit_note("group commit: %llu changes in %llu commits (avg %.1f, max %llu), %llu appended",
+              (unsigned long long)stats.changes, (unsigned long long)stats.commits,
+              (double)stats.changes / (double)(stats.commits ? stats.commits : 1),
+              (unsigned long long)stats.max_batch, (unsigned long long)stats.appended);
     CHECK(stats.changes == T * PER);
     CHECK(stats.appended > T * PER / 2);
     CHECK(stats.commits * 3 <= stats.changes);  /* average batch >= 3 */
@@ -658,7 +650,7 @@ static void test_lock(void)
     CHECK_RC(nd_store_open(&b, dir, &o, err, sizeof(err)), -EBUSY);
     CHECK(b == NULL);
     CHECK(strstr(err, "in use") && strstr(err, dir));
-    printf("  second open: %s\n", err);
+    unit_note("second open: %s", err);
     nd_store_close(a);
 
     /* Another process holds it. */
@@ -699,17 +691,17 @@ static void test_dir_errors(void)
     path_in(dir, sizeof(dir), "no/such/parent");
     CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -ENOENT);
     CHECK(st == NULL && strstr(err, dir));
-    printf("  missing: %s\n", err);
+    unit_note("missing: %s", err);
 
     path_in(file, sizeof(file), "plainfile");
     FILE *f = fopen(file, "w");
     fputs("x", f);
     fclose(f);
     CHECK_RC(nd_store_open(&st, file, &o, err, sizeof(err)), -ENOTDIR);
-    printf("  file: %s\n", err);
+    unit_note("file: %s", err);
     snprintf(dir, sizeof(dir), "%s/sub", file);
     CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -ENOTDIR);
-    printf("  under a file: %s\n", err);
+    unit_note("under a file: %s", err);
     CHECK_RC(nd_store_open(&st, "", &o, err, sizeof(err)), -EINVAL);
 
     /* A missing directory whose parent exists is created. */
@@ -722,14 +714,14 @@ static void test_dir_errors(void)
     path_in(mnt, sizeof(mnt), "romnt");
     mkdir(mnt, 0700);
     if (mount("tmpfs", mnt, "tmpfs", 0, "size=1m,mode=0700")) {
-        printf("  SKIP read-only filesystem: mount: %s\n", strerror(errno));
+        unit_note("SKIP read-only filesystem: mount: %s", strerror(errno));
         return;
     }
     snprintf(dir, sizeof(dir), "%s/data", mnt);
     mkdir(dir, 0700);
     CHECK(mount("tmpfs", mnt, "tmpfs", MS_REMOUNT | MS_RDONLY, "size=1m") == 0);
     CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EROFS);
-    printf("  read-only: %s\n", err);
+    unit_note("read-only: %s", err);
     snprintf(dir, sizeof(dir), "%s/data2", mnt);
     CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EROFS);
     umount2(mnt, MNT_DETACH);
@@ -777,19 +769,19 @@ static void test_corrupt(void)
     corrupt_file(dir, 0, 16384, -1);
     CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EINVAL);
     CHECK(st == NULL && strstr(err, "corrupt"));
-    printf("  garbage: %s\n", err);
+    unit_note("garbage: %s", err);
 
     path_in(dir, sizeof(dir), "truncated");
     make_store(dir, 2000);
     corrupt_file(dir, 0, 0, 3 * 4096);
     CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EINVAL);
-    printf("  truncated: %s\n", err);
+    unit_note("truncated: %s", err);
     corrupt_file(dir, 0, 0, 0);
     CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EINVAL);
-    printf("  empty: %s\n", err);
+    unit_note("empty: %s", err);
     corrupt_file(dir, 0, 0, 100);
     CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EINVAL);
-    printf("  short: %s\n", err);
+    unit_note("short: %s", err);
 
     /* An LMDB environment of some other program. */
     path_in(dir, sizeof(dir), "foreign");
@@ -803,7 +795,7 @@ static void test_corrupt(void)
     CHECK(mdb_put(txn, dbi, &k, &v, 0) == 0 && mdb_txn_commit(txn) == 0);
     mdb_env_close(env);
     CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EINVAL);
-    printf("  foreign: %s\n", err);
+    unit_note("foreign: %s", err);
 
     /* A value of an unknown layout: scan, get and delete report it, no
      * crash; so does a key that is not 8 bytes. */
@@ -884,7 +876,7 @@ static void test_old_format(void)
     CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EINVAL);
     CHECK(st == NULL && strstr(err, "store format 1") && strstr(err, "older neardup")
           && strstr(err, dir));
-    printf("  format 1: %s\n", err);
+    unit_note("format 1: %s", err);
     /* Refused again: nothing was changed by the first attempt. */
     CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EINVAL);
 
@@ -892,7 +884,7 @@ static void test_old_format(void)
     make_format(dir, 3);
     CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EINVAL);
     CHECK(strstr(err, "format 3") && strstr(err, "newer neardup"));
-    printf("  format 3: %s\n", err);
+    unit_note("format 3: %s", err);
 
     /* What this build writes. */
     path_in(dir, sizeof(dir), "format2");
@@ -1086,7 +1078,7 @@ static void test_map_full(void)
     }
     CHECK_RC(rc, -ENOSPC);
     CHECK(acked > 20);
-    printf("  map full after %u records\n", acked);
+    unit_note("map full after %u records", acked);
     CHECK(!nd_store_writable(st));
 
     /* A batch of many changes at a full map: each gets -ENOSPC, once. */
@@ -1156,7 +1148,7 @@ static void test_disk_full(void)
     path_in(mnt, sizeof(mnt), "fullmnt");
     mkdir(mnt, 0700);
     if (mount("tmpfs", mnt, "tmpfs", 0, "size=512k,mode=0700")) {
-        printf("  SKIP disk full: mount: %s\n", strerror(errno));
+        unit_note("SKIP disk full: mount: %s", strerror(errno));
         return;
     }
     static char block[4096];
@@ -1185,7 +1177,7 @@ static void test_disk_full(void)
         }
         fclose(f);
         CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -ENOSPC);
-        printf("  new store, disk full: %s\n", err);
+        unit_note("new store, disk full: %s", err);
         CHECK(access(datamdb, F_OK) != 0);
         unlink(filler);
     }
@@ -1208,7 +1200,7 @@ static void test_disk_full(void)
         acked++;
     }
     CHECK_RC(rc, -ENOSPC);
-    printf("  disk full after %u records\n", acked);
+    unit_note("disk full after %u records", acked);
     CHECK(!nd_store_writable(st));
     CHECK_RC(nd_store_count(st), acked);
     for (unsigned i = 0; i < acked; i++) {
@@ -1327,7 +1319,7 @@ static void test_backup(void)
     atomic_store(&stop, true);
     pthread_join(th, NULL);
     CHECK_RC(nd_store_backup(st, dst, err, sizeof(err)), -EEXIST);
-    printf("  again: %s\n", err);
+    unit_note("again: %s", err);
     nd_store *bk = open_ok(dst, &o);
     int64_t nb = nd_store_count(bk);
     CHECK(nb >= 2400 && nb <= 2400 + (int64_t)w.n);
@@ -1371,7 +1363,7 @@ static void test_backup(void)
     CHECK(read(ready[0], &x, 1) == 1 && x == 'y');
     CHECK_RC(nd_store_backup_path(dir, dst2, err, sizeof(err)), 0);
     if (err[0])
-        printf("  backup_path: %s\n", err);
+        unit_note("backup_path: %s", err);
     CHECK(write(done[1], "x", 1) == 1);
     int status;
     waitpid(pid, &status, 0);
@@ -1392,7 +1384,7 @@ static void test_backup(void)
     path_in(dir, sizeof(dir), "nostore");
     mkdir(dir, 0700);
     CHECK_RC(nd_store_backup_path(dir, dst2, err, sizeof(err)), -ENOENT);
-    printf("  no store: %s\n", err);
+    unit_note("no store: %s", err);
     st = open_ok(dst, &o);
     bk = open_ok(dst2, &o);
     CHECK(check_subset(st, bk) == check_subset(bk, st));
@@ -1462,7 +1454,7 @@ static void test_append(void)
     CHECK(stats.appended == 1);             /* the first, into an empty tree */
     nd_store_close(st);
     size_t la = leaf_pages(dir), lr = leaf_pages(rev);
-    printf("  leaf pages: %zu appended, %zu in reverse order\n", la, lr);
+    unit_note("leaf pages: %zu appended, %zu in reverse order", la, lr);
     CHECK(la * 3 < lr * 2);
 
     /* After a reopen the next time is appended again; an earlier unused
@@ -1529,7 +1521,7 @@ static void test_headroom(void)
         unsigned long long used = used_bytes(dir), size = 0;
         for (int k = 0; k < 200 && (size = file_bytes(dir)) < used + (512u << 10); k++)
             usleep(10000);
-        printf("  %u records: %llu bytes used, file %llu\n", n, used, size);
+        unit_note("%u records: %llu bytes used, file %llu", n, used, size);
         CHECK(size >= used + (512u << 10));
         CHECK(size <= (8u << 20));
         /* Everything past the used pages reads as zeros. */
@@ -1807,18 +1799,8 @@ int main(void)
         {"duplicate_key", test_duplicate_key},
         {"delete_at", test_delete_at},
     };
-    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-        int before = failures;
-        printf("%s\n", tests[i].name);
-        fflush(stdout);
-        tests[i].fn();
-        printf("%s %s\n", failures == before ? "ok" : "FAIL", tests[i].name);
-        fflush(stdout);
-    }
+    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
+        unit_run(tests[i].name, tests[i].fn);
     rm_rf(root);
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
-        return 1;
-    }
-    return 0;
+    return unit_summary("store");
 }

@@ -62,8 +62,8 @@ static void test_encode_round_trip(void)
 
 int main(void)
 {
-    test_accepts_valid();
-    test_rejects_invalid();
-    test_encode_round_trip();
+    UNIT_RUN(test_accepts_valid);
+    UNIT_RUN(test_rejects_invalid);
+    UNIT_RUN(test_encode_round_trip);
     return unit_summary("utf8");
 }
