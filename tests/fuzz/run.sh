@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang (ASan + UBSan) and runs each for a
-# bounded time on its seed corpus. Not part of the meson build: the gcc
-# builds stay as they are.
+# Builds the libFuzzer targets with clang (ASan + UBSan), in a meson build
+# directory of their own (OUT/meson, -Dfuzzing=true; the gcc builds stay as
+# they are), and runs each for a bounded time on its seed corpus.
 #
 #   tests/fuzz/run.sh [--time SECONDS] [--jobs N] [--build-only] [--out DIR] [TARGET...]
 #
@@ -39,7 +39,7 @@ all=(fuzz_fingerprint fuzz_json fuzz_fingerprint_body fuzz_check_body fuzz_heade
 ((${#targets[@]})) || targets=("${all[@]}")
 
 cc="${CC_FUZZ:-clang}"
-mkdir -p "$out/obj" "$out/corpus" "$out/artifacts" "$out/logs"
+mkdir -p "$out/corpus" "$out/artifacts" "$out/logs"
 : >"$out/results.txt"
 command -v "$cc" >/dev/null || {
     echo "fuzz: $cc not found (apt-get install clang libclang-rt-14-dev)"
@@ -57,27 +57,19 @@ build_failed() {
 }
 
 # ---- build ----
-pkgs="libxxhash libutf8proc jansson libevent lmdb"
-san="-fsanitize=address,undefined -fno-sanitize-recover=all"
-cflags="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -Wall -Wextra
-        -Ilib -Iserver -Itests/fuzz $(pkg-config --cflags $pkgs)"
-libs="$(pkg-config --libs $pkgs) -lm -lpthread"
-srcs=(lib/utf8.c lib/normalizer.c lib/fingerprint.c lib/index.c lib/sketch.c lib/anchor_index.c server/framing.c
-      server/json.c server/request.c server/auth.c server/registry.c server/store.c)
-objs=()
-for s in "${srcs[@]}"; do
-    o="$out/obj/$(basename "${s%.c}").o"
-    objs+=("$o")
-    if [[ ! -f "$o" || "$s" -nt "$o" || "$0" -nt "$o" ]] ||
-       find lib server -name '*.h' -newer "$o" | grep -q .; then
-        # shellcheck disable=SC2086
-        "$cc" $cflags $san -fsanitize=fuzzer-no-link -c "$s" -o "$o" || build_failed "$s"
-    fi
-done
+# A meson build of its own (OUT/meson): clang, ASan + UBSan, -Dfuzzing=true
+# (libFuzzer's coverage on every object; tests/fuzz/meson.build defines the
+# targets, linked with the server library). -O1 -g as libFuzzer advises;
+# clang's warnings are not errors here (the gcc builds hold that line).
+bdir="$out/meson"
+if [[ ! -f "$bdir/build.ninja" ]]; then
+    CC="$cc" meson setup "$bdir" -Dfuzzing=true -Db_sanitize=address,undefined -Db_lundef=false \
+        -Doptimization=1 -Ddebug=true -Dwerror=false >"$out/logs/meson-setup.log" 2>&1 ||
+        { cat "$out/logs/meson-setup.log"; build_failed "meson setup $bdir"; }
+fi
+meson compile -C "$bdir" "${targets[@]/#/tests/fuzz/}" || build_failed "meson compile"
 for t in "${targets[@]}"; do
-    # shellcheck disable=SC2086
-    "$cc" $cflags $san -fsanitize=fuzzer "tests/fuzz/$t.c" "${objs[@]}" $libs -o "$out/$t" ||
-        build_failed "$t"
+    ln -sf "meson/tests/fuzz/$t" "$out/$t"
 done
 echo "fuzz: built ${targets[*]} in $out"
 ((build_only)) && exit 0
