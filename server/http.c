@@ -81,8 +81,7 @@ struct nd_worker {
     struct evbuffer *scratch; /* framing_cut()'s temporary */
     int64_t refused_log_ms;   /* last "connection limit" warning */
     uint64_t refused;         /* connections refused since that warning */
-    size_t loglen;
-    char logbuf[ND_LOG_LINE_MAX];
+    nd_log_batch log;          /* access-log lines not yet written */
 };
 
 struct nd_http {
@@ -103,24 +102,6 @@ struct nd_http {
 
 static _Thread_local nd_worker *tls_worker;
 
-/* ---- access log (batched per worker; whole lines, <= PIPE_BUF a write) ---- */
-
-static void log_flush(nd_worker *w)
-{
-    if (w->loglen) {
-        nd_log_write(w->logbuf, w->loglen);
-        w->loglen = 0;
-    }
-}
-
-static void log_append(nd_worker *w, const char *line, size_t len)
-{
-    if (w->loglen + len > sizeof(w->logbuf))
-        log_flush(w);
-    memcpy(w->logbuf + w->loglen, line, len);
-    w->loglen += len;
-}
-
 static const char *method_name(enum evhttp_cmd_type m)
 {
     switch (m) {
@@ -137,65 +118,16 @@ static const char *method_name(enum evhttp_cmd_type m)
     return "?";
 }
 
-/* Small formatters for the per-request path (snprintf is a visible cost). */
-static inline void put(char *buf, size_t *pos, const char *s, size_t n)
-{
-    memcpy(buf + *pos, s, n);
-    *pos += n;
-}
-
-#define PUT_LIT(buf, pos, lit) put((buf), (pos), (lit), sizeof(lit) - 1)
-
-static void put_u64(char *buf, size_t *pos, uint64_t v)
-{
-    *pos += nd_fmt_u64(buf + *pos, v);
-}
-
-static void put_digits(char *buf, size_t *pos, uint64_t v, unsigned width)
-{
-    nd_fmt_fixed(buf + *pos, v, width);
-    *pos += width;
-}
-
-/* RFC 3339 time with microseconds, now. */
-static void put_time(char *buf, size_t *pos)
-{
-    nd_log_format_time(nd_log_now_us(), buf + *pos);
-    *pos += strlen(buf + *pos);
-}
-
 static void access_log(nd_worker *w, const char *rid, const char *method, const char *path,
                        int status, int64_t latency_ns, size_t in, size_t out)
 {
     if (!w->h->cfg->access_log || !nd_log_enabled(ND_LOG_INFO))
         return;
-    char line[2048];
-    size_t pos = 0;
-    PUT_LIT(line, &pos, "{\"time\":\"");
-    put_time(line, &pos);
-    PUT_LIT(line, &pos, "\",\"level\":\"info\",\"msg\":\"request\",\"rid\":\"");
-    put(line, &pos, rid, strnlen(rid, 39));
-    PUT_LIT(line, &pos, "\",\"method\":\"");
-    put(line, &pos, method, strlen(method));
-    PUT_LIT(line, &pos, "\",\"path\":");
-    size_t plen = path ? strlen(path) : 1;
-    /* At most 256 bytes of the path: escaped, at most 1538 bytes. */
-    nd_json_escape(line, pos + 1540, &pos, path ? path : "-", plen > 256 ? 256 : plen);
-    PUT_LIT(line, &pos, ",\"status\":");
-    put_u64(line, &pos, (uint64_t)(status < 0 ? 0 : status));
-    uint64_t lat_us = latency_ns > 0 ? (uint64_t)latency_ns / 1000 : 0;
-    PUT_LIT(line, &pos, ",\"latency_ms\":");
-    put_u64(line, &pos, lat_us / 1000);
-    line[pos++] = '.';
-    put_digits(line, &pos, lat_us % 1000, 3);
-    PUT_LIT(line, &pos, ",\"bytes_in\":");
-    put_u64(line, &pos, in);
-    PUT_LIT(line, &pos, ",\"bytes_out\":");
-    put_u64(line, &pos, out);
-    PUT_LIT(line, &pos, ",\"worker\":");
-    put_u64(line, &pos, w->index);
-    PUT_LIT(line, &pos, "}\n");
-    log_append(w, line, pos);
+    nd_log_access a = {.rid = rid, .method = method, .path = path, .status = status,
+                       .latency_ns = latency_ns, .bytes_in = in, .bytes_out = out,
+                       .worker = w->index};
+    char line[ND_LOG_ACCESS_MAX];
+    nd_log_batch_add(&w->log, line, nd_log_format_access(line, &a));
 }
 
 /* ---- tasks ---- */
@@ -257,7 +189,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd, (void)what;
     nd_worker *w = arg;
     atomic_store_explicit(&w->heartbeat_ms, nd_clock_ms(), memory_order_relaxed);
-    log_flush(w);
+    nd_log_batch_flush(&w->log);
     conn_expire(w);
     out_check(w);
 }
@@ -823,10 +755,8 @@ void nd_req_reply(nd_req *r, int status, const char *content_type, struct evbuff
     if (r->method == EVHTTP_REQ_HEAD && body) {
         /* The length a GET would have, and no body (libevent 2.1 would send
          * it and no Content-Length). */
-        char cl[24];
-        size_t pos = 0;
-        put_u64(cl, &pos, out);
-        cl[pos] = 0;
+        char cl[ND_FMT_U64_MAX + 1];
+        cl[nd_fmt_u64(cl, out)] = 0;
         evhttp_add_header(oh, "Content-Length", cl);
         evbuffer_drain(body, out);
         out = 0;
@@ -1253,7 +1183,7 @@ static void *worker_main(void *arg)
     pthread_setname_np(pthread_self(), name);
     tls_worker = w;
     event_base_loop(w->base, EVLOOP_NO_EXIT_ON_EMPTY);
-    log_flush(w);
+    nd_log_batch_flush(&w->log);
     return NULL;
 }
 
@@ -1429,7 +1359,7 @@ uint64_t nd_http_finish(nd_http *h)
         for (unsigned i = 0; i < h->nworkers; i++) {
             tls_worker = &h->workers[i];
             ran += run_tasks(&h->workers[i]);
-            log_flush(&h->workers[i]);
+            nd_log_batch_flush(&h->workers[i].log);
         }
         tls_worker = NULL;
     } while (ran);
@@ -1470,7 +1400,7 @@ void nd_http_destroy(nd_http *h)
             event_free(w->tick);
         if (w->base)
             event_base_free(w->base);
-        log_flush(w);
+        nd_log_batch_flush(&w->log);
         while (w->unflushed) /* only if libevent freed a connection silently */
             writing_done(w, w->unflushed);
         while (w->free_reqs) {

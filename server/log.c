@@ -126,6 +126,68 @@ void nd_log_write(const char *buf, size_t len)
     }
 }
 
+void nd_log_batch_flush(nd_log_batch *b)
+{
+    if (b->len) {
+        nd_log_write(b->buf, b->len);
+        b->len = 0;
+    }
+}
+
+void nd_log_batch_add(nd_log_batch *b, const char *line, size_t len)
+{
+    if (b->len + len > sizeof(b->buf))
+        nd_log_batch_flush(b);
+    memcpy(b->buf + b->len, line, len);
+    b->len += len;
+}
+
+/* Appends n bytes at out[*pos] (the access line is sized for all of them). */
+static inline void put_raw(char *out, size_t *pos, const char *s, size_t n)
+{
+    memcpy(out + *pos, s, n);
+    *pos += n;
+}
+
+#define PUT_LIT(out, pos, lit) put_raw((out), (pos), (lit), sizeof(lit) - 1)
+
+static inline void put_u64(char *out, size_t *pos, uint64_t v)
+{
+    *pos += nd_fmt_u64(out + *pos, v);
+}
+
+size_t nd_log_format_access(char out[ND_LOG_ACCESS_MAX], const nd_log_access *a)
+{
+    size_t pos = 0;
+    PUT_LIT(out, &pos, "{\"time\":\"");
+    nd_log_format_time(nd_log_now_us(), out + pos);
+    pos += strlen(out + pos);
+    PUT_LIT(out, &pos, "\",\"level\":\"info\",\"msg\":\"request\",\"rid\":\"");
+    put_raw(out, &pos, a->rid, strnlen(a->rid, 39));
+    PUT_LIT(out, &pos, "\",\"method\":\"");
+    put_raw(out, &pos, a->method, strlen(a->method));
+    PUT_LIT(out, &pos, "\",\"path\":");
+    size_t plen = a->path ? strlen(a->path) : 1;
+    /* At most 256 bytes of the path: escaped, at most 1538 bytes. */
+    nd_json_escape(out, pos + 1540, &pos, a->path ? a->path : "-", plen > 256 ? 256 : plen);
+    PUT_LIT(out, &pos, ",\"status\":");
+    put_u64(out, &pos, (uint64_t)(a->status < 0 ? 0 : a->status));
+    uint64_t lat_us = a->latency_ns > 0 ? (uint64_t)a->latency_ns / 1000 : 0;
+    PUT_LIT(out, &pos, ",\"latency_ms\":");
+    put_u64(out, &pos, lat_us / 1000);
+    out[pos++] = '.';
+    nd_fmt_fixed(out + pos, lat_us % 1000, 3);
+    pos += 3;
+    PUT_LIT(out, &pos, ",\"bytes_in\":");
+    put_u64(out, &pos, a->bytes_in);
+    PUT_LIT(out, &pos, ",\"bytes_out\":");
+    put_u64(out, &pos, a->bytes_out);
+    PUT_LIT(out, &pos, ",\"worker\":");
+    put_u64(out, &pos, a->worker);
+    PUT_LIT(out, &pos, "}\n");
+    return pos;
+}
+
 void nd_log_fields(int level, const char *fields, const char *fmt, ...)
 {
     if (!nd_log_enabled(level))

@@ -61,6 +61,41 @@ int64_t nd_log_now_us(void);
  * on EINTR. For callers that batch lines, such as the access log. */
 void nd_log_write(const char *buf, size_t len);
 
+/* ---- the access log: one "request" line per answered request ---- */
+
+#define ND_LOG_ACCESS_MAX 2048 /* longest access line (the path is cut at 256 bytes) */
+
+/* What one access-log line says (all borrowed by the formatter). */
+typedef struct nd_log_access {
+    const char *rid;    /* request id, at most 39 bytes are written */
+    const char *method; /* "GET", ... */
+    const char *path;   /* as received (NULL: "-"); at most 256 bytes, escaped */
+    int status;         /* negative: 0 */
+    int64_t latency_ns; /* negative: 0 */
+    uint64_t bytes_in, bytes_out;
+    unsigned worker;
+} nd_log_access;
+
+/* Formats a's line, with "time" now, "level":"info", "msg":"request" and its
+ * newline, into out. Returns its length (at most ND_LOG_ACCESS_MAX). Does not
+ * allocate; any thread. */
+size_t nd_log_format_access(char out[ND_LOG_ACCESS_MAX], const nd_log_access *a);
+
+/* Whole lines gathered by one thread and written together (a worker's
+ * access log; flushed at its tick and when it stops). Caller storage,
+ * zero-initialised; not thread-safe; never allocates. */
+typedef struct nd_log_batch {
+    size_t len;
+    char buf[ND_LOG_LINE_MAX];
+} nd_log_batch;
+
+/* Adds one whole line of len <= ND_LOG_LINE_MAX bytes, writing the batch
+ * first when it would not fit (so no write exceeds ND_LOG_LINE_MAX). */
+void nd_log_batch_add(nd_log_batch *b, const char *line, size_t len);
+
+/* Writes what the batch holds (one write(2)) and empties it. */
+void nd_log_batch_flush(nd_log_batch *b);
+
 /* Logs "out of memory" with where, then aborts: server/'s single policy for
  * allocation failures (lib/ returns -ENOMEM; the server does not limp on). */
 _Noreturn void nd_die_oom(const char *where);

@@ -1,7 +1,8 @@
 /* test_log.c - server/log.c's time formatter against gmtime_r + strftime,
- * the slow path it replaced, over edges and a million random times; and the
+ * the slow path it replaced, over edges and a million random times; the
  * server's one JSON string escaper (json.c, which log lines use) against the
- * escaper log.c had before, byte for byte, with and without room. */
+ * escaper log.c had before, byte for byte, with and without room; and the
+ * access-log line (nd_log_format_access) read back by jansson. */
 #include "json.h"
 #include "log.h"
 #include "unit.h"
@@ -122,6 +123,7 @@ static bool reference_escape(char *buf, size_t cap, size_t *pos, const char *str
 
 
 #include <event2/buffer.h>
+#include <jansson.h>
 
 /* One string: nd_json_escape() == the reference for every room from none to
  * enough (the same bytes, *pos and result), and nd_json_write_string() gives
@@ -175,7 +177,45 @@ static void test_escape(void)
     }
 }
 
-int main(void)
+/* One access line: valid JSON, one line, each field as given; the path cut
+ * at 256 bytes before escaping; a NULL path is "-". */
+static void test_access(void)
+{
+    char path[400];
+    memset(path, '"', sizeof(path) - 1);
+    path[sizeof(path) - 1] = 0;
+    const char *paths[] = {"/check-original", path, NULL, "/x\x01\xff"};
+    const char *want[] = {"/check-original", NULL, "-", "/x\x01\xef\xbf\xbd"};
+    for (int i = 0; i < 4; i++) {
+        nd_log_access a = {.rid = "0-1f", .method = "POST", .path = paths[i], .status = 201,
+                           .latency_ns = 12345678, .bytes_in = 2048, .bytes_out = 17,
+                           .worker = 3};
+        char line[ND_LOG_ACCESS_MAX];
+        size_t n = nd_log_format_access(line, &a);
+        REQUIRE(n > 0 && n <= ND_LOG_ACCESS_MAX && line[n - 1] == '\n');
+        CHECK(memchr(line, '\n', n - 1) == NULL, "one line");
+        json_error_t e;
+        json_t *j = json_loadb(line, n, 0, &e);
+        REQUIRE(j != NULL, "%s: %.*s", e.text, (int)n, line);
+        CHECK(strcmp(json_string_value(json_object_get(j, "msg")), "request") == 0);
+        CHECK(strcmp(json_string_value(json_object_get(j, "level")), "info") == 0);
+        CHECK(strcmp(json_string_value(json_object_get(j, "rid")), "0-1f") == 0);
+        CHECK(strcmp(json_string_value(json_object_get(j, "method")), "POST") == 0);
+        CHECK(json_integer_value(json_object_get(j, "status")) == 201);
+        CHECK(json_real_value(json_object_get(j, "latency_ms")) == 12.345);
+        CHECK(json_integer_value(json_object_get(j, "bytes_in")) == 2048);
+        CHECK(json_integer_value(json_object_get(j, "bytes_out")) == 17);
+        CHECK(json_integer_value(json_object_get(j, "worker")) == 3);
+        const char *p = json_string_value(json_object_get(j, "path"));
+        if (want[i])
+            CHECK(p && strcmp(p, want[i]) == 0, "path %s", p ? p : "(none)");
+        else
+            CHECK(p && strlen(p) == 256 && strspn(p, "\"") == 256, "cut path");
+        json_decref(j);
+    }
+}
+
+static void test_time(void)
 {
     const int64_t day = 86400LL * 1000000;
     const int64_t edges[] = {
@@ -197,6 +237,12 @@ int main(void)
         int64_t us = (int64_t)(unit_rng() % (253402300800ULL * 1000000ULL));
         bad += !check_one(us);
     }
-    test_escape();
+}
+
+int main(void)
+{
+    UNIT_RUN(test_time);
+    UNIT_RUN(test_escape);
+    UNIT_RUN(test_access);
     return unit_summary("log");
 }
