@@ -389,7 +389,7 @@ int nd_config_parse(nd_config *cfg, int argc, char **argv, FILE *out, FILE *err)
      * without echoing the value. */
     longopts[NOPTIONS + 2] = (struct option){"token", required_argument, NULL, 'T'};
     longopts[NOPTIONS + 3] = (struct option){NULL, 0, NULL, 0};
-    optind = 1;
+    optind = 0; /* 0, not 1: glibc's getopt then forgets the previous argv entirely */
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":hV", longopts, NULL)) != -1) {
@@ -460,5 +460,17 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
                      cfg->access_log ? "true" : "false");
         pos = n < 0 ? pos : pos + (size_t)n;
     }
-    return pos < cap ? pos : cap - 1;
+    if (pos >= cap) {
+        /* It did not fit (a long --data, escaped): still one JSON object,
+         * NUL-terminated, rather than a cut one without its NUL. */
+        static const char cut[] = "{\"truncated\":true}";
+        if (cap >= sizeof(cut)) {
+            memcpy(buf, cut, sizeof(cut));
+            return sizeof(cut) - 1;
+        }
+        if (cap)
+            buf[0] = 0;
+        return 0;
+    }
+    return pos;
 }

@@ -62,8 +62,10 @@ int nd_config_parse(nd_config *cfg, int argc, char **argv, FILE *out, FILE *err)
 /* Writes the usage text, listing every flag with its variable and default. */
 void nd_config_usage(FILE *out, const char *prog);
 
-/* Writes the effective configuration as one JSON object (no newline) into
- * buf[cap] for the start-up log line. Returns the length written. */
+/* Writes the effective configuration as one JSON object (no newline),
+ * NUL-terminated, into buf[cap] for the start-up log line. Returns the length
+ * written. If it does not fit, writes {"truncated":true} instead (or "" when
+ * cap < 19). */
 size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap);
 
 #endif
