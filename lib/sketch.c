@@ -65,6 +65,8 @@ struct nd_sk_scratch {
     bool have_text;   /* sh[] holds the last text */
     uint8_t shift[2]; /* that text's sketch shift, per mode */
     bool has_cjk;     /* the last text has CJK code points */
+    bool sampled[2];  /* shift[mode] is that of sh[mode] (sample_stream()) */
+    bool query;       /* sh[] holds both modes of nd_sketch_query() */
 };
 
 typedef struct tok_state {
@@ -326,6 +328,50 @@ static bool maybe_cjk(const nd_sketcher *sk, const uint8_t *s, size_t len)
     return false;
 }
 
+/* A run of 3-byte code points from s[pos] (valid UTF-8: a lead byte
+ * E0..EF starts a scalar value in U+0800..U+FFFF) that each map to one
+ * entry which is a CJK code point outside the Hangul composition, or
+ * punctuation or space: what feed_entry() does for them, with no pending
+ * jamo. Returns the bytes consumed (0: the first is not one); *ci advances
+ * by the code points consumed. Most of Chinese and Japanese text. */
+static size_t tokenize_3byte_run(const nd_sketcher *sk, tok_state *st, const uint8_t *s,
+                                 size_t len, size_t pos, uint32_t *ci)
+{
+    const uint32_t *table = sk->norm->table;
+    size_t p = pos;
+    uint32_t c = *ci, cjk = 0;
+    bool ended = false;
+    while (p + 3 <= len && (s[p] & 0xF0) == 0xE0) {
+        uint32_t cp = ((uint32_t)(s[p] & 0x0F) << 12) | ((uint32_t)(s[p + 1] & 0x3F) << 6)
+                      | (s[p + 2] & 0x3Fu);
+        uint32_t e = table[cp];
+        if (e & ND_NORM_MULTI)
+            break;
+        uint32_t cls = ND_NORM_CLASS(e);
+        if (cls == ND_CHAR_CJK) {
+            uint32_t x = ND_NORM_CP(e);
+            if (is_jamo_l(x) || is_lv(x) || x >= ND_NORM_BMP)
+                break;
+            if (!ended)
+                end_word(st), ended = true;
+            uint64_t h = st->cp_hash[x];
+            push_token(st, h, c, c + 1, W_CJK);
+            if (st->want_char)
+                push_char_token(st, h, c, c + 1);
+            cjk++;
+        } else if (cls == ND_CHAR_PUNCT || cls == ND_CHAR_SPACE) {
+            if (!ended)
+                end_word(st), ended = true;
+        } else {
+            break;
+        }
+        c++, p += 3;
+    }
+    st->cjk_cps += cjk;
+    *ci = c;
+    return p - pos;
+}
+
 /* Tokenizes valid UTF-8; returns the code point count. */
 static uint32_t tokenize(const nd_sketcher *sk, tok_state *st, const uint8_t *s, size_t len)
 {
@@ -334,6 +380,14 @@ static uint32_t tokenize(const nd_sketcher *sk, tok_state *st, const uint8_t *s,
     bool word_start = true;
     while (pos < len && !st->err) {
         uint8_t b = s[pos];
+        if ((b & 0xF0) == 0xE0 && !st->hangul) {
+            size_t k = tokenize_3byte_run(sk, st, s, len, pos, &ci);
+            if (k) {
+                pos += k;
+                word_start = true;
+                continue;
+            }
+        }
         if (skip_trigger[b]) {
             size_t k = nd_markup_skip_length(s, len, pos, word_start);
             if (k) {
@@ -473,9 +527,35 @@ static void sort_u32(uint32_t *a, size_t n)
     }
 }
 
-/* Shingles, sample and anchors of one token stream into mode slot `mode`. */
-static int sketch_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
-                         nd_sketch *out, nd_anchors *anchors_out, unsigned anchors_wanted)
+/* XXH3_64bits of the n token hashes at t (n of 3..5 in all but a text's
+ * only shingle): one call per length, so that each is inlined for its
+ * constant size. */
+static inline uint64_t shingle_hash(const uint64_t *t, size_t n)
+{
+    switch (n) {
+    case 5: return XXH3_64bits(t, 5 * sizeof(uint64_t));
+    case 4: return XXH3_64bits(t, 4 * sizeof(uint64_t));
+    case 3: return XXH3_64bits(t, 3 * sizeof(uint64_t));
+    default: return XXH3_64bits(t, n * sizeof(uint64_t));
+    }
+}
+
+/* Whether key is among heap[0..n). */
+static bool heap_has(const uint64_t *heap, unsigned n, uint64_t key)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (heap[i] == key)
+            return true;
+    return false;
+}
+
+/* Shingles of one token stream into mode slot `mode` (text order, with
+ * their spans) and, when anchors_out is not NULL, its anchors: the bottom-m
+ * of the distinct hashes, kept by a bounded heap that skips a hash it holds
+ * already (a hash not in the heap and not below its top was never among the
+ * m smallest, so no set of the distinct hashes is needed). */
+static int shingle_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
+                          nd_anchors *anchors_out, unsigned anchors_wanted)
 {
     size_t nt = ts->n;
     const uint64_t *th = ts->h;
@@ -495,7 +575,7 @@ static int sketch_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
                 break; /* the rest never reaches 15 */
             /* the hashes of tokens i..j-1 in place (j - i <= 5 unless the
              * text never reaches 15: then all of them) */
-            uint64_t h = XXH3_64bits(th + i, (j - i) * sizeof(uint64_t));
+            uint64_t h = shingle_hash(th + i, j - i);
             sh[nsh++] = (shingle){.h = h ? h : 1, .start = ts->start[i], .end = ts->end[j - 1]};
             if (w < W_SHINGLE)
                 break; /* i == 0: one shingle of all the tokens */
@@ -503,8 +583,32 @@ static int sketch_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
         }
     }
     s->nsh[mode] = nsh;
+    s->sampled[mode] = false;
+    if (!anchors_out)
+        return 0;
+    uint64_t heap[ND_ANCHORS_MAX];
+    unsigned nheap = 0, m = anchors_wanted > ND_ANCHORS_MAX ? ND_ANCHORS_MAX : anchors_wanted;
+    if (m) {
+        for (size_t i = 0; i < nsh; i++) {
+            uint64_t key = rotl32(sh[i].h);
+            if ((nheap == m && key >= heap[0]) || heap_has(heap, nheap, key))
+                continue;
+            heap_push(heap, &nheap, m, key);
+        }
+    }
+    sort_u64(heap, nheap);
+    anchors_out->n = nheap;
+    for (unsigned i = 0; i < nheap; i++)
+        anchors_out->a[i] = (uint32_t)heap[i]; /* low half of rotl = h >> 32 */
+    return 0;
+}
 
-    /* Distinct set, level histogram, bottom-m anchors. */
+/* The sketch of the shingles held in mode slot `mode` (shingle_stream()). */
+static int sample_stream(nd_sk_scratch *s, unsigned mode, nd_sketch *out)
+{
+    const shingle *sh = s->sh[mode];
+    size_t nsh = s->nsh[mode];
+    /* Distinct set and level histogram. */
     size_t need = 16;
     while (need < 2 * nsh)
         need *= 2;
@@ -520,8 +624,6 @@ static int sketch_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
         return -ENOMEM;
     uint64_t *uniq = s->uniq;
     uint32_t hist[LEVEL_MAX + 1] = {0};
-    uint64_t heap[ND_ANCHORS_MAX];
-    unsigned nheap = 0, m = anchors_wanted > ND_ANCHORS_MAX ? ND_ANCHORS_MAX : anchors_wanted;
     uint32_t distinct = 0;
     for (size_t i = 0; i < nsh; i++) {
         uint64_t h = sh[i].h;
@@ -529,8 +631,6 @@ static int sketch_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
             continue;
         uniq[distinct++] = h;
         hist[level_of(h)]++;
-        if (m)
-            heap_push(heap, &nheap, m, rotl32(h));
     }
     unsigned shift = 0;
     {
@@ -554,14 +654,17 @@ static int sketch_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
         if (k == 0 || out->values[i] != out->values[k - 1])
             out->values[k++] = out->values[i];
     out->n = (uint16_t)k;
-    if (anchors_out) {
-        sort_u64(heap, nheap);
-        anchors_out->n = nheap;
-        for (unsigned i = 0; i < nheap; i++)
-            anchors_out->a[i] = (uint32_t)heap[i]; /* low half of rotl = h >> 32 */
-    }
     s->shift[mode] = (uint8_t)shift;
+    s->sampled[mode] = true;
     return 0;
+}
+
+/* Shingles, sample and anchors of one token stream into mode slot `mode`. */
+static int sketch_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
+                         nd_sketch *out, nd_anchors *anchors_out, unsigned anchors_wanted)
+{
+    int rc = shingle_stream(s, ts, mode, anchors_out, anchors_wanted);
+    return rc < 0 ? rc : sample_stream(s, mode, out);
 }
 
 /* Tokenizes into both streams; returns the text's own mode or -errno. */
@@ -606,10 +709,12 @@ int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, si
                    nd_sketch_info *info)
 {
     uint32_t ncp;
+    s->query = false;
     int mode = tokenize_text(sk, s, text, len, &ncp);
     if (mode < 0)
         return mode;
     s->nsh[0] = s->nsh[1] = 0;
+    s->sampled[0] = s->sampled[1] = false;
     int rc = mode == ND_SKETCH_MODE_CHAR
                  ? sketch_stream(s, &s->ctok, 1, out, anchors_out, anchors_wanted)
                  : sketch_stream(s, &s->tok, 0, out, anchors_out, anchors_wanted);
@@ -619,32 +724,55 @@ int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, si
     return 0;
 }
 
-int nd_sketch_text_modes(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, size_t len,
-                         nd_sketch out[2], nd_anchors anchors_out[2], unsigned anchors_wanted,
-                         nd_sketch_info *info)
+int nd_sketch_query(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, size_t len,
+                    nd_anchors anchors_out[2], unsigned anchors_wanted, nd_sketch_info *info)
 {
     uint32_t ncp;
+    s->query = false;
     int mode = tokenize_text(sk, s, text, len, &ncp);
     if (mode < 0)
         return mode;
-    int rc = sketch_stream(s, &s->tok, 0, &out[0], anchors_out ? &anchors_out[0] : NULL,
-                           anchors_wanted);
+    int rc = shingle_stream(s, &s->tok, 0, anchors_out ? &anchors_out[0] : NULL,
+                            anchors_wanted);
     if (rc == 0 && s->has_cjk) {
-        rc = sketch_stream(s, &s->ctok, 1, &out[1],
-                           anchors_out ? &anchors_out[1] : NULL, anchors_wanted);
+        rc = shingle_stream(s, &s->ctok, 1, anchors_out ? &anchors_out[1] : NULL,
+                            anchors_wanted);
     } else if (rc == 0) {
-        /* No CJK code point: the character-mode sketch is left empty (it
-         * would cost 3x the word mode for English text, and measured no
-         * match on the dev set). */
-        out[1].shift = 0, out[1].mode = 1, out[1].n = 0, out[1].shingles = 0;
-        s->nsh[1] = 0, s->shift[1] = 0;
+        /* No CJK code point: the character mode is left empty (it would
+         * cost 3x the word mode for English text, and measured no match on
+         * the dev set). */
+        s->nsh[1] = 0, s->shift[1] = 0, s->sampled[1] = true;
         if (anchors_out)
             anchors_out[1].n = 0;
     }
     if (rc < 0)
         return rc;
     finish_text(s, mode, ncp, info);
+    s->query = true;
     return mode;
+}
+
+int nd_sketch_query_finish(nd_sk_scratch *s, nd_sketch out[2])
+{
+    if (!s->query)
+        return -EINVAL;
+    int rc = sample_stream(s, 0, &out[0]);
+    if (rc == 0 && s->has_cjk)
+        rc = sample_stream(s, 1, &out[1]);
+    else if (rc == 0)
+        out[1].shift = 0, out[1].mode = 1, out[1].n = 0, out[1].shingles = 0;
+    return rc;
+}
+
+int nd_sketch_text_modes(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, size_t len,
+                         nd_sketch out[2], nd_anchors anchors_out[2], unsigned anchors_wanted,
+                         nd_sketch_info *info)
+{
+    int mode = nd_sketch_query(sk, s, text, len, anchors_out, anchors_wanted, info);
+    if (mode < 0)
+        return mode;
+    int rc = nd_sketch_query_finish(s, out);
+    return rc < 0 ? rc : mode;
 }
 
 /* ---- compare, passages ---- */
@@ -729,7 +857,7 @@ static void passage_emit(passage_out *po, uint32_t start, uint32_t end)
 size_t nd_sketch_passages(const nd_sk_scratch *s, const nd_sketch *d, nd_passage *out, size_t cap)
 {
     unsigned mode = d->mode & 1;
-    if (!s->have_text || s->nsh[mode] == 0)
+    if (!s->have_text || s->nsh[mode] == 0 || !s->sampled[mode])
         return 0;
     unsigned shift = s->shift[mode] > d->shift ? s->shift[mode] : d->shift;
     const shingle *sh = s->sh[mode];

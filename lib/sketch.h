@@ -215,6 +215,22 @@ int nd_sketch_text_modes(const nd_sketcher *sk, nd_sk_scratch *scratch, const ch
                          size_t len, nd_sketch out[2], nd_anchors anchors_out[2],
                          unsigned anchors_wanted, nd_sketch_info *info);
 
+/* nd_sketch_text_modes() in two steps, for a query whose sketches are needed
+ * only when stage 1 finds candidates to verify (most queries find none):
+ * nd_sketch_query() tokenizes and shingles the text in both modes (held in
+ * the scratch) and fills the anchors and info exactly as
+ * nd_sketch_text_modes() does; it returns the text's own mode, -EILSEQ or
+ * -ENOMEM. nd_sketch_query_finish() then fills out[2] exactly as
+ * nd_sketch_text_modes() would have (and readies the scratch for
+ * nd_sketch_passages(), which gives 0 passages before it); it may be called
+ * again (same result) until the scratch sketches another text. Returns 0,
+ * -ENOMEM, or -EINVAL when the scratch's last text did not come from
+ * nd_sketch_query(). Neither allocates once the scratch has grown. */
+int nd_sketch_query(const nd_sketcher *sk, nd_sk_scratch *scratch, const char *text,
+                    size_t len, nd_anchors anchors_out[2], unsigned anchors_wanted,
+                    nd_sketch_info *info);
+int nd_sketch_query_finish(nd_sk_scratch *scratch, nd_sketch out[2]);
+
 /* The query sketch (of a pair from nd_sketch_text_modes()) to compare with d. */
 static inline const nd_sketch *nd_sketch_for(const nd_sketch q[2], const nd_sketch *d)
 {

@@ -2,6 +2,7 @@
 #include "utf8.h"
 
 #include <errno.h>
+#include <string.h>
 
 _Static_assert(EILSEQ == 84, "nd_utf8_decode spells -EILSEQ as -84");
 
@@ -13,6 +14,21 @@ int nd_utf8_validate(const char *s, size_t len, size_t *bad_offset)
     while (pos < len) {
         if (u[pos] < 0x80) {
             pos++;
+            /* ASCII text: 8 bytes at a time */
+            while (pos + 8 <= len) {
+                uint64_t x;
+                memcpy(&x, u + pos, 8);
+                if (x & 0x8080808080808080ull)
+                    break;
+                pos += 8;
+            }
+            continue;
+        }
+        /* E1..EC and EE..EF with two continuation bytes: always a scalar
+         * value (no overlong form, no surrogate); most CJK text */
+        if (pos + 3 <= len && u[pos] >= 0xE1 && u[pos] <= 0xEF && u[pos] != 0xED
+            && ((u[pos + 1] & 0xC0) | (u[pos + 2] & 0xC0) << 8) == 0x8080) {
+            pos += 3;
             continue;
         }
         if (nd_utf8_decode(u, len, &pos, &cp) != 0) {

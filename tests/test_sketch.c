@@ -463,6 +463,77 @@ static void test_bounds(void)
           "cut %lu skipped %lu listed %lu of %lu", cut, skipped, listed, pairs);
 }
 
+/* nd_sketch_query() + nd_sketch_query_finish() give exactly what
+ * nd_sketch_text_modes() gives (sketches, anchors, info, passages), for
+ * Chinese, English, mixed, Hangul, markup and sampled texts; no passages
+ * before the finish; a finish without a query is refused. */
+static void query_matches_modes(const char *t, const nd_sketch *d, const char *what)
+{
+    static nd_sketch want[2], got[2];
+    nd_anchors wa[2], ga[2];
+    nd_sketch_info wi, gi;
+    nd_passage wp[16], gp[16];
+    memset(got, 0xA5, sizeof(got));
+    memset(ga, 0xA5, sizeof(ga));
+    int wm = nd_sketch_text_modes(sk, scr, t, strlen(t), want, wa, 24, &wi);
+    size_t wn = nd_sketch_passages(scr, d, wp, 16);
+    int gm = nd_sketch_query(sk, scr, t, strlen(t), ga, 24, &gi);
+    CHECK(nd_sketch_passages(scr, d, gp, 16) == 0, "%s: passages before the finish", what);
+    int rc = nd_sketch_query_finish(scr, got);
+    size_t gn = nd_sketch_passages(scr, d, gp, 16);
+    CHECK(wm >= 0 && gm == wm && rc == 0, "%s: mode %d / %d, finish %d", what, wm, gm, rc);
+    for (int m = 0; m < 2; m++) {
+        CHECK(got[m].shift == want[m].shift && got[m].mode == want[m].mode
+                  && got[m].n == want[m].n && got[m].shingles == want[m].shingles
+                  && memcmp(got[m].values, want[m].values, 4 * (size_t)want[m].n) == 0,
+              "%s: mode %d sketch differs", what, m);
+        CHECK(ga[m].n == wa[m].n && memcmp(ga[m].a, wa[m].a, 4 * (size_t)wa[m].n) == 0,
+              "%s: mode %d anchors differ", what, m);
+    }
+    CHECK(gi.tokens == wi.tokens && gi.shingles == wi.shingles
+              && gi.code_points == wi.code_points && gi.mode == wi.mode, "%s: info", what);
+    CHECK(gn == wn && memcmp(gp, wp, sizeof(nd_passage) * (wn < 16 ? wn : 16)) == 0,
+          "%s: passages %zu / %zu", what, gn, wn);
+    /* Again: the same sketches. */
+    static nd_sketch again[2];
+    CHECK(nd_sketch_query_finish(scr, again) == 0 && again[0].n == got[0].n
+              && again[1].n == got[1].n
+              && memcmp(again[0].values, got[0].values, 4 * (size_t)got[0].n) == 0,
+          "%s: second finish", what);
+}
+
+static void test_query_lazy(void)
+{
+    static char en[40000], zh[20000], mix[40000];
+    words(en, sizeof(en), 0, 2000); /* sampled (shift > 0) */
+    size_t n = 0;
+    for (int i = 0; i < 1500 && n + 8 < sizeof(zh); i++) {
+        unsigned cp = 0x4E00 + (unsigned)(i * 37 % 3000);
+        zh[n++] = (char)(0xE0 | cp >> 12), zh[n++] = (char)(0x80 | (cp >> 6 & 0x3F));
+        zh[n++] = (char)(0x80 | (cp & 0x3F));
+        if (i % 17 == 16)
+            memcpy(zh + n, "\xEF\xBC\x8C", 3), n += 3; /* ， */
+    }
+    zh[n] = 0;
+    snprintf(mix, sizeof(mix), "%.3000s http://example.com/x ![i](a.png) %.3000s "
+             "\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8 \xEA\xB0\x80\xE1\x86\xA8 ﬁne Ⅻ ①", zh, en);
+    nd_sketch de, dz;
+    CHECK(sketch_str(en + 2000, &de, NULL, 0) == 0 && sketch_str(zh + 600, &dz, NULL, 0) == 0,
+          "documents");
+    const char *texts[] = {en, zh, mix, "short", "", "한국어 텍스트 입니다 그리고 더", "a b c d e f g"};
+    const char *names[] = {"en", "zh", "mix", "short", "empty", "hangul", "letters"};
+    for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+        query_matches_modes(texts[i], &de, names[i]);
+        query_matches_modes(texts[i], &dz, names[i]);
+    }
+    nd_sketch one;
+    static nd_sketch two[2];
+    CHECK(sketch_str(zh, &one, NULL, 0) == 0 && nd_sketch_query_finish(scr, two) == -EINVAL,
+          "finish after nd_sketch_text()");
+    CHECK(nd_sketch_query(sk, scr, "\xFF", 1, NULL, 0, NULL) == -EILSEQ
+              && nd_sketch_query_finish(scr, two) == -EINVAL, "finish after a refused text");
+}
+
 int main(void)
 {
     if (nd_sketcher_create(&sk) < 0 || nd_sk_scratch_create(&scr) < 0) {
@@ -475,6 +546,7 @@ int main(void)
     test_sampled();
     test_rules();
     test_bounds();
+    test_query_lazy();
     nd_sk_scratch_destroy(scr);
     nd_sketcher_destroy(sk);
     return unit_summary("sketch");

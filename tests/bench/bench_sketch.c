@@ -6,8 +6,9 @@
  * 1. Per language of the evaluation corpus (default
  *    ../shared/eval/data/corpus.jsonl.gz beside the source tree): best-of-N
  *    seconds over every document for nd_fingerprint() (today's per-document
- *    work), nd_sketch_text() (registration: own mode + 16 anchors) and
- *    nd_sketch_text_modes() (query: both modes + 32 anchors each), next to
+ *    work), nd_sketch_text() (registration: own mode + 16 anchors),
+ *    nd_sketch_text_modes() (query: both modes + 32 anchors each) and
+ *    nd_sketch_query() (a query that finds no candidate: anchors only), next to
  *    XXH3-64 of each document in the same run. MB/s, us/doc, ratios.
  * 2. nd_sketch_compare() of corpus sketches (as decoded from the store):
  *    ns per comparison.
@@ -109,7 +110,7 @@ static int load(const char *path, doc_set *zh, doc_set *en)
     return 0;
 }
 
-enum what { W_XXH3, W_FP, W_SKETCH, W_QUERY };
+enum what { W_XXH3, W_FP, W_SKETCH, W_QUERY, W_LAZY };
 
 typedef struct tools {
     nd_fingerprinter *fp;
@@ -143,6 +144,10 @@ static double time_pass(const doc_set *d, tools *t, enum what w, int passes, uin
                 if (nd_sketch_text_modes(t->sk, t->sks, d->text[i], d->len[i], s, a, 32, NULL) >= 0)
                     *sink ^= s[1].values[0];
                 break;
+            case W_LAZY: /* a query that finds no candidate: anchors only */
+                if (nd_sketch_query(t->sk, t->sks, d->text[i], d->len[i], a, 32, NULL) >= 0)
+                    *sink ^= a[0].a[0];
+                break;
             }
         }
         double el = now() - t0;
@@ -160,12 +165,16 @@ static void report(const char *lang, const doc_set *d, tools *t, int passes)
     double tf = time_pass(d, t, W_FP, passes, &sink);
     double ts = time_pass(d, t, W_SKETCH, passes, &sink);
     double tq = time_pass(d, t, W_QUERY, passes, &sink);
+    double tl = time_pass(d, t, W_LAZY, passes, &sink);
     double mb = (double)d->bytes / 1e6, nd = (double)d->n;
     printf("%s: docs=%zu avg_bytes=%.0f | xxh3 %.0f MB/s | fingerprint %.1f MB/s %.2f us/doc | "
            "sketch (register) %.1f MB/s %.2f us/doc = %.2fx fingerprint | sketch both modes "
-           "(query) %.1f MB/s %.2f us/doc = %.2fx fingerprint (sink %llx)\n",
+           "(query) %.1f MB/s %.2f us/doc = %.2fx fingerprint | query without candidates "
+           "(nd_sketch_query: anchors only) %.1f MB/s %.2f us/doc = %.2fx fingerprint "
+           "(sink %llx)\n",
            lang, d->n, (double)d->bytes / nd, mb / tb, mb / tf, tf * 1e6 / nd, mb / ts,
-           ts * 1e6 / nd, ts / tf, mb / tq, tq * 1e6 / nd, tq / tf, (unsigned long long)sink);
+           ts * 1e6 / nd, ts / tf, mb / tq, tq * 1e6 / nd, tq / tf, mb / tl, tl * 1e6 / nd, tl / tf,
+           (unsigned long long)sink);
 }
 
 static void bench_compare(const doc_set *d, tools *t)
