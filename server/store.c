@@ -1599,6 +1599,7 @@ static void lmdb_close(nd_store *st)
 static const nd_store_ops lmdb_ops = {
     .name = "lmdb",
     .durable = true,
+    .commits_in_call = false,
     .put = lmdb_put,
     .replace = lmdb_replace,
     .delete_at = lmdb_delete_at,

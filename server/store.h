@@ -103,6 +103,9 @@ typedef void (*nd_store_done_fn)(void *arg, int status);
 typedef struct nd_store_ops {
     const char *name; /* "lmdb", "memory" */
     bool durable;     /* survives a restart (false: neardup_in_memory 1) */
+    bool commits_in_call; /* put, replace and delete_at commit before they
+                           * return (done runs within the call); else done
+                           * runs later, on another thread */
     int (*put)(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg);
     int (*replace)(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg);
     int (*delete_at)(nd_store *st, const char *id, size_t id_len, int64_t registered_at_us,
@@ -144,6 +147,14 @@ static inline void nd_store_set_observer(nd_store *st, nd_store_observer_fn fn, 
 static inline const char *nd_store_kind(const nd_store *st)
 {
     return nd_store_base_of(st)->ops->name;
+}
+
+/* True when put, replace and delete_at commit (and call done) before they
+ * return: the memory store. The LMDB store calls done later, from its
+ * commit thread (possibly before the call returns: never rely on that). */
+static inline bool nd_store_commits_in_call(const nd_store *st)
+{
+    return nd_store_base_of(st)->ops->commits_in_call;
 }
 
 /* True when what is committed survives a restart (LMDB); false for the

@@ -310,6 +310,7 @@ static void mem_close(nd_store *st)
 static const nd_store_ops mem_ops = {
     .name = "memory",
     .durable = false,
+    .commits_in_call = true,
     .put = mem_put,
     .replace = mem_replace,
     .delete_at = mem_delete_at,
