@@ -1,6 +1,9 @@
-/* http.c - listeners, worker loops, routing, replies, access log. */
+/* http.c - the HTTP front: listeners, a worker per thread (worker.h) with its
+ * evhttp and connections (conn.h), routing, replies and their budget, the
+ * access log's call, and libevent's own error answers (evhttp_send_error). */
 #include "http.h"
 #include "clock.h"
+#include "conn.h"
 #include "fmt.h"
 #include "framing.h"
 #include "json.h"
@@ -45,54 +48,36 @@
 #define PAUSED_INPUT (16u << 10)
 #define STALL_MS 1000
 
-struct nd_worker {
+/* A worker of the HTTP front: the loop (worker.h) and what serves HTTP on it. */
+typedef struct http_worker {
+    nd_worker w;              /* first: nd_req.worker points here */
     nd_http *h;
-    unsigned index;
-    pthread_t thread;
-    bool running;
-    struct event_base *base;
     struct evhttp *http;
     struct evhttp_bound_socket *bound;
     int listen_fd;            /* handed to evhttp, which closes it */
-    struct event *wake;       /* runs posted tasks */
-    struct event *tick;       /* heartbeat, log flush */
-    pthread_mutex_t qlock;
-    nd_task *queue;           /* posted tasks, newest first */
+    nd_conns conns;           /* its connections (conn.h) */
     nd_task close_task;
     nd_task sync_task;        /* nd_http_refuse()'s barrier */
     nd_metrics_worker *metrics;
-    void *user;
     nd_req *free_reqs;
     nd_req *unflushed;         /* replies being written (list) */
-    uint64_t nrequests;
     _Atomic uint64_t inflight; /* dispatched, not answered; written by this thread only */
     _Atomic uint64_t writing;  /* answered, not yet written; idem */
     _Atomic uint64_t out_bytes; /* body bytes of those replies; idem */
     uint64_t shed;             /* connections closed for a stalled reply */
     int64_t shed_log_ms;
-    _Atomic int64_t heartbeat_ms;
-    /* Connections (see "connections" below); this thread only. */
-    struct bufferevent **adopt; /* accepted, not yet adopted (each with a reference) */
-    size_t nadopt, adopt_cap;
-    struct event *adopt_ev;
-    struct nd_conn **ctab;    /* evcon -> conn, open addressing, linear probing */
-    size_t ctab_cap, ctab_n;
-    struct nd_conn *waiting, *waiting_tail; /* waiting for a request, by deadline */
-    struct evbuffer *scratch; /* framing_cut()'s temporary */
-    int64_t refused_log_ms;   /* last "connection limit" warning */
-    uint64_t refused;         /* connections refused since that warning */
     nd_log_batch log;          /* access-log lines not yet written */
-};
+} http_worker;
 
 struct nd_http {
     const nd_config *cfg;
     nd_http_hooks hooks;
     nd_metrics *metrics;
     unsigned nworkers;
-    nd_worker *workers;
+    http_worker *workers;
     uint16_t port;
     _Atomic bool draining;
-    _Atomic unsigned nconns;  /* adopted connections, all workers */
+    _Atomic unsigned nconns;  /* open connections, all workers (conn.h) */
     _Atomic bool closing;     /* listeners closed (or closing) */
     _Atomic bool refusing;    /* nd_http_refuse(): new requests get 503 */
     pthread_mutex_t sync_mu;  /* nd_http_refuse()'s barrier */
@@ -100,7 +85,11 @@ struct nd_http {
     unsigned sync_left;
 };
 
-static _Thread_local nd_worker *tls_worker;
+/* The http_worker around w (nd_worker is its first member). */
+static inline http_worker *hw_of(nd_worker *w)
+{
+    return (http_worker *)w;
+}
 
 static const char *method_name(enum evhttp_cmd_type m)
 {
@@ -118,85 +107,38 @@ static const char *method_name(enum evhttp_cmd_type m)
     return "?";
 }
 
-static void access_log(nd_worker *w, const char *rid, const char *method, const char *path,
+static void access_log(http_worker *w, const char *rid, const char *method, const char *path,
                        int status, int64_t latency_ns, size_t in, size_t out)
 {
     if (!w->h->cfg->access_log || !nd_log_enabled(ND_LOG_INFO))
         return;
     nd_log_access a = {.rid = rid, .method = method, .path = path, .status = status,
                        .latency_ns = latency_ns, .bytes_in = in, .bytes_out = out,
-                       .worker = w->index};
+                       .worker = w->w.index};
     char line[ND_LOG_ACCESS_MAX];
     nd_log_batch_add(&w->log, line, nd_log_format_access(line, &a));
 }
 
-/* ---- tasks ---- */
+/* ---- the worker's tick and tasks ---- */
 
-void nd_worker_post(nd_worker *w, nd_task *task)
+static void out_check(http_worker *w);
+
+static void on_tick(nd_worker *nw)
 {
-    pthread_mutex_lock(&w->qlock);
-    bool was_empty = w->queue == NULL;
-    task->next = w->queue;
-    w->queue = task;
-    pthread_mutex_unlock(&w->qlock);
-    if (was_empty)
-        event_active(w->wake, EV_READ, 0);
-}
-
-/* Runs the posted tasks, oldest first. Returns how many ran. */
-static unsigned run_tasks(nd_worker *w)
-{
-    pthread_mutex_lock(&w->qlock);
-    nd_task *t = w->queue;
-    w->queue = NULL;
-    pthread_mutex_unlock(&w->qlock);
-    nd_task *fifo = NULL;
-    while (t) {
-        nd_task *next = t->next;
-        t->next = fifo;
-        fifo = t;
-        t = next;
-    }
-    unsigned n = 0;
-    while (fifo) {
-        nd_task *next = fifo->next;
-        fifo->fn(fifo);
-        fifo = next;
-        n++;
-    }
-    return n;
-}
-
-static void wake_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd, (void)what;
-    run_tasks(arg);
-}
-
-static void conn_expire(nd_worker *w);
-static void out_check(nd_worker *w);
-
-/* A connection's read high-water mark: room for a whole request plus a
- * read's worth (evhttp keeps a body in the bufferevent until it is
- * complete), never needed more to progress. */
-static size_t input_watermark(const nd_config *cfg)
-{
-    return cfg->max_headers + cfg->max_body + 65536;
-}
-
-static void tick_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd, (void)what;
-    nd_worker *w = arg;
-    atomic_store_explicit(&w->heartbeat_ms, nd_clock_ms(), memory_order_relaxed);
+    http_worker *w = hw_of(nw);
     nd_log_batch_flush(&w->log);
-    conn_expire(w);
+    nd_conns_expire(&w->conns);
     out_check(w);
+}
+
+static void on_exit_loop(nd_worker *nw)
+{
+    nd_log_batch_flush(&hw_of(nw)->log);
 }
 
 static void sync_task_fn(nd_task *t)
 {
-    nd_worker *w = (nd_worker *)((char *)t - offsetof(nd_worker, sync_task));
+    http_worker *w = (http_worker *)((char *)t - offsetof(http_worker, sync_task));
     nd_http *h = w->h;
     pthread_mutex_lock(&h->sync_mu);
     h->sync_left--;
@@ -206,363 +148,16 @@ static void sync_task_fn(nd_task *t)
 
 static void close_listener_task(nd_task *t)
 {
-    nd_worker *w = (nd_worker *)((char *)t - offsetof(nd_worker, close_task));
+    http_worker *w = (http_worker *)((char *)t - offsetof(http_worker, close_task));
     if (w->bound) {
         evhttp_del_accept_socket(w->http, w->bound);
         w->bound = NULL;
     }
 }
 
-/* ---- connections ----
- *
- * libevent 2.1 neither limits connections nor bounds the time a request may
- * take to arrive (its timeout restarts at every byte: a client sending a
- * header byte a second is never cut off). Both are done here with public
- * calls only: evhttp_set_bevcb() lets us make each accepted connection's
- * bufferevent (with a read high-water mark, so that a client pipelining
- * without reading cannot grow our input buffer) and so learn of every new
- * connection; once evhttp has wrapped it (after the accept callback, in
- * adopt_cb) the bufferevent's callback argument is its evhttp_connection,
- * on which a close callback tells us when it goes. An adopted connection
- * over --max-connections is answered 503 and closed at once. A connection
- * waiting for a request (just accepted, or answered) has a deadline of
- * --request-timeout; the tick closes the ones past it. */
-
-typedef struct nd_conn {
-    struct evhttp_connection *evcon;
-    nd_worker *w;
-    int64_t deadline_ms;          /* while waiting for a request */
-    bool waiting;                 /* in w->waiting */
-    bool guard;                   /* framing_cb: our own change of the buffer */
-    struct nd_conn *prev, *next;  /* in w->waiting */
-    /* Framing check (see "framing" below); in is NULL when not checked. */
-    struct evbuffer *in;
-    struct evbuffer_cb_entry *in_cb;
-    uint64_t consumed;            /* stream offset of in's first byte */
-    uint32_t served;              /* requests answered or dispatched */
-    nd_framing fr;
-} nd_conn;
-
-static size_t conn_slot(const nd_worker *w, const void *evcon)
-{
-    uint64_t x = (uint64_t)(uintptr_t)evcon;
-    return (size_t)((x >> 4) * 0x9E3779B97F4A7C15ull >> 20) & (w->ctab_cap - 1);
-}
-
-static nd_conn *conn_find(const nd_worker *w, const struct evhttp_connection *evcon)
-{
-    if (!w->ctab_cap || !evcon)
-        return NULL;
-    for (size_t i = conn_slot(w, evcon);; i = (i + 1) & (w->ctab_cap - 1)) {
-        nd_conn *c = w->ctab[i];
-        if (!c || c->evcon == evcon)
-            return c;
-    }
-}
-
-static void conn_put(nd_worker *w, nd_conn *c)
-{
-    size_t i = conn_slot(w, c->evcon);
-    while (w->ctab[i])
-        i = (i + 1) & (w->ctab_cap - 1);
-    w->ctab[i] = c;
-}
-
-static void conn_insert(nd_worker *w, nd_conn *c)
-{
-    if ((w->ctab_n + 1) * 2 > w->ctab_cap) {
-        nd_conn **old = w->ctab;
-        size_t old_cap = w->ctab_cap;
-        w->ctab_cap = old_cap ? old_cap * 2 : 1024;
-        w->ctab = calloc(w->ctab_cap, sizeof(*w->ctab));
-        if (!w->ctab)
-            nd_die_oom("conn_insert");
-        for (size_t i = 0; i < old_cap; i++)
-            if (old[i])
-                conn_put(w, old[i]);
-        free(old);
-    }
-    conn_put(w, c);
-    w->ctab_n++;
-}
-
-/* Removes c from the table (backward-shift deletion keeps probes intact). */
-static void conn_remove(nd_worker *w, nd_conn *c)
-{
-    size_t mask = w->ctab_cap - 1, i = conn_slot(w, c->evcon);
-    while (w->ctab[i] != c)
-        i = (i + 1) & mask;
-    for (size_t j = (i + 1) & mask; w->ctab[j]; j = (j + 1) & mask) {
-        size_t home = conn_slot(w, w->ctab[j]->evcon);
-        /* Move ctab[j] into the hole at i unless its home lies in (i, j]. */
-        if (((j - home) & mask) >= ((j - i) & mask)) {
-            w->ctab[i] = w->ctab[j];
-            i = j;
-        }
-    }
-    w->ctab[i] = NULL;
-    w->ctab_n--;
-}
-
-static void conn_unlist(nd_worker *w, nd_conn *c)
-{
-    if (!c->waiting)
-        return;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        w->waiting = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    else
-        w->waiting_tail = c->prev;
-    c->prev = c->next = NULL;
-    c->waiting = false;
-}
-
-/* c waits for its next request from now on (the list stays sorted: every
- * deadline is now + the same timeout). */
-static void conn_wait(nd_worker *w, nd_conn *c)
-{
-    conn_unlist(w, c);
-    c->deadline_ms = nd_clock_ms() + (int64_t)w->h->cfg->request_timeout_s * 1000;
-    c->prev = w->waiting_tail;
-    c->next = NULL;
-    if (w->waiting_tail)
-        w->waiting_tail->next = c;
-    else
-        w->waiting = c;
-    w->waiting_tail = c;
-    c->waiting = true;
-}
-
-/* Forgets c (the connection is gone or about to be freed). */
-static void conn_forget(nd_worker *w, nd_conn *c)
-{
-    if (c->in_cb)
-        evbuffer_remove_cb_entry(c->in, c->in_cb);
-    conn_unlist(w, c);
-    conn_remove(w, c);
-    atomic_fetch_sub_explicit(&w->h->nconns, 1, memory_order_relaxed);
-    free(c);
-}
-
-static void on_close(struct evhttp_connection *evcon, void *arg);
-static void make_rid(nd_worker *w, const struct evkeyvalq *ih, char *rid);
-
-/* ---- framing ----
- *
- * libevent 2.1 frames requests more leniently than RFC 9112 (framing.h
- * lists how), and a proxy in front that reads a request's boundaries
- * otherwise can smuggle a request past it. So every byte a connection
- * reads passes nd_framing_scan() first: an evbuffer callback on the
- * bufferevent's input buffer runs inside the read, before libevent's read
- * callback parses anything. Deletions (libevent consuming the buffer) only
- * advance c->consumed. At the first refusal the stream is cut at the start
- * of the offending line, which libevent has not consumed (it consumes whole
- * lines, and bodies by their length, on which both agree up to there), and
- * "!\r\n" is put in its place: a line no libevent state accepts (request
- * line, header, chunk size, trailer). libevent then fails the request, in
- * order after any pipelined request before it, and its error reply comes
- * to our evhttp_send_error(), which answers with the scanner's status and
- * reason and closes the connection. Bytes arriving later are dropped. */
-
-/* Cuts in down to its first keep bytes (evbuffers only shrink at the front:
- * the kept part is moved aside and put back). */
-static void framing_cut(nd_conn *c, struct evbuffer *in, size_t keep)
-{
-    size_t len = evbuffer_get_length(in);
-    if (keep >= len)
-        return;
-    c->guard = true;
-    if (keep > 0)
-        evbuffer_remove_buffer(in, c->w->scratch, keep);
-    evbuffer_drain(in, evbuffer_get_length(in));
-    if (keep > 0)
-        evbuffer_prepend_buffer(in, c->w->scratch);
-    c->guard = false;
-}
-
-static void framing_refuse(nd_conn *c, struct evbuffer *in)
-{
-    uint64_t at = c->fr.line_start;
-    size_t keep = at > c->consumed ? (size_t)(at - c->consumed) : 0;
-    framing_cut(c, in, keep);
-    c->guard = true;
-    evbuffer_add(in, "!\r\n", 3);
-    c->guard = false;
-}
-
-static void framing_cb(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg)
-{
-    nd_conn *c = arg;
-    if (c->guard)
-        return;
-    c->consumed += info->n_deleted;
-    if (!info->n_added)
-        return;
-    size_t len = evbuffer_get_length(in);
-    size_t left = info->n_added;
-    if (nd_framing_refused(&c->fr)) { /* nothing after a refusal reaches libevent */
-        framing_cut(c, in, len - left);
-        return;
-    }
-    left -= nd_framing_skip(&c->fr, left); /* a body: no need to look */
-    if (!left)
-        return;
-    struct evbuffer_ptr ptr;
-    if (evbuffer_ptr_set(in, &ptr, len - left, EVBUFFER_PTR_SET) < 0)
-        return;
-    while (left) {
-        struct evbuffer_iovec vec[8];
-        int nv = evbuffer_peek(in, (ev_ssize_t)left, &ptr, vec, 8);
-        if (nv <= 0)
-            return;
-        for (int k = 0; k < nv && k < 8 && left; k++) {
-            size_t take = vec[k].iov_len < left ? vec[k].iov_len : left;
-            if (nd_framing_scan(&c->fr, vec[k].iov_base, take) != ND_FR_OK) {
-                framing_refuse(c, in);
-                return;
-            }
-            left -= take;
-            evbuffer_ptr_set(in, &ptr, take, EVBUFFER_PTR_ADD);
-        }
-    }
-}
-
-/* Starts tracking evcon; it waits for a request when waiting is set. With
- * bev (evcon's, seen from the first byte), its framing is checked. */
-static nd_conn *conn_track(nd_worker *w, struct evhttp_connection *evcon, bool waiting,
-                           struct bufferevent *bev)
-{
-    nd_conn *c = calloc(1, sizeof(*c));
-    if (!c)
-        nd_die_oom("conn_track");
-    c->evcon = evcon;
-    c->w = w;
-    conn_insert(w, c);
-    atomic_fetch_add_explicit(&w->h->nconns, 1, memory_order_relaxed);
-    evhttp_connection_set_closecb(evcon, on_close, c);
-    if (waiting)
-        conn_wait(w, c);
-    if (bev) {
-        nd_framing_init(&c->fr, w->h->cfg->max_body);
-        c->in = bufferevent_get_input(bev);
-        c->in_cb = evbuffer_add_cb(c->in, framing_cb, c);
-        if (!c->in_cb)
-            nd_die_oom("conn_track");
-        size_t have = evbuffer_get_length(c->in); /* read before we were here */
-        if (have) {
-            struct evbuffer_cb_info info = {.orig_size = 0, .n_added = have, .n_deleted = 0};
-            framing_cb(c->in, &info, c);
-        }
-    }
-    return c;
-}
-
-/* Over the limit: a 503 straight to the socket (best effort: it is small
- * and the socket new), then the connection is freed. */
-static void conn_refuse(nd_worker *w, struct evhttp_connection *evcon, struct bufferevent *bev)
-{
-    char msg[400], body[160], rid[40];
-    unsigned cap = w->h->cfg->max_connections;
-    make_rid(w, NULL, rid);
-    int blen = snprintf(body, sizeof(body),
-                        "{\"error\":{\"code\":\"too_many_connections\",\"message\":\"the server "
-                        "holds its limit of %u connections; retry later\"}}\n", cap);
-    int n = snprintf(msg, sizeof(msg),
-                     "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %d\r\nConnection: close\r\nRetry-After: 1\r\n"
-                     "X-Request-Id: %s\r\n\r\n%s",
-                     blen, rid, body);
-    evutil_socket_t fd = bufferevent_getfd(bev);
-    if (fd >= 0 && n > 0)
-        (void)!send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-    evhttp_connection_free(evcon);
-    nd_metrics_request(w->metrics, ND_ROUTE_OTHER, 503, 0, 0, (uint64_t)n);
-    w->refused++;
-    int64_t now = nd_clock_ms();
-    if (now - w->refused_log_ms >= 1000) {
-        char fields[96];
-        snprintf(fields, sizeof(fields), ",\"max_connections\":%u,\"refused\":%llu", cap,
-                 (unsigned long long)w->refused);
-        nd_log_fields(ND_LOG_WARN, fields, "connection limit reached: refusing new connections");
-        w->refused_log_ms = now;
-        w->refused = 0;
-    }
-}
-
-/* evhttp_set_bevcb(): makes the bufferevent of each accepted connection. */
-static struct bufferevent *make_bev(struct event_base *base, void *arg)
-{
-    nd_worker *w = arg;
-    struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
-    if (!bev)
-        return NULL; /* evhttp makes its own; the connection is tracked at dispatch */
-    bufferevent_setwatermark(bev, EV_READ, 0, input_watermark(w->h->cfg));
-    if (w->nadopt == w->adopt_cap) {
-        size_t cap = w->adopt_cap ? w->adopt_cap * 2 : 64;
-        struct bufferevent **a = realloc(w->adopt, cap * sizeof(*a));
-        if (!a)
-            nd_die_oom("make_bev");
-        w->adopt = a;
-        w->adopt_cap = cap;
-    }
-    bufferevent_incref(bev); /* so that it outlives adopt_cb even if evhttp frees it */
-    w->adopt[w->nadopt++] = bev;
-    if (w->nadopt == 1)
-        event_active(w->adopt_ev, EV_READ, 0);
-    return bev;
-}
-
-/* Runs right after the accept callback: tracks (or refuses) each new
- * connection. */
-static void adopt_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd, (void)what;
-    nd_worker *w = arg;
-    unsigned cap = w->h->cfg->max_connections;
-    for (size_t i = 0; i < w->nadopt; i++) {
-        struct bufferevent *bev = w->adopt[i];
-        bufferevent_data_cb rcb, wcb;
-        bufferevent_event_cb ecb;
-        void *cbarg = NULL;
-        bufferevent_getcb(bev, &rcb, &wcb, &ecb, &cbarg);
-        struct evhttp_connection *evcon = cbarg;
-        /* Still evhttp's (it may have freed it already: callbacks cleared). */
-        if (ecb && evcon && evhttp_connection_get_bufferevent(evcon) == bev &&
-            !conn_find(w, evcon)) {
-            if (atomic_load_explicit(&w->h->nconns, memory_order_relaxed) >= cap)
-                conn_refuse(w, evcon, bev);
-            else
-                conn_track(w, evcon, true, bev);
-        }
-        bufferevent_decref(bev);
-    }
-    w->nadopt = 0;
-}
-
-/* Closes the connections whose request did not arrive in time. */
-static void conn_expire(nd_worker *w)
-{
-    int64_t now = nd_clock_ms();
-    while (w->waiting && w->waiting->deadline_ms <= now) {
-        nd_conn *c = w->waiting;
-        struct evhttp_connection *evcon = c->evcon;
-        conn_forget(w, c);
-        evhttp_connection_set_closecb(evcon, NULL, NULL);
-        evhttp_connection_free(evcon);
-    }
-}
-
-uint64_t nd_http_connections(const nd_http *h)
-{
-    return atomic_load_explicit(&h->nconns, memory_order_relaxed);
-}
-
 /* ---- requests ---- */
 
-static nd_req *req_get(nd_worker *w)
+static nd_req *req_get(http_worker *w)
 {
     nd_req *r = w->free_reqs;
     if (r) {
@@ -573,11 +168,11 @@ static nd_req *req_get(nd_worker *w)
             nd_die_oom("req_get");
     }
     memset(r, 0, sizeof(*r));
-    r->worker = w;
+    r->worker = &w->w;
     return r;
 }
 
-static void req_put(nd_worker *w, nd_req *r)
+static void req_put(http_worker *w, nd_req *r)
 {
     r->next = w->free_reqs;
     w->free_reqs = r;
@@ -602,7 +197,7 @@ static uint64_t out_total(const nd_http *h)
 /* Tick: stops reading on connections whose reply is still unwritten, and
  * while over OUT_BUDGET closes those whose reply made no progress for
  * STALL_MS (see OUT_BUDGET). */
-static void out_check(nd_worker *w)
+static void out_check(http_worker *w)
 {
     if (!w->unflushed)
         return;
@@ -647,7 +242,7 @@ static void out_check(nd_worker *w)
 }
 
 /* The reply of r has been written, or its connection is gone. */
-static void writing_done(nd_worker *w, nd_req *r)
+static void writing_done(http_worker *w, nd_req *r)
 {
     counter_add(&w->out_bytes, -(int64_t)r->out_size);
     if (r->prev)
@@ -664,26 +259,22 @@ static void on_complete(struct evhttp_request *ev, void *arg)
 {
     (void)ev;
     nd_req *r = arg;
-    nd_worker *w = r->worker;
-    nd_conn *c = conn_find(w, r->evcon);
-    if (c) /* the next request's deadline starts now */
-        conn_wait(w, c);
+    http_worker *w = hw_of(r->worker);
+    nd_conns_request_ends(&w->conns, r->evcon); /* the next request's deadline starts now */
     if (r->paused) { /* written: read again */
         struct bufferevent *bev = evhttp_connection_get_bufferevent(r->evcon);
         if (bev)
-            bufferevent_setwatermark(bev, EV_READ, 0, input_watermark(w->h->cfg));
+            bufferevent_setwatermark(bev, EV_READ, 0, nd_conn_input_watermark(w->h->cfg));
     }
     writing_done(w, r);
 }
 
-/* A connection closes: a reply still being written on it never completes.
- * (libevent serves one request at a time per connection, so at most one.) */
-static void on_close(struct evhttp_connection *evcon, void *arg)
+/* conn.h: a connection closed; a reply still being written on it never
+ * completes. (libevent serves one request at a time per connection, so at
+ * most one.) */
+static void conn_closed(void *arg, struct evhttp_connection *evcon)
 {
-    nd_conn *c = arg;
-    nd_worker *w = c->w;
-    evhttp_connection_set_closecb(evcon, NULL, NULL); /* once only */
-    conn_forget(w, c);
+    http_worker *w = arg;
     for (nd_req *r = w->unflushed; r; r = r->next) {
         if (r->evcon == evcon) {
             writing_done(w, r);
@@ -692,19 +283,14 @@ static void on_close(struct evhttp_connection *evcon, void *arg)
     }
 }
 
-void *nd_worker_user(const nd_worker *w)
-{
-    return w->user;
-}
-
 void *nd_http_app(const nd_req *r)
 {
-    return r->worker->h->hooks.app;
+    return hw_of(r->worker)->h->hooks.app;
 }
 
 const nd_config *nd_req_config(const nd_req *r)
 {
-    return r->worker->h->cfg;
+    return hw_of(r->worker)->h->cfg;
 }
 
 const char *nd_req_body(nd_req *r, size_t *len)
@@ -728,7 +314,7 @@ void nd_req_add_header(nd_req *r, const char *name, const char *value)
 
 void nd_req_reply(nd_req *r, int status, const char *content_type, struct evbuffer *body)
 {
-    nd_worker *w = r->worker;
+    http_worker *w = hw_of(r->worker);
     assert(!r->replied);
     r->replied = true;
     struct evkeyvalq *oh = evhttp_request_get_output_headers(r->ev);
@@ -838,13 +424,13 @@ static void reply_method(nd_req *r, const nd_route_def *route)
 }
 
 /* The request id: the client's X-Request-Id if it is sane, else
- * generated. rid has 40 bytes. */
-static void make_rid(nd_worker *w, const struct evkeyvalq *ih, char *rid)
+ * generated (worker.h). */
+static void make_rid(nd_worker *w, const struct evkeyvalq *ih, char rid[ND_RID_MAX])
 {
     const char *given = ih ? evhttp_find_header(ih, "X-Request-Id") : NULL;
     if (given) {
         size_t n = strlen(given);
-        bool ok = n > 0 && n < 40;
+        bool ok = n > 0 && n < ND_RID_MAX;
         for (size_t i = 0; ok && i < n; i++) {
             char c = given[i];
             ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
@@ -855,33 +441,12 @@ static void make_rid(nd_worker *w, const struct evkeyvalq *ih, char *rid)
             return;
         }
     }
-    /* "<worker>-<counter>", both in hex. */
-    static const char hex[] = "0123456789abcdef";
-    char tmp[40];
-    size_t n = 0, pos = 0;
-    uint64_t v = ++w->nrequests;
-    do {
-        tmp[n++] = hex[v & 15];
-        v >>= 4;
-    } while (v);
-    unsigned wi = w->index;
-    char wtmp[8];
-    size_t wn = 0;
-    do {
-        wtmp[wn++] = hex[wi & 15];
-        wi >>= 4;
-    } while (wi);
-    while (wn)
-        rid[pos++] = wtmp[--wn];
-    rid[pos++] = '-';
-    while (n)
-        rid[pos++] = tmp[--n];
-    rid[pos] = 0;
+    nd_worker_new_rid(w, rid);
 }
 
-static void set_rid(nd_req *r, nd_worker *w)
+static void set_rid(nd_req *r)
 {
-    make_rid(w, evhttp_request_get_input_headers(r->ev), r->rid);
+    make_rid(r->worker, evhttp_request_get_input_headers(r->ev), r->rid);
 }
 
 /* True when two Content-Length headers disagree: libevent framed the body by
@@ -902,7 +467,7 @@ static bool conflicting_length(struct evhttp_request *ev)
 
 static void dispatch(struct evhttp_request *ev, void *arg)
 {
-    nd_worker *w = arg;
+    http_worker *w = arg;
     nd_req *r = req_get(w);
     r->ev = ev;
     r->start_ns = nd_clock_ns();
@@ -912,15 +477,8 @@ static void dispatch(struct evhttp_request *ev, void *arg)
     r->path = uri ? evhttp_uri_get_path(uri) : NULL;
     if (!r->path)
         r->path = "";
-    struct evhttp_connection *evcon = evhttp_request_get_connection(ev);
-    nd_conn *c = conn_find(w, evcon);
-    if (c)
-        conn_unlist(w, c); /* no deadline while the request is served */
-    else if (evcon)
-        c = conn_track(w, evcon, false, NULL); /* not seen at accept (out of memory there) */
-    if (c)
-        c->served++;
-    set_rid(r, w);
+    nd_conns_request_begins(&w->conns, evhttp_request_get_connection(ev));
+    set_rid(r);
     if (atomic_load_explicit(&w->h->refusing, memory_order_relaxed)) {
         /* Shutting down: the store may be closing; nothing may reach it. */
         nd_req_add_header(r, "Retry-After", "1");
@@ -956,12 +514,13 @@ static void dispatch(struct evhttp_request *ev, void *arg)
  * the answer keeps libevent's status with our JSON error body. neardupd never
  * calls it; tests/integration/test_errors.py checks the 413 and 400 bodies,
  * so a libevent built without interposition (-Bsymbolic) would be noticed.
- * A request the framing check refused (see "framing") arrives here too, as
+ * A request the framing check refused (conn.c, "framing") arrives here too, as
  * libevent's 400 or 413: it gets the check's status and reason instead.
  * Every such answer has an X-Request-Id and closes the connection. */
 void evhttp_send_error(struct evhttp_request *req, int error, const char *reason)
 {
-    nd_worker *w = tls_worker;
+    nd_worker *cur = nd_worker_current();
+    http_worker *w = cur ? hw_of(cur) : NULL;
     const char *code = "bad_request";
     const char *msg = "malformed HTTP request";
     char buf[256];
@@ -1002,23 +561,20 @@ void evhttp_send_error(struct evhttp_request *req, int error, const char *reason
         msg = "internal error";
     }
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-    nd_conn *c = w && evcon ? conn_find(w, evcon) : NULL;
-    if (c && c->in && nd_framing_refused(&c->fr) && c->served + 1 == c->fr.heads &&
-        nd_framing_status(c->fr.why)) {
-        error = nd_framing_status(c->fr.why);
-        code = nd_framing_code(c->fr.why);
-        msg = nd_framing_message(c->fr.why);
+    int why = w && evcon ? nd_conns_error_answer(&w->conns, evcon) : 0;
+    if (why) { /* refused by the framing check (conn.h): its status and reason */
+        error = nd_framing_status(why);
+        code = nd_framing_code(why);
+        msg = nd_framing_message(why);
         reason = NULL;
         if (error == 413) {
             snprintf(buf, sizeof(buf), "%s of %zu bytes", msg, w->h->cfg->max_body);
             msg = buf;
         }
     }
-    if (c)
-        c->served++;
-    char rid[40];
+    char rid[ND_RID_MAX];
     if (w)
-        make_rid(w, ih, rid);
+        make_rid(&w->w, ih, rid);
     else
         memcpy(rid, "-", 2);
     struct evbuffer *b = evbuffer_new();
@@ -1118,48 +674,29 @@ static int open_listeners(nd_http *h)
 
 /* ---- workers ---- */
 
-/* A worker's event base. With SO_REUSEPORT (the default) no descriptor a
- * worker watches is a dup() of another, so epoll's changelist is safe: it
- * folds the disable/enable pairs that evhttp makes around every request into
- * at most one epoll_ctl per loop turn (libevent's documented caveat is dup'ed
- * descriptors, which the shared-listener mode has). Returns NULL on failure. */
-static struct event_base *new_base(const nd_config *cfg)
-{
-    struct event_config *ec = event_config_new();
-    if (!ec)
-        return NULL;
-    if (cfg->accept_mode == ND_ACCEPT_REUSEPORT)
-        event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
-    struct event_base *base = event_base_new_with_config(ec);
-    event_config_free(ec);
-    return base;
-}
-
-static int worker_init(nd_http *h, nd_worker *w, unsigned index)
+/* Sets up w: its loop (worker.h; epoll's changelist with SO_REUSEPORT only,
+ * where no watched descriptor is a dup() of another), its evhttp with the
+ * limits, its connections (conn.h) and the application's state. */
+static int worker_init(nd_http *h, http_worker *w, unsigned index)
 {
     const nd_config *cfg = h->cfg;
     w->h = h;
-    w->index = index;
     w->listen_fd = -1;
     w->metrics = nd_metrics_worker_get(h->metrics, index);
-    pthread_mutex_init(&w->qlock, NULL);
     w->close_task.fn = close_listener_task;
     w->sync_task.fn = sync_task_fn;
-    w->base = new_base(cfg);
-    if (!w->base)
+    int rc = nd_worker_init(&w->w, index, cfg->accept_mode == ND_ACCEPT_REUSEPORT, TICK_MS,
+                            on_tick, on_exit_loop);
+    if (rc < 0)
+        return rc;
+    w->http = evhttp_new(w->w.base);
+    if (!w->http)
         return -ENOMEM;
-    w->http = evhttp_new(w->base);
-    w->wake = event_new(w->base, -1, EV_PERSIST, wake_cb, w);
-    w->tick = event_new(w->base, -1, EV_PERSIST, tick_cb, w);
-    w->adopt_ev = event_new(w->base, -1, 0, adopt_cb, w);
-    w->scratch = evbuffer_new();
-    if (!w->http || !w->wake || !w->tick || !w->adopt_ev || !w->scratch)
-        return -ENOMEM;
-    struct timeval tv = {0, TICK_MS * 1000};
-    event_add(w->tick, &tv);
-    atomic_store(&w->heartbeat_ms, nd_clock_ms());
+    rc = nd_conns_init(&w->conns, &w->w, cfg, &h->nconns, w->metrics, conn_closed, w);
+    if (rc < 0)
+        return rc;
     evhttp_set_gencb(w->http, dispatch, w);
-    evhttp_set_bevcb(w->http, make_bev, w);
+    nd_conns_attach(&w->conns, w->http);
     evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
                                             EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
                                             EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
@@ -1171,20 +708,31 @@ static int worker_init(nd_http *h, nd_worker *w, unsigned index)
      * still sending sees the answer instead of a reset. */
     evhttp_set_flags(w->http, EVHTTP_SERVER_LINGERING_CLOSE);
     if (h->hooks.worker_init)
-        return h->hooks.worker_init(h->hooks.app, index, &w->user);
+        return h->hooks.worker_init(h->hooks.app, index, &w->w.user);
     return 0;
 }
 
-static void *worker_main(void *arg)
+/* Frees what worker_init() made, in reverse order (the worker has stopped). */
+static void worker_finish(nd_http *h, http_worker *w)
 {
-    nd_worker *w = arg;
-    char name[16]; /* the kernel's limit, NUL included: top -H, perf, gdb */
-    snprintf(name, sizeof(name), "nd-worker-%u", w->index);
-    pthread_setname_np(pthread_self(), name);
-    tls_worker = w;
-    event_base_loop(w->base, EVLOOP_NO_EXIT_ON_EMPTY);
+    if (w->bound)
+        evhttp_del_accept_socket(w->http, w->bound);
+    if (w->listen_fd >= 0)
+        close(w->listen_fd);
+    if (w->http)
+        evhttp_free(w->http); /* closes the connections: conn_closed() for each */
+    nd_conns_finish(&w->conns);
+    if (h->hooks.worker_finish && w->w.user)
+        h->hooks.worker_finish(h->hooks.app, w->w.user);
+    nd_worker_finish(&w->w);
     nd_log_batch_flush(&w->log);
-    return NULL;
+    while (w->unflushed) /* only if libevent freed a connection silently */
+        writing_done(w, w->unflushed);
+    while (w->free_reqs) {
+        nd_req *r = w->free_reqs;
+        w->free_reqs = r->next;
+        free(r);
+    }
 }
 
 int nd_http_create(nd_http **out, const nd_config *cfg, const nd_http_hooks *hooks,
@@ -1200,14 +748,14 @@ int nd_http_create(nd_http **out, const nd_config *cfg, const nd_http_hooks *hoo
     pthread_mutex_init(&h->sync_mu, NULL);
     pthread_cond_init(&h->sync_cv, NULL);
     void *mem = NULL;
-    if (posix_memalign(&mem, 64, sizeof(nd_worker) * h->nworkers) != 0)
+    if (posix_memalign(&mem, 64, sizeof(http_worker) * h->nworkers) != 0)
         mem = NULL;
     h->workers = mem;
     if (!h->workers) {
         free(h);
         return -ENOMEM;
     }
-    memset(h->workers, 0, sizeof(nd_worker) * h->nworkers);
+    memset(h->workers, 0, sizeof(http_worker) * h->nworkers);
     for (unsigned i = 0; i < h->nworkers; i++) {
         int rc = worker_init(h, &h->workers[i], i);
         if (rc < 0) {
@@ -1220,13 +768,26 @@ int nd_http_create(nd_http **out, const nd_config *cfg, const nd_http_hooks *hoo
     return 0;
 }
 
+/* Logs the "listening" line. */
+static void log_listening(const nd_http *h)
+{
+    char fields[400];
+    size_t pos = (size_t)snprintf(fields, sizeof(fields), ",\"host\":");
+    nd_json_escape(fields, sizeof(fields) - 100, &pos, h->cfg->listen_host,
+                   strlen(h->cfg->listen_host));
+    snprintf(fields + pos, sizeof(fields) - pos, ",\"port\":%u,\"threads\":%u,\"accept\":\"%s\"",
+             h->port, h->nworkers,
+             h->cfg->accept_mode == ND_ACCEPT_SHARED ? "shared" : "reuseport");
+    nd_log_fields(ND_LOG_INFO, fields, "listening");
+}
+
 int nd_http_start(nd_http *h)
 {
     int rc = open_listeners(h);
     if (rc < 0)
         return rc;
     for (unsigned i = 0; i < h->nworkers; i++) {
-        nd_worker *w = &h->workers[i];
+        http_worker *w = &h->workers[i];
         w->bound = evhttp_accept_socket_with_handle(w->http, w->listen_fd);
         if (!w->bound) {
             nd_log(ND_LOG_ERROR, "evhttp cannot accept on its socket");
@@ -1235,22 +796,13 @@ int nd_http_start(nd_http *h)
         w->listen_fd = -1; /* evhttp owns and closes it now */
     }
     for (unsigned i = 0; i < h->nworkers; i++) {
-        nd_worker *w = &h->workers[i];
-        rc = pthread_create(&w->thread, NULL, worker_main, w);
-        if (rc != 0) {
-            nd_log(ND_LOG_ERROR, "cannot start worker thread: %s", strerror(rc));
-            return -rc;
+        rc = nd_worker_start(&h->workers[i].w);
+        if (rc < 0) {
+            nd_log(ND_LOG_ERROR, "cannot start worker thread: %s", strerror(-rc));
+            return rc;
         }
-        w->running = true;
     }
-    char fields[400];
-    size_t pos = (size_t)snprintf(fields, sizeof(fields), ",\"host\":");
-    nd_json_escape(fields, sizeof(fields) - 100, &pos, h->cfg->listen_host,
-                       strlen(h->cfg->listen_host));
-    snprintf(fields + pos, sizeof(fields) - pos, ",\"port\":%u,\"threads\":%u,\"accept\":\"%s\"",
-             h->port, h->nworkers,
-             h->cfg->accept_mode == ND_ACCEPT_SHARED ? "shared" : "reuseport");
-    nd_log_fields(ND_LOG_INFO, fields, "listening");
+    log_listening(h);
     return 0;
 }
 
@@ -1270,8 +822,8 @@ void nd_http_stop_accepting(nd_http *h)
     if (atomic_exchange(&h->closing, true))
         return;
     for (unsigned i = 0; i < h->nworkers; i++)
-        if (h->workers[i].running)
-            nd_worker_post(&h->workers[i], &h->workers[i].close_task);
+        if (nd_worker_running(&h->workers[i].w))
+            nd_worker_post(&h->workers[i].w, &h->workers[i].close_task);
 }
 
 void nd_http_refuse(nd_http *h)
@@ -1281,12 +833,12 @@ void nd_http_refuse(nd_http *h)
     unsigned n = 0;
     pthread_mutex_lock(&h->sync_mu);
     for (unsigned i = 0; i < h->nworkers; i++)
-        n += h->workers[i].running;
+        n += nd_worker_running(&h->workers[i].w);
     h->sync_left = n;
     pthread_mutex_unlock(&h->sync_mu);
     for (unsigned i = 0; i < h->nworkers; i++)
-        if (h->workers[i].running)
-            nd_worker_post(&h->workers[i], &h->workers[i].sync_task);
+        if (nd_worker_running(&h->workers[i].w))
+            nd_worker_post(&h->workers[i].w, &h->workers[i].sync_task);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += 10;
@@ -1326,12 +878,15 @@ uint64_t nd_http_inflight(const nd_http *h)
     return n;
 }
 
+uint64_t nd_http_connections(const nd_http *h)
+{
+    return atomic_load_explicit(&h->nconns, memory_order_relaxed);
+}
+
 bool nd_http_loops_alive(const nd_http *h, unsigned max_ms)
 {
-    int64_t now = nd_clock_ms();
     for (unsigned i = 0; i < h->nworkers; i++)
-        if (now - atomic_load_explicit(&h->workers[i].heartbeat_ms, memory_order_relaxed) >
-            (int64_t)max_ms)
+        if (!nd_worker_alive(&h->workers[i].w, max_ms))
             return false;
     return true;
 }
@@ -1341,14 +896,9 @@ void nd_http_stop(nd_http *h)
     if (!h)
         return;
     for (unsigned i = 0; i < h->nworkers; i++)
-        if (h->workers[i].running)
-            event_base_loopbreak(h->workers[i].base);
-    for (unsigned i = 0; i < h->nworkers; i++) {
-        if (h->workers[i].running) {
-            pthread_join(h->workers[i].thread, NULL);
-            h->workers[i].running = false;
-        }
-    }
+        nd_worker_break(&h->workers[i].w);
+    for (unsigned i = 0; i < h->nworkers; i++)
+        nd_worker_join(&h->workers[i].w);
 }
 
 uint64_t nd_http_finish(nd_http *h)
@@ -1357,11 +907,11 @@ uint64_t nd_http_finish(nd_http *h)
     do {
         ran = 0;
         for (unsigned i = 0; i < h->nworkers; i++) {
-            tls_worker = &h->workers[i];
-            ran += run_tasks(&h->workers[i]);
+            nd_worker_set_current(&h->workers[i].w);
+            ran += nd_worker_run_tasks(&h->workers[i].w);
             nd_log_batch_flush(&h->workers[i].log);
         }
-        tls_worker = NULL;
+        nd_worker_set_current(NULL);
     } while (ran);
     uint64_t n = 0;
     for (unsigned i = 0; i < h->nworkers; i++)
@@ -1374,42 +924,8 @@ void nd_http_destroy(nd_http *h)
     if (!h)
         return;
     nd_http_stop(h);
-    for (unsigned i = 0; i < h->nworkers; i++) {
-        nd_worker *w = &h->workers[i];
-        if (w->bound)
-            evhttp_del_accept_socket(w->http, w->bound);
-        if (w->listen_fd >= 0)
-            close(w->listen_fd);
-        if (w->http)
-            evhttp_free(w->http); /* closes the connections: on_close forgets them */
-        for (size_t k = 0; k < w->nadopt; k++)
-            bufferevent_decref(w->adopt[k]);
-        free(w->adopt);
-        for (size_t k = 0; k < w->ctab_cap; k++) /* only if libevent freed one silently */
-            free(w->ctab[k]);
-        free(w->ctab);
-        if (w->adopt_ev)
-            event_free(w->adopt_ev);
-        if (w->scratch)
-            evbuffer_free(w->scratch);
-        if (h->hooks.worker_finish && w->user)
-            h->hooks.worker_finish(h->hooks.app, w->user);
-        if (w->wake)
-            event_free(w->wake);
-        if (w->tick)
-            event_free(w->tick);
-        if (w->base)
-            event_base_free(w->base);
-        nd_log_batch_flush(&w->log);
-        while (w->unflushed) /* only if libevent freed a connection silently */
-            writing_done(w, w->unflushed);
-        while (w->free_reqs) {
-            nd_req *r = w->free_reqs;
-            w->free_reqs = r->next;
-            free(r);
-        }
-        pthread_mutex_destroy(&w->qlock);
-    }
+    for (unsigned i = 0; i < h->nworkers; i++)
+        worker_finish(h, &h->workers[i]);
     free(h->workers);
     pthread_mutex_destroy(&h->sync_mu);
     pthread_cond_destroy(&h->sync_cv);

@@ -1,6 +1,11 @@
-/* http.h - the HTTP front: listening sockets, one event loop per worker
- * thread, routing, replies (always JSON for errors), the access log, and the
- * hand-off of results from other threads back to a request's own loop.
+/* http.h - the HTTP front: listening sockets, a worker per thread (worker.h)
+ * serving HTTP on its own loop, routing, replies (always JSON for errors)
+ * and the budget of replies not yet written.
+ *
+ * The modules under it: worker.h (threads, event loops, the task queue that
+ * brings work done elsewhere back to a request's loop), conn.h (the
+ * connection table, the connection limit, the framing check, deadlines of
+ * slow clients), log.h (the access-log line), framing.h (the RFC 9112 scan).
  *
  * Threads: nd_http_start() starts one worker per configured thread; each runs
  * its own event_base and evhttp, and answers only the requests it accepted
@@ -12,6 +17,10 @@
  * with ND_ACCEPT_SHARED all workers accept from one socket. libevent 2.1 has
  * no public call to hand an accepted socket to another thread's evhttp, so a
  * single accept thread is not an option without its internals.
+ *
+ * Memory: a request's nd_req comes from its worker's free list (allocated
+ * once, reused: the request path does not allocate for it) and goes back
+ * when its reply is written or its connection closed.
  *
  * Every request gets exactly one reply: a handler either calls one of the
  * nd_req_reply*() functions before returning, or keeps the nd_req and calls
@@ -28,16 +37,10 @@
 
 #include "config.h"
 #include "metrics.h"
+#include "worker.h"
 
 typedef struct nd_http nd_http;
-typedef struct nd_worker nd_worker;
 typedef struct nd_req nd_req;
-
-/* A unit of work handed to a worker's loop (embedded in the caller's struct). */
-typedef struct nd_task {
-    struct nd_task *next;
-    void (*fn)(struct nd_task *task);
-} nd_task;
 
 typedef void (*nd_handler_fn)(nd_req *r);
 
@@ -54,12 +57,12 @@ typedef struct nd_route_def {
 /* A request in flight. Owned by its worker; valid until its reply is sent. */
 struct nd_req {
     struct evhttp_request *ev;
-    nd_worker *worker;
+    nd_worker *worker;    /* the worker that accepted it (worker.h) */
     const nd_route_def *route;
     enum evhttp_cmd_type method;
     const char *path;     /* request path, still percent-encoded (borrowed from ev) */
     int64_t start_ns;     /* CLOCK_MONOTONIC at dispatch */
-    char rid[40];         /* request id: X-Request-Id or generated */
+    char rid[ND_RID_MAX]; /* request id: X-Request-Id or generated */
     nd_task task;         /* for hand-offs back to this worker */
     void *op;             /* the handler's state while the reply waits */
     bool replied;
@@ -77,7 +80,8 @@ struct nd_req {
 typedef struct nd_http_hooks {
     const nd_route_def *routes; /* table ending with a NULL path */
     void *app;                  /* passed back by nd_http_app() */
-    /* Creates per-worker state (returned by nd_worker_user()); 0 or -errno. */
+    /* Creates per-worker state (returned by nd_worker_user(), worker.h); 0 or
+     * -errno. */
     int (*worker_init)(void *app, unsigned index, void **user);
     /* Frees per-worker state; called after the worker stopped. */
     void (*worker_finish)(void *app, void *user);
@@ -146,12 +150,6 @@ uint64_t nd_http_finish(nd_http *h);
 
 /* Frees everything (closing connections); NULL is allowed. */
 void nd_http_destroy(nd_http *h);
-
-/* Hands task to worker w's loop; any thread. The task runs on w's thread. */
-void nd_worker_post(nd_worker *w, nd_task *task);
-
-/* The worker's application state from worker_init (borrowed). */
-void *nd_worker_user(const nd_worker *w);
 
 /* The application pointer given in the hooks. */
 void *nd_http_app(const nd_req *r);
