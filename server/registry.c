@@ -1,6 +1,8 @@
 /* registry.c - documents by id and by slot, the index, and the registration
- * path through the store. Locking is described in registry.h. */
+ * path through the store. Locking is described in registry.h; loading at
+ * start is in loader.c. */
 #include "registry.h"
+#include "registry_internal.h"
 #include "fingerprint.h"
 #include "utf8.h"
 
@@ -12,21 +14,6 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <xxhash.h>
-
-#define LOAD_BATCH 4096             /* records linked per hold of the locks */
-#define LOAD_AHEAD 32               /* records built before they are linked */
-#define LOAD_THREADS 2              /* threads building the index at load */
-#define ARENA_BLOCK ((size_t)64 << 20) /* largest arena block (loaded documents) */
-#define ARENA_PER_DOC 384           /* arena bytes a loaded document takes, about */
-#define FEED_MIN_DOCS 65536         /* smaller stores load without a helper */
-#define HUGE_PAGE ((size_t)2 << 20)
-
-enum doc_state {
-    DOC_PENDING = 1,  /* registered in memory, store write in flight */
-    DOC_LIVE = 2,     /* durable (or in-memory registry) */
-    DOC_DELETING = 3, /* store deletion in flight */
-    DOC_GONE = 4,     /* unlinked; only references keep it */
-};
 
 typedef struct nd_waiter {
     struct nd_waiter *next;
@@ -41,15 +28,6 @@ enum change_kind {
                      * with the same text: doc replaces old, same time */
 };
 
-/* A block of memory for documents loaded at start (mmap, huge pages if the
- * kernel gives them: a 10M-document load otherwise spends much of its time
- * in page faults and malloc). Never freed before nd_registry_destroy(). */
-typedef struct arena_block {
-    struct arena_block *next;
-    size_t size; /* of the mapping */
-    size_t used; /* bytes handed out, header included */
-} arena_block;
-
 struct nd_reg_change {
     nd_registry *reg;
     uint32_t nanchors;                /* CHANGE_DELETE: the stored anchors of */
@@ -61,74 +39,7 @@ struct nd_reg_change {
     void *arg;
 };
 
-struct nd_registry {
-    nd_store *store; /* borrowed; NULL: in memory */
-    nd_registry_options opts;
-    nd_index *index;
-    nd_anchor_index *anchors; /* anchor -> slots (partial-copy candidates) */
-
-    pthread_mutex_t writer; /* serialises every change (see registry.h) */
-    pthread_rwlock_t table; /* guards buckets/slots for lock-free-index readers */
-
-    nd_doc **buckets; /* id hash chains */
-    size_t nbuckets;  /* power of two */
-    nd_doc **slots;   /* slot -> document */
-    uint32_t nslots;  /* allocated entries of slots */
-    uint32_t next_slot;
-    uint32_t *free_slots;
-    uint32_t nfree;
-
-    int64_t last_us; /* registered_at of the last registration (monotonic) */
-
-    arena_block *arena;                  /* loader, then only freed */
-    nd_registry_version_count *versions; /* other fingerprint versions loaded;
-                                          * names owned */
-    size_t nversions, versions_cap;
-
-    _Atomic bool loaded;
-    _Atomic bool shutdown; /* nd_registry_shutdown() was called */
-    _Atomic uint64_t ndocs, nstale, npending, nduplicates;
-};
-
-/* Prefaults [p, p + len) for writing (MADV_POPULATE_WRITE, Linux 5.14+):
- * one call instead of a page fault per 4 KiB page, which costs tens of
- * microseconds on some virtual machines (measured here: 1 GiB by faults
- * 3-6 s, by this 0.3 s). For large arrays about to be filled; a hint,
- * errors are ignored. */
-static void prefault(void *p, size_t len)
-{
-#ifdef MADV_POPULATE_WRITE
-    uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095;
-    uintptr_t e = ((uintptr_t)p + len) & ~(uintptr_t)4095;
-    if (e > a)
-        madvise((void *)a, e - a, MADV_POPULATE_WRITE);
-#else
-    (void)p, (void)len;
-#endif
-}
-
 /* ---- documents ---- */
-
-/* Fills the document at d (sizeof(nd_doc) + id_len + meta_len bytes) with
- * copies of id and meta, one reference, the current version. */
-static nd_doc *doc_init(nd_doc *d, const char *id, size_t id_len, const char *meta,
-                        size_t meta_len)
-{
-    memset(d, 0, sizeof(*d));
-    char *p = (char *)(d + 1);
-    memcpy(p, id, id_len);
-    d->id = p;
-    d->id_len = id_len;
-    if (meta && meta_len) {
-        memcpy(p + id_len, meta, meta_len);
-        d->meta = p + id_len;
-        d->meta_len = meta_len;
-    }
-    atomic_init(&d->refs, 1);
-    d->slot = UINT32_MAX;
-    d->version = ND_RECORD_VERSION;
-    return d;
-}
 
 static nd_doc *doc_new(const char *id, size_t id_len, const char *meta, size_t meta_len)
 {
@@ -148,11 +59,6 @@ void nd_doc_release(nd_doc *d)
         free(d->extra);
         free(d);
     }
-}
-
-static uint64_t id_hash(const char *id, size_t len)
-{
-    return XXH3_64bits(id, len);
 }
 
 /* ---- tables (writer held; table write-locked where they change) ---- */
@@ -178,7 +84,7 @@ static nd_doc *map_find(const nd_registry *reg, const char *id, size_t len)
 
 /* Grows the hash table so that extra more documents keep it at most 75%
  * full. Writer held, table unlocked. */
-static int map_reserve(nd_registry *reg, uint64_t extra)
+int nd_reg_map_reserve(nd_registry *reg, uint64_t extra)
 {
     uint64_t n = atomic_load_explicit(&reg->ndocs, memory_order_relaxed) + extra;
     if (n * 4 <= reg->nbuckets * 3)
@@ -211,7 +117,7 @@ static int map_reserve(nd_registry *reg, uint64_t extra)
 /* Grows the slot table so that extra more slots can be handed out without
  * reusing freed ones. Writer held, table unlocked. Returns 0, -ENOSPC or
  * -ENOMEM. */
-static int slots_reserve(nd_registry *reg, uint64_t extra)
+int nd_reg_slots_reserve(nd_registry *reg, uint64_t extra)
 {
     uint64_t need = (uint64_t)reg->next_slot + extra;
     if (need >= UINT32_MAX)
@@ -250,7 +156,7 @@ static int slot_alloc(nd_registry *reg, uint32_t *out)
         *out = reg->free_slots[--reg->nfree];
         return 0;
     }
-    int rc = slots_reserve(reg, 1);
+    int rc = nd_reg_slots_reserve(reg, 1);
     if (rc < 0)
         return rc;
     *out = reg->next_slot++;
@@ -262,7 +168,7 @@ static int slot_alloc(nd_registry *reg, uint32_t *out)
 static int link_doc(nd_registry *reg, nd_doc *d)
 {
     uint32_t slot = 0;
-    int rc = map_reserve(reg, 1);
+    int rc = nd_reg_map_reserve(reg, 1);
     if (rc == 0)
         rc = slot_alloc(reg, &slot);
     if (rc < 0)
@@ -423,470 +329,6 @@ void nd_registry_stats_get(const nd_registry *reg, nd_registry_stats *out)
     out->pending = atomic_load_explicit(&reg->npending, memory_order_relaxed);
     out->duplicates = atomic_load_explicit(&reg->nduplicates, memory_order_relaxed);
     out->index_entries = nd_index_count(reg->index);
-}
-
-/* ---- loading ---- */
-
-/* Maps a new arena block of size bytes (a multiple of HUGE_PAGE) and
- * prefaults it. Returns it, or NULL when out of memory. */
-static arena_block *block_map(size_t size)
-{
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return NULL;
-    madvise(p, size, MADV_HUGEPAGE); /* a hint; fine if refused */
-    prefault(p, size);
-    arena_block *b = p;
-    b->size = size;
-    b->used = (sizeof(*b) + 7) & ~(size_t)7;
-    return b;
-}
-
-/* Prepares arena blocks on a helper thread while the loader fills the
- * current one: the kernel zeroes every new page, a large share of a big
- * load (10M documents: 3 GiB, about 5 s of one core on the virtual
- * machine measured), and that can run on another core. */
-#define FEED_DEPTH 2 /* blocks prepared ahead */
-
-typedef struct block_feed {
-    size_t block_size;  /* of the blocks it prepares: a multiple of HUGE_PAGE */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    arena_block *ready[FEED_DEPTH];
-    unsigned nready;
-    bool stop, failed;
-    bool running;
-    pthread_t thread;
-} block_feed;
-
-static void *feed_main(void *arg)
-{
-    block_feed *f = arg;
-    pthread_setname_np(pthread_self(), "nd-load-feed");
-    pthread_mutex_lock(&f->mu);
-    while (!f->stop && !f->failed) {
-        if (f->nready == FEED_DEPTH) {
-            pthread_cond_wait(&f->cv, &f->mu);
-            continue;
-        }
-        pthread_mutex_unlock(&f->mu);
-        arena_block *b = block_map(f->block_size);
-        pthread_mutex_lock(&f->mu);
-        if (b)
-            f->ready[f->nready++] = b;
-        else
-            f->failed = true; /* the loader maps (and reports) itself */
-        pthread_cond_broadcast(&f->cv);
-    }
-    pthread_mutex_unlock(&f->mu);
-    return NULL;
-}
-
-/* Sizes the blocks for a load of total documents (a few per store, at most
- * ARENA_BLOCK) and, for a large store, starts the helper; without it the
- * loader maps its blocks itself. */
-static void feed_start(block_feed *f, uint64_t total)
-{
-    memset(f, 0, sizeof(*f));
-    uint64_t want = total * ARENA_PER_DOC / 4;
-    want = want < HUGE_PAGE ? HUGE_PAGE : want > ARENA_BLOCK ? ARENA_BLOCK : want;
-    f->block_size = ((size_t)want + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-    pthread_mutex_init(&f->mu, NULL);
-    pthread_cond_init(&f->cv, NULL);
-    if (total >= FEED_MIN_DOCS)
-        f->running = pthread_create(&f->thread, NULL, feed_main, f) == 0;
-}
-
-/* A prepared block of feed->block_size bytes, waiting for the helper if it
- * is busy; NULL when the helper is not running or failed. */
-static arena_block *feed_take(block_feed *f)
-{
-    arena_block *b = NULL;
-    if (!f->running)
-        return NULL;
-    pthread_mutex_lock(&f->mu);
-    while (!f->nready && !f->failed)
-        pthread_cond_wait(&f->cv, &f->mu);
-    if (f->nready) {
-        b = f->ready[0];
-        memmove(f->ready, f->ready + 1, --f->nready * sizeof(*f->ready));
-        pthread_cond_broadcast(&f->cv);
-    }
-    pthread_mutex_unlock(&f->mu);
-    return b;
-}
-
-/* Stops the helper and unmaps the blocks it prepared in vain. */
-static void feed_stop(block_feed *f)
-{
-    if (f->running) {
-        pthread_mutex_lock(&f->mu);
-        f->stop = true;
-        pthread_cond_broadcast(&f->cv);
-        pthread_mutex_unlock(&f->mu);
-        pthread_join(f->thread, NULL);
-    }
-    for (unsigned i = 0; i < f->nready; i++)
-        munmap(f->ready[i], f->ready[i]->size);
-    pthread_cond_destroy(&f->cv);
-    pthread_mutex_destroy(&f->mu);
-}
-
-/* Carves size bytes (8-aligned) from the arena, taking a new block from
- * feed (or mapping one) when the current one is full. Loader only.
- * Returns NULL when out of memory. */
-static void *arena_alloc(nd_registry *reg, block_feed *feed, size_t size)
-{
-    size = (size + 7) & ~(size_t)7;
-    arena_block *b = reg->arena;
-    if (!b || b->size - b->used < size) {
-        size_t hdr = (sizeof(*b) + 7) & ~(size_t)7;
-        b = hdr + size <= feed->block_size ? feed_take(feed) : NULL;
-        if (!b) {
-            size_t want = hdr + size > feed->block_size ? hdr + size : feed->block_size;
-            b = block_map((want + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1));
-        }
-        if (!b)
-            return NULL;
-        b->next = reg->arena;
-        reg->arena = b;
-    }
-    void *out = (char *)b + b->used;
-    b->used += size;
-    return out;
-}
-
-/* The registry's copy of fingerprint version v (not the current one),
- * counted once more. Loader only. Returns NULL when out of memory. */
-static const char *version_intern(nd_registry *reg, const char *v)
-{
-    for (size_t i = 0; i < reg->nversions; i++)
-        if (strcmp(reg->versions[i].version, v) == 0) {
-            reg->versions[i].documents++;
-            return reg->versions[i].version;
-        }
-    if (reg->nversions == reg->versions_cap) {
-        size_t cap = reg->versions_cap ? reg->versions_cap * 2 : 4;
-        nd_registry_version_count *nv = realloc(reg->versions, cap * sizeof(*nv));
-        if (!nv)
-            return NULL;
-        reg->versions = nv;
-        reg->versions_cap = cap;
-    }
-    char *copy = strdup(v);
-    if (!copy)
-        return NULL;
-    reg->versions[reg->nversions++] = (nd_registry_version_count){copy, 1};
-    return copy;
-}
-
-/* Counts one document less for interned version v (a duplicate skipped). */
-static void version_uncount(nd_registry *reg, const char *v)
-{
-    for (size_t i = 0; i < reg->nversions; i++)
-        if (reg->versions[i].version == v)
-            reg->versions[i].documents--;
-}
-
-size_t nd_registry_stale_versions(const nd_registry *reg, nd_registry_version_count *out,
-                                  size_t cap)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < reg->nversions; i++) {
-        if (reg->versions[i].documents == 0)
-            continue; /* only in records skipped as repeated ids */
-        if (n < cap)
-            out[n] = reg->versions[i];
-        n++;
-    }
-    return n;
-}
-
-typedef struct load_ctx {
-    nd_registry *reg;
-    nd_registry_progress_fn progress;
-    void *arg;
-    unsigned progress_ms;
-    const atomic_bool *stop;
-    uint64_t loaded, total;
-    struct timespec last;
-    bool locked;          /* writer and table held for the current batch */
-    unsigned in_batch;    /* records of the current batch */
-    uint64_t batch_docs, batch_stale;
-    uint64_t *fps;        /* (fps[i], fslots[i]): what the index gets */
-    uint32_t *fslots;
-    size_t nfp, capfp;
-    uint32_t *aslots;     /* (aslots[i], aanchors[i*M..]): what the anchor
-                           * index gets, M = ND_ANCHORS_STORE, padded */
-    uint32_t *aanchors;
-    size_t na, capa;
-    /* Documents built but not linked yet, oldest first: the id table is
-     * far larger than the caches, so its cells and chains are prefetched
-     * LOAD_AHEAD records before they are needed. */
-    nd_doc *ahead[LOAD_AHEAD];
-    size_t ahead_h[LOAD_AHEAD];
-    uint32_t ahead_anc[LOAD_AHEAD][ND_ANCHORS_STORE]; /* their anchors */
-    uint8_t ahead_nanc[LOAD_AHEAD];
-    unsigned nahead, ahead_first;
-    block_feed feed;      /* arena blocks, prepared on another thread */
-} load_ctx;
-
-static int64_t ms_since(const struct timespec *t)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
-}
-
-/* Makes room for LOAD_BATCH more documents (id table, slots, index pairs)
- * and takes the writer and the table lock for them. */
-static int load_batch_begin(load_ctx *lc)
-{
-    nd_registry *reg = lc->reg;
-    if (lc->stop && atomic_load_explicit(lc->stop, memory_order_relaxed))
-        return -ECANCELED;
-    pthread_mutex_lock(&reg->writer);
-    int rc = map_reserve(reg, LOAD_BATCH);
-    if (rc == 0)
-        rc = slots_reserve(reg, LOAD_BATCH);
-    if (rc == 0 && lc->nfp + LOAD_BATCH > lc->capfp) {
-        size_t cap = lc->capfp * 2 > lc->nfp + LOAD_BATCH ? lc->capfp * 2 : lc->nfp + LOAD_BATCH;
-        uint64_t *f = realloc(lc->fps, cap * sizeof(*f));
-        if (f)
-            lc->fps = f;
-        uint32_t *s = realloc(lc->fslots, cap * sizeof(*s));
-        if (s)
-            lc->fslots = s;
-        if (f && s)
-            lc->capfp = cap;
-        else
-            rc = -ENOMEM;
-    }
-    if (rc == 0 && lc->na + LOAD_BATCH > lc->capa) {
-        size_t cap = lc->capa * 2 > lc->na + LOAD_BATCH ? lc->capa * 2 : lc->na + LOAD_BATCH;
-        uint32_t *s = realloc(lc->aslots, cap * sizeof(*s));
-        if (s)
-            lc->aslots = s;
-        uint32_t *a = realloc(lc->aanchors, cap * ND_ANCHORS_STORE * sizeof(*a));
-        if (a)
-            lc->aanchors = a;
-        if (a && s)
-            lc->capa = cap;
-        else
-            rc = -ENOMEM;
-    }
-    if (rc < 0) {
-        pthread_mutex_unlock(&reg->writer);
-        return rc;
-    }
-    pthread_rwlock_wrlock(&reg->table);
-    lc->locked = true;
-    return 0;
-}
-
-/* Links a built document: skipped if its id was loaded before (records
- * come in registration order; an id stored twice, which the registry never
- * writes, keeps its first registration), else given a slot and linked by
- * id; its fingerprint goes to the index at the end. Batch locks held. */
-static int load_link(load_ctx *lc, nd_doc *d, size_t h, unsigned ai)
-{
-    nd_registry *reg = lc->reg;
-    for (nd_doc *o = reg->buckets[h]; o; o = o->next)
-        if (o->id_len == d->id_len && memcmp(o->id, d->id, d->id_len) == 0) {
-            atomic_fetch_add_explicit(&reg->nduplicates, 1, memory_order_relaxed);
-            if (d->stale)
-                version_uncount(reg, d->version);
-            return 0; /* its arena bytes stay unused */
-        }
-    d->slot = reg->next_slot++; /* reserved by load_batch_begin() */
-    reg->slots[d->slot] = d;
-    d->next = reg->buckets[h];
-    reg->buckets[h] = d;
-    if (!d->stale) {
-        lc->fps[lc->nfp] = d->simhash;
-        lc->fslots[lc->nfp++] = d->slot;
-        unsigned n = lc->ahead_nanc[ai];
-        if (n) {
-            uint32_t *a = lc->aanchors + lc->na * ND_ANCHORS_STORE;
-            for (unsigned j = 0; j < ND_ANCHORS_STORE; j++)
-                a[j] = lc->ahead_anc[ai][j < n ? j : n - 1]; /* padded with repeats */
-            lc->aslots[lc->na++] = d->slot;
-        }
-    }
-    lc->batch_docs++;
-    lc->batch_stale += d->stale;
-    lc->loaded++;
-    return 0;
-}
-
-/* Links the oldest document waiting in lc->ahead. */
-static int load_link_first(load_ctx *lc)
-{
-    unsigned i = lc->ahead_first;
-    lc->ahead_first = (i + 1) % LOAD_AHEAD;
-    lc->nahead--;
-    return load_link(lc, lc->ahead[i], lc->ahead_h[i], i);
-}
-
-/* Links what waits, publishes the batch's counts, releases the locks,
- * reports progress. */
-static int load_batch_end(load_ctx *lc)
-{
-    nd_registry *reg = lc->reg;
-    int rc = 0;
-    while (lc->nahead && rc == 0)
-        rc = load_link_first(lc);
-    lc->nahead = 0;
-    atomic_fetch_add_explicit(&reg->ndocs, lc->batch_docs, memory_order_relaxed);
-    atomic_fetch_add_explicit(&reg->nstale, lc->batch_stale, memory_order_relaxed);
-    pthread_rwlock_unlock(&reg->table);
-    pthread_mutex_unlock(&reg->writer);
-    lc->locked = false;
-    lc->in_batch = 0;
-    lc->batch_docs = lc->batch_stale = 0;
-    if (lc->progress && ms_since(&lc->last) >= (int64_t)lc->progress_ms) {
-        clock_gettime(CLOCK_MONOTONIC, &lc->last);
-        lc->progress(lc->arg, lc->loaded, lc->total,
-                     atomic_load_explicit(&reg->nstale, memory_order_relaxed));
-    }
-    return rc;
-}
-
-/* Builds the document of one stored record in the arena and queues it in
- * lc->ahead, prefetching its id table cell now and, half-way, the head of
- * that cell's chain. Batch locks held. */
-static int load_build(load_ctx *lc, const nd_record *rec)
-{
-    nd_registry *reg = lc->reg;
-    if (rec->id_len == 0 || rec->id_len > ND_ID_MAX || !rec->version)
-        return -EINVAL;
-    if (rec->registered_at_us > reg->last_us)
-        reg->last_us = rec->registered_at_us;
-    size_t meta_len = rec->meta ? rec->meta_len : 0;
-    nd_doc *d = arena_alloc(reg, &lc->feed, sizeof(*d) + rec->id_len + meta_len);
-    if (!d)
-        return -ENOMEM;
-    doc_init(d, rec->id, rec->id_len, rec->meta, meta_len);
-    d->arena = true;
-    d->simhash = rec->simhash;
-    d->registered_at_us = rec->registered_at_us;
-    d->chars = rec->chars;
-    memcpy(d->text_hash, rec->text_hash, 16);
-    d->stale = strcmp(rec->version, ND_RECORD_VERSION) != 0;
-    if (d->stale && !(d->version = version_intern(reg, rec->version)))
-        return -ENOMEM;
-    /* Not visible to other threads before the batch locks are released: no
-     * fence (a seq_cst store per record stalls the prefetches). */
-    atomic_store_explicit(&d->state, DOC_LIVE, memory_order_relaxed);
-    size_t h = id_hash(d->id, d->id_len) & (reg->nbuckets - 1);
-    __builtin_prefetch(&reg->buckets[h]);
-    int rc = lc->nahead == LOAD_AHEAD ? load_link_first(lc) : 0;
-    unsigned at = (lc->ahead_first + lc->nahead++) % LOAD_AHEAD;
-    lc->ahead[at] = d;
-    lc->ahead_h[at] = h;
-    unsigned na = rec->nanchors < ND_ANCHORS_STORE ? rec->nanchors : ND_ANCHORS_STORE;
-    for (unsigned j = 0; j < na; j++) {
-        const uint8_t *b = rec->anchors + 4 * j;
-        lc->ahead_anc[at][j] = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16
-                               | (uint32_t)b[3] << 24;
-    }
-    lc->ahead_nanc[at] = (uint8_t)na;
-    if (lc->nahead > LOAD_AHEAD / 2) {
-        unsigned mid = (lc->ahead_first + lc->nahead - 1 - LOAD_AHEAD / 2) % LOAD_AHEAD;
-        nd_doc *head = reg->buckets[lc->ahead_h[mid]];
-        if (head) {
-            __builtin_prefetch(head);
-            __builtin_prefetch(head->id);
-        }
-    }
-    return rc;
-}
-
-static int load_one(void *arg, const nd_record *rec)
-{
-    load_ctx *lc = arg;
-    int rc = lc->locked ? 0 : load_batch_begin(lc);
-    if (rc == 0)
-        rc = load_build(lc, rec);
-    if (lc->locked && (rc < 0 || ++lc->in_batch == LOAD_BATCH)) {
-        int end = load_batch_end(lc);
-        rc = rc ? rc : end;
-    }
-    return rc;
-}
-
-/* Scans the store into the tables, then builds the index in one go. */
-static int load_store(nd_registry *reg, load_ctx *lc)
-{
-    int64_t total = nd_store_count(reg->store);
-    if (total < 0)
-        return (int)total;
-    lc->total = (uint64_t)total;
-    pthread_mutex_lock(&reg->writer); /* size the tables once */
-    int rc = map_reserve(reg, lc->total);
-    if (rc == 0)
-        rc = slots_reserve(reg, lc->total);
-    pthread_mutex_unlock(&reg->writer);
-    lc->capfp = lc->total + LOAD_BATCH;
-    lc->fps = malloc(lc->capfp * sizeof(*lc->fps));
-    lc->fslots = malloc(lc->capfp * sizeof(*lc->fslots));
-    if (!lc->fps || !lc->fslots)
-        lc->capfp = 0; /* load_batch_begin() tries again */
-    else {
-        prefault(lc->fps, lc->capfp * sizeof(*lc->fps));
-        prefault(lc->fslots, lc->capfp * sizeof(*lc->fslots));
-    }
-    lc->capa = lc->total + LOAD_BATCH;
-    lc->aslots = malloc(lc->capa * sizeof(*lc->aslots));
-    lc->aanchors = malloc(lc->capa * ND_ANCHORS_STORE * sizeof(*lc->aanchors));
-    if (!lc->aslots || !lc->aanchors)
-        lc->capa = 0;
-    else {
-        prefault(lc->aslots, lc->capa * sizeof(*lc->aslots));
-        prefault(lc->aanchors, lc->capa * ND_ANCHORS_STORE * sizeof(*lc->aanchors));
-    }
-    if (rc == 0) {
-        feed_start(&lc->feed, lc->total);
-        rc = nd_store_scan(reg->store, load_one, lc);
-        feed_stop(&lc->feed);
-    }
-    if (lc->locked) {
-        int end = load_batch_end(lc);
-        rc = rc ? rc : end;
-    }
-    if (rc == 0 && lc->progress) /* scanned; the index build follows */
-        lc->progress(lc->arg, lc->loaded, lc->total,
-                     atomic_load_explicit(&reg->nstale, memory_order_relaxed));
-    if (rc == 0) {
-        pthread_mutex_lock(&reg->writer);
-        rc = nd_index_insert_many(reg->index, lc->fps, lc->fslots, lc->nfp, LOAD_THREADS);
-        if (rc == 0 && lc->na)
-            rc = nd_anchor_index_insert_many(reg->anchors, lc->aslots, lc->aanchors, lc->na,
-                                             ND_ANCHORS_STORE);
-        pthread_mutex_unlock(&reg->writer);
-    }
-    free(lc->fps);
-    free(lc->fslots);
-    free(lc->aslots);
-    free(lc->aanchors);
-    return rc > 0 ? -EIO : rc;
-}
-
-int nd_registry_load(nd_registry *reg, nd_registry_progress_fn progress, void *arg,
-                     unsigned progress_ms, const atomic_bool *stop)
-{
-    load_ctx lc = {.reg = reg, .progress = progress, .arg = arg, .progress_ms = progress_ms,
-                   .stop = stop};
-    clock_gettime(CLOCK_MONOTONIC, &lc.last);
-    if (reg->store) {
-        int rc = load_store(reg, &lc);
-        if (rc < 0)
-            return rc;
-    }
-    if (progress)
-        progress(arg, lc.loaded, lc.total, atomic_load(&reg->nstale));
-    nd_registry_set_loaded(reg);
-    return 0;
 }
 
 /* ---- checking ---- */

@@ -1,0 +1,112 @@
+/* registry_internal.h - what the registry (registry.c) and its start-up
+ * loader (loader.c) share: the registry's state, the document states and
+ * the few table helpers both use. Not for other modules: they see
+ * registry.h. Same locking rules as registry.h describes. */
+#ifndef ND_REGISTRY_INTERNAL_H
+#define ND_REGISTRY_INTERNAL_H
+
+#include "registry.h"
+
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <xxhash.h>
+
+enum doc_state {
+    DOC_PENDING = 1,  /* registered in memory, store write in flight */
+    DOC_LIVE = 2,     /* durable (or in-memory registry) */
+    DOC_DELETING = 3, /* store deletion in flight */
+    DOC_GONE = 4,     /* unlinked; only references keep it */
+};
+
+/* A block of memory for documents loaded at start (mmap, huge pages if the
+ * kernel gives them: a 10M-document load otherwise spends much of its time
+ * in page faults and malloc). Never freed before nd_registry_destroy(). */
+typedef struct arena_block {
+    struct arena_block *next;
+    size_t size; /* of the mapping */
+    size_t used; /* bytes handed out, header included */
+} arena_block;
+
+struct nd_registry {
+    nd_store *store; /* borrowed; NULL: in memory */
+    nd_registry_options opts;
+    nd_index *index;
+    nd_anchor_index *anchors; /* anchor -> slots (partial-copy candidates) */
+
+    pthread_mutex_t writer; /* serialises every change (see registry.h) */
+    pthread_rwlock_t table; /* guards buckets/slots for lock-free-index readers */
+
+    nd_doc **buckets; /* id hash chains */
+    size_t nbuckets;  /* power of two */
+    nd_doc **slots;   /* slot -> document */
+    uint32_t nslots;  /* allocated entries of slots */
+    uint32_t next_slot;
+    uint32_t *free_slots;
+    uint32_t nfree;
+
+    int64_t last_us; /* registered_at of the last registration (monotonic) */
+
+    arena_block *arena;                  /* loader, then only freed */
+    nd_registry_version_count *versions; /* other fingerprint versions loaded;
+                                          * names owned */
+    size_t nversions, versions_cap;
+
+    _Atomic bool loaded;
+    _Atomic bool shutdown; /* nd_registry_shutdown() was called */
+    _Atomic uint64_t ndocs, nstale, npending, nduplicates;
+};
+
+/* Prefaults [p, p + len) for writing (MADV_POPULATE_WRITE, Linux 5.14+):
+ * one call instead of a page fault per 4 KiB page, which costs tens of
+ * microseconds on some virtual machines (measured here: 1 GiB by faults
+ * 3-6 s, by this 0.3 s). For large arrays about to be filled; a hint,
+ * errors are ignored. */
+static inline void prefault(void *p, size_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+    uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095;
+    uintptr_t e = ((uintptr_t)p + len) & ~(uintptr_t)4095;
+    if (e > a)
+        madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+#else
+    (void)p, (void)len;
+#endif
+}
+
+/* Fills the document at d (sizeof(nd_doc) + id_len + meta_len bytes) with
+ * copies of id and meta, one reference, the current version. */
+static inline nd_doc *doc_init(nd_doc *d, const char *id, size_t id_len, const char *meta,
+                               size_t meta_len)
+{
+    memset(d, 0, sizeof(*d));
+    char *p = (char *)(d + 1);
+    memcpy(p, id, id_len);
+    d->id = p;
+    d->id_len = id_len;
+    if (meta && meta_len) {
+        memcpy(p + id_len, meta, meta_len);
+        d->meta = p + id_len;
+        d->meta_len = meta_len;
+    }
+    atomic_init(&d->refs, 1);
+    d->slot = UINT32_MAX;
+    d->version = ND_RECORD_VERSION;
+    return d;
+}
+
+static inline uint64_t id_hash(const char *id, size_t len)
+{
+    return XXH3_64bits(id, len);
+}
+
+/* Grows the hash table so that extra more documents keep it at most 75%
+ * full. Writer held, table unlocked. Returns 0 or -ENOMEM. */
+int nd_reg_map_reserve(nd_registry *reg, uint64_t extra);
+
+/* Grows the slot table so that extra more slots can be handed out without
+ * reusing freed ones. Writer held, table unlocked. Returns 0, -ENOSPC or
+ * -ENOMEM. */
+int nd_reg_slots_reserve(nd_registry *reg, uint64_t extra);
+
+#endif
