@@ -453,8 +453,8 @@ static void test_bounds(void)
             }
         }
     }
-    printf("bounds: %lu pairs, %lu listed, %lu cut short, %lu skipped by size\n", pairs, listed,
-           cut, skipped);
+    unit_note("bounds: %lu pairs, %lu listed, %lu cut short, %lu skipped by size", pairs, listed,
+              cut, skipped);
     CHECK(wrong_cut == 0, "%lu listed pairs cut short", wrong_cut);
     CHECK(wrong_skip == 0, "%lu listed pairs skipped by size", wrong_skip);
     CHECK(differ == 0, "%lu finished bounded comparisons differ from the full one", differ);
@@ -540,13 +540,13 @@ int main(void)
         fprintf(stderr, "create failed\n");
         return 1;
     }
-    test_vectors();
-    test_exact_small();
-    test_passages();
-    test_sampled();
-    test_rules();
-    test_bounds();
-    test_query_lazy();
+    UNIT_RUN(test_vectors);
+    UNIT_RUN(test_exact_small);
+    UNIT_RUN(test_passages);
+    UNIT_RUN(test_sampled);
+    UNIT_RUN(test_rules);
+    UNIT_RUN(test_bounds);
+    UNIT_RUN(test_query_lazy);
     nd_sk_scratch_destroy(scr);
     nd_sketcher_destroy(sk);
     return unit_summary("sketch");
