@@ -1,8 +1,10 @@
 /* api.c - request handlers: parse, validate, fingerprint, ask the registry,
  * answer. Each handler ends in exactly one reply, now or after a hand-off. */
 #include "api.h"
+#include "clock.h"
 #include "json.h"
 #include "log.h"
+#include "reply.h"
 #include "request.h"
 
 #include <errno.h>
@@ -15,8 +17,11 @@
 #include <event2/buffer.h>
 
 #define LOOP_STALL_MS 10000 /* /healthz fails if a loop has not run for this long */
-#define API_PASSAGES 64     /* most passages listed in one answer */
-#define API_ANCHOR_HITS 64  /* anchor-index candidates asked for, at most */
+#define API_PASSAGES ND_REPLY_MAX_PASSAGES
+#define API_ANCHOR_HITS ND_VERIFY_MAX /* anchor-index candidates asked for, at most */
+
+_Static_assert(ND_K_MAX == ND_INDEX_MAX_K, "k is checked against the index's bound");
+_Static_assert(ND_ID_MAX >= ND_ID_MAX_UTF8, "the store must hold every valid id");
 
 typedef struct api_worker {
     nd_fp_scratch *fps;
@@ -38,20 +43,17 @@ typedef struct api_worker {
 /* State of a /check-original or DELETE that waits for the store. */
 typedef struct op_state {
     bool is_delete;
+    /* The request as request.c parsed it (a DELETE: only its id), handed to
+     * the registry as it is. Its text and id are borrowed from the body and
+     * the worker's parser for a query, owned copies when on_heap (a
+     * registration may be decided again after another request reused the
+     * parser); its meta is owned. */
     nd_check_req rq;
     nd_check_res res;
-    uint32_t features;
     nd_reg_change *ch; /* set by the hand-off: a change to complete */
     int status;
-    const char *text;  /* the submitted text: borrowed (a query) or owned
-                        * (a registration, which may be decided again later) */
-    size_t text_len;
     nd_match *own_matches; /* a queued answer's matches, out of the worker's scratch */
     nd_passage passages[API_PASSAGES];
-    char *id;          /* an owned copy when on_heap, else borrowed from the
-                        * worker's request parser (valid until its reply) */
-    size_t id_len;
-    char *meta;        /* owned */
     bool on_heap;      /* waits for the store: allocated, freed by op_free() */
 } op_state;
 
@@ -126,42 +128,83 @@ bool nd_api_ready(const nd_api *api, const char **why)
     return w == NULL;
 }
 
-/* ---- small helpers ---- */
+/* ---- answers: every body is written with reply.h into the worker's buffer ---- */
 
-static void reply_static(nd_req *r, int status, const char *ctype, const char *body)
+/* Starts a body in the worker's reply buffer (empty between answers). */
+static nd_reply *body_begin(nd_req *r, nd_reply *w)
 {
-    api_worker *aw = aw_of(r);
-    evbuffer_add_reference(aw->out, body, strlen(body), NULL, NULL);
-    nd_req_reply(r, status, ctype, aw->out);
-    evbuffer_drain(aw->out, evbuffer_get_length(aw->out));
+    nd_reply_init(w, aw_of(r)->out);
+    return w;
 }
 
-static json_t *field_extra(const char *field)
+/* Sends the body written with w (closing "\n" added) and leaves the
+ * buffer empty for the next answer, sent or not. */
+static void body_send(nd_req *r, nd_reply *w, int status)
 {
-    return json_pack("{s:s}", "field", field);
+    if (nd_reply_finish(w) < 0)
+        nd_die_oom("reply");
+    nd_req_reply(r, status, "application/json", w->out);
+    evbuffer_drain(w->out, evbuffer_get_length(w->out));
 }
 
-#define invalid_field(r, field, ...) \
-    nd_req_reply_error((r), 400, "invalid_field", field_extra(field), __VA_ARGS__)
+/* Opens an error body {"error":{"code","message" (reply.h); add extra
+ * members, then error_send(). */
+#define error_begin(r, w, code, ...) \
+    nd_reply_error_begin(body_begin((r), (w)), (code), __VA_ARGS__)
+
+static void error_send(nd_req *r, nd_reply *w, int status)
+{
+    nd_reply_error_end(w);
+    body_send(r, w, status);
+}
+
+/* Answers an error without extra members. */
+#define reply_error(r, status, code, ...)             \
+    do {                                              \
+        nd_reply ew_;                                 \
+        error_begin((r), &ew_, (code), __VA_ARGS__);  \
+        error_send((r), &ew_, (status));              \
+    } while (0)
+
+/* Answers 400 invalid_field naming field. */
+#define invalid_field(r, field, ...)                              \
+    do {                                                          \
+        nd_reply ew_;                                             \
+        const char *f_ = (field);                                 \
+        error_begin((r), &ew_, "invalid_field", __VA_ARGS__);     \
+        nd_reply_key(&ew_, "field");                              \
+        nd_reply_string(&ew_, f_, strlen(f_));                    \
+        error_send((r), &ew_, 400);                               \
+    } while (0)
+
+/* Answers an error whose extra member is the document id. */
+static void reply_id_error(nd_req *r, int status, const char *code, const char *id,
+                           size_t id_len, const char *message)
+{
+    nd_reply w;
+    error_begin(r, &w, code, "%s", message);
+    nd_reply_key(&w, "id");
+    nd_reply_string(&w, id, id_len);
+    error_send(r, &w, status);
+}
 
 static void reply_store_error(nd_req *r, int rc, const char *what)
 {
     if (rc == -EBUSY) { /* the store's queue is full: shed, do not wait */
         nd_req_add_header(r, "Retry-After", "1");
-        nd_req_reply_error(r, 503, "storage_unavailable", NULL,
-                           "%s was not queued: the store is behind (slow disk); retry", what);
+        reply_error(r, 503, "storage_unavailable",
+                    "%s was not queued: the store is behind (slow disk); retry", what);
         return;
     }
     if (rc == -ESHUTDOWN) { /* a request that waited behind a change, at shutdown */
         nd_req_add_header(r, "Retry-After", "1");
-        nd_req_reply_error(r, 503, "shutting_down", NULL,
-                           "%s was not done: the server is stopping; retry", what);
+        reply_error(r, 503, "shutting_down", "%s was not done: the server is stopping; retry",
+                    what);
         return;
     }
     const char *why = rc == -ENOSPC ? "storage is full" : strerror(-rc);
     nd_log(ND_LOG_WARN, "%s failed (request %s): %s", what, r->rid, why);
-    nd_req_reply_error(r, 503, "storage_unavailable", NULL, "%s could not be stored: %s", what,
-                       why);
+    reply_error(r, 503, "storage_unavailable", "%s could not be stored: %s", what, why);
 }
 
 /* True when the request may go on (no token configured, or the right one
@@ -178,9 +221,9 @@ static bool authorized(nd_req *r)
     nd_req_add_header(r, "WWW-Authenticate",
                       invalid ? "Bearer realm=\"neardup\", error=\"invalid_token\""
                               : "Bearer realm=\"neardup\"");
-    nd_req_reply_error(r, 401, "unauthorized", NULL, "%s",
-                       invalid ? "the bearer token is not valid"
-                               : "this request needs \"Authorization: Bearer <token>\"");
+    reply_error(r, 401, "unauthorized", "%s",
+                invalid ? "the bearer token is not valid"
+                        : "this request needs \"Authorization: Bearer <token>\"");
     return false;
 }
 
@@ -195,9 +238,9 @@ static void reply_loading(nd_req *r)
 {
     nd_api *api = api_of(r);
     nd_req_add_header(r, "Retry-After", "1");
-    nd_req_reply_error(r, 503, "loading", NULL, "the index is being loaded (%llu of %llu documents)",
-                       (unsigned long long)atomic_load(&api->load_done),
-                       (unsigned long long)atomic_load(&api->load_total));
+    reply_error(r, 503, "loading", "the index is being loaded (%llu of %llu documents)",
+                (unsigned long long)atomic_load(&api->load_done),
+                (unsigned long long)atomic_load(&api->load_total));
 }
 
 static nd_request_limits limits_of(const nd_config *cfg)
@@ -209,13 +252,18 @@ static nd_request_limits limits_of(const nd_config *cfg)
 /* Answers a refused request with its error. */
 static void reply_request_error(nd_req *r, const nd_request_error *e)
 {
-    json_t *extra = NULL;
-    if (e->field[0])
-        extra = field_extra(e->field);
-    else if (e->line)
-        extra = json_pack("{s:i,s:i}", "line", (json_int_t)e->line, "column",
-                          (json_int_t)e->column);
-    nd_req_reply_error(r, e->status, e->code, extra, "%s", e->message);
+    nd_reply w;
+    error_begin(r, &w, e->code, "%s", e->message);
+    if (e->field[0]) {
+        nd_reply_key(&w, "field");
+        nd_reply_string(&w, e->field, strlen(e->field));
+    } else if (e->line) {
+        nd_reply_key(&w, "line");
+        nd_reply_u64(&w, e->line);
+        nd_reply_key(&w, "column");
+        nd_reply_u64(&w, e->column);
+    }
+    error_send(r, &w, e->status);
 }
 
 /* Accepts application/json (and, when plain_ok, text/plain). Returns an
@@ -229,121 +277,56 @@ static int content_kind(nd_req *r, bool plain_ok)
     return kind;
 }
 
-/* Reply formatting on the per-request path: literals and digits written
- * straight into the buffer (evbuffer_add_printf is a visible cost there). */
-#define ADD_LIT(o, lit) evbuffer_add((o), (lit), sizeof(lit) - 1)
-
-static void add_u32(struct evbuffer *o, uint32_t v)
-{
-    char tmp[10];
-    size_t n = sizeof(tmp);
-    do {
-        tmp[--n] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    evbuffer_add(o, tmp + n, sizeof(tmp) - n);
-}
-
-static void add_bool(struct evbuffer *o, bool v)
-{
-    if (v)
-        ADD_LIT(o, "true");
-    else
-        ADD_LIT(o, "false");
-}
-
-/* Adds "name":"value" for a value that needs no escaping (len < 64). */
-static void add_plain_member(struct evbuffer *o, const char *name, const char *value, size_t len)
-{
-    char buf[128];
-    size_t n = strlen(name), pos = 0;
-    buf[pos++] = '"';
-    memcpy(buf + pos, name, n);
-    pos += n;
-    memcpy(buf + pos, "\":\"", 3);
-    pos += 3;
-    memcpy(buf + pos, value, len);
-    pos += len;
-    buf[pos++] = '"';
-    evbuffer_add(o, buf, pos);
-}
-
-/* Adds "name":"<16 hex digits>". */
-static void add_simhash(struct evbuffer *o, const char *name, uint64_t h)
-{
-    char hex[17];
-    nd_simhash_format(h, hex);
-    add_plain_member(o, name, hex, 16);
-}
-
-/* Adds "name":"<RFC 3339 time>". */
-static void add_time(struct evbuffer *o, const char *name, int64_t us)
-{
-    char ts[32];
-    nd_log_format_time(us, ts);
-    add_plain_member(o, name, ts, strlen(ts));
-}
-
 /* The similarity 1 - distance / 64 of each distance, as JSON numbers
- * ("%.17g", with ".0" when that reads as an integer). */
+ * (nd_reply_format_real()), made once. */
 static char similarity_text[65][32];
+static size_t similarity_len[65];
 static pthread_once_t similarity_once = PTHREAD_ONCE_INIT;
 
 static void similarity_init(void)
 {
-    for (unsigned d = 0; d <= 64; d++) {
-        char *sim = similarity_text[d];
-        snprintf(sim, sizeof(similarity_text[d]), "%.17g", 1.0 - (double)d / 64.0);
-        if (!strpbrk(sim, ".e"))
-            strcat(sim, ".0");
-    }
+    for (unsigned d = 0; d <= 64; d++)
+        similarity_len[d] = nd_reply_format_real(1.0 - (double)d / 64.0, similarity_text[d]);
 }
 
-static void add_similarity(struct evbuffer *o, unsigned distance)
+static void add_similarity(nd_reply *w, unsigned distance)
 {
     pthread_once(&similarity_once, similarity_init);
-    const char *sim = similarity_text[distance > 64 ? 64 : distance];
-    evbuffer_add(o, sim, strlen(sim));
+    unsigned d = distance > 64 ? 64 : distance;
+    nd_reply_raw(w, similarity_text[d], similarity_len[d]);
 }
 
-static json_t *simhash_json(uint64_t h)
+/* A document's "meta": stored as compact JSON written by jansson
+ * (nd_request_check_meta()), embedded as it is; null without one. */
+static void add_meta(nd_reply *w, const nd_doc *d)
 {
-    char hex[17];
-    nd_simhash_format(h, hex);
-    return json_stringn(hex, 16);
-}
-
-static json_t *time_json(int64_t us)
-{
-    char ts[32];
-    nd_log_format_time(us, ts);
-    return json_string(ts);
-}
-
-static json_t *meta_json(const nd_doc *d)
-{
-    json_t *m = d->meta ? json_loadb(d->meta, d->meta_len, JSON_ALLOW_NUL, NULL) : NULL;
-    return m ? m : json_null();
-}
-
-static json_t *doc_json(const nd_doc *d)
-{
-    return json_pack("{s:s%,s:o,s:i,s:s,s:o,s:o}", "id", d->id, d->id_len, "simhash",
-                     simhash_json(d->simhash), "chars", (json_int_t)d->chars, "version",
-                     d->version, "registered_at", time_json(d->registered_at_us), "meta",
-                     meta_json(d));
+    if (d->meta)
+        nd_reply_raw(w, d->meta, d->meta_len);
+    else
+        nd_reply_null(w);
 }
 
 /* ---- probes ---- */
+
+/* Answers 200 {"status":status}. */
+static void reply_status(nd_req *r, const char *status)
+{
+    nd_reply w;
+    nd_reply_object(body_begin(r, &w));
+    nd_reply_key(&w, "status");
+    nd_reply_plain(&w, status, strlen(status));
+    nd_reply_object_end(&w);
+    body_send(r, &w, 200);
+}
 
 static void handle_healthz(nd_req *r)
 {
     nd_api *api = api_of(r);
     if (nd_http_loops_alive(api->http, LOOP_STALL_MS))
-        reply_static(r, 200, "application/json", "{\"status\":\"ok\"}\n");
+        reply_status(r, "ok");
     else
-        nd_req_reply_error(r, 503, "loop_stalled", NULL, "a worker loop has not run for %d ms",
-                           LOOP_STALL_MS);
+        reply_error(r, 503, "loop_stalled", "a worker loop has not run for %d ms",
+                    LOOP_STALL_MS);
 }
 
 static void handle_readyz(nd_req *r)
@@ -351,14 +334,14 @@ static void handle_readyz(nd_req *r)
     nd_api *api = api_of(r);
     const char *why;
     if (nd_api_ready(api, &why)) {
-        reply_static(r, 200, "application/json", "{\"status\":\"ready\"}\n");
+        reply_status(r, "ready");
         return;
     }
     if (strcmp(why, "loading") == 0) {
         reply_loading(r);
         return;
     }
-    nd_req_reply_error(r, 503, why, NULL, "not ready: %s", why);
+    reply_error(r, 503, why, "not ready: %s", why);
 }
 
 static void handle_metrics(nd_req *r)
@@ -368,8 +351,6 @@ static void handle_metrics(nd_req *r)
         return;
     nd_registry_stats st;
     nd_registry_stats_get(api->reg, &st);
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
     nd_store_stats sst;
     nd_store_get_stats(api->store, &sst);
     nd_metrics_gauges g = {
@@ -386,16 +367,17 @@ static void handle_metrics(nd_req *r)
         .loading = !nd_registry_loaded(api->reg),
         .store_writable = api->store ? nd_store_writable(api->store) : true,
         .in_memory = api->store == NULL,
-        .uptime_s = (double)((int64_t)now.tv_sec * 1000000000 + now.tv_nsec - api->start_ns) / 1e9,
+        .uptime_s = (double)(nd_clock_ns() - api->start_ns) / 1e9,
         .store = api->store ? &sst : NULL,
     };
     api_worker *aw = aw_of(r);
     if (nd_metrics_render(api->metrics, &g, aw->out) < 0) {
         evbuffer_drain(aw->out, evbuffer_get_length(aw->out));
-        nd_req_reply_error(r, 500, "internal", NULL, "out of memory");
+        reply_error(r, 500, "internal", "out of memory");
         return;
     }
     nd_req_reply(r, 200, "text/plain; version=0.0.4; charset=utf-8", aw->out);
+    evbuffer_drain(aw->out, evbuffer_get_length(aw->out));
 }
 
 /* ---- /fingerprint ---- */
@@ -412,23 +394,25 @@ static int fingerprint(nd_req *r, const char *text, size_t len, nd_fingerprint_r
     return rc;
 }
 
-static void add_fingerprint(struct evbuffer *o, const nd_fingerprint_result *fr)
+static void add_fingerprint(nd_reply *w, const nd_fingerprint_result *fr)
 {
-    evbuffer_add(o, "{", 1);
-    add_simhash(o, "simhash", fr->simhash);
-    ADD_LIT(o, ",\"chars\":");
-    add_u32(o, fr->chars);
-    ADD_LIT(o, ",\"features\":");
-    add_u32(o, fr->features);
-    ADD_LIT(o, ",\"version\":\"" ND_FINGERPRINT_VERSION "\"}");
+    nd_reply_object(w);
+    nd_reply_key(w, "simhash");
+    nd_reply_simhash(w, fr->simhash);
+    nd_reply_key(w, "chars");
+    nd_reply_u64(w, fr->chars);
+    nd_reply_key(w, "features");
+    nd_reply_u64(w, fr->features);
+    nd_reply_key(w, "version");
+    nd_reply_plain(w, ND_FINGERPRINT_VERSION, strlen(ND_FINGERPRINT_VERSION));
+    nd_reply_object_end(w);
 }
 
 static void reply_fingerprint(nd_req *r, const nd_fingerprint_result *fr)
 {
-    api_worker *aw = aw_of(r);
-    add_fingerprint(aw->out, fr);
-    evbuffer_add(aw->out, "\n", 1);
-    nd_req_reply(r, 200, "application/json", aw->out);
+    nd_reply w;
+    add_fingerprint(body_begin(r, &w), fr);
+    body_send(r, &w, 200);
 }
 
 static void fingerprint_failed(nd_req *r, int rc, const char *field)
@@ -436,7 +420,7 @@ static void fingerprint_failed(nd_req *r, int rc, const char *field)
     if (rc == -EILSEQ)
         invalid_field(r, field, "%s is not valid UTF-8", field);
     else
-        nd_req_reply_error(r, 500, "internal", NULL, "fingerprinting failed: %s", strerror(-rc));
+        reply_error(r, 500, "internal", "fingerprinting failed: %s", strerror(-rc));
 }
 
 /* Fingerprints a validated batch (nd_request_parse_fingerprint()). */
@@ -446,7 +430,10 @@ static void fingerprint_batch(nd_req *r, const nd_json_value *texts)
     nd_json_iter it;
     nd_json_value t;
     size_t n = 0;
-    evbuffer_add(aw->out, "{\"results\":[", 12);
+    nd_reply w;
+    nd_reply_object(body_begin(r, &w));
+    nd_reply_key(&w, "results");
+    nd_reply_array(&w);
     nd_json_iter_init(&it, texts, &aw->parser.js);
     while (nd_json_iter_next(&it, &t)) {
         nd_fingerprint_result fr;
@@ -458,12 +445,12 @@ static void fingerprint_batch(nd_req *r, const nd_json_value *texts)
             fingerprint_failed(r, rc, field);
             return;
         }
-        if (n++)
-            evbuffer_add(aw->out, ",", 1);
-        add_fingerprint(aw->out, &fr);
+        n++;
+        add_fingerprint(&w, &fr);
     }
-    evbuffer_add(aw->out, "]}\n", 3);
-    nd_req_reply(r, 200, "application/json", aw->out);
+    nd_reply_array_end(&w);
+    nd_reply_object_end(&w);
+    body_send(r, &w, 200);
 }
 
 static void handle_fingerprint(nd_req *r)
@@ -479,7 +466,7 @@ static void handle_fingerprint(nd_req *r)
     size_t len;
     const char *body = nd_req_body(r, &len);
     if (!body) {
-        nd_req_reply_error(r, 500, "internal", NULL, "out of memory");
+        reply_error(r, 500, "internal", "out of memory");
         return;
     }
     if (kind == ND_BODY_TEXT) {
@@ -515,41 +502,13 @@ static void op_free(op_state *op)
     if (!op)
         return;
     nd_check_res_release(&op->res);
-    free(op->meta);
+    free(op->rq.meta);
     free(op->own_matches);
     if (op->on_heap) {
-        free(op->id);
-        free((char *)op->text);
+        free((char *)op->rq.id);
+        free((char *)op->rq.text);
         free(op);
     }
-}
-
-static void add_meta(struct evbuffer *o, const nd_doc *d)
-{
-    /* Stored as compact JSON written by jansson: embedded as it is. */
-    if (d->meta)
-        evbuffer_add(o, d->meta, d->meta_len);
-    else
-        evbuffer_add(o, "null", 4);
-}
-
-/* Adds a fraction in [0, 1] with at most 4 decimals ("0.8125", "1.0"). */
-static void add_fraction(struct evbuffer *o, double x)
-{
-    char buf[8];
-    long v = x <= 0 ? 0 : x >= 1 ? 10000 : (long)(x * 10000 + 0.5);
-    if (v >= 10000) {
-        ADD_LIT(o, "1.0");
-        return;
-    }
-    buf[0] = '0';
-    buf[1] = '.';
-    for (int i = 5; i >= 2; i--, v /= 10)
-        buf[i] = (char)('0' + v % 10);
-    size_t n = 6;
-    while (n > 3 && buf[n - 1] == '0')
-        n--;
-    evbuffer_add(o, buf, n);
 }
 
 static const char *verdict_name(int v)
@@ -558,78 +517,82 @@ static const char *verdict_name(int v)
                                                                           : "original";
 }
 
-static void add_match(struct evbuffer *o, const nd_match *m)
+static void add_match(nd_reply *w, const nd_match *m)
 {
     const nd_doc *d = m->doc;
-    ADD_LIT(o, "{\"id\":");
-    nd_json_write_string(o, d->id, d->id_len);
-    ADD_LIT(o, ",");
-    add_simhash(o, "simhash", d->simhash);
-    ADD_LIT(o, ",\"distance\":");
-    add_u32(o, m->distance);
-    ADD_LIT(o, ",\"similarity\":");
-    add_similarity(o, m->distance);
-    ADD_LIT(o, ",\"resemblance\":");
-    add_fraction(o, m->resemblance);
-    ADD_LIT(o, ",\"containment\":");
-    add_fraction(o, m->containment);
-    ADD_LIT(o, ",\"kind\":\"");
+    nd_reply_object(w);
+    nd_reply_key(w, "id");
+    nd_reply_string(w, d->id, d->id_len);
+    nd_reply_key(w, "simhash");
+    nd_reply_simhash(w, d->simhash);
+    nd_reply_key(w, "distance");
+    nd_reply_u64(w, m->distance);
+    nd_reply_key(w, "similarity");
+    add_similarity(w, m->distance);
+    nd_reply_key(w, "resemblance");
+    nd_reply_fraction(w, m->resemblance);
+    nd_reply_key(w, "containment");
+    nd_reply_fraction(w, m->containment);
+    nd_reply_key(w, "kind");
     const char *kind = nd_match_kind_name((nd_match_kind)m->kind);
-    evbuffer_add(o, kind, strlen(kind));
-    ADD_LIT(o, "\",");
-    add_time(o, "registered_at", d->registered_at_us);
-    ADD_LIT(o, ",\"meta\":");
-    add_meta(o, d);
-    ADD_LIT(o, "}");
+    nd_reply_plain(w, kind, strlen(kind));
+    nd_reply_key(w, "registered_at");
+    nd_reply_time(w, d->registered_at_us);
+    nd_reply_key(w, "meta");
+    add_meta(w, d);
+    nd_reply_object_end(w);
 }
 
 static void reply_check(nd_req *r, op_state *op)
 {
     nd_api *api = api_of(r);
     nd_check_res *res = &op->res;
-    struct evbuffer *o = aw_of(r)->out;
-    ADD_LIT(o, "{\"original\":");
-    add_bool(o, res->original);
-    ADD_LIT(o, ",\"verdict\":\"");
+    const nd_check_req *rq = &op->rq;
+    nd_reply w;
+    nd_reply_object(body_begin(r, &w));
+    nd_reply_key(&w, "original");
+    nd_reply_bool(&w, res->original);
+    nd_reply_key(&w, "verdict");
     const char *verdict = verdict_name(res->verdict);
-    evbuffer_add(o, verdict, strlen(verdict));
-    ADD_LIT(o, "\",");
-    add_simhash(o, "simhash", op->rq.simhash);
-    ADD_LIT(o, ",\"chars\":");
-    add_u32(o, op->rq.chars);
-    ADD_LIT(o, ",\"version\":\"" ND_RECORD_VERSION "\"");
-    if (op->id) {
-        ADD_LIT(o, ",\"id\":");
-        nd_json_write_string(o, op->id, op->id_len);
+    nd_reply_plain(&w, verdict, strlen(verdict));
+    nd_reply_key(&w, "simhash");
+    nd_reply_simhash(&w, rq->simhash);
+    nd_reply_key(&w, "chars");
+    nd_reply_u64(&w, rq->chars);
+    nd_reply_key(&w, "version");
+    nd_reply_plain(&w, ND_RECORD_VERSION, strlen(ND_RECORD_VERSION));
+    if (rq->id) {
+        nd_reply_key(&w, "id");
+        nd_reply_string(&w, rq->id, rq->id_len);
     }
-    ADD_LIT(o, ",\"registered\":");
-    add_bool(o, res->registered);
+    nd_reply_key(&w, "registered");
+    nd_reply_bool(&w, res->registered);
     if (res->registered && res->doc) {
-        ADD_LIT(o, ",");
-        add_time(o, "registered_at", res->doc->registered_at_us);
+        nd_reply_key(&w, "registered_at");
+        nd_reply_time(&w, res->doc->registered_at_us);
     }
-    ADD_LIT(o, ",\"matches\":[");
-    for (size_t i = 0; i < res->nmatches; i++) {
-        if (i)
-            ADD_LIT(o, ",");
-        add_match(o, &res->matches[i]);
-    }
-    ADD_LIT(o, "],\"truncated\":");
-    add_bool(o, res->truncated);
-    ADD_LIT(o, ",\"passages\":[");
+    nd_reply_key(&w, "matches");
+    nd_reply_array(&w);
+    for (size_t i = 0; i < res->nmatches; i++)
+        add_match(&w, &res->matches[i]);
+    nd_reply_array_end(&w);
+    nd_reply_key(&w, "truncated");
+    nd_reply_bool(&w, res->truncated);
+    nd_reply_key(&w, "passages");
+    nd_reply_array(&w);
     size_t np = res->npassages < API_PASSAGES ? res->npassages : API_PASSAGES;
     for (size_t i = 0; i < np; i++) {
-        ADD_LIT(o, "{\"start\":");
-        add_u32(o, res->passages[i].start);
-        ADD_LIT(o, ",\"end\":");
-        add_u32(o, res->passages[i].end);
-        ADD_LIT(o, "}");
-        if (i + 1 < np)
-            ADD_LIT(o, ",");
+        nd_reply_object(&w);
+        nd_reply_key(&w, "start");
+        nd_reply_u64(&w, res->passages[i].start);
+        nd_reply_key(&w, "end");
+        nd_reply_u64(&w, res->passages[i].end);
+        nd_reply_object_end(&w);
     }
-    ADD_LIT(o, "]}\n");
+    nd_reply_array_end(&w);
+    nd_reply_object_end(&w);
     nd_metrics_event(api->metrics, res->original ? ND_EV_CHECK_ORIGINAL : ND_EV_CHECK_DUPLICATE);
-    nd_req_reply(r, 200, "application/json", o);
+    body_send(r, &w, 200);
 }
 
 static void op_resume(nd_task *t);
@@ -650,7 +613,7 @@ static void op_done(void *arg, nd_reg_change *ch, int status)
  * Returns 0 or -errno. */
 static int sketch_check(nd_api *api, api_worker *aw, op_state *op)
 {
-    int mode = nd_sketch_text_modes(aw->sk, aw->sks, op->text, op->text_len, aw->sketch,
+    int mode = nd_sketch_text_modes(aw->sk, aw->sks, op->rq.text, op->rq.text_len, aw->sketch,
                                     aw->anchors, ND_ANCHORS_QUERY, NULL);
     if (mode < 0)
         return mode;
@@ -710,12 +673,12 @@ static void run_check(nd_req *r)
         reply_check(r, op);
     } else if (rc == -EEXIST) {
         nd_metrics_event(api->metrics, ND_EV_ID_CONFLICT);
-        nd_req_reply_error(r, 409, "id_conflict", json_pack("{s:s%}", "id", op->id, op->id_len),
-                           "this id is registered with a different text");
+        reply_id_error(r, 409, "id_conflict", op->rq.id, op->rq.id_len,
+                       "this id is registered with a different text");
     } else if (rc == -EAGAIN) {
         reply_loading(r);
     } else if (rc == -ENOMEM) {
-        nd_req_reply_error(r, 500, "internal", NULL, "out of memory");
+        reply_error(r, 500, "internal", "out of memory");
     } else {
         reply_store_error(r, rc, "the registration");
     }
@@ -723,6 +686,19 @@ static void run_check(nd_req *r)
 }
 
 static void run_delete(nd_req *r);
+
+/* Answers 200 {"id":id,"deleted":true}. */
+static void reply_deleted(nd_req *r, const op_state *op)
+{
+    nd_reply w;
+    nd_reply_object(body_begin(r, &w));
+    nd_reply_key(&w, "id");
+    nd_reply_string(&w, op->rq.id, op->rq.id_len);
+    nd_reply_key(&w, "deleted");
+    nd_reply_bool(&w, true);
+    nd_reply_object_end(&w);
+    body_send(r, &w, 200);
+}
 
 static void op_resume(nd_task *t)
 {
@@ -745,8 +721,7 @@ static void op_resume(nd_task *t)
     if (op->is_delete) {
         nd_metrics_event(api->metrics, rc == 0 ? ND_EV_DELETED : ND_EV_DELETE_FAILED);
         if (rc == 0)
-            nd_req_reply_json(r, 200, json_pack("{s:s%,s:b}", "id", op->id, op->id_len,
-                                                "deleted", 1));
+            reply_deleted(r, op);
         else
             reply_store_error(r, rc, "the deletion");
     } else {
@@ -763,12 +738,16 @@ static void reply_too_short(nd_req *r, uint32_t chars)
 {
     nd_api *api = api_of(r);
     nd_metrics_event(api->metrics, ND_EV_TOO_SHORT);
-    nd_req_reply_error(r, 422, "text_too_short",
-                       json_pack("{s:i,s:i}", "chars", (json_int_t)chars, "min_chars",
-                                 (json_int_t)api->cfg->min_chars),
-                       "the text has %u characters after normalization; at least %u are "
-                       "needed to judge it",
-                       chars, api->cfg->min_chars);
+    nd_reply w;
+    error_begin(r, &w, "text_too_short",
+                "the text has %u characters after normalization; at least %u are needed to "
+                "judge it",
+                chars, api->cfg->min_chars);
+    nd_reply_key(&w, "chars");
+    nd_reply_u64(&w, chars);
+    nd_reply_key(&w, "min_chars");
+    nd_reply_u64(&w, api->cfg->min_chars);
+    error_send(r, &w, 422);
 }
 
 static void handle_check(nd_req *r)
@@ -779,61 +758,53 @@ static void handle_check(nd_req *r)
     size_t len;
     const char *body = nd_req_body(r, &len);
     if (!body) {
-        nd_req_reply_error(r, 500, "internal", NULL, "out of memory");
+        reply_error(r, 500, "internal", "out of memory");
         return;
     }
     nd_request_limits lim = limits_of(api->cfg);
     nd_request_error e;
-    nd_check_request cr;
-    if (nd_request_parse_check(&aw_of(r)->parser, body, len, &lim, &cr, &e) < 0) {
+    /* The request is parsed into its one shape, which goes to the registry
+     * as it is. Only a registration can wait for the store and outlive this
+     * call; a query is answered now, from state on the stack (no
+     * allocation). */
+    op_state query = {0}, *op = &query;
+    nd_check_req *rq = &query.rq;
+    if (nd_request_parse_check(&aw_of(r)->parser, body, len, &lim, rq, &e) < 0) {
         reply_request_error(r, &e);
         return;
     }
-    if (cr.do_register && !authorized(r)) /* before any work is done */
+    if (rq->do_register && !authorized(r)) /* before any work is done */
         return;
     /* meta is read into a tree only for an authorized registration (and
      * bounded before that); a query ignores it. */
-    if (cr.do_register && nd_request_check_meta(&cr, &lim, &e) < 0) {
+    if (rq->do_register && nd_request_check_meta(rq, &lim, &e) < 0) {
         reply_request_error(r, &e);
         return;
     }
-    /* Only a registration can wait for the store and outlive this call; a
-     * query is answered now, from state on the stack (no allocation). */
-    op_state query = {0}, *op = &query;
-    if (cr.do_register) {
-        char *text;
-        if (!(op = calloc(1, sizeof(*op))) || !(op->id = malloc(cr.id_len + 1))
-            || !(text = malloc(cr.text_len + 1)))
+    if (rq->do_register) {
+        /* It may be decided again once the worker's parser has served other
+         * requests: its own copies of the text and the id. */
+        char *id, *text;
+        if (!(op = calloc(1, sizeof(*op))) || !(id = malloc(rq->id_len + 1))
+            || !(text = malloc(rq->text_len + 1)))
             nd_die_oom(__func__);
+        *op = query; /* the meta is op's from here */
         op->on_heap = true;
-        memcpy(op->id, cr.id, cr.id_len);
-        op->id[cr.id_len] = 0;
-        memcpy(text, cr.text, cr.text_len);
-        op->text = text;
-    } else {
-        op->id = (char *)cr.id;
-        op->text = cr.text;
+        memcpy(id, rq->id, rq->id_len);
+        id[rq->id_len] = 0;
+        memcpy(text, rq->text, rq->text_len);
+        op->rq.id = id;
+        op->rq.text = text;
     }
-    op->text_len = cr.text_len;
-    op->id_len = cr.id ? cr.id_len : 0;
-    op->meta = cr.meta; /* owned by op from here */
     nd_fingerprint_result fr;
-    int rc = fingerprint(r, cr.text, cr.text_len, &fr);
+    int rc = fingerprint(r, op->rq.text, op->rq.text_len, &fr);
     if (rc < 0) {
         fingerprint_failed(r, rc, "text");
     } else if (fr.chars < api->cfg->min_chars) {
         reply_too_short(r, fr.chars);
     } else {
-        op->rq.do_register = cr.do_register;
-        op->rq.k = cr.k;
-        op->rq.id = op->id;
-        op->rq.id_len = op->id_len;
         op->rq.simhash = fr.simhash;
         op->rq.chars = fr.chars;
-        op->rq.meta = op->meta;
-        op->rq.meta_len = cr.meta_len;
-        op->features = fr.features;
-        nd_registry_text_hash(cr.text, cr.text_len, op->rq.text_hash);
         r->op = op;
         run_check(r);
         return;
@@ -847,11 +818,13 @@ static void handle_check(nd_req *r)
 static int document_id(nd_req *r, op_state *op)
 {
     nd_request_error e;
-    if (nd_request_parse_document_id(r->path + strlen("/documents/"), &op->id, &op->id_len,
+    char *id;
+    if (nd_request_parse_document_id(r->path + strlen("/documents/"), &id, &op->rq.id_len,
                                      &e) < 0) {
         reply_request_error(r, &e);
         return -1;
     }
+    op->rq.id = id; /* owned (op is on the heap) */
     return 0;
 }
 
@@ -859,22 +832,42 @@ static void run_delete(nd_req *r)
 {
     nd_api *api = api_of(r);
     op_state *op = r->op;
-    int rc = nd_registry_delete(api->reg, op->id, op->id_len, op_done, r);
+    int rc = nd_registry_delete(api->reg, op->rq.id, op->rq.id_len, op_done, r);
     if (rc == ND_REG_QUEUED || rc == ND_REG_WAIT)
         return;
     r->op = NULL;
     if (rc == 0) {
         nd_metrics_event(api->metrics, ND_EV_DELETED);
-        nd_req_reply_json(r, 200, json_pack("{s:s%,s:b}", "id", op->id, op->id_len, "deleted", 1));
+        reply_deleted(r, op);
     } else if (rc == -ENOENT) {
-        nd_req_reply_error(r, 404, "not_found", json_pack("{s:s%}", "id", op->id, op->id_len),
-                           "no document with this id");
+        reply_id_error(r, 404, "not_found", op->rq.id, op->rq.id_len, "no document with this id");
     } else if (rc == -EAGAIN) {
         reply_loading(r);
     } else {
         reply_store_error(r, rc, "the deletion");
     }
     op_free(op);
+}
+
+/* Answers 200 with the stored record of d. */
+static void reply_document(nd_req *r, const nd_doc *d)
+{
+    nd_reply w;
+    nd_reply_object(body_begin(r, &w));
+    nd_reply_key(&w, "id");
+    nd_reply_string(&w, d->id, d->id_len);
+    nd_reply_key(&w, "simhash");
+    nd_reply_simhash(&w, d->simhash);
+    nd_reply_key(&w, "chars");
+    nd_reply_u64(&w, d->chars);
+    nd_reply_key(&w, "version");
+    nd_reply_string(&w, d->version, strlen(d->version));
+    nd_reply_key(&w, "registered_at");
+    nd_reply_time(&w, d->registered_at_us);
+    nd_reply_key(&w, "meta");
+    add_meta(&w, d);
+    nd_reply_object_end(&w);
+    body_send(r, &w, 200);
 }
 
 static void handle_document(nd_req *r)
@@ -897,14 +890,13 @@ static void handle_document(nd_req *r)
         return;
     }
     nd_doc *d = NULL;
-    int rc = nd_registry_get(api->reg, op->id, op->id_len, &d);
+    int rc = nd_registry_get(api->reg, op->rq.id, op->rq.id_len, &d);
     if (rc == 0)
-        nd_req_reply_json(r, 200, doc_json(d));
+        reply_document(r, d);
     else if (rc == -EAGAIN)
         reply_loading(r);
     else
-        nd_req_reply_error(r, 404, "not_found", json_pack("{s:s%}", "id", op->id, op->id_len),
-                           "no document with this id");
+        reply_id_error(r, 404, "not_found", op->rq.id, op->rq.id_len, "no document with this id");
     nd_doc_release(d);
     op_free(op);
 }

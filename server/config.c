@@ -1,5 +1,6 @@
 /* config.c - defaults, NEARDUP_* variables and flags, all from one table. */
 #include "config.h"
+#include "bounds.h"
 #include "json.h"
 #include "log.h"
 #include "sketch.h"
@@ -13,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define KiB ((size_t)1024)
-#define MiB (1024 * KiB)
+#define KiB ND_KIB
+#define MiB ND_MIB
 #define GiB (1024 * MiB)
 
 void nd_config_defaults(nd_config *cfg)
@@ -26,17 +27,17 @@ void nd_config_defaults(nd_config *cfg)
     cfg->in_memory = false;                /* registrations are durable */
     cfg->threads = 0;                      /* 0: one per online core, resolved in parse */
     cfg->accept_mode = ND_ACCEPT_REUSEPORT;/* measured faster: tests/bench/bench_http.sh */
-    cfg->k = 3;                            /* Hamming radius of a "near duplicate" */
-    cfg->min_chars = 300;                  /* shorter texts are too short to judge */
-    cfg->max_body = 4 * MiB;               /* a long article is ~100 KB */
-    cfg->max_headers = 16 * KiB;           /* request line + headers */
-    cfg->max_batch = 1000;                 /* texts in one /fingerprint batch */
-    cfg->max_matches = 100;                /* matches listed; more sets "truncated" */
+    cfg->k = ND_K_DEFAULT;                 /* Hamming radius of a "near duplicate" */
+    cfg->min_chars = ND_MIN_CHARS_DEFAULT; /* shorter texts are too short to judge */
+    cfg->max_body = ND_MAX_BODY_DEFAULT;   /* a long article is ~100 KB */
+    cfg->max_headers = ND_MAX_HEADERS_DEFAULT; /* request line + headers */
+    cfg->max_batch = ND_MAX_BATCH_DEFAULT; /* texts in one /fingerprint batch */
+    cfg->max_matches = ND_MAX_MATCHES_DEFAULT; /* matches listed; more sets "truncated" */
     cfg->min_resemblance = ND_VERDICT_MIN_RESEMBLANCE; /* measured: proto/sketch.md */
     cfg->min_containment = ND_VERDICT_MIN_CONTAINMENT;
     cfg->max_verify = ND_VERDICT_MAX_VERIFY;
-    cfg->max_meta = 16 * KiB;              /* author/title/url and friends */
-    cfg->max_text = 1 * MiB;               /* ten times a long article */
+    cfg->max_meta = ND_MAX_META_DEFAULT;   /* author/title/url and friends */
+    cfg->max_text = ND_MAX_TEXT_DEFAULT;   /* ten times a long article */
     cfg->max_connections = 10000;          /* lowered to fit RLIMIT_NOFILE at start */
     cfg->request_timeout_s = 30;           /* slow clients (slowloris) are cut off */
     cfg->token_file[0] = 0;                /* no token: every endpoint is open */
@@ -76,25 +77,30 @@ static const opt_desc options[] = {
      "worker threads, one event loop each; 0 = number of cores"},
     {"accept", "NEARDUP_ACCEPT", "MODE", T_ACCEPT, OFF(accept_mode), 0, 0, false,
      "reuseport (a listening socket per worker) or shared (one socket)"},
-    {"k", "NEARDUP_K", "N", T_UINT, OFF(k), 0, 8, false,
+    {"k", "NEARDUP_K", "N", T_UINT, OFF(k), 0, ND_K_MAX, false,
      "default Hamming radius of /check-original (0..8)"},
-    {"min-chars", "NEARDUP_MIN_CHARS", "N", T_UINT, OFF(min_chars), 0, 1000000, false,
+    {"min-chars", "NEARDUP_MIN_CHARS", "N", T_UINT, OFF(min_chars), 0, ND_MIN_CHARS_LARGEST,
+     false,
      "shortest text (characters after normalization) /check-original judges"},
-    {"max-body", "NEARDUP_MAX_BODY", "SIZE", T_SIZE, OFF(max_body), 1024, 1024 * MiB, false,
+    {"max-body", "NEARDUP_MAX_BODY", "SIZE", T_SIZE, OFF(max_body), ND_MAX_BODY_SMALLEST,
+     ND_MAX_BODY_LARGEST, false,
      "largest request body (suffix K, M, G)"},
-    {"max-headers", "NEARDUP_MAX_HEADERS", "SIZE", T_SIZE, OFF(max_headers), 1024, 1 * MiB,
-     false, "largest request line plus headers"},
-    {"max-batch", "NEARDUP_MAX_BATCH", "N", T_UINT, OFF(max_batch), 1, 100000, false,
+    {"max-headers", "NEARDUP_MAX_HEADERS", "SIZE", T_SIZE, OFF(max_headers),
+     ND_MAX_HEADERS_SMALLEST, ND_MAX_HEADERS_LARGEST, false, "largest request line plus headers"},
+    {"max-batch", "NEARDUP_MAX_BATCH", "N", T_UINT, OFF(max_batch), ND_MAX_BATCH_SMALLEST,
+     ND_MAX_BATCH_LARGEST, false,
      "most texts in one /fingerprint batch"},
-    {"max-matches", "NEARDUP_MAX_MATCHES", "N", T_UINT, OFF(max_matches), 1, 10000, false,
+    {"max-matches", "NEARDUP_MAX_MATCHES", "N", T_UINT, OFF(max_matches),
+     ND_MAX_MATCHES_SMALLEST, ND_MAX_MATCHES_LARGEST, false,
      "most matches in one answer (then \"truncated\": true)"},
     {"min-resemblance", "NEARDUP_MIN_RESEMBLANCE", "FRACTION", T_FRAC, OFF(min_resemblance), 1,
      1000, false, "a match is a near duplicate from this estimated resemblance (0..1)"},
     {"min-containment", "NEARDUP_MIN_CONTAINMENT", "FRACTION", T_FRAC, OFF(min_containment), 1,
      1000, false, "a match is a partial copy when this share of the text is in it (0..1)"},
-    {"max-verify", "NEARDUP_MAX_VERIFY", "N", T_UINT, OFF(max_verify), 0, 64, false,
+    {"max-verify", "NEARDUP_MAX_VERIFY", "N", T_UINT, OFF(max_verify), 0, ND_VERIFY_MAX, false,
      "candidates from the passage (anchor) index verified per check"},
-    {"max-text", "NEARDUP_MAX_TEXT", "SIZE", T_SIZE, OFF(max_text), 1, 1024 * MiB, false,
+    {"max-text", "NEARDUP_MAX_TEXT", "SIZE", T_SIZE, OFF(max_text), ND_MAX_TEXT_SMALLEST,
+     ND_MAX_TEXT_LARGEST, false,
      "longest single text (bytes of UTF-8) in any request"},
     {"max-connections", "NEARDUP_MAX_CONNECTIONS", "N", T_UINT, OFF(max_connections), 1,
      1000000, false, "open client connections; more are answered 503 and closed"},
@@ -104,7 +110,8 @@ static const opt_desc options[] = {
      "file holding the bearer token that guards writes (or set NEARDUP_TOKEN)"},
     {"auth-all", "NEARDUP_AUTH_ALL", NULL, T_BOOL, OFF(auth_all), 0, 0, true,
      "with a token, guard every endpoint except /healthz and /readyz"},
-    {"max-meta", "NEARDUP_MAX_META", "SIZE", T_SIZE, OFF(max_meta), 2, 1 * MiB, false,
+    {"max-meta", "NEARDUP_MAX_META", "SIZE", T_SIZE, OFF(max_meta), ND_MAX_META_SMALLEST,
+     ND_MAX_META_LARGEST, false,
      "largest \"meta\" object, as compact JSON"},
     {"timeout", "NEARDUP_TIMEOUT", "SECONDS", T_UINT, OFF(timeout_s), 1, 3600, false,
      "idle, read and write timeout of a connection"},

@@ -1,5 +1,6 @@
 /* json.c - strict one-pass JSON reader for request objects; string writer. */
 #include "json.h"
+#include "bounds.h"
 #include "utf8.h"
 
 #include <errno.h>
@@ -13,7 +14,7 @@
 
 #include <event2/buffer.h>
 
-#define MAX_DEPTH 512
+#define MAX_DEPTH ND_REQUEST_MAX_DEPTH
 
 typedef struct reader {
     const char *s;

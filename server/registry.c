@@ -333,28 +333,6 @@ void nd_registry_stats_get(const nd_registry *reg, nd_registry_stats *out)
 
 /* ---- checking ---- */
 
-int nd_registry_id_valid(const char *id, size_t len)
-{
-    if (len == 0 || len > ND_ID_MAX)
-        return -EINVAL;
-    const uint8_t *s = (const uint8_t *)id;
-    for (size_t pos = 0; pos < len;) {
-        uint32_t cp;
-        if (nd_utf8_decode(s, len, &pos, &cp) < 0)
-            return -EINVAL;
-        if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0))
-            return -EINVAL;
-    }
-    return 0;
-}
-
-void nd_registry_text_hash(const char *text, size_t len, uint8_t out[16])
-{
-    XXH128_canonical_t c;
-    XXH128_canonicalFromHash(&c, XXH3_128bits(text, len));
-    memcpy(out, c.digest, 16);
-}
-
 /* Final order: identical, near duplicates, partial copies; each by
  * resemblance (highest first), containment, distance, time, id. */
 static int match_cmp(const void *a, const void *b)

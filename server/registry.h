@@ -32,6 +32,7 @@
 #include "anchor_index.h"
 #include "fingerprint.h"
 #include "index.h"
+#include "request.h"
 #include "sketch.h"
 #include "store.h"
 
@@ -104,31 +105,8 @@ typedef struct nd_registry_options {
     unsigned max_matches; /* most matches returned (more sets truncated) */
 } nd_registry_options;
 
-/* A /check-original question. All pointers are borrowed for the call. */
-typedef struct nd_check_req {
-    const char *id;          /* NULL when the request has no id */
-    size_t id_len;
-    uint64_t simhash;
-    uint32_t chars;
-    uint8_t text_hash[16];   /* nd_registry_text_hash() of the text */
-    unsigned k;              /* 0..ND_INDEX_MAX_K */
-    bool do_register;        /* register when original (needs an id) */
-    const char *meta;        /* compact JSON object or NULL; kept if registered */
-    size_t meta_len;
-    /* Stage 2 (issue 12). Without sketches (NULL), every SimHash hit within
-     * k counts, unverified (kind near_duplicate, figures 0). */
-    const nd_sketch *sketch;    /* the text's sketches in both modes, [word,
-                                 * char] (nd_sketch_text_modes()) */
-    const uint8_t *sketch_enc;  /* nd_sketch_encode() of its own mode's (stored) */
-    size_t sketch_enc_len;
-    const uint32_t *anchors;    /* probed in the anchor index: both modes' */
-    uint32_t nanchors_query;    /* (<= ND_ANCHOR_QUERY_MAX) */
-    const uint32_t *store_anchors; /* its own mode's, best first: stored */
-    uint32_t nanchors_store;    /* (<= ND_ANCHORS_MAX) */
-    const nd_sk_scratch *scratch; /* sketched the text (for passages), or NULL */
-    nd_verdict_params params;
-    unsigned max_verify;        /* anchor candidates verified (V) */
-} nd_check_req;
+/* A /check-original question: nd_check_req, request.h (one shape from the
+ * body to here; nd_registry_check() reads it, borrowed for the call). */
 
 /* The answer, and the caller's scratch for computing it. */
 typedef struct nd_check_res {
@@ -257,13 +235,6 @@ int nd_registry_get(nd_registry *reg, const char *id, size_t id_len, nd_doc **ou
 
 /* Releases a reference; NULL is allowed. Any thread. */
 void nd_doc_release(nd_doc *doc);
-
-/* Returns 0 if id is a valid document id: 1..ND_ID_MAX bytes of UTF-8
- * without control characters; else -EINVAL. */
-int nd_registry_id_valid(const char *id, size_t len);
-
-/* XXH3-128 of text in canonical (big-endian) byte order into out[16]. */
-void nd_registry_text_hash(const char *text, size_t len, uint8_t out[16]);
 
 typedef struct nd_registry_stats {
     uint64_t documents;     /* ids held, pending ones included (an upgrade

@@ -1,8 +1,5 @@
 /* request.c - request bodies and paths: parse, validate, or say why not. */
 #include "request.h"
-#include "index.h"
-#include "registry.h"
-#include "store.h"
 #include "utf8.h"
 
 #include <errno.h>
@@ -14,6 +11,7 @@
 
 #include <event2/http.h>
 #include <jansson.h>
+#include <xxhash.h>
 
 static int refuse(nd_request_error *err, int status, const char *code, const char *field,
                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
@@ -49,12 +47,9 @@ static int refuse(nd_request_error *err, int status, const char *code, const cha
 
 #define invalid_field(err, field, ...) refuse((err), 400, "invalid_field", (field), __VA_ARGS__)
 
-_Static_assert(ND_ID_MAX >= 4 * ND_ID_MAX_CHARS, "the store must hold every valid id");
-
-/* Whether id[0..len) is a valid document id (request.h, ND_ID_MAX_CHARS). */
-static bool id_valid(const char *id, size_t len)
+bool nd_request_id_valid(const char *id, size_t len)
 {
-    if (len == 0 || len > ND_ID_MAX)
+    if (len == 0 || len > ND_ID_MAX_UTF8)
         return false;
     size_t chars = 0;
     for (size_t pos = 0; pos < len; chars++) {
@@ -65,6 +60,13 @@ static bool id_valid(const char *id, size_t len)
             return false;
     }
     return chars <= ND_ID_MAX_CHARS;
+}
+
+void nd_request_text_hash(const char *text, size_t len, uint8_t out[16])
+{
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(text, len));
+    memcpy(out, c.digest, 16);
 }
 
 void nd_request_parser_finish(nd_request_parser *p)
@@ -215,7 +217,7 @@ size_t nd_request_compact_bound(const char *raw, size_t len, size_t stop)
     return n;
 }
 
-int nd_request_check_meta(nd_check_request *out, const nd_request_limits *lim,
+int nd_request_check_meta(nd_check_req *out, const nd_request_limits *lim,
                           nd_request_error *err)
 {
     out->meta = NULL;
@@ -302,14 +304,14 @@ static bool integer_in(const char *raw, size_t len, long lo, long hi, long *out)
 
 /* The optional fields of a check: id, register, k, meta. */
 static int check_fields(nd_request_parser *p, size_t n, const nd_request_limits *lim,
-                        nd_check_request *out, nd_request_error *err)
+                        nd_check_req *out, nd_request_error *err)
 {
     const nd_json_value *id = field(p, n, "id");
     const nd_json_value *reg = field(p, n, "register");
     const nd_json_value *k = field(p, n, "k");
     const nd_json_value *meta = field(p, n, "meta");
     if (id) {
-        if (id->type != ND_JSON_STRING || !id_valid(id->str, id->str_len))
+        if (id->type != ND_JSON_STRING || !nd_request_id_valid(id->str, id->str_len))
             return invalid_field(err, "id",
                                  "id must be a string of 1 to %d characters without "
                                  "control characters", ND_ID_MAX_CHARS);
@@ -324,8 +326,8 @@ static int check_fields(nd_request_parser *p, size_t n, const nd_request_limits 
     out->k = lim->default_k;
     if (k) {
         long v;
-        if (k->type != ND_JSON_NUMBER || !integer_in(k->raw, k->raw_len, 0, ND_INDEX_MAX_K, &v))
-            return invalid_field(err, "k", "k must be an integer from 0 to %d", ND_INDEX_MAX_K);
+        if (k->type != ND_JSON_NUMBER || !integer_in(k->raw, k->raw_len, 0, ND_K_MAX, &v))
+            return invalid_field(err, "k", "k must be an integer from 0 to %d", ND_K_MAX);
         out->k = (unsigned)v;
     }
     if (meta) {
@@ -338,7 +340,7 @@ static int check_fields(nd_request_parser *p, size_t n, const nd_request_limits 
 }
 
 int nd_request_parse_check(nd_request_parser *p, const char *body, size_t len,
-                           const nd_request_limits *lim, nd_check_request *out,
+                           const nd_request_limits *lim, nd_check_req *out,
                            nd_request_error *err)
 {
     memset(out, 0, sizeof(*out));
@@ -353,6 +355,7 @@ int nd_request_parse_check(nd_request_parser *p, const char *body, size_t len,
         return -1;
     out->text = text->str;
     out->text_len = text->str_len;
+    nd_request_text_hash(out->text, out->text_len, out->text_hash);
     return 0;
 }
 
@@ -367,7 +370,7 @@ int nd_request_parse_document_id(const char *encoded, char **id, size_t *len,
     char *dec = evhttp_uridecode(encoded, 0, &n);
     if (!dec)
         return refuse(err, 500, "internal", NULL, "out of memory");
-    if (!id_valid(dec, n)) {
+    if (!nd_request_id_valid(dec, n)) {
         free(dec);
         return invalid_field(err, "id",
                              "the id must be 1 to %d characters of UTF-8 without control "

@@ -16,14 +16,11 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
+#include "bounds.h"
 #include "json.h"
-
-#define ND_REQUEST_MAX_MEMBERS 32 /* fields of a request object */
-/* A document id: 1 to 256 characters (Unicode code points, as JSON Schema's
- * maxLength counts them) of UTF-8 without control characters; at most
- * 4 x 256 = ND_ID_MAX bytes then. */
-#define ND_ID_MAX_CHARS 256
+#include "sketch.h"
 
 /* The limits a body is validated against (from nd_config). */
 typedef struct nd_request_limits {
@@ -82,28 +79,54 @@ int nd_request_parse_fingerprint(nd_request_parser *p, const char *body, size_t 
                                  const nd_request_limits *lim, nd_fingerprint_request *out,
                                  nd_request_error *err);
 
-/* POST /check-original. */
-typedef struct nd_check_request {
-    const char *text;     /* borrowed */
+/* POST /check-original: the one shape of a check, from the body to the
+ * registry. nd_request_parse_check() fills the request's own fields, the
+ * handler the fingerprint and the sketch, and nd_registry_check() reads it
+ * whole. Pointers are borrowed (from the body, the parser's scratch or the
+ * handler's) unless said otherwise; a request that outlives its body (a
+ * registration waiting for the store) points them at copies of its own. */
+typedef struct nd_check_req {
+    /* The body (nd_request_parse_check()). */
+    const char *text;
     size_t text_len;
-    const char *id;       /* borrowed, or NULL */
+    uint8_t text_hash[16];    /* nd_request_text_hash() of the text */
+    const char *id;           /* NULL when the request has no id */
     size_t id_len;
-    bool do_register;
-    unsigned k;
-    const char *meta_raw; /* the "meta" object as sent (borrowed), or NULL */
+    bool do_register;         /* register when original (needs an id) */
+    unsigned k;               /* 0..ND_K_MAX */
+    const char *meta_raw;     /* the "meta" object as sent, or NULL */
     size_t meta_raw_len;
-    char *meta;           /* compact JSON of "meta" (new, caller frees): set
-                           * by nd_request_check_meta() only */
+    char *meta;               /* compact JSON of "meta" (new, the caller frees;
+                               * nd_request_check_meta() only), or NULL; kept
+                               * if registered */
     size_t meta_len;
-} nd_check_request;
+    /* Stage 1: the fingerprint of the text (the handler). */
+    uint64_t simhash;
+    uint32_t chars;
+    /* Stage 2 (issue 12), the handler's sketch of the text. Without sketches
+     * (NULL), every SimHash hit within k counts, unverified (kind
+     * near_duplicate, figures 0). */
+    const nd_sketch *sketch;    /* the text's sketches in both modes, [word,
+                                 * char] (nd_sketch_text_modes()) */
+    const uint8_t *sketch_enc;  /* nd_sketch_encode() of its own mode's (stored) */
+    size_t sketch_enc_len;
+    const uint32_t *anchors;    /* probed in the anchor index: both modes' */
+    uint32_t nanchors_query;    /* (<= ND_ANCHOR_QUERY_MAX) */
+    const uint32_t *store_anchors; /* its own mode's, best first: stored */
+    uint32_t nanchors_store;    /* (<= ND_ANCHORS_MAX) */
+    const nd_sk_scratch *scratch; /* sketched the text (for passages), or NULL */
+    nd_verdict_params params;
+    unsigned max_verify;        /* anchor candidates verified (V) */
+} nd_check_req;
 
 /* Parses and validates a /check-original body without building any tree:
  * "meta" is only checked to be an object (the reader validated its
- * grammar and nesting) and handed out raw. Returns 0 and fills *out
- * (out->meta NULL), or -1 with *err set (400, or 500 out of memory).
- * Allocates only to grow the parser's scratch. */
+ * grammar and nesting) and handed out raw. Returns 0 and fills the body's
+ * fields of *out, text_hash included (out->meta NULL, the rest zero), or
+ * -1 with *err set (400, or 500 out of memory). Allocates only to grow the
+ * parser's scratch. */
 int nd_request_parse_check(nd_request_parser *p, const char *body, size_t len,
-                           const nd_request_limits *lim, nd_check_request *out,
+                           const nd_request_limits *lim, nd_check_req *out,
                            nd_request_error *err);
 
 /* For a request that registers, once it is authorized: checks out->meta_raw
@@ -115,7 +138,7 @@ int nd_request_parse_check(nd_request_parser *p, const char *body, size_t len,
  * Returns 0, or -1 with *err set (400 invalid_field "meta": over the limit,
  * or a duplicate key, or a NUL in a key; 500 out of memory), out->meta then
  * NULL. */
-int nd_request_check_meta(nd_check_request *out, const nd_request_limits *lim,
+int nd_request_check_meta(nd_check_req *out, const nd_request_limits *lim,
                           nd_request_error *err);
 
 /* A lower bound of the size of the compact JSON that jansson writes for
@@ -130,5 +153,14 @@ size_t nd_request_compact_bound(const char *raw, size_t len, size_t stop);
  * is not valid. */
 int nd_request_parse_document_id(const char *encoded, char **id, size_t *len,
                                  nd_request_error *err);
+
+/* Whether id[0..len) is a valid document id: 1 to ND_ID_MAX_CHARS
+ * characters of valid UTF-8, none of them a control character (C0, DEL,
+ * C1). Does not allocate. */
+bool nd_request_id_valid(const char *id, size_t len);
+
+/* The text's identity, stored with a registration: XXH3-128 of
+ * text[0..len) in canonical (big-endian) byte order into out[16]. */
+void nd_request_text_hash(const char *text, size_t len, uint8_t out[16]);
 
 #endif

@@ -1,6 +1,6 @@
 /* fuzz_check_body - POST /check-original: the JSON body's parsing and
  * validation (server/request.c), then what the handler does with an accepted
- * request before the registry: fingerprint the text, hash it.
+ * request before the registry: fingerprint the text; its hash is the text's.
  *
  * Invariants: a refusal is well formed (fuzz_body_common.h) and leaves no
  * "meta" behind (LeakSanitizer); an accepted request has a valid id when it
@@ -14,8 +14,6 @@
 
 #include "fingerprint.h"
 #include "fuzz_body_common.h"
-#include "index.h"
-#include "registry.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -24,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     nd_request_limits lim = fuzz_limits(data[0]);
     const char *body = (const char *)data + 1;
     size_t len = size - 1;
-    nd_check_request cr;
+    nd_check_req cr;
     nd_request_error e;
     if (nd_request_parse_check(&parser, body, len, &lim, &cr, &e) < 0) {
         fuzz_check_refusal(&e);
@@ -41,9 +39,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     FUZZ_CHECK(cr.text && cr.text_len <= lim.max_text, "text");
     if (cr.id)
-        FUZZ_CHECK(nd_registry_id_valid(cr.id, cr.id_len) == 0, "id");
+        FUZZ_CHECK(nd_request_id_valid(cr.id, cr.id_len), "id");
     FUZZ_CHECK(!cr.do_register || cr.id, "registering without an id");
-    FUZZ_CHECK(cr.k <= ND_INDEX_MAX_K, "k %u", cr.k);
+    FUZZ_CHECK(cr.k <= ND_K_MAX, "k %u", cr.k);
     if (cr.meta) {
         FUZZ_CHECK(strlen(cr.meta) == cr.meta_len && cr.meta_len <= lim.max_meta, "meta size");
         json_t *m = json_loadb(cr.meta, cr.meta_len, JSON_ALLOW_NUL, NULL);
@@ -58,7 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     fingerprint_ok(cr.text, cr.text_len);
     uint8_t hash[16];
-    nd_registry_text_hash(cr.text, cr.text_len, hash);
+    nd_request_text_hash(cr.text, cr.text_len, hash);
+    FUZZ_CHECK(memcmp(hash, cr.text_hash, 16) == 0, "text_hash is not the text's");
     free(cr.meta);
     return 0;
 }
