@@ -121,7 +121,7 @@ bool nd_api_ready(const nd_api *api, const char **why)
         w = "load_failed";
     else if (!nd_registry_loaded(api->reg))
         w = "loading";
-    else if (api->store && !nd_store_writable(api->store))
+    else if (!nd_store_writable(api->store))
         w = "storage_unavailable";
     if (why)
         *why = w;
@@ -365,10 +365,10 @@ static void handle_metrics(nd_req *r)
         .ready = nd_api_ready(api, NULL),
         .draining = nd_http_draining(api->http),
         .loading = !nd_registry_loaded(api->reg),
-        .store_writable = api->store ? nd_store_writable(api->store) : true,
-        .in_memory = api->store == NULL,
+        .store_writable = nd_store_writable(api->store),
+        .in_memory = !nd_store_durable(api->store),
         .uptime_s = (double)(nd_clock_ns() - api->start_ns) / 1e9,
-        .store = api->store ? &sst : NULL,
+        .store = nd_store_durable(api->store) ? &sst : NULL, /* the memory store: none */
     };
     api_worker *aw = aw_of(r);
     if (nd_metrics_render(api->metrics, &g, aw->out) < 0) {

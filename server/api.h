@@ -24,7 +24,7 @@ typedef struct nd_api {
     const nd_config *cfg;      /* borrowed */
     nd_fingerprinter *fp;      /* borrowed; shared by all workers */
     nd_registry *reg;          /* borrowed */
-    nd_store *store;           /* borrowed; NULL when in memory */
+    nd_store *store;           /* borrowed: LMDB, or the memory store (--in-memory) */
     nd_metrics *metrics;       /* borrowed */
     nd_http *http;             /* borrowed; set before nd_http_start() */
     const nd_auth *auth;       /* borrowed; NULL: no token, nothing guarded */

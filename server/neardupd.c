@@ -31,6 +31,7 @@
 #include "metrics.h"
 #include "registry.h"
 #include "store.h"
+#include "store_memory.h"
 
 #define DRAIN_POLL_MS 20
 #define PROGRESS_MS 1000
@@ -243,8 +244,12 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 
 static int open_store(daemon_t *d)
 {
-    if (d->cfg.in_memory)
-        return 0;
+    if (d->cfg.in_memory) { /* registrations kept in this process only */
+        int rc = nd_store_memory_open(&d->store);
+        if (rc < 0)
+            nd_log(ND_LOG_ERROR, "cannot create the memory store: %s", strerror(-rc));
+        return rc;
+    }
     nd_store_options opts;
     nd_store_options_default(&opts);
     if (d->cfg.map_size)
@@ -362,7 +367,7 @@ static int start(daemon_t *d)
     int rc = nd_http_start(d->http);
     if (rc < 0)
         return rc;
-    if (!d->store) {
+    if (!nd_store_durable(d->store)) { /* the memory store: nothing to load */
         log_ready(d);
         nd_registry_set_loaded(d->reg);
         return 0;

@@ -37,6 +37,18 @@ struct nd_reg_change {
     enum change_kind kind;
     nd_registry_done_fn fn;
     void *arg;
+    _Atomic int phase; /* enum change_phase: did the store commit within its call? */
+    int status;        /* the store's status, when it did */
+};
+
+/* A store that commits a change within the call that queues it (the
+ * memory store: nd_store_commits_in_call()) has it finished in place by the
+ * caller, which answers at once. Any other store's done always hands the
+ * change over (LMDB's commit thread may call it before the call returns). */
+enum change_phase {
+    PHASE_IN_CALL = 0,  /* the store call has not returned */
+    PHASE_RETURNED = 1, /* it returned first: done hands the change over */
+    PHASE_DONE = 2,     /* done ran within the call: its caller finishes it */
 };
 
 /* ---- documents ---- */
@@ -248,6 +260,8 @@ static int64_t clock_next(nd_registry *reg)
 
 int nd_registry_create(nd_registry **out, nd_store *store, const nd_registry_options *opts)
 {
+    if (!store)
+        return -EINVAL;
     nd_registry *reg = calloc(1, sizeof(*reg));
     if (!reg)
         return -ENOMEM;
@@ -488,7 +502,7 @@ static int verify_all(nd_registry *reg, const nd_check_req *rq, nd_check_res *re
             m[i].flags |= MF_DIRECT;
             m[i].kind = ND_MATCH_NONE;
             keys[i] = -1;
-        } else if (!reg->store || (m[i].flags & MF_PENDING)) {
+        } else if (m[i].flags & MF_PENDING) {
             m[i].flags |= MF_DIRECT;
             keys[i] = -1;
             verify_one(&v, i, d->extra && d->sketch_len
@@ -650,7 +664,46 @@ static void res_clear(nd_check_res *res)
 static void store_done(void *arg, int status)
 {
     nd_reg_change *ch = arg;
+    int phase = PHASE_IN_CALL;
+    ch->status = status;
+    if (atomic_compare_exchange_strong(&ch->phase, &phase, PHASE_DONE))
+        return; /* committed within the store call: finish_in_call() */
     ch->fn(ch->arg, ch, status);
+}
+
+/* Before the store call that queues ch: whether done may finish it in
+ * place. */
+static void phase_begin(nd_registry *reg, nd_reg_change *ch)
+{
+    atomic_init(&ch->phase, nd_store_commits_in_call(reg->store) ? PHASE_IN_CALL
+                                                                  : PHASE_RETURNED);
+}
+
+/* After a store call that queued ch returned: true when the change was
+ * committed (or refused) within it, so that the caller finishes it now.
+ * For any other store ch is not touched: its done may already have handed
+ * it over. */
+static bool done_in_call(nd_registry *reg, nd_reg_change *ch)
+{
+    return nd_store_commits_in_call(reg->store)
+           && atomic_exchange(&ch->phase, PHASE_RETURNED) == PHASE_DONE;
+}
+
+static int complete_locked(nd_registry *reg, nd_reg_change *ch, int status, nd_waiter **woken);
+static void change_free(nd_reg_change *ch);
+static void wake(nd_waiter *w);
+
+/* Finishes a change the store completed within its call, writer held (as
+ * nd_registry_complete() would, without the queue's round trip). Returns
+ * 0 when it took effect, else the store's status (the change is undone). */
+static int finish_in_call(nd_registry *reg, nd_reg_change *ch)
+{
+    nd_waiter *w = NULL;
+    int rc = complete_locked(reg, ch, ch->status, &w);
+    wake(w); /* none can wait on a change that never left the writer; and
+              * waking only hands the waiters over to their threads */
+    change_free(ch);
+    return rc;
 }
 
 static int add_waiter(nd_doc *d, nd_registry_done_fn fn, void *arg)
@@ -739,7 +792,7 @@ static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const char
             atomic_init(&d->sk_size, sk_size_pack(e[1] >> 7, e[1] & 0x7F,
                                                   (unsigned)e[2] | (unsigned)e[3] << 8));
     }
-    d->state = reg->store ? DOC_PENDING : DOC_LIVE;
+    d->state = DOC_PENDING; /* until the store commits it (maybe within its call) */
     int rc = link_doc(reg, d);
     if (rc < 0) {
         nd_doc_release(d);
@@ -751,10 +804,14 @@ static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const char
 
 /* Queues the store write of pending document d: a put, or with old the
  * replacement of old's record (an upgrade). Writer held. Returns
- * ND_REG_QUEUED, or -errno with nothing queued (the caller undoes d). */
+ * ND_REG_QUEUED; 0 when the store committed it within the call (d is live,
+ * *finished set); -errno with *finished set when the store refused it
+ * within the call (d is undone); or -errno with nothing queued (the caller
+ * undoes d). */
 static int queue_write(nd_registry *reg, nd_doc *d, nd_doc *old, nd_registry_done_fn fn,
-                       void *arg)
+                       void *arg, bool *finished)
 {
+    *finished = false;
     nd_reg_change *ch = change_new(reg, d, old ? CHANGE_UPGRADE : CHANGE_PUT, fn, arg);
     if (!ch)
         return -ENOMEM;
@@ -762,13 +819,16 @@ static int queue_write(nd_registry *reg, nd_doc *d, nd_doc *old, nd_registry_don
     nd_record rec;
     uint8_t abuf[4 * ND_ANCHORS_MAX];
     record_of(d, &rec, abuf);
+    phase_begin(reg, ch);
     int rc = old ? nd_store_replace(reg->store, &rec, store_done, ch)
                  : nd_store_put(reg->store, &rec, store_done, ch);
     if (rc < 0) {
-        nd_doc_release(ch->doc);
-        nd_doc_release(ch->old);
-        free(ch);
+        change_free(ch);
         return rc;
+    }
+    if (done_in_call(reg, ch)) {
+        *finished = true;
+        return finish_in_call(reg, ch);
     }
     atomic_fetch_add_explicit(&reg->npending, 1, memory_order_relaxed);
     return ND_REG_QUEUED;
@@ -784,14 +844,14 @@ static int do_register(nd_registry *reg, const nd_check_req *rq, nd_check_res *r
         return rc;
     res->registered = true;
     res->doc = doc_ref(d);
-    if (!reg->store)
-        return 0;
-    rc = queue_write(reg, d, NULL, fn, arg);
+    bool finished;
+    rc = queue_write(reg, d, NULL, fn, arg, &finished);
     if (rc < 0) {
         nd_doc_release(res->doc);
         res->doc = NULL;
         res->registered = false;
-        unlink_doc(reg, d);
+        if (!finished)
+            unlink_doc(reg, d);
     }
     return rc;
 }
@@ -849,15 +909,13 @@ static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, nd_
     res->doc = doc_ref(d);
     res->existing = true;
     res->registered = true;
-    if (!reg->store) {
-        unlink_doc(reg, old);
-        return 0;
-    }
-    rc = queue_write(reg, d, old, fn, arg);
+    bool finished;
+    rc = queue_write(reg, d, old, fn, arg, &finished);
     if (rc < 0) {
         nd_check_res_release(res);
         res_clear(res);
-        unlink_doc(reg, d);
+        if (!finished)
+            unlink_doc(reg, d);
     }
     return rc;
 }
@@ -917,11 +975,20 @@ int nd_registry_check(nd_registry *reg, const nd_check_req *rq, nd_check_res *re
     return find_matches(reg, rq, NULL, res, false, NULL);
 }
 
-int nd_registry_complete(nd_registry *reg, nd_reg_change *ch, int status)
+static void change_free(nd_reg_change *ch)
+{
+    nd_doc_release(ch->doc);
+    nd_doc_release(ch->old);
+    free(ch);
+}
+
+/* Makes ch take effect or undoes it; the waiters of its document go to
+ * *woken (to wake once the writer is released). Writer held. Returns 0
+ * when it took effect, else status. */
+static int complete_locked(nd_registry *reg, nd_reg_change *ch, int status, nd_waiter **woken)
 {
     nd_doc *d = ch->doc;
     int rc = status;
-    pthread_mutex_lock(&reg->writer);
     if (ch->kind == CHANGE_PUT || ch->kind == CHANGE_UPGRADE) {
         if (status == 0) {
             d->state = DOC_LIVE;
@@ -942,14 +1009,20 @@ int nd_registry_complete(nd_registry *reg, nd_reg_change *ch, int status)
     } else {
         d->state = DOC_LIVE;
     }
-    nd_waiter *w = d->waiters;
+    *woken = d->waiters;
     d->waiters = NULL;
+    return rc;
+}
+
+int nd_registry_complete(nd_registry *reg, nd_reg_change *ch, int status)
+{
+    nd_waiter *w = NULL;
+    pthread_mutex_lock(&reg->writer);
+    int rc = complete_locked(reg, ch, status, &w);
     atomic_fetch_sub_explicit(&reg->npending, 1, memory_order_relaxed);
     pthread_mutex_unlock(&reg->writer);
     wake(w);
-    nd_doc_release(d);
-    nd_doc_release(ch->old);
-    free(ch);
+    change_free(ch);
     return rc;
 }
 
@@ -981,21 +1054,24 @@ int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len,
         rc = -ENOENT;
     } else if (d->state != DOC_LIVE) {
         rc = add_waiter(d, fn, arg);
-    } else if (!reg->store) {
-        unlink_doc(reg, d);
     } else {
         nd_reg_change *ch = change_new(reg, d, CHANGE_DELETE, fn, arg);
         if (ch && !d->extra && !d->stale) /* its anchors, to unindex it */
             nd_store_get(reg->store, d->registered_at_us, read_anchors, ch);
+        if (ch)
+            phase_begin(reg, ch);
         rc = ch ? nd_store_delete_at(reg->store, id, id_len, d->registered_at_us, store_done, ch)
                  : -ENOMEM;
         if (rc == 0) {
             d->state = DOC_DELETING;
-            atomic_fetch_add_explicit(&reg->npending, 1, memory_order_relaxed);
-            rc = ND_REG_QUEUED;
+            if (done_in_call(reg, ch)) {
+                rc = finish_in_call(reg, ch); /* deleted (0) or kept */
+            } else {
+                atomic_fetch_add_explicit(&reg->npending, 1, memory_order_relaxed);
+                rc = ND_REG_QUEUED;
+            }
         } else if (ch) {
-            nd_doc_release(ch->doc);
-            free(ch);
+            change_free(ch);
         }
     }
     pthread_mutex_unlock(&reg->writer);

@@ -15,12 +15,15 @@
  * - Every nd_doc handed out is a new reference: release it with
  *   nd_doc_release(), from any thread.
  *
- * Durability: with a store, a registration or deletion is acknowledged only
- * after the store's commit thread reports it durable. The done callback given
- * to nd_registry_check()/nd_registry_delete() is then called exactly once,
- * from the commit thread (or from whichever thread completed a change the
- * caller was waiting behind); it must only hand the result to the caller's
- * own thread, which then calls nd_registry_complete(). */
+ * Durability: a registration or deletion is acknowledged only after the
+ * store (store.h: LMDB, or the memory store) reports it committed. A store
+ * that commits within the call that queues the change (the memory store)
+ * has it finished in place: the call answers at once (0). Otherwise (LMDB)
+ * the done callback given to nd_registry_check()/nd_registry_delete() is
+ * called exactly once, from the commit thread (or from whichever thread
+ * completed a change the caller was waiting behind); it must only hand the
+ * result to the caller's own thread, which then calls
+ * nd_registry_complete(). */
 #ifndef ND_REGISTRY_H
 #define ND_REGISTRY_H
 
@@ -66,10 +69,9 @@ typedef struct nd_doc {
     struct nd_doc *next;      /* hash chain */
     struct nd_waiter *waiters;
     /* A document registered by this process: its stored anchors
-     * (nanchors), then its encoded sketch (sketch_len bytes). Kept for the
-     * document's life in memory mode; with a store only until its first
-     * commit (then the store has them), changed under the writer only, and
-     * read without it only in memory mode. NULL for loaded documents. */
+     * (nanchors), then its encoded sketch (sketch_len bytes). Kept only
+     * until its first commit (then the store has them), changed and read
+     * under the writer only. NULL for loaded documents. */
     uint32_t *extra;
     uint16_t sketch_len;
     uint8_t nanchors;
@@ -151,11 +153,11 @@ typedef void (*nd_registry_done_fn)(void *arg, nd_reg_change *ch, int status);
 typedef void (*nd_registry_progress_fn)(void *arg, uint64_t loaded, uint64_t total,
                                         uint64_t stale);
 
-/* Creates an empty registry over store (borrowed; NULL keeps registrations
- * in memory only: then changes complete at once and nothing is queued).
- * The registry is not "loaded" until nd_registry_load() (or
- * nd_registry_set_loaded() when there is nothing to load) has run. Returns 0
- * and a new registry (free with nd_registry_destroy()), or -ENOMEM. */
+/* Creates an empty registry over store (borrowed, required: the LMDB store
+ * or the memory store, whose changes complete at once). The registry is not
+ * "loaded" until nd_registry_load() (or nd_registry_set_loaded() when there
+ * is nothing to load) has run. Returns 0 and a new registry (free with
+ * nd_registry_destroy()), -EINVAL (no store) or -ENOMEM. */
 int nd_registry_create(nd_registry **out, nd_store *store, const nd_registry_options *opts);
 
 /* Frees the registry and every document without a reference. No other
@@ -198,6 +200,8 @@ void nd_registry_shutdown(nd_registry *reg);
  * text is upgraded in place (same registered_at, the current fingerprint;
  * nd_store_replace()): answered as an existing document, ND_REG_QUEUED.
  *   0              answered; res is complete.
+ *   0              also: registered, when the store committed it within
+ *                  the call (res->registered).
  *   ND_REG_QUEUED  registered in memory, store write queued; res holds the
  *                  answer to give once nd_registry_complete() returns 0.
  *   ND_REG_WAIT    the id has a registration or deletion in flight, or (a
@@ -223,7 +227,8 @@ void nd_check_res_release(nd_check_res *res);
  * when the change took effect, else the store's status (e.g. -ENOSPC). */
 int nd_registry_complete(nd_registry *reg, nd_reg_change *ch, int status);
 
-/* Deletes the document id. Returns 0 (deleted; in-memory registry),
+/* Deletes the document id. Returns 0 (deleted: the store committed it
+ * within the call),
  * ND_REG_QUEUED, ND_REG_WAIT, -ENOENT (no such id), -EAGAIN (loading), or
  * the store's -errno when the deletion could not be queued. */
 int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len,

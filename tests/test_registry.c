@@ -1,5 +1,7 @@
-/* test_registry.c - the in-memory registry (server/registry.c) under
- * concurrency that HTTP cannot reach in a bounded test.
+/* test_registry.c - the registry (server/registry.c) over the memory store:
+ * changes that the store commits within its call are answered at once and
+ * reach the store's on-commit observer in order; and concurrency that HTTP
+ * cannot reach in a bounded test.
  *
  * Slot reuse (issue 16, suspected): a query reads the index without a lock;
  * if meanwhile document A is deleted and document B registered into A's
@@ -10,10 +12,13 @@
  * index tables) as fast as it can while readers query; no answer may list a
  * document twice. */
 #include "registry.h"
+#include "store_memory.h"
 #include "unit.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -94,8 +99,10 @@ static void *reader_main(void *arg)
 static void slot_reuse_never_lists_twice(void)
 {
     nd_registry *reg;
+    nd_store *st = NULL;
     nd_registry_options o = {.max_matches = 10};
-    CHECK(nd_registry_create(&reg, NULL, &o) == 0, "create");
+    REQUIRE(nd_store_memory_open(&st) == 0);
+    REQUIRE(nd_registry_create(&reg, st, &o) == 0, "create");
     nd_registry_set_loaded(reg);
     CHECK(reg_doc(reg, "A", A_HASH) == 0, "register A");
     pthread_t w, r[READERS];
@@ -117,10 +124,73 @@ static void slot_reuse_never_lists_twice(void)
     CHECK(atomic_load(&duplicates) == 0, "a document was listed twice");
     CHECK(atomic_load(&queries) > 1000 && atomic_load(&swaps) > 1000, "too few rounds");
     nd_registry_destroy(reg);
+    nd_store_close(st);
+}
+
+/* What the store's on-commit observer saw. */
+typedef struct seen {
+    int n;
+    nd_store_change kind[16];
+    char id[16][8];
+} seen;
+
+static void observe(void *arg, nd_store_change kind, const nd_record *rec)
+{
+    seen *s = arg;
+    if (s->n < 16) {
+        s->kind[s->n] = kind;
+        snprintf(s->id[s->n], sizeof(s->id[0]), "%.*s", (int)rec->id_len, rec->id);
+        s->n++;
+    }
+}
+
+static int get_chars(nd_registry *reg, const char *id)
+{
+    nd_doc *d = NULL;
+    int rc = nd_registry_get(reg, id, strlen(id), &d);
+    int chars = rc == 0 ? (int)d->chars : rc;
+    nd_doc_release(d);
+    return chars;
+}
+
+/* Over the memory store (which commits within the call) a registration,
+ * a repeat and a deletion are answered at once (0, never ND_REG_QUEUED),
+ * nothing stays pending, the documents are live at once, and the observer
+ * saw each committed change once, in order. */
+static void memory_store_answers_at_once(void)
+{
+    nd_registry *reg;
+    nd_store *st = NULL;
+    nd_registry_options o = {.max_matches = 10};
+    seen s = {0};
+    REQUIRE(nd_store_memory_open(&st) == 0);
+    nd_store_set_observer(st, observe, &s);
+    REQUIRE(nd_registry_create(&reg, st, &o) == 0);
+    nd_registry_set_loaded(reg);
+    CHECK(reg_doc(reg, "A", A_HASH) == 0);
+    CHECK(reg_doc(reg, "B", ~A_HASH) == 0);
+    CHECK(get_chars(reg, "A") == 500 && get_chars(reg, "B") == 500, "live at once");
+    CHECK(reg_doc(reg, "A", A_HASH) == 0, "the same id and text: existing");
+    CHECK(nd_store_count(st) == 2);
+    CHECK(nd_registry_delete(reg, "A", 1, never, NULL) == 0);
+    CHECK(get_chars(reg, "A") == -ENOENT);
+    CHECK(nd_registry_delete(reg, "A", 1, never, NULL) == -ENOENT);
+    nd_registry_stats rs;
+    nd_registry_stats_get(reg, &rs);
+    CHECK(rs.documents == 1 && rs.pending == 0, "%llu %llu", (unsigned long long)rs.documents,
+          (unsigned long long)rs.pending);
+    CHECK(nd_store_count(st) == 1);
+    CHECK(s.n == 3 && s.kind[0] == ND_STORE_PUT && strcmp(s.id[0], "A") == 0
+              && s.kind[1] == ND_STORE_PUT && strcmp(s.id[1], "B") == 0
+              && s.kind[2] == ND_STORE_DELETE && strcmp(s.id[2], "A") == 0,
+          "observer saw %d changes", s.n);
+    nd_registry_destroy(reg);
+    nd_store_close(st);
 }
 
 int main(void)
 {
+    UNIT_RUN(memory_store_answers_at_once);
     UNIT_RUN(slot_reuse_never_lists_twice);
     return unit_summary("registry");
 }
