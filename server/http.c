@@ -8,6 +8,7 @@
 #include "framing.h"
 #include "json.h"
 #include "log.h"
+#include "reply.h"
 
 #include <arpa/inet.h>
 #include <assert.h>
@@ -375,51 +376,35 @@ void nd_req_reply(nd_req *r, int status, const char *content_type, struct evbuff
     }
 }
 
-static int dump_to_evbuffer(const char *buf, size_t size, void *data)
-{
-    return evbuffer_add(data, buf, size);
-}
-
-void nd_req_reply_json(nd_req *r, int status, json_t *body)
-{
-    struct evbuffer *out = evbuffer_new();
-    if (!out || json_dump_callback(body, dump_to_evbuffer, out, JSON_COMPACT) < 0)
-        nd_die_oom("nd_req_reply_json");
-    evbuffer_add(out, "\n", 1);
-    json_decref(body);
-    nd_req_reply(r, status, "application/json", out);
-    evbuffer_free(out);
-}
-
-void nd_req_reply_error(nd_req *r, int status, const char *code, json_t *extra,
-                        const char *fmt, ...)
+void nd_req_reply_error(nd_req *r, int status, const char *code, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    json_t *e = json_object();
-    json_object_set_new(e, "code", json_string(code));
-    json_object_set_new(e, "message", json_string(msg));
-    if (extra) {
-        json_object_update(e, extra);
-        json_decref(extra);
-    }
-    json_t *body = json_object();
-    json_object_set_new(body, "error", e);
-    nd_req_reply_json(r, status, body);
+    struct evbuffer *out = evbuffer_new();
+    if (!out)
+        nd_die_oom("nd_req_reply_error");
+    nd_reply w;
+    nd_reply_init(&w, out);
+    nd_reply_error_begin(&w, code, "%s", msg);
+    nd_reply_error_end(&w);
+    if (nd_reply_finish(&w) < 0)
+        nd_die_oom("nd_req_reply_error");
+    nd_req_reply(r, status, "application/json", out);
+    evbuffer_free(out);
 }
 
 static void reply_not_found(nd_req *r)
 {
-    nd_req_reply_error(r, 404, "not_found", NULL, "no such endpoint; see proto/openapi.yaml");
+    nd_req_reply_error(r, 404, "not_found", "no such endpoint; see proto/openapi.yaml");
 }
 
 static void reply_method(nd_req *r, const nd_route_def *route)
 {
     nd_req_add_header(r, "Allow", route->allow);
-    nd_req_reply_error(r, 405, "method_not_allowed", NULL, "%s is not allowed here; allowed: %s",
+    nd_req_reply_error(r, 405, "method_not_allowed", "%s is not allowed here; allowed: %s",
                        method_name(r->method), route->allow);
 }
 
@@ -482,7 +467,7 @@ static void dispatch(struct evhttp_request *ev, void *arg)
     if (atomic_load_explicit(&w->h->refusing, memory_order_relaxed)) {
         /* Shutting down: the store may be closing; nothing may reach it. */
         nd_req_add_header(r, "Retry-After", "1");
-        nd_req_reply_error(r, 503, "shutting_down", NULL, "the server is stopping; retry");
+        nd_req_reply_error(r, 503, "shutting_down", "the server is stopping; retry");
         return;
     }
     const nd_route_def *route = NULL;
@@ -496,7 +481,7 @@ static void dispatch(struct evhttp_request *ev, void *arg)
     r->route = route;
     if (conflicting_length(ev)) { /* the framing is in doubt: answer and close */
         nd_req_add_header(r, "Connection", "close");
-        nd_req_reply_error(r, 400, "bad_request", NULL, "conflicting Content-Length headers");
+        nd_req_reply_error(r, 400, "bad_request", "conflicting Content-Length headers");
     } else if (!route)
         reply_not_found(r);
     else if (!(route->methods & r->method))

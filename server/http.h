@@ -33,7 +33,6 @@
 #include <stdint.h>
 
 #include <event2/http.h>
-#include <jansson.h>
 
 #include "config.h"
 #include "metrics.h"
@@ -170,14 +169,12 @@ const char *nd_req_header(const nd_req *r, const char *name);
  * and counts it. The nd_req is invalid afterwards. */
 void nd_req_reply(nd_req *r, int status, const char *content_type, struct evbuffer *body);
 
-/* Sends body (stolen) as compact JSON with status. */
-void nd_req_reply_json(nd_req *r, int status, json_t *body);
-
-/* Sends {"error": {"code": code, "message": message, ...extra}} with status.
- * extra (stolen, may be NULL) is an object whose members are added to the
- * error object. */
-void nd_req_reply_error(nd_req *r, int status, const char *code, json_t *extra,
-                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Sends {"error":{"code":code,"message":<fmt...>}} with status (written
+ * with reply.h; the message is cut at 511 bytes). An error with more
+ * members is written with nd_reply_error_begin() and sent with
+ * nd_req_reply(). */
+void nd_req_reply_error(nd_req *r, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Adds a response header before the reply. */
 void nd_req_add_header(nd_req *r, const char *name, const char *value);
