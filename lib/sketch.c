@@ -565,7 +565,14 @@ static int shingle_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
         return -ENOMEM;
     shingle *sh = s->sh[mode];
     size_t nsh = 0;
-    {
+    if (mode == ND_SKETCH_MODE_CHAR && nt >= 5) {
+        /* Every token weighs 3 (W_CJK): shingle i is tokens i..i+4, for
+         * every i up to nt - 5, as the general loop below finds too. */
+        for (size_t i = 0; i + 5 <= nt; i++) {
+            uint64_t h = XXH3_64bits(th + i, 5 * sizeof(uint64_t));
+            sh[nsh++] = (shingle){.h = h ? h : 1, .start = ts->start[i], .end = ts->end[i + 4]};
+        }
+    } else {
         size_t j = 0;
         uint32_t w = 0; /* weight of tokens i..j-1 */
         for (size_t i = 0; i < nt; i++) {
