@@ -613,12 +613,24 @@ static void op_done(void *arg, nd_reg_change *ch, int status)
  * Returns 0 or -errno. */
 static int sketch_check(nd_api *api, api_worker *aw, op_state *op)
 {
-    int mode = nd_sketch_text_modes(aw->sk, aw->sks, op->rq.text, op->rq.text_len, aw->sketch,
-                                    aw->anchors, ND_ANCHORS_QUERY, NULL);
+    /* The anchors now; the sketches when stage 1 finds candidates (most
+     * queries find none), or now for a registration, which stores one. */
+    int mode = nd_sketch_query(aw->sk, aw->sks, op->rq.text, op->rq.text_len, aw->anchors,
+                               ND_ANCHORS_QUERY, NULL);
     if (mode < 0)
         return mode;
     nd_check_req *rq = &op->rq;
     rq->sketch = aw->sketch;
+    rq->sketch_lazy = NULL;
+    rq->sketch_out = NULL;
+    if (rq->do_register) {
+        int rc = nd_sketch_query_finish(aw->sks, aw->sketch);
+        if (rc < 0)
+            return rc;
+    } else {
+        rq->sketch_lazy = aw->sks;
+        rq->sketch_out = aw->sketch;
+    }
     uint32_t n = 0; /* both modes' anchors: a document of either mode is found */
     for (int m = 0; m < 2; m++)
         for (uint32_t i = 0; i < aw->anchors[m].n && i < ND_ANCHORS_QUERY; i++)

@@ -594,8 +594,10 @@ static int find_matches(nd_registry *reg, const nd_check_req *rq, const nd_doc *
     n = u;
     res->npassages = 0;
     int rc = 0;
+    if (verify && n && rq->sketch_lazy) /* the query's sketches: needed now */
+        rc = nd_sketch_query_finish(rq->sketch_lazy, rq->sketch_out);
     if (verify)
-        rc = verify_all(reg, rq, res, m, keys, n);
+        rc = rc ? rc : verify_all(reg, rq, res, m, keys, n);
     else
         for (size_t i = 0; i < n; i++)
             m[i].kind = ND_MATCH_NEAR_DUPLICATE;

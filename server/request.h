@@ -115,6 +115,12 @@ typedef struct nd_check_req {
     const uint32_t *store_anchors; /* its own mode's, best first: stored */
     uint32_t nanchors_store;    /* (<= ND_ANCHORS_MAX) */
     const nd_sk_scratch *scratch; /* sketched the text (for passages), or NULL */
+    /* A query's sketches are made only when there are candidates to verify
+     * (nd_sketch_query()): when sketch_lazy is not NULL, sketch (==
+     * sketch_out) is not filled yet and nd_registry_check() calls
+     * nd_sketch_query_finish(sketch_lazy, sketch_out) before reading it. */
+    nd_sk_scratch *sketch_lazy;
+    nd_sketch *sketch_out;
     nd_verdict_params params;
     unsigned max_verify;        /* anchor candidates verified (V) */
 } nd_check_req;
