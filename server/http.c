@@ -227,7 +227,7 @@ static void out_check(http_worker *w)
             if (fd >= 0)
                 setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
             w->shed++;
-            evhttp_connection_free(r->evcon); /* on_close: writing_done(r) */
+            evhttp_connection_free(r->evcon); /* conn_closed(): writing_done(r) */
         }
     }
     if (w->shed && now - w->shed_log_ms >= 1000) {
