@@ -5,7 +5,7 @@ same threads and accept strategy) and a static 200 from nginx.
 
     python3 tests/bench/bench_http.py [--build build] [--duration 10]
         [--connections 64] [--wrk-threads 2] [--threads N] [--quick]
-        [--only min-reuseport,on-reuseport]
+        [--only min-reuseport,on-reuseport] [--compare OTHER/neardupd]
 
 Scenarios (each on a fresh process, loopback only, bounded by --duration):
   /healthz             minimal_evhttp, nginx, neardupd (reuseport and shared)
@@ -24,7 +24,10 @@ Every scenario runs --rounds times, interleaved (so that a noisy neighbour
 hurts all of them alike); the median round is reported with its p50 and p99
 latency and the server's CPU time per request (user + system, from /proc:
 unlike requests/s it does not depend on how much CPU wrk and the neighbours
-took), and the ratios to the minimal evhttp server by both measures. Needs wrk and (for the nginx line) nginx: on Debian
+took), and the ratios to the minimal evhttp server by both measures. With
+--compare PATH, every neardupd scenario also runs with that other binary
+(key suffix "@other", e.g. a build before a change), in the same rounds
+right after the same scenario, and the ratios are printed for both. Needs wrk and (for the nginx line) nginx: on Debian
 `apt-get install wrk nginx-light`. Exits 0 (a benchmark, not a test) unless
 a server fails to start."""
 
@@ -383,6 +386,13 @@ def run(args):
     if args.only:
         keep = set(args.only.split(","))
         plan = [p for p in plan if p[-1] in keep]
+    if args.compare:
+        both = []
+        for p in plan:
+            both.append(p)
+            if p[1] == "neardupd":
+                both.append((p[0] + " [other]", "neardupd-other") + p[2:-1] + (p[-1] + "@other",))
+        plan = both
     print("# wrk -t%d -c%d -d%ds, %d interleaved rounds, medians; server threads %d; %d cores; "
           "load average %.1f; articles: %d from %s, mean body %.0f bytes" % (
               args.wrk_threads, args.connections, args.duration, args.rounds, threads,
@@ -398,7 +408,8 @@ def run(args):
                     if not proc:
                         continue
                 else:
-                    proc, port = start_neardupd(neardupd, threads, accept, tmp, extra)
+                    proc, port = start_neardupd(args.compare if server == "neardupd-other"
+                                                else neardupd, threads, accept, tmp, extra)
                 try:
                     if script not in (on, LOADGEN):
                         wrk(port, path, args, script=script, headers=headers, duration=1)
@@ -409,7 +420,7 @@ def run(args):
                         res = wrk(port, path, args, script=script, headers=headers)
                     cpu = cpu_seconds(proc.p.pid) - cpu0
                     res["cpu_us"] = cpu * 1e6 / max(1.0, res["rps"] * args.duration)
-                    if server == "neardupd" and script in (on, LOADGEN):
+                    if server.startswith("neardupd") and script in (on, LOADGEN):
                         with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port) as r:
                             m = r.read().decode()
                         reg = re.search(r'registrations_total\{result="ok"\} (\d+)', m)
@@ -468,11 +479,16 @@ def run(args):
                                      " ".join("%.0f" % x for x in regs)))
     print("load average %.1f at the end" % os.getloadavg()[0])
 
-    print("\n# ratios (targets: /healthz >= 0.9 x minimal_evhttp, /check-original >= 0.5 x)")
+    print("\n# ratios (targets: /healthz >= 0.9 x minimal_evhttp, /check-original >= 0.6 x)")
     for accept in ("reuseport", "shared"):
         ratio("healthz-" + accept, "min-" + accept, "/healthz %s vs minimal %s" % (accept, accept))
         ratio("off-" + accept, "min-" + accept,
               "/check-original register=off %s vs minimal %s" % (accept, accept))
+        if args.compare:
+            ratio("off-%s@other" % accept, "min-" + accept,
+                  "/check-original register=off %s vs minimal, --compare" % accept)
+            ratio("off-%s" % accept, "off-%s@other" % accept,
+                  "/check-original register=off %s: this build vs --compare" % accept)
     ratio("on-reuseport", "min-reuseport", "/check-original register=on vs minimal")
     ratio("on-reuseport-1", "min-reuseport", "/check-original register=on, 1 worker vs minimal")
     ratio("on-nosync", "min-reuseport", "/check-original register=on --no-sync vs minimal")
@@ -532,6 +548,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median)")
     ap.add_argument("--quick", action="store_true", help="fewer scenarios")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--compare", metavar="NEARDUPD",
+                    help="another neardupd binary: every neardupd scenario also runs with it")
     ap.add_argument("--only", help="comma-separated scenario keys to run, e.g. "
                     "min-reuseport,on-reuseport (see scenarios())")
     ap.add_argument("--no-shared", action="store_true",
