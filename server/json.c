@@ -520,30 +520,37 @@ int nd_json_iter_next(nd_json_iter *it, nd_json_value *v)
 /* ---- the writer: the server's one JSON string escaper ----
  * '"', '\\', \n, \r and \t get their short escapes; the other control
  * characters and DEL get \u00XX; a byte that does not start a valid UTF-8
- * sequence becomes U+FFFD; everything else is copied. */
+ * sequence becomes U+FFFD; everything else is copied, in runs. */
 
-/* How the unit at s[i..len) is written: returns the number of input bytes it
- * covers; *esc_len is 0 when they are copied as they are, else esc[0..
- * *esc_len) replaces them. */
-static size_t escape_unit(const unsigned char *s, size_t len, size_t i, char esc[6],
-                          size_t *esc_len)
+/* The end of the bytes from s[i] on that are copied as they are: printable
+ * ASCII other than '"' and '\\', and valid UTF-8 sequences. */
+static inline size_t plain_run(const unsigned char *s, size_t len, size_t i)
 {
-    static const char hex[] = "0123456789abcdef";
-    unsigned c = s[i];
-    *esc_len = 0;
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
-        return 1;
-    if (c >= 0x80) {
+    while (i < len) {
+        unsigned c = s[i];
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+            i++;
+            continue;
+        }
         size_t at = i;
         uint32_t cp;
-        if (nd_utf8_decode(s, len, &at, &cp) == 0)
-            return at - i;
+        if (c < 0x80 || nd_utf8_decode(s, len, &at, &cp) < 0)
+            break;
+        i = at;
+    }
+    return i;
+}
+
+/* Writes the escape of c, a byte that ended a plain run, at esc; returns its
+ * length. */
+static size_t escape_byte(unsigned c, char esc[6])
+{
+    static const char hex[] = "0123456789abcdef";
+    if (c >= 0x80) { /* not UTF-8 */
         memcpy(esc, "\xef\xbf\xbd", 3);
-        *esc_len = 3;
-        return 1;
+        return 3;
     }
     esc[0] = '\\';
-    *esc_len = 2;
     if (c == '"' || c == '\\')
         esc[1] = (char)c;
     else if (c == '\n')
@@ -555,9 +562,9 @@ static size_t escape_unit(const unsigned char *s, size_t len, size_t i, char esc
     else {
         memcpy(esc + 1, "u00", 3);
         esc[4] = hex[c >> 4], esc[5] = hex[c & 15];
-        *esc_len = 6;
+        return 6;
     }
-    return 1;
+    return 2;
 }
 
 /* Copies n bytes to buf[*pos..cap); false (filled to cap) if they did not fit. */
@@ -579,12 +586,15 @@ bool nd_json_escape(char *buf, size_t cap, size_t *pos, const char *str, size_t 
     if (*pos > cap || !put_capped(buf, cap, pos, "\"", 1))
         return false;
     for (size_t i = 0; i < len;) {
-        char esc[6];
-        size_t n;
-        size_t k = escape_unit(s, len, i, esc, &n);
-        if (!(n ? put_capped(buf, cap, pos, esc, n) : put_capped(buf, cap, pos, str + i, k)))
+        size_t end = plain_run(s, len, i);
+        if (!put_capped(buf, cap, pos, str + i, end - i))
             return false;
-        i += k;
+        if (end == len)
+            break;
+        char esc[6];
+        if (!put_capped(buf, cap, pos, esc, escape_byte(s[end], esc)))
+            return false;
+        i = end + 1;
     }
     return put_capped(buf, cap, pos, "\"", 1);
 }
@@ -593,19 +603,15 @@ int nd_json_write_string(struct evbuffer *out, const char *str, size_t len)
 {
     const unsigned char *s = (const unsigned char *)str;
     int rc = evbuffer_add(out, "\"", 1);
-    size_t run = 0; /* start of the bytes copied as they are */
     for (size_t i = 0; i < len;) {
+        size_t end = plain_run(s, len, i);
+        rc |= evbuffer_add(out, str + i, end - i);
+        if (end == len)
+            break;
         char esc[6];
-        size_t n;
-        size_t k = escape_unit(s, len, i, esc, &n);
-        if (n) {
-            rc |= evbuffer_add(out, str + run, i - run);
-            rc |= evbuffer_add(out, esc, n);
-            run = i + k;
-        }
-        i += k;
+        rc |= evbuffer_add(out, esc, escape_byte(s[end], esc));
+        i = end + 1;
     }
-    rc |= evbuffer_add(out, str + run, len - run);
     rc |= evbuffer_add(out, "\"", 1);
     return rc ? -ENOMEM : 0;
 }
