@@ -502,49 +502,55 @@ static void dispatch(struct evhttp_request *ev, void *arg)
  * A request the framing check refused (conn.c, "framing") arrives here too, as
  * libevent's 400 or 413: it gets the check's status and reason instead.
  * Every such answer has an X-Request-Id and closes the connection. */
+/* The code and message of an error libevent answers itself: returns the
+ * message (buf holds it when it has figures); cfg may be NULL (no worker). */
+static const char *libevent_error_text(int error, const struct evkeyvalq *ih,
+                                       const nd_config *cfg, char buf[256], const char **code)
+{
+    size_t max_body = cfg ? cfg->max_body : 0, max_headers = cfg ? cfg->max_headers : 0;
+    *code = "bad_request";
+    switch (error) {
+    case 413:
+        *code = "body_too_large";
+        if (evhttp_find_header(ih, "Transfer-Encoding")) /* libevent says 413 for both */
+            snprintf(buf, 256, "the chunked body is malformed or exceeds the limit of %zu bytes",
+                     max_body);
+        else if (evhttp_find_header(ih, "Content-Length"))
+            snprintf(buf, 256, "the request body exceeds the limit of %zu bytes", max_body);
+        else
+            snprintf(buf, 256, "the request headers exceed the limit of %zu bytes", max_headers);
+        return buf;
+    case 400:
+        snprintf(buf, 256, "malformed HTTP request (or headers over %zu bytes)", max_headers);
+        return buf;
+    case 501:
+        *code = "not_implemented";
+        return "unknown HTTP method";
+    case 417:
+        *code = "expectation_failed";
+        return "only 'Expect: 100-continue' is supported"; /* no quote: not escaped */
+    case 404:
+        *code = "not_found";
+        return "no such endpoint";
+    case 405:
+        *code = "method_not_allowed";
+        return "method not allowed";
+    }
+    if (error >= 500) {
+        *code = "internal";
+        return "internal error";
+    }
+    return "malformed HTTP request";
+}
+
 void evhttp_send_error(struct evhttp_request *req, int error, const char *reason)
 {
     nd_worker *cur = nd_worker_current();
     http_worker *w = cur ? hw_of(cur) : NULL;
-    const char *code = "bad_request";
-    const char *msg = "malformed HTTP request";
     char buf[256];
+    const char *code;
     const struct evkeyvalq *ih = evhttp_request_get_input_headers(req);
-    if (error == 413) {
-        bool body = evhttp_find_header(ih, "Content-Length") ||
-                    evhttp_find_header(ih, "Transfer-Encoding");
-        code = "body_too_large";
-        if (evhttp_find_header(ih, "Transfer-Encoding")) /* libevent says 413 for both */
-            snprintf(buf, sizeof(buf),
-                     "the chunked body is malformed or exceeds the limit of %zu bytes",
-                     w ? w->h->cfg->max_body : (size_t)0);
-        else if (body)
-            snprintf(buf, sizeof(buf), "the request body exceeds the limit of %zu bytes",
-                     w ? w->h->cfg->max_body : (size_t)0);
-        else
-            snprintf(buf, sizeof(buf), "the request headers exceed the limit of %zu bytes",
-                     w ? w->h->cfg->max_headers : (size_t)0);
-        msg = buf;
-    } else if (error == 400) {
-        snprintf(buf, sizeof(buf), "malformed HTTP request (or headers over %zu bytes)",
-                 w ? w->h->cfg->max_headers : (size_t)0);
-        msg = buf;
-    } else if (error == 501) {
-        code = "not_implemented";
-        msg = "unknown HTTP method";
-    } else if (error == 417) {
-        code = "expectation_failed";
-        msg = "only 'Expect: 100-continue' is supported"; /* no quote: not escaped */
-    } else if (error == 404) {
-        code = "not_found";
-        msg = "no such endpoint";
-    } else if (error == 405) {
-        code = "method_not_allowed";
-        msg = "method not allowed";
-    } else if (error >= 500) {
-        code = "internal";
-        msg = "internal error";
-    }
+    const char *msg = libevent_error_text(error, ih, w ? w->h->cfg : NULL, buf, &code);
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     int why = w && evcon ? nd_conns_error_answer(&w->conns, evcon) : 0;
     if (why) { /* refused by the framing check (conn.h): its status and reason */
@@ -577,8 +583,8 @@ void evhttp_send_error(struct evhttp_request *req, int error, const char *reason
     evhttp_add_header(oh, "X-Request-Id", rid);
     size_t out = evbuffer_get_length(b);
     if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
-        char cl[24];
-        snprintf(cl, sizeof(cl), "%zu", out);
+        char cl[ND_FMT_U64_MAX + 1];
+        cl[nd_fmt_u64(cl, out)] = 0;
         evhttp_add_header(oh, "Content-Length", cl);
         evbuffer_drain(b, out);
         out = 0;
