@@ -313,21 +313,46 @@ void nd_req_add_header(nd_req *r, const char *name, const char *value)
     evhttp_add_header(evhttp_request_get_output_headers(r->ev), name, value);
 }
 
+/* When body would take the unwritten replies over OUT_BUDGET: replaces it by
+ * 503 "overloaded" (clients that do not read) and returns true. */
+static bool shed_over_budget(http_worker *w, struct evkeyvalq *oh, struct evbuffer *body)
+{
+    size_t len = body ? evbuffer_get_length(body) : 0;
+    if (len <= SMALL_REPLY || out_total(w->h) + len <= OUT_BUDGET)
+        return false;
+    evhttp_clear_headers(oh);
+    evbuffer_drain(body, len);
+    evbuffer_add_printf(body, "{\"error\":{\"code\":\"overloaded\",\"message\":\"the "
+                              "server holds too many unread replies; retry\"}}\n");
+    evhttp_add_header(oh, "Retry-After", "1");
+    evhttp_add_header(oh, "Connection", "close");
+    return true;
+}
+
+/* Tracks r's reply until libevent has written it (on_complete) or its
+ * connection closes (conn_closed); out is its body's length. */
+static void track_write(http_worker *w, nd_req *r, size_t out)
+{
+    r->prev = NULL;
+    r->next = w->unflushed;
+    if (r->next)
+        r->next->prev = r;
+    w->unflushed = r;
+    counter_add(&w->writing, 1);
+    r->out_size = out;
+    counter_add(&w->out_bytes, (int64_t)out);
+    r->out_last = SIZE_MAX;
+    r->out_progress_ms = nd_clock_ms();
+    evhttp_request_set_on_complete_cb(r->ev, on_complete, r);
+}
+
 void nd_req_reply(nd_req *r, int status, const char *content_type, struct evbuffer *body)
 {
     http_worker *w = hw_of(r->worker);
     assert(!r->replied);
     r->replied = true;
     struct evkeyvalq *oh = evhttp_request_get_output_headers(r->ev);
-    if (body && evbuffer_get_length(body) > SMALL_REPLY &&
-        out_total(w->h) + evbuffer_get_length(body) > OUT_BUDGET) {
-        /* Too many replies unwritten (clients that do not read): shed. */
-        evhttp_clear_headers(oh);
-        evbuffer_drain(body, evbuffer_get_length(body));
-        evbuffer_add_printf(body, "{\"error\":{\"code\":\"overloaded\",\"message\":\"the "
-                                  "server holds too many unread replies; retry\"}}\n");
-        evhttp_add_header(oh, "Retry-After", "1");
-        evhttp_add_header(oh, "Connection", "close");
+    if (shed_over_budget(w, oh, body)) {
         status = 503;
         content_type = "application/json";
     }
@@ -355,25 +380,12 @@ void nd_req_reply(nd_req *r, int status, const char *content_type, struct evbuff
                        (uint64_t)(latency / 1000), in, out);
     counter_add(&w->inflight, -1);
     r->evcon = evhttp_request_get_connection(r->ev);
-    if (r->evcon) {
-        /* Track the write until it completes (or the connection closes). */
-        r->prev = NULL;
-        r->next = w->unflushed;
-        if (r->next)
-            r->next->prev = r;
-        w->unflushed = r;
-        counter_add(&w->writing, 1);
-        r->out_size = out;
-        counter_add(&w->out_bytes, (int64_t)out);
-        r->out_last = SIZE_MAX;
-        r->out_progress_ms = nd_clock_ms();
-        evhttp_request_set_on_complete_cb(r->ev, on_complete, r);
-        evhttp_send_reply(r->ev, status, NULL, body);
-    } else {
-        /* The client left while we worked: libevent frees the request. */
-        evhttp_send_reply(r->ev, status, NULL, body);
+    bool tracked = r->evcon != NULL; /* else the client left while we worked */
+    if (tracked)
+        track_write(w, r, out);
+    evhttp_send_reply(r->ev, status, NULL, body); /* r may be written (and reused) now */
+    if (!tracked) /* libevent frees the request */
         req_put(w, r);
-    }
 }
 
 void nd_req_reply_error(nd_req *r, int status, const char *code, const char *fmt, ...)
