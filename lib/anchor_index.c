@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,16 +16,56 @@
 #define ENTRY 6 /* bytes: anchor low 16 bits (LE), slot (LE) */
 #define MALLOC_OVERHEAD 16
 
+#define CARVED 0x80000000u /* in bucket.cap: e lies in a load region (not malloc'd) */
+#define PAGE 4096u
+
 typedef struct bucket {
     uint8_t *e;   /* n entries of ENTRY bytes, sorted by (key, slot) */
-    uint32_t n, cap;
+    uint32_t n, cap; /* cap | CARVED when e was carved from a region */
 } bucket;
+
+/* The memory a bulk load (nd_anchor_loader) carved its buckets from: one
+ * mapping, exact arrays side by side. A carved bucket that grows moves to
+ * a malloc'd array (and one emptied gives its place up); a page whose
+ * carved buckets have all left is returned to the kernel. */
+typedef struct region {
+    struct region *next;
+    uint8_t *base;
+    size_t bytes;            /* of the mapping */
+    _Atomic uint32_t *live;  /* per PAGE: carved buckets on it */
+    _Atomic uint64_t held;   /* bytes of pages still holding carved buckets */
+} region;
 
 struct nd_anchor_index {
     bucket *b;
     unsigned cap;
+    region *regions; /* changed only by a loader's finish (then read-only) */
+    pthread_mutex_t regions_mu;
     pthread_rwlock_t locks[NSTRIPES];
 };
+
+static inline uint32_t cap_of(const bucket *bk) { return bk->cap & ~CARVED; }
+
+/* The carved array of bk leaves its region (bucket lock held): each page
+ * it spans loses one; a page no carved bucket is on any more is given back. */
+static void uncarve(nd_anchor_index *idx, const bucket *bk)
+{
+    uint8_t *e = bk->e;
+    size_t len = (size_t)cap_of(bk) * ENTRY;
+    pthread_mutex_lock(&idx->regions_mu);
+    for (region *r = idx->regions; r; r = r->next) {
+        if (e < r->base || e >= r->base + r->bytes)
+            continue;
+        size_t first = (size_t)(e - r->base) / PAGE, last = (size_t)(e + len - 1 - r->base) / PAGE;
+        for (size_t pg = first; pg <= last; pg++)
+            if (atomic_fetch_sub_explicit(&r->live[pg], 1, memory_order_acq_rel) == 1) {
+                madvise(r->base + pg * PAGE, PAGE, MADV_DONTNEED);
+                atomic_fetch_sub_explicit(&r->held, PAGE, memory_order_relaxed);
+            }
+        break;
+    }
+    pthread_mutex_unlock(&idx->regions_mu);
+}
 
 static inline uint32_t bucket_of(uint32_t a) { return a >> (32 - BUCKET_BITS); }
 static inline uint16_t key_of(uint32_t a) { return (uint16_t)a; }
@@ -75,6 +116,7 @@ int nd_anchor_index_create(nd_anchor_index **out, unsigned posting_cap)
         return -ENOMEM;
     }
     idx->cap = posting_cap;
+    pthread_mutex_init(&idx->regions_mu, NULL);
     for (unsigned i = 0; i < NSTRIPES; i++)
         pthread_rwlock_init(&idx->locks[i], NULL);
     *out = idx;
@@ -86,7 +128,16 @@ void nd_anchor_index_destroy(nd_anchor_index *idx)
     if (!idx)
         return;
     for (uint32_t i = 0; i < NBUCKETS; i++)
-        free(idx->b[i].e);
+        if (!(idx->b[i].cap & CARVED))
+            free(idx->b[i].e);
+    while (idx->regions) {
+        region *r = idx->regions;
+        idx->regions = r->next;
+        munmap(r->base, r->bytes);
+        free(r->live);
+        free(r);
+    }
+    pthread_mutex_destroy(&idx->regions_mu);
     for (unsigned i = 0; i < NSTRIPES; i++)
         pthread_rwlock_destroy(&idx->locks[i]);
     free(idx->b);
@@ -112,9 +163,15 @@ static int add_one(nd_anchor_index *idx, uint32_t a, uint32_t slot)
     if (at < bk->n && entry_get(bk->e + (size_t)at * ENTRY) == v) {
         rc = 0;
     } else {
-        if (bk->n == bk->cap) {
-            uint32_t c = grown(bk->cap, bk->n + 1);
-            uint8_t *e = realloc(bk->e, (size_t)c * ENTRY);
+        if (bk->n == cap_of(bk)) {
+            uint32_t c = grown(cap_of(bk), bk->n + 1);
+            uint8_t *e;
+            if (bk->cap & CARVED) { /* moves out of its region */
+                if ((e = malloc((size_t)c * ENTRY)))
+                    memcpy(e, bk->e, (size_t)bk->n * ENTRY), uncarve(idx, bk);
+            } else {
+                e = realloc(bk->e, (size_t)c * ENTRY);
+            }
             if (!e)
                 rc = -ENOMEM;
             else
@@ -145,7 +202,10 @@ static bool del_one(nd_anchor_index *idx, uint32_t a, uint32_t slot)
         bk->n--;
         found = true;
         if (bk->n == 0) {
-            free(bk->e);
+            if (bk->cap & CARVED)
+                uncarve(idx, bk);
+            else
+                free(bk->e);
             bk->e = NULL, bk->cap = 0;
         }
     }
@@ -247,81 +307,303 @@ static int merge_bucket(nd_anchor_index *idx, uint32_t bi, const uint64_t *v, si
             if (x != last)
                 entry_put(e + (size_t)k++ * ENTRY, x), last = x;
         }
-        free(bk->e);
+        if (bk->cap & CARVED)
+            uncarve(idx, bk);
+        else
+            free(bk->e);
         bk->e = e, bk->n = k, bk->cap = cap;
     }
     pthread_rwlock_unlock(lock_of(idx, bi));
     return rc;
 }
 
-#define PART_BITS 10           /* first-level parts: the top 10 bits of an anchor */
-#define NPARTS (1u << PART_BITS)
-#define SUB_BITS (BUCKET_BITS - PART_BITS) /* buckets per part: 1024 */
-/* Entries of first-level scratch per round: the parts are gathered a range
- * at a time (one more read of the anchors per round) so that the scratch,
- * whose first touch is what a bulk load mostly costs on a VM, stays small. */
-#ifndef ROUND_ENTRIES /* (overridable for a test of many rounds) */
-#define ROUND_ENTRIES (24u << 20)
+/* ---- bulk load (nd_anchor_loader) ----
+ *
+ * Entries are placed as they come into 65536 parts by the anchor's top 16
+ * bits, each part a fixed stretch of one mapping (sized for the expected
+ * count plus six standard deviations; the rare excess goes to a per-part
+ * spill array), already in the index's 6-byte format: a part is 16 buckets
+ * (bits 12-15 of the key pick one). finish() sorts each part by key (stable:
+ * slots stay in the order given, ascending at start-up) and writes it back
+ * compacted toward the start of its thread's range, where its buckets'
+ * arrays stay: no second copy of the entries, no malloc per bucket, pages
+ * left empty by the compaction given back. */
+#define LPARTS (1u << 16)
+#define GROUPS 256u   /* first placement: by the anchor's top 8 bits */
+#ifndef STAGE
+#define STAGE 8192u   /* entries staged per group before they are placed */
 #endif
 
-typedef struct build_job {
-    nd_anchor_index *idx;
-    const uint64_t *part;  /* this round's entries (a << 32 | slot), by part */
-    const size_t *pstart;  /* part p of the round: [pstart[p], pstart[p + 1]) */
-    unsigned p0, from, step, to; /* parts from, from + step, ... < to (absolute) */
-    uint64_t *sub, *tmp;   /* scratch: the largest part, twice */
-    int rc;
-} build_job;
+typedef struct spill {
+    uint32_t n, cap;
+    uint64_t v[]; /* key << 32 | slot */
+} spill;
 
-/* Groups each of its parts by bucket, sorts each bucket's entries and
- * merges them into the index (one thread). */
-static void *build_parts(void *arg)
+struct nd_anchor_loader {
+    nd_anchor_index *idx;
+    uint8_t *base;     /* LPARTS parts of pcap entries */
+    size_t bytes;      /* of the mapping */
+    uint32_t pcap;
+    uint32_t *fill;    /* per part */
+    spill **over;      /* per part, NULL until one spills */
+    uint64_t added;
+    uint32_t last_slot;
+    bool ascending;    /* slots were given in ascending order */
+    /* Entries (anchor << 32 | slot) staged by group (16 MiB): placing a
+     * group's STAGE entries at once writes ~32 entries per part within
+     * 1/256 of the mapping; one entry at a time to 65536 places missed the
+     * caches at nearly every write (about 2x the CPU time measured). */
+    uint32_t sfill[GROUPS];
+    uint64_t *stage;   /* GROUPS x STAGE */
+};
+
+int nd_anchor_loader_create(nd_anchor_loader **out, nd_anchor_index *idx, uint64_t expect)
 {
-    build_job *jb = arg;
-    size_t cnt[(1u << SUB_BITS) + 1];
-    for (unsigned p = jb->from; p < jb->to && jb->rc == 0; p += jb->step) {
-        size_t lo = jb->pstart[p - jb->p0], hi = jb->pstart[p - jb->p0 + 1];
-        if (lo == hi)
-            continue;
-        memset(cnt, 0, sizeof(cnt));
-        for (size_t i = lo; i < hi; i++)
-            cnt[((jb->part[i] >> (32 + 32 - BUCKET_BITS)) & ((1u << SUB_BITS) - 1)) + 1]++;
-        for (unsigned b = 0; b < (1u << SUB_BITS); b++)
-            cnt[b + 1] += cnt[b];
-        for (size_t i = lo; i < hi; i++) {
-            uint32_t a = (uint32_t)(jb->part[i] >> 32);
-            jb->sub[cnt[bucket_of(a) & ((1u << SUB_BITS) - 1)]++] =
-                (uint64_t)key_of(a) << 32 | (uint32_t)jb->part[i];
+    nd_anchor_loader *ld = calloc(1, sizeof(*ld));
+    if (!ld)
+        return -ENOMEM;
+    uint64_t mean = expect / LPARTS, sd = 1;
+    while (sd * sd < mean) /* about its square root (Poisson) */
+        sd++;
+    uint64_t pcap = mean + 6 * sd + 8;
+    if (pcap > UINT32_MAX / 2 / LPARTS)
+        pcap = UINT32_MAX / 2 / LPARTS;
+    ld->idx = idx;
+    ld->pcap = (uint32_t)pcap;
+    ld->bytes = ((size_t)LPARTS * ld->pcap * ENTRY + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
+    ld->ascending = true;
+    ld->fill = calloc(LPARTS, sizeof(*ld->fill));
+    ld->stage = malloc((size_t)GROUPS * STAGE * sizeof(*ld->stage));
+    void *p = mmap(NULL, ld->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (!ld->fill || !ld->stage || p == MAP_FAILED) {
+        if (p != MAP_FAILED)
+            munmap(p, ld->bytes);
+        free(ld->fill);
+        free(ld->stage);
+        free(ld);
+        return -ENOMEM;
+    }
+    ld->base = p;
+#ifdef MADV_HUGEPAGE
+    madvise(p, ld->bytes, MADV_HUGEPAGE); /* a hint (fewer faults and TLB misses) */
+#endif
+    *out = ld;
+    return 0;
+}
+
+void nd_anchor_loader_destroy(nd_anchor_loader *ld)
+{
+    if (!ld)
+        return;
+    free(ld->stage);
+    if (ld->over) {
+        for (uint32_t p = 0; p < LPARTS; p++)
+            free(ld->over[p]);
+        free(ld->over);
+    }
+    free(ld->fill);
+    if (ld->base)
+        munmap(ld->base, ld->bytes);
+    free(ld);
+}
+
+static int spill_push(nd_anchor_loader *ld, uint32_t p, uint64_t v)
+{
+    if (!ld->over && !(ld->over = calloc(LPARTS, sizeof(*ld->over))))
+        return -ENOMEM;
+    spill *sp = ld->over[p];
+    if (!sp || sp->n == sp->cap) {
+        uint32_t cap = sp ? sp->cap * 2 : 64;
+        spill *ns = realloc(sp, sizeof(*sp) + (size_t)cap * sizeof(uint64_t));
+        if (!ns)
+            return -ENOMEM;
+        if (!sp)
+            ns->n = 0;
+        ns->cap = cap;
+        ld->over[p] = sp = ns;
+    }
+    sp->v[sp->n++] = v;
+    return 0;
+}
+
+/* Places the staged entries of group g in their parts. */
+static int place_group(nd_anchor_loader *ld, uint32_t g)
+{
+    const uint64_t *st = ld->stage + (size_t)g * STAGE;
+    for (uint32_t i = 0, n = ld->sfill[g]; i < n; i++) {
+        uint32_t a = (uint32_t)(st[i] >> 32), p = a >> 16, f = ld->fill[p];
+        uint64_t v = (uint64_t)key_of(a) << 32 | (uint32_t)st[i];
+        if (f < ld->pcap) {
+            entry_put(ld->base + ((size_t)p * ld->pcap + f) * ENTRY, v);
+            ld->fill[p] = f + 1;
+        } else if (spill_push(ld, p, v) < 0) {
+            return -ENOMEM;
         }
-        /* cnt[b] is now the end of bucket b of the part */
-        for (unsigned b = 0; b < (1u << SUB_BITS) && jb->rc == 0; b++) {
-            size_t i = b ? cnt[b - 1] : 0, j = cnt[b];
-            if (i == j)
-                continue;
-            sort_range(jb->sub + i, jb->tmp, j - i);
-            jb->rc = merge_bucket(jb->idx, p << SUB_BITS | b, jb->sub + i, j - i);
+    }
+    ld->sfill[g] = 0;
+    return 0;
+}
+
+int nd_anchor_loader_add(nd_anchor_loader *ld, uint32_t slot, const uint32_t *anchors, size_t n)
+{
+    if (ld->added && slot <= ld->last_slot)
+        ld->ascending = false;
+    ld->last_slot = slot;
+    ld->added++;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t g = anchors[i] >> 24;
+        ld->stage[(size_t)g * STAGE + ld->sfill[g]++] = (uint64_t)anchors[i] << 32 | slot;
+        if (ld->sfill[g] == STAGE && place_group(ld, g) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+typedef struct finish_job {
+    nd_anchor_loader *ld;
+    uint32_t lo, hi; /* parts [lo, hi) */
+    uint64_t *v, *tmp;
+    int rc;
+} finish_job;
+
+/* Sorts each part of the job and carves its buckets at the write cursor. */
+static void *finish_parts(void *arg)
+{
+    finish_job *jb = arg;
+    nd_anchor_loader *ld = jb->ld;
+    nd_anchor_index *idx = ld->idx;
+    uint8_t *w = ld->base + (size_t)jb->lo * ld->pcap * ENTRY;
+    for (uint32_t p = jb->lo; p < jb->hi; p++) {
+        const uint8_t *in = ld->base + (size_t)p * ld->pcap * ENTRY;
+        size_t n = ld->fill[p];
+        for (size_t i = 0; i < n; i++)
+            jb->v[i] = entry_get(in + i * ENTRY);
+        const spill *sp = ld->over ? ld->over[p] : NULL;
+        if (sp) {
+            memcpy(jb->v + n, sp->v, (size_t)sp->n * sizeof(uint64_t));
+            n += sp->n;
+        }
+        if (!n)
+            continue;
+        sort_range(jb->v, jb->tmp, n); /* by key; mends runs of unordered slots */
+        /* the 16 buckets of the part, in order: runs of bits 12-15 of the key */
+        for (size_t i = 0; i < n;) {
+            uint32_t sub = (uint32_t)(jb->v[i] >> (32 + 12));
+            size_t j = i, k = 0;
+            while (j < n && (uint32_t)(jb->v[j] >> (32 + 12)) == sub)
+                j++;
+            uint32_t bi = p << 4 | sub;
+            bucket *bk = &idx->b[bi];
+            for (size_t x = i; x < j; x++) /* repeats go */
+                if (x == i || jb->v[x] != jb->v[x - 1])
+                    jb->v[i + k++] = jb->v[x];
+            /* Carved at the cursor while that stays within what was read
+             * (the part's own stretch); a part that spilled may need more:
+             * then its own array. */
+            bool carve = w + k * ENTRY <= in + (size_t)ld->pcap * ENTRY;
+            uint8_t *e = carve ? w : malloc(k * ENTRY);
+            if (!e) {
+                jb->rc = -ENOMEM;
+                return NULL;
+            }
+            pthread_rwlock_wrlock(lock_of(idx, bi));
+            bool empty = bk->n == 0;
+            if (empty) {
+                for (size_t x = 0; x < k; x++)
+                    entry_put(e + x * ENTRY, jb->v[i + x]);
+                bk->e = e, bk->n = (uint32_t)k, bk->cap = (uint32_t)k | (carve ? CARVED : 0);
+                if (carve)
+                    w += k * ENTRY;
+            }
+            pthread_rwlock_unlock(lock_of(idx, bi));
+            if (!empty && !carve)
+                free(e);
+            if (!empty && jb->rc == 0)
+                jb->rc = merge_bucket(idx, bi, jb->v + i, k);
+            i = j;
         }
     }
     return NULL;
 }
 
-/* Scratch for the bulk load: anonymous memory asking for huge pages, so that
- * first touching it is few page faults. NULL on failure. */
-static void *big_alloc(size_t bytes)
+int nd_anchor_loader_finish(nd_anchor_loader *ld, unsigned threads)
 {
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return NULL;
-#ifdef MADV_HUGEPAGE
-    madvise(p, bytes, MADV_HUGEPAGE);
-#endif
-    return p;
-}
-
-static void big_free(void *p, size_t bytes)
-{
-    if (p)
-        munmap(p, bytes);
+    for (uint32_t g = 0; g < GROUPS; g++)
+        if (place_group(ld, g) < 0)
+            return -ENOMEM;
+    if (threads < 1)
+        threads = 1;
+    if (threads > ND_ANCHOR_LOAD_THREADS_MAX)
+        threads = ND_ANCHOR_LOAD_THREADS_MAX;
+    size_t npages = ld->bytes / PAGE;
+    region *r = calloc(1, sizeof(*r));
+    _Atomic uint32_t *live = calloc(npages, sizeof(*live));
+    finish_job jobs[ND_ANCHOR_LOAD_THREADS_MAX];
+    int rc = r && live ? 0 : -ENOMEM;
+    for (unsigned t = 0; t < threads; t++) {
+        jobs[t] = (finish_job){.ld = ld, .lo = (uint32_t)((uint64_t)LPARTS * t / threads),
+                               .hi = (uint32_t)((uint64_t)LPARTS * (t + 1) / threads)};
+        size_t most = 0;
+        for (uint32_t p = jobs[t].lo; p < jobs[t].hi; p++) {
+            size_t n = ld->fill[p] + (ld->over && ld->over[p] ? ld->over[p]->n : 0);
+            most = n > most ? n : most;
+        }
+        jobs[t].v = malloc((most + 1) * sizeof(uint64_t));
+        jobs[t].tmp = malloc((most + 1) * sizeof(uint64_t));
+        if (!jobs[t].v || !jobs[t].tmp)
+            rc = -ENOMEM;
+    }
+    if (rc == 0) {
+        pthread_t th[ND_ANCHOR_LOAD_THREADS_MAX];
+        bool started[ND_ANCHOR_LOAD_THREADS_MAX] = {false};
+        for (unsigned t = 1; t < threads; t++)
+            started[t] = pthread_create(&th[t], NULL, finish_parts, &jobs[t]) == 0;
+        finish_parts(&jobs[0]);
+        for (unsigned t = 1; t < threads; t++) {
+            if (started[t])
+                pthread_join(th[t], NULL);
+            else
+                finish_parts(&jobs[t]);
+            if (jobs[t].rc < 0)
+                rc = jobs[t].rc;
+        }
+        if (jobs[0].rc < 0)
+            rc = jobs[0].rc;
+    }
+    for (unsigned t = 0; t < threads; t++)
+        free(jobs[t].v), free(jobs[t].tmp);
+    if (!r || !live) {
+        free(r), free(live);
+        return rc;
+    }
+    /* Count the carved buckets on each page; give back the pages without. */
+    uint64_t held = 0;
+    for (uint32_t bi = 0; bi < NBUCKETS; bi++) {
+        const bucket *bk = &ld->idx->b[bi];
+        if (!(bk->cap & CARVED) || bk->e < ld->base || bk->e >= ld->base + ld->bytes)
+            continue;
+        size_t first = (size_t)(bk->e - ld->base) / PAGE;
+        size_t last = (size_t)(bk->e + (size_t)cap_of(bk) * ENTRY - 1 - ld->base) / PAGE;
+        for (size_t pg = first; pg <= last; pg++)
+            atomic_fetch_add_explicit(&live[pg], 1, memory_order_relaxed);
+    }
+    for (size_t pg = 0; pg < npages;) {
+        size_t q = pg;
+        while (q < npages && atomic_load_explicit(&live[q], memory_order_relaxed) == 0)
+            q++;
+        if (q > pg)
+            madvise(ld->base + pg * PAGE, (q - pg) * PAGE, MADV_DONTNEED);
+        for (pg = q; pg < npages && atomic_load_explicit(&live[pg], memory_order_relaxed); pg++)
+            held += PAGE;
+    }
+    r->base = ld->base, r->bytes = ld->bytes, r->live = live;
+    atomic_init(&r->held, held);
+    pthread_mutex_lock(&ld->idx->regions_mu);
+    r->next = ld->idx->regions;
+    ld->idx->regions = r;
+    pthread_mutex_unlock(&ld->idx->regions_mu);
+    ld->base = NULL; /* the index's now */
+    return rc;
 }
 
 int nd_anchor_index_insert_many(nd_anchor_index *idx, const uint32_t *slots,
@@ -334,94 +616,15 @@ int nd_anchor_index_insert_many_threads(nd_anchor_index *idx, const uint32_t *sl
                                         const uint32_t *anchors, size_t ndocs, size_t m,
                                         unsigned threads)
 {
-    size_t total = ndocs * m;
-    if (total == 0)
+    if (ndocs * m == 0)
         return 0;
-    if (threads < 1)
-        threads = 1;
-    if (threads > ND_ANCHOR_LOAD_THREADS_MAX)
-        threads = ND_ANCHOR_LOAD_THREADS_MAX;
-    /* Entries grouped by part (top 10 bits of the anchor) a range of parts
-     * at a time; each part then by bucket (the next 10 bits, 1024 write
-     * streams, in a scratch the size of one part), each bucket's few
-     * entries sorted by (key, slot) and merged in. */
-    size_t *pcount = calloc(NPARTS + 1, sizeof(size_t));
-    size_t *pstart = calloc(NPARTS + 1, sizeof(size_t));
-    if (!pcount || !pstart) {
-        free(pcount), free(pstart);
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i < total; i++)
-        pcount[anchors[i] >> (32 - PART_BITS)]++;
-    size_t most_part = 0, most_round = 0;
-    {
-        size_t r = 0;
-        for (unsigned p = 0; p < NPARTS; p++) {
-            if (pcount[p] > most_part)
-                most_part = pcount[p];
-            if (r && r + pcount[p] > ROUND_ENTRIES)
-                r = 0;
-            r += pcount[p];
-            if (r > most_round)
-                most_round = r;
-        }
-    }
-    size_t pbytes = most_round * sizeof(uint64_t);
-    uint64_t *part = big_alloc(pbytes);
-    build_job jobs[ND_ANCHOR_LOAD_THREADS_MAX];
-    int rc = part ? 0 : -ENOMEM;
-    for (unsigned t = 0; t < threads; t++) {
-        jobs[t] = (build_job){.idx = idx, .part = part, .pstart = pstart};
-        jobs[t].sub = malloc(most_part * sizeof(uint64_t));
-        jobs[t].tmp = malloc(most_part * sizeof(uint64_t));
-        if (!jobs[t].sub || !jobs[t].tmp)
-            rc = -ENOMEM;
-    }
-    for (unsigned p0 = 0; p0 < NPARTS && rc == 0;) {
-        /* This round: parts [p0, p1) (as many as fit, at least one). */
-        unsigned p1 = p0;
-        size_t n = 0;
-        while (p1 < NPARTS && (p1 == p0 || n + pcount[p1] <= ROUND_ENTRIES))
-            n += pcount[p1++];
-        pstart[0] = 0;
-        for (unsigned p = p0; p < p1; p++)
-            pstart[p - p0 + 1] = pstart[p - p0] + pcount[p];
-        /* at[p - p0]: next write position of part p (pcount reused) */
-        size_t *at = pcount + p0;
-        for (unsigned p = p0; p < p1; p++)
-            at[p - p0] = pstart[p - p0];
-        for (size_t i = 0; i < ndocs; i++)
-            for (size_t j = 0; j < m; j++) {
-                uint32_t a = anchors[i * m + j];
-                unsigned p = a >> (32 - PART_BITS);
-                if (p - p0 < p1 - p0)
-                    part[at[p - p0]++] = (uint64_t)a << 32 | slots[i];
-            }
-        pthread_t th[ND_ANCHOR_LOAD_THREADS_MAX];
-        bool started[ND_ANCHOR_LOAD_THREADS_MAX] = {false};
-        for (unsigned t = 0; t < threads; t++) {
-            jobs[t].p0 = p0, jobs[t].from = p0 + t, jobs[t].step = threads, jobs[t].to = p1;
-            jobs[t].rc = 0;
-        }
-        for (unsigned t = 1; t < threads; t++)
-            started[t] = pthread_create(&th[t], NULL, build_parts, &jobs[t]) == 0;
-        build_parts(&jobs[0]);
-        for (unsigned t = 1; t < threads; t++) {
-            if (started[t])
-                pthread_join(th[t], NULL);
-            else
-                build_parts(&jobs[t]); /* could not start: do it here */
-        }
-        for (unsigned t = 0; t < threads; t++)
-            if (jobs[t].rc < 0)
-                rc = jobs[t].rc;
-        p0 = p1;
-    }
-    for (unsigned t = 0; t < threads; t++)
-        free(jobs[t].sub), free(jobs[t].tmp);
-    big_free(part, pbytes);
-    free(pcount);
-    free(pstart);
+    nd_anchor_loader *ld = NULL;
+    int rc = nd_anchor_loader_create(&ld, idx, (uint64_t)ndocs * m);
+    for (size_t i = 0; i < ndocs && rc == 0; i++)
+        rc = nd_anchor_loader_add(ld, slots[i], anchors + i * m, m);
+    if (rc == 0)
+        rc = nd_anchor_loader_finish(ld, threads);
+    nd_anchor_loader_destroy(ld);
     return rc;
 }
 
@@ -552,8 +755,13 @@ void nd_anchor_index_stats(const nd_anchor_index *idx, nd_anchor_stats *out)
             out->buckets_used++;
             out->entries += bk->n;
         }
-        if (bk->e)
+        if (bk->e && !(bk->cap & CARVED))
             out->bytes += (uint64_t)bk->cap * ENTRY + MALLOC_OVERHEAD;
         pthread_rwlock_unlock(lock_of(idx, i));
     }
+    pthread_mutex_lock((pthread_mutex_t *)&idx->regions_mu);
+    for (const region *r = idx->regions; r; r = r->next)
+        out->bytes += atomic_load_explicit(&r->held, memory_order_relaxed)
+                      + r->bytes / PAGE * sizeof(*r->live);
+    pthread_mutex_unlock((pthread_mutex_t *)&idx->regions_mu);
 }

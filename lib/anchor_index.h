@@ -8,7 +8,10 @@
  * 2^20 buckets chosen by the anchor's top 20 bits; a bucket is one array of
  * 6-byte entries {low 16 bits of the anchor, 32-bit slot}, sorted by
  * (anchor, slot), grown by about 1/8 at a time. The directory (16 MiB) is
- * allocated zeroed and touched lazily.
+ * allocated zeroed and touched lazily. A bulk load (nd_anchor_loader) carves
+ * exact arrays side by side from one mapping; a carved bucket that grows is
+ * copied to an array of its own, and the mapping's pages are given back as
+ * their buckets leave.
  *
  * Boilerplate: an anchor held by more than posting_cap documents is still
  * stored (so that counts and removals stay exact) but produces no candidates:
@@ -70,9 +73,9 @@ int nd_anchor_index_insert(nd_anchor_index *idx, uint32_t slot, const uint32_t *
  * without anchors out. Every bucket is rebuilt once, so this costs a sort of
  * the entries, not the O(entries * bucket size) of repeated inserts. Safe
  * against concurrent queries (they see each bucket before or after) and
- * other writers. Allocates ~8 bytes per entry of scratch, freed before
- * returning. Returns 0 or -ENOMEM (then some documents may be indexed and
- * others not: destroy the index). */
+ * other writers. A bulk load through nd_anchor_loader (below). Returns 0 or
+ * -ENOMEM (then some documents may be indexed and others not: destroy the
+ * index). */
 int nd_anchor_index_insert_many(nd_anchor_index *idx, const uint32_t *slots,
                                 const uint32_t *anchors, size_t ndocs, size_t m);
 
@@ -85,6 +88,38 @@ int nd_anchor_index_insert_many(nd_anchor_index *idx, const uint32_t *slots,
 int nd_anchor_index_insert_many_threads(nd_anchor_index *idx, const uint32_t *slots,
                                         const uint32_t *anchors, size_t ndocs, size_t m,
                                         unsigned threads);
+
+/* A bulk load in three steps, for start-up: create, add every document as
+ * it is read, finish. The entries go straight into their final place (one
+ * mapping of about 6 bytes per entry, parts by the anchor's top 16 bits,
+ * sorted and compacted by finish, which carves the buckets' arrays from it):
+ * no staging copy of the anchors, no allocation per bucket. A carved
+ * bucket that later grows moves to its own array; a page of the mapping
+ * whose buckets all moved is given back to the kernel. */
+typedef struct nd_anchor_loader nd_anchor_loader;
+
+/* Starts a bulk load into idx of about `expect` entries (documents x
+ * anchors; the mapping is sized for it, more still fit). Returns 0 and a
+ * loader (free with nd_anchor_loader_destroy()) or -ENOMEM. For a large
+ * load, a thread it starts prefaults the mapping meanwhile. */
+int nd_anchor_loader_create(nd_anchor_loader **out, nd_anchor_index *idx, uint64_t expect);
+
+/* Queues slot under anchors[0..n) (repeats stored once). Nothing is visible
+ * in the index before finish. Cheapest with slots in ascending order (as a
+ * start-up gives them); any order is correct. One thread at a time per
+ * loader. Returns 0 or -ENOMEM (then destroy the loader: nothing indexed). */
+int nd_anchor_loader_add(nd_anchor_loader *ld, uint32_t slot, const uint32_t *anchors, size_t n);
+
+/* Indexes everything added, with `threads` threads (this one and threads - 1
+ * it starts; at most ND_ANCHOR_LOAD_THREADS_MAX). Same index as
+ * nd_anchor_index_insert() of each document. Safe against concurrent
+ * queries and writers as insert_many. Returns 0 or -ENOMEM (then some
+ * documents may be indexed and others not: destroy the index). Destroy the
+ * loader afterwards either way. */
+int nd_anchor_loader_finish(nd_anchor_loader *ld, unsigned threads);
+
+/* Frees the loader (NULL allowed); what finish indexed stays. */
+void nd_anchor_loader_destroy(nd_anchor_loader *ld);
 
 /* Removes slot from anchors[0..n) (anchors it is not under are ignored).
  * Returns how many entries were removed. Never allocates: arrays do not

@@ -210,10 +210,7 @@ typedef struct load_ctx {
     uint64_t *fps;        /* (fps[i], fslots[i]): what the index gets */
     uint32_t *fslots;
     size_t nfp, capfp;
-    uint32_t *aslots;     /* (aslots[i], aanchors[i*M..]): what the anchor
-                           * index gets, M = ND_ANCHORS_STORE, padded */
-    uint32_t *aanchors;
-    size_t na, capa;
+    nd_anchor_loader *anchors; /* the anchor index, filled as documents link */
     /* Documents built but not linked yet, oldest first: the id table is
      * far larger than the caches, so its cells and chains are prefetched
      * LOAD_AHEAD records before they are needed. */
@@ -256,19 +253,6 @@ static int load_batch_begin(load_ctx *lc)
         else
             rc = -ENOMEM;
     }
-    if (rc == 0 && lc->na + LOAD_BATCH > lc->capa) {
-        size_t cap = lc->capa * 2 > lc->na + LOAD_BATCH ? lc->capa * 2 : lc->na + LOAD_BATCH;
-        uint32_t *s = realloc(lc->aslots, cap * sizeof(*s));
-        if (s)
-            lc->aslots = s;
-        uint32_t *a = realloc(lc->aanchors, cap * ND_ANCHORS_STORE * sizeof(*a));
-        if (a)
-            lc->aanchors = a;
-        if (a && s)
-            lc->capa = cap;
-        else
-            rc = -ENOMEM;
-    }
     if (rc < 0) {
         pthread_mutex_unlock(&reg->writer);
         return rc;
@@ -299,12 +283,14 @@ static int load_link(load_ctx *lc, nd_doc *d, size_t h, unsigned ai)
     if (!d->stale) {
         lc->fps[lc->nfp] = d->simhash;
         lc->fslots[lc->nfp++] = d->slot;
-        unsigned n = lc->ahead_nanc[ai];
-        if (n) {
-            uint32_t *a = lc->aanchors + lc->na * ND_ANCHORS_STORE;
-            for (unsigned j = 0; j < ND_ANCHORS_STORE; j++)
-                a[j] = lc->ahead_anc[ai][j < n ? j : n - 1]; /* padded with repeats */
-            lc->aslots[lc->na++] = d->slot;
+        if (lc->ahead_nanc[ai]) {
+            int rc = lc->anchors ? 0 /* (a store counted empty: sized as it comes) */
+                                 : nd_anchor_loader_create(&lc->anchors, reg->anchors, 0);
+            if (rc == 0)
+                rc = nd_anchor_loader_add(lc->anchors, d->slot, lc->ahead_anc[ai],
+                                          lc->ahead_nanc[ai]);
+            if (rc < 0)
+                return rc;
         }
     }
     lc->batch_docs++;
@@ -409,7 +395,9 @@ static int load_one(void *arg, const nd_record *rec)
     return rc;
 }
 
-/* Scans the store into the tables, then builds the index in one go. */
+/* Scans the store into the tables and the anchor index's loader (entries
+ * placed as documents link), then builds the fingerprint index in one go
+ * and finishes the anchor index (sorted per part, in place). */
 static int load_store(nd_registry *reg, load_ctx *lc)
 {
     int64_t total = nd_store_count(reg->store);
@@ -430,15 +418,9 @@ static int load_store(nd_registry *reg, load_ctx *lc)
         prefault(lc->fps, lc->capfp * sizeof(*lc->fps));
         prefault(lc->fslots, lc->capfp * sizeof(*lc->fslots));
     }
-    lc->capa = lc->total + LOAD_BATCH;
-    lc->aslots = malloc(lc->capa * sizeof(*lc->aslots));
-    lc->aanchors = malloc(lc->capa * ND_ANCHORS_STORE * sizeof(*lc->aanchors));
-    if (!lc->aslots || !lc->aanchors)
-        lc->capa = 0;
-    else {
-        prefault(lc->aslots, lc->capa * sizeof(*lc->aslots));
-        prefault(lc->aanchors, lc->capa * ND_ANCHORS_STORE * sizeof(*lc->aanchors));
-    }
+    if (rc == 0 && lc->total)
+        rc = nd_anchor_loader_create(&lc->anchors, reg->anchors,
+                                     lc->total * ND_ANCHORS_STORE);
     if (rc == 0) {
         feed_start(&lc->feed, lc->total);
         rc = nd_store_scan(reg->store, load_one, lc);
@@ -454,15 +436,13 @@ static int load_store(nd_registry *reg, load_ctx *lc)
     if (rc == 0) {
         pthread_mutex_lock(&reg->writer);
         rc = nd_index_insert_many(reg->index, lc->fps, lc->fslots, lc->nfp, LOAD_THREADS);
-        if (rc == 0 && lc->na)
-            rc = nd_anchor_index_insert_many(reg->anchors, lc->aslots, lc->aanchors, lc->na,
-                                             ND_ANCHORS_STORE);
+        if (rc == 0 && lc->anchors)
+            rc = nd_anchor_loader_finish(lc->anchors, LOAD_THREADS);
         pthread_mutex_unlock(&reg->writer);
     }
+    nd_anchor_loader_destroy(lc->anchors);
     free(lc->fps);
     free(lc->fslots);
-    free(lc->aslots);
-    free(lc->aanchors);
     return rc > 0 ? -EIO : rc;
 }
 

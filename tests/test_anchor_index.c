@@ -127,6 +127,77 @@ static void test_bulk_equals_inserts(void)
     nd_anchor_index_destroy(b);
 }
 
+/* The start-up load (nd_anchor_loader: slots ascending, parts sized for the
+ * expected count; here also too small, so that parts spill) gives the index
+ * one-by-one inserts give: the same postings under every anchor, the same
+ * answers, the same removals; a loaded bucket then grows (moved out of the
+ * load's mapping) and empties like any other, and the mapping's pages are
+ * given back as its buckets leave. */
+static void test_loader_equals_inserts(void)
+{
+    enum { DOCS = 20000, M = 16, EXTRA = 2000 };
+    static uint32_t anchors[(DOCS + EXTRA) * M];
+    unit_rng_state = 7;
+    for (int i = 0; i < (DOCS + EXTRA) * M; i++) {
+        uint32_t r = (uint32_t)unit_rng();
+        /* a third in 64 parts (spills when sized small), some repeats */
+        anchors[i] = i % 3 == 0 ? (r & 0x003FFFFFu) : i % 17 == 0 ? anchors[i - 1] : r;
+    }
+    for (int round = 0; round < 2; round++) {
+        uint64_t expect = round == 0 ? (uint64_t)DOCS * M : 1; /* 1: parts spill */
+        nd_anchor_index *a, *b;
+        nd_anchor_loader *ld;
+        REQUIRE(nd_anchor_index_create(&a, 64) == 0 && nd_anchor_index_create(&b, 64) == 0);
+        for (uint32_t i = 0; i < DOCS; i++)
+            CHECK(nd_anchor_index_insert(a, i, anchors + i * M, M) == 0);
+        REQUIRE(nd_anchor_loader_create(&ld, b, expect) == 0);
+        for (uint32_t i = 0; i < DOCS; i++)
+            CHECK(nd_anchor_loader_add(ld, i, anchors + i * M, M) == 0);
+        CHECK(nd_anchor_loader_finish(ld, 1 + round) == 0, "finish");
+        nd_anchor_loader_destroy(ld);
+        nd_anchor_stats sa, sb, sb_loaded;
+        nd_anchor_index_stats(a, &sa);
+        nd_anchor_index_stats(b, &sb_loaded);
+        CHECK(sa.entries == sb_loaded.entries && sa.buckets_used == sb_loaded.buckets_used,
+              "round %d: entries %llu %llu", round, (unsigned long long)sa.entries,
+              (unsigned long long)sb_loaded.entries);
+        int same = 1;
+        for (int i = 0; i < (DOCS + EXTRA) * M && same; i++)
+            same = nd_anchor_index_postings(a, anchors[i]) == nd_anchor_index_postings(b, anchors[i]);
+        CHECK(same, "round %d: postings alike", round);
+        same = 1;
+        for (int i = 0; i < DOCS && same; i += 7) {
+            nd_anchor_hit ha[64], hb[64];
+            size_t na = nd_anchor_index_query(a, anchors + i * M, M, ha, 64, NULL);
+            size_t nb = nd_anchor_index_query(b, anchors + i * M, M, hb, 64, NULL);
+            same = na == nb && na >= 1 && memcmp(ha, hb, (na < 64 ? na : 64) * sizeof(*ha)) == 0;
+        }
+        CHECK(same, "round %d: answers alike (ranked)", round);
+        /* Later registrations grow loaded buckets; then everything goes. */
+        for (uint32_t i = DOCS; i < DOCS + EXTRA; i++) {
+            CHECK(nd_anchor_index_insert(a, i, anchors + i * M, M) == 0);
+            CHECK(nd_anchor_index_insert(b, i, anchors + i * M, M) == 0);
+        }
+        nd_anchor_index_stats(a, &sa);
+        nd_anchor_index_stats(b, &sb);
+        CHECK(sa.entries == sb.entries, "round %d: after inserts", round);
+        size_t ra = 0, rb = 0;
+        for (uint32_t i = 0; i < DOCS + EXTRA; i++) {
+            ra += nd_anchor_index_remove(a, i, anchors + i * M, M);
+            rb += nd_anchor_index_remove(b, i, anchors + i * M, M);
+        }
+        nd_anchor_index_stats(b, &sb);
+        CHECK(ra == rb && sb.entries == 0, "round %d: removed %zu %zu", round, ra, rb);
+        /* the carved entries' pages were given back (only the directory, the
+         * locks and the page counts stay) */
+        CHECK(sb.bytes + sb_loaded.entries * 6 * 9 / 10 < sb_loaded.bytes,
+              "round %d: bytes %llu after, %llu loaded", round, (unsigned long long)sb.bytes,
+              (unsigned long long)sb_loaded.bytes);
+        nd_anchor_index_destroy(a);
+        nd_anchor_index_destroy(b);
+    }
+}
+
 /* Readers query stable documents while a writer inserts and removes others:
  * the stable ones are always found with their full shared count. */
 typedef struct race {
@@ -187,6 +258,7 @@ int main(void)
 {
     UNIT_RUN(test_basic);
     UNIT_RUN(test_bulk_equals_inserts);
+    UNIT_RUN(test_loader_equals_inserts);
     UNIT_RUN(test_concurrent);
     return unit_summary("anchor_index");
 }

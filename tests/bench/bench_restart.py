@@ -4,6 +4,7 @@ of N registered documents.
 
     python3 tests/bench/bench_restart.py [--n 1000000] [--build build]
                                          [--data DIR] [--keep] [--runs 1]
+                                         [--old-build DIR --old-data DIR]
 
 1. Fills a new data directory (under $ND_BENCH_DIR, default /tmp) with N
    records through nd_store_put at full speed, no fsync (build/tests/
@@ -19,6 +20,12 @@ of N registered documents.
 
 The last line is the cold run:
     restart: N=<n> ready_s=<seconds> rate=<docs/s> (cold|warm)
+
+With --old-build (another build, e.g. of an older commit in a git worktree)
+and --old-data (a store that build reads: its own store_tool fills one when
+the record layouts differ), each run of this build is paired with a run of
+the old one right after it, same mode, and the old's figures and the ratio
+new/old are printed too (the machine is shared: compare within a pair).
 """
 
 import argparse
@@ -84,7 +91,7 @@ def records(path):
     return out
 
 
-def run_once(neardupd, data, n, cold, tmp):
+def run_once(neardupd, data, n, cold, tmp, label=""):
     if cold:
         evict(os.path.join(data, "data.mdb"))
     log = os.path.join(tmp, "neardupd-%d.log" % time.monotonic_ns())
@@ -124,7 +131,7 @@ def run_once(neardupd, data, n, cold, tmp):
     if not ready or ready[-1]["documents"] != n or code != 0:
         sys.exit("unexpected end (exit %s):\n%s" % (code, open(log).read()[-3000:]))
     os.unlink(log)
-    mode = "cold" if cold else "warm"
+    mode = label + ("cold" if cold else "warm")
     for p in progress:
         print("  %s progress: loaded %d / %d, rate %d docs/s" % (mode, p["loaded"], p["total"],
                                                                   p["rate"]))
@@ -134,7 +141,7 @@ def run_once(neardupd, data, n, cold, tmp):
           "SIGTERM to exit %.2f s"
           % (mode, t_listen, ready_s, ready[-1]["seconds"], rate, user, sys_, rss[0],
              rss[0] * 1048576 / n, rss[1], stop_s), flush=True)
-    return ready_s, rate
+    return ready_s, rate, rss[0] * 1048576 / n
 
 
 def main():
@@ -144,7 +151,11 @@ def main():
     ap.add_argument("--data", help="use this existing store (not filled, not removed)")
     ap.add_argument("--keep", action="store_true", help="keep the store made here")
     ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--old-build", help="pair every run with this build's neardupd")
+    ap.add_argument("--old-data", help="the store the old build loads (N records)")
     args = ap.parse_args()
+    if bool(args.old_build) != bool(args.old_data):
+        sys.exit("--old-build and --old-data go together")
     neardupd = os.path.join(args.build, "server", "neardupd")
     tool = os.path.join(args.build, "tests", "store_tool")
     tmp = tempfile.mkdtemp(prefix="bench-restart-", dir=os.environ.get("ND_BENCH_DIR"))
@@ -157,9 +168,16 @@ def main():
         size = os.path.getsize(os.path.join(data, "data.mdb"))
         print("data.mdb: %.0f MB (%.0f B/record)" % (size / 1048576, size / args.n), flush=True)
         results = []
+        old = os.path.join(args.old_build, "server", "neardupd") if args.old_build else None
         for cold in (False, True):
             for _ in range(args.runs):
-                results.append((run_once(neardupd, data, args.n, cold, tmp), cold))
+                new_r = run_once(neardupd, data, args.n, cold, tmp)
+                results.append((new_r[:2], cold))
+                if old:
+                    old_r = run_once(old, args.old_data, args.n, cold, tmp, "old ")
+                    print("pair %s: new %.2f s / old %.2f s = %.2fx; RSS anon new - old %+.0f B/doc"
+                          % ("cold" if cold else "warm", new_r[0], old_r[0], new_r[0] / old_r[0],
+                             new_r[2] - old_r[2]), flush=True)
         (ready_s, rate), cold = min((r for r in results if r[1]), key=lambda r: r[0][0])
         warm = min(r[0][0] for r in results if not r[1])
         print("restart: N=%d warm_ready_s=%.2f" % (args.n, warm))
