@@ -20,7 +20,7 @@
 #define PAGE 4096u
 
 typedef struct bucket {
-    uint8_t *e;   /* n entries of ENTRY bytes, sorted by (key, slot) */
+    uint8_t *e;      /* n entries of ENTRY bytes, sorted by (key, slot) */
     uint32_t n, cap; /* cap | CARVED when e was carved from a region */
 } bucket;
 
@@ -31,9 +31,9 @@ typedef struct bucket {
 typedef struct region {
     struct region *next;
     uint8_t *base;
-    size_t bytes;            /* of the mapping */
-    _Atomic uint32_t *live;  /* per PAGE: carved buckets on it */
-    _Atomic uint64_t held;   /* bytes of pages still holding carved buckets */
+    size_t bytes;           /* of the mapping */
+    _Atomic uint32_t *live; /* per PAGE: carved buckets on it */
+    _Atomic uint64_t held;  /* bytes of pages still holding carved buckets */
 } region;
 
 struct nd_anchor_index {
@@ -44,7 +44,10 @@ struct nd_anchor_index {
     pthread_rwlock_t locks[NSTRIPES];
 };
 
-static inline uint32_t cap_of(const bucket *bk) { return bk->cap & ~CARVED; }
+static inline uint32_t cap_of(const bucket *bk)
+{
+    return bk->cap & ~CARVED;
+}
 
 /* The carved array of bk leaves its region (bucket lock held): each page
  * it spans loses one; a page no carved bucket is on any more is given back. */
@@ -67,8 +70,14 @@ static void uncarve(nd_anchor_index *idx, const bucket *bk)
     pthread_mutex_unlock(&idx->regions_mu);
 }
 
-static inline uint32_t bucket_of(uint32_t a) { return a >> (32 - BUCKET_BITS); }
-static inline uint16_t key_of(uint32_t a) { return (uint16_t)a; }
+static inline uint32_t bucket_of(uint32_t a)
+{
+    return a >> (32 - BUCKET_BITS);
+}
+static inline uint16_t key_of(uint32_t a)
+{
+    return (uint16_t)a;
+}
 static inline pthread_rwlock_t *lock_of(const nd_anchor_index *idx, uint32_t b)
 {
     return (pthread_rwlock_t *)&idx->locks[b & (NSTRIPES - 1)];
@@ -86,7 +95,8 @@ static inline void entry_put(uint8_t *p, uint64_t v)
     uint16_t k = (uint16_t)(v >> 32);
     uint32_t s = (uint32_t)v;
     p[0] = (uint8_t)k, p[1] = (uint8_t)(k >> 8);
-    p[2] = (uint8_t)s, p[3] = (uint8_t)(s >> 8), p[4] = (uint8_t)(s >> 16), p[5] = (uint8_t)(s >> 24);
+    p[2] = (uint8_t)s, p[3] = (uint8_t)(s >> 8), p[4] = (uint8_t)(s >> 16),
+    p[5] = (uint8_t)(s >> 24);
 }
 
 /* First index whose entry is >= v. */
@@ -228,7 +238,8 @@ int nd_anchor_index_insert(nd_anchor_index *idx, uint32_t slot, const uint32_t *
     return 0;
 }
 
-size_t nd_anchor_index_remove(nd_anchor_index *idx, uint32_t slot, const uint32_t *anchors, size_t n)
+size_t nd_anchor_index_remove(nd_anchor_index *idx, uint32_t slot, const uint32_t *anchors,
+                              size_t n)
 {
     size_t removed = 0;
     for (size_t i = 0; i < n; i++)
@@ -329,9 +340,9 @@ static int merge_bucket(nd_anchor_index *idx, uint32_t bi, const uint64_t *v, si
  * arrays stay: no second copy of the entries, no malloc per bucket, pages
  * left empty by the compaction given back. */
 #define LPARTS (1u << 16)
-#define GROUPS 256u   /* first placement: by the anchor's top 8 bits */
+#define GROUPS 256u /* first placement: by the anchor's top 8 bits */
 #ifndef STAGE
-#define STAGE 8192u   /* entries staged per group before they are placed */
+#define STAGE 8192u /* entries staged per group before they are placed */
 #endif
 
 typedef struct spill {
@@ -341,20 +352,20 @@ typedef struct spill {
 
 struct nd_anchor_loader {
     nd_anchor_index *idx;
-    uint8_t *base;     /* LPARTS parts of pcap entries */
-    size_t bytes;      /* of the mapping */
+    uint8_t *base; /* LPARTS parts of pcap entries */
+    size_t bytes;  /* of the mapping */
     uint32_t pcap;
-    uint32_t *fill;    /* per part */
-    spill **over;      /* per part, NULL until one spills */
+    uint32_t *fill; /* per part */
+    spill **over;   /* per part, NULL until one spills */
     uint64_t added;
     uint32_t last_slot;
-    bool ascending;    /* slots were given in ascending order */
+    bool ascending; /* slots were given in ascending order */
     /* Entries (anchor << 32 | slot) staged by group (16 MiB): placing a
      * group's STAGE entries at once writes ~32 entries per part within
      * 1/256 of the mapping; one entry at a time to 65536 places missed the
      * caches at nearly every write (about 2x the CPU time measured). */
     uint32_t sfill[GROUPS];
-    uint64_t *stage;   /* GROUPS x STAGE */
+    uint64_t *stage; /* GROUPS x STAGE */
 };
 
 int nd_anchor_loader_create(nd_anchor_loader **out, nd_anchor_index *idx, uint64_t expect)
@@ -370,7 +381,8 @@ int nd_anchor_loader_create(nd_anchor_loader **out, nd_anchor_index *idx, uint64
         pcap = UINT32_MAX / 2 / LPARTS;
     ld->idx = idx;
     ld->pcap = (uint32_t)pcap;
-    ld->bytes = ((size_t)LPARTS * ld->pcap * ENTRY + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
+    ld->bytes = ((size_t)LPARTS * ld->pcap * ENTRY + ((size_t)2 << 20) - 1) &
+                ~(((size_t)2 << 20) - 1);
     ld->ascending = true;
     ld->fill = calloc(LPARTS, sizeof(*ld->fill));
     ld->stage = malloc((size_t)GROUPS * STAGE * sizeof(*ld->stage));
@@ -541,7 +553,8 @@ int nd_anchor_loader_finish(nd_anchor_loader *ld, unsigned threads)
     finish_job jobs[ND_ANCHOR_LOAD_THREADS_MAX];
     int rc = r && live ? 0 : -ENOMEM;
     for (unsigned t = 0; t < threads; t++) {
-        jobs[t] = (finish_job){.ld = ld, .lo = (uint32_t)((uint64_t)LPARTS * t / threads),
+        jobs[t] = (finish_job){.ld = ld,
+                               .lo = (uint32_t)((uint64_t)LPARTS * t / threads),
                                .hi = (uint32_t)((uint64_t)LPARTS * (t + 1) / threads)};
         size_t most = 0;
         for (uint32_t p = jobs[t].lo; p < jobs[t].hi; p++) {
@@ -761,7 +774,7 @@ void nd_anchor_index_stats(const nd_anchor_index *idx, nd_anchor_stats *out)
     }
     pthread_mutex_lock((pthread_mutex_t *)&idx->regions_mu);
     for (const region *r = idx->regions; r; r = r->next)
-        out->bytes += atomic_load_explicit(&r->held, memory_order_relaxed)
-                      + r->bytes / PAGE * sizeof(*r->live);
+        out->bytes += atomic_load_explicit(&r->held, memory_order_relaxed) +
+                      r->bytes / PAGE * sizeof(*r->live);
     pthread_mutex_unlock((pthread_mutex_t *)&idx->regions_mu);
 }

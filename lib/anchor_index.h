@@ -64,8 +64,7 @@ void nd_anchor_index_destroy(nd_anchor_index *idx);
 /* Indexes slot under anchors[0..n) (duplicates in the array are stored
  * once). Returns 0, or -ENOMEM: then the anchors added so far are removed
  * again and the index is as before. Allocates (bucket growth). */
-int nd_anchor_index_insert(nd_anchor_index *idx, uint32_t slot, const uint32_t *anchors,
-                           size_t n);
+int nd_anchor_index_insert(nd_anchor_index *idx, uint32_t slot, const uint32_t *anchors, size_t n);
 
 /* Bulk load for start-up: slot slots[i] under anchors[i*m .. i*m + m) for
  * i < ndocs. Every document gives exactly m anchors: pad one that has fewer

@@ -32,9 +32,9 @@
 #include <xxhash.h>
 #pragma GCC diagnostic pop
 
-#define WORD_MAX 256       /* bytes of a word that are hashed; the rest is cut */
-#define WEIGHT_SCALE 1024  /* weights are integers: 1.0 == 1024 */
-#define TABLE_MIN 1024     /* initial slots of the feature table */
+#define WORD_MAX 256      /* bytes of a word that are hashed; the rest is cut */
+#define WEIGHT_SCALE 1024 /* weights are integers: 1.0 == 1024 */
+#define TABLE_MIN 1024    /* initial slots of the feature table */
 /* The sum of step 5 is done per slot: the distinct features of one weight
  * (most have tf 1, 2, 3, or at least the cap, so a text uses few slots). A
  * slot counts, for each of the 64 bits, the features that have it set, in
@@ -63,10 +63,10 @@ enum {
 struct nd_fingerprinter {
     nd_normalizer *norm;
     nd_fp_params params;
-    unsigned max_n;       /* longest n-gram with a non-zero weight */
-    bool counted[2];      /* [kind]: unigrams of that kind have a weight */
-    bool direct_cjk;      /* BMP CJK unigrams are counted by code point */
-    bool direct_word;     /* word unigrams are the features (max_n 1) */
+    unsigned max_n;   /* longest n-gram with a non-zero weight */
+    bool counted[2];  /* [kind]: unigrams of that kind have a weight */
+    bool direct_cjk;  /* BMP CJK unigrams are counted by code point */
+    bool direct_word; /* word unigrams are the features (max_n 1) */
     /* weight[kind][n][tf] for tf = 0..ND_FP_TF_TABLE */
     int64_t weight[2][ND_FP_MAX_N + 1][ND_FP_TF_TABLE + 1];
     /* slot_of[kind][n][tf], tf = 1..ND_FP_TF_TABLE: the slot of that weight;
@@ -74,9 +74,9 @@ struct nd_fingerprinter {
     uint16_t slot_of[2][ND_FP_MAX_N + 1][ND_FP_TF_TABLE + 1];
     int64_t slot_weight[NSLOT_MAX];
     bool capped;
-    uint8_t ascii[256];       /* ASCII_* bits of each byte */
-    uint8_t ascii_fold[256];  /* normalized form of an ASCII word byte, else 0 */
-    bool ascii_swar;          /* ascii_fold[] is [0-9a-z] and [A-Z] lowered */
+    uint8_t ascii[256];      /* ASCII_* bits of each byte */
+    uint8_t ascii_fold[256]; /* normalized form of an ASCII word byte, else 0 */
+    bool ascii_swar;         /* ascii_fold[] is [0-9a-z] and [A-Z] lowered */
     /* With direct_cjk: for a BMP code point that normalizes to one CJK token
      * counted by code point and not taking part in Hangul composition, that
      * token's code point; else 0. */
@@ -111,8 +111,8 @@ struct nd_fp_scratch {
 typedef struct fp_state {
     const nd_fingerprinter *fp;
     nd_fp_scratch *scratch;
-    uint64_t ring[ND_FP_MAX_N];  /* last token hashes, newest at (ntok-1) % N */
-    bool ring_cjk[ND_FP_MAX_N];  /* whether that token is a CJK character */
+    uint64_t ring[ND_FP_MAX_N]; /* last token hashes, newest at (ntok-1) % N */
+    bool ring_cjk[ND_FP_MAX_N]; /* whether that token is a CJK character */
     uint64_t ntok;
     uint32_t chars, features;
     uint8_t word[WORD_MAX];
@@ -130,10 +130,10 @@ typedef struct fp_sum {
      * 8j+32+k (high half); room is what each half can still take */
     uint64_t pairs[8][4];
     uint64_t room;
-    unsigned nused;              /* slots in use */
-    uint16_t used[NSLOT_MAX];    /* the slots in use, whose counters are not 0 */
-    uint32_t count[NSLOT_MAX];   /* features added to each slot */
-    uint32_t fresh[NSLOT_MAX];   /* of which in bytes[], not carried yet */
+    unsigned nused;            /* slots in use */
+    uint16_t used[NSLOT_MAX];  /* the slots in use, whose counters are not 0 */
+    uint32_t count[NSLOT_MAX]; /* features added to each slot */
+    uint32_t fresh[NSLOT_MAX]; /* of which in bytes[], not carried yet */
     /* byte j of bytes[s][k]: features of slot s with bit 8j+k set, since the
      * last carry */
     uint64_t bytes[NSLOT_MAX][8];
@@ -173,9 +173,18 @@ static uint64_t cjk_token_hash(uint32_t cp)
 #define HANGUL_NT 28u
 #define HANGUL_NS 11172u
 
-static bool is_jamo_l(uint32_t cp) { return cp >= HANGUL_L && cp < HANGUL_L + 19; }
-static bool is_jamo_v(uint32_t cp) { return cp >= HANGUL_V && cp < HANGUL_V + HANGUL_NV; }
-static bool is_jamo_t(uint32_t cp) { return cp > HANGUL_T && cp < HANGUL_T + HANGUL_NT; }
+static bool is_jamo_l(uint32_t cp)
+{
+    return cp >= HANGUL_L && cp < HANGUL_L + 19;
+}
+static bool is_jamo_v(uint32_t cp)
+{
+    return cp >= HANGUL_V && cp < HANGUL_V + HANGUL_NV;
+}
+static bool is_jamo_t(uint32_t cp)
+{
+    return cp > HANGUL_T && cp < HANGUL_T + HANGUL_NT;
+}
 static bool is_lv(uint32_t cp)
 {
     return cp >= HANGUL_S && cp < HANGUL_S + HANGUL_NS && (cp - HANGUL_S) % HANGUL_NT == 0;
@@ -205,8 +214,8 @@ static void init_ascii(nd_fingerprinter *fp)
     fp->ascii_swar = true;
     for (unsigned c = 0; c < 0x80; c++) {
         unsigned want = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ? c
-                        : c >= 'A' && c <= 'Z'                         ? c | 0x20
-                                                                       : 0;
+                        : c >= 'A' && c <= 'Z'                           ? c | 0x20
+                                                                         : 0;
         fp->ascii_swar &= fp->ascii_fold[c] == want;
     }
 }
@@ -220,8 +229,8 @@ static void init_cjk_direct(nd_fingerprinter *fp)
         if ((e & ND_NORM_MULTI) || ND_NORM_CLASS(e) != ND_CHAR_CJK)
             continue;
         uint32_t t = ND_NORM_CP(e);
-        if (cp < 0x800 || t == 0 || t >= ND_NORM_BMP || is_jamo_l(t) || is_jamo_v(t) || is_jamo_t(t) ||
-            is_lv(t))
+        if (cp < 0x800 || t == 0 || t >= ND_NORM_BMP || is_jamo_l(t) || is_jamo_v(t) ||
+            is_jamo_t(t) || is_lv(t))
             continue;
         fp->cjk_direct[cp] = (uint16_t)t;
     }
@@ -684,8 +693,8 @@ static inline void slot_add(const nd_fingerprinter *fp, fp_sum *sum, unsigned sl
 }
 
 /* Adds one distinct feature of hash h (kind, n, tf) to the sums. */
-static inline void sum_feature(const nd_fingerprinter *fp, fp_sum *sum, uint64_t h,
-                               unsigned kind, unsigned n, uint32_t tf)
+static inline void sum_feature(const nd_fingerprinter *fp, fp_sum *sum, uint64_t h, unsigned kind,
+                               unsigned n, uint32_t tf)
 {
     unsigned slot = feature_slot(fp, kind, n, tf);
     if (slot != NO_SLOT)
@@ -1014,8 +1023,8 @@ static void scan_text(fp_state *st, const uint8_t *s, size_t len)
     flush_hangul(st);
 }
 
-int nd_fingerprint(const nd_fingerprinter *fp, nd_fp_scratch *scratch,
-                   const char *text, size_t len, nd_fingerprint_result *out)
+int nd_fingerprint(const nd_fingerprinter *fp, nd_fp_scratch *scratch, const char *text, size_t len,
+                   nd_fingerprint_result *out)
 {
     fp_state st = {.fp = fp, .scratch = scratch, .word_start = true};
     scan_text(&st, (const uint8_t *)text, len);

@@ -44,8 +44,8 @@ void nd_fp_scratch_destroy(nd_fp_scratch *scratch);
  * Returns 0 and fills *out; -EILSEQ if the text is not valid UTF-8 (then *out
  * is untouched); -ENOMEM if the scratch could not grow. Allocates only when
  * the scratch must grow. An empty text gives simhash 0, chars 0, features 0. */
-int nd_fingerprint(const nd_fingerprinter *fp, nd_fp_scratch *scratch,
-                   const char *text, size_t len, nd_fingerprint_result *out);
+int nd_fingerprint(const nd_fingerprinter *fp, nd_fp_scratch *scratch, const char *text, size_t len,
+                   nd_fingerprint_result *out);
 
 /* Writes the fingerprint as 16 lowercase hex digits plus NUL into buf[17]. */
 void nd_simhash_format(uint64_t simhash, char buf[17]);

@@ -33,18 +33,18 @@
 #define NTABLES 4
 #define NKEYS 65536
 #define MASK48 ((UINT64_C(1) << 48) - 1)
-#define RUN_MAX 512            /* a run that would grow past this is split */
-#define RUN_MERGE (RUN_MAX / 2) /* neighbours are merged when they fit */
-#define EDIT_OBJS 3            /* objects one bucket edit allocates/retires */
-#define GATE_STRIPES 8         /* reader counters per parity */
-#define RETIRE_BATCH 64        /* retired objects before a grace period */
-#define RETIRE_MAX_BYTES ((size_t)64 << 20) /* then the writer waits */
-#define PREFETCH_LINES 48      /* of one run: 3 KiB, RUN_MAX remainders */
-#define PREFETCH_RUNS 6        /* of one directory: those in its first line */
-#define HUGE_MIN 4096          /* entries of a bucket queries try to avoid */
-#define HUGE_SLOTS 8           /* huge buckets tracked per table */
-#define PROBE_COST 32          /* one probe's cache misses, in entries scanned */
-#define PROBE_BATCH 16         /* buckets whose misses are overlapped */
+#define RUN_MAX 512                           /* a run that would grow past this is split */
+#define RUN_MERGE (RUN_MAX / 2)               /* neighbours are merged when they fit */
+#define EDIT_OBJS 3                           /* objects one bucket edit allocates/retires */
+#define GATE_STRIPES 8                        /* reader counters per parity */
+#define RETIRE_BATCH 64                       /* retired objects before a grace period */
+#define RETIRE_MAX_BYTES ((size_t)64 << 20)   /* then the writer waits */
+#define PREFETCH_LINES 48                     /* of one run: 3 KiB, RUN_MAX remainders */
+#define PREFETCH_RUNS 6                       /* of one directory: those in its first line */
+#define HUGE_MIN 4096                         /* entries of a bucket queries try to avoid */
+#define HUGE_SLOTS 8                          /* huge buckets tracked per table */
+#define PROBE_COST 32                         /* one probe's cache misses, in entries scanned */
+#define PROBE_BATCH 16                        /* buckets whose misses are overlapped */
 #define MAX_PROBES (NTABLES * (1 + 16 + 120)) /* radius 2 in every table */
 
 /* x86-64 without -mpopcnt: the query loop is built twice, with and without
@@ -92,16 +92,16 @@ typedef struct retire_list {
 } retire_list;
 
 struct nd_index {
-    cell *cells;  /* NTABLES * NKEYS */
-    gate *gate;   /* separate: readers write it through a const index */
+    cell *cells;             /* NTABLES * NKEYS */
+    gate *gate;              /* separate: readers write it through a const index */
     _Atomic size_t count;    /* entries: (simhash, slot) pairs = table 0 */
     _Atomic size_t distinct; /* distinct simhashes = entries of tables 1..3 */
     /* Keys + 1 of buckets holding more than HUGE_MIN entries (0: unused),
      * a hint for plan_radii(); buckets past HUGE_SLOTS are not tracked. */
     _Atomic uint32_t huge[NTABLES][HUGE_SLOTS];
     _Atomic unsigned nhuge[NTABLES]; /* used huge[t] slots */
-    retire_list retired; /* since the last epoch flip */
-    retire_list pending; /* before it: freed once pending_parity is quiet */
+    retire_list retired;             /* since the last epoch flip */
+    retire_list pending;             /* before it: freed once pending_parity is quiet */
     unsigned pending_parity;
     bool popcnt; /* the CPU has popcnt: use probe_all_popcnt() */
 };
@@ -208,8 +208,7 @@ static run *run_alloc(uint32_t n, bool slots)
 }
 
 /* Copies src entries [from, from + cnt) to dst at position at. */
-static void run_copy(run *dst, uint32_t at, const run *src, uint32_t from,
-                     uint32_t cnt, bool slots)
+static void run_copy(run *dst, uint32_t at, const run *src, uint32_t from, uint32_t cnt, bool slots)
 {
     memcpy(dst->b + 6 * (size_t)at, src->b + 6 * (size_t)from, 6 * (size_t)cnt);
     if (slots)
@@ -217,8 +216,7 @@ static void run_copy(run *dst, uint32_t at, const run *src, uint32_t from,
 }
 
 /* Copies all of src but entry skip to dst at position at. */
-static void run_copy_without(run *dst, uint32_t at, const run *src,
-                             uint32_t skip, bool slots)
+static void run_copy_without(run *dst, uint32_t at, const run *src, uint32_t skip, bool slots)
 {
     run_copy(dst, at, src, 0, skip, slots);
     run_copy(dst, at + skip, src, skip + 1, src->n - skip - 1, slots);
@@ -232,8 +230,7 @@ static void run_put(run *dst, uint32_t at, key k, bool slots)
 }
 
 /* Index of the first entry >= k in [lo, hi), or hi. */
-static uint32_t run_bsearch(const run *r, key k, bool slots, uint32_t lo,
-                            uint32_t hi)
+static uint32_t run_bsearch(const run *r, key k, bool slots, uint32_t lo, uint32_t hi)
 {
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
@@ -281,8 +278,7 @@ static inline size_t dir_bytes(uint32_t nruns)
 
 static inline uint64_t *dir_last_rem(const dir *d)
 {
-    return (uint64_t *)(void *)((char *)(uintptr_t)d + sizeof(dir) +
-                                d->nruns * sizeof(run *));
+    return (uint64_t *)(void *)((char *)(uintptr_t)d + sizeof(dir) + d->nruns * sizeof(run *));
 }
 
 static inline uint32_t *dir_last_slot(const dir *d)
@@ -449,8 +445,8 @@ static void edit_drop(edit *e)
 /* Fills the last keys of new directory d, built from bv with runs
  * [j, j + nold) replaced by nparts new ones: copied from bv's directory
  * where it has them, read from the (fresh) new runs. */
-static void dir_fences(dir *d, const bview *bv, uint32_t j, uint32_t nold,
-                       uint32_t nparts, bool slots)
+static void dir_fences(dir *d, const bview *bv, uint32_t j, uint32_t nold, uint32_t nparts,
+                       bool slots)
 {
     uint64_t *rem = dir_last_rem(d);
     uint32_t *slot = dir_last_slot(d);
@@ -473,9 +469,8 @@ static void dir_fences(dir *d, const bview *bv, uint32_t j, uint32_t nold,
 /* Sets e->newv to the bucket bv (value cur) with runs [j, j + nold) replaced
  * by parts[0..nparts), which the caller has recorded as fresh, and which hold
  * delta entries more than the runs they replace. */
-static int edit_replace(edit *e, const bview *bv, uintptr_t cur, uint32_t j,
-                        uint32_t nold, run **parts, uint32_t nparts, int delta,
-                        bool slots)
+static int edit_replace(edit *e, const bview *bv, uintptr_t cur, uint32_t j, uint32_t nold,
+                        run **parts, uint32_t nparts, int delta, bool slots)
 {
     uint32_t n = bv->nruns - nold + nparts;
     if (n == 0) {
@@ -491,8 +486,7 @@ static int edit_replace(edit *e, const bview *bv, uintptr_t cur, uint32_t j,
         d->n = (uint32_t)((int64_t)bucket_size(cur) + delta);
         memcpy(d->runs, bv->runs, j * sizeof(run *));
         memcpy(d->runs + j, parts, nparts * sizeof(run *));
-        memcpy(d->runs + j + nparts, bv->runs + j + nold,
-               (bv->nruns - j - nold) * sizeof(run *));
+        memcpy(d->runs + j + nparts, bv->runs + j + nold, (bv->nruns - j - nold) * sizeof(run *));
         dir_fences(d, bv, j, nold, nparts, slots);
         e->newv = (uintptr_t)d | 1;
         e->fresh[e->nfresh++] = e->newv;
@@ -618,8 +612,7 @@ static unsigned gate_enter(gate *g, unsigned stripe)
 
 static void gate_leave(gate *g, unsigned parity, unsigned stripe)
 {
-    atomic_fetch_sub_explicit(&g->readers[parity][stripe].n, 1,
-                              memory_order_release);
+    atomic_fetch_sub_explicit(&g->readers[parity][stripe].n, 1, memory_order_release);
 }
 
 /* Whether no reader of the given parity is inside a query. */
@@ -717,8 +710,7 @@ static void edits_commit(nd_index *idx, edit *ed, unsigned ned, bool backwards)
         unsigned i = backwards ? ned - 1 - n : n;
         atomic_store_explicit(ed[i].where, ed[i].newv, memory_order_release);
         size_t at = (size_t)(ed[i].where - idx->cells);
-        huge_note(idx, (unsigned)(at / NKEYS), (uint32_t)(at % NKEYS),
-                  bucket_size(ed[i].newv));
+        huge_note(idx, (unsigned)(at / NKEYS), (uint32_t)(at % NKEYS), bucket_size(ed[i].newv));
         for (unsigned o = 0; o < ed[i].nold; o++) {
             l->bytes += obj_bytes(ed[i].old[o]);
             l->v[l->n++] = ed[i].old[o];
@@ -799,8 +791,8 @@ static uintptr_t target_run(uintptr_t v, key k, bool slots)
 }
 
 /* Builds the edit of table t adding or removing h (with slot in table 0). */
-static int edit_table(const nd_index *idx, edit *e, unsigned t, uint64_t h,
-                      uint32_t slot, bool add, uintptr_t cur)
+static int edit_table(const nd_index *idx, edit *e, unsigned t, uint64_t h, uint32_t slot, bool add,
+                      uintptr_t cur)
 {
     key k = {rem_of(h, t), t == 0 ? slot : 0};
     memset(e, 0, sizeof(*e));
@@ -864,7 +856,8 @@ size_t nd_index_count(const nd_index *idx)
 
 /* ---- bulk insertion (writer) -------------------------------------------- */
 
-#define BULK_RUN (RUN_MAX * 3 / 4) /* entries per run built by a bulk insert:
+#define BULK_RUN                                                                                   \
+    (RUN_MAX * 3 / 4) /* entries per run built by a bulk insert:
                                     * room for later inserts before a split */
 
 /* An entry to add to one table: remainder and slot (0 in tables 1..3). */
@@ -929,8 +922,12 @@ static void bkey_sort(bkey *a, size_t n, unsigned depth)
             return;
         }
         bkey x = a[0], y = a[n / 2], z = a[n - 1];
-        bkey p = bkey_less(x, y) ? (bkey_less(y, z) ? y : bkey_less(x, z) ? z : x)
-                                 : (bkey_less(x, z) ? x : bkey_less(y, z) ? z : y);
+        bkey p = bkey_less(x, y) ? (bkey_less(y, z)   ? y
+                                    : bkey_less(x, z) ? z
+                                                      : x)
+                                 : (bkey_less(x, z)   ? x
+                                    : bkey_less(y, z) ? z
+                                                      : y);
         size_t i = 0, j = n - 1;
         for (;;) {
             while (bkey_less(a[i], p))
@@ -965,15 +962,15 @@ typedef struct bulk {
     size_t n;
     unsigned first, step; /* its tables */
     int rc;
-    bkey *keys;          /* the new entries of one table, by bucket */
-    size_t *start;       /* NKEYS + 1 bucket offsets into keys */
-    bkey *merged;        /* one bucket: old and new entries, sorted */
+    bkey *keys;    /* the new entries of one table, by bucket */
+    size_t *start; /* NKEYS + 1 bucket offsets into keys */
+    bkey *merged;  /* one bucket: old and new entries, sorted */
     size_t merged_cap;
-    bkey *sorted;        /* one bucket's new entries, sorted */
+    bkey *sorted; /* one bucket's new entries, sorted */
     size_t sorted_cap;
-    uintptr_t *newv;     /* NTABLES * NKEYS new bucket values (0: unchanged) */
+    uintptr_t *newv; /* NTABLES * NKEYS new bucket values (0: unchanged) */
     size_t added[NTABLES];
-    size_t old_objs;     /* objects the new values replace */
+    size_t old_objs; /* objects the new values replace */
 } bulk;
 
 /* Returns a new bucket value holding the m sorted entries k[0..m) in runs
@@ -1113,8 +1110,7 @@ static int bulk_table(const nd_index *idx, bulk *b, unsigned t, const uint64_t *
     for (size_t k = 0; k < NKEYS; k++)
         start[k + 1] += start[k];
     for (size_t i = 0; i < n; i++) /* scatter; start[k] ends at bucket k + 1's */
-        b->keys[start[block_of(h[i], t)]++] =
-            (bkey){rem_of(h[i], t), t == 0 ? slots[i] : 0};
+        b->keys[start[block_of(h[i], t)]++] = (bkey){rem_of(h[i], t), t == 0 ? slots[i] : 0};
     for (size_t k = NKEYS; k > 0; k--)
         start[k] = start[k - 1];
     start[0] = 0;
@@ -1194,8 +1190,8 @@ static void *bulk_main(void *arg)
     return NULL;
 }
 
-int nd_index_insert_many(nd_index *idx, const uint64_t *simhash, const uint32_t *slots,
-                         size_t n, unsigned threads)
+int nd_index_insert_many(nd_index *idx, const uint64_t *simhash, const uint32_t *slots, size_t n,
+                         unsigned threads)
 {
     if (n == 0)
         return 0;
@@ -1207,13 +1203,13 @@ int nd_index_insert_many(nd_index *idx, const uint64_t *simhash, const uint32_t 
     pthread_t tid[NTABLES];
     bool started[NTABLES] = {false};
     for (unsigned i = 0; i < nt; i++) {
-        b[i] = (bulk){.idx = idx, .h = simhash, .slots = slots, .n = n, .first = i,
-                      .step = nt, .newv = newv};
+        b[i] = (bulk){
+            .idx = idx, .h = simhash, .slots = slots, .n = n, .first = i, .step = nt, .newv = newv};
         started[i] = i > 0 && pthread_create(&tid[i], NULL, bulk_main, &b[i]) == 0;
     }
     for (unsigned i = 0; i < nt; i++)
         if (!started[i])
-            bulk_main(&b[i]);   /* this thread's share, or a failed start */
+            bulk_main(&b[i]); /* this thread's share, or a failed start */
     int rc = 0;
     bulk all = {.newv = newv};
     for (unsigned i = 0; i < nt; i++) {
@@ -1243,11 +1239,11 @@ typedef struct qctx {
     const cell *cells;
     uint64_t q;
     unsigned k;
-    int radius[NTABLES];       /* probe radius per table; < 0: not probed */
-    uint64_t qrem[NTABLES];    /* the query's remainder per table */
+    int radius[NTABLES];    /* probe radius per table; < 0: not probed */
+    uint64_t qrem[NTABLES]; /* the query's remainder per table */
     nd_index_hit *hits;
     size_t cap, n, found;
-    bool heap;                 /* hits[0..n) is a max-heap (output full) */
+    bool heap; /* hits[0..n) is a max-heap (output full) */
 } qctx;
 
 static inline bool hit_less(nd_index_hit a, nd_index_hit b)
@@ -1325,8 +1321,7 @@ static void emit(qctx *c, uint32_t slot, unsigned dist)
 /* Emits every slot stored in table 0 under simhash x. */
 static void emit_slots(qctx *c, uint64_t x, unsigned dist)
 {
-    uintptr_t v = atomic_load_explicit(&c->cells[block_of(x, 0)],
-                                       memory_order_acquire);
+    uintptr_t v = atomic_load_explicit(&c->cells[block_of(x, 0)], memory_order_acquire);
     bview bv;
     bview_init(&bv, v);
     if (!bv.nruns)
@@ -1346,8 +1341,7 @@ static void emit_slots(qctx *c, uint64_t x, unsigned dist)
 
 /* Entry i of run r in bucket (t, key) is within k: report it unless an
  * earlier table's probe also covers it. */
-static void candidate(qctx *c, unsigned t, uint32_t key, const run *r,
-                      uint32_t i, unsigned dist)
+static void candidate(qctx *c, unsigned t, uint32_t key, const run *r, uint32_t i, unsigned dist)
 {
     uint64_t x = simhash_of(load48(r->b + 6 * (size_t)i), key, t);
     uint64_t xq = x ^ c->q;
@@ -1361,8 +1355,7 @@ static void candidate(qctx *c, unsigned t, uint32_t key, const run *r,
 }
 
 /* The hot loop: entries of r within k - dkey of the query's remainder. */
-HOT void scan_run(qctx *c, unsigned t, uint32_t key, const run *r,
-                            unsigned dkey)
+HOT void scan_run(qctx *c, unsigned t, uint32_t key, const run *r, unsigned dkey)
 {
     const unsigned char *p = r->b;
     uint64_t qr = c->qrem[t];
@@ -1379,8 +1372,7 @@ HOT void scan_run(qctx *c, unsigned t, uint32_t key, const run *r,
     }
 }
 
-HOT void scan_bucket(qctx *c, unsigned t, uint32_t key, uintptr_t v,
-                     unsigned dkey)
+HOT void scan_bucket(qctx *c, unsigned t, uint32_t key, uintptr_t v, unsigned dkey)
 {
     if (!is_dir(v)) {
         scan_run(c, t, key, (const run *)v, dkey);
@@ -1397,7 +1389,6 @@ typedef struct probe_req {
     uint32_t cell;
     uint32_t dkey;
 } probe_req;
-
 
 /* Lists every bucket to probe: the keys of table t within radius[t] of the
  * query's block t. Returns the count (<= MAX_PROBES). */
@@ -1445,8 +1436,7 @@ HOT void probe_batch(qctx *c, const probe_req *p, unsigned n)
 
 /* Work, in entries scanned, of probing table t at radius r (-1..2): the huge
  * buckets in reach, and mean-sized ones plus PROBE_COST for every key. */
-static double plan_cost(const double *huge_size, const unsigned *huge_dist,
-                        double mean, int r)
+static double plan_cost(const double *huge_size, const unsigned *huge_dist, double mean, int r)
 {
     static const unsigned keys[] = {0, 1, 1 + 16, 1 + 16 + 120};
     double cost = keys[r + 1] * (mean + PROBE_COST);
@@ -1468,8 +1458,8 @@ static void plan_around_huge(qctx *c, const nd_index *idx)
         for (unsigned i = 0; i < HUGE_SLOTS; i++) {
             uint32_t h = atomic_load_explicit(&idx->huge[t][i], memory_order_relaxed);
             dist[t][i] = h ? popcount64((h - 1) ^ block_of(c->q, t)) : 16;
-            size[t][i] = h ? bucket_size(atomic_load_explicit(
-                                 &c->cells[t * NKEYS + h - 1], memory_order_acquire))
+            size[t][i] = h ? bucket_size(atomic_load_explicit(&c->cells[t * NKEYS + h - 1],
+                                                              memory_order_acquire))
                            : 0;
         }
         for (int r = -1; r <= 2; r++)
@@ -1535,14 +1525,13 @@ __attribute__((target("popcnt"))) static void probe_all_popcnt(qctx *c)
 }
 #endif
 
-int nd_index_query(const nd_index *idx, uint64_t simhash, unsigned k,
-                   nd_index_hit *hits, size_t cap, size_t *found)
+int nd_index_query(const nd_index *idx, uint64_t simhash, unsigned k, nd_index_hit *hits,
+                   size_t cap, size_t *found)
 {
     *found = 0;
     if (k > ND_INDEX_MAX_K)
         return -EINVAL;
-    qctx c = {.cells = idx->cells, .q = simhash, .k = k, .hits = hits,
-              .cap = cap};
+    qctx c = {.cells = idx->cells, .q = simhash, .k = k, .hits = hits, .cap = cap};
     for (unsigned t = 0; t < NTABLES; t++)
         c.qrem[t] = rem_of(simhash, t);
     /* Threads have distinct stacks: spread them over the counters. */

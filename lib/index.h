@@ -89,8 +89,8 @@ int nd_index_insert(nd_index *idx, uint64_t simhash, uint32_t slot);
  * meanwhile: they see each bucket before or after, table 0 published before
  * tables 1..3. Allocates about 16 bytes per pair of scratch per thread,
  * freed before returning. Returns 0, or -ENOMEM (index unchanged). */
-int nd_index_insert_many(nd_index *idx, const uint64_t *simhash, const uint32_t *slots,
-                         size_t n, unsigned threads);
+int nd_index_insert_many(nd_index *idx, const uint64_t *simhash, const uint32_t *slots, size_t n,
+                         unsigned threads);
 
 /* Removes the entry (simhash, slot). Writer side. Returns 0, or -ENOENT if no
  * such entry is stored. Copy-on-write means removal also allocates (the
@@ -105,8 +105,8 @@ int nd_index_remove(nd_index *idx, uint64_t simhash, uint32_t slot);
  * -E2BIG). hits may be NULL when cap is 0. Returns 0, -E2BIG (truncated), or
  * -EINVAL (k out of range; *found is then 0). Does not allocate. Safe to run
  * concurrently with other queries and one writer (see above). */
-int nd_index_query(const nd_index *idx, uint64_t simhash, unsigned k,
-                   nd_index_hit *hits, size_t cap, size_t *found);
+int nd_index_query(const nd_index *idx, uint64_t simhash, unsigned k, nd_index_hit *hits,
+                   size_t cap, size_t *found);
 
 /* Number of entries (simhash, slot) stored. Safe from any thread. */
 size_t nd_index_count(const nd_index *idx);

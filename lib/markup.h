@@ -34,8 +34,8 @@ static inline bool nd_markup_prefix_ci(const uint8_t *s, size_t len, const char 
  * (text in another script usually follows a URL directly). */
 static inline bool nd_markup_ends_url(uint8_t c)
 {
-    return c <= ' ' || c >= 0x80 || c == '"' || c == '\'' || c == '<' || c == '>' ||
-           c == '(' || c == ')' || c == '[' || c == ']' || c == '{' || c == '}' || c == '`';
+    return c <= ' ' || c >= 0x80 || c == '"' || c == '\'' || c == '<' || c == '>' || c == '(' ||
+           c == ')' || c == '[' || c == ']' || c == '{' || c == '}' || c == '`';
 }
 
 /* Returns the index just past the first byte c in s[i, min(len, i + max)),

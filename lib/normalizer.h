@@ -25,7 +25,7 @@ enum nd_char_class {
 };
 
 /* A normalized code point: class in bits 24..27, code point in bits 0..20. */
-#define ND_NORM_CP(e) ((e) & 0x1FFFFFu)
+#define ND_NORM_CP(e) ((e)&0x1FFFFFu)
 #define ND_NORM_CLASS(e) ((e) >> 24)
 
 /* Longest output for one input code point (U+FDFA maps to 18). */

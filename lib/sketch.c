@@ -19,10 +19,10 @@
 #include "normalizer.h"
 #include "utf8.h"
 
-#define WORD_MAX 256     /* bytes of a word that are hashed (as fingerprint.md) */
-#define W_CJK 3          /* token weights */
+#define WORD_MAX 256 /* bytes of a word that are hashed (as fingerprint.md) */
+#define W_CJK 3      /* token weights */
 #define W_WORD 5
-#define W_SHINGLE 15     /* a shingle's tokens reach this summed weight */
+#define W_SHINGLE 15 /* a shingle's tokens reach this summed weight */
 #define LEVEL_MAX 31
 #define CHAR_MODE_NUM 1 /* character mode when CJK >= NUM/DEN of C + W */
 #define CHAR_MODE_DEN 25
@@ -34,7 +34,7 @@
 
 struct nd_sketcher {
     nd_normalizer *norm;
-    uint64_t *cp_hash; /* XXH3 of the UTF-8 of each BMP code point */
+    uint64_t *cp_hash;      /* XXH3 of the UTF-8 of each BMP code point */
     uint8_t cjk_block[256]; /* BMP block cp >> 8 has a code point mapping to CJK */
 };
 
@@ -53,15 +53,15 @@ typedef struct shingle {
 } shingle;
 
 struct nd_sk_scratch {
-    tstream tok;           /* word mode stream */
-    tstream ctok;          /* character mode stream (see tokenize()) */
-    shingle *sh[2];        /* per mode: the last text's shingles, in text order */
+    tstream tok;    /* word mode stream */
+    tstream ctok;   /* character mode stream (see tokenize()) */
+    shingle *sh[2]; /* per mode: the last text's shingles, in text order */
     size_t nsh[2], sh_cap[2];
-    uint64_t *set; /* open addressing, 0 = empty; power-of-two size */
-    size_t set_cap;  /* allocated */
-    uint64_t *uniq;  /* the distinct hashes of the current stream */
+    uint64_t *set;  /* open addressing, 0 = empty; power-of-two size */
+    size_t set_cap; /* allocated */
+    uint64_t *uniq; /* the distinct hashes of the current stream */
     size_t uniq_cap;
-    size_t set_size; /* in use for the current text */
+    size_t set_size;  /* in use for the current text */
     bool have_text;   /* sh[] holds the last text */
     uint8_t shift[2]; /* that text's sketch shift, per mode */
     bool has_cjk;     /* the last text has CJK code points */
@@ -76,8 +76,8 @@ typedef struct tok_state {
     size_t word_len;
     uint32_t word_start, word_end;
     uint32_t hangul, hangul_start; /* pending jamo L or LV syllable, its start */
-    uint32_t cjk_cps, word_cps;     /* class C and W code points (after mapping) */
-    bool want_char;                 /* build the character mode stream */
+    uint32_t cjk_cps, word_cps;    /* class C and W code points (after mapping) */
+    bool want_char;                /* build the character mode stream */
     int err;
 } tok_state;
 
@@ -148,9 +148,18 @@ void nd_sk_scratch_destroy(nd_sk_scratch *s)
 #define HANGUL_NT 28u
 #define HANGUL_NS 11172u
 
-static bool is_jamo_l(uint32_t cp) { return cp >= HANGUL_L && cp < HANGUL_L + 19; }
-static bool is_jamo_v(uint32_t cp) { return cp >= HANGUL_V && cp < HANGUL_V + HANGUL_NV; }
-static bool is_jamo_t(uint32_t cp) { return cp > HANGUL_T && cp < HANGUL_T + HANGUL_NT; }
+static bool is_jamo_l(uint32_t cp)
+{
+    return cp >= HANGUL_L && cp < HANGUL_L + 19;
+}
+static bool is_jamo_v(uint32_t cp)
+{
+    return cp >= HANGUL_V && cp < HANGUL_V + HANGUL_NV;
+}
+static bool is_jamo_t(uint32_t cp)
+{
+    return cp > HANGUL_T && cp < HANGUL_T + HANGUL_NT;
+}
 static bool is_lv(uint32_t cp)
 {
     return cp >= HANGUL_S && cp < HANGUL_S + HANGUL_NS && (cp - HANGUL_S) % HANGUL_NT == 0;
@@ -316,8 +325,8 @@ static bool maybe_cjk(const nd_sketcher *sk, const uint8_t *s, size_t len)
                 return true;
             i += 2;
         } else if (b < 0xF0) {
-            uint32_t cp = (uint32_t)(b & 0x0F) << 12 | (uint32_t)(s[i + 1] & 0x3F) << 6
-                          | (s[i + 2] & 0x3Fu);
+            uint32_t cp = (uint32_t)(b & 0x0F) << 12 | (uint32_t)(s[i + 1] & 0x3F) << 6 |
+                          (s[i + 2] & 0x3Fu);
             if (sk->cjk_block[cp >> 8])
                 return true;
             i += 3;
@@ -334,16 +343,16 @@ static bool maybe_cjk(const nd_sketcher *sk, const uint8_t *s, size_t len)
  * punctuation or space: what feed_entry() does for them, with no pending
  * jamo. Returns the bytes consumed (0: the first is not one); *ci advances
  * by the code points consumed. Most of Chinese and Japanese text. */
-static size_t tokenize_3byte_run(const nd_sketcher *sk, tok_state *st, const uint8_t *s,
-                                 size_t len, size_t pos, uint32_t *ci)
+static size_t tokenize_3byte_run(const nd_sketcher *sk, tok_state *st, const uint8_t *s, size_t len,
+                                 size_t pos, uint32_t *ci)
 {
     const uint32_t *table = sk->norm->table;
     size_t p = pos;
     uint32_t c = *ci, cjk = 0;
     bool ended = false;
     while (p + 3 <= len && (s[p] & 0xF0) == 0xE0) {
-        uint32_t cp = ((uint32_t)(s[p] & 0x0F) << 12) | ((uint32_t)(s[p + 1] & 0x3F) << 6)
-                      | (s[p + 2] & 0x3Fu);
+        uint32_t cp = ((uint32_t)(s[p] & 0x0F) << 12) | ((uint32_t)(s[p + 1] & 0x3F) << 6) |
+                      (s[p + 2] & 0x3Fu);
         uint32_t e = table[cp];
         if (e & ND_NORM_MULTI)
             break;
@@ -667,8 +676,8 @@ static int sample_stream(nd_sk_scratch *s, unsigned mode, nd_sketch *out)
 }
 
 /* Shingles, sample and anchors of one token stream into mode slot `mode`. */
-static int sketch_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
-                         nd_sketch *out, nd_anchors *anchors_out, unsigned anchors_wanted)
+static int sketch_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode, nd_sketch *out,
+                         nd_anchors *anchors_out, unsigned anchors_wanted)
 {
     int rc = shingle_stream(s, ts, mode, anchors_out, anchors_wanted);
     return rc < 0 ? rc : sample_stream(s, mode, out);
@@ -681,8 +690,8 @@ static int tokenize_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *te
     s->have_text = false;
     if (len && nd_utf8_validate(text, len, NULL) < 0)
         return -EILSEQ;
-    tok_state st = {.s = s, .cp_hash = sk->cp_hash,
-                    .want_char = maybe_cjk(sk, (const uint8_t *)text, len)};
+    tok_state st = {
+        .s = s, .cp_hash = sk->cp_hash, .want_char = maybe_cjk(sk, (const uint8_t *)text, len)};
     s->tok.n = s->ctok.n = 0;
     *ncp = tokenize(sk, &st, (const uint8_t *)text, len);
     if (st.err)
@@ -739,11 +748,9 @@ int nd_sketch_query(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, s
     int mode = tokenize_text(sk, s, text, len, &ncp);
     if (mode < 0)
         return mode;
-    int rc = shingle_stream(s, &s->tok, 0, anchors_out ? &anchors_out[0] : NULL,
-                            anchors_wanted);
+    int rc = shingle_stream(s, &s->tok, 0, anchors_out ? &anchors_out[0] : NULL, anchors_wanted);
     if (rc == 0 && s->has_cjk) {
-        rc = shingle_stream(s, &s->ctok, 1, anchors_out ? &anchors_out[1] : NULL,
-                            anchors_wanted);
+        rc = shingle_stream(s, &s->ctok, 1, anchors_out ? &anchors_out[1] : NULL, anchors_wanted);
     } else if (rc == 0) {
         /* No CJK code point: the character mode is left empty (it would
          * cost 3x the word mode for English text, and measured no match on
@@ -939,7 +946,8 @@ size_t nd_sketch_encoded_size(const nd_sketch *s)
 
 static void put32(uint8_t *p, uint32_t v)
 {
-    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16), p[3] = (uint8_t)(v >> 24);
+    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16),
+    p[3] = (uint8_t)(v >> 24);
 }
 
 static uint32_t get32(const uint8_t *p)
@@ -1011,9 +1019,8 @@ static bool reachable_at(uint32_t ub, uint32_t qn, uint32_t dn, const nd_verdict
 {
     if (ub == 0)
         return false; /* shared 0: never listed */
-    return (double)ub / (qn + dn - ub) >= p->min_resemblance
-           || (double)ub / qn >= p->min_containment
-           || (double)ub / dn >= p->min_containment_r;
+    return (double)ub / (qn + dn - ub) >= p->min_resemblance ||
+           (double)ub / qn >= p->min_containment || (double)ub / dn >= p->min_containment_r;
 }
 
 int nd_sketch_reachable(const nd_sketch *q, unsigned d_shift, uint32_t d_n,
@@ -1041,8 +1048,8 @@ int nd_sketch_reachable(const nd_sketch *q, unsigned d_shift, uint32_t d_n,
 
 #define BOUNDED_BLOCK 64 /* merge steps between two checks of the bound */
 
-int nd_sketch_compare_bounded(const nd_sketch *q, const nd_sketch *d,
-                              const nd_verdict_params *p, nd_sketch_estimate *out)
+int nd_sketch_compare_bounded(const nd_sketch *q, const nd_sketch *d, const nd_verdict_params *p,
+                              nd_sketch_estimate *out)
 {
     unsigned shift = q->shift > d->shift ? q->shift : d->shift;
     uint32_t qn = count_at_shift(q, shift), dn = count_at_shift(d, shift);

@@ -144,10 +144,10 @@ typedef struct nd_passage {
 
 /* Text statistics of the last sketch (optional output). */
 typedef struct nd_sketch_info {
-    uint32_t tokens;     /* tokens of the text */
-    uint32_t shingles;   /* shingle occurrences (distinct ones: sketch.shingles) */
-    uint32_t code_points;/* code points of the source text */
-    uint8_t mode;        /* the text's own mode */
+    uint32_t tokens;      /* tokens of the text */
+    uint32_t shingles;    /* shingle occurrences (distinct ones: sketch.shingles) */
+    uint32_t code_points; /* code points of the source text */
+    uint8_t mode;         /* the text's own mode */
 } nd_sketch_info;
 
 /* The verification rules, in one place for the server and the CLI. */
@@ -197,9 +197,9 @@ void nd_sk_scratch_destroy(nd_sk_scratch *s);
  * Returns 0; -EILSEQ if the text is not valid UTF-8 (outputs untouched, the
  * scratch holds no text); -ENOMEM if the scratch could not grow. Allocates
  * only when the scratch must grow. An empty text gives n = 0, shingles 0. */
-int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *scratch, const char *text,
-                   size_t len, nd_sketch *out, nd_anchors *anchors_out,
-                   unsigned anchors_wanted, nd_sketch_info *info);
+int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *scratch, const char *text, size_t len,
+                   nd_sketch *out, nd_anchors *anchors_out, unsigned anchors_wanted,
+                   nd_sketch_info *info);
 
 /* For a query: sketches the text in BOTH modes, out[ND_SKETCH_MODE_WORD] and
  * out[ND_SKETCH_MODE_CHAR], with anchors of each (anchors_out may be NULL;
@@ -226,9 +226,8 @@ int nd_sketch_text_modes(const nd_sketcher *sk, nd_sk_scratch *scratch, const ch
  * again (same result) until the scratch sketches another text. Returns 0,
  * -ENOMEM, or -EINVAL when the scratch's last text did not come from
  * nd_sketch_query(). Neither allocates once the scratch has grown. */
-int nd_sketch_query(const nd_sketcher *sk, nd_sk_scratch *scratch, const char *text,
-                    size_t len, nd_anchors anchors_out[2], unsigned anchors_wanted,
-                    nd_sketch_info *info);
+int nd_sketch_query(const nd_sketcher *sk, nd_sk_scratch *scratch, const char *text, size_t len,
+                    nd_anchors anchors_out[2], unsigned anchors_wanted, nd_sketch_info *info);
 int nd_sketch_query_finish(nd_sk_scratch *scratch, nd_sketch out[2]);
 
 /* The query sketch (of a pair from nd_sketch_text_modes()) to compare with d. */
@@ -252,8 +251,8 @@ void nd_sketch_compare(const nd_sketch *q, const nd_sketch *d, nd_sketch_estimat
  * overlapping or touching passages are merged. Writes at most cap passages
  * (sorted, disjoint) into out and returns how many there are in total (may
  * exceed cap). Returns 0 when the scratch holds no text. No allocation. */
-size_t nd_sketch_passages(const nd_sk_scratch *q_scratch, const nd_sketch *d,
-                          nd_passage *out, size_t cap);
+size_t nd_sketch_passages(const nd_sk_scratch *q_scratch, const nd_sketch *d, nd_passage *out,
+                          size_t cap);
 
 /* Bytes nd_sketch_encode() writes for s: 8 + 4 * s->n. */
 size_t nd_sketch_encoded_size(const nd_sketch *s);
@@ -287,7 +286,7 @@ int nd_sketch_decode(const uint8_t *buf, size_t len, nd_sketch *out);
  * allocation, O(q->n + d->n) at worst. */
 int nd_sketch_reachable(const nd_sketch *q, unsigned d_shift, uint32_t d_n,
                         const nd_verdict_params *p);
-int nd_sketch_compare_bounded(const nd_sketch *q, const nd_sketch *d,
-                              const nd_verdict_params *p, nd_sketch_estimate *out);
+int nd_sketch_compare_bounded(const nd_sketch *q, const nd_sketch *d, const nd_verdict_params *p,
+                              nd_sketch_estimate *out);
 
 #endif

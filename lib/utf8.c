@@ -26,8 +26,8 @@ int nd_utf8_validate(const char *s, size_t len, size_t *bad_offset)
         }
         /* E1..EC and EE..EF with two continuation bytes: always a scalar
          * value (no overlong form, no surrogate); most CJK text */
-        if (pos + 3 <= len && u[pos] >= 0xE1 && u[pos] <= 0xEF && u[pos] != 0xED
-            && ((u[pos + 1] & 0xC0) | (u[pos + 2] & 0xC0) << 8) == 0x8080) {
+        if (pos + 3 <= len && u[pos] >= 0xE1 && u[pos] <= 0xEF && u[pos] != 0xED &&
+            ((u[pos + 1] & 0xC0) | (u[pos + 2] & 0xC0) << 8) == 0x8080) {
             pos += 3;
             continue;
         }

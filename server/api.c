@@ -25,9 +25,9 @@ _Static_assert(ND_ID_MAX >= ND_ID_MAX_UTF8, "the store must hold every valid id"
 
 typedef struct api_worker {
     nd_fp_scratch *fps;
-    nd_sketcher *sk;        /* this worker's (immutable once made) */
-    nd_sk_scratch *sks;     /* sketch of the text being checked, for passages */
-    nd_sketch sketch[2];    /* the text's, in both modes (word, char) */
+    nd_sketcher *sk;     /* this worker's (immutable once made) */
+    nd_sk_scratch *sks;  /* sketch of the text being checked, for passages */
+    nd_sketch sketch[2]; /* the text's, in both modes (word, char) */
     nd_anchors anchors[2];
     uint32_t probe[2 * ND_ANCHORS_QUERY]; /* both modes' anchors */
     uint8_t enc[ND_SKETCH_ENCODED_MAX];
@@ -36,7 +36,7 @@ typedef struct api_worker {
     int64_t *keys;
     size_t cap;
     nd_anchor_hit ahits[API_ANCHOR_HITS];
-    struct evbuffer *out; /* reply buffer, emptied by every send */
+    struct evbuffer *out;     /* reply buffer, emptied by every send */
     nd_request_parser parser; /* decoded request strings and members */
 } api_worker;
 
@@ -54,7 +54,7 @@ typedef struct op_state {
     int status;
     nd_match *own_matches; /* a queued answer's matches, out of the worker's scratch */
     nd_passage passages[API_PASSAGES];
-    bool on_heap;      /* waits for the store: allocated, freed by op_free() */
+    bool on_heap; /* waits for the store: allocated, freed by op_free() */
 } op_state;
 
 static nd_api *api_of(nd_req *r)
@@ -149,8 +149,7 @@ static void body_send(nd_req *r, nd_reply *w, int status)
 
 /* Opens an error body {"error":{"code","message" (reply.h); add extra
  * members, then error_send(). */
-#define error_begin(r, w, code, ...) \
-    nd_reply_error_begin(body_begin((r), (w)), (code), __VA_ARGS__)
+#define error_begin(r, w, code, ...) nd_reply_error_begin(body_begin((r), (w)), (code), __VA_ARGS__)
 
 static void error_send(nd_req *r, nd_reply *w, int status)
 {
@@ -159,27 +158,27 @@ static void error_send(nd_req *r, nd_reply *w, int status)
 }
 
 /* Answers an error without extra members. */
-#define reply_error(r, status, code, ...)             \
-    do {                                              \
-        nd_reply ew_;                                 \
-        error_begin((r), &ew_, (code), __VA_ARGS__);  \
-        error_send((r), &ew_, (status));              \
+#define reply_error(r, status, code, ...)                                                          \
+    do {                                                                                           \
+        nd_reply ew_;                                                                              \
+        error_begin((r), &ew_, (code), __VA_ARGS__);                                               \
+        error_send((r), &ew_, (status));                                                           \
     } while (0)
 
 /* Answers 400 invalid_field naming field. */
-#define invalid_field(r, field, ...)                              \
-    do {                                                          \
-        nd_reply ew_;                                             \
-        const char *f_ = (field);                                 \
-        error_begin((r), &ew_, "invalid_field", __VA_ARGS__);     \
-        nd_reply_key(&ew_, "field");                              \
-        nd_reply_string(&ew_, f_, strlen(f_));                    \
-        error_send((r), &ew_, 400);                               \
+#define invalid_field(r, field, ...)                                                               \
+    do {                                                                                           \
+        nd_reply ew_;                                                                              \
+        const char *f_ = (field);                                                                  \
+        error_begin((r), &ew_, "invalid_field", __VA_ARGS__);                                      \
+        nd_reply_key(&ew_, "field");                                                               \
+        nd_reply_string(&ew_, f_, strlen(f_));                                                     \
+        error_send((r), &ew_, 400);                                                                \
     } while (0)
 
 /* Answers an error whose extra member is the document id. */
-static void reply_id_error(nd_req *r, int status, const char *code, const char *id,
-                           size_t id_len, const char *message)
+static void reply_id_error(nd_req *r, int status, const char *code, const char *id, size_t id_len,
+                           const char *message)
 {
     nd_reply w;
     error_begin(r, &w, code, "%s", message);
@@ -245,8 +244,10 @@ static void reply_loading(nd_req *r)
 
 static nd_request_limits limits_of(const nd_config *cfg)
 {
-    return (nd_request_limits){.max_batch = cfg->max_batch, .max_meta = cfg->max_meta,
-                               .max_text = cfg->max_text, .default_k = cfg->k};
+    return (nd_request_limits){.max_batch = cfg->max_batch,
+                               .max_meta = cfg->max_meta,
+                               .max_text = cfg->max_text,
+                               .default_k = cfg->k};
 }
 
 /* Answers a refused request with its error. */
@@ -325,8 +326,7 @@ static void handle_healthz(nd_req *r)
     if (nd_http_loops_alive(api->http, LOOP_STALL_MS))
         reply_status(r, "ok");
     else
-        reply_error(r, 503, "loop_stalled", "a worker loop has not run for %d ms",
-                    LOOP_STALL_MS);
+        reply_error(r, 503, "loop_stalled", "a worker loop has not run for %d ms", LOOP_STALL_MS);
 }
 
 static void handle_readyz(nd_req *r)
@@ -513,8 +513,9 @@ static void op_free(op_state *op)
 
 static const char *verdict_name(int v)
 {
-    return v == ND_VERDICT_DUPLICATE ? "duplicate" : v == ND_VERDICT_PARTIAL ? "partial_copy"
-                                                                          : "original";
+    return v == ND_VERDICT_DUPLICATE ? "duplicate"
+           : v == ND_VERDICT_PARTIAL ? "partial_copy"
+                                     : "original";
 }
 
 static void add_match(nd_reply *w, const nd_match *m)
@@ -797,8 +798,8 @@ static void handle_check(nd_req *r)
         /* It may be decided again once the worker's parser has served other
          * requests: its own copies of the text and the id. */
         char *id, *text;
-        if (!(op = calloc(1, sizeof(*op))) || !(id = malloc(rq->id_len + 1))
-            || !(text = malloc(rq->text_len + 1)))
+        if (!(op = calloc(1, sizeof(*op))) || !(id = malloc(rq->id_len + 1)) ||
+            !(text = malloc(rq->text_len + 1)))
             nd_die_oom(__func__);
         *op = query; /* the meta is op's from here */
         op->on_heap = true;
@@ -831,8 +832,8 @@ static int document_id(nd_req *r, op_state *op)
 {
     nd_request_error e;
     char *id;
-    if (nd_request_parse_document_id(r->path + strlen("/documents/"), &id, &op->rq.id_len,
-                                     &e) < 0) {
+    if (nd_request_parse_document_id(r->path + strlen("/documents/"), &id, &op->rq.id_len, &e) <
+        0) {
         reply_request_error(r, &e);
         return -1;
     }

@@ -21,16 +21,16 @@
 #include "store.h"
 
 typedef struct nd_api {
-    const nd_config *cfg;      /* borrowed */
-    nd_fingerprinter *fp;      /* borrowed; shared by all workers */
-    nd_registry *reg;          /* borrowed */
-    nd_store *store;           /* borrowed: LMDB, or the memory store (--in-memory) */
-    nd_metrics *metrics;       /* borrowed */
-    nd_http *http;             /* borrowed; set before nd_http_start() */
-    const nd_auth *auth;       /* borrowed; NULL: no token, nothing guarded */
-    int64_t start_ns;          /* CLOCK_MONOTONIC at start */
+    const nd_config *cfg; /* borrowed */
+    nd_fingerprinter *fp; /* borrowed; shared by all workers */
+    nd_registry *reg;     /* borrowed */
+    nd_store *store;      /* borrowed: LMDB, or the memory store (--in-memory) */
+    nd_metrics *metrics;  /* borrowed */
+    nd_http *http;        /* borrowed; set before nd_http_start() */
+    const nd_auth *auth;  /* borrowed; NULL: no token, nothing guarded */
+    int64_t start_ns;     /* CLOCK_MONOTONIC at start */
     _Atomic uint64_t load_done, load_total;
-    _Atomic bool load_failed;  /* the store could not be read: never ready */
+    _Atomic bool load_failed; /* the store could not be read: never ready */
 } nd_api;
 
 /* The route table (ends with a NULL path), for nd_http_hooks.routes. */

@@ -32,8 +32,8 @@ int nd_auth_equal(const void *a, const void *b, size_t n)
 
 static bool b64token_char(unsigned char c)
 {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/';
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.' || c == '_' || c == '~' || c == '+' || c == '/';
 }
 
 /* RFC 6750: b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=" */
@@ -49,8 +49,7 @@ static bool b64token(const char *s, size_t n)
     return i == n;
 }
 
-static int set_token(nd_auth *a, const char *s, size_t n, const char *where, char *err,
-                     size_t cap)
+static int set_token(nd_auth *a, const char *s, size_t n, const char *where, char *err, size_t cap)
 {
     if (n < ND_AUTH_TOKEN_MIN || n > ND_AUTH_TOKEN_MAX) {
         snprintf(err, cap, "the token in %s must be %d to %d characters long (it has %zu)", where,
@@ -58,8 +57,8 @@ static int set_token(nd_auth *a, const char *s, size_t n, const char *where, cha
         return -EINVAL;
     }
     if (!b64token(s, n)) {
-        snprintf(err, cap,
-                 "the token in %s may hold only A-Z a-z 0-9 - . _ ~ + / and trailing '='", where);
+        snprintf(err, cap, "the token in %s may hold only A-Z a-z 0-9 - . _ ~ + / and trailing '='",
+                 where);
         return -EINVAL;
     }
     memcpy(a->token, s, n);
@@ -68,8 +67,7 @@ static int set_token(nd_auth *a, const char *s, size_t n, const char *where, cha
 }
 
 /* Reads the token file into buf[FILE_MAX]; returns its length or -errno. */
-static ssize_t read_file(const char *path, char *buf, bool *others_can_read, char *err,
-                         size_t cap)
+static ssize_t read_file(const char *path, char *buf, bool *others_can_read, char *err, size_t cap)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
@@ -117,8 +115,9 @@ int nd_auth_create(nd_auth **out, const char *path, const char *env_token, bool 
     if (!have_file && !env_token)
         return 0;
     if (have_file && env_token) {
-        snprintf(err, cap, "give the token either in a file (--token-file) or in NEARDUP_TOKEN, "
-                           "not both");
+        snprintf(err, cap,
+                 "give the token either in a file (--token-file) or in NEARDUP_TOKEN, "
+                 "not both");
         return -EINVAL;
     }
     nd_auth *a = calloc(1, sizeof(*a));

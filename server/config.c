@@ -23,32 +23,32 @@ void nd_config_defaults(nd_config *cfg)
     memset(cfg, 0, sizeof(*cfg));
     strcpy(cfg->listen_host, "127.0.0.1"); /* loopback unless asked otherwise */
     cfg->listen_port = 8080;
-    strcpy(cfg->data_dir, "./data");       /* the embedded store lives here */
-    cfg->in_memory = false;                /* registrations are durable */
-    cfg->threads = 0;                      /* 0: one per online core, resolved in parse */
-    cfg->accept_mode = ND_ACCEPT_REUSEPORT;/* measured faster: tests/bench/bench_http.sh */
-    cfg->k = ND_K_DEFAULT;                 /* Hamming radius of a "near duplicate" */
-    cfg->min_chars = ND_MIN_CHARS_DEFAULT; /* shorter texts are too short to judge */
-    cfg->max_body = ND_MAX_BODY_DEFAULT;   /* a long article is ~100 KB */
+    strcpy(cfg->data_dir, "./data");           /* the embedded store lives here */
+    cfg->in_memory = false;                    /* registrations are durable */
+    cfg->threads = 0;                          /* 0: one per online core, resolved in parse */
+    cfg->accept_mode = ND_ACCEPT_REUSEPORT;    /* measured faster: tests/bench/bench_http.sh */
+    cfg->k = ND_K_DEFAULT;                     /* Hamming radius of a "near duplicate" */
+    cfg->min_chars = ND_MIN_CHARS_DEFAULT;     /* shorter texts are too short to judge */
+    cfg->max_body = ND_MAX_BODY_DEFAULT;       /* a long article is ~100 KB */
     cfg->max_headers = ND_MAX_HEADERS_DEFAULT; /* request line + headers */
-    cfg->max_batch = ND_MAX_BATCH_DEFAULT; /* texts in one /fingerprint batch */
+    cfg->max_batch = ND_MAX_BATCH_DEFAULT;     /* texts in one /fingerprint batch */
     cfg->max_matches = ND_MAX_MATCHES_DEFAULT; /* matches listed; more sets "truncated" */
     cfg->min_resemblance = ND_VERDICT_MIN_RESEMBLANCE; /* measured: proto/sketch.md */
     cfg->min_containment = ND_VERDICT_MIN_CONTAINMENT;
     cfg->max_verify = ND_VERDICT_MAX_VERIFY;
-    cfg->max_meta = ND_MAX_META_DEFAULT;   /* author/title/url and friends */
-    cfg->max_text = ND_MAX_TEXT_DEFAULT;   /* ten times a long article */
-    cfg->max_connections = 10000;          /* lowered to fit RLIMIT_NOFILE at start */
-    cfg->request_timeout_s = 30;           /* slow clients (slowloris) are cut off */
-    cfg->token_file[0] = 0;                /* no token: every endpoint is open */
-    cfg->auth_all = false;                 /* a token guards writes only */
-    cfg->timeout_s = 30;                   /* idle keep-alive and slow clients */
-    cfg->drain_s = 10;                     /* in-flight requests at shutdown */
-    cfg->drain_delay_s = 0;                /* no load balancer assumed */
-    cfg->map_size = 0;                     /* 0: the store's default */
-    cfg->sync = true;                      /* fsync each group commit */
-    cfg->log_level = ND_LOG_INFO;          /* start-up lines and the access log */
-    cfg->access_log = true;                /* one line per request */
+    cfg->max_meta = ND_MAX_META_DEFAULT; /* author/title/url and friends */
+    cfg->max_text = ND_MAX_TEXT_DEFAULT; /* ten times a long article */
+    cfg->max_connections = 10000;        /* lowered to fit RLIMIT_NOFILE at start */
+    cfg->request_timeout_s = 30;         /* slow clients (slowloris) are cut off */
+    cfg->token_file[0] = 0;              /* no token: every endpoint is open */
+    cfg->auth_all = false;               /* a token guards writes only */
+    cfg->timeout_s = 30;                 /* idle keep-alive and slow clients */
+    cfg->drain_s = 10;                   /* in-flight requests at shutdown */
+    cfg->drain_delay_s = 0;              /* no load balancer assumed */
+    cfg->map_size = 0;                   /* 0: the store's default */
+    cfg->sync = true;                    /* fsync each group commit */
+    cfg->log_level = ND_LOG_INFO;        /* start-up lines and the access log */
+    cfg->access_log = true;              /* one line per request */
 }
 
 enum opt_type { T_LISTEN, T_PATH, T_UINT, T_SIZE, T_BOOL, T_ACCEPT, T_LEVEL, T_FRAC };
@@ -58,9 +58,9 @@ typedef struct opt_desc {
     const char *env;     /* NEARDUP_* variable */
     const char *metavar; /* NULL: a switch without argument */
     enum opt_type type;
-    size_t offset;       /* into nd_config */
-    uint64_t min, max;   /* for T_UINT and T_SIZE; T_FRAC: thousandths */
-    bool switch_value;   /* for switches: the value the flag sets */
+    size_t offset;     /* into nd_config */
+    uint64_t min, max; /* for T_UINT and T_SIZE; T_FRAC: thousandths */
+    bool switch_value; /* for switches: the value the flag sets */
     const char *help;
 } opt_desc;
 
@@ -79,20 +79,16 @@ static const opt_desc options[] = {
      "reuseport (a listening socket per worker) or shared (one socket)"},
     {"k", "NEARDUP_K", "N", T_UINT, OFF(k), 0, ND_K_MAX, false,
      "default Hamming radius of /check-original (0..8)"},
-    {"min-chars", "NEARDUP_MIN_CHARS", "N", T_UINT, OFF(min_chars), 0, ND_MIN_CHARS_LARGEST,
-     false,
+    {"min-chars", "NEARDUP_MIN_CHARS", "N", T_UINT, OFF(min_chars), 0, ND_MIN_CHARS_LARGEST, false,
      "shortest text (characters after normalization) /check-original judges"},
     {"max-body", "NEARDUP_MAX_BODY", "SIZE", T_SIZE, OFF(max_body), ND_MAX_BODY_SMALLEST,
-     ND_MAX_BODY_LARGEST, false,
-     "largest request body (suffix K, M, G)"},
+     ND_MAX_BODY_LARGEST, false, "largest request body (suffix K, M, G)"},
     {"max-headers", "NEARDUP_MAX_HEADERS", "SIZE", T_SIZE, OFF(max_headers),
      ND_MAX_HEADERS_SMALLEST, ND_MAX_HEADERS_LARGEST, false, "largest request line plus headers"},
     {"max-batch", "NEARDUP_MAX_BATCH", "N", T_UINT, OFF(max_batch), ND_MAX_BATCH_SMALLEST,
-     ND_MAX_BATCH_LARGEST, false,
-     "most texts in one /fingerprint batch"},
-    {"max-matches", "NEARDUP_MAX_MATCHES", "N", T_UINT, OFF(max_matches),
-     ND_MAX_MATCHES_SMALLEST, ND_MAX_MATCHES_LARGEST, false,
-     "most matches in one answer (then \"truncated\": true)"},
+     ND_MAX_BATCH_LARGEST, false, "most texts in one /fingerprint batch"},
+    {"max-matches", "NEARDUP_MAX_MATCHES", "N", T_UINT, OFF(max_matches), ND_MAX_MATCHES_SMALLEST,
+     ND_MAX_MATCHES_LARGEST, false, "most matches in one answer (then \"truncated\": true)"},
     {"min-resemblance", "NEARDUP_MIN_RESEMBLANCE", "FRACTION", T_FRAC, OFF(min_resemblance), 1,
      1000, false, "a match is a near duplicate from this estimated resemblance (0..1)"},
     {"min-containment", "NEARDUP_MIN_CONTAINMENT", "FRACTION", T_FRAC, OFF(min_containment), 1,
@@ -100,10 +96,9 @@ static const opt_desc options[] = {
     {"max-verify", "NEARDUP_MAX_VERIFY", "N", T_UINT, OFF(max_verify), 0, ND_VERIFY_MAX, false,
      "candidates from the passage (anchor) index verified per check"},
     {"max-text", "NEARDUP_MAX_TEXT", "SIZE", T_SIZE, OFF(max_text), ND_MAX_TEXT_SMALLEST,
-     ND_MAX_TEXT_LARGEST, false,
-     "longest single text (bytes of UTF-8) in any request"},
-    {"max-connections", "NEARDUP_MAX_CONNECTIONS", "N", T_UINT, OFF(max_connections), 1,
-     1000000, false, "open client connections; more are answered 503 and closed"},
+     ND_MAX_TEXT_LARGEST, false, "longest single text (bytes of UTF-8) in any request"},
+    {"max-connections", "NEARDUP_MAX_CONNECTIONS", "N", T_UINT, OFF(max_connections), 1, 1000000,
+     false, "open client connections; more are answered 503 and closed"},
     {"request-timeout", "NEARDUP_REQUEST_TIMEOUT", "SECONDS", T_UINT, OFF(request_timeout_s), 1,
      3600, false, "a whole request must arrive within this of the connection or the last answer"},
     {"token-file", "NEARDUP_TOKEN_FILE", "PATH", T_PATH, OFF(token_file), 0, 0, false,
@@ -111,8 +106,7 @@ static const opt_desc options[] = {
     {"auth-all", "NEARDUP_AUTH_ALL", NULL, T_BOOL, OFF(auth_all), 0, 0, true,
      "with a token, guard every endpoint except /healthz and /readyz"},
     {"max-meta", "NEARDUP_MAX_META", "SIZE", T_SIZE, OFF(max_meta), ND_MAX_META_SMALLEST,
-     ND_MAX_META_LARGEST, false,
-     "largest \"meta\" object, as compact JSON"},
+     ND_MAX_META_LARGEST, false, "largest \"meta\" object, as compact JSON"},
     {"timeout", "NEARDUP_TIMEOUT", "SECONDS", T_UINT, OFF(timeout_s), 1, 3600, false,
      "idle, read and write timeout of a connection"},
     {"drain-timeout", "NEARDUP_DRAIN_TIMEOUT", "SECONDS", T_UINT, OFF(drain_s), 0, 3600, false,
@@ -157,9 +151,21 @@ static int parse_size(const char *s, uint64_t *out)
     uint64_t mul = 1;
     switch (*end) {
     case 0: break;
-    case 'k': case 'K': mul = KiB; end++; break;
-    case 'm': case 'M': mul = MiB; end++; break;
-    case 'g': case 'G': mul = GiB; end++; break;
+    case 'k':
+    case 'K':
+        mul = KiB;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = MiB;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = GiB;
+        end++;
+        break;
     default: return -EINVAL;
     }
     if (*end == 'i' || *end == 'I')
@@ -241,8 +247,7 @@ static int apply(nd_config *cfg, const opt_desc *o, const char *value)
     bool b;
     int lvl;
     switch (o->type) {
-    case T_LISTEN:
-        return parse_listen(cfg, value);
+    case T_LISTEN: return parse_listen(cfg, value);
     case T_PATH:
         if (!*value || strlen(value) >= sizeof(cfg->data_dir))
             return -EINVAL;
@@ -299,12 +304,8 @@ static void describe_default(const opt_desc *o, char *buf, size_t cap)
     nd_config_defaults(&d);
     const char *field = (const char *)&d + o->offset;
     switch (o->type) {
-    case T_LISTEN:
-        snprintf(buf, cap, "%s:%u", d.listen_host, d.listen_port);
-        break;
-    case T_PATH:
-        snprintf(buf, cap, "%s", *field ? field : "none");
-        break;
+    case T_LISTEN: snprintf(buf, cap, "%s:%u", d.listen_host, d.listen_port); break;
+    case T_PATH: snprintf(buf, cap, "%s", *field ? field : "none"); break;
     case T_UINT:
         if (o->offset == OFF(threads))
             snprintf(buf, cap, "0 (%ld here)", sysconf(_SC_NPROCESSORS_ONLN));
@@ -321,18 +322,10 @@ static void describe_default(const opt_desc *o, char *buf, size_t cap)
             snprintf(buf, cap, "%zu", v);
         break;
     }
-    case T_BOOL:
-        snprintf(buf, cap, "off");
-        break;
-    case T_ACCEPT:
-        snprintf(buf, cap, "reuseport");
-        break;
-    case T_FRAC:
-        snprintf(buf, cap, "%g", *(const double *)field);
-        break;
-    case T_LEVEL:
-        snprintf(buf, cap, "%s", nd_log_level_name(*(const int *)field));
-        break;
+    case T_BOOL: snprintf(buf, cap, "off"); break;
+    case T_ACCEPT: snprintf(buf, cap, "reuseport"); break;
+    case T_FRAC: snprintf(buf, cap, "%g", *(const double *)field); break;
+    case T_LEVEL: snprintf(buf, cap, "%s", nd_log_level_name(*(const int *)field)); break;
     }
 }
 
@@ -387,8 +380,8 @@ int nd_config_parse(nd_config *cfg, int argc, char **argv, FILE *out, FILE *err)
     struct option longopts[NOPTIONS + 4];
     for (size_t i = 0; i < NOPTIONS; i++) {
         longopts[i] = (struct option){options[i].flag,
-                                      options[i].metavar ? required_argument : no_argument,
-                                      NULL, (int)(i + 1)};
+                                      options[i].metavar ? required_argument : no_argument, NULL,
+                                      (int)(i + 1)};
     }
     longopts[NOPTIONS] = (struct option){"help", no_argument, NULL, 'h'};
     longopts[NOPTIONS + 1] = (struct option){"version", no_argument, NULL, 'V'};
@@ -458,13 +451,11 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
                      cfg->in_memory ? "true" : "false", cfg->threads,
                      cfg->accept_mode == ND_ACCEPT_SHARED ? "shared" : "reuseport", cfg->k,
                      cfg->min_chars, cfg->max_body, cfg->max_headers, cfg->max_batch,
-                     cfg->max_matches, cfg->min_resemblance, cfg->min_containment,
-                     cfg->max_verify, cfg->max_meta, cfg->max_text, cfg->max_connections,
-                     cfg->request_timeout_s, cfg->auth_all ? "true" : "false", cfg->timeout_s,
-                     cfg->drain_s,
-                     cfg->drain_delay_s, cfg->map_size,
-                     cfg->sync ? "true" : "false", nd_log_level_name(cfg->log_level),
-                     cfg->access_log ? "true" : "false");
+                     cfg->max_matches, cfg->min_resemblance, cfg->min_containment, cfg->max_verify,
+                     cfg->max_meta, cfg->max_text, cfg->max_connections, cfg->request_timeout_s,
+                     cfg->auth_all ? "true" : "false", cfg->timeout_s, cfg->drain_s,
+                     cfg->drain_delay_s, cfg->map_size, cfg->sync ? "true" : "false",
+                     nd_log_level_name(cfg->log_level), cfg->access_log ? "true" : "false");
         pos = n < 0 ? pos : pos + (size_t)n;
     }
     if (pos >= cap) {

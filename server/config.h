@@ -18,35 +18,35 @@ enum nd_accept_mode {
 };
 
 typedef struct nd_config {
-    char listen_host[256];   /* address to listen on (default 127.0.0.1) */
-    uint16_t listen_port;    /* port; 0 picks a free one, logged at start (8080) */
-    char data_dir[4096];     /* directory of the LMDB store (./data) */
-    bool in_memory;          /* keep registrations in memory only (false) */
-    unsigned threads;        /* worker threads, each with its own event loop (cores) */
-    int accept_mode;         /* enum nd_accept_mode (reuseport) */
-    unsigned k;              /* default Hamming radius of /check-original (3) */
-    unsigned min_chars;      /* shortest text /check-original judges (300) */
-    size_t max_body;         /* largest request body in bytes (4 MiB) */
-    size_t max_headers;      /* largest request header block in bytes (16 KiB) */
-    unsigned max_batch;      /* most texts in one /fingerprint batch (1000) */
-    unsigned max_matches;    /* most matches listed in one answer (100) */
-    double min_resemblance;  /* a near duplicate shares this share of shingles (0.5) */
-    double min_containment;  /* a partial copy: this share of the text is in the doc (0.5) */
-    unsigned max_verify;     /* anchor-index candidates verified per check (32) */
-    size_t max_meta;         /* largest "meta" object, compact JSON bytes (16 KiB) */
-    size_t max_text;         /* longest single text, bytes of UTF-8 (1 MiB) */
+    char listen_host[256];      /* address to listen on (default 127.0.0.1) */
+    uint16_t listen_port;       /* port; 0 picks a free one, logged at start (8080) */
+    char data_dir[4096];        /* directory of the LMDB store (./data) */
+    bool in_memory;             /* keep registrations in memory only (false) */
+    unsigned threads;           /* worker threads, each with its own event loop (cores) */
+    int accept_mode;            /* enum nd_accept_mode (reuseport) */
+    unsigned k;                 /* default Hamming radius of /check-original (3) */
+    unsigned min_chars;         /* shortest text /check-original judges (300) */
+    size_t max_body;            /* largest request body in bytes (4 MiB) */
+    size_t max_headers;         /* largest request header block in bytes (16 KiB) */
+    unsigned max_batch;         /* most texts in one /fingerprint batch (1000) */
+    unsigned max_matches;       /* most matches listed in one answer (100) */
+    double min_resemblance;     /* a near duplicate shares this share of shingles (0.5) */
+    double min_containment;     /* a partial copy: this share of the text is in the doc (0.5) */
+    unsigned max_verify;        /* anchor-index candidates verified per check (32) */
+    size_t max_meta;            /* largest "meta" object, compact JSON bytes (16 KiB) */
+    size_t max_text;            /* longest single text, bytes of UTF-8 (1 MiB) */
     unsigned max_connections;   /* open client connections; more are refused (10000) */
     unsigned request_timeout_s; /* each request must arrive whole within this (30 s) */
-    char token_file[4096];   /* file holding the bearer token, "" for none (see auth.h) */
-    bool auth_all;           /* the token guards every endpoint but the probes (false) */
-    unsigned timeout_s;      /* idle / read / write timeout of a connection (30 s) */
-    unsigned drain_s;        /* deadline for in-flight requests at shutdown (10 s) */
-    unsigned drain_delay_s;  /* at shutdown, keep accepting this long while /readyz
+    char token_file[4096];      /* file holding the bearer token, "" for none (see auth.h) */
+    bool auth_all;              /* the token guards every endpoint but the probes (false) */
+    unsigned timeout_s;         /* idle / read / write timeout of a connection (30 s) */
+    unsigned drain_s;           /* deadline for in-flight requests at shutdown (10 s) */
+    unsigned drain_delay_s;     /* at shutdown, keep accepting this long while /readyz
                               * is 503, so a load balancer stops sending first (0 s) */
-    size_t map_size;         /* storage limit: LMDB map size in bytes (store default) */
-    bool sync;               /* fsync every commit (true) */
-    int log_level;           /* enum nd_log_level (info) */
-    bool access_log;         /* one JSON line per request (true; needs level info) */
+    size_t map_size;            /* storage limit: LMDB map size in bytes (store default) */
+    bool sync;                  /* fsync every commit (true) */
+    int log_level;              /* enum nd_log_level (info) */
+    bool access_log;            /* one JSON line per request (true; needs level info) */
 } nd_config;
 
 /* Fills cfg with the defaults. */

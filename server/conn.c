@@ -17,15 +17,15 @@
 struct nd_conn {
     struct evhttp_connection *evcon;
     nd_conns *cs;
-    int64_t deadline_ms;          /* while waiting for a request */
-    bool waiting;                 /* in cs->waiting */
-    bool guard;                   /* framing_cb: our own change of the buffer */
-    struct nd_conn *prev, *next;  /* in cs->waiting */
+    int64_t deadline_ms;         /* while waiting for a request */
+    bool waiting;                /* in cs->waiting */
+    bool guard;                  /* framing_cb: our own change of the buffer */
+    struct nd_conn *prev, *next; /* in cs->waiting */
     /* Framing check (see "framing" below); in is NULL when not checked. */
     struct evbuffer *in;
     struct evbuffer_cb_entry *in_cb;
-    uint64_t consumed;            /* stream offset of in's first byte */
-    uint32_t served;              /* requests answered or dispatched */
+    uint64_t consumed; /* stream offset of in's first byte */
+    uint32_t served;   /* requests answered or dispatched */
     nd_framing fr;
 };
 
@@ -321,7 +321,8 @@ static void conn_refuse(nd_conns *cs, struct evhttp_connection *evcon, struct bu
     nd_worker_new_rid(cs->w, rid);
     int blen = snprintf(body, sizeof(body),
                         "{\"error\":{\"code\":\"too_many_connections\",\"message\":\"the server "
-                        "holds its limit of %u connections; retry later\"}}\n", cap);
+                        "holds its limit of %u connections; retry later\"}}\n",
+                        cap);
     int n = snprintf(msg, sizeof(msg),
                      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
                      "Content-Length: %d\r\nConnection: close\r\nRetry-After: 1\r\n"
@@ -410,8 +411,12 @@ void nd_conns_request_ends(nd_conns *cs, struct evhttp_connection *evcon)
 int nd_conns_init(nd_conns *cs, nd_worker *w, const nd_config *cfg, _Atomic unsigned *total,
                   nd_metrics_worker *metrics, nd_conns_closed_fn closed, void *closed_arg)
 {
-    *cs = (nd_conns){.w = w, .cfg = cfg, .total = total, .metrics = metrics,
-                     .closed = closed, .closed_arg = closed_arg};
+    *cs = (nd_conns){.w = w,
+                     .cfg = cfg,
+                     .total = total,
+                     .metrics = metrics,
+                     .closed = closed,
+                     .closed_arg = closed_arg};
     cs->adopt_ev = event_new(w->base, -1, 0, adopt_cb, cs);
     cs->scratch = evbuffer_new();
     return cs->adopt_ev && cs->scratch ? 0 : -ENOMEM;

@@ -48,19 +48,19 @@ typedef struct nd_conns {
     /* Private to conn.c. */
     nd_worker *w;
     const nd_config *cfg;
-    _Atomic unsigned *total;      /* open connections, all workers */
+    _Atomic unsigned *total; /* open connections, all workers */
     nd_metrics_worker *metrics;
     nd_conns_closed_fn closed;
     void *closed_arg;
-    struct bufferevent **adopt;   /* accepted, not yet adopted (each with a reference) */
+    struct bufferevent **adopt; /* accepted, not yet adopted (each with a reference) */
     size_t nadopt, adopt_cap;
     struct event *adopt_ev;
-    nd_conn **tab;                /* evcon -> conn, open addressing, linear probing */
+    nd_conn **tab; /* evcon -> conn, open addressing, linear probing */
     size_t cap, n;
     nd_conn *waiting, *waiting_tail; /* waiting for a request, by deadline */
-    struct evbuffer *scratch;     /* the framing cut's temporary */
-    int64_t refused_log_ms;       /* last "connection limit" warning */
-    uint64_t refused;             /* connections refused since that warning */
+    struct evbuffer *scratch;        /* the framing cut's temporary */
+    int64_t refused_log_ms;          /* last "connection limit" warning */
+    uint64_t refused;                /* connections refused since that warning */
 } nd_conns;
 
 /* Prepares cs for worker w (its base must exist). total is the shared count

@@ -26,8 +26,8 @@ static json_t *error_line(json_t *id, const char *msg)
 }
 
 /* Fingerprints one input line; returns the output object (new reference). */
-static json_t *process_line(const nd_fingerprinter *fp, nd_fp_scratch *scratch,
-                            const char *line, size_t len)
+static json_t *process_line(const nd_fingerprinter *fp, nd_fp_scratch *scratch, const char *line,
+                            size_t len)
 {
     json_error_t jerr;
     json_t *in = json_loadb(line, len, JSON_ALLOW_NUL, &jerr);
@@ -42,8 +42,7 @@ static json_t *process_line(const nd_fingerprinter *fp, nd_fp_scratch *scratch,
         res = error_line(id, "field \"text\" must be a string");
     } else {
         nd_fingerprint_result r;
-        int rc = nd_fingerprint(fp, scratch, json_string_value(text),
-                                json_string_length(text), &r);
+        int rc = nd_fingerprint(fp, scratch, json_string_value(text), json_string_length(text), &r);
         if (rc < 0) {
             res = error_line(id, rc == -EILSEQ ? "text is not valid UTF-8" : strerror(-rc));
         } else {

@@ -5,16 +5,16 @@
 #include <strings.h>
 
 enum {
-    ST_START,   /* before a request's first byte */
-    ST_RLINE,   /* request line */
-    ST_HSTART,  /* start of a header line (or the empty line) */
+    ST_START,  /* before a request's first byte */
+    ST_RLINE,  /* request line */
+    ST_HSTART, /* start of a header line (or the empty line) */
     ST_HNAME,
     ST_HVALUE,
-    ST_BODY,    /* Content-Length body */
-    ST_CSIZE,   /* chunk-size line */
+    ST_BODY,  /* Content-Length body */
+    ST_CSIZE, /* chunk-size line */
     ST_CDATA,
-    ST_CCR,     /* CRLF after chunk data */
-    ST_TSTART,  /* trailer lines */
+    ST_CCR,    /* CRLF after chunk data */
+    ST_TSTART, /* trailer lines */
     ST_TNAME,
     ST_TVALUE,
     ST_REFUSED,
@@ -26,17 +26,15 @@ enum { H_OTHER, H_HOST, H_CL, H_TE, H_EXPECT };
 /* RFC 9110 tchar. */
 static const unsigned char tchar[256] = {
     ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
-    ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
-    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
-    ['8'] = 1, ['9'] = 1,
-    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1,
-    ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,
-    ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
-    ['Y'] = 1, ['Z'] = 1,
-    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1,
-    ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1,
-    ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
-    ['y'] = 1, ['z'] = 1,
+    ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1,  ['~'] = 1, ['0'] = 1,
+    ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1,  ['7'] = 1, ['8'] = 1,
+    ['9'] = 1, ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1,  ['F'] = 1, ['G'] = 1,
+    ['H'] = 1, ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1,  ['N'] = 1, ['O'] = 1,
+    ['P'] = 1, ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1,  ['V'] = 1, ['W'] = 1,
+    ['X'] = 1, ['Y'] = 1, ['Z'] = 1, ['a'] = 1, ['b'] = 1, ['c'] = 1,  ['d'] = 1, ['e'] = 1,
+    ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1,  ['l'] = 1, ['m'] = 1,
+    ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1,  ['t'] = 1, ['u'] = 1,
+    ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
 };
 
 static const struct {
@@ -138,8 +136,8 @@ static int end_request_line(nd_framing *f)
 /* The method (part, part_len bytes) is complete. */
 static void set_method(nd_framing *f)
 {
-    static const char *const body[] = {"GET", "POST", "PUT", "DELETE", "OPTIONS", "CONNECT",
-                                       "PATCH"};
+    static const char *const body[] = {"GET",     "POST",    "PUT",  "DELETE",
+                                       "OPTIONS", "CONNECT", "PATCH"};
     f->method = M_UNKNOWN;
     if ((f->part_len == 4 && memcmp(f->part, "HEAD", 4) == 0) ||
         (f->part_len == 5 && memcmp(f->part, "TRACE", 5) == 0)) {
@@ -175,9 +173,7 @@ static void header_done(nd_framing *f)
     bool over = f->vover;
     size_t n = f->vtrim;
     switch (f->hid) {
-    case H_HOST:
-        f->nhost++;
-        break;
+    case H_HOST: f->nhost++; break;
     case H_CL:
         f->ncl++;
         if (n == 0)
@@ -231,8 +227,7 @@ static void header_done(nd_framing *f)
         if (!over && n == 12 && strncasecmp(f->val, "100-continue", 12) == 0)
             f->expect = true;
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -325,12 +320,8 @@ int nd_framing_scan(nd_framing *f, const unsigned char *p, size_t n)
             i++;
             int rc = ND_FR_OK;
             switch (f->state) {
-            case ST_RLINE:
-                rc = end_request_line(f);
-                break;
-            case ST_HSTART:
-                rc = end_head(f);
-                break;
+            case ST_RLINE: rc = end_request_line(f); break;
+            case ST_HSTART: rc = end_head(f); break;
             case ST_HVALUE:
                 header_done(f);
                 f->state = ST_HSTART;
@@ -353,11 +344,8 @@ int nd_framing_scan(nd_framing *f, const unsigned char *p, size_t n)
             case ST_TSTART:
                 f->state = ST_START; /* the message ends */
                 break;
-            case ST_TVALUE:
-                f->state = ST_TSTART;
-                break;
-            default:
-                return refuse(f, ND_FR_CHUNKED_BODY);
+            case ST_TVALUE: f->state = ST_TSTART; break;
+            default: return refuse(f, ND_FR_CHUNKED_BODY);
             }
             if (rc != ND_FR_OK)
                 return rc;
@@ -455,8 +443,7 @@ int nd_framing_scan(nd_framing *f, const unsigned char *p, size_t n)
             f->cdigits++;
             break;
         }
-        default: /* ST_CCR without its CR */
-            return refuse(f, ND_FR_CHUNKED_BODY);
+        default: /* ST_CCR without its CR */ return refuse(f, ND_FR_CHUNKED_BODY);
         }
         f->off++;
         i++;

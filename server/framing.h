@@ -39,51 +39,51 @@
 /* Why a request was refused (nd_framing_message() has the text). */
 enum nd_framing_why {
     ND_FR_OK = 0,
-    ND_FR_REQUEST_LINE,   /* 400 */
-    ND_FR_VERSION,        /* 505 */
-    ND_FR_BARE_CR_LF,     /* 400 */
-    ND_FR_CONTROL,        /* 400 */
-    ND_FR_OBS_FOLD,       /* 400 */
-    ND_FR_NAME,           /* 400 */
-    ND_FR_HOST,           /* 400 */
-    ND_FR_CL_DUP,         /* 400 */
-    ND_FR_CL_BAD,         /* 400 */
-    ND_FR_CL_HUGE,        /* 413 */
-    ND_FR_TE_CODING,      /* 501 */
-    ND_FR_TE_BAD,         /* 400 */
-    ND_FR_TE_CL,          /* 400 */
-    ND_FR_TE_10,          /* 400 */
+    ND_FR_REQUEST_LINE,     /* 400 */
+    ND_FR_VERSION,          /* 505 */
+    ND_FR_BARE_CR_LF,       /* 400 */
+    ND_FR_CONTROL,          /* 400 */
+    ND_FR_OBS_FOLD,         /* 400 */
+    ND_FR_NAME,             /* 400 */
+    ND_FR_HOST,             /* 400 */
+    ND_FR_CL_DUP,           /* 400 */
+    ND_FR_CL_BAD,           /* 400 */
+    ND_FR_CL_HUGE,          /* 413 */
+    ND_FR_TE_CODING,        /* 501 */
+    ND_FR_TE_BAD,           /* 400 */
+    ND_FR_TE_CL,            /* 400 */
+    ND_FR_TE_10,            /* 400 */
     ND_FR_BODY_NOT_ALLOWED, /* 400 */
     ND_FR_EXPECT_TOO_LARGE, /* 413 */
-    ND_FR_CHUNKED_BODY,   /* in the body: libevent's own 413 */
+    ND_FR_CHUNKED_BODY,     /* in the body: libevent's own 413 */
 };
 
 typedef struct nd_framing {
-    uint64_t max_body;    /* for Expect: 100-continue */
-    uint64_t off;         /* stream offset of the next byte */
-    uint64_t line_start;  /* stream offset of the current line (see refused) */
-    uint64_t remaining;   /* body or chunk data still to skip */
-    uint64_t cl;          /* Content-Length of the current head */
-    uint64_t csize;       /* chunk size being read */
-    uint32_t heads;       /* requests begun, the current one included */
+    uint64_t max_body;   /* for Expect: 100-continue */
+    uint64_t off;        /* stream offset of the next byte */
+    uint64_t line_start; /* stream offset of the current line (see refused) */
+    uint64_t remaining;  /* body or chunk data still to skip */
+    uint64_t cl;         /* Content-Length of the current head */
+    uint64_t csize;      /* chunk size being read */
+    uint32_t heads;      /* requests begun, the current one included */
     uint8_t state;
-    uint8_t why;          /* enum nd_framing_why once refused */
-    bool cr;              /* the previous byte was a CR ending a line */
+    uint8_t why; /* enum nd_framing_why once refused */
+    bool cr;     /* the previous byte was a CR ending a line */
     /* the current head */
-    uint8_t method;       /* see framing.c */
-    uint8_t version;      /* 10, 11, or 0 */
-    uint8_t spaces;       /* in the request line */
-    uint8_t part_len;     /* bytes of the current request-line part (capped) */
+    uint8_t method;   /* see framing.c */
+    uint8_t version;  /* 10, 11, or 0 */
+    uint8_t spaces;   /* in the request line */
+    uint8_t part_len; /* bytes of the current request-line part (capped) */
     uint8_t nhost, ncl, nte;
     bool cl_bad, cl_huge, te_bad, te_coding, expect;
     uint8_t te_chunked;
     uint8_t cdigits;
-    uint8_t hid;          /* which framing header the current line is */
+    uint8_t hid; /* which framing header the current line is */
     uint8_t nlen, vlen, vtrim;
     bool vstarted, vover, long_name;
-    char part[12];        /* method or version */
-    char name[20];        /* header name, lower case */
-    char val[64];         /* value of a framing header */
+    char part[12]; /* method or version */
+    char name[20]; /* header name, lower case */
+    char val[64];  /* value of a framing header */
 } nd_framing;
 
 /* Starts a connection's scan. */

@@ -32,7 +32,7 @@
 #include <event2/http_struct.h> /* only for the HTTP version of a bad request */
 #include <event2/keyvalq_struct.h>
 
-#define TICK_MS 100         /* heartbeat, access-log flush, request deadlines */
+#define TICK_MS 100 /* heartbeat, access-log flush, request deadlines */
 #define LISTEN_BACKLOG 1024
 /* Replies (issue 16, item 4). libevent reads no next request on a
  * connection until its reply is written, so a connection holds at most one
@@ -51,23 +51,23 @@
 
 /* A worker of the HTTP front: the loop (worker.h) and what serves HTTP on it. */
 typedef struct http_worker {
-    nd_worker w;              /* first: nd_req.worker points here */
+    nd_worker w; /* first: nd_req.worker points here */
     nd_http *h;
     struct evhttp *http;
     struct evhttp_bound_socket *bound;
-    int listen_fd;            /* handed to evhttp, which closes it */
-    nd_conns conns;           /* its connections (conn.h) */
+    int listen_fd;  /* handed to evhttp, which closes it */
+    nd_conns conns; /* its connections (conn.h) */
     nd_task close_task;
-    nd_task sync_task;        /* nd_http_refuse()'s barrier */
+    nd_task sync_task; /* nd_http_refuse()'s barrier */
     nd_metrics_worker *metrics;
     nd_req *free_reqs;
-    nd_req *unflushed;         /* replies being written (list) */
-    _Atomic uint64_t inflight; /* dispatched, not answered; written by this thread only */
-    _Atomic uint64_t writing;  /* answered, not yet written; idem */
+    nd_req *unflushed;          /* replies being written (list) */
+    _Atomic uint64_t inflight;  /* dispatched, not answered; written by this thread only */
+    _Atomic uint64_t writing;   /* answered, not yet written; idem */
     _Atomic uint64_t out_bytes; /* body bytes of those replies; idem */
-    uint64_t shed;             /* connections closed for a stalled reply */
+    uint64_t shed;              /* connections closed for a stalled reply */
     int64_t shed_log_ms;
-    nd_log_batch log;          /* access-log lines not yet written */
+    nd_log_batch log; /* access-log lines not yet written */
 } http_worker;
 
 struct nd_http {
@@ -78,10 +78,10 @@ struct nd_http {
     http_worker *workers;
     uint16_t port;
     _Atomic bool draining;
-    _Atomic unsigned nconns;  /* open connections, all workers (conn.h) */
-    _Atomic bool closing;     /* listeners closed (or closing) */
-    _Atomic bool refusing;    /* nd_http_refuse(): new requests get 503 */
-    pthread_mutex_t sync_mu;  /* nd_http_refuse()'s barrier */
+    _Atomic unsigned nconns; /* open connections, all workers (conn.h) */
+    _Atomic bool closing;    /* listeners closed (or closing) */
+    _Atomic bool refusing;   /* nd_http_refuse(): new requests get 503 */
+    pthread_mutex_t sync_mu; /* nd_http_refuse()'s barrier */
     pthread_cond_t sync_cv;
     unsigned sync_left;
 };
@@ -113,8 +113,13 @@ static void access_log(http_worker *w, const char *rid, const char *method, cons
 {
     if (!w->h->cfg->access_log || !nd_log_enabled(ND_LOG_INFO))
         return;
-    nd_log_access a = {.rid = rid, .method = method, .path = path, .status = status,
-                       .latency_ns = latency_ns, .bytes_in = in, .bytes_out = out,
+    nd_log_access a = {.rid = rid,
+                       .method = method,
+                       .path = path,
+                       .status = status,
+                       .latency_ns = latency_ns,
+                       .bytes_in = in,
+                       .bytes_out = out,
                        .worker = w->w.index};
     char line[ND_LOG_ACCESS_MAX];
     nd_log_batch_add(&w->log, line, nd_log_format_access(line, &a));
@@ -262,7 +267,7 @@ static void on_complete(struct evhttp_request *ev, void *arg)
     nd_req *r = arg;
     http_worker *w = hw_of(r->worker);
     nd_conns_request_ends(&w->conns, r->evcon); /* the next request's deadline starts now */
-    if (r->paused) { /* written: read again */
+    if (r->paused) {                            /* written: read again */
         struct bufferevent *bev = evhttp_connection_get_bufferevent(r->evcon);
         if (bev)
             bufferevent_setwatermark(bev, EV_READ, 0, nd_conn_input_watermark(w->h->cfg));
@@ -384,7 +389,7 @@ void nd_req_reply(nd_req *r, int status, const char *content_type, struct evbuff
     if (tracked)
         track_write(w, r, out);
     evhttp_send_reply(r->ev, status, NULL, body); /* r may be written (and reused) now */
-    if (!tracked) /* libevent frees the request */
+    if (!tracked)                                 /* libevent frees the request */
         req_put(w, r);
 }
 
@@ -516,8 +521,8 @@ static void dispatch(struct evhttp_request *ev, void *arg)
  * Every such answer has an X-Request-Id and closes the connection. */
 /* The code and message of an error libevent answers itself: returns the
  * message (buf holds it when it has figures); cfg may be NULL (no worker). */
-static const char *libevent_error_text(int error, const struct evkeyvalq *ih,
-                                       const nd_config *cfg, char buf[256], const char **code)
+static const char *libevent_error_text(int error, const struct evkeyvalq *ih, const nd_config *cfg,
+                                       char buf[256], const char **code)
 {
     size_t max_body = cfg ? cfg->max_body : 0, max_headers = cfg ? cfg->max_headers : 0;
     *code = "bad_request";
@@ -535,18 +540,12 @@ static const char *libevent_error_text(int error, const struct evkeyvalq *ih,
     case 400:
         snprintf(buf, 256, "malformed HTTP request (or headers over %zu bytes)", max_headers);
         return buf;
-    case 501:
-        *code = "not_implemented";
-        return "unknown HTTP method";
+    case 501: *code = "not_implemented"; return "unknown HTTP method";
     case 417:
         *code = "expectation_failed";
         return "only 'Expect: 100-continue' is supported"; /* no quote: not escaped */
-    case 404:
-        *code = "not_found";
-        return "no such endpoint";
-    case 405:
-        *code = "method_not_allowed";
-        return "method not allowed";
+    case 404: *code = "not_found"; return "no such endpoint";
+    case 405: *code = "method_not_allowed"; return "method not allowed";
     }
     if (error >= 500) {
         *code = "internal";
@@ -615,7 +614,8 @@ void evhttp_send_error(struct evhttp_request *req, int error, const char *reason
 static int open_listener(const nd_config *cfg, uint16_t port, bool reuseport, bool do_listen,
                          uint16_t *bound)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *ai = NULL;
     char portstr[8];
@@ -688,8 +688,8 @@ static int worker_init(nd_http *h, http_worker *w, unsigned index)
     w->metrics = nd_metrics_worker_get(h->metrics, index);
     w->close_task.fn = close_listener_task;
     w->sync_task.fn = sync_task_fn;
-    int rc = nd_worker_init(&w->w, index, cfg->accept_mode == ND_ACCEPT_REUSEPORT, TICK_MS,
-                            on_tick, on_exit_loop);
+    int rc = nd_worker_init(&w->w, index, cfg->accept_mode == ND_ACCEPT_REUSEPORT, TICK_MS, on_tick,
+                            on_exit_loop);
     if (rc < 0)
         return rc;
     w->http = evhttp_new(w->w.base);

@@ -47,16 +47,16 @@ typedef void (*nd_handler_fn)(nd_req *r);
 typedef struct nd_route_def {
     const char *path;
     bool prefix;
-    enum nd_route label;  /* metrics label */
-    uint16_t methods;     /* EVHTTP_REQ_* bits accepted */
-    const char *allow;    /* the Allow header of the 405 answer */
+    enum nd_route label; /* metrics label */
+    uint16_t methods;    /* EVHTTP_REQ_* bits accepted */
+    const char *allow;   /* the Allow header of the 405 answer */
     nd_handler_fn handler;
 } nd_route_def;
 
 /* A request in flight. Owned by its worker; valid until its reply is sent. */
 struct nd_req {
     struct evhttp_request *ev;
-    nd_worker *worker;    /* the worker that accepted it (worker.h) */
+    nd_worker *worker; /* the worker that accepted it (worker.h) */
     const nd_route_def *route;
     enum evhttp_cmd_type method;
     const char *path;     /* request path, still percent-encoded (borrowed from ev) */

@@ -19,7 +19,7 @@
 typedef struct reader {
     const char *s;
     size_t n, i;
-    char *out;   /* next free byte of the scratch (NULL: validate only) */
+    char *out; /* next free byte of the scratch (NULL: validate only) */
     nd_json_error *err;
     unsigned depth;
 } reader;
@@ -119,8 +119,7 @@ static int escape(reader *r, char **o)
         }
         return 0;
     }
-    default:
-        return fail(r, "invalid escape \\%c", c >= 0x20 && c < 0x7f ? c : '?');
+    default: return fail(r, "invalid escape \\%c", c >= 0x20 && c < 0x7f ? c : '?');
     }
     if (o)
         *(*o)++ = lit;
@@ -153,8 +152,7 @@ static inline bool plain_lead(unsigned c)
  * CJK text). */
 static inline bool plain_3byte(const unsigned char *s, size_t i, size_t n)
 {
-    return plain_lead(s[i]) && n - i > 2 && (s[i + 1] & 0xC0) == 0x80 &&
-           (s[i + 2] & 0xC0) == 0x80;
+    return plain_lead(s[i]) && n - i > 2 && (s[i + 1] & 0xC0) == 0x80 && (s[i + 2] & 0xC0) == 0x80;
 }
 
 /* Skips the run of plain_3byte() sequences at s[i..n), two at a time while
@@ -181,8 +179,8 @@ static int string(reader *r, nd_json_value *v, bool decode)
 {
     const unsigned char *s = (const unsigned char *)r->s;
     size_t start = ++r->i;
-    char *o = NULL;       /* decoding into the scratch once an escape is met */
-    size_t run = start;   /* start of the bytes not yet copied */
+    char *o = NULL;     /* decoding into the scratch once an escape is met */
+    size_t run = start; /* start of the bytes not yet copied */
     while (1) {
         while (r->n - r->i >= 8) { /* runs of plain ASCII, 8 bytes a step */
             uint64_t w;

@@ -32,16 +32,16 @@ enum nd_json_type {
 
 typedef struct nd_json_value {
     enum nd_json_type type;
-    const char *raw;  /* the value as written in the body (borrowed) */
+    const char *raw; /* the value as written in the body (borrowed) */
     size_t raw_len;
-    const char *str;  /* strings: decoded UTF-8, may hold NUL (borrowed) */
+    const char *str; /* strings: decoded UTF-8, may hold NUL (borrowed) */
     size_t str_len;
-    bool is_int;      /* numbers: no fraction or exponent, fits in int64 */
+    bool is_int; /* numbers: no fraction or exponent, fits in int64 */
     int64_t i;
 } nd_json_value;
 
 typedef struct nd_json_member {
-    const char *key;  /* decoded key (borrowed) */
+    const char *key; /* decoded key (borrowed) */
     size_t key_len;
     nd_json_value value;
 } nd_json_member;

@@ -4,6 +4,7 @@
  * anchor indexes. Shares the registry's state through registry_internal.h. */
 #include "registry.h"
 #include "registry_internal.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -13,12 +14,12 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#define LOAD_BATCH 4096             /* records linked per hold of the locks */
-#define LOAD_AHEAD 32               /* records built before they are linked */
-#define LOAD_THREADS 2              /* threads building the index at load */
+#define LOAD_BATCH 4096                /* records linked per hold of the locks */
+#define LOAD_AHEAD 32                  /* records built before they are linked */
+#define LOAD_THREADS 2                 /* threads building the index at load */
 #define ARENA_BLOCK ((size_t)64 << 20) /* largest arena block (loaded documents) */
-#define ARENA_PER_DOC 384           /* arena bytes a loaded document takes, about */
-#define FEED_MIN_DOCS 65536         /* smaller stores load without a helper */
+#define ARENA_PER_DOC 384              /* arena bytes a loaded document takes, about */
+#define FEED_MIN_DOCS 65536            /* smaller stores load without a helper */
 #define HUGE_PAGE ((size_t)2 << 20)
 
 /* Maps a new arena block of size bytes (a multiple of HUGE_PAGE) and
@@ -43,7 +44,7 @@ static arena_block *block_map(size_t size)
 #define FEED_DEPTH 2 /* blocks prepared ahead */
 
 typedef struct block_feed {
-    size_t block_size;  /* of the blocks it prepares: a multiple of HUGE_PAGE */
+    size_t block_size; /* of the blocks it prepares: a multiple of HUGE_PAGE */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     arena_block *ready[FEED_DEPTH];
@@ -203,11 +204,11 @@ typedef struct load_ctx {
     unsigned progress_ms;
     const atomic_bool *stop;
     uint64_t loaded, total;
-    struct timespec last;
-    bool locked;          /* writer and table held for the current batch */
-    unsigned in_batch;    /* records of the current batch */
+    int64_t last_ms;   /* nd_clock_ms() of the last progress call */
+    bool locked;       /* writer and table held for the current batch */
+    unsigned in_batch; /* records of the current batch */
     uint64_t batch_docs, batch_stale;
-    uint64_t *fps;        /* (fps[i], fslots[i]): what the index gets */
+    uint64_t *fps; /* (fps[i], fslots[i]): what the index gets */
     uint32_t *fslots;
     size_t nfp, capfp;
     nd_anchor_loader *anchors; /* the anchor index, filled as documents link */
@@ -219,14 +220,12 @@ typedef struct load_ctx {
     uint32_t ahead_anc[LOAD_AHEAD][ND_ANCHORS_STORE]; /* their anchors */
     uint8_t ahead_nanc[LOAD_AHEAD];
     unsigned nahead, ahead_first;
-    block_feed feed;      /* arena blocks, prepared on another thread */
+    block_feed feed; /* arena blocks, prepared on another thread */
 } load_ctx;
 
-static int64_t ms_since(const struct timespec *t)
+static int64_t ms_since(int64_t t_ms)
 {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
+    return nd_clock_ms() - t_ms;
 }
 
 /* Makes room for LOAD_BATCH more documents (id table, slots, index pairs)
@@ -324,8 +323,8 @@ static int load_batch_end(load_ctx *lc)
     lc->locked = false;
     lc->in_batch = 0;
     lc->batch_docs = lc->batch_stale = 0;
-    if (lc->progress && ms_since(&lc->last) >= (int64_t)lc->progress_ms) {
-        clock_gettime(CLOCK_MONOTONIC, &lc->last);
+    if (lc->progress && ms_since(lc->last_ms) >= (int64_t)lc->progress_ms) {
+        lc->last_ms = nd_clock_ms();
         lc->progress(lc->arg, lc->loaded, lc->total,
                      atomic_load_explicit(&reg->nstale, memory_order_relaxed));
     }
@@ -367,8 +366,8 @@ static int load_build(load_ctx *lc, const nd_record *rec)
     unsigned na = rec->nanchors < ND_ANCHORS_STORE ? rec->nanchors : ND_ANCHORS_STORE;
     for (unsigned j = 0; j < na; j++) {
         const uint8_t *b = rec->anchors + 4 * j;
-        lc->ahead_anc[at][j] = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16
-                               | (uint32_t)b[3] << 24;
+        lc->ahead_anc[at][j] = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                               (uint32_t)b[3] << 24;
     }
     lc->ahead_nanc[at] = (uint8_t)na;
     if (lc->nahead > LOAD_AHEAD / 2) {
@@ -419,8 +418,7 @@ static int load_store(nd_registry *reg, load_ctx *lc)
         prefault(lc->fslots, lc->capfp * sizeof(*lc->fslots));
     }
     if (rc == 0 && lc->total)
-        rc = nd_anchor_loader_create(&lc->anchors, reg->anchors,
-                                     lc->total * ND_ANCHORS_STORE);
+        rc = nd_anchor_loader_create(&lc->anchors, reg->anchors, lc->total * ND_ANCHORS_STORE);
     if (rc == 0) {
         feed_start(&lc->feed, lc->total);
         rc = nd_store_scan(reg->store, load_one, lc);
@@ -449,14 +447,12 @@ static int load_store(nd_registry *reg, load_ctx *lc)
 int nd_registry_load(nd_registry *reg, nd_registry_progress_fn progress, void *arg,
                      unsigned progress_ms, const atomic_bool *stop)
 {
-    load_ctx lc = {.reg = reg, .progress = progress, .arg = arg, .progress_ms = progress_ms,
-                   .stop = stop};
-    clock_gettime(CLOCK_MONOTONIC, &lc.last);
-    if (reg->store) {
-        int rc = load_store(reg, &lc);
-        if (rc < 0)
-            return rc;
-    }
+    load_ctx lc = {
+        .reg = reg, .progress = progress, .arg = arg, .progress_ms = progress_ms, .stop = stop};
+    lc.last_ms = nd_clock_ms();
+    int rc = load_store(reg, &lc);
+    if (rc < 0)
+        return rc;
     if (progress)
         progress(arg, lc.loaded, lc.total, atomic_load(&reg->nstale));
     nd_registry_set_loaded(reg);

@@ -24,8 +24,8 @@ struct nd_metrics {
 };
 
 static const char *const route_names[ND_ROUTE_COUNT] = {
-    "/healthz", "/readyz", "/metrics", "/fingerprint", "/check-original",
-    "/documents/{id}", "other",
+    "/healthz",        "/readyz",         "/metrics", "/fingerprint",
+    "/check-original", "/documents/{id}", "other",
 };
 
 static const int statuses[ND_METRICS_STATUSES] = {
@@ -34,8 +34,8 @@ static const int statuses[ND_METRICS_STATUSES] = {
 
 /* Upper bounds of the latency buckets, microseconds. */
 static const uint64_t bucket_us[ND_METRICS_BUCKETS] = {
-    50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000,
-    100000, 250000, 500000, 1000000, 2500000, 10000000,
+    50,    100,   250,    500,    1000,   2500,    5000,    10000,
+    25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 10000000,
 };
 
 static const struct {
@@ -97,8 +97,8 @@ static inline void bump(_Atomic uint64_t *c, uint64_t by)
                           memory_order_relaxed);
 }
 
-void nd_metrics_request(nd_metrics_worker *w, enum nd_route route, int status,
-                        uint64_t latency_us, uint64_t bytes_in, uint64_t bytes_out)
+void nd_metrics_request(nd_metrics_worker *w, enum nd_route route, int status, uint64_t latency_us,
+                        uint64_t bytes_in, uint64_t bytes_out)
 {
     unsigned si = ND_METRICS_STATUSES;
     for (unsigned i = 0; i < ND_METRICS_STATUSES; i++)
@@ -153,9 +153,9 @@ static int render_requests(nd_metrics *m, struct evbuffer *out)
                 snprintf(code, sizeof(code), "%d", statuses[s]);
             else
                 strcpy(code, "other");
-            rc |= evbuffer_add_printf(out,
-                                      "neardup_http_requests_total{route=\"%s\",code=\"%s\"} %llu\n",
-                                      route_names[r], code, (unsigned long long)v) < 0;
+            rc |= evbuffer_add_printf(
+                      out, "neardup_http_requests_total{route=\"%s\",code=\"%s\"} %llu\n",
+                      route_names[r], code, (unsigned long long)v) < 0;
         }
     rc |= evbuffer_add_printf(out, "# HELP neardup_http_request_duration_seconds Time from "
                                    "request dispatch to reply, by route.\n"
@@ -211,8 +211,7 @@ static int render_events(nd_metrics *m, struct evbuffer *out)
             rc |= evbuffer_add_printf(out, "%s{%s} %llu\n", events[e].name, events[e].label,
                                       (unsigned long long)v) < 0;
         else
-            rc |= evbuffer_add_printf(out, "%s %llu\n", events[e].name,
-                                      (unsigned long long)v) < 0;
+            rc |= evbuffer_add_printf(out, "%s %llu\n", events[e].name, (unsigned long long)v) < 0;
     }
     return rc;
 }
@@ -225,8 +224,8 @@ static int gauge(struct evbuffer *out, const char *name, const char *help, doubl
 
 static int counter(struct evbuffer *out, const char *name, const char *help, uint64_t v)
 {
-    return evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help,
-                               name, name, (unsigned long long)v) < 0;
+    return evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name,
+                               name, (unsigned long long)v) < 0;
 }
 
 static int render_store(const nd_store_stats *st, struct evbuffer *out)
@@ -256,8 +255,9 @@ static int render_store(const nd_store_stats *st, struct evbuffer *out)
     uint64_t run = 0;
     for (unsigned b = 0; b < ND_STORE_COMMIT_BUCKETS; b++) {
         run += st->commit_buckets[b];
-        rc |= evbuffer_add_printf(out, "neardup_store_commit_duration_seconds_bucket{le=\"%g\"} "
-                                       "%llu\n",
+        rc |= evbuffer_add_printf(out,
+                                  "neardup_store_commit_duration_seconds_bucket{le=\"%g\"} "
+                                  "%llu\n",
                                   (double)nd_store_commit_bucket_us[b] / 1e6,
                                   (unsigned long long)run) < 0;
     }
@@ -324,10 +324,11 @@ static int render_process(const nd_metrics_gauges *g, struct evbuffer *out)
                 (double)resident * (double)page);
     rc |= gauge(out, "process_virtual_memory_bytes", "Virtual memory size in bytes.",
                 (double)size * (double)page);
-    rc |= evbuffer_add_printf(out, "# HELP process_cpu_seconds_total Total user and system CPU "
-                                   "time spent in seconds.\n"
-                                   "# TYPE process_cpu_seconds_total counter\n"
-                                   "process_cpu_seconds_total %.6f\n",
+    rc |= evbuffer_add_printf(out,
+                              "# HELP process_cpu_seconds_total Total user and system CPU "
+                              "time spent in seconds.\n"
+                              "# TYPE process_cpu_seconds_total counter\n"
+                              "process_cpu_seconds_total %.6f\n",
                               cpu) < 0;
     rc |= gauge(out, "process_open_fds", "Number of open file descriptors.",
                 (double)count_open_fds());
@@ -356,8 +357,7 @@ int nd_metrics_render(nd_metrics *m, const nd_metrics_gauges *g, struct evbuffer
                 (double)g->load_done);
     rc |= gauge(out, "neardup_load_expected_documents", "Documents in the store at start-up.",
                 (double)g->load_total);
-    rc |= gauge(out, "neardup_worker_threads", "Worker threads (event loops).",
-                (double)g->threads);
+    rc |= gauge(out, "neardup_worker_threads", "Worker threads (event loops).", (double)g->threads);
     rc |= gauge(out, "neardup_ready", "1 when /readyz answers 200.", g->ready);
     rc |= gauge(out, "neardup_loading", "1 while the index is being rebuilt.", g->loading);
     rc |= gauge(out, "neardup_draining", "1 after SIGTERM/SIGINT.", g->draining);

@@ -41,16 +41,16 @@ typedef struct nd_metrics_worker {
 
 /* Counters of events, written by any thread. */
 enum nd_event {
-    ND_EV_CHECK_ORIGINAL,     /* /check-original said original */
-    ND_EV_CHECK_DUPLICATE,    /* ... said not original */
-    ND_EV_REGISTERED,         /* registration durable */
-    ND_EV_REGISTER_FAILED,    /* registration undone after a store failure */
-    ND_EV_DELETED,            /* deletion durable */
-    ND_EV_DELETE_FAILED,      /* deletion refused by the store */
-    ND_EV_ID_CONFLICT,        /* 409 */
-    ND_EV_TOO_SHORT,          /* 422 */
-    ND_EV_FINGERPRINTS,       /* texts fingerprinted, any endpoint */
-    ND_EV_FINGERPRINT_BYTES,  /* bytes of those texts (nd_metrics_add) */
+    ND_EV_CHECK_ORIGINAL,    /* /check-original said original */
+    ND_EV_CHECK_DUPLICATE,   /* ... said not original */
+    ND_EV_REGISTERED,        /* registration durable */
+    ND_EV_REGISTER_FAILED,   /* registration undone after a store failure */
+    ND_EV_DELETED,           /* deletion durable */
+    ND_EV_DELETE_FAILED,     /* deletion refused by the store */
+    ND_EV_ID_CONFLICT,       /* 409 */
+    ND_EV_TOO_SHORT,         /* 422 */
+    ND_EV_FINGERPRINTS,      /* texts fingerprinted, any endpoint */
+    ND_EV_FINGERPRINT_BYTES, /* bytes of those texts (nd_metrics_add) */
     ND_EV_COUNT
 };
 
@@ -83,8 +83,8 @@ nd_metrics_worker *nd_metrics_worker_get(nd_metrics *m, unsigned i);
 
 /* Counts one answered request on the calling worker's counters. Must be
  * called only by the thread that owns w. Does not allocate. */
-void nd_metrics_request(nd_metrics_worker *w, enum nd_route route, int status,
-                        uint64_t latency_us, uint64_t bytes_in, uint64_t bytes_out);
+void nd_metrics_request(nd_metrics_worker *w, enum nd_route route, int status, uint64_t latency_us,
+                        uint64_t bytes_in, uint64_t bytes_out);
 
 /* Counts an event; any thread. */
 void nd_metrics_event(nd_metrics *m, enum nd_event ev);

@@ -22,33 +22,34 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: neardup <command> [options]\n"
-            "\n"
-            "commands:\n"
-            "  fingerprint [FILE]            print the 64-bit fingerprint of the text in\n"
-            "                                FILE (or stdin) as 16 lowercase hex digits\n"
-            "  fingerprint --jsonl [FILE]    read JSON lines {\"id\":..,\"text\":..}, write\n"
-            "                                {\"id\":..,\"simhash\":..,\"chars\":N,\"features\":N}\n"
-            "                                (or {\"id\":..,\"error\":..}) per line\n"
-            "  sketch --jsonl [--anchors N] [FILE]\n"
-            "                                read JSON lines {\"id\":..,\"text\":..}, write\n"
-            "                                {\"id\",\"simhash\",\"chars\",\"mode\",\"shingles\",\n"
-            "                                \"shift\",\"sketch\" (hex of the encoded sketch in\n"
-            "                                the text's own mode),\"anchors\",\"sketch_alt\",\n"
-            "                                \"anchors_alt\" (the other mode)} per line\n"
-            "                                (N anchors per mode, default %d)\n"
-            "  compare [--min-resemblance R] [--min-containment C] FILE_A FILE_B\n"
-            "                                the figures the server gives for A submitted\n"
-            "                                against B registered: distance, resemblance,\n"
-            "                                containment both ways, kind, passages of A\n"
-            "                                (code points [start, end) and their text), as\n"
-            "                                JSON; A is compared in B's mode\n"
-            "  backup [--data DIR] DEST      write a consistent copy of the store in DIR\n"
-            "                                (default $NEARDUP_DATA or %s) into DEST;\n"
-            "                                works while neardupd runs\n"
-            "  version                       print versions\n",
-            ND_ANCHORS_QUERY, DEFAULT_DATA_DIR);
+    fprintf(
+        out,
+        "usage: neardup <command> [options]\n"
+        "\n"
+        "commands:\n"
+        "  fingerprint [FILE]            print the 64-bit fingerprint of the text in\n"
+        "                                FILE (or stdin) as 16 lowercase hex digits\n"
+        "  fingerprint --jsonl [FILE]    read JSON lines {\"id\":..,\"text\":..}, write\n"
+        "                                {\"id\":..,\"simhash\":..,\"chars\":N,\"features\":N}\n"
+        "                                (or {\"id\":..,\"error\":..}) per line\n"
+        "  sketch --jsonl [--anchors N] [FILE]\n"
+        "                                read JSON lines {\"id\":..,\"text\":..}, write\n"
+        "                                {\"id\",\"simhash\",\"chars\",\"mode\",\"shingles\",\n"
+        "                                \"shift\",\"sketch\" (hex of the encoded sketch in\n"
+        "                                the text's own mode),\"anchors\",\"sketch_alt\",\n"
+        "                                \"anchors_alt\" (the other mode)} per line\n"
+        "                                (N anchors per mode, default %d)\n"
+        "  compare [--min-resemblance R] [--min-containment C] FILE_A FILE_B\n"
+        "                                the figures the server gives for A submitted\n"
+        "                                against B registered: distance, resemblance,\n"
+        "                                containment both ways, kind, passages of A\n"
+        "                                (code points [start, end) and their text), as\n"
+        "                                JSON; A is compared in B's mode\n"
+        "  backup [--data DIR] DEST      write a consistent copy of the store in DIR\n"
+        "                                (default $NEARDUP_DATA or %s) into DEST;\n"
+        "                                works while neardupd runs\n"
+        "  version                       print versions\n",
+        ND_ANCHORS_QUERY, DEFAULT_DATA_DIR);
 }
 
 /* Reads all of f into a new buffer (caller frees). Returns NULL on error. */
@@ -202,8 +203,9 @@ static json_t *sketch_line(sk_tools *t, const char *line, size_t len, unsigned n
     int mode = rc == 0 ? nd_sketch_text_modes(t->sk, t->sks, s, n, sketch, anchors, nanchors, NULL)
                        : rc;
     if (mode < 0) {
-        json_object_set_new(out, "error", json_string(mode == -EILSEQ ? "text is not valid UTF-8"
-                                                                       : strerror(-mode)));
+        json_object_set_new(
+            out, "error",
+            json_string(mode == -EILSEQ ? "text is not valid UTF-8" : strerror(-mode)));
         json_decref(in);
         return out;
     }
@@ -386,7 +388,8 @@ static int cmd_compare(int argc, char **argv)
         int same = la == lb && memcmp(a, b, la) == 0;
         nd_match_kind kind = nd_match_classify(&e, same, &vp);
         json_t *o = json_object();
-        json_object_set_new(o, "distance", json_integer(nd_simhash_distance(fa.simhash, fb.simhash)));
+        json_object_set_new(o, "distance",
+                            json_integer(nd_simhash_distance(fa.simhash, fb.simhash)));
         json_object_set_new(o, "resemblance", json_real(e.resemblance));
         json_object_set_new(o, "containment", json_real(e.containment));
         json_object_set_new(o, "containment_reverse", json_real(e.containment_r));

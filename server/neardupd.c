@@ -64,8 +64,7 @@ static void load_progress(void *arg, uint64_t loaded, uint64_t total, uint64_t s
     atomic_store(&d->api.load_done, loaded);
     double secs = (double)(nd_clock_ns() - d->api.start_ns) / 1e9;
     char fields[200];
-    snprintf(fields, sizeof(fields),
-             ",\"loaded\":%llu,\"total\":%llu,\"stale\":%llu,\"rate\":%.0f",
+    snprintf(fields, sizeof(fields), ",\"loaded\":%llu,\"total\":%llu,\"stale\":%llu,\"rate\":%.0f",
              (unsigned long long)loaded, (unsigned long long)total, (unsigned long long)stale,
              secs > 0 ? (double)loaded / secs : 0.0);
     nd_log_fields(ND_LOG_INFO, fields, "loading documents");
@@ -109,8 +108,7 @@ static void log_stale(const daemon_t *d, uint64_t stale)
     for (size_t i = 0; i < n && i < STALE_LISTED; i++) {
         if (i)
             fields[pos++] = ',';
-        nd_json_escape(fields, sizeof(fields), &pos, v[i].version,
-                           strlen(v[i].version));
+        nd_json_escape(fields, sizeof(fields), &pos, v[i].version, strlen(v[i].version));
         pos += (size_t)snprintf(fields + pos, sizeof(fields) - pos, ":%llu",
                                 (unsigned long long)v[i].documents);
         int w = snprintf(list + lpos, sizeof(list) - lpos, "%s%s: %llu", i ? ", " : "",
@@ -134,7 +132,8 @@ static void log_ready(daemon_t *d)
     nd_registry_stats_get(d->reg, &st);
     double secs = (double)(nd_clock_ns() - d->api.start_ns) / 1e9;
     char fields[200];
-    snprintf(fields, sizeof(fields), ",\"documents\":%llu,\"indexed\":%llu,\"stale\":%llu,"
+    snprintf(fields, sizeof(fields),
+             ",\"documents\":%llu,\"indexed\":%llu,\"stale\":%llu,"
              "\"seconds\":%.3f",
              (unsigned long long)st.documents, (unsigned long long)st.index_entries,
              (unsigned long long)st.stale, secs);
@@ -153,8 +152,7 @@ static void loaded_cb(evutil_socket_t fd, short what, void *arg)
     if (d->load_rc == -ECANCELED || d->load_rc >= 0)
         return;
     atomic_store(&d->api.load_failed, true);
-    nd_log(ND_LOG_ERROR, "cannot load the store in %s: %s", d->cfg.data_dir,
-           strerror(-d->load_rc));
+    nd_log(ND_LOG_ERROR, "cannot load the store in %s: %s", d->cfg.data_dir, strerror(-d->load_rc));
     d->exit_code = 1;
     begin_shutdown(d, "load failed", false);
 }
@@ -213,8 +211,8 @@ static void begin_shutdown(daemon_t *d, const char *why, bool delay)
              (unsigned long long)nd_http_inflight(d->http), delay_s, d->cfg.drain_s);
     if (delay_s)
         nd_log_fields(ND_LOG_INFO, fields,
-                      "draining (%s): not ready, still serving for %u s, then listeners close",
-                      why, delay_s);
+                      "draining (%s): not ready, still serving for %u s, then listeners close", why,
+                      delay_s);
     else
         nd_log_fields(ND_LOG_INFO, fields,
                       "draining (%s): not ready, listeners closing, %llu requests in flight", why,
@@ -282,9 +280,11 @@ static int load_auth(daemon_t *d)
         nd_log(ND_LOG_WARN, "the token file %s is readable by other users", d->cfg.token_file);
     char fields[64];
     snprintf(fields, sizeof(fields), ",\"auth\":\"%s\"",
-             !d->auth ? "off" : d->cfg.auth_all ? "all" : "writes");
+             !d->auth          ? "off"
+             : d->cfg.auth_all ? "all"
+                               : "writes");
     nd_log_fields(ND_LOG_INFO, fields, "%s",
-                  !d->auth ? "no bearer token: every endpoint is open"
+                  !d->auth          ? "no bearer token: every endpoint is open"
                   : d->cfg.auth_all ? "bearer token required on every endpoint but the probes"
                                     : "bearer token required to register, delete and administer");
     return 0;
@@ -337,9 +337,15 @@ static int init(daemon_t *d)
         nd_log(ND_LOG_ERROR, "cannot create the registry: %s", strerror(-rc));
         return rc;
     }
-    d->api = (nd_api){.cfg = &d->cfg, .fp = d->fp, .reg = d->reg, .store = d->store,
-                      .metrics = d->metrics, .auth = d->auth, .start_ns = nd_clock_ns()};
-    nd_http_hooks hooks = {.routes = nd_api_routes, .app = &d->api,
+    d->api = (nd_api){.cfg = &d->cfg,
+                      .fp = d->fp,
+                      .reg = d->reg,
+                      .store = d->store,
+                      .metrics = d->metrics,
+                      .auth = d->auth,
+                      .start_ns = nd_clock_ns()};
+    nd_http_hooks hooks = {.routes = nd_api_routes,
+                           .app = &d->api,
                            .worker_init = nd_api_worker_init,
                            .worker_finish = nd_api_worker_finish};
     if ((rc = nd_http_create(&d->http, &d->cfg, &hooks, d->metrics)) < 0) {

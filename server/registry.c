@@ -32,8 +32,8 @@ struct nd_reg_change {
     nd_registry *reg;
     uint32_t nanchors;                /* CHANGE_DELETE: the stored anchors of */
     uint32_t anchors[ND_ANCHORS_MAX]; /* doc, to unindex it once deleted */
-    nd_doc *doc; /* a reference */
-    nd_doc *old; /* CHANGE_UPGRADE: the document doc replaces (a reference) */
+    nd_doc *doc;                      /* a reference */
+    nd_doc *old;                      /* CHANGE_UPGRADE: the document doc replaces (a reference) */
     enum change_kind kind;
     nd_registry_done_fn fn;
     void *arg;
@@ -83,8 +83,8 @@ static nd_doc *chain_find(const nd_registry *reg, const char *id, size_t len, bo
 {
     nd_doc *d = reg->buckets[id_hash(id, len) & (reg->nbuckets - 1)];
     for (; d; d = d->next)
-        if (d->id_len == len && memcmp(d->id, id, len) == 0
-            && !(settled && d->state == DOC_PENDING))
+        if (d->id_len == len && memcmp(d->id, id, len) == 0 &&
+            !(settled && d->state == DOC_PENDING))
             return d;
     return NULL;
 }
@@ -187,8 +187,8 @@ static int link_doc(nd_registry *reg, nd_doc *d)
         return rc;
     if (!d->stale) {
         rc = nd_index_insert(reg->index, d->simhash, slot);
-        if (rc == 0 && d->extra && d->nanchors
-            && (rc = nd_anchor_index_insert(reg->anchors, slot, d->extra, d->nanchors)) < 0)
+        if (rc == 0 && d->extra && d->nanchors &&
+            (rc = nd_anchor_index_insert(reg->anchors, slot, d->extra, d->nanchors)) < 0)
             nd_index_remove(reg->index, d->simhash, slot);
         if (rc < 0) {
             reg->free_slots[reg->nfree++] = slot;
@@ -404,8 +404,8 @@ static long query_all(nd_registry *reg, uint64_t simhash, unsigned k, nd_check_r
 /* A candidate found by either stage-1 index: evidence if live, not self and
  * (with self) registered before it. Adds it to m[*n] (a new reference).
  * Table locked (or writer held). */
-static void add_candidate(nd_doc *d, const nd_doc *self, uint64_t simhash, bool locked,
-                          nd_match *m, size_t *n)
+static void add_candidate(nd_doc *d, const nd_doc *self, uint64_t simhash, bool locked, nd_match *m,
+                          size_t *n)
 {
     if (d == self || (self && d->registered_at_us >= self->registered_at_us))
         return;
@@ -415,16 +415,16 @@ static void add_candidate(nd_doc *d, const nd_doc *self, uint64_t simhash, bool 
             return; /* its extra may go at any moment; never evidence anyway */
         flags = MF_PENDING;
     }
-    m[*n] = (nd_match){.doc = doc_ref(d), .distance = nd_simhash_distance(d->simhash, simhash),
-                       .flags = flags};
+    m[*n] = (nd_match){
+        .doc = doc_ref(d), .distance = nd_simhash_distance(d->simhash, simhash), .flags = flags};
     (*n)++;
 }
 
 /* The nd_doc.sk_size word of a sketch of mode, shift and n values. */
 static uint32_t sk_size_pack(unsigned mode, unsigned shift, unsigned n)
 {
-    return ND_DOC_SK_KNOWN | (uint32_t)(mode & 1) << 30 | (uint32_t)(shift & 31) << 16
-           | (n & 0xFFFF);
+    return ND_DOC_SK_KNOWN | (uint32_t)(mode & 1) << 30 | (uint32_t)(shift & 31) << 16 |
+           (n & 0xFFFF);
 }
 
 /* True when d's sketch size is known and rules out listing it for rq
@@ -468,9 +468,9 @@ static void verify_one(verify_ctx *v, size_t i, const uint8_t *buf, size_t len)
     m->kind = have || same ? (uint8_t)nd_match_classify(&e, same, &rq->params) : ND_MATCH_NONE;
     m->resemblance = e.resemblance;
     m->containment = e.containment;
-    if (m->kind == ND_MATCH_PARTIAL_COPY && have && rq->scratch && !(m->flags & MF_PENDING)
-        && (e.containment > v->best_partial
-            || (e.containment == v->best_partial && m->doc->registered_at_us < v->best_at))) {
+    if (m->kind == ND_MATCH_PARTIAL_COPY && have && rq->scratch && !(m->flags & MF_PENDING) &&
+        (e.containment > v->best_partial ||
+         (e.containment == v->best_partial && m->doc->registered_at_us < v->best_at))) {
         /* The most contained, then the earliest: not the order of the
          * candidates (their addresses), so that passages are reproducible. */
         v->best_partial = e.containment;
@@ -505,8 +505,8 @@ static int verify_all(nd_registry *reg, const nd_check_req *rq, nd_check_res *re
         } else if (m[i].flags & MF_PENDING) {
             m[i].flags |= MF_DIRECT;
             keys[i] = -1;
-            verify_one(&v, i, d->extra && d->sketch_len
-                                  ? (const uint8_t *)(d->extra + d->nanchors) : NULL,
+            verify_one(&v, i,
+                       d->extra && d->sketch_len ? (const uint8_t *)(d->extra + d->nanchors) : NULL,
                        d->sketch_len);
         } else {
             keys[i] = d->registered_at_us;
@@ -624,7 +624,7 @@ static int find_matches(nd_registry *reg, const nd_check_req *rq, const nd_doc *
     res->verdict = ND_VERDICT_ORIGINAL;
     if (n)
         res->verdict = m[0].kind == ND_MATCH_PARTIAL_COPY ? ND_VERDICT_PARTIAL
-                                                           : ND_VERDICT_DUPLICATE;
+                                                          : ND_VERDICT_DUPLICATE;
     if (res->verdict != ND_VERDICT_PARTIAL)
         res->npassages = 0;
     res->truncated = false;
@@ -677,8 +677,7 @@ static void store_done(void *arg, int status)
  * place. */
 static void phase_begin(nd_registry *reg, nd_reg_change *ch)
 {
-    atomic_init(&ch->phase, nd_store_commits_in_call(reg->store) ? PHASE_IN_CALL
-                                                                  : PHASE_RETURNED);
+    atomic_init(&ch->phase, nd_store_commits_in_call(reg->store) ? PHASE_IN_CALL : PHASE_RETURNED);
 }
 
 /* After a store call that queued ch returned: true when the change was
@@ -687,8 +686,8 @@ static void phase_begin(nd_registry *reg, nd_reg_change *ch)
  * it over. */
 static bool done_in_call(nd_registry *reg, nd_reg_change *ch)
 {
-    return nd_store_commits_in_call(reg->store)
-           && atomic_exchange(&ch->phase, PHASE_RETURNED) == PHASE_DONE;
+    return nd_store_commits_in_call(reg->store) &&
+           atomic_exchange(&ch->phase, PHASE_RETURNED) == PHASE_DONE;
 }
 
 static int complete_locked(nd_registry *reg, nd_reg_change *ch, int status, nd_waiter **woken);
@@ -744,9 +743,14 @@ static nd_reg_change *change_new(nd_registry *reg, nd_doc *d, enum change_kind k
  * anchors in the store's byte order. */
 static void record_of(const nd_doc *d, nd_record *rec, uint8_t *abuf)
 {
-    *rec = (nd_record){.id = d->id, .id_len = d->id_len, .simhash = d->simhash,
-                       .version = d->version, .registered_at_us = d->registered_at_us,
-                       .chars = d->chars, .meta = d->meta, .meta_len = d->meta_len};
+    *rec = (nd_record){.id = d->id,
+                       .id_len = d->id_len,
+                       .simhash = d->simhash,
+                       .version = d->version,
+                       .registered_at_us = d->registered_at_us,
+                       .chars = d->chars,
+                       .meta = d->meta,
+                       .meta_len = d->meta_len};
     memcpy(rec->text_hash, d->text_hash, 16);
     if (d->extra) {
         for (unsigned i = 0; i < d->nanchors; i++) {
@@ -791,8 +795,8 @@ static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const char
         d->sketch_len = (uint16_t)rq->sketch_enc_len;
         const uint8_t *e = rq->sketch_enc; /* nd_sketch_encode()'s header */
         if (rq->sketch_enc_len >= 8)
-            atomic_init(&d->sk_size, sk_size_pack(e[1] >> 7, e[1] & 0x7F,
-                                                  (unsigned)e[2] | (unsigned)e[3] << 8));
+            atomic_init(&d->sk_size,
+                        sk_size_pack(e[1] >> 7, e[1] & 0x7F, (unsigned)e[2] | (unsigned)e[3] << 8));
     }
     d->state = DOC_PENDING; /* until the store commits it (maybe within its call) */
     int rc = link_doc(reg, d);
@@ -810,8 +814,8 @@ static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const char
  * *finished set); -errno with *finished set when the store refused it
  * within the call (d is undone); or -errno with nothing queued (the caller
  * undoes d). */
-static int queue_write(nd_registry *reg, nd_doc *d, nd_doc *old, nd_registry_done_fn fn,
-                       void *arg, bool *finished)
+static int queue_write(nd_registry *reg, nd_doc *d, nd_doc *old, nd_registry_done_fn fn, void *arg,
+                       bool *finished)
 {
     *finished = false;
     nd_reg_change *ch = change_new(reg, d, old ? CHANGE_UPGRADE : CHANGE_PUT, fn, arg);
@@ -861,8 +865,8 @@ static int do_register(nd_registry *reg, const nd_check_req *rq, nd_check_res *r
 /* The id is registered already. Writer held (locked: a registration, which
  * waits for a pending document its verdict would depend on) or a reference
  * held (a query). */
-static int answer_existing(nd_registry *reg, nd_doc *d, const nd_check_req *rq,
-                           nd_check_res *res, bool locked, nd_registry_done_fn fn, void *arg)
+static int answer_existing(nd_registry *reg, nd_doc *d, const nd_check_req *rq, nd_check_res *res,
+                           bool locked, nd_registry_done_fn fn, void *arg)
 {
     if (memcmp(d->text_hash, rq->text_hash, 16) != 0)
         return -EEXIST;
@@ -1035,15 +1039,15 @@ static int read_anchors(void *arg, const nd_record *rec)
     unsigned n = rec->nanchors < ND_ANCHORS_MAX ? rec->nanchors : ND_ANCHORS_MAX;
     for (unsigned i = 0; i < n; i++) {
         const uint8_t *b = rec->anchors + 4 * i;
-        ch->anchors[i] = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16
-                         | (uint32_t)b[3] << 24;
+        ch->anchors[i] = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                         (uint32_t)b[3] << 24;
     }
     ch->nanchors = n;
     return 0;
 }
 
-int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len,
-                       nd_registry_done_fn fn, void *arg)
+int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len, nd_registry_done_fn fn,
+                       void *arg)
 {
     if (atomic_load(&reg->shutdown)) /* the store may be gone */
         return -ESHUTDOWN;
@@ -1063,7 +1067,7 @@ int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len,
         if (ch)
             phase_begin(reg, ch);
         rc = ch ? nd_store_delete_at(reg->store, id, id_len, d->registered_at_us, store_done, ch)
-                 : -ENOMEM;
+                : -ENOMEM;
         if (rc == 0) {
             d->state = DOC_DELETING;
             if (done_in_call(reg, ch)) {

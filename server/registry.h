@@ -50,23 +50,23 @@ typedef struct nd_reg_change nd_reg_change;
 /* One registered document. Every field above `refs` is immutable once the
  * document is visible, so a reference holder may read them without locks. */
 typedef struct nd_doc {
-    const char *id;           /* id_len bytes, not NUL-terminated */
+    const char *id; /* id_len bytes, not NUL-terminated */
     size_t id_len;
     uint64_t simhash;
     int64_t registered_at_us; /* server clock, UTC microseconds since the epoch */
     uint32_t chars;
-    uint8_t text_hash[16];    /* XXH3-128 of the text, canonical byte order */
-    const char *meta;         /* compact JSON object, meta_len bytes; NULL if none */
+    uint8_t text_hash[16]; /* XXH3-128 of the text, canonical byte order */
+    const char *meta;      /* compact JSON object, meta_len bytes; NULL if none */
     size_t meta_len;
-    bool stale;               /* fingerprint version differs: not in the index */
-    const char *version;      /* fingerprint version, NUL-terminated; borrowed
+    bool stale;          /* fingerprint version differs: not in the index */
+    const char *version; /* fingerprint version, NUL-terminated; borrowed
                                * from the registry, valid while it is */
     /* Private to the registry. */
-    bool arena;               /* loaded at start: in the registry's arena */
+    bool arena; /* loaded at start: in the registry's arena */
     _Atomic unsigned refs;
-    _Atomic int state;        /* pending, live, deleting */
+    _Atomic int state; /* pending, live, deleting */
     uint32_t slot;
-    struct nd_doc *next;      /* hash chain */
+    struct nd_doc *next; /* hash chain */
     struct nd_waiter *waiters;
     /* A document registered by this process: its stored anchors
      * (nanchors), then its encoded sketch (sketch_len bytes). Kept only
@@ -124,22 +124,23 @@ typedef struct nd_check_res {
     nd_passage *passages;
     size_t passages_cap;
     /* Answer. */
-    bool original;      /* no document registered earlier lies within k */
-    bool registered;    /* the id holds this text now (just or earlier) */
-    bool existing;      /* the id held this text before this call */
-    bool truncated;     /* more matches than returned */
-    size_t nmatches;    /* matches[0..nmatches): identical, then near
+    bool original;    /* no document registered earlier lies within k */
+    bool registered;  /* the id holds this text now (just or earlier) */
+    bool existing;    /* the id held this text before this call */
+    bool truncated;   /* more matches than returned */
+    size_t nmatches;  /* matches[0..nmatches): identical, then near
                          * duplicates, then partial copies; each by
                          * resemblance (highest first), distance, time */
-    int verdict;        /* enum nd_verdict; original == (verdict == ORIGINAL) */
-    size_t npassages;   /* partial copy: the query's spans found in the best
+    int verdict;      /* enum nd_verdict; original == (verdict == ORIGINAL) */
+    size_t npassages; /* partial copy: the query's spans found in the best
                          * partial match (passages[0..min(npassages, cap))) */
-    nd_doc *doc;        /* the document under this id (new reference) or NULL */
+    nd_doc *doc;      /* the document under this id (new reference) or NULL */
 } nd_check_res;
 
 /* nd_registry_check() and nd_registry_delete() results besides 0 and -errno. */
 #define ND_REG_QUEUED 1 /* a store write was queued: done(arg, change, status) follows */
-#define ND_REG_WAIT 2   /* the id has a change in flight, or the verdict of a
+#define ND_REG_WAIT                                                                                \
+    2 /* the id has a change in flight, or the verdict of a
                          * registration depends on a document waiting for its
                          * commit: done(arg, NULL, 0) follows; then ask again */
 
@@ -150,8 +151,7 @@ typedef struct nd_check_res {
 typedef void (*nd_registry_done_fn)(void *arg, nd_reg_change *ch, int status);
 
 /* Called during nd_registry_load() at most every progress_ms and at the end. */
-typedef void (*nd_registry_progress_fn)(void *arg, uint64_t loaded, uint64_t total,
-                                        uint64_t stale);
+typedef void (*nd_registry_progress_fn)(void *arg, uint64_t loaded, uint64_t total, uint64_t stale);
 
 /* Creates an empty registry over store (borrowed, required: the LMDB store
  * or the memory store, whose changes complete at once). The registry is not
@@ -173,7 +173,9 @@ void nd_registry_destroy(nd_registry *reg);
  * store's count, documents are carved from large arena blocks (returned by
  * nd_registry_destroy(), so no reference to a loaded document may outlive
  * the registry; a loaded document that is deleted keeps its bytes until
- * then), and the index is built with one nd_index_insert_many() at the end.
+ * then), the anchor index is filled as each document is linked (an
+ * nd_anchor_loader, finished after the scan) and the SimHash index is built
+ * with one nd_index_insert_many() at the end. Lives in loader.c.
  * Calls progress at most every progress_ms and once at the end. Returns 0
  * and marks the registry loaded; -ECANCELED if *stop became true; or the
  * store's -errno / -ENOMEM (then the registry stays not loaded). */
@@ -231,8 +233,8 @@ int nd_registry_complete(nd_registry *reg, nd_reg_change *ch, int status);
  * within the call),
  * ND_REG_QUEUED, ND_REG_WAIT, -ENOENT (no such id), -EAGAIN (loading), or
  * the store's -errno when the deletion could not be queued. */
-int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len,
-                       nd_registry_done_fn done, void *arg);
+int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len, nd_registry_done_fn done,
+                       void *arg);
 
 /* Looks up id. Returns 0 and a new reference in *out, -ENOENT, or -EAGAIN
  * while loading. A registration still waiting for its commit is not found. */

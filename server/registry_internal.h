@@ -29,7 +29,7 @@ typedef struct arena_block {
 } arena_block;
 
 struct nd_registry {
-    nd_store *store; /* borrowed; NULL: in memory */
+    nd_store *store; /* borrowed: LMDB, or the memory store of --in-memory */
     nd_registry_options opts;
     nd_index *index;
     nd_anchor_index *anchors; /* anchor -> slots (partial-copy candidates) */

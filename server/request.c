@@ -96,8 +96,7 @@ int nd_request_content_kind(const char *ct, bool plain_ok, nd_request_error *err
     }
     if (!kind)
         refuse(err, 415, "unsupported_media_type", NULL,
-               "Content-Type must be application/json%s (UTF-8)",
-               plain_ok ? " or text/plain" : "");
+               "Content-Type must be application/json%s (UTF-8)", plain_ok ? " or text/plain" : "");
     return kind;
 }
 
@@ -119,8 +118,8 @@ static int read_members(nd_request_parser *p, const char *body, size_t len, size
     if (rc == 0)
         return 0;
     if (rc == -EINVAL) {
-        refuse(err, 400, "invalid_json", NULL, "invalid JSON at line %u, column %u: %s",
-               jerr.line, jerr.column, jerr.text);
+        refuse(err, 400, "invalid_json", NULL, "invalid JSON at line %u, column %u: %s", jerr.line,
+               jerr.column, jerr.text);
         err->line = jerr.line;
         err->column = jerr.column;
         return -1;
@@ -208,7 +207,7 @@ size_t nd_request_compact_bound(const char *raw, size_t len, size_t stop)
                     i += raw[i + 1] == 'u' ? 5 : 1;
                 n++;
             }
-            n++; /* the closing quote */
+            n++;                                         /* the closing quote */
         } else if (c == '-' || (c >= '0' && c <= '9')) { /* a number: >= 1 byte */
             while (i + 1 < len && number_char(raw[i + 1]))
                 i++;
@@ -217,8 +216,7 @@ size_t nd_request_compact_bound(const char *raw, size_t len, size_t stop)
     return n;
 }
 
-int nd_request_check_meta(nd_check_req *out, const nd_request_limits *lim,
-                          nd_request_error *err)
+int nd_request_check_meta(nd_check_req *out, const nd_request_limits *lim, nd_request_error *err)
 {
     out->meta = NULL;
     out->meta_len = 0;
@@ -229,7 +227,8 @@ int nd_request_check_meta(nd_check_req *out, const nd_request_limits *lim,
      * body into hundreds of MB and a second of CPU. */
     size_t bound = nd_request_compact_bound(out->meta_raw, out->meta_raw_len, lim->max_meta);
     if (bound > lim->max_meta)
-        return invalid_field(err, "meta", "meta is over %zu bytes as compact JSON; the limit is %zu",
+        return invalid_field(err, "meta",
+                             "meta is over %zu bytes as compact JSON; the limit is %zu",
                              lim->max_meta, lim->max_meta);
     json_error_t jerr;
     json_t *obj = json_loadb(out->meta_raw, out->meta_raw_len,
@@ -243,8 +242,8 @@ int nd_request_check_meta(nd_check_req *out, const nd_request_limits *lim,
     size_t n = strlen(text);
     if (n > lim->max_meta) {
         free(text);
-        return invalid_field(err, "meta", "meta is %zu bytes as compact JSON; the limit is %zu",
-                             n, lim->max_meta);
+        return invalid_field(err, "meta", "meta is %zu bytes as compact JSON; the limit is %zu", n,
+                             lim->max_meta);
     }
     out->meta = text;
     out->meta_len = n;
@@ -314,7 +313,8 @@ static int check_fields(nd_request_parser *p, size_t n, const nd_request_limits 
         if (id->type != ND_JSON_STRING || !nd_request_id_valid(id->str, id->str_len))
             return invalid_field(err, "id",
                                  "id must be a string of 1 to %d characters without "
-                                 "control characters", ND_ID_MAX_CHARS);
+                                 "control characters",
+                                 ND_ID_MAX_CHARS);
         out->id = id->str;
         out->id_len = id->str_len;
     }
@@ -340,8 +340,7 @@ static int check_fields(nd_request_parser *p, size_t n, const nd_request_limits 
 }
 
 int nd_request_parse_check(nd_request_parser *p, const char *body, size_t len,
-                           const nd_request_limits *lim, nd_check_req *out,
-                           nd_request_error *err)
+                           const nd_request_limits *lim, nd_check_req *out, nd_request_error *err)
 {
     memset(out, 0, sizeof(*out));
     size_t n;
@@ -359,8 +358,7 @@ int nd_request_parse_check(nd_request_parser *p, const char *body, size_t len,
     return 0;
 }
 
-int nd_request_parse_document_id(const char *encoded, char **id, size_t *len,
-                                 nd_request_error *err)
+int nd_request_parse_document_id(const char *encoded, char **id, size_t *len, nd_request_error *err)
 {
     *id = NULL;
     *len = 0;
@@ -374,7 +372,8 @@ int nd_request_parse_document_id(const char *encoded, char **id, size_t *len,
         free(dec);
         return invalid_field(err, "id",
                              "the id must be 1 to %d characters of UTF-8 without control "
-                             "characters (percent-encoded in the path)", ND_ID_MAX_CHARS);
+                             "characters (percent-encoded in the path)",
+                             ND_ID_MAX_CHARS);
     }
     *id = dec;
     *len = n;

@@ -65,7 +65,7 @@ int nd_request_text_size(size_t len, const nd_request_limits *lim, const char *f
 
 /* POST /fingerprint as JSON: {"text": "..."} or {"texts": ["...", ...]}. */
 typedef struct nd_fingerprint_request {
-    const char *text;           /* the single text (borrowed), or NULL for a batch */
+    const char *text; /* the single text (borrowed), or NULL for a batch */
     size_t text_len;
     const nd_json_value *texts; /* the batch (borrowed from the parser), or NULL */
     size_t ntexts;              /* items in the batch, all strings within the limits */
@@ -89,14 +89,14 @@ typedef struct nd_check_req {
     /* The body (nd_request_parse_check()). */
     const char *text;
     size_t text_len;
-    uint8_t text_hash[16];    /* nd_request_text_hash() of the text */
-    const char *id;           /* NULL when the request has no id */
+    uint8_t text_hash[16]; /* nd_request_text_hash() of the text */
+    const char *id;        /* NULL when the request has no id */
     size_t id_len;
-    bool do_register;         /* register when original (needs an id) */
-    unsigned k;               /* 0..ND_K_MAX */
-    const char *meta_raw;     /* the "meta" object as sent, or NULL */
+    bool do_register;     /* register when original (needs an id) */
+    unsigned k;           /* 0..ND_K_MAX */
+    const char *meta_raw; /* the "meta" object as sent, or NULL */
     size_t meta_raw_len;
-    char *meta;               /* compact JSON of "meta" (new, the caller frees;
+    char *meta; /* compact JSON of "meta" (new, the caller frees;
                                * nd_request_check_meta() only), or NULL; kept
                                * if registered */
     size_t meta_len;
@@ -106,15 +106,15 @@ typedef struct nd_check_req {
     /* Stage 2 (issue 12), the handler's sketch of the text. Without sketches
      * (NULL), every SimHash hit within k counts, unverified (kind
      * near_duplicate, figures 0). */
-    const nd_sketch *sketch;    /* the text's sketches in both modes, [word,
+    const nd_sketch *sketch;   /* the text's sketches in both modes, [word,
                                  * char] (nd_sketch_text_modes()) */
-    const uint8_t *sketch_enc;  /* nd_sketch_encode() of its own mode's (stored) */
+    const uint8_t *sketch_enc; /* nd_sketch_encode() of its own mode's (stored) */
     size_t sketch_enc_len;
-    const uint32_t *anchors;    /* probed in the anchor index: both modes' */
-    uint32_t nanchors_query;    /* (<= ND_ANCHOR_QUERY_MAX) */
+    const uint32_t *anchors;       /* probed in the anchor index: both modes' */
+    uint32_t nanchors_query;       /* (<= ND_ANCHOR_QUERY_MAX) */
     const uint32_t *store_anchors; /* its own mode's, best first: stored */
-    uint32_t nanchors_store;    /* (<= ND_ANCHORS_MAX) */
-    const nd_sk_scratch *scratch; /* sketched the text (for passages), or NULL */
+    uint32_t nanchors_store;       /* (<= ND_ANCHORS_MAX) */
+    const nd_sk_scratch *scratch;  /* sketched the text (for passages), or NULL */
     /* A query's sketches are made only when there are candidates to verify
      * (nd_sketch_query()): when sketch_lazy is not NULL, sketch (==
      * sketch_out) is not filled yet and nd_registry_check() calls
@@ -122,7 +122,7 @@ typedef struct nd_check_req {
     nd_sk_scratch *sketch_lazy;
     nd_sketch *sketch_out;
     nd_verdict_params params;
-    unsigned max_verify;        /* anchor candidates verified (V) */
+    unsigned max_verify; /* anchor candidates verified (V) */
 } nd_check_req;
 
 /* Parses and validates a /check-original body without building any tree:
@@ -132,8 +132,7 @@ typedef struct nd_check_req {
  * -1 with *err set (400, or 500 out of memory). Allocates only to grow the
  * parser's scratch. */
 int nd_request_parse_check(nd_request_parser *p, const char *body, size_t len,
-                           const nd_request_limits *lim, nd_check_req *out,
-                           nd_request_error *err);
+                           const nd_request_limits *lim, nd_check_req *out, nd_request_error *err);
 
 /* For a request that registers, once it is authorized: checks out->meta_raw
  * against lim->max_meta and sets out->meta to its compact JSON (new; the
@@ -144,8 +143,7 @@ int nd_request_parse_check(nd_request_parser *p, const char *body, size_t len,
  * Returns 0, or -1 with *err set (400 invalid_field "meta": over the limit,
  * or a duplicate key, or a NUL in a key; 500 out of memory), out->meta then
  * NULL. */
-int nd_request_check_meta(nd_check_req *out, const nd_request_limits *lim,
-                          nd_request_error *err);
+int nd_request_check_meta(nd_check_req *out, const nd_request_limits *lim, nd_request_error *err);
 
 /* A lower bound of the size of the compact JSON that jansson writes for
  * the valid JSON value raw[0..len): white space outside strings is not

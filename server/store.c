@@ -102,11 +102,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ND_LAYOUT_2 2           /* value layout version (first byte), read */
-#define ND_LAYOUT_3 3           /* ... written: layout 2 plus anchors */
-#define ND_STORE_FORMAT 2u      /* store format in info/format */
-#define HDR_SIZE 38u            /* value header, layout 2 */
-#define KEY_SIZE 8u             /* big-endian registered_at_us */
+#define ND_LAYOUT_2 2      /* value layout version (first byte), read */
+#define ND_LAYOUT_3 3      /* ... written: layout 2 plus anchors */
+#define ND_STORE_FORMAT 2u /* store format in info/format */
+#define HDR_SIZE 38u       /* value header, layout 2 */
+#define KEY_SIZE 8u        /* big-endian registered_at_us */
 #define FLAG_META 0x01u
 
 #define DB_INFO "info"
@@ -119,21 +119,21 @@
 #define DATA_NAME "data.mdb"
 #define FILE_MODE 0600
 #define MAX_READERS 256u
-#define MAX_BATCH 65536u        /* max_batch is clamped to this */
-#define QUEUE_MIN 1024u         /* queued changes allowed at least */
-#define QUEUE_BYTES (64u << 20) /* queued bytes allowed (one change always) */
-#define FULL_SLACK (1u << 20)   /* a filesystem with less available is full */
-#define PROBE_KEY "probe"       /* info key written by probe_space() */
-#define PROBE_BYTES (16u << 10) /* room a probe needs: a large record */
-#define PROBE_MS 1000           /* probe interval while not writable and idle */
-#define HEADROOM_MIN (1u << 20) /* zeroed bytes kept past the last page, at least */
+#define MAX_BATCH 65536u         /* max_batch is clamped to this */
+#define QUEUE_MIN 1024u          /* queued changes allowed at least */
+#define QUEUE_BYTES (64u << 20)  /* queued bytes allowed (one change always) */
+#define FULL_SLACK (1u << 20)    /* a filesystem with less available is full */
+#define PROBE_KEY "probe"        /* info key written by probe_space() */
+#define PROBE_BYTES (16u << 10)  /* room a probe needs: a large record */
+#define PROBE_MS 1000            /* probe interval while not writable and idle */
+#define HEADROOM_MIN (1u << 20)  /* zeroed bytes kept past the last page, at least */
 #define HEADROOM_MAX (64u << 20) /* ... and at most (else 1/16 of the file) */
-#define ZERO_CHUNK (1u << 20)   /* bytes of zeros written by one pwrite */
+#define ZERO_CHUNK (1u << 20)    /* bytes of zeros written by one pwrite */
 
 enum change_kind {
-    CHANGE_PUT,                 /* data: key (KEY_SIZE bytes), then value */
-    CHANGE_DELETE_AT,           /* data: key, then the id */
-    CHANGE_REPLACE_AT,          /* data: key, then value (as CHANGE_PUT) */
+    CHANGE_PUT,        /* data: key (KEY_SIZE bytes), then value */
+    CHANGE_DELETE_AT,  /* data: key, then the id */
+    CHANGE_REPLACE_AT, /* data: key, then value (as CHANGE_PUT) */
 };
 
 typedef struct change {
@@ -142,34 +142,34 @@ typedef struct change {
     void *arg;
     int status;
     enum change_kind kind;
-    uint32_t len;               /* bytes of data (key, value, sketch) */
-    uint32_t sketch_len;        /* put / replace: the last bytes of data are
+    uint32_t len;        /* bytes of data (key, value, sketch) */
+    uint32_t sketch_len; /* put / replace: the last bytes of data are
                                  * the sketch (0: none) */
-    bool keep_sketch;           /* delete: leave the sketch (see apply_one) */
-    size_t size;                /* bytes charged to the queue */
+    bool keep_sketch;    /* delete: leave the sketch (see apply_one) */
+    size_t size;         /* bytes charged to the queue */
     unsigned char data[];
 } change;
 
 struct nd_store {
-    nd_store_base base;         /* first: the interface (store.h) */
+    nd_store_base base; /* first: the interface (store.h) */
     char *dir;
     nd_store_options opts;
     int lock_fd;
 
-    pthread_rwlock_t env_lock;  /* shared: any env use off the commit
+    pthread_rwlock_t env_lock; /* shared: any env use off the commit
                                  * thread; exclusive: reopening env */
-    MDB_env *env;               /* NULL after a failed reopen */
+    MDB_env *env;              /* NULL after a failed reopen */
     MDB_dbi dbi;
-    MDB_dbi sketch_dbi;         /* registered_at_us -> encoded sketch */
-    int64_t last_key;           /* commit thread: the greatest key known to be
+    MDB_dbi sketch_dbi;            /* registered_at_us -> encoded sketch */
+    int64_t last_key;              /* commit thread: the greatest key known to be
                                  * stored (-1: none), the MDB_APPEND hint */
     unsigned long long zeroed_end; /* commit thread: data.mdb is at least this
                                  * long (bytes; 0: not known yet) */
-    void *zeros;                /* ZERO_CHUNK zero bytes, made on first use */
+    void *zeros;                   /* ZERO_CHUNK zero bytes, made on first use */
 
-    pthread_mutex_t mu;         /* guards the fields down to `closing` */
-    pthread_cond_t work;        /* commit thread: changes queued / closing */
-    pthread_cond_t space;       /* submitters: queue has room / closing */
+    pthread_mutex_t mu;   /* guards the fields down to `closing` */
+    pthread_cond_t work;  /* commit thread: changes queued / closing */
+    pthread_cond_t space; /* submitters: queue has room / closing */
     change *head, *tail;
     size_t queued, queued_bytes, queue_max;
     bool closing;
@@ -183,8 +183,7 @@ struct nd_store {
 };
 
 const uint64_t nd_store_commit_bucket_us[ND_STORE_COMMIT_BUCKETS] = {
-    100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
-    1000000, 5000000,
+    100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 5000000,
 };
 
 /* Counts one committed transaction of us microseconds (commit thread). */
@@ -226,8 +225,7 @@ static void wr64(unsigned char *p, uint64_t v)
 
 static uint32_t rd32(const unsigned char *p)
 {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16
-         | (uint32_t)p[3] << 24;
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 static uint64_t rd64(const unsigned char *p)
@@ -257,15 +255,13 @@ static int64_t rd_key(const unsigned char *p)
 
 static bool is_space_error(int rc)
 {
-    return rc == MDB_MAP_FULL || rc == MDB_TXN_FULL || rc == ENOSPC
-        || rc == EDQUOT || rc == EFBIG;
+    return rc == MDB_MAP_FULL || rc == MDB_TXN_FULL || rc == ENOSPC || rc == EDQUOT || rc == EFBIG;
 }
 
 static bool is_corrupt_error(int rc)
 {
-    return rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH
-        || rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND
-        || rc == MDB_INCOMPATIBLE || rc == MDB_BAD_VALSIZE;
+    return rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH || rc == MDB_CORRUPTED ||
+           rc == MDB_PAGE_NOTFOUND || rc == MDB_INCOMPATIBLE || rc == MDB_BAD_VALSIZE;
 }
 
 /* Maps an LMDB or system error code to -errno. */
@@ -281,7 +277,7 @@ static int mdb_errno(int rc)
         return -EAGAIN;
     if (rc > 0)
         return -rc;
-    return -EIO;               /* MDB_PANIC, corruption, ... */
+    return -EIO; /* MDB_PANIC, corruption, ... */
 }
 
 /* fsyncs a directory so that entries created in it are durable. */
@@ -306,8 +302,7 @@ static char *path_join(const char *dir, const char *name)
 
 /* Makes sure dir is a directory, creating it (one level) if missing.
  * *created tells whether it did. Returns 0 or -errno with err set. */
-static int ensure_dir(const char *dir, const char *what, bool *created,
-                      char *err, size_t errlen)
+static int ensure_dir(const char *dir, const char *what, bool *created, char *err, size_t errlen)
 {
     struct stat sb;
     *created = false;
@@ -327,8 +322,8 @@ static int ensure_dir(const char *dir, const char *what, bool *created,
     int e = errno;
     if (e == EEXIST)
         return 0;
-    return set_err(err, errlen, -e, "%s %s does not exist and cannot be created: %s",
-                   what, dir, strerror(e));
+    return set_err(err, errlen, -e, "%s %s does not exist and cannot be created: %s", what, dir,
+                   strerror(e));
 }
 
 static int dir_parent_sync(const char *dir)
@@ -355,8 +350,8 @@ static int dir_parent_sync(const char *dir)
 
 static size_t value_size(const nd_record *r, size_t vlen)
 {
-    return HDR_SIZE + r->id_len + vlen + 1 + (r->meta ? r->meta_len + 1 : 0)
-           + 4 * (size_t)r->nanchors;
+    return HDR_SIZE + r->id_len + vlen + 1 + (r->meta ? r->meta_len + 1 : 0) +
+           4 * (size_t)r->nanchors;
 }
 
 static void encode_value(unsigned char *p, const nd_record *r, size_t vlen)
@@ -416,8 +411,8 @@ static int decode_value(const MDB_val *k, const MDB_val *v, nd_record *r)
     bool has_meta = p[1] & FLAG_META;
     const unsigned char *ver = id + idlen;
     size_t body = HDR_SIZE + idlen + vlen + 1 + (has_meta ? mlen + 1 : 0);
-    if (vlen == 0 || vlen > ND_VERSION_MAX || mlen > n || n != body + 4 * nanchors
-        || ver[vlen] != '\0' || (has_meta && p[body - 1] != '\0'))
+    if (vlen == 0 || vlen > ND_VERSION_MAX || mlen > n || n != body + 4 * nanchors ||
+        ver[vlen] != '\0' || (has_meta && p[body - 1] != '\0'))
         return -EBADMSG;
     r->id = (const char *)id;
     r->id_len = idlen;
@@ -445,14 +440,14 @@ static int check_size(MDB_env *env, const char *dir, char *err, size_t errlen)
     MDB_stat est;
     struct stat sb;
     int fd;
-    if (mdb_env_info(env, &info) || mdb_env_stat(env, &est)
-        || mdb_env_get_fd(env, &fd) || fstat(fd, &sb))
+    if (mdb_env_info(env, &info) || mdb_env_stat(env, &est) || mdb_env_get_fd(env, &fd) ||
+        fstat(fd, &sb))
         return set_err(err, errlen, -EIO, "cannot inspect %s/" DATA_NAME, dir);
     unsigned long long need = ((unsigned long long)info.me_last_pgno + 1) * est.ms_psize;
     if ((unsigned long long)sb.st_size < need)
         return set_err(err, errlen, -EINVAL,
-                       "%s/" DATA_NAME " is truncated (%lld bytes, its pages need %llu)",
-                       dir, (long long)sb.st_size, need);
+                       "%s/" DATA_NAME " is truncated (%lld bytes, its pages need %llu)", dir,
+                       (long long)sb.st_size, need);
     return 0;
 }
 
@@ -460,21 +455,19 @@ static int open_err(int rc, const char *dir, const char *step, char *err, size_t
 {
     if (is_corrupt_error(rc))
         return set_err(err, errlen, -EINVAL,
-                       "%s/" DATA_NAME " is corrupt or not a neardup store (%s: %s)",
-                       dir, step, mdb_strerror(rc));
+                       "%s/" DATA_NAME " is corrupt or not a neardup store (%s: %s)", dir, step,
+                       mdb_strerror(rc));
     if (is_space_error(rc))
-        return set_err(err, errlen, -ENOSPC, "no space for the store in %s (%s: %s)",
-                       dir, step, mdb_strerror(rc));
+        return set_err(err, errlen, -ENOSPC, "no space for the store in %s (%s: %s)", dir, step,
+                       mdb_strerror(rc));
     if (rc == EACCES || rc == EPERM || rc == EROFS)
         return set_err(err, errlen, rc == EROFS ? -EROFS : -EACCES,
-                       "data directory %s is not writable (%s: %s)", dir, step,
-                       mdb_strerror(rc));
+                       "data directory %s is not writable (%s: %s)", dir, step, mdb_strerror(rc));
     if (rc == ENOMEM)
-        return set_err(err, errlen, -ENOMEM,
-                       "cannot map the store in %s (%s: %s); lower map_size?", dir,
-                       step, mdb_strerror(rc));
-    return set_err(err, errlen, mdb_errno(rc), "cannot open the store in %s (%s: %s)",
-                   dir, step, mdb_strerror(rc));
+        return set_err(err, errlen, -ENOMEM, "cannot map the store in %s (%s: %s); lower map_size?",
+                       dir, step, mdb_strerror(rc));
+    return set_err(err, errlen, mdb_errno(rc), "cannot open the store in %s (%s: %s)", dir, step,
+                   mdb_strerror(rc));
 }
 
 /* Reserves the blocks of lock.mdb before LMDB maps it. LMDB creates the
@@ -490,7 +483,7 @@ static int claim_lock_file(const char *dir, char *err, size_t errlen)
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, FILE_MODE);
     free(path);
     if (fd < 0)
-        return 0;           /* read-only directory: LMDB runs without it */
+        return 0; /* read-only directory: LMDB runs without it */
     struct stat sb;
     off_t want = (off_t)MAX_READERS * 64 + 4096; /* slots + header, rounded up */
     int rc = 0;
@@ -500,14 +493,13 @@ static int claim_lock_file(const char *dir, char *err, size_t errlen)
         rc = errno;
     close(fd);
     if (rc == ENOSPC || rc == EDQUOT)
-        return set_err(err, errlen, -ENOSPC, "no space for %s/lock.mdb: %s", dir,
-                       strerror(rc));
-    return 0;               /* EOPNOTSUPP etc.: nothing more to do */
+        return set_err(err, errlen, -ENOSPC, "no space for %s/lock.mdb: %s", dir, strerror(rc));
+    return 0; /* EOPNOTSUPP etc.: nothing more to do */
 }
 
 /* Checks info/format, or creates info and records in a new environment. */
-static int open_dbs(MDB_txn *txn, MDB_dbi *records, MDB_dbi *sketches, const char *dir,
-                    char *err, size_t errlen)
+static int open_dbs(MDB_txn *txn, MDB_dbi *records, MDB_dbi *sketches, const char *dir, char *err,
+                    size_t errlen)
 {
     MDB_dbi info;
     MDB_val k = {sizeof(INFO_KEY) - 1, INFO_KEY}, v;
@@ -525,10 +517,10 @@ static int open_dbs(MDB_txn *txn, MDB_dbi *records, MDB_dbi *sketches, const cha
         wr32(fmt + 4, ND_STORE_FORMAT);
         v.mv_size = sizeof(fmt);
         v.mv_data = fmt;
-        if ((rc = mdb_dbi_open(txn, DB_INFO, MDB_CREATE, &info))
-            || (rc = mdb_put(txn, info, &k, &v, 0))
-            || (rc = mdb_dbi_open(txn, DB_RECORDS, MDB_CREATE, records))
-            || (rc = mdb_dbi_open(txn, DB_SKETCHES, MDB_CREATE, sketches)))
+        if ((rc = mdb_dbi_open(txn, DB_INFO, MDB_CREATE, &info)) ||
+            (rc = mdb_put(txn, info, &k, &v, 0)) ||
+            (rc = mdb_dbi_open(txn, DB_RECORDS, MDB_CREATE, records)) ||
+            (rc = mdb_dbi_open(txn, DB_SKETCHES, MDB_CREATE, sketches)))
             return open_err(rc, dir, "create", err, errlen);
         return 0;
     }
@@ -547,9 +539,8 @@ static int open_dbs(MDB_txn *txn, MDB_dbi *records, MDB_dbi *sketches, const cha
                        dir, ND_STORE_FORMAT);
     if (f != ND_STORE_FORMAT)
         return set_err(err, errlen, -EINVAL,
-                       "%s/" DATA_NAME " has store format %u%s; this build reads format %u",
-                       dir, f, f > ND_STORE_FORMAT ? ", created by a newer neardup" : "",
-                       ND_STORE_FORMAT);
+                       "%s/" DATA_NAME " has store format %u%s; this build reads format %u", dir, f,
+                       f > ND_STORE_FORMAT ? ", created by a newer neardup" : "", ND_STORE_FORMAT);
     rc = mdb_dbi_open(txn, DB_RECORDS, 0, records);
     if (rc)
         return open_err(rc, dir, "records database", err, errlen);
@@ -599,7 +590,7 @@ static int env_open(nd_store *st, char *err, size_t errlen)
     if ((rc = check_size(env, st->dir, err, errlen)))
         goto fail;
     int dead = 0;
-    mdb_reader_check(env, &dead);   /* slots of crashed readers pin pages */
+    mdb_reader_check(env, &dead); /* slots of crashed readers pin pages */
     if ((rc = mdb_txn_begin(env, NULL, 0, &txn))) {
         rc = open_err(rc, st->dir, "mdb_txn_begin", err, errlen);
         goto fail;
@@ -648,8 +639,7 @@ static int take_lock(const char *dir, char *err, size_t errlen)
         if (e == EACCES || e == EPERM || e == EROFS)
             return set_err(err, errlen, e == EROFS ? -EROFS : -EACCES,
                            "data directory %s is not writable: %s", dir, strerror(e));
-        return set_err(err, errlen, -e, "cannot create %s/" LOCK_NAME ": %s", dir,
-                       strerror(e));
+        return set_err(err, errlen, -e, "cannot create %s/" LOCK_NAME ": %s", dir, strerror(e));
     }
     free(path);
     if (flock(fd, LOCK_EX | LOCK_NB)) {
@@ -661,10 +651,9 @@ static int take_lock(const char *dir, char *err, size_t errlen)
         close(fd);
         if (e == EWOULDBLOCK)
             return set_err(err, errlen, -EBUSY,
-                           "data directory %s is in use by another neardupd (pid %s)",
-                           dir, pid[0] ? pid : "unknown");
-        return set_err(err, errlen, -e, "cannot lock %s/" LOCK_NAME ": %s", dir,
-                       strerror(e));
+                           "data directory %s is in use by another neardupd (pid %s)", dir,
+                           pid[0] ? pid : "unknown");
+        return set_err(err, errlen, -e, "cannot lock %s/" LOCK_NAME ": %s", dir, strerror(e));
     }
     char pid[32];
     int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
@@ -693,7 +682,8 @@ static int check_data_file(const char *dir, bool *exists, char *err, size_t errl
     if (rc == 0 && sb.st_size == 0)
         return set_err(err, errlen, -EINVAL,
                        "%s/" DATA_NAME " is empty (truncated?); move it away to start"
-                       " a new store", dir);
+                       " a new store",
+                       dir);
     return 0;
 }
 
@@ -712,8 +702,8 @@ static void remove_new_data(const char *dir)
 
 /* What one write transaction did, for the counters. */
 typedef struct txn_result {
-    bool wrote;                 /* some change modified the database */
-    size_t appended;            /* puts that took the MDB_APPEND path */
+    bool wrote;      /* some change modified the database */
+    size_t appended; /* puts that took the MDB_APPEND path */
 } txn_result;
 
 /* Inserts a record. The key is tried with MDB_APPEND when it is above the
@@ -770,8 +760,7 @@ static size_t change_id(change *c, const unsigned char **id)
  * change's key if its id is the change's id. Else the change's status is
  * -ENOENT (no record there, or another id) or -EBADMSG (the stored value
  * cannot be decoded: left as it is), and nothing is written. */
-static int apply_at_key(nd_store *st, MDB_txn *txn, MDB_cursor *cur, change *c,
-                        txn_result *res)
+static int apply_at_key(nd_store *st, MDB_txn *txn, MDB_cursor *cur, change *c, txn_result *res)
 {
     MDB_val k = {KEY_SIZE, c->data}, v;
     const unsigned char *id = NULL, *vid = NULL;
@@ -860,8 +849,7 @@ static int apply_txn(nd_store *st, change *first, size_t n, txn_result *res)
     int64_t last = st->last_key;
     change *c = first;
     for (size_t i = 0; i < n && rc == 0; i++, c = c->next)
-        rc = c->kind == CHANGE_PUT ? apply_put(st, txn, c, &last, res)
-                                   : apply_at(st, txn, c, res);
+        rc = c->kind == CHANGE_PUT ? apply_put(st, txn, c, &last, res) : apply_at(st, txn, c, res);
     if (rc) {
         mdb_txn_abort(txn);
         return rc;
@@ -999,8 +987,8 @@ static void do_wait_work(nd_store *st)
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000;
         }
-        if (pthread_cond_timedwait(&st->work, &st->mu, &ts) == ETIMEDOUT && !st->head
-            && !st->closing) {
+        if (pthread_cond_timedwait(&st->work, &st->mu, &ts) == ETIMEDOUT && !st->head &&
+            !st->closing) {
             pthread_mutex_unlock(&st->mu);
             probe_space(st);
             pthread_mutex_lock(&st->mu);
@@ -1046,7 +1034,7 @@ static void keep_headroom(nd_store *st)
     unsigned long long room = used / 16;
     room = room < HEADROOM_MIN ? HEADROOM_MIN : room > HEADROOM_MAX ? HEADROOM_MAX : room;
     if (used + room / 2 <= st->zeroed_end)
-        return;                 /* the common case: no system call */
+        return; /* the common case: no system call */
     struct stat sb;
     struct statvfs sv;
     if (mdb_env_get_fd(st->env, &fd) || fstat(fd, &sb) || fstatvfs(fd, &sv))
@@ -1059,7 +1047,7 @@ static void keep_headroom(nd_store *st)
         return;
     unsigned long long avail = (unsigned long long)sv.f_bavail * sv.f_frsize;
     if (avail < 4 * (want - end) + FULL_SLACK)
-        return;                 /* leave the last of the disk to LMDB itself */
+        return; /* leave the last of the disk to LMDB itself */
     if (!st->zeros && !(st->zeros = calloc(1, ZERO_CHUNK)))
         return;
     while (end < want) {
@@ -1134,12 +1122,12 @@ void nd_store_options_default(nd_store_options *opts)
 {
     memset(opts, 0, sizeof(*opts));
 #if SIZE_MAX > 0xffffffffu
-    opts->map_size = (size_t)64 << 30;  /* virtual; the file grows as used */
+    opts->map_size = (size_t)64 << 30; /* virtual; the file grows as used */
 #else
-    opts->map_size = (size_t)1 << 30;   /* 32-bit address space */
+    opts->map_size = (size_t)1 << 30; /* 32-bit address space */
 #endif
-    opts->max_batch = 4096;             /* bounds one transaction's dirty pages */
-    opts->sync = true;                  /* durable acknowledgements */
+    opts->max_batch = 4096; /* bounds one transaction's dirty pages */
+    opts->sync = true;      /* durable acknowledgements */
 }
 
 static void store_free(nd_store *st)
@@ -1147,7 +1135,7 @@ static void store_free(nd_store *st)
     if (st->env)
         mdb_env_close(st->env);
     if (st->lock_fd >= 0)
-        close(st->lock_fd);     /* releases the flock */
+        close(st->lock_fd); /* releases the flock */
     pthread_cond_destroy(&st->space);
     pthread_cond_destroy(&st->work);
     pthread_mutex_destroy(&st->mu);
@@ -1159,8 +1147,8 @@ static void store_free(nd_store *st)
 
 static const nd_store_ops lmdb_ops; /* at the end */
 
-int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
-                  char *err, size_t errlen)
+int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts, char *err,
+                  size_t errlen)
 {
     *out = NULL;
     if (!dir || !*dir)
@@ -1176,7 +1164,7 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
     pthread_mutex_init(&st->mu, NULL);
     pthread_condattr_t mono;
     pthread_condattr_init(&mono);
-    pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);   /* do_wait_work */
+    pthread_condattr_setclock(&mono, CLOCK_MONOTONIC); /* do_wait_work */
     pthread_cond_init(&st->work, &mono);
     pthread_condattr_destroy(&mono);
     pthread_cond_init(&st->space, NULL);
@@ -1202,13 +1190,13 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
         st->opts.map_size = d.map_size;
     }
     if (rc == 0 && (rc = env_open(st, err, errlen)) != 0 && !data_exists)
-        remove_new_data(dir);   /* e.g. disk full: do not leave a stub */
+        remove_new_data(dir); /* e.g. disk full: do not leave a stub */
     if (rc == 0 && !data_exists && (rc = sync_dir(dir)) != 0)
         set_err(err, errlen, rc, "cannot sync data directory %s: %s", dir, strerror(-rc));
     if (rc == 0 && dir_created && (rc = dir_parent_sync(dir)) != 0)
         set_err(err, errlen, rc, "cannot sync the parent of %s: %s", dir, strerror(-rc));
     if (rc == 0) {
-        probe_space(st);        /* a full map or disk: open, not writable */
+        probe_space(st); /* a full map or disk: open, not writable */
         rc = -pthread_create(&st->thread, NULL, commit_main, st);
         if (rc)
             set_err(err, errlen, rc, "cannot start the commit thread: %s", strerror(-rc));
@@ -1227,8 +1215,8 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
 static int enqueue(nd_store *st, change *c)
 {
     pthread_mutex_lock(&st->mu);
-    while (!st->closing && st->head
-           && (st->queued >= st->queue_max || st->queued_bytes + c->size > QUEUE_BYTES)) {
+    while (!st->closing && st->head &&
+           (st->queued >= st->queue_max || st->queued_bytes + c->size > QUEUE_BYTES)) {
         if (st->opts.shed) {
             pthread_mutex_unlock(&st->mu);
             free(c);
@@ -1253,8 +1241,7 @@ static int enqueue(nd_store *st, change *c)
     return 0;
 }
 
-static change *change_new(enum change_kind kind, size_t len, nd_store_done_fn done,
-                          void *arg)
+static change *change_new(enum change_kind kind, size_t len, nd_store_done_fn done, void *arg)
 {
     size_t size = sizeof(change) + len;
     change *c = malloc(size);
@@ -1283,10 +1270,10 @@ static size_t record_ok(const nd_record *rec)
     if (!rec || !id_ok(rec->id, rec->id_len) || !rec->version || rec->registered_at_us < 0)
         return 0;
     size_t vlen = strnlen(rec->version, ND_VERSION_MAX + 1);
-    if (vlen == 0 || vlen > ND_VERSION_MAX || rec->meta_len > ND_META_MAX
-        || (!rec->meta && rec->meta_len) || rec->nanchors > ND_STORE_ANCHORS_MAX
-        || (!rec->anchors && rec->nanchors) || rec->sketch_len > ND_STORE_SKETCH_MAX
-        || (!rec->sketch && rec->sketch_len))
+    if (vlen == 0 || vlen > ND_VERSION_MAX || rec->meta_len > ND_META_MAX ||
+        (!rec->meta && rec->meta_len) || rec->nanchors > ND_STORE_ANCHORS_MAX ||
+        (!rec->anchors && rec->nanchors) || rec->sketch_len > ND_STORE_SKETCH_MAX ||
+        (!rec->sketch && rec->sketch_len))
         return 0;
     return vlen;
 }
@@ -1487,10 +1474,10 @@ static int copy_env(MDB_env *env, const char *dst_dir, char *err, size_t errlen)
     }
     rc = mdb_env_copyfd2(env, fd, MDB_CP_COMPACT);
     if (rc == MDB_INCOMPATIBLE && ftruncate(fd, 0) == 0 && lseek(fd, 0, SEEK_SET) == 0)
-        rc = mdb_env_copyfd2(env, fd, 0);   /* compaction refused: page leak */
+        rc = mdb_env_copyfd2(env, fd, 0); /* compaction refused: page leak */
     if (rc) {
-        set_err(err, errlen, mdb_errno(rc), "copying the store into %s failed: %s",
-                dst_dir, mdb_strerror(rc));
+        set_err(err, errlen, mdb_errno(rc), "copying the store into %s failed: %s", dst_dir,
+                mdb_strerror(rc));
         rc = mdb_errno(rc);
     } else if (fsync(fd)) {
         rc = -errno;
@@ -1545,7 +1532,7 @@ int nd_store_backup_path(const char *src_dir, const char *dst_dir, char *err, si
     if ((rc = check_size(env, src_dir, err, errlen)))
         goto out;
     rc = copy_env(env, dst_dir, err, errlen);
-    if (rc == -EAGAIN) {        /* the holder grew the map meanwhile */
+    if (rc == -EAGAIN) { /* the holder grew the map meanwhile */
         mdb_env_set_mapsize(env, 0);
         rc = copy_env(env, dst_dir, err, errlen);
     }
@@ -1592,7 +1579,7 @@ static void lmdb_close(nd_store *st)
     if (st->thread_started)
         pthread_join(st->thread, NULL);
     if (st->env && !st->opts.sync)
-        mdb_env_sync(st->env, 1);   /* a clean close is durable in any mode */
+        mdb_env_sync(st->env, 1); /* a clean close is durable in any mode */
     store_free(st);
 }
 

@@ -48,16 +48,16 @@
 
 typedef struct nd_store nd_store;
 
-#define ND_ID_MAX 1024        /* longest document id, bytes (the API takes 256 characters) */
-#define ND_VERSION_MAX 32     /* longest fingerprint version string, bytes */
-#define ND_META_MAX (16u << 20) /* longest meta text, bytes */
+#define ND_ID_MAX 1024           /* longest document id, bytes (the API takes 256 characters) */
+#define ND_VERSION_MAX 32        /* longest fingerprint version string, bytes */
+#define ND_META_MAX (16u << 20)  /* longest meta text, bytes */
 #define ND_STORE_ANCHORS_MAX 255 /* most anchors in a record */
 #define ND_STORE_SKETCH_MAX 4096 /* longest encoded sketch, bytes */
 
 /* One registered document. In calls that take a record, every pointer is
  * borrowed for the duration of the call (the store copies what it keeps). */
 typedef struct nd_record {
-    const char *id;           /* document id, id_len bytes, 1..ND_ID_MAX */
+    const char *id; /* document id, id_len bytes, 1..ND_ID_MAX */
     size_t id_len;
     uint64_t simhash;
     const char *version;      /* fingerprint algorithm version, NUL-terminated */
@@ -66,16 +66,16 @@ typedef struct nd_record {
     uint8_t text_hash[16];    /* XXH3-128 of the submitted text (idempotency) */
     const char *meta;         /* compact JSON object text, or NULL */
     size_t meta_len;
-    const uint8_t *anchors;   /* nanchors x 4 bytes (little-endian u32), kept in
+    const uint8_t *anchors; /* nanchors x 4 bytes (little-endian u32), kept in
                                * the record (a scan hands them out: start-up
                                * rebuilds the anchor index); NULL when none */
-    uint32_t nanchors;        /* 0..ND_STORE_ANCHORS_MAX */
-    const uint8_t *sketch;    /* put/replace only: the encoded sketch, stored in
+    uint32_t nanchors;      /* 0..ND_STORE_ANCHORS_MAX */
+    const uint8_t *sketch;  /* put/replace only: the encoded sketch, stored in
                                * the "sketches" database under the same key in
                                * the same transaction (scans never read it:
                                * nd_store_sketches() does); NULL: none (a replace
                                * then removes the stored one) */
-    size_t sketch_len;        /* 0..ND_STORE_SKETCH_MAX */
+    size_t sketch_len;      /* 0..ND_STORE_SKETCH_MAX */
 } nd_record;
 
 /* ---- the interface ---- */
@@ -101,8 +101,8 @@ typedef void (*nd_store_done_fn)(void *arg, int status);
 
 /* An implementation: the calls below, dispatched. */
 typedef struct nd_store_ops {
-    const char *name; /* "lmdb", "memory" */
-    bool durable;     /* survives a restart (false: neardup_in_memory 1) */
+    const char *name;     /* "lmdb", "memory" */
+    bool durable;         /* survives a restart (false: neardup_in_memory 1) */
     bool commits_in_call; /* put, replace and delete_at commit before they
                            * return (done runs within the call); else done
                            * runs later, on another thread */
@@ -114,8 +114,7 @@ typedef struct nd_store_ops {
     int (*get)(nd_store *st, int64_t registered_at_us,
                int (*visit)(void *arg, const nd_record *rec), void *arg);
     int (*sketches)(nd_store *st, const int64_t *at, size_t n,
-                    int (*visit)(void *arg, size_t i, const uint8_t *buf, size_t len),
-                    void *arg);
+                    int (*visit)(void *arg, size_t i, const uint8_t *buf, size_t len), void *arg);
     int64_t (*count)(nd_store *st);
     bool (*writable)(const nd_store *st);
     void (*get_stats)(nd_store *st, nd_store_stats *out);
@@ -165,10 +164,10 @@ static inline bool nd_store_durable(const nd_store *st)
 }
 
 typedef struct nd_store_options {
-    size_t map_size;          /* LMDB map size in bytes (the storage limit) */
-    unsigned max_batch;       /* most changes in one transaction */
-    bool sync;                /* fsync each commit (true except in tests) */
-    bool shed;                /* queue full: put, replace and delete_at return
+    size_t map_size;    /* LMDB map size in bytes (the storage limit) */
+    unsigned max_batch; /* most changes in one transaction */
+    bool sync;          /* fsync each commit (true except in tests) */
+    bool shed;          /* queue full: put, replace and delete_at return
                                * -EBUSY at once instead of waiting (callers
                                * that must not block: a server's loops) */
 } nd_store_options;
@@ -197,8 +196,8 @@ void nd_store_options_default(nd_store_options *opts);
  * -EINVAL (corrupt, truncated or incompatible file), -ENOSPC, -ENOMEM.
  * An existing store opens even when its map or disk is full: reads work and
  * writes report -ENOSPC until space returns. */
-int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
-                  char *err, size_t errlen);
+int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts, char *err,
+                  size_t errlen);
 
 /* Queues the record for durable insertion under the key
  * rec->registered_at_us; the record is copied into one allocation. Nothing
@@ -218,8 +217,7 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
  * one commit), so never call it from a done callback; with opts.shed it
  * returns -EBUSY instead (nothing queued, done not called). Changes are applied
  * in the order their calls returned. */
-static inline int nd_store_put(nd_store *st, const nd_record *rec, nd_store_done_fn done,
-                               void *arg)
+static inline int nd_store_put(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg)
 {
     return nd_store_base_of(st)->ops->put(st, rec, done, arg);
 }
@@ -232,8 +230,7 @@ static inline int nd_store_put(nd_store *st, const nd_record *rec, nd_store_done
  * not 1..ND_ID_MAX bytes, registered_at_us negative), -ENOMEM, -ESHUTDOWN;
  * blocks like put when the queue is full. */
 static inline int nd_store_delete_at(nd_store *st, const char *id, size_t id_len,
-                                     int64_t registered_at_us, nd_store_done_fn done,
-                                     void *arg)
+                                     int64_t registered_at_us, nd_store_done_fn done, void *arg)
 {
     return nd_store_base_of(st)->ops->delete_at(st, id, id_len, registered_at_us, done, arg);
 }
@@ -286,10 +283,9 @@ static inline int nd_store_get(nd_store *st, int64_t registered_at_us,
  * bytes point into the map and are valid only during the call. Stops early
  * and returns visit's value if it returns non-zero. Returns 0 or -errno.
  * Sees committed changes only. Any thread. */
-static inline int nd_store_sketches(nd_store *st, const int64_t *at, size_t n,
-                                    int (*visit)(void *arg, size_t i, const uint8_t *buf,
-                                                 size_t len),
-                                    void *arg)
+static inline int
+nd_store_sketches(nd_store *st, const int64_t *at, size_t n,
+                  int (*visit)(void *arg, size_t i, const uint8_t *buf, size_t len), void *arg)
 {
     return nd_store_base_of(st)->ops->sketches(st, at, n, visit, arg);
 }
@@ -351,7 +347,7 @@ struct nd_store_stats {
     uint64_t commit_us_sum;  /* time spent in committed write transactions
                               * (begin, apply, commit with fsync), in us */
     uint64_t commit_buckets[ND_STORE_COMMIT_BUCKETS + 1];
-                             /* committed transactions by duration: [i]
+    /* committed transactions by duration: [i]
                               * counts those <= nd_store_commit_bucket_us[i]
                               * and above the previous bound (not
                               * cumulative); the last counts the rest */

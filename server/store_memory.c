@@ -70,14 +70,14 @@ static void grow(mem_store *ms)
 /* The checks of the LMDB store's record_ok(). */
 static bool record_ok(const nd_record *r)
 {
-    if (!r || !r->id || r->id_len == 0 || r->id_len > ND_ID_MAX || !r->version
-        || r->registered_at_us < 0)
+    if (!r || !r->id || r->id_len == 0 || r->id_len > ND_ID_MAX || !r->version ||
+        r->registered_at_us < 0)
         return false;
     size_t vlen = strnlen(r->version, ND_VERSION_MAX + 1);
-    return vlen > 0 && vlen <= ND_VERSION_MAX && r->meta_len <= ND_META_MAX
-           && (r->meta || !r->meta_len) && r->nanchors <= ND_STORE_ANCHORS_MAX
-           && (r->anchors || !r->nanchors) && r->sketch_len <= ND_STORE_SKETCH_MAX
-           && (r->sketch || !r->sketch_len);
+    return vlen > 0 && vlen <= ND_VERSION_MAX && r->meta_len <= ND_META_MAX &&
+           (r->meta || !r->meta_len) && r->nanchors <= ND_STORE_ANCHORS_MAX &&
+           (r->anchors || !r->nanchors) && r->sketch_len <= ND_STORE_SKETCH_MAX &&
+           (r->sketch || !r->sketch_len);
 }
 
 /* A copy of r in one allocation, or NULL. */

@@ -42,17 +42,17 @@ typedef void (*nd_worker_fn)(nd_worker *w);
 
 struct nd_worker {
     unsigned index;
-    struct event_base *base;  /* this worker's loop */
-    void *user;               /* the application's per-worker state (nd_worker_user) */
+    struct event_base *base; /* this worker's loop */
+    void *user;              /* the application's per-worker state (nd_worker_user) */
     /* Private to worker.c. */
     pthread_t thread;
     bool running;
-    struct event *wake;       /* runs posted tasks */
+    struct event *wake; /* runs posted tasks */
     struct event *tick;
     nd_worker_fn on_tick, on_exit;
     pthread_mutex_t qlock;
-    nd_task *queue;           /* posted tasks, newest first */
-    uint64_t nrids;           /* request ids generated */
+    nd_task *queue; /* posted tasks, newest first */
+    uint64_t nrids; /* request ids generated */
     _Atomic int64_t heartbeat_ms;
 };
 

@@ -72,7 +72,7 @@ static nd_store *open_store(const char *dir)
     nd_store *st = NULL;
     char err[512];
     nd_store_options_default(&o);
-    o.sync = false;             /* nd_store_close() flushes */
+    o.sync = false; /* nd_store_close() flushes */
     o.max_batch = 16384;
     int rc = nd_store_open(&st, dir, &o, err, sizeof(err));
     if (rc) {
@@ -109,13 +109,12 @@ static nd_sketcher *sketcher;
 static nd_sk_scratch *sk_scratch;
 
 /* Fills r's anchors and sketch from the text, as neardupd does. */
-static int sketch_record(nd_record *r, const char *text, size_t len, uint8_t *abuf,
-                         uint8_t *enc)
+static int sketch_record(nd_record *r, const char *text, size_t len, uint8_t *abuf, uint8_t *enc)
 {
     static nd_sketch sk;
     static nd_anchors an;
-    if ((!sketcher && nd_sketcher_create(&sketcher))
-        || (!sk_scratch && nd_sk_scratch_create(&sk_scratch)))
+    if ((!sketcher && nd_sketcher_create(&sketcher)) ||
+        (!sk_scratch && nd_sk_scratch_create(&sk_scratch)))
         return -ENOMEM;
     int rc = nd_sketch_text(sketcher, sk_scratch, text, len, &sk, &an, ND_ANCHORS_STORE, NULL);
     if (rc)
@@ -146,10 +145,12 @@ static int put_line(nd_store *st, const char *line, unsigned long lineno)
     json_t *m = json_object_get(o, "meta");
     const char *version = json_string_value(json_object_get(o, "version"));
     json_t *at = json_object_get(o, "registered_at_us"), *chars = json_object_get(o, "chars");
-    if (!json_is_string(id) || !json_is_integer(at)
-        || parse_hex64(json_string_value(json_object_get(o, "simhash")), &r.simhash)) {
-        fprintf(stderr, "store_tool: line %lu: needs id, simhash (16 hex digits), "
-                "registered_at_us\n", lineno);
+    if (!json_is_string(id) || !json_is_integer(at) ||
+        parse_hex64(json_string_value(json_object_get(o, "simhash")), &r.simhash)) {
+        fprintf(stderr,
+                "store_tool: line %lu: needs id, simhash (16 hex digits), "
+                "registered_at_us\n",
+                lineno);
         goto out;
     }
     r.id = json_string_value(id);
@@ -159,9 +160,9 @@ static int put_line(nd_store *st, const char *line, unsigned long lineno)
     r.chars = chars ? (uint32_t)json_integer_value(chars) : 500;
     const char *t = json_is_string(text) ? json_string_value(text) : "";
     text_hash(t, json_is_string(text) ? json_string_length(text) : 0, r.text_hash);
-    if (strcmp(r.version, ND_RECORD_VERSION) == 0 && json_is_string(text)
-        && !json_is_false(json_object_get(o, "sketch"))
-        && sketch_record(&r, t, json_string_length(text), abuf, enc)) {
+    if (strcmp(r.version, ND_RECORD_VERSION) == 0 && json_is_string(text) &&
+        !json_is_false(json_object_get(o, "sketch")) &&
+        sketch_record(&r, t, json_string_length(text), abuf, enc)) {
         fprintf(stderr, "store_tool: line %lu: cannot sketch the text\n", lineno);
         goto out;
     }
@@ -207,8 +208,8 @@ static int cmd_put(const char *dir)
 /* ---- fill ---- */
 
 static const char *const WORDS[] = {
-    "market", "policy", "river", "winter", "school", "energy", "city", "report", "family",
-    "music", "health", "review", "travel", "science", "history", "garden", "budget", "story",
+    "market", "policy", "river",  "winter", "school",  "energy",  "city",   "report", "family",
+    "music",  "health", "review", "travel", "science", "history", "garden", "budget", "story",
 };
 #define NWORDS (sizeof(WORDS) / sizeof(WORDS[0]))
 
@@ -221,20 +222,18 @@ typedef struct fill_rec {
 
 /* Record seq of a store of n: an id like a CMS's, a meta like the one the
  * platform sends (author, title, url), times 100 us apart ending at end_us. */
-static void make_fill(fill_rec *b, uint64_t seq, uint64_t n, int64_t end_us,
-                      const char *version)
+static void make_fill(fill_rec *b, uint64_t seq, uint64_t n, int64_t end_us, const char *version)
 {
     uint64_t h = mix64(seq + 1);
     unsigned site = (unsigned)(h % 500);
     int idn = snprintf(b->id, sizeof(b->id), "site%u/%u/%02u/article-%" PRIu64, site,
-                       2015 + (unsigned)(h >> 8) % 10, 1 + (unsigned)(h >> 12) % 12,
-                       seq + 1000000);
+                       2015 + (unsigned)(h >> 8) % 10, 1 + (unsigned)(h >> 12) % 12, seq + 1000000);
     int mn = snprintf(b->meta, sizeof(b->meta),
                       "{\"author\":\"author-%u\",\"title\":\"The %s of %s and %s\","
                       "\"url\":\"https://site%u.example.com/%s/%010" PRIu64 ".html\"}",
-                      (unsigned)(h >> 40) % 100000, WORDS[h % NWORDS],
-                      WORDS[(h >> 8) % NWORDS], WORDS[(h >> 24) % NWORDS], site,
-                      WORDS[(h >> 32) % NWORDS], (uint64_t)((h >> 16) % 10000000000ull));
+                      (unsigned)(h >> 40) % 100000, WORDS[h % NWORDS], WORDS[(h >> 8) % NWORDS],
+                      WORDS[(h >> 24) % NWORDS], site, WORDS[(h >> 32) % NWORDS],
+                      (uint64_t)((h >> 16) % 10000000000ull));
     memset(&b->r, 0, sizeof(b->r));
     b->r.id = b->id;
     b->r.id_len = (size_t)idn;

@@ -33,7 +33,8 @@ static void test_basic(void)
     uint32_t q2[] = {1, 5};
     n = nd_anchor_index_query(idx, q2, 2, h, 1, NULL);
     CHECK(n == 2 && h[0].slot == 10 && h[0].shared == 1, "cap 1 keeps the best: %u", h[0].slot);
-    CHECK(nd_anchor_index_postings(idx, 0x12345678) == 2 && nd_anchor_index_postings(idx, 0x12345679) == 1,
+    CHECK(nd_anchor_index_postings(idx, 0x12345678) == 2 &&
+              nd_anchor_index_postings(idx, 0x12345679) == 1,
           "postings");
     /* Remove: only the given anchors, only that slot. */
     CHECK(nd_anchor_index_remove(idx, 10, a1, 6) == 6, "remove 10");
@@ -59,7 +60,8 @@ static void test_basic(void)
     nd_anchor_index_insert(idx, 5001, hi, 1);
     for (uint32_t sl = 6000; sl < 6300; sl++)
         nd_anchor_index_insert(idx, sl, mid, 1);
-    CHECK(nd_anchor_index_postings(idx, mid[0]) == 300 && nd_anchor_index_postings(idx, lo[0]) == 1 &&
+    CHECK(nd_anchor_index_postings(idx, mid[0]) == 300 &&
+              nd_anchor_index_postings(idx, lo[0]) == 1 &&
               nd_anchor_index_postings(idx, hi[0]) == 1,
           "long run: %zu", nd_anchor_index_postings(idx, mid[0]));
     uint32_t three[] = {lo[0], mid[0], hi[0]};
@@ -163,7 +165,8 @@ static void test_loader_equals_inserts(void)
               (unsigned long long)sb_loaded.entries);
         int same = 1;
         for (int i = 0; i < (DOCS + EXTRA) * M && same; i++)
-            same = nd_anchor_index_postings(a, anchors[i]) == nd_anchor_index_postings(b, anchors[i]);
+            same = nd_anchor_index_postings(a, anchors[i]) ==
+                   nd_anchor_index_postings(b, anchors[i]);
         CHECK(same, "round %d: postings alike", round);
         same = 1;
         for (int i = 0; i < DOCS && same; i += 7) {
@@ -239,7 +242,8 @@ static void test_concurrent(void)
         uint32_t slot = 1000 + (uint32_t)(round % 500);
         /* churn: also under the stable documents' anchors (the shared
          * count of a stable slot must not change) */
-        uint32_t an[3] = {(uint32_t)(unit_rng() % 200) + 1, (uint32_t)unit_rng(), (uint32_t)unit_rng()};
+        uint32_t an[3] = {(uint32_t)(unit_rng() % 200) + 1, (uint32_t)unit_rng(),
+                          (uint32_t)unit_rng()};
         nd_anchor_index_insert(r.idx, slot, an, 3);
         nd_anchor_index_remove(r.idx, slot, an, 3);
     }

@@ -134,8 +134,8 @@ static size_t help_options(option_line *opts, size_t cap)
             option_line *o = &opts[n];
             memset(o, 0, sizeof(*o));
             CHECK(sscanf(prev, " --%63s", o->flag) == 1, "flag line: %s", prev);
-            CHECK(sscanf(env, " env %63[A-Z_], default %127s", o->env, o->def) == 2,
-                  "env line: %s", line);
+            CHECK(sscanf(env, " env %63[A-Z_], default %127s", o->env, o->def) == 2, "env line: %s",
+                  line);
             n++;
         }
         prev = line;
@@ -149,12 +149,20 @@ static void test_help_lists_every_option(void)
     option_line opts[MAX_OPTS];
     size_t n = help_options(opts, MAX_OPTS);
     static const char *const expected[] = {
-        "listen",          "data",          "in-memory",   "threads",       "accept",
-        "k",               "min-chars",     "max-body",    "max-headers",   "max-batch",
-        "max-matches",     "min-resemblance", "min-containment", "max-verify", "max-text",
-        "max-connections", "request-timeout", "token-file", "auth-all",     "max-meta",
-        "timeout",         "drain-timeout", "drain-delay", "map-size",      "no-sync",
-        "log-level",       "no-access-log",
+        "listen",          "data",
+        "in-memory",       "threads",
+        "accept",          "k",
+        "min-chars",       "max-body",
+        "max-headers",     "max-batch",
+        "max-matches",     "min-resemblance",
+        "min-containment", "max-verify",
+        "max-text",        "max-connections",
+        "request-timeout", "token-file",
+        "auth-all",        "max-meta",
+        "timeout",         "drain-timeout",
+        "drain-delay",     "map-size",
+        "no-sync",         "log-level",
+        "no-access-log",
     };
     for (size_t i = 0; i < sizeof(expected) / sizeof(expected[0]); i++) {
         int found = 0;
@@ -251,8 +259,8 @@ static void test_defaults(void)
 static void test_flag_over_env(void)
 {
     parsed p = run(ENV("NEARDUP_K=5", "NEARDUP_MAX_BODY=2M"), ARGS("--k", "6"));
-    CHECK(p.rc == 0 && p.cfg.k == 6 && p.cfg.max_body == 2u << 20, "rc %d k %u max_body %zu",
-          p.rc, p.cfg.k, p.cfg.max_body);
+    CHECK(p.rc == 0 && p.cfg.k == 6 && p.cfg.max_body == 2u << 20, "rc %d k %u max_body %zu", p.rc,
+          p.cfg.k, p.cfg.max_body);
     parsed_free(&p);
     p = run(ENV("NEARDUP_K=5"), ARGS("--k=7"));
     CHECK(p.rc == 0 && p.cfg.k == 7, "--k=7 over NEARDUP_K=5: k %u", p.cfg.k);
@@ -280,10 +288,10 @@ static void test_switches(void)
         int rc;
         int sync;
     } cases[] = {
-        {"NEARDUP_NO_SYNC=1", 0, 0},    {"NEARDUP_NO_SYNC=true", 0, 0},
-        {"NEARDUP_NO_SYNC=YES", 0, 0},  {"NEARDUP_NO_SYNC=on", 0, 0},
-        {"NEARDUP_NO_SYNC=0", 0, 1},    {"NEARDUP_NO_SYNC=false", 0, 1},
-        {"NEARDUP_NO_SYNC=off", 0, 1},  {"NEARDUP_NO_SYNC=", 0, 1},
+        {"NEARDUP_NO_SYNC=1", 0, 0},           {"NEARDUP_NO_SYNC=true", 0, 0},
+        {"NEARDUP_NO_SYNC=YES", 0, 0},         {"NEARDUP_NO_SYNC=on", 0, 0},
+        {"NEARDUP_NO_SYNC=0", 0, 1},           {"NEARDUP_NO_SYNC=false", 0, 1},
+        {"NEARDUP_NO_SYNC=off", 0, 1},         {"NEARDUP_NO_SYNC=", 0, 1},
         {"NEARDUP_NO_SYNC=maybe", -EINVAL, 1}, {"NEARDUP_NO_SYNC=2", -EINVAL, 1},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -314,10 +322,10 @@ static void test_values(void)
         const char *flag, *value;
         size_t max_body;
     } sizes[] = {
-        {"--max-body", "64k", 64u << 10},
-        {"--max-body", "64K", 64u << 10},   {"--max-body", "2M", 2u << 20},
-        {"--max-body", "2MiB", 2u << 20},   {"--max-body", "2mb", 2u << 20},
-        {"--max-body", "1G", 1u << 30},     {"--max-body", "1GiB", 1u << 30},
+        {"--max-body", "64k", 64u << 10}, {"--max-body", "64K", 64u << 10},
+        {"--max-body", "2M", 2u << 20},   {"--max-body", "2MiB", 2u << 20},
+        {"--max-body", "2mb", 2u << 20},  {"--max-body", "1G", 1u << 30},
+        {"--max-body", "1GiB", 1u << 30},
     };
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         parsed p = run(NULL, ARGS(sizes[i].flag, sizes[i].value, "--max-meta", "2"));
@@ -329,8 +337,8 @@ static void test_values(void)
     CHECK(p.rc == 0 && p.cfg.max_body == 1024 && p.cfg.max_meta == 1024, "the least max-body");
     parsed_free(&p);
     p = run(NULL, ARGS("--min-resemblance", "0.25", "--min-containment", ".9"));
-    CHECK(p.rc == 0 && p.cfg.min_resemblance == 0.25 && p.cfg.min_containment == 0.9,
-          "rc %d %g %g", p.rc, p.cfg.min_resemblance, p.cfg.min_containment);
+    CHECK(p.rc == 0 && p.cfg.min_resemblance == 0.25 && p.cfg.min_containment == 0.9, "rc %d %g %g",
+          p.rc, p.cfg.min_resemblance, p.cfg.min_containment);
     parsed_free(&p);
     p = run(NULL, ARGS("--min-resemblance", "1", "--max-verify", "0", "--k", "8"));
     CHECK(p.rc == 0 && p.cfg.min_resemblance == 1 && p.cfg.max_verify == 0 && p.cfg.k == 8,
@@ -344,8 +352,8 @@ static void test_values(void)
           "rc %d %s", p.rc, p.err);
     json_t *j = describe(&p.cfg);
     CHECK(j && strcmp(json_string_value(json_object_get(j, "log_level")), "warn") == 0 &&
-              strcmp(json_string_value(json_object_get(j, "data")), "/tmp/x y") == 0 &&
-              strcmp(json_string_value(json_object_get(j, "listen")), "localhost:1") == 0);
+          strcmp(json_string_value(json_object_get(j, "data")), "/tmp/x y") == 0 &&
+          strcmp(json_string_value(json_object_get(j, "listen")), "localhost:1") == 0);
     json_decref(j);
     parsed_free(&p);
     /* describe escapes what it quotes */
@@ -483,8 +491,8 @@ static void test_describe_fits(void)
     static char big[16384];
     m = nd_config_describe(&c, big, sizeof(big));
     json_t *j = describe(&c);
-    CHECK(m == strlen(big) && j && strlen(json_string_value(json_object_get(j, "data"))) ==
-                                       sizeof(c.data_dir) - 1);
+    CHECK(m == strlen(big) && j &&
+          strlen(json_string_value(json_object_get(j, "data"))) == sizeof(c.data_dir) - 1);
     json_decref(j);
 }
 

@@ -89,10 +89,10 @@ static void test_vectors(void)
 static char *make_english(size_t words, uint64_t seed)
 {
     static const char *vocab[] = {
-        "server", "index", "the", "fingerprint", "article", "original", "copy", "of",
-        "platform", "author", "hamming", "distance", "bucket", "query", "and", "text",
-        "re-post", "footer", "edit", "paragraph", "network", "memory", "thread", "a",
-        "storage", "commit", "durable", "probe", "health", "metric", "latency", "to"};
+        "server",   "index",  "the",     "fingerprint", "article", "original", "copy",    "of",
+        "platform", "author", "hamming", "distance",    "bucket",  "query",    "and",     "text",
+        "re-post",  "footer", "edit",    "paragraph",   "network", "memory",   "thread",  "a",
+        "storage",  "commit", "durable", "probe",       "health",  "metric",   "latency", "to"};
     unit_rng_state = seed;
     char *s = malloc(words * 16 + 1), *p = s;
     for (size_t i = 0; i < words; i++)
@@ -103,7 +103,13 @@ static char *make_english(size_t words, uint64_t seed)
 
 static char *make_chinese(size_t chars, uint64_t seed)
 {
-    static const char *vocab = "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说产种面而方后多定行学法所民得经十三之进着等部度家电力里如水化高自二理起小物现实加量都两体制机当使点从业本去把性好应开它合还因由其些然前外天政四日那社义事平形相全表间样与关各重新线内数正心反你明看原又么利比或但质气第向道命此变条只没结解问意建月公无系军很情者最立代想已通并提直题党程展五果料象员革位入常文总次品式活设及管特件长求老头基资边流路级少图山统接知较将组见计别她手角期根论运农指几九区强放决西被干做必战先回则任取据处理府研质证";
+    static const char *vocab =
+        "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下"
+        "过子说产种面而方后多定行学法所民得经十三之进着等部度家电力里如水化高自二理起小物现实加量都"
+        "两体制机当使点从业本去把性好应开它合还因由其些然前外天政四日那社义事平形相全表间样与关各重"
+        "新线内数正心反你明看原又么利比或但质气第向道命此变条只没结解问意建月公无系军很情者最立代想"
+        "已通并提直题党程展五果料象员革位入常文总次品式活设及管特件长求老头基资边流路级少图山统接知"
+        "较将组见计别她手角期根论运农指几九区强放决西被干做必战先回则任取据处理府研质证";
     unit_rng_state = seed;
     size_t nv = strlen(vocab) / 3;
     char *s = malloc(chars * 3 + chars / 20 * 3 + 1), *p = s;
@@ -123,20 +129,25 @@ static void test_equivalences(void)
 {
     /* Formatting that re-posts change must not change the fingerprint. */
     CHECK(simhash_of("Near duplicate detection, done right.") ==
-          simhash_of("NEAR   DUPLICATE\ndetection --- done *right*!"), "case/space/punct");
+              simhash_of("NEAR   DUPLICATE\ndetection --- done *right*!"),
+          "case/space/punct");
     CHECK(simhash_of("\xef\xbc\xa1\xef\xbc\xa2\xef\xbc\xa3 \xef\xbc\x91\xef\xbc\x92\xef\xbc\x93") ==
-          simhash_of("abc 123"), "full-width forms");
+              simhash_of("abc 123"),
+          "full-width forms");
     CHECK(simhash_of("cafe\xcc\x81") == simhash_of("caf\xc3\xa9"), "NFD == NFC");
     CHECK(simhash_of("\xe4\xb8\xad\xe6\x96\x87\xef\xbc\x8c\xe6\xb5\x8b\xe8\xaf\x95\xe3\x80\x82") ==
-          simhash_of("\xe4\xb8\xad\xe6\x96\x87,\xe6\xb5\x8b\xe8\xaf\x95."), "zh punctuation width");
+              simhash_of("\xe4\xb8\xad\xe6\x96\x87,\xe6\xb5\x8b\xe8\xaf\x95."),
+          "zh punctuation width");
     CHECK(simhash_of("see https://example.com/a?b=c now") == simhash_of("see now"), "URL");
     CHECK(simhash_of("see ![img](https://x.y/z.png) now") == simhash_of("see now"), "md image");
     CHECK(simhash_of("see [docs](https://x.y/z) now") == simhash_of("see docs now"), "md link");
-    CHECK(simhash_of("Linux\xe7\xb3\xbb\xe7\xbb\x9f") == simhash_of("Linux \xe7\xb3\xbb\xe7\xbb\x9f"),
+    CHECK(simhash_of("Linux\xe7\xb3\xbb\xe7\xbb\x9f") ==
+              simhash_of("Linux \xe7\xb3\xbb\xe7\xbb\x9f"),
           "space between Han and Latin");
     /* word order does not matter (a bag of tokens): paragraph moves are free */
     CHECK(simhash_of("alpha beta gamma. delta epsilon.") ==
-          simhash_of("delta epsilon. alpha beta gamma."), "paragraph move");
+              simhash_of("delta epsilon. alpha beta gamma."),
+          "paragraph move");
     /* but "www" inside a word is text, not a URL */
     CHECK(simhash_of("awww.example") != simhash_of("a"), "www only at word start");
 }
@@ -159,7 +170,10 @@ static void test_edits_and_separation(void)
     /* a repost footer on the Chinese text */
     size_t zl = strlen(zh);
     char *zh_footer = malloc(zl + 256);
-    sprintf(zh_footer, "%s\n\n\xe8\xbd\xac\xe8\xbd\xbd\xe8\xaf\xb7\xe6\xb3\xa8\xe6\x98\x8e\xe5\x87\xba\xe5\xa4\x84 https://example.com/p/1", zh);
+    sprintf(zh_footer,
+            "%s\n\n\xe8\xbd\xac\xe8\xbd\xbd\xe8\xaf\xb7\xe6\xb3\xa8\xe6\x98\x8e\xe5\x87\xba\xe5\xa4"
+            "\x84 https://example.com/p/1",
+            zh);
     unsigned d_footer = dist(zh, zh_footer);
     CHECK(d_footer <= 3, "footer moved %u bits", d_footer);
     /* texts drawn from the same small vocabulary are alike; disjoint ones are far */
@@ -178,7 +192,8 @@ static void test_edits_and_separation(void)
 static void test_counts(void)
 {
     nd_fingerprint_result r;
-    CHECK(fingerprint("", 0, &r) == 0 && r.simhash == 0 && r.chars == 0 && r.features == 0, "empty");
+    CHECK(fingerprint("", 0, &r) == 0 && r.simhash == 0 && r.chars == 0 && r.features == 0,
+          "empty");
     CHECK(fingerprint(" \n\t", 3, &r) == 0 && r.simhash == 0 && r.chars == 0, "blank");
     CHECK(fingerprint("Hello, world!", 13, &r) == 0 && r.chars == 12 && r.features == 2,
           "chars %u features %u", r.chars, r.features);

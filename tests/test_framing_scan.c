@@ -42,18 +42,20 @@ static result scan_split(const char *s, size_t n, unsigned seed, int mode)
 struct tcase {
     const char *name;
     const char *data;
-    int why;          /* expected */
-    uint32_t heads;   /* requests begun */
+    int why;        /* expected */
+    uint32_t heads; /* requests begun */
 };
 
 #define H "Host: x\r\n"
 
 static const struct tcase cases[] = {
     {"two gets", "GET / HTTP/1.1\r\n" H "\r\nGET /a HTTP/1.1\r\n" H "\r\n", ND_FR_OK, 2},
-    {"post cl", "POST / HTTP/1.1\r\n" H "Content-Length: 5\r\n\r\nabcdeGET / HTTP/1.1\r\n" H
-                "\r\n", ND_FR_OK, 2},
-    {"chunked", "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n"
-                "A\r\n0123456789\r\n0\r\nT: 1\r\n\r\nGET / HTTP/1.1\r\n" H "\r\n", ND_FR_OK, 2},
+    {"post cl", "POST / HTTP/1.1\r\n" H "Content-Length: 5\r\n\r\nabcdeGET / HTTP/1.1\r\n" H "\r\n",
+     ND_FR_OK, 2},
+    {"chunked",
+     "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n"
+     "A\r\n0123456789\r\n0\r\nT: 1\r\n\r\nGET / HTTP/1.1\r\n" H "\r\n",
+     ND_FR_OK, 2},
     {"head body", "HEAD / HTTP/1.1\r\n" H "Content-Length: 3\r\n\r\nabc", ND_FR_BODY_NOT_ALLOWED,
      1},
     {"space colon", "POST / HTTP/1.1\r\n" H "Content-Length : 3\r\n\r\nabc", ND_FR_NAME, 1},
@@ -61,8 +63,7 @@ static const struct tcase cases[] = {
      ND_FR_CL_DUP, 1},
     {"cl te", "POST / HTTP/1.1\r\n" H "Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
      ND_FR_TE_CL, 1},
-    {"xchunked", "POST / HTTP/1.1\r\n" H "Transfer-Encoding: xchunked\r\n\r\n", ND_FR_TE_CODING,
-     1},
+    {"xchunked", "POST / HTTP/1.1\r\n" H "Transfer-Encoding: xchunked\r\n\r\n", ND_FR_TE_CODING, 1},
     {"gzip chunked", "POST / HTTP/1.1\r\n" H "Transfer-Encoding: gzip, chunked\r\n\r\n",
      ND_FR_TE_CODING, 1},
     {"te tab", "POST / HTTP/1.1\r\n" H "Transfer-Encoding:\tchunked\r\n\r\n", ND_FR_TE_BAD, 1},
@@ -75,8 +76,10 @@ static const struct tcase cases[] = {
     {"nul", "GET / HTTP/1.1\r\n" H "X: a\0b\r\n\r\n", ND_FR_CONTROL, 1},
     {"expect over", "POST / HTTP/1.1\r\n" H "Expect: 100-continue\r\nContent-Length: 1001\r\n\r\n",
      ND_FR_EXPECT_TOO_LARGE, 1},
-    {"expect within", "POST / HTTP/1.1\r\n" H "Expect: 100-continue\r\nContent-Length: 3\r\n\r\n"
-                      "abc", ND_FR_OK, 1},
+    {"expect within",
+     "POST / HTTP/1.1\r\n" H "Expect: 100-continue\r\nContent-Length: 3\r\n\r\n"
+     "abc",
+     ND_FR_OK, 1},
     {"chunk no crlf", "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n3\r\nabcX",
      ND_FR_CHUNKED_BODY, 1},
     {"second refused", "GET / HTTP/1.1\r\n" H "\r\nGET / HTTP/1.1\r\n" H "X\r\n\r\n", ND_FR_NAME,
@@ -93,8 +96,7 @@ int main(void)
             n = strlen(c->data) + 1 + strlen(c->data + strlen(c->data) + 1);
         result whole = scan_split(c->data, n, 0, 0);
         CHECK(whole.why == c->why, "%s: why %d, wanted %d", c->name, whole.why, c->why);
-        CHECK(whole.heads == c->heads, "%s: heads %u, wanted %u", c->name, whole.heads,
-              c->heads);
+        CHECK(whole.heads == c->heads, "%s: heads %u, wanted %u", c->name, whole.heads, c->heads);
         for (int mode = 1; mode <= 2; mode++) {
             for (unsigned seed = 1; seed <= (mode == 2 ? 200u : 1u); seed++) {
                 result r = scan_split(c->data, n, seed, mode);

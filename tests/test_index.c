@@ -131,8 +131,8 @@ static size_t checked_queries, checked_hits; /* for the summary line */
 
 /* Queries idx and the model with cap = cap_limit (or everything) and checks
  * the outputs are identical: count, return code, hits and their order. */
-static void check_query(const nd_index *idx, const model *m, uint64_t q,
-                        unsigned k, size_t cap_limit)
+static void check_query(const nd_index *idx, const model *m, uint64_t q, unsigned k,
+                        size_t cap_limit)
 {
     bufs_reserve(m->n + 1);
     size_t want = brute(m, q, k, want_buf);
@@ -141,17 +141,14 @@ static void check_query(const nd_index *idx, const model *m, uint64_t q,
     int rc = nd_index_query(idx, q, k, got_buf, cap, &found);
     checked_queries++;
     checked_hits += want;
-    REQUIRE(found == want, "q=%016llx k=%u found %zu want %zu",
-          (unsigned long long)q, k, found, want);
-    REQUIRE(rc == (want > cap ? -E2BIG : 0), "q=%016llx k=%u rc %d",
-          (unsigned long long)q, k, rc);
+    REQUIRE(found == want, "q=%016llx k=%u found %zu want %zu", (unsigned long long)q, k, found,
+            want);
+    REQUIRE(rc == (want > cap ? -E2BIG : 0), "q=%016llx k=%u rc %d", (unsigned long long)q, k, rc);
     size_t n = want < cap ? want : cap;
     for (size_t i = 0; i < n; i++)
-        REQUIRE(got_buf[i].slot == want_buf[i].slot &&
-                  got_buf[i].distance == want_buf[i].distance,
-              "q=%016llx k=%u hit %zu: got (%u,%u) want (%u,%u)",
-              (unsigned long long)q, k, i, got_buf[i].slot,
-              got_buf[i].distance, want_buf[i].slot, want_buf[i].distance);
+        REQUIRE(got_buf[i].slot == want_buf[i].slot && got_buf[i].distance == want_buf[i].distance,
+                "q=%016llx k=%u hit %zu: got (%u,%u) want (%u,%u)", (unsigned long long)q, k, i,
+                got_buf[i].slot, got_buf[i].distance, want_buf[i].slot, want_buf[i].distance);
 }
 
 /* A query point: a stored fingerprint with 0..10 bits flipped, or random. */
@@ -162,8 +159,7 @@ static uint64_t pick_query(uint64_t *s, const model *m)
     return flip_bits(s, m->fp[rng_below(s, (unsigned)m->n)], rng_below(s, 11));
 }
 
-static void check_many(const nd_index *idx, const model *m, uint64_t *s,
-                       unsigned nq)
+static void check_many(const nd_index *idx, const model *m, uint64_t *s, unsigned nq)
 {
     for (unsigned i = 0; i < nq && !unit_test_failed(); i++) {
         uint64_t q = pick_query(s, m);
@@ -198,8 +194,7 @@ static void test_api_errors(void)
     nd_index_hit hits[4];
     size_t found = 99;
     REQUIRE(nd_index_query(idx, 0, 0, hits, 4, &found) == 0 && found == 0, "empty");
-    REQUIRE(nd_index_query(idx, 0, ND_INDEX_MAX_K + 1, hits, 4, &found) == -EINVAL,
-          "k > max");
+    REQUIRE(nd_index_query(idx, 0, ND_INDEX_MAX_K + 1, hits, 4, &found) == -EINVAL, "k > max");
     REQUIRE(found == 0, "found on EINVAL");
     REQUIRE(nd_index_remove(idx, 1, 1) == -ENOENT, "remove from empty");
     REQUIRE(nd_index_insert(idx, 42, 7) == 0, "insert");
@@ -208,13 +203,10 @@ static void test_api_errors(void)
     REQUIRE(nd_index_count(idx) == 2, "count");
     REQUIRE(nd_index_remove(idx, 42, 9) == -ENOENT, "wrong slot");
     REQUIRE(nd_index_remove(idx, 43, 7) == -ENOENT, "wrong fp");
-    REQUIRE(nd_index_query(idx, 42, 0, NULL, 0, &found) == -E2BIG && found == 2,
-          "cap 0 counts");
-    REQUIRE(nd_index_remove(idx, 42, 7) == 0 && nd_index_remove(idx, 42, 8) == 0,
-          "remove both");
+    REQUIRE(nd_index_query(idx, 42, 0, NULL, 0, &found) == -E2BIG && found == 2, "cap 0 counts");
+    REQUIRE(nd_index_remove(idx, 42, 7) == 0 && nd_index_remove(idx, 42, 8) == 0, "remove both");
     REQUIRE(nd_index_count(idx) == 0, "count after removes");
-    REQUIRE(nd_index_query(idx, 42, 8, hits, 4, &found) == 0 && found == 0,
-          "empty again");
+    REQUIRE(nd_index_query(idx, 42, 8, hits, 4, &found) == 0 && found == 0, "empty again");
     nd_index_destroy(idx);
     nd_index_destroy(NULL);
 }
@@ -298,8 +290,7 @@ static void test_interleaved(void)
             if (what < 4 && m.n) {
                 size_t i = rng_below(&s, (unsigned)m.n);
                 REQUIRE(nd_index_remove(idx, m.fp[i], m.slot[i]) == 0, "remove");
-                REQUIRE(nd_index_remove(idx, m.fp[i], m.slot[i]) == -ENOENT,
-                      "remove twice");
+                REQUIRE(nd_index_remove(idx, m.fp[i], m.slot[i]) == -ENOENT, "remove twice");
                 model_del(&m, i);
             } else if (what < 6 && m.n) {
                 insert_both(idx, &m, m.fp[rng_below(&s, (unsigned)m.n)], next_slot++);
@@ -313,13 +304,11 @@ static void test_interleaved(void)
                 insert_both(idx, &m, rng_next(&s), next_slot++);
             }
         }
-        REQUIRE(nd_index_count(idx) == m.n, "count %zu want %zu",
-              nd_index_count(idx), m.n);
+        REQUIRE(nd_index_count(idx) == m.n, "count %zu want %zu", nd_index_count(idx), m.n);
         check_many(idx, &m, &s, 20);
         for (unsigned k = 0; k <= ND_INDEX_MAX_K && !unit_test_failed(); k++) {
             check_query(idx, &m, centers[round % 8], k, SIZE_MAX);
-            check_query(idx, &m, (rng_next(&s) & ~UINT64_C(0xFFFF0000)) | 0x5A5A0000,
-                        k, SIZE_MAX);
+            check_query(idx, &m, (rng_next(&s) & ~UINT64_C(0xFFFF0000)) | 0x5A5A0000, k, SIZE_MAX);
         }
     }
     /* Drain completely, checking along the way. */
@@ -457,8 +446,7 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-static bool reader_check(shared *sh, uint64_t q, unsigned k, nd_index_hit *hits,
-                         size_t cap)
+static bool reader_check(shared *sh, uint64_t q, unsigned k, nd_index_hit *hits, size_t cap)
 {
     size_t found;
     int rc = nd_index_query(sh->idx, q, k, hits, cap, &found);
@@ -491,8 +479,7 @@ static void *reader_main(void *arg)
         unsigned k = rng_below(&s, ND_INDEX_MAX_K + 1);
         uint64_t q = flip_bits(&s, base, rng_below(&s, k + 1));
         if (!reader_check(sh, q, k, hits, STABLE_N + CHURN_N)) {
-            fprintf(stderr, "reader: wrong answer q=%016llx k=%u\n",
-                    (unsigned long long)q, k);
+            fprintf(stderr, "reader: wrong answer q=%016llx k=%u\n", (unsigned long long)q, k);
             atomic_fetch_add(&sh->errors, 1);
         }
         atomic_fetch_add(&sh->queries, 1);
@@ -511,10 +498,10 @@ static void test_concurrent(void)
         sh->anchor[a] = rng_next(&s);
     for (uint32_t i = 0; i < STABLE_N; i++) {
         uint64_t a = sh->anchor[i % 8];
-        uint64_t fp = i % 5 == 0 ? rng_next(&s)
-                    : i % 5 == 1 ? flip_bits(&s, a, rng_below(&s, 6))
-                    : i % 5 == 4 ? (a & 0xFFFF) | (rng_next(&s) << 16)
-                                 : in_huge(&s);
+        uint64_t fp = i % 5 == 0   ? rng_next(&s)
+                      : i % 5 == 1 ? flip_bits(&s, a, rng_below(&s, 6))
+                      : i % 5 == 4 ? (a & 0xFFFF) | (rng_next(&s) << 16)
+                                   : in_huge(&s);
         if (i < 8)
             fp = a; /* the anchors themselves, copied by churn */
         sh->stable[i] = fp;
@@ -581,8 +568,7 @@ static void test_insert_many(void)
     uint64_t shared = rng_next(&s) & (UINT64_C(0xFFFF) << 32);
     n = 0;
     for (uint32_t i = 0; i < N; i++, n++) {
-        fp[n] = i < 3000 ? (rng_next(&s) & ~(UINT64_C(0xFFFF) << 32)) | shared
-                         : rng_next(&s);
+        fp[n] = i < 3000 ? (rng_next(&s) & ~(UINT64_C(0xFFFF) << 32)) | shared : rng_next(&s);
         slot[n] = 2 * N + i;
         model_add(&m, fp[n], slot[n]);
     }
@@ -595,13 +581,11 @@ static void test_insert_many(void)
     REQUIRE(nd_index_count(idx) == m.n, "count %zu, want %zu", nd_index_count(idx), m.n);
     check_many(idx, &m, &s, 150);
     for (unsigned k = 0; k <= ND_INDEX_MAX_K && !unit_test_failed(); k++)
-        check_query(idx, &m, shared | (rng_next(&s) & ~(UINT64_C(0xFFFF) << 32)), k,
-                    SIZE_MAX);
+        check_query(idx, &m, shared | (rng_next(&s) & ~(UINT64_C(0xFFFF) << 32)), k, SIZE_MAX);
 
     /* Single updates on bulk-built buckets. */
     for (uint32_t i = 0; i < 3000; i++)
-        insert_both(idx, &m, i % 2 ? rng_next(&s) : m.fp[rng_below(&s, (unsigned)m.n)],
-                    3 * N + i);
+        insert_both(idx, &m, i % 2 ? rng_next(&s) : m.fp[rng_below(&s, (unsigned)m.n)], 3 * N + i);
     while (m.n > 1000 && !unit_test_failed()) {
         size_t i = rng_below(&s, (unsigned)m.n);
         REQUIRE(nd_index_remove(idx, m.fp[i], m.slot[i]) == 0, "remove");
@@ -625,14 +609,10 @@ typedef struct test {
 int main(void)
 {
     static const test tests[] = {
-        {"api_errors", test_api_errors},
-        {"random", test_random},
-        {"clustered", test_clustered},
-        {"block_patterns", test_block_patterns},
-        {"interleaved", test_interleaved},
-        {"skew", test_skew},
-        {"truncation", test_truncation},
-        {"concurrent", test_concurrent},
+        {"api_errors", test_api_errors},   {"random", test_random},
+        {"clustered", test_clustered},     {"block_patterns", test_block_patterns},
+        {"interleaved", test_interleaved}, {"skew", test_skew},
+        {"truncation", test_truncation},   {"concurrent", test_concurrent},
         {"insert_many", test_insert_many},
     };
     for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {

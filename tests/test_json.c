@@ -47,12 +47,12 @@ static const char *escaped(const char *s, size_t len)
     return buf;
 }
 
-#define EXPECT_ESC(lit, want)                                                              \
-    do {                                                                                   \
-        CHECK(strcmp(written(lit, sizeof(lit) - 1), want) == 0, "%s: %s", #lit,            \
-              written(lit, sizeof(lit) - 1));                                              \
-        CHECK(strcmp(escaped(lit, sizeof(lit) - 1), want) == 0, "%s (buffer): %s", #lit,   \
-              escaped(lit, sizeof(lit) - 1));                                              \
+#define EXPECT_ESC(lit, want)                                                                      \
+    do {                                                                                           \
+        CHECK(strcmp(written(lit, sizeof(lit) - 1), want) == 0, "%s: %s", #lit,                    \
+              written(lit, sizeof(lit) - 1));                                                      \
+        CHECK(strcmp(escaped(lit, sizeof(lit) - 1), want) == 0, "%s (buffer): %s", #lit,           \
+              escaped(lit, sizeof(lit) - 1));                                                      \
     } while (0)
 
 static void test_escape_controls(void)
@@ -71,8 +71,8 @@ static void test_escape_controls(void)
         const char *w = written(s, 1);
         json_error_t jerr;
         json_t *v = json_loads(w, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
-        CHECK(v && json_string_length(v) == 1 && json_string_value(v)[0] == (char)c,
-              "U+%04X: %s", c, w);
+        CHECK(v && json_string_length(v) == 1 && json_string_value(v)[0] == (char)c, "U+%04X: %s",
+              c, w);
         json_decref(v);
     }
 }
@@ -85,9 +85,12 @@ static void test_escape_unicode(void)
     /* U+2028, U+00A0, the C1 control U+0085: copied (valid JSON as they are) */
     EXPECT_ESC("\xe2\x80\xa8\xc2\xa0\xc2\x85", "\"\xe2\x80\xa8\xc2\xa0\xc2\x85\"");
     /* invalid UTF-8: each bad byte becomes U+FFFD, so any bytes give JSON */
-    EXPECT_ESC("a\xff" "b", "\"a\xef\xbf\xbd" "b\"");
+    EXPECT_ESC("a\xff"
+               "b",
+               "\"a\xef\xbf\xbd"
+               "b\"");
     EXPECT_ESC("\x80", "\"\xef\xbf\xbd\"");
-    EXPECT_ESC("\xc0\xaf", "\"\xef\xbf\xbd\xef\xbf\xbd\"");                /* overlong */
+    EXPECT_ESC("\xc0\xaf", "\"\xef\xbf\xbd\xef\xbf\xbd\"");                 /* overlong */
     EXPECT_ESC("\xed\xa0\x80", "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\""); /* surrogate */
     EXPECT_ESC("x\xe4\xb8", "\"x\xef\xbf\xbd\xef\xbf\xbd\"");               /* cut short */
     EXPECT_ESC("\xf4\x90\x80\x80", "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"");
@@ -99,9 +102,21 @@ static void test_escape_unicode(void)
  * for strings longer than any internal piece. */
 static void test_escape_like_jansson(void)
 {
-    static const char *units[] = {"a", "Z", " ", "\"", "\\", "/", "\xc3\xa9", "\xe4\xb8\xad",
-                                  "\xf0\x9f\x98\x80", "\xe2\x80\xa8", "\n", "\t", "\x01",
-                                  "\x7f", "\r"};
+    static const char *units[] = {"a",
+                                  "Z",
+                                  " ",
+                                  "\"",
+                                  "\\",
+                                  "/",
+                                  "\xc3\xa9",
+                                  "\xe4\xb8\xad",
+                                  "\xf0\x9f\x98\x80",
+                                  "\xe2\x80\xa8",
+                                  "\n",
+                                  "\t",
+                                  "\x01",
+                                  "\x7f",
+                                  "\r"};
     char s[8192];
     for (int round = 0; round < 400 && !unit_test_failed(); round++) {
         size_t len = 0, n = unit_rng() % (round < 300 ? 40 : 1800);
@@ -132,10 +147,17 @@ static void test_escape_capped(void)
     memset(buf, '#', sizeof(buf));
     size_t pos = 0;
     /* "a\u0001b" needs 10 bytes; 8 do not hold it and nothing past 8 is touched */
-    CHECK(!nd_json_escape(buf, 8, &pos, "a\x01" "b", 3));
+    CHECK(!nd_json_escape(buf, 8, &pos,
+                          "a\x01"
+                          "b",
+                          3));
     CHECK(pos == 8 && buf[8] == '#', "pos %zu", pos);
     pos = 0;
-    CHECK(nd_json_escape(buf, 10, &pos, "a\x01" "b", 3) && pos == 10);
+    CHECK(nd_json_escape(buf, 10, &pos,
+                         "a\x01"
+                         "b",
+                         3) &&
+          pos == 10);
     CHECK(memcmp(buf, "\"a\\u0001b\"", 10) == 0);
     pos = 12; /* already past cap */
     CHECK(!nd_json_escape(buf, 10, &pos, "", 0));
@@ -210,7 +232,10 @@ static void test_numbers(void)
     static const struct {
         uint64_t v;
         const char *want;
-    } ints[] = {{0, "0\n"}, {7, "7\n"}, {10, "10\n"}, {4294967295u, "4294967295\n"},
+    } ints[] = {{0, "0\n"},
+                {7, "7\n"},
+                {10, "10\n"},
+                {4294967295u, "4294967295\n"},
                 {UINT64_MAX, "18446744073709551615\n"}};
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
         number_value = ints[i].v;
@@ -220,10 +245,10 @@ static void test_numbers(void)
     static const struct {
         double x;
         const char *want;
-    } fr[] = {{0, "0.0\n"},     {-0.5, "0.0\n"},    {1, "1.0\n"},       {1.5, "1.0\n"},
-              {0.5, "0.5\n"},   {0.8125, "0.8125\n"}, {0.25, "0.25\n"}, {0.1, "0.1\n"},
-              {1.0 / 3, "0.3333\n"}, {2.0 / 3, "0.6667\n"}, {0.99996, "1.0\n"},
-              {0.00004, "0.0\n"}, {0.0007, "0.0007\n"}, {0.5745, "0.5745\n"}};
+    } fr[] = {{0, "0.0\n"},          {-0.5, "0.0\n"},       {1, "1.0\n"},       {1.5, "1.0\n"},
+              {0.5, "0.5\n"},        {0.8125, "0.8125\n"},  {0.25, "0.25\n"},   {0.1, "0.1\n"},
+              {1.0 / 3, "0.3333\n"}, {2.0 / 3, "0.6667\n"}, {0.99996, "1.0\n"}, {0.00004, "0.0\n"},
+              {0.0007, "0.0007\n"},  {0.5745, "0.5745\n"}};
     for (size_t i = 0; i < sizeof(fr) / sizeof(fr[0]); i++) {
         fraction_value = fr[i].x;
         const char *t = reply_of(write_fraction);
@@ -231,14 +256,18 @@ static void test_numbers(void)
     }
     /* reals as jansson writes them: every similarity 1 - d/64, and a few more */
     for (int d = 0; d <= 70; d++) {
-        double x = d <= 64 ? 1.0 - d / 64.0 : d == 65 ? 1e-300 : d == 66 ? 123456789.0
-                                          : d == 67 ? -2.5 : d == 68 ? 1e22 : d == 69 ? 0.1 : 3;
+        double x = d <= 64   ? 1.0 - d / 64.0
+                   : d == 65 ? 1e-300
+                   : d == 66 ? 123456789.0
+                   : d == 67 ? -2.5
+                   : d == 68 ? 1e22
+                   : d == 69 ? 0.1
+                             : 3;
         char mine[32];
         size_t n = nd_reply_format_real(x, mine);
         json_t *j = json_real(x);
         char *ref = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT);
-        CHECK(n == strlen(mine) && strcmp(mine, ref) == 0, "%.17g: %s vs jansson %s", x, mine,
-              ref);
+        CHECK(n == strlen(mine) && strcmp(mine, ref) == 0, "%.17g: %s vs jansson %s", x, mine, ref);
         free(ref);
         json_decref(j);
     }

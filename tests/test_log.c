@@ -121,7 +121,6 @@ static bool reference_escape(char *buf, size_t cap, size_t *pos, const char *str
     return ref_put(buf, cap, pos, "\"", 1);
 }
 
-
 #include <event2/buffer.h>
 #include <jansson.h>
 
@@ -156,17 +155,26 @@ static int check_escape(const char *s, size_t len)
 static void test_escape(void)
 {
     static const char *const fixed[] = {
-        "", "plain", "quote\" back\\slash", "\n\r\t\b\f\x01\x1f\x7f",
+        "",
+        "plain",
+        "quote\" back\\slash",
+        "\n\r\t\b\f\x01\x1f\x7f",
         "caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80",
-        "\xc3", "\xe4\xb8", "\xf0\x9f\x98", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
-        "\xff\xfe", "/check-original?x=\"1\"",
+        "\xc3",
+        "\xe4\xb8",
+        "\xf0\x9f\x98",
+        "\xc0\xaf",
+        "\xed\xa0\x80",
+        "\xf4\x90\x80\x80",
+        "\xff\xfe",
+        "/check-original?x=\"1\"",
     };
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
         check_escape(fixed[i], strlen(fixed[i]));
     /* Random bytes drawn mostly from the interesting ones. */
-    static const unsigned char pool[] = {'a', 'Z', ' ', '"', '\\', '\n', '\r', '\t', 0, 1, 0x1f,
-                                         0x7f, 0x80, 0xbf, 0xc2, 0xc3, 0xa9, 0xe4, 0xb8, 0xad,
-                                         0xed, 0xa0, 0xf0, 0x9f, 0x98, 0xf4, 0xff};
+    static const unsigned char pool[] = {'a',  'Z',  ' ',  '"',  '\\', '\n', '\r', '\t', 0,
+                                         1,    0x1f, 0x7f, 0x80, 0xbf, 0xc2, 0xc3, 0xa9, 0xe4,
+                                         0xb8, 0xad, 0xed, 0xa0, 0xf0, 0x9f, 0x98, 0xf4, 0xff};
     int bad = 0;
     for (int i = 0; i < 20000 && bad < 5; i++) {
         char s[120];
@@ -187,8 +195,13 @@ static void test_access(void)
     const char *paths[] = {"/check-original", path, NULL, "/x\x01\xff"};
     const char *want[] = {"/check-original", NULL, "-", "/x\x01\xef\xbf\xbd"};
     for (int i = 0; i < 4; i++) {
-        nd_log_access a = {.rid = "0-1f", .method = "POST", .path = paths[i], .status = 201,
-                           .latency_ns = 12345678, .bytes_in = 2048, .bytes_out = 17,
+        nd_log_access a = {.rid = "0-1f",
+                           .method = "POST",
+                           .path = paths[i],
+                           .status = 201,
+                           .latency_ns = 12345678,
+                           .bytes_in = 2048,
+                           .bytes_out = 17,
                            .worker = 3};
         char line[ND_LOG_ACCESS_MAX];
         size_t n = nd_log_format_access(line, &a);
@@ -219,9 +232,19 @@ static void test_time(void)
 {
     const int64_t day = 86400LL * 1000000;
     const int64_t edges[] = {
-        0, 1, 999999, 1000000, -1, -999999, -1000000, -1000001,
-        day - 1, day, 951782400LL * 1000000 /* 2000-02-29 */,
-        951868800LL * 1000000 - 1, 4107542400LL * 1000000 /* 2100-03-01 */,
+        0,
+        1,
+        999999,
+        1000000,
+        -1,
+        -999999,
+        -1000000,
+        -1000001,
+        day - 1,
+        day,
+        951782400LL * 1000000 /* 2000-02-29 */,
+        951868800LL * 1000000 - 1,
+        4107542400LL * 1000000 /* 2100-03-01 */,
         253402300799LL * 1000000 + 999999 /* 9999-12-31T23:59:59.999999 */,
         253402300800LL * 1000000 /* year 10000: the slow path */,
         -62167219200LL * 1000000 /* 0000-01-01 */,

@@ -22,8 +22,8 @@ static void expect_one(uint32_t cp, uint32_t want, enum nd_char_class cls)
     uint32_t out[ND_NORM_MAX];
     unsigned n = map(cp, out);
     CHECK(n == 1 && ND_NORM_CP(out[0]) == want && ND_NORM_CLASS(out[0]) == (uint32_t)cls,
-          "U+%04X -> n=%u U+%04X class %u, want U+%04X class %d", cp, n,
-          n ? ND_NORM_CP(out[0]) : 0, n ? ND_NORM_CLASS(out[0]) : 0, want, cls);
+          "U+%04X -> n=%u U+%04X class %u, want U+%04X class %d", cp, n, n ? ND_NORM_CP(out[0]) : 0,
+          n ? ND_NORM_CLASS(out[0]) : 0, want, cls);
 }
 
 static void expect_dropped(uint32_t cp)
@@ -40,35 +40,35 @@ int main(void)
         return unit_summary("normalizer");
     norm = n;
 
-    expect_one('A', 'a', ND_CHAR_WORD);             /* case fold */
-    expect_one(0xFF21, 'a', ND_CHAR_WORD);          /* full-width A */
-    expect_one(0xFF11, '1', ND_CHAR_WORD);          /* full-width 1 */
-    expect_one(0x3000, ' ', ND_CHAR_SPACE);         /* ideographic space */
-    expect_one(0xFF0C, ',', ND_CHAR_PUNCT);         /* full-width comma */
-    expect_one(0x3002, 0x3002, ND_CHAR_PUNCT);      /* ideographic full stop */
-    expect_one(0x00E9, 'e', ND_CHAR_WORD);          /* é: decomposed, mark dropped */
-    expect_one(0x4E2D, 0x4E2D, ND_CHAR_CJK);        /* 中 */
-    expect_one(0xF900, 0x8C48, ND_CHAR_CJK);        /* compatibility ideograph */
-    expect_one(0x30AB, 0x30AB, ND_CHAR_CJK);        /* katakana KA */
-    expect_one(0xFF76, 0x30AB, ND_CHAR_CJK);        /* half-width katakana KA */
-    expect_one(0xD55C, 0xD55C, ND_CHAR_CJK);        /* Hangul syllable kept whole */
-    expect_one(0x0E2A, 0x0E2A, ND_CHAR_CJK);        /* Thai */
-    expect_one(0x0416, 0x0436, ND_CHAR_WORD);       /* Cyrillic Ж -> ж */
-    expect_one(0x1F600, 0x1F600, ND_CHAR_PUNCT);    /* emoji: a symbol */
-    expect_one(0x20000, 0x20000, ND_CHAR_CJK);      /* CJK extension B */
+    expect_one('A', 'a', ND_CHAR_WORD);          /* case fold */
+    expect_one(0xFF21, 'a', ND_CHAR_WORD);       /* full-width A */
+    expect_one(0xFF11, '1', ND_CHAR_WORD);       /* full-width 1 */
+    expect_one(0x3000, ' ', ND_CHAR_SPACE);      /* ideographic space */
+    expect_one(0xFF0C, ',', ND_CHAR_PUNCT);      /* full-width comma */
+    expect_one(0x3002, 0x3002, ND_CHAR_PUNCT);   /* ideographic full stop */
+    expect_one(0x00E9, 'e', ND_CHAR_WORD);       /* é: decomposed, mark dropped */
+    expect_one(0x4E2D, 0x4E2D, ND_CHAR_CJK);     /* 中 */
+    expect_one(0xF900, 0x8C48, ND_CHAR_CJK);     /* compatibility ideograph */
+    expect_one(0x30AB, 0x30AB, ND_CHAR_CJK);     /* katakana KA */
+    expect_one(0xFF76, 0x30AB, ND_CHAR_CJK);     /* half-width katakana KA */
+    expect_one(0xD55C, 0xD55C, ND_CHAR_CJK);     /* Hangul syllable kept whole */
+    expect_one(0x0E2A, 0x0E2A, ND_CHAR_CJK);     /* Thai */
+    expect_one(0x0416, 0x0436, ND_CHAR_WORD);    /* Cyrillic Ж -> ж */
+    expect_one(0x1F600, 0x1F600, ND_CHAR_PUNCT); /* emoji: a symbol */
+    expect_one(0x20000, 0x20000, ND_CHAR_CJK);   /* CJK extension B */
     expect_one('\n', '\n', ND_CHAR_SPACE);
-    expect_one(0, 0, ND_CHAR_SPACE);                /* NUL is a control */
-    expect_dropped(0x0301);                         /* combining acute */
-    expect_dropped(0x200B);                         /* zero width space */
-    expect_dropped(0x00AD);                         /* soft hyphen */
-    expect_dropped(0xFE0F);                         /* variation selector */
+    expect_one(0, 0, ND_CHAR_SPACE); /* NUL is a control */
+    expect_dropped(0x0301);          /* combining acute */
+    expect_dropped(0x200B);          /* zero width space */
+    expect_dropped(0x00AD);          /* soft hyphen */
+    expect_dropped(0xFE0F);          /* variation selector */
 
     uint32_t out[ND_NORM_MAX];
-    unsigned k = map(0xFB01, out);                  /* ﬁ ligature -> f i */
+    unsigned k = map(0xFB01, out); /* ﬁ ligature -> f i */
     CHECK(k == 2 && ND_NORM_CP(out[0]) == 'f' && ND_NORM_CP(out[1]) == 'i', "fi: %u", k);
-    k = map(0x00DF, out);                           /* ß -> ss */
+    k = map(0x00DF, out); /* ß -> ss */
     CHECK(k == 2 && ND_NORM_CP(out[0]) == 's' && ND_NORM_CP(out[1]) == 's', "sharp s: %u", k);
-    k = map(0xFDFA, out);                           /* the longest expansion */
+    k = map(0xFDFA, out); /* the longest expansion */
     CHECK(k == 18, "U+FDFA: %u", k);
 
     nd_normalizer_destroy(n);

@@ -50,8 +50,12 @@ static void never(void *arg, nd_reg_change *ch, int status)
 
 static int reg_doc(nd_registry *reg, const char *id, uint64_t simhash)
 {
-    nd_check_req rq = {.id = id, .id_len = strlen(id), .simhash = simhash, .chars = 500,
-                       .k = 0, .do_register = true};
+    nd_check_req rq = {.id = id,
+                       .id_len = strlen(id),
+                       .simhash = simhash,
+                       .chars = 500,
+                       .k = 0,
+                       .do_register = true};
     memset(rq.text_hash, 0, 16);
     memcpy(rq.text_hash, id, strlen(id) < 16 ? strlen(id) : 16);
     static nd_index_hit hits[64];
@@ -180,9 +184,9 @@ static void memory_store_answers_at_once(void)
     CHECK(rs.documents == 1 && rs.pending == 0, "%llu %llu", (unsigned long long)rs.documents,
           (unsigned long long)rs.pending);
     CHECK(nd_store_count(st) == 1);
-    CHECK(s.n == 3 && s.kind[0] == ND_STORE_PUT && strcmp(s.id[0], "A") == 0
-              && s.kind[1] == ND_STORE_PUT && strcmp(s.id[1], "B") == 0
-              && s.kind[2] == ND_STORE_DELETE && strcmp(s.id[2], "A") == 0,
+    CHECK(s.n == 3 && s.kind[0] == ND_STORE_PUT && strcmp(s.id[0], "A") == 0 &&
+              s.kind[1] == ND_STORE_PUT && strcmp(s.id[1], "B") == 0 &&
+              s.kind[2] == ND_STORE_DELETE && strcmp(s.id[2], "A") == 0,
           "observer saw %d changes", s.n);
     nd_registry_destroy(reg);
     nd_store_close(st);

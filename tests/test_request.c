@@ -33,11 +33,11 @@ static bool refused(int status, const char *code, const char *field)
            strcmp(err.field, field ? field : "") == 0 && err.message[0];
 }
 
-#define EXPECT_REFUSED(body_, status_, code_, field_)                                       \
-    do {                                                                                   \
-        CHECK(check_body(body_) == -1, "accepted: %s", body_);                             \
-        CHECK(refused(status_, code_, field_), "%s: %d %s [%s] %s", body_, err.status,     \
-              err.code ? err.code : "-", err.field, err.message);                          \
+#define EXPECT_REFUSED(body_, status_, code_, field_)                                              \
+    do {                                                                                           \
+        CHECK(check_body(body_) == -1, "accepted: %s", body_);                                     \
+        CHECK(refused(status_, code_, field_), "%s: %d %s [%s] %s", body_, err.status,             \
+              err.code ? err.code : "-", err.field, err.message);                                  \
     } while (0)
 
 static void test_check_good(void)
@@ -58,7 +58,8 @@ static void test_check_good(void)
     const char *full = "{ \"meta\" : {\"b\": [1, 2.50, {}], \"a\": \"x\"}, \"k\": 3.0, "
                        "\"register\": true, \"id\": \"doc-\\u4e2d\", \"text\": \"abc\" }";
     REQUIRE(check_body(full) == 0, "%s", err.message);
-    CHECK(cr.do_register && cr.k == 3 && cr.id_len == 7 && memcmp(cr.id, "doc-\xe4\xb8\xad", 7) == 0);
+    CHECK(cr.do_register && cr.k == 3 && cr.id_len == 7 &&
+          memcmp(cr.id, "doc-\xe4\xb8\xad", 7) == 0);
     CHECK(cr.meta_raw && cr.meta_raw[0] == '{' && cr.meta_raw[cr.meta_raw_len - 1] == '}');
     CHECK(cr.meta == NULL, "meta is compacted only when asked");
     REQUIRE(nd_request_check_meta(&cr, &LIM, &err) == 0, "%s", err.message);
@@ -124,7 +125,8 @@ static void test_check_errors(void)
     EXPECT_REFUSED("{\"text\":[\"a\"]}", 400, "invalid_field", "text");
     /* the field checks come before the text's size */
     EXPECT_REFUSED("{\"text\":\"0123456789012345678901234567890123456789012345678901234567890123"
-                   "4\",\"k\":9}", 400, "invalid_field", "k");
+                   "4\",\"k\":9}",
+                   400, "invalid_field", "k");
     /* id */
     EXPECT_REFUSED("{\"text\":\"t\",\"id\":\"\"}", 400, "invalid_field", "id");
     EXPECT_REFUSED("{\"text\":\"t\",\"id\":null}", 400, "invalid_field", "id");
@@ -138,8 +140,10 @@ static void test_check_errors(void)
     EXPECT_REFUSED("{\"text\":\"t\",\"register\":null}", 400, "invalid_field", "register");
     EXPECT_REFUSED("{\"text\":\"t\",\"register\":true}", 400, "invalid_field", "id");
     /* k */
-    const char *bad_k[] = {"9", "-1", "2.5", "\"3\"", "null", "true", "1e400", "3.0000001",
-                           "100000000000000000000000000000000000000000000000000"};
+    const char *bad_k[] = {
+        "9",     "-1",        "2.5",
+        "\"3\"", "null",      "true",
+        "1e400", "3.0000001", "100000000000000000000000000000000000000000000000000"};
     for (size_t i = 0; i < sizeof(bad_k) / sizeof(bad_k[0]); i++) {
         snprintf(body, sizeof(body), "{\"text\":\"t\",\"k\":%s}", bad_k[i]);
         EXPECT_REFUSED(body, 400, "invalid_field", "k");
@@ -193,8 +197,8 @@ static void test_fingerprint_bodies(void)
 {
     nd_fingerprint_request fr;
     const char *b = "{\"texts\":[\"a\",\"b\\n\",\"\"]}";
-    CHECK(nd_request_parse_fingerprint(&parser, b, strlen(b), &LIM, &fr, &err) == 0 &&
-          fr.texts && fr.ntexts == 3 && fr.text == NULL);
+    CHECK(nd_request_parse_fingerprint(&parser, b, strlen(b), &LIM, &fr, &err) == 0 && fr.texts &&
+          fr.ntexts == 3 && fr.text == NULL);
     nd_json_iter it;
     nd_json_value v;
     nd_json_iter_init(&it, fr.texts, &parser.js);
@@ -203,8 +207,8 @@ static void test_fingerprint_bodies(void)
     CHECK(nd_json_iter_next(&it, &v) && v.str_len == 0);
     CHECK(!nd_json_iter_next(&it, &v));
     b = "{\"text\":\"one\"}";
-    CHECK(nd_request_parse_fingerprint(&parser, b, strlen(b), &LIM, &fr, &err) == 0 &&
-          fr.text && fr.text_len == 3 && !fr.texts);
+    CHECK(nd_request_parse_fingerprint(&parser, b, strlen(b), &LIM, &fr, &err) == 0 && fr.text &&
+          fr.text_len == 3 && !fr.texts);
     static const struct {
         const char *body, *field;
     } bad[] = {
@@ -216,7 +220,8 @@ static void test_fingerprint_bodies(void)
         {"{\"text\":\"a\",\"texts\":[\"b\"]}", "texts"},
         {"{\"text\":null}", "text"},
         {"{}", "text"},
-        {"{\"texts\":[\"a\",\"01234567890123456789012345678901234567890123456789012345678901234\"]}",
+        {"{\"texts\":[\"a\",\"01234567890123456789012345678901234567890123456789012345678901234\"]"
+         "}",
          "texts[1]"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -237,8 +242,13 @@ static void test_content_type(void)
     CHECK(nd_request_content_kind("application/json; charset=\"utf8\"", false, &err) ==
           ND_BODY_JSON);
     CHECK(nd_request_content_kind("text/plain; charset=utf-8", true, &err) == ND_BODY_TEXT);
-    const char *bad[] = {NULL, "", "text/plain", "application/jsonx", "application/json; "
-                         "charset=latin1", "text/html"};
+    const char *bad[] = {NULL,
+                         "",
+                         "text/plain",
+                         "application/jsonx",
+                         "application/json; "
+                         "charset=latin1",
+                         "text/html"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         memset(&err, 0, sizeof(err));
         CHECK(nd_request_content_kind(bad[i], false, &err) == 0 &&
@@ -299,8 +309,8 @@ static void test_document_id(void)
 {
     char *id;
     size_t len;
-    CHECK(nd_request_parse_document_id("a%22q%5Cb%2F%C3%A9", &id, &len, &err) == 0 &&
-          len == 8 && memcmp(id, "a\"q\\b/\xc3\xa9", 8) == 0 && id[len] == 0);
+    CHECK(nd_request_parse_document_id("a%22q%5Cb%2F%C3%A9", &id, &len, &err) == 0 && len == 8 &&
+          memcmp(id, "a\"q\\b/\xc3\xa9", 8) == 0 && id[len] == 0);
     free(id);
     CHECK(nd_request_parse_document_id("plain-id", &id, &len, &err) == 0 && len == 8);
     free(id);

@@ -95,7 +95,8 @@ static void test_vectors(void)
             json_t *jp = json_object_get(v, "passages");
             int same = np == json_array_size(jp);
             for (size_t i = 0; same && i < np; i++)
-                same = ps[i].start == json_integer_value(json_array_get(json_array_get(jp, i), 0)) &&
+                same = ps[i].start ==
+                           json_integer_value(json_array_get(json_array_get(jp, i), 0)) &&
                        ps[i].end == json_integer_value(json_array_get(json_array_get(jp, i), 1));
             CHECK(same, "%s: passages differ (%zu)", name, np);
             pairs++;
@@ -118,9 +119,11 @@ static void test_vectors(void)
                 errors++;
             } else {
                 uint8_t want[ND_SKETCH_ENCODED_MAX], got[ND_SKETCH_ENCODED_MAX];
-                size_t wn = unhex(json_string_value(json_object_get(v, "sketch")), want, sizeof(want));
+                size_t wn = unhex(json_string_value(json_object_get(v, "sketch")), want,
+                                  sizeof(want));
                 size_t gn = nd_sketch_encode(&s, got, sizeof(got));
-                CHECK(rc == 0 && wn == gn && memcmp(want, got, gn) == 0, "%s: sketch differs", name);
+                CHECK(rc == 0 && wn == gn && memcmp(want, got, gn) == 0, "%s: sketch differs",
+                      name);
                 json_t *ja = json_object_get(v, "anchors");
                 int same = a.n == json_array_size(ja);
                 for (size_t i = 0; same && i < a.n; i++)
@@ -133,7 +136,8 @@ static void test_vectors(void)
     }
     free(line);
     fclose(f);
-    CHECK(singles >= 80 && pairs >= 6 && errors >= 4, "only %d/%d/%d vectors", singles, pairs, errors);
+    CHECK(singles >= 80 && pairs >= 6 && errors >= 4, "only %d/%d/%d vectors", singles, pairs,
+          errors);
 }
 
 /* Distinct words w0 .. w(n-1) from index `from`, space separated. */
@@ -171,14 +175,16 @@ static void test_exact_small(void)
     size_t off = 0, off2 = 0;
     for (int i = 0; i < 30; i++) {
         uint32_t cp = 0x4E00 + (uint32_t)i * 7;
-        char u[4] = {(char)(0xE0 | cp >> 12), (char)(0x80 | ((cp >> 6) & 63)), (char)(0x80 | (cp & 63))};
+        char u[4] = {(char)(0xE0 | cp >> 12), (char)(0x80 | ((cp >> 6) & 63)),
+                     (char)(0x80 | (cp & 63))};
         memcpy(zh + off, u, 3), off += 3;
         if (i >= 10) /* the last 20 characters, then 10 new ones */
             memcpy(zh2 + off2, u, 3), off2 += 3;
     }
     for (int i = 0; i < 10; i++) {
         uint32_t cp = 0x5E00 + (uint32_t)i;
-        char u[4] = {(char)(0xE0 | cp >> 12), (char)(0x80 | ((cp >> 6) & 63)), (char)(0x80 | (cp & 63))};
+        char u[4] = {(char)(0xE0 | cp >> 12), (char)(0x80 | ((cp >> 6) & 63)),
+                     (char)(0x80 | (cp & 63))};
         memcpy(zh2 + off2, u, 3), off2 += 3;
     }
     zh[off] = zh2[off2] = '\0';
@@ -191,7 +197,8 @@ static void test_exact_small(void)
     nd_sketch s1, s2;
     sketch_str("Hello, World! This is the SAME text here.", &s1, NULL, 0);
     sketch_str("hello world ![image](https://cdn.example.com/x.png) this is the same text "
-               "https://example.com/here here", &s2, NULL, 0);
+               "https://example.com/here here",
+               &s2, NULL, 0);
     nd_sketch_compare(&s1, &s2, &e);
     CHECK(e.resemblance == 1.0 && s1.shingles == 6, "markup: R %f shingles %u", e.resemblance,
           s1.shingles);
@@ -227,7 +234,8 @@ static void test_passages(void)
     char m1[1024], m2[1024];
     words(m1, sizeof(m1), 0, 12);
     words(m2, sizeof(m2), 28, 12);
-    snprintf(q, sizeof(q), "中文的开头部分。%s 完全不同的中间内容在这里出现了很多字 %s 结尾", m1, m2);
+    snprintf(q, sizeof(q), "中文的开头部分。%s 完全不同的中间内容在这里出现了很多字 %s 结尾", m1,
+             m2);
     /* Character mode (CJK >= 1/25): after nd_sketch_text() only that mode
      * is held, so no passages against a word-mode document... */
     sketch_str(q, &sq, NULL, 0);
@@ -244,8 +252,10 @@ static void test_passages(void)
     n = nd_sketch_passages(scr, &sd, p, 8);
     CHECK(n == 2, "two passages: %zu", n);
     if (n == 2) {
-        CHECK(strcmp(cp_slice(q, p[0].start, p[0].end, got, sizeof(got)), m1) == 0, "first '%s'", got);
-        CHECK(strcmp(cp_slice(q, p[1].start, p[1].end, got, sizeof(got)), m2) == 0, "second '%s'", got);
+        CHECK(strcmp(cp_slice(q, p[0].start, p[0].end, got, sizeof(got)), m1) == 0, "first '%s'",
+              got);
+        CHECK(strcmp(cp_slice(q, p[1].start, p[1].end, got, sizeof(got)), m2) == 0, "second '%s'",
+              got);
     }
     /* cap smaller than the count: the count is still returned. */
     CHECK(nd_sketch_passages(scr, &sd, p, 1) == 2 && p[0].start < p[0].end, "cap 1");
@@ -331,14 +341,15 @@ static void test_rules(void)
 {
     nd_verdict_params p;
     nd_verdict_params_default(&p);
-    nd_sketch_estimate e = {.resemblance = 0.9, .containment = 0.95, .containment_r = 0.95, .shared = 9};
+    nd_sketch_estimate e = {
+        .resemblance = 0.9, .containment = 0.95, .containment_r = 0.95, .shared = 9};
     CHECK(nd_match_classify(&e, 1, &p) == ND_MATCH_IDENTICAL, "identical");
     CHECK(nd_match_classify(&e, 0, &p) == ND_MATCH_NEAR_DUPLICATE, "near");
     e.resemblance = 0.3, e.containment = 0.99, e.containment_r = 0.3;
     CHECK(nd_match_classify(&e, 0, &p) == ND_MATCH_PARTIAL_COPY, "partial");
     e.containment = 0.3, e.containment_r = 0.99;
-    CHECK(nd_match_classify(&e, 0, &p) == (p.min_containment_r <= 0.99 ? ND_MATCH_PARTIAL_COPY
-                                                                       : ND_MATCH_NONE),
+    CHECK(nd_match_classify(&e, 0, &p) ==
+              (p.min_containment_r <= 0.99 ? ND_MATCH_PARTIAL_COPY : ND_MATCH_NONE),
           "reverse");
     e.containment_r = 0.1;
     CHECK(nd_match_classify(&e, 0, &p) == ND_MATCH_NONE, "none");
@@ -444,11 +455,11 @@ static void test_bounds(void)
                     wrong_cut++;
                 if (!reach && list)
                     wrong_skip++;
-                if (done && (bd.shared != full.shared || bd.q_n != full.q_n
-                             || bd.d_n != full.d_n || bd.shift != full.shift
-                             || memcmp(&bd.resemblance, &full.resemblance, sizeof(double))
-                             || memcmp(&bd.containment, &full.containment, sizeof(double))
-                             || memcmp(&bd.containment_r, &full.containment_r, sizeof(double))))
+                if (done && (bd.shared != full.shared || bd.q_n != full.q_n || bd.d_n != full.d_n ||
+                             bd.shift != full.shift ||
+                             memcmp(&bd.resemblance, &full.resemblance, sizeof(double)) ||
+                             memcmp(&bd.containment, &full.containment, sizeof(double)) ||
+                             memcmp(&bd.containment_r, &full.containment_r, sizeof(double))))
                     differ++;
             }
         }
@@ -483,22 +494,23 @@ static void query_matches_modes(const char *t, const nd_sketch *d, const char *w
     size_t gn = nd_sketch_passages(scr, d, gp, 16);
     CHECK(wm >= 0 && gm == wm && rc == 0, "%s: mode %d / %d, finish %d", what, wm, gm, rc);
     for (int m = 0; m < 2; m++) {
-        CHECK(got[m].shift == want[m].shift && got[m].mode == want[m].mode
-                  && got[m].n == want[m].n && got[m].shingles == want[m].shingles
-                  && memcmp(got[m].values, want[m].values, 4 * (size_t)want[m].n) == 0,
+        CHECK(got[m].shift == want[m].shift && got[m].mode == want[m].mode &&
+                  got[m].n == want[m].n && got[m].shingles == want[m].shingles &&
+                  memcmp(got[m].values, want[m].values, 4 * (size_t)want[m].n) == 0,
               "%s: mode %d sketch differs", what, m);
         CHECK(ga[m].n == wa[m].n && memcmp(ga[m].a, wa[m].a, 4 * (size_t)wa[m].n) == 0,
               "%s: mode %d anchors differ", what, m);
     }
-    CHECK(gi.tokens == wi.tokens && gi.shingles == wi.shingles
-              && gi.code_points == wi.code_points && gi.mode == wi.mode, "%s: info", what);
+    CHECK(gi.tokens == wi.tokens && gi.shingles == wi.shingles &&
+              gi.code_points == wi.code_points && gi.mode == wi.mode,
+          "%s: info", what);
     CHECK(gn == wn && memcmp(gp, wp, sizeof(nd_passage) * (wn < 16 ? wn : 16)) == 0,
           "%s: passages %zu / %zu", what, gn, wn);
     /* Again: the same sketches. */
     static nd_sketch again[2];
-    CHECK(nd_sketch_query_finish(scr, again) == 0 && again[0].n == got[0].n
-              && again[1].n == got[1].n
-              && memcmp(again[0].values, got[0].values, 4 * (size_t)got[0].n) == 0,
+    CHECK(nd_sketch_query_finish(scr, again) == 0 && again[0].n == got[0].n &&
+              again[1].n == got[1].n &&
+              memcmp(again[0].values, got[0].values, 4 * (size_t)got[0].n) == 0,
           "%s: second finish", what);
 }
 
@@ -515,12 +527,15 @@ static void test_query_lazy(void)
             memcpy(zh + n, "\xEF\xBC\x8C", 3), n += 3; /* ， */
     }
     zh[n] = 0;
-    snprintf(mix, sizeof(mix), "%.3000s http://example.com/x ![i](a.png) %.3000s "
-             "\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8 \xEA\xB0\x80\xE1\x86\xA8 ﬁne Ⅻ ①", zh, en);
+    snprintf(mix, sizeof(mix),
+             "%.3000s http://example.com/x ![i](a.png) %.3000s "
+             "\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8 \xEA\xB0\x80\xE1\x86\xA8 ﬁne Ⅻ ①",
+             zh, en);
     nd_sketch de, dz;
     CHECK(sketch_str(en + 2000, &de, NULL, 0) == 0 && sketch_str(zh + 600, &dz, NULL, 0) == 0,
           "documents");
-    const char *texts[] = {en, zh, mix, "short", "", "한국어 텍스트 입니다 그리고 더", "a b c d e f g"};
+    const char *texts[] = {
+        en, zh, mix, "short", "", "한국어 텍스트 입니다 그리고 더", "a b c d e f g"};
     const char *names[] = {"en", "zh", "mix", "short", "empty", "hangul", "letters"};
     for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
         query_matches_modes(texts[i], &de, names[i]);
@@ -530,8 +545,9 @@ static void test_query_lazy(void)
     static nd_sketch two[2];
     CHECK(sketch_str(zh, &one, NULL, 0) == 0 && nd_sketch_query_finish(scr, two) == -EINVAL,
           "finish after nd_sketch_text()");
-    CHECK(nd_sketch_query(sk, scr, "\xFF", 1, NULL, 0, NULL) == -EILSEQ
-              && nd_sketch_query_finish(scr, two) == -EINVAL, "finish after a refused text");
+    CHECK(nd_sketch_query(sk, scr, "\xFF", 1, NULL, 0, NULL) == -EILSEQ &&
+              nd_sketch_query_finish(scr, two) == -EINVAL,
+          "finish after a refused text");
 }
 
 int main(void)

@@ -50,7 +50,9 @@ static void path_in(char *out, size_t n, const char *name)
 
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
 {
-    (void)sb; (void)flag; (void)f;
+    (void)sb;
+    (void)flag;
+    (void)f;
     return remove(p);
 }
 
@@ -135,12 +137,12 @@ static void free_rec(rec_buf *b)
 
 static bool rec_equal(const nd_record *a, const nd_record *b)
 {
-    return a->id_len == b->id_len && memcmp(a->id, b->id, a->id_len) == 0
-        && a->simhash == b->simhash && strcmp(a->version, b->version) == 0
-        && a->registered_at_us == b->registered_at_us && a->chars == b->chars
-        && memcmp(a->text_hash, b->text_hash, 16) == 0
-        && (a->meta == NULL) == (b->meta == NULL) && a->meta_len == b->meta_len
-        && (a->meta == NULL || memcmp(a->meta, b->meta, a->meta_len) == 0);
+    return a->id_len == b->id_len && memcmp(a->id, b->id, a->id_len) == 0 &&
+           a->simhash == b->simhash && strcmp(a->version, b->version) == 0 &&
+           a->registered_at_us == b->registered_at_us && a->chars == b->chars &&
+           memcmp(a->text_hash, b->text_hash, 16) == 0 && (a->meta == NULL) == (b->meta == NULL) &&
+           a->meta_len == b->meta_len &&
+           (a->meta == NULL || memcmp(a->meta, b->meta, a->meta_len) == 0);
 }
 
 /* The test's copy of a record (nd_store_get hands out borrowed pointers). */
@@ -267,7 +269,7 @@ typedef struct scan_state {
     int n;
     int64_t last;
     bool ordered;
-    int64_t times[16];      /* the first 16 times seen */
+    int64_t times[16]; /* the first 16 times seen */
 } scan_state;
 
 static int scan_order_visit(void *arg, const nd_record *r)
@@ -300,10 +302,10 @@ static void test_basic(void)
     CHECK_RC(nd_store_count(st), 0);
 
     rec_buf b[3];
-    make_rec(&b[0], "c-", 3, 0);      /* no meta */
+    make_rec(&b[0], "c-", 3, 0); /* no meta */
     make_rec(&b[1], "a-", 1, 40);
-    make_rec(&b[2], "b-", 2, 1);      /* one-byte meta */
-    b[2].r.meta = "";                 /* empty meta text is still "present" */
+    make_rec(&b[2], "b-", 2, 1); /* one-byte meta */
+    b[2].r.meta = "";            /* empty meta text is still "present" */
     b[2].r.meta_len = 0;
     for (int i = 0; i < 3; i++)
         CHECK_RC(put_sync(st, &b[i].r), 0);
@@ -349,7 +351,7 @@ static void test_basic(void)
     nd_store_stats stats;
     nd_store_get_stats(st, &stats);
     CHECK(stats.changes == 8 && stats.commits >= 1 && stats.failed_commits == 0);
-    CHECK(stats.failed_changes == 1);   /* the -EEXIST */
+    CHECK(stats.failed_changes == 1); /* the -EEXIST */
     nd_store_close(st);
 
     /* Reopen: everything persists (here with the default options). */
@@ -429,7 +431,7 @@ static void test_order_and_close_drain(void)
     char dir[128];
     path_in(dir, sizeof(dir), "drain");
     nd_store_options o = opts_fast();
-    o.max_batch = 1;      /* one change per transaction: the queue bound */
+    o.max_batch = 1; /* one change per transaction: the queue bound */
     nd_store *st = open_ok(dir, &o);
     slot *s = calloc(N + 3, sizeof(*s));
     rec_buf a1, a2, b;
@@ -439,10 +441,9 @@ static void test_order_and_close_drain(void)
     make_rec(&b, "order-", 2, 0);
     /* a2 has a1's time: it is accepted only if a1's delete came first. */
     CHECK_RC(nd_store_put(st, &a1.r, slot_cb, &s[0]), 0);
-    CHECK_RC(nd_store_delete_at(st, a1.id, a1.r.id_len, a1.r.registered_at_us, slot_cb,
-                                &s[1]), 0);
-    CHECK_RC(nd_store_delete_at(st, b.id, b.r.id_len, b.r.registered_at_us, slot_cb,
-                                &s[2]), 0); /* missing */
+    CHECK_RC(nd_store_delete_at(st, a1.id, a1.r.id_len, a1.r.registered_at_us, slot_cb, &s[1]), 0);
+    CHECK_RC(nd_store_delete_at(st, b.id, b.r.id_len, b.r.registered_at_us, slot_cb, &s[2]),
+             0); /* missing */
     CHECK_RC(nd_store_put(st, &a2.r, slot_cb, &s[3]), 0);
     for (unsigned i = 4; i < N + 3; i++) {
         rec_buf x;
@@ -462,7 +463,7 @@ static void test_order_and_close_drain(void)
     }
     CHECK(bad == 0);
     st = open_ok(dir, &o);
-    CHECK_RC(nd_store_count(st), N);  /* N-1 drain records + order-000001 */
+    CHECK_RC(nd_store_count(st), N); /* N-1 drain records + order-000001 */
     check_stored(st, &a2.r);
     nd_store_get_stats(st, &stats);
     nd_store_close(st);
@@ -538,7 +539,7 @@ static void test_group_commit(void)
     path_in(dir, sizeof(dir), "group");
     nd_store_options o;
     nd_store_options_default(&o);
-    o.map_size = 64u << 20;           /* sync stays true */
+    o.map_size = 64u << 20; /* sync stays true */
     nd_store *st = open_ok(dir, &o);
     pthread_t th[T];
     submitter sb[T];
@@ -560,7 +561,7 @@ static void test_group_commit(void)
               (unsigned long long)stats.max_batch, (unsigned long long)stats.appended);
     CHECK(stats.changes == T * PER);
     CHECK(stats.appended > T * PER / 2);
-    CHECK(stats.commits * 3 <= stats.changes);  /* average batch >= 3 */
+    CHECK(stats.commits * 3 <= stats.changes); /* average batch >= 3 */
     CHECK(stats.max_batch > 1);
     CHECK_RC(nd_store_count(st), T * PER);
     scan_state ss = {.ordered = true};
@@ -591,14 +592,14 @@ static void *reader_main(void *arg)
         rec_buf x;
         make_rec(&x, "pre-", i % 100, 0);
         rec_copy c = {0};
-        if (nd_store_get(rd->st, x.r.registered_at_us, copy_visit, &c) != 0
-            || !rec_equal(&c.b.r, &x.r))
+        if (nd_store_get(rd->st, x.r.registered_at_us, copy_visit, &c) != 0 ||
+            !rec_equal(&c.b.r, &x.r))
             rd->bad++;
         free_rec(&c.b);
         if (i % 50 == 0) {
             long n = 0;
-            if (nd_store_scan(rd->st, count_visit, &n) != 0 || n < 100
-                || nd_store_count(rd->st) < 100)
+            if (nd_store_scan(rd->st, count_visit, &n) != 0 || n < 100 ||
+                nd_store_count(rd->st) < 100)
                 rd->bad++;
         }
         i++;
@@ -676,7 +677,10 @@ static void test_lock(void)
     int status;
     waitpid(pid, &status, 0);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    close(ready[0]); close(ready[1]); close(done[0]); close(done[1]);
+    close(ready[0]);
+    close(ready[1]);
+    close(done[0]);
+    close(done[1]);
     /* Released by the holder's exit/close. */
     b = open_ok(dir, &o);
     nd_store_close(b);
@@ -807,10 +811,9 @@ static void test_corrupt(void)
     unsigned char key0[8];
     for (int i = 0; i < 8; i++)
         key0[i] = (unsigned char)((uint64_t)k0.r.registered_at_us >> (56 - 8 * i));
-    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0
-          && mdb_env_open(env, dir, 0, 0600) == 0);
-    CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0
-          && mdb_dbi_open(txn, "records", 0, &dbi) == 0);
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0 &&
+          mdb_env_open(env, dir, 0, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0 && mdb_dbi_open(txn, "records", 0, &dbi) == 0);
     MDB_val bk = {8, key0}, bv = {50, (char[50]){9}};
     CHECK(mdb_put(txn, dbi, &bk, &bv, 0) == 0 && mdb_txn_commit(txn) == 0);
     mdb_env_close(env);
@@ -821,24 +824,23 @@ static void test_corrupt(void)
     CHECK_RC(nd_store_get(st, k0.r.registered_at_us, copy_visit, &c), -EBADMSG);
     CHECK_RC(nd_store_get(st, k1.r.registered_at_us, copy_visit, &c), 0);
     CHECK(c.visits == 1 && rec_equal(&c.b.r, &k1.r));
-    CHECK_RC(del_rec_sync(st, &k0.r), -EBADMSG);    /* cannot verify the id */
-    CHECK_RC(del_rec_sync(st, &k1.r), 0);           /* its neighbour still goes */
+    CHECK_RC(del_rec_sync(st, &k0.r), -EBADMSG); /* cannot verify the id */
+    CHECK_RC(del_rec_sync(st, &k1.r), 0);        /* its neighbour still goes */
     CHECK_RC(nd_store_count(st), 9);
     free_rec(&c.b);
     nd_store_close(st);
 
-    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0
-          && mdb_env_open(env, dir, 0, 0600) == 0);
-    CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0
-          && mdb_dbi_open(txn, "records", 0, &dbi) == 0);
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0 &&
+          mdb_env_open(env, dir, 0, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0 && mdb_dbi_open(txn, "records", 0, &dbi) == 0);
     MDB_val sk = {7, "k-00000"}, sv = {k1.r.id_len, k1.id};
-    CHECK(mdb_del(txn, dbi, &bk, NULL) == 0 && mdb_put(txn, dbi, &sk, &sv, 0) == 0
-          && mdb_txn_commit(txn) == 0);
+    CHECK(mdb_del(txn, dbi, &bk, NULL) == 0 && mdb_put(txn, dbi, &sk, &sv, 0) == 0 &&
+          mdb_txn_commit(txn) == 0);
     mdb_env_close(env);
     st = open_ok(dir, &o);
     n = 0;
     CHECK_RC(nd_store_scan(st, count_visit, &n), -EBADMSG);
-    CHECK(n == 8);                  /* the short key sorts after the times */
+    CHECK(n == 8); /* the short key sorts after the times */
     nd_store_close(st);
     free_rec(&k0);
     free_rec(&k1);
@@ -851,18 +853,18 @@ static void make_format(const char *dir, uint32_t format)
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi info, recs;
-    unsigned char fmt[8] = {'n', 'd', 's', 't', (unsigned char)format,
-                            (unsigned char)(format >> 8), 0, 0};
+    unsigned char fmt[8] = {'n', 'd', 's', 't', (unsigned char)format, (unsigned char)(format >> 8),
+                            0,   0};
     MDB_val k = {6, "format"}, v = {8, fmt};
     MDB_val rk = {8, "doc-0001"}, rv = {50, (char[50]){1}};
     mkdir(dir, 0700);
-    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0
-          && mdb_env_open(env, dir, 0, 0600) == 0);
-    CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0
-          && mdb_dbi_open(txn, "info", MDB_CREATE, &info) == 0
-          && mdb_dbi_open(txn, "records", MDB_CREATE, &recs) == 0
-          && mdb_put(txn, info, &k, &v, 0) == 0 && mdb_put(txn, recs, &rk, &rv, 0) == 0
-          && mdb_txn_commit(txn) == 0);
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0 &&
+          mdb_env_open(env, dir, 0, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0 &&
+          mdb_dbi_open(txn, "info", MDB_CREATE, &info) == 0 &&
+          mdb_dbi_open(txn, "records", MDB_CREATE, &recs) == 0 &&
+          mdb_put(txn, info, &k, &v, 0) == 0 && mdb_put(txn, recs, &rk, &rv, 0) == 0 &&
+          mdb_txn_commit(txn) == 0);
     mdb_env_close(env);
 }
 
@@ -874,8 +876,8 @@ static void test_old_format(void)
     path_in(dir, sizeof(dir), "format1");
     make_format(dir, 1);
     CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EINVAL);
-    CHECK(st == NULL && strstr(err, "store format 1") && strstr(err, "older neardup")
-          && strstr(err, dir));
+    CHECK(st == NULL && strstr(err, "store format 1") && strstr(err, "older neardup") &&
+          strstr(err, dir));
     unit_note("format 1: %s", err);
     /* Refused again: nothing was changed by the first attempt. */
     CHECK_RC(nd_store_open(&st, dir, &o, err, sizeof(err)), -EINVAL);
@@ -893,10 +895,10 @@ static void test_old_format(void)
     MDB_txn *txn;
     MDB_dbi info;
     MDB_val k = {6, "format"}, v;
-    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0
-          && mdb_env_open(env, dir, MDB_RDONLY, 0600) == 0);
-    CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0
-          && mdb_dbi_open(txn, "info", 0, &info) == 0 && mdb_get(txn, info, &k, &v) == 0);
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0 &&
+          mdb_env_open(env, dir, MDB_RDONLY, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0 &&
+          mdb_dbi_open(txn, "info", 0, &info) == 0 && mdb_get(txn, info, &k, &v) == 0);
     CHECK(v.mv_size == 8 && memcmp(v.mv_data, "ndst\2\0\0\0", 8) == 0);
     mdb_txn_abort(txn);
     mdb_env_close(env);
@@ -920,10 +922,10 @@ static void test_layout(void)
     MDB_txn *txn;
     MDB_dbi dbi;
     MDB_val k = {8, "\1\2\3\4\5\6\7\x08"}, v;
-    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0
-          && mdb_env_open(env, dir, MDB_RDONLY, 0600) == 0);
-    CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0
-          && mdb_dbi_open(txn, "records", 0, &dbi) == 0 && mdb_get(txn, dbi, &k, &v) == 0);
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0 &&
+          mdb_env_open(env, dir, MDB_RDONLY, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0 &&
+          mdb_dbi_open(txn, "records", 0, &dbi) == 0 && mdb_get(txn, dbi, &k, &v) == 0);
     const unsigned char *p = v.mv_data;
     size_t vlen = strlen(x.version), ilen = x.r.id_len;
     CHECK(v.mv_size == 38 + ilen + vlen + 1 + 20 + 1);
@@ -993,8 +995,8 @@ static void test_sketches(void)
     int64_t keys[3] = {a.r.registered_at_us, b.r.registered_at_us, -1};
     sketch_seen seen = {0};
     CHECK_RC(nd_store_sketches(st, keys, 3, sketch_visit, &seen), 0);
-    CHECK(seen.calls == 3 && seen.len[0] == sizeof(sk1) && seen.first[0] == 0xA1
-              && seen.len[1] == 0 && seen.len[2] == 0);
+    CHECK(seen.calls == 3 && seen.len[0] == sizeof(sk1) && seen.first[0] == 0xA1 &&
+          seen.len[1] == 0 && seen.len[2] == 0);
     anchors_seen an = {0};
     CHECK_RC(nd_store_get(st, a.r.registered_at_us, anchors_visit, &an), 0);
     CHECK(an.n == 2 && memcmp(an.bytes, anchors, 8) == 0);
@@ -1035,8 +1037,8 @@ static void test_sketches(void)
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi dbi;
-    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0
-          && mdb_env_open(env, dir, 0, 0600) == 0);
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0 &&
+          mdb_env_open(env, dir, 0, 0600) == 0);
     CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0 && mdb_dbi_open(txn, "records", 0, &dbi) == 0);
     unsigned char key[8] = {0, 0, 0, 0, 0, 0, 0, 9};
     unsigned char val[38 + 2 + 3] = {2, 0, 2, 0, 2, 0};
@@ -1062,7 +1064,7 @@ static void test_map_full(void)
     char dir[128], err[256];
     path_in(dir, sizeof(dir), "mapfull");
     nd_store_options o;
-    nd_store_options_default(&o);   /* durable */
+    nd_store_options_default(&o); /* durable */
     o.map_size = 128u << 10;
     nd_store *st = open_ok(dir, &o);
     unsigned acked = 0;
@@ -1091,7 +1093,7 @@ static void test_map_full(void)
         CHECK_RC(nd_store_put(st, &x.r, slot_cb, &s[i]), 0);
         free_rec(&x);
     }
-    flush(st);                      /* writes nothing: commits */
+    flush(st); /* writes nothing: commits */
     CHECK(!nd_store_writable(st));
     for (unsigned i = 0; i < B; i++)
         CHECK(atomic_load(&s[i].calls) == 1 && atomic_load(&s[i].status) == -ENOSPC);
@@ -1254,8 +1256,7 @@ static int cmp_visit(void *arg, const nd_record *r)
     cmp_state *s = arg;
     rec_copy c = {0};
     s->n++;
-    if (nd_store_get(s->other, r->registered_at_us, copy_visit, &c) != 0
-        || !rec_equal(&c.b.r, r))
+    if (nd_store_get(s->other, r->registered_at_us, copy_visit, &c) != 0 || !rec_equal(&c.b.r, r))
         s->bad++;
     free_rec(&c.b);
     return 0;
@@ -1306,8 +1307,7 @@ static void test_backup(void)
     for (unsigned i = 0; i < 3000; i += 5) {
         rec_buf x;
         make_rec(&x, "b-", i, 0);
-        CHECK_RC(nd_store_delete_at(st, x.id, x.r.id_len, x.r.registered_at_us, NULL, NULL),
-                 0);
+        CHECK_RC(nd_store_delete_at(st, x.id, x.r.id_len, x.r.registered_at_us, NULL, NULL), 0);
     }
     flush(st); /* the changes above were queued without waiting for them */
     /* Backup while another thread writes. */
@@ -1323,7 +1323,7 @@ static void test_backup(void)
     nd_store *bk = open_ok(dst, &o);
     int64_t nb = nd_store_count(bk);
     CHECK(nb >= 2400 && nb <= 2400 + (int64_t)w.n);
-    check_subset(bk, st);   /* every backed-up record is current in st */
+    check_subset(bk, st); /* every backed-up record is current in st */
     for (unsigned i = 1; i < 3000; i += 5) {
         rec_buf x;
         make_rec(&x, "b-", i, i % 3 ? 120 : 0);
@@ -1344,7 +1344,7 @@ static void test_backup(void)
             x = 'y';
         if (write(ready[1], &x, 1) != 1)
             _exit(2);
-        for (unsigned i = 0; x == 'y'; i++) {       /* write until told */
+        for (unsigned i = 0; x == 'y'; i++) { /* write until told */
             rec_buf r;
             make_rec(&r, "child-", i, 50);
             put_sync(c, &r.r);
@@ -1368,7 +1368,10 @@ static void test_backup(void)
     int status;
     waitpid(pid, &status, 0);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    close(ready[0]); close(ready[1]); close(done[0]); close(done[1]);
+    close(ready[0]);
+    close(ready[1]);
+    close(done[0]);
+    close(done[1]);
 
     st = open_ok(dir, &o);
     bk = open_ok(dst2, &o);
@@ -1406,10 +1409,10 @@ static size_t leaf_pages(const char *dir)
     MDB_txn *txn;
     MDB_dbi dbi;
     MDB_stat ms = {0};
-    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0
-          && mdb_env_open(env, dir, MDB_RDONLY, 0600) == 0);
-    CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0
-          && mdb_dbi_open(txn, "records", 0, &dbi) == 0 && mdb_stat(txn, dbi, &ms) == 0);
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0 &&
+          mdb_env_open(env, dir, MDB_RDONLY, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0 &&
+          mdb_dbi_open(txn, "records", 0, &dbi) == 0 && mdb_stat(txn, dbi, &ms) == 0);
     mdb_txn_abort(txn);
     mdb_env_close(env);
     return ms.ms_leaf_pages;
@@ -1429,7 +1432,7 @@ static void test_append(void)
         rec_buf x;
         make_rec(&x, "ap-", i, 60);
         if (i % 100 == 0)
-            CHECK_RC(put_sync(st, &x.r), 0);        /* also one per commit */
+            CHECK_RC(put_sync(st, &x.r), 0); /* also one per commit */
         else
             CHECK_RC(nd_store_put(st, &x.r, NULL, NULL), 0);
         free_rec(&x);
@@ -1451,7 +1454,7 @@ static void test_append(void)
     }
     flush(st);
     nd_store_get_stats(st, &stats);
-    CHECK(stats.appended == 1);             /* the first, into an empty tree */
+    CHECK(stats.appended == 1); /* the first, into an empty tree */
     nd_store_close(st);
     size_t la = leaf_pages(dir), lr = leaf_pages(rev);
     unit_note("leaf pages: %zu appended, %zu in reverse order", la, lr);
@@ -1481,8 +1484,8 @@ static unsigned long long used_bytes(const char *dir)
     MDB_env *env;
     MDB_envinfo info = {0};
     MDB_stat est = {0};
-    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0
-          && mdb_env_open(env, dir, MDB_RDONLY, 0600) == 0);
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0 &&
+          mdb_env_open(env, dir, MDB_RDONLY, 0600) == 0);
     CHECK(mdb_env_info(env, &info) == 0 && mdb_env_stat(env, &est) == 0);
     mdb_env_close(env);
     return ((unsigned long long)info.me_last_pgno + 1) * est.ms_psize;
@@ -1558,17 +1561,17 @@ static void test_out_of_order(void)
         make_rec(&x[i], "oo-", i, i % 2 ? 30 : 0);
         x[i].r.registered_at_us = t[i];
     }
-    for (unsigned i = 0; i < 4; i++)            /* one commit each */
+    for (unsigned i = 0; i < 4; i++) /* one commit each */
         CHECK_RC(put_sync(st, &x[i].r), 0);
     slot sl[N] = {0};
-    for (unsigned i = 4; i < N; i++)            /* one batch */
+    for (unsigned i = 4; i < N; i++) /* one batch */
         CHECK_RC(nd_store_put(st, &x[i].r, slot_cb, &sl[i]), 0);
     flush(st);
     for (unsigned i = 4; i < N; i++)
         CHECK(atomic_load(&sl[i].calls) == 1 && atomic_load(&sl[i].status) == 0);
     nd_store_stats stats;
     nd_store_get_stats(st, &stats);
-    CHECK(stats.appended == 4);                 /* 100, 300, 400, 1000 */
+    CHECK(stats.appended == 4); /* 100, 300, 400, 1000 */
     CHECK(stats.failed_changes == 0);
     CHECK_RC(nd_store_count(st), N);
     for (unsigned i = 0; i < N; i++)
@@ -1596,14 +1599,14 @@ static void test_duplicate_key(void)
     nd_store *st = open_ok(dir, &o);
     rec_buf a, b, c, d;
     make_rec(&a, "du-", 10, 20);
-    make_rec(&b, "dv-", 1, 40);                 /* another id ... */
-    b.r.registered_at_us = a.r.registered_at_us;  /* ... at a's time */
-    make_rec(&c, "du-", 5, 0);                  /* earlier than a */
+    make_rec(&b, "dv-", 1, 40);                  /* another id ... */
+    b.r.registered_at_us = a.r.registered_at_us; /* ... at a's time */
+    make_rec(&c, "du-", 5, 0);                   /* earlier than a */
     make_rec(&d, "du-", 20, 0);
     CHECK_RC(put_sync(st, &a.r), 0);
-    CHECK_RC(put_sync(st, &b.r), -EEXIST);      /* the last key (append path) */
+    CHECK_RC(put_sync(st, &b.r), -EEXIST); /* the last key (append path) */
     CHECK_RC(put_sync(st, &c.r), 0);
-    CHECK_RC(put_sync(st, &c.r), -EEXIST);      /* a key inside the tree */
+    CHECK_RC(put_sync(st, &c.r), -EEXIST); /* a key inside the tree */
     check_stored(st, &a.r);
     check_stored(st, &c.r);
 
@@ -1612,8 +1615,7 @@ static void test_duplicate_key(void)
     CHECK_RC(nd_store_put(st, &d.r, slot_cb, &s[0]), 0);
     CHECK_RC(nd_store_put(st, &d.r, slot_cb, &s[1]), 0);
     CHECK_RC(nd_store_put(st, &b.r, slot_cb, &s[2]), 0);
-    CHECK_RC(nd_store_delete_at(st, c.id, c.r.id_len, c.r.registered_at_us, slot_cb, &s[3]),
-             0);
+    CHECK_RC(nd_store_delete_at(st, c.id, c.r.id_len, c.r.registered_at_us, slot_cb, &s[3]), 0);
     flush(st);
     static const int want[4] = {0, -EEXIST, -EEXIST, 0};
     for (int i = 0; i < 4; i++)
@@ -1665,7 +1667,7 @@ static void test_delete_at(void)
     nd_store *st = store_with(dir, "deleteat", &o, "de-", x, 5, NULL);
     /* Wrong id at a stored time: -ENOENT, record kept. */
     CHECK_RC(del_at_sync(st, x[1].id, x[2].r.registered_at_us), -ENOENT);
-    CHECK_RC(del_at_sync(st, "de-00000", x[2].r.registered_at_us), -ENOENT); /* prefix */
+    CHECK_RC(del_at_sync(st, "de-00000", x[2].r.registered_at_us), -ENOENT);   /* prefix */
     CHECK_RC(del_at_sync(st, "de-0000021", x[2].r.registered_at_us), -ENOENT); /* longer */
     check_stored(st, &x[2].r);
     /* No record at that time. */
@@ -1673,7 +1675,7 @@ static void test_delete_at(void)
     CHECK_RC(nd_store_count(st), 5);
     nd_store_stats stats;
     nd_store_get_stats(st, &stats);
-    CHECK(stats.failed_changes == 0);       /* -ENOENT is not a failure */
+    CHECK(stats.failed_changes == 0); /* -ENOENT is not a failure */
 
     /* The right pair; then the last record, after which a later time is
      * still appended. */

@@ -47,10 +47,17 @@ static void make(rec_buf *b, unsigned i, unsigned v)
         b->anchors[k] = (uint8_t)(i * 7 + k);
     for (unsigned k = 0; k < sizeof(b->sketch); k++)
         b->sketch[k] = (uint8_t)(i * 13 + v * 5 + k);
-    b->r = (nd_record){.id = b->id, .id_len = strlen(b->id), .simhash = i * 1000003ull + v,
-                       .version = "nd-test-1", .registered_at_us = 1000 + (int64_t)i,
-                       .chars = 300 + i, .meta = b->meta, .meta_len = strlen(b->meta),
-                       .anchors = b->anchors, .nanchors = 2, .sketch = b->sketch,
+    b->r = (nd_record){.id = b->id,
+                       .id_len = strlen(b->id),
+                       .simhash = i * 1000003ull + v,
+                       .version = "nd-test-1",
+                       .registered_at_us = 1000 + (int64_t)i,
+                       .chars = 300 + i,
+                       .meta = b->meta,
+                       .meta_len = strlen(b->meta),
+                       .anchors = b->anchors,
+                       .nanchors = 2,
+                       .sketch = b->sketch,
                        .sketch_len = sizeof(b->sketch)};
     b->r.text_hash[0] = (uint8_t)i;
 }
@@ -140,11 +147,13 @@ static size_t plan(op *ops, size_t cap, unsigned nrec, unsigned seed, obs_log *l
         if (unit_rng() % 5 == 0 && n < cap)
             ops[n++] = (op){.kind = ND_STORE_PUT, .i = i, .v = 9, .log = log}; /* -EEXIST */
         if (i > 3 && unit_rng() % 3 == 0 && n < cap)
-            ops[n++] = (op){.kind = ND_STORE_REPLACE, .i = (unsigned)(unit_rng() % (i + 5)),
-                            .v = 1 + (unsigned)(unit_rng() % 7), .log = log};
-        if (i > 3 && unit_rng() % 4 == 0 && n < cap)
-            ops[n++] = (op){.kind = ND_STORE_DELETE, .i = (unsigned)(unit_rng() % (i + 5)),
+            ops[n++] = (op){.kind = ND_STORE_REPLACE,
+                            .i = (unsigned)(unit_rng() % (i + 5)),
+                            .v = 1 + (unsigned)(unit_rng() % 7),
                             .log = log};
+        if (i > 3 && unit_rng() % 4 == 0 && n < cap)
+            ops[n++] = (op){
+                .kind = ND_STORE_DELETE, .i = (unsigned)(unit_rng() % (i + 5)), .log = log};
     }
     return n;
 }
@@ -164,10 +173,10 @@ static nd_store *replay(const obs_log *log)
         memcpy(b.meta, e->meta, sizeof(b.meta));
         b.r.meta_len = strlen(b.meta);
         memcpy(b.sketch, e->sketch, sizeof(b.sketch));
-        int rc = e->kind == ND_STORE_PUT       ? nd_store_put(m, &b.r, NULL, NULL)
-                 : e->kind == ND_STORE_REPLACE ? nd_store_replace(m, &b.r, NULL, NULL)
-                                               : nd_store_delete_at(m, e->id, strlen(e->id),
-                                                                    e->at, NULL, NULL);
+        int rc = e->kind == ND_STORE_PUT ? nd_store_put(m, &b.r, NULL, NULL)
+                 : e->kind == ND_STORE_REPLACE
+                     ? nd_store_replace(m, &b.r, NULL, NULL)
+                     : nd_store_delete_at(m, e->id, strlen(e->id), e->at, NULL, NULL);
         CHECK(rc == 0);
     }
     return m;
@@ -197,8 +206,8 @@ static int dump_one(void *arg, const nd_record *r)
         return -ENOSPC;
     d->len += (size_t)snprintf(d->buf + d->len, d->cap - d->len, "%lld %.*s %llx %s %s %u ",
                                (long long)r->registered_at_us, (int)r->id_len, r->id,
-                               (unsigned long long)r->simhash, r->version,
-                               r->meta ? r->meta : "-", r->nanchors);
+                               (unsigned long long)r->simhash, r->version, r->meta ? r->meta : "-",
+                               r->nanchors);
     int64_t at = r->registered_at_us;
     int rc = nd_store_sketches(d->st, &at, 1, dump_sketch, d);
     d->buf[d->len++] = '\n';
@@ -284,8 +293,8 @@ static void test_memory_contract(void)
     rec_buf b2, b0;
     make(&b2, 2, 0);
     make(&b0, 0, 0);
-    CHECK(got[0] == 12000 + b2.sketch[0] && got[1] == -1 && got[2] == -1
-              && got[3] == 12000 + b0.sketch[0],
+    CHECK(got[0] == 12000 + b2.sketch[0] && got[1] == -1 && got[2] == -1 &&
+              got[3] == 12000 + b0.sketch[0],
           "%d %d %d %d", got[0], got[1], got[2], got[3]);
     char *s = dump_store(st);
     REQUIRE(s != NULL);
@@ -380,11 +389,11 @@ static void check_observer(nd_store *st, unsigned nthreads, const char *what)
             size_t at = first ? 0 : pos + 1, found = SIZE_MAX;
             for (size_t j = at; j < nlog; j++) {
                 const entry *e = &log->e[j];
-                if (!used[j] && e->kind == o->kind && e->at == b.r.registered_at_us
-                    && strcmp(e->id, b.id) == 0
-                    && (o->kind == ND_STORE_DELETE
-                        || (e->simhash == b.r.simhash && strcmp(e->meta, b.meta) == 0
-                            && e->sketch_len == 12 && memcmp(e->sketch, b.sketch, 12) == 0))) {
+                if (!used[j] && e->kind == o->kind && e->at == b.r.registered_at_us &&
+                    strcmp(e->id, b.id) == 0 &&
+                    (o->kind == ND_STORE_DELETE ||
+                     (e->simhash == b.r.simhash && strcmp(e->meta, b.meta) == 0 &&
+                      e->sketch_len == 12 && memcmp(e->sketch, b.sketch, 12) == 0))) {
                     found = j;
                     break;
                 }
@@ -393,8 +402,8 @@ static void check_observer(nd_store *st, unsigned nthreads, const char *what)
                 /* Earlier than the previous one of this thread, or absent. */
                 bool anywhere = false;
                 for (size_t j = 0; j < nlog && !anywhere; j++)
-                    anywhere = !used[j] && log->e[j].kind == o->kind
-                               && log->e[j].at == b.r.registered_at_us;
+                    anywhere = !used[j] && log->e[j].kind == o->kind &&
+                               log->e[j].at == b.r.registered_at_us;
                 if (anywhere)
                     bad_order++;
                 else
@@ -410,8 +419,8 @@ static void check_observer(nd_store *st, unsigned nthreads, const char *what)
     }
     CHECK(committed == nlog, "%s: %zu committed changes, %zu observed", what, committed, nlog);
     CHECK(missing == 0 && bad_order == 0 && late == 0,
-          "%s: missing %zu, out of order %zu, observed after done %zu", what, missing,
-          bad_order, late);
+          "%s: missing %zu, out of order %zu, observed after done %zu", what, missing, bad_order,
+          late);
     CHECK(refused > 50 && committed > 500, "%s: refused %zu committed %zu (a real mix)", what,
           refused, committed);
     unit_note("%s, %u threads: %zu changes, %zu committed and observed once each, %zu refused",

@@ -26,7 +26,11 @@ static void test_accepts_valid(void)
 
 static void test_rejects_invalid(void)
 {
-    static const struct { const char *s; size_t n; const char *what; } bad[] = {
+    static const struct {
+        const char *s;
+        size_t n;
+        const char *what;
+    } bad[] = {
         {"\x80", 1, "lone continuation"},
         {"\xc0\xaf", 2, "overlong 2-byte"},
         {"\xc1\xbf", 2, "overlong C1"},
@@ -49,14 +53,14 @@ static void test_rejects_invalid(void)
 
 static void test_encode_round_trip(void)
 {
-    static const uint32_t cps[] = {0, 0x41, 0x7F, 0x80, 0x7FF, 0x800, 0x4E2D, 0xFFFD,
-                                   0xFFFF, 0x10000, 0x1F600, 0x10FFFF};
+    static const uint32_t cps[] = {0,      0x41,   0x7F,   0x80,    0x7FF,   0x800,
+                                   0x4E2D, 0xFFFD, 0xFFFF, 0x10000, 0x1F600, 0x10FFFF};
     for (size_t i = 0; i < sizeof(cps) / sizeof(cps[0]); i++) {
         uint8_t buf[4];
         size_t n = nd_utf8_encode(cps[i], buf), pos = 0;
         uint32_t back = 0;
-        CHECK(nd_utf8_decode(buf, n, &pos, &back) == 0 && back == cps[i] && pos == n,
-              "U+%04X", cps[i]);
+        CHECK(nd_utf8_decode(buf, n, &pos, &back) == 0 && back == cps[i] && pos == n, "U+%04X",
+              cps[i]);
     }
 }
 

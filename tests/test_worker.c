@@ -15,12 +15,12 @@
 #define PER_POSTER 20000
 
 typedef struct item {
-    nd_task task;   /* first: the task is the item */
+    nd_task task; /* first: the task is the item */
     unsigned poster, seq;
 } item;
 
 static nd_worker worker;
-static unsigned last_seq[POSTERS];  /* worker thread only */
+static unsigned last_seq[POSTERS]; /* worker thread only */
 static _Atomic unsigned ran, out_of_order, wrong_thread;
 
 static void item_fn(nd_task *t)

@@ -28,7 +28,7 @@
 #include <string.h>
 
 static _Atomic int unit_passed, unit_failed;
-static int unit_points;                /* TAP test points printed */
+static int unit_points;                      /* TAP test points printed */
 static int unit_run_checks, unit_run_failed; /* checks and failures inside UNIT_RUN */
 static int unit_failed_at_start;             /* unit_failed when the running test began */
 

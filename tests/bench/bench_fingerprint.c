@@ -88,8 +88,8 @@ static int load(const char *path, doc_set *zh, doc_set *en)
 }
 
 /* Best-of-passes seconds for fingerprinting (or hashing) every document. */
-static double time_pass(const doc_set *d, const nd_fingerprinter *fp, nd_fp_scratch *s,
-                        int passes, uint64_t *sink)
+static double time_pass(const doc_set *d, const nd_fingerprinter *fp, nd_fp_scratch *s, int passes,
+                        uint64_t *sink)
 {
     double best = 1e30;
     for (int p = 0; p < passes; p++) {
@@ -120,9 +120,8 @@ static double report(const char *lang, const doc_set *d, const nd_fingerprinter 
     double mb = (double)d->bytes / 1e6;
     printf("%s: docs=%zu avg_bytes=%.0f fingerprint=%.1f MB/s (%.2f us/doc) "
            "xxh3_baseline=%.0f MB/s ratio=%.4f (sink %016llx)\n",
-           lang, d->n, (double)d->bytes / (double)d->n, mb / t_fp,
-           t_fp * 1e6 / (double)d->n, mb / t_base, t_base / t_fp,
-           (unsigned long long)sink);
+           lang, d->n, (double)d->bytes / (double)d->n, mb / t_fp, t_fp * 1e6 / (double)d->n,
+           mb / t_base, t_base / t_fp, (unsigned long long)sink);
     return mb / t_fp;
 }
 

@@ -25,10 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define NQUERIES 200000   /* pre-generated queries per kind */
+#define NQUERIES 200000 /* pre-generated queries per kind */
 #define HITS_CAP 4096
-#define RECALL_NEAR 100   /* queries checked against brute force, per k */
-#define RECALL_OTHER 20  /* random, and in-big-bucket for the skew run */
+#define RECALL_NEAR 100 /* queries checked against brute force, per k */
+#define RECALL_OTHER 20 /* random, and in-big-bucket for the skew run */
 
 typedef struct summary {
     double qps, scan_qps, bytes_per_doc, recall;
@@ -90,38 +90,37 @@ static uint64_t near_query(uint64_t *s, const uint64_t *fps, size_t n)
 
 /* ---- the linear-scan baseline ------------------------------------------- */
 
-#define SCAN_BODY                                                              \
-    size_t found = 0;                                                          \
-    for (size_t i = 0; i < n; i++) {                                           \
-        unsigned d = (unsigned)__builtin_popcountll(fps[i] ^ q);               \
-        if (d <= k) {                                                          \
-            if (found < cap)                                                   \
-                out[found] = (nd_index_hit){(uint32_t)i, d};                   \
-            found++;                                                           \
-        }                                                                      \
-    }                                                                          \
+#define SCAN_BODY                                                                                  \
+    size_t found = 0;                                                                              \
+    for (size_t i = 0; i < n; i++) {                                                               \
+        unsigned d = (unsigned)__builtin_popcountll(fps[i] ^ q);                                   \
+        if (d <= k) {                                                                              \
+            if (found < cap)                                                                       \
+                out[found] = (nd_index_hit){(uint32_t)i, d};                                       \
+            found++;                                                                               \
+        }                                                                                          \
+    }                                                                                              \
     return found;
 
 /* All i with |fps[i] ^ q| <= k, slot = i, in slot order (unsorted by
  * distance); returns the count. Same popcount instruction as the index. */
 #if defined(__x86_64__) && !defined(__POPCNT__) && defined(__GNUC__)
 __attribute__((target("popcnt"))) static size_t
-scan_popcnt(const uint64_t *fps, size_t n, uint64_t q, unsigned k,
-            nd_index_hit *out, size_t cap)
+scan_popcnt(const uint64_t *fps, size_t n, uint64_t q, unsigned k, nd_index_hit *out, size_t cap)
 {
     SCAN_BODY
 }
 #define HAVE_SCAN_POPCNT 1
 #endif
 
-static size_t scan_plain(const uint64_t *fps, size_t n, uint64_t q, unsigned k,
-                         nd_index_hit *out, size_t cap)
+static size_t scan_plain(const uint64_t *fps, size_t n, uint64_t q, unsigned k, nd_index_hit *out,
+                         size_t cap)
 {
     SCAN_BODY
 }
 
-static size_t scan(const uint64_t *fps, size_t n, uint64_t q, unsigned k,
-                   nd_index_hit *out, size_t cap)
+static size_t scan(const uint64_t *fps, size_t n, uint64_t q, unsigned k, nd_index_hit *out,
+                   size_t cap)
 {
 #ifdef HAVE_SCAN_POPCNT
     if (__builtin_cpu_supports("popcnt"))
@@ -157,8 +156,8 @@ static double cpu_s(void)
 
 /* Runs queries qs[from..from+n) through the index or the scan; returns the
  * number of hits. */
-static size_t run_queries(const ctx *c, const uint64_t *qs, unsigned k,
-                          bool use_scan, size_t from, size_t n)
+static size_t run_queries(const ctx *c, const uint64_t *qs, unsigned k, bool use_scan, size_t from,
+                          size_t n)
 {
     size_t hits = 0, found;
     for (size_t i = from; i < from + n; i++) {
@@ -183,8 +182,8 @@ static int dbl_cmp(const void *a, const void *b)
  * CPU time so that time lost to other processes on this shared machine is
  * not counted. Also sets *hits_per_q and *wall (queries/s in wall time). */
 #define SLICES 10
-static double qps(const ctx *c, const uint64_t *qs, unsigned k, bool use_scan,
-                  double *hits_per_q, double *wall)
+static double qps(const ctx *c, const uint64_t *qs, unsigned k, bool use_scan, double *hits_per_q,
+                  double *wall)
 {
     double rate[SLICES], w0 = now_s();
     size_t done = 0, hits = 0, batch = use_scan ? 1 : 200;
@@ -214,9 +213,9 @@ static double recall(const ctx *c, unsigned k, size_t *extra, size_t *expected)
     *extra = 0;
     for (int i = 0; i < RECALL_NEAR + 2 * RECALL_OTHER; i++) {
         uint64_t q = i < RECALL_NEAR                  ? c->near[i]
-                   : i < RECALL_NEAR + RECALL_OTHER ? c->random[i]
-                   : c->worst                       ? c->worst[i]
-                                                    : c->random[i];
+                     : i < RECALL_NEAR + RECALL_OTHER ? c->random[i]
+                     : c->worst                       ? c->worst[i]
+                                                      : c->random[i];
         size_t nw = scan(c->fps, c->n, q, k, want, HITS_CAP), got;
         nw = nw < HITS_CAP ? nw : HITS_CAP;
         qsort(want, nw, sizeof(*want), hit_cmp);
@@ -249,12 +248,13 @@ static void measure_k(const ctx *c, const char *label, unsigned k, summary *s)
     size_t extra, expected;
     double r = recall(c, k, &extra, &expected);
     printf("%s k=%u near: qps=%.0f (%.2f us, %.2f hits/q, wall %.0f) random: "
-           "qps=%.0f (%.2f hits/q)", label, k, near, 1e6 / near, near_hits,
-           wall[0], rnd, rand_hits);
+           "qps=%.0f (%.2f hits/q)",
+           label, k, near, 1e6 / near, near_hits, wall[0], rnd, rand_hits);
     if (c->worst)
         printf(" in-big-bucket: qps=%.0f (%.1f us)", worst, 1e6 / worst);
     printf(" | scan_qps=%.1f (wall %.1f) speedup=%.0fx | recall=%.3f "
-           "(%zu hits, %zu extra)\n", sq, wall[3], near / sq, r, expected, extra);
+           "(%zu hits, %zu extra)\n",
+           sq, wall[3], near / sq, r, expected, extra);
     fflush(stdout);
     if (s && k == 3) {
         s->qps = near;
@@ -304,8 +304,8 @@ static void measure_concurrent(const ctx *c, const char *label)
     for (int i = 0; i < 2; i++)
         pthread_join(r[i], NULL);
     printf("%s concurrent, 2 readers + 1 writer: k=3 near qps=%.0f total while "
-           "inserting %.0f/s\n", label, (double)atomic_load(&m.queries) / (t - t0),
-           (double)writes / (t - t0));
+           "inserting %.0f/s\n",
+           label, (double)atomic_load(&m.queries) / (t - t0), (double)writes / (t - t0));
     fflush(stdout);
 }
 
@@ -334,8 +334,8 @@ static summary run(size_t n, bool skew)
     double build = now_s() - t0, rss1 = rss_bytes();
     sum.bytes_per_doc = (rss1 - rss0) / (double)n;
     printf("%s build: %.2f s, inserts/s=%.0f, index rss=%.1f MB, "
-           "bytes_per_doc=%.2f\n", label, build, (double)n / build,
-           (rss1 - rss0) / 1e6, sum.bytes_per_doc);
+           "bytes_per_doc=%.2f\n",
+           label, build, (double)n / build, (rss1 - rss0) / 1e6, sum.bytes_per_doc);
     fflush(stdout);
 
     uint64_t *near = xmalloc(NQUERIES * sizeof(*near));
@@ -411,8 +411,10 @@ int main(int argc, char **argv)
            "xor+popcount over a uint64 array\n",
            sysconf(_SC_NPROCESSORS_ONLN), popcnt, SLICES, opt_seconds);
     size_t small = quick ? 100000 : 1000000, main_n = quick ? 1000000 : 10000000;
-    summary r[4] = {run_forked(small, false), run_forked(small, true),
-                    run_forked(main_n, false), {.ok = 1, .exact = 1}};
+    summary r[4] = {run_forked(small, false),
+                    run_forked(small, true),
+                    run_forked(main_n, false),
+                    {.ok = 1, .exact = 1}};
     if (big)
         r[3] = run_forked(100000000, false);
     int bad = 0;
@@ -422,6 +424,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_index: %d scenario(s) failed or were not exact\n", bad);
     summary m = r[2];
     printf("index: N=%zu k=3 qps=%.0f scan_qps=%.1f bytes_per_doc=%.2f "
-           "recall=%.3f\n", main_n, m.qps, m.scan_qps, m.bytes_per_doc, m.recall);
+           "recall=%.3f\n",
+           main_n, m.qps, m.scan_qps, m.bytes_per_doc, m.recall);
     return bad ? 1 : 0;
 }

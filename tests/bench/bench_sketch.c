@@ -129,9 +129,7 @@ static double time_pass(const doc_set *d, tools *t, enum what w, int passes, uin
         for (size_t i = 0; i < d->n; i++) {
             nd_fingerprint_result r;
             switch (w) {
-            case W_XXH3:
-                *sink ^= XXH3_64bits(d->text[i], d->len[i]);
-                break;
+            case W_XXH3: *sink ^= XXH3_64bits(d->text[i], d->len[i]); break;
             case W_FP:
                 if (nd_fingerprint(t->fp, t->fps, d->text[i], d->len[i], &r) == 0)
                     *sink ^= r.simhash;
@@ -229,7 +227,8 @@ static void bench_anchor_index(size_t docs, size_t m)
     double load = now() - t0, rss1 = rss_bytes();
     nd_anchor_stats st;
     nd_anchor_index_stats(idx, &st);
-    printf("anchor index: docs=%zu m=%zu load (insert_many, %u threads) %.2f s | RSS +%.1f MB = %.1f B/doc | "
+    printf("anchor index: docs=%zu m=%zu load (insert_many, %u threads) %.2f s | RSS +%.1f MB = "
+           "%.1f B/doc | "
            "index bytes %.1f B/doc (%llu entries, %llu buckets used)\n",
            docs, m, load_threads, load, (rss1 - rss0) / 1e6, (rss1 - rss0) / (double)docs,
            (double)st.bytes / (double)docs, (unsigned long long)st.entries,

@@ -43,9 +43,9 @@
 #include <unistd.h>
 
 #define SUBMITTERS 64
-#define T0_US 1700000000000000ll    /* registered_at_us of record 0 */
+#define T0_US 1700000000000000ll /* registered_at_us of record 0 */
 #define LAT_BUCKET_US 10
-#define LAT_BUCKETS 20000           /* 10 us resolution up to 200 ms */
+#define LAT_BUCKETS 20000 /* 10 us resolution up to 200 ms */
 
 static double now_s(void)
 {
@@ -105,7 +105,9 @@ static nd_store *open_or_die(const char *dir, bool sync)
 
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
 {
-    (void)sb; (void)flag; (void)f;
+    (void)sb;
+    (void)flag;
+    (void)f;
     return remove(p);
 }
 
@@ -136,7 +138,7 @@ static void fill(const char *dir, uint64_t n)
             exit(1);
         }
     }
-    nd_store_close(st);             /* commits the rest and flushes */
+    nd_store_close(st); /* commits the rest and flushes */
     double t = now_s() - t0;
     char p[600];
     struct stat sb;
@@ -183,8 +185,8 @@ static void scan_bench(const char *dir, uint64_t n)
     t0 = now_s();
     nd_store_scan(st, scan_visit, &w);
     t1 = now_s();
-    printf("scan   %10llu records in %7.2f s = %9.0f records/s  (warm)\n",
-           (unsigned long long)w.n, t1 - t0, (double)w.n / (t1 - t0));
+    printf("scan   %10llu records in %7.2f s = %9.0f records/s  (warm)\n", (unsigned long long)w.n,
+           t1 - t0, (double)w.n / (t1 - t0));
     t0 = now_s();
     int64_t c = nd_store_count(st);
     t1 = now_s();
@@ -201,11 +203,11 @@ typedef struct submitter {
     sem_t done;
     int status;
     uint64_t puts, errors;
-    uint32_t *lat;                  /* LAT_BUCKETS counters */
+    uint32_t *lat; /* LAT_BUCKETS counters */
 } submitter;
 
 static atomic_bool stop_flag;
-static _Atomic uint64_t next_seq;   /* the shared clock: record numbers */
+static _Atomic uint64_t next_seq; /* the shared clock: record numbers */
 
 static void submit_done(void *arg, int status)
 {
@@ -304,9 +306,8 @@ static double durable_bench(const char *dir, bool sync, double seconds)
     printf("%s, store of %llu, %d submitters, %.1f s: %llu registrations = %.0f/s; "
            "%llu commits, avg batch %.1f, max %llu; appended %.1f%%; written %.1f KiB/commit; "
            "latency p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms; errors %llu\n",
-           sync ? "durable (sync=true) " : "ceiling (sync=false)",
-           (unsigned long long)before, SUBMITTERS, t,
-           (unsigned long long)puts, (double)puts / t,
+           sync ? "durable (sync=true) " : "ceiling (sync=false)", (unsigned long long)before,
+           SUBMITTERS, t, (unsigned long long)puts, (double)puts / t,
            (unsigned long long)stats.commits,
            (double)stats.changes / (double)(stats.commits ? stats.commits : 1),
            (unsigned long long)stats.max_batch,
@@ -333,14 +334,14 @@ static double sync_probe(const char *dir)
         return -1;
     for (int i = 0; i < K; i++) {
         double t0 = now_s();
-        if (pwrite(fd, block, sizeof(block), (off_t)(i % 16) * 4096) != (ssize_t)sizeof(block)
-            || fdatasync(fd))
+        if (pwrite(fd, block, sizeof(block), (off_t)(i % 16) * 4096) != (ssize_t)sizeof(block) ||
+            fdatasync(fd))
             break;
         lat[i] = (now_s() - t0) * 1e3;
     }
     close(fd);
     unlink(p);
-    for (int i = 1; i < K; i++)         /* insertion sort: K is small */
+    for (int i = 1; i < K; i++) /* insertion sort: K is small */
         for (int j = i; j > 0 && lat[j] < lat[j - 1]; j--) {
             double x = lat[j];
             lat[j] = lat[j - 1];
@@ -348,7 +349,6 @@ static double sync_probe(const char *dir)
         }
     return lat[K / 2];
 }
-
 
 /* One store size: fill, scan, durable and ceiling rates. */
 static void bench_size(const char *base, uint64_t n, double seconds)
@@ -378,10 +378,9 @@ int main(int argc, char **argv)
     const char *base = getenv("ND_BENCH_DIR");
     if (!base || !*base)
         base = "/tmp";
-    printf("bench_store: sizes %s, %d submitters x %.1f s, under %s\n", sizes, SUBMITTERS,
-           seconds, base);
-    printf("fdatasync of 4 KiB: median %.3f ms (a durable commit syncs twice)\n",
-           sync_probe(base));
+    printf("bench_store: sizes %s, %d submitters x %.1f s, under %s\n", sizes, SUBMITTERS, seconds,
+           base);
+    printf("fdatasync of 4 KiB: median %.3f ms (a durable commit syncs twice)\n", sync_probe(base));
     fflush(stdout);
     for (const char *p = sizes; *p;) {
         char *end;

@@ -45,7 +45,7 @@ typedef struct {
 
 typedef struct conn {
     int fd;
-    char *req;            /* request being written */
+    char *req; /* request being written */
     size_t req_len, req_off;
     char *resp;
     size_t resp_len;
@@ -401,8 +401,8 @@ int main(int argc, char **argv)
             usage();
         i++;
     }
-    if (port <= 0 || port > 65535 || !paras_path || nconn < 1 || nthreads < 1
-        || nthreads > nconn || duration <= 0)
+    if (port <= 0 || port > 65535 || !paras_path || nconn < 1 || nthreads < 1 || nthreads > nconn ||
+        duration <= 0)
         usage();
     pool paras = {0};
     if (load_pool(paras_path, &paras) < 0) {
@@ -416,9 +416,12 @@ int main(int argc, char **argv)
     uint64_t t0 = now_ns();
     uint64_t stop = t0 + (uint64_t)(duration * 1e9);
     for (int i = 0; i < nthreads; i++) {
-        ws[i] = (worker){.index = i, .nconns = nconn / nthreads + (i < nconn % nthreads),
+        ws[i] = (worker){.index = i,
+                         .nconns = nconn / nthreads + (i < nconn % nthreads),
                          .rng = seed * 2654435761u + (uint64_t)i * 40503u + 1,
-                         .stop_ns = stop, .paras = &paras, .port = (uint16_t)port};
+                         .stop_ns = stop,
+                         .paras = &paras,
+                         .port = (uint16_t)port};
         pthread_create(&th[i], NULL, worker_main, &ws[i]);
     }
     uint64_t requests = 0, errors = 0, status[MAX_STATUS] = {0};
@@ -448,8 +451,8 @@ int main(int argc, char **argv)
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    double cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6
-                 + (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+    double cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+                 (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
     printf("{\"requests\": %llu, \"seconds\": %.3f, \"rps\": %.1f, \"p50_ms\": %.3f, "
            "\"p99_ms\": %.3f, \"errors\": %llu, \"cpu_s\": %.3f, \"status\": {",
            (unsigned long long)requests, secs, (double)requests / secs, p50, p99,

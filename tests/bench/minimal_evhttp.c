@@ -38,8 +38,7 @@ typedef struct worker {
 static void reply(struct evhttp_request *req, void *arg)
 {
     worker *w = arg;
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                      "application/json");
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
     evbuffer_add_reference(w->out, BODY, sizeof(BODY) - 1, NULL, NULL);
     evhttp_send_reply(req, 200, "OK", w->out);
 }

@@ -41,8 +41,10 @@ static inline nd_request_limits fuzz_limits(uint8_t b)
     static const unsigned batch[4] = {1000, 1, 3, 16};
     static const size_t text[4] = {1 << 20, 0, 8, 300};
     static const size_t meta[4] = {16 * 1024, 2, 16, 200};
-    return (nd_request_limits){.max_batch = batch[b & 3], .max_text = text[(b >> 2) & 3],
-                               .max_meta = meta[(b >> 4) & 3], .default_k = (b >> 6) * 2};
+    return (nd_request_limits){.max_batch = batch[b & 3],
+                               .max_text = text[(b >> 2) & 3],
+                               .max_meta = meta[(b >> 4) & 3],
+                               .default_k = (b >> 6) * 2};
 }
 
 /* A refusal is well formed: a status and code that go together, a message

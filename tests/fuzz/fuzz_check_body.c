@@ -49,8 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char *again = json_dumps(m, JSON_COMPACT);
         FUZZ_CHECK(again && strcmp(again, cr.meta) == 0, "meta is not compact");
         size_t bound = nd_request_compact_bound(cr.meta_raw, cr.meta_raw_len, SIZE_MAX);
-        FUZZ_CHECK(bound <= cr.meta_len, "bound %zu over the compact size %zu", bound,
-                   cr.meta_len);
+        FUZZ_CHECK(bound <= cr.meta_len, "bound %zu over the compact size %zu", bound, cr.meta_len);
         free(again);
         json_decref(m);
     }

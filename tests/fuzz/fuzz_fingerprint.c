@@ -49,9 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(nd_fingerprint(fp, reused, text, size, &c) == 0, "second call failed");
     nd_fp_scratch_destroy(fresh);
     FUZZ_CHECK(a.simhash == b.simhash && a.chars == b.chars && a.features == b.features,
-               "reused scratch %016llx/%u/%u, fresh %016llx/%u/%u",
-               (unsigned long long)a.simhash, a.chars, a.features,
-               (unsigned long long)b.simhash, b.chars, b.features);
+               "reused scratch %016llx/%u/%u, fresh %016llx/%u/%u", (unsigned long long)a.simhash,
+               a.chars, a.features, (unsigned long long)b.simhash, b.chars, b.features);
     FUZZ_CHECK(a.simhash == c.simhash && a.chars == c.chars && a.features == c.features,
                "not deterministic");
     if (size == 0)

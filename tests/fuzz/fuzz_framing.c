@@ -23,8 +23,7 @@ typedef struct {
 
 /* Scans data[0, n) in pieces whose sizes come from splits[0, nsplits)
  * (cycled; 0 means the rest), skipping body bytes first when skip is set. */
-static result scan(const uint8_t *data, size_t n, const uint8_t *splits, size_t nsplits,
-                   bool skip)
+static result scan(const uint8_t *data, size_t n, const uint8_t *splits, size_t nsplits, bool skip)
 {
     nd_framing f;
     nd_framing_init(&f, 4096);
@@ -42,16 +41,15 @@ static result scan(const uint8_t *data, size_t n, const uint8_t *splits, size_t 
     }
     if (why != ND_FR_OK) {
         FUZZ_CHECK(nd_framing_refused(&f), "refusal not kept");
-        FUZZ_CHECK(f.line_start <= n, "cut %llu past %zu bytes",
-                   (unsigned long long)f.line_start, n);
+        FUZZ_CHECK(f.line_start <= n, "cut %llu past %zu bytes", (unsigned long long)f.line_start,
+                   n);
         FUZZ_CHECK(nd_framing_scan(&f, (const unsigned char *)"GET", 3) == why,
                    "a refused scan changed its reason");
         int status = nd_framing_status(why);
         FUZZ_CHECK(status == 0 || (status >= 400 && status <= 505), "status %d", status);
         FUZZ_CHECK(nd_framing_code(why) && nd_framing_message(why), "no code or message");
     } else {
-        FUZZ_CHECK(f.off == n, "accepted scan saw %llu of %zu bytes",
-                   (unsigned long long)f.off, n);
+        FUZZ_CHECK(f.off == n, "accepted scan saw %llu of %zu bytes", (unsigned long long)f.off, n);
     }
     result r = {why, f.heads, why ? f.line_start : 0, why ? 0 : f.off};
     return r;

@@ -36,8 +36,10 @@ static bool token_syntax(const char *s, size_t n)
     if (n < ND_AUTH_TOKEN_MIN || n > ND_AUTH_TOKEN_MAX)
         return false;
     size_t i = 0;
-    while (i < n && (strchr("-._~+/", s[i]) || (s[i] >= '0' && s[i] <= '9') ||
-                     (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')) && s[i])
+    while (i < n &&
+           (strchr("-._~+/", s[i]) || (s[i] >= '0' && s[i] <= '9') ||
+            (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')) &&
+           s[i])
         i++;
     if (i == 0)
         return false;
@@ -51,8 +53,8 @@ static void content_type(const char *v)
     for (int plain = 0; plain < 2; plain++) {
         nd_request_error e;
         int kind = nd_request_content_kind(v, plain, &e);
-        FUZZ_CHECK(kind == 0 || kind == ND_BODY_JSON || (plain && kind == ND_BODY_TEXT),
-                   "kind %d", kind);
+        FUZZ_CHECK(kind == 0 || kind == ND_BODY_JSON || (plain && kind == ND_BODY_TEXT), "kind %d",
+                   kind);
         if (!kind)
             FUZZ_CHECK(e.status == 415 && !strcmp(e.code, "unsupported_media_type"), "415");
     }
@@ -99,8 +101,7 @@ static void document_id(const char *v)
     size_t chars = 0;
     for (size_t i = 0; i < len; i++)
         chars += ((unsigned char)id[i] & 0xC0) != 0x80;
-    FUZZ_CHECK(len >= 1 && len <= 1024 && chars <= 256 && strlen(id) == len, "id length %zu",
-               len);
+    FUZZ_CHECK(len >= 1 && len <= 1024 && chars <= 256 && strlen(id) == len, "id length %zu", len);
     FUZZ_CHECK(fuzz_utf8_valid((const uint8_t *)id, len), "id not UTF-8");
     for (size_t i = 0; i < len; i++)
         FUZZ_CHECK((unsigned char)id[i] >= 0x20 && id[i] != 0x7f, "control character");

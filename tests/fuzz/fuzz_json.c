@@ -28,9 +28,8 @@ static nd_json_scratch scratch;
 
 static bool skip_jansson_error(const json_error_t *e)
 {
-    return strstr(e->text, "too big") || strstr(e->text, "overflow") ||
-           strstr(e->text, "NUL") || strstr(e->text, "too deep") ||
-           strstr(e->text, "maximum parsing depth");
+    return strstr(e->text, "too big") || strstr(e->text, "overflow") || strstr(e->text, "NUL") ||
+           strstr(e->text, "too deep") || strstr(e->text, "maximum parsing depth");
 }
 
 /* Compares one of our values (not arrays' contents) with jansson's. */
@@ -43,8 +42,8 @@ static void same_value(const nd_json_value *v, json_t *j)
     case ND_JSON_NUMBER:
         FUZZ_CHECK(json_is_number(j), "number");
         if (v->is_int) {
-            FUZZ_CHECK(json_is_integer(j) && json_integer_value(j) == v->i,
-                       "integer %lld", (long long)v->i);
+            FUZZ_CHECK(json_is_integer(j) && json_integer_value(j) == v->i, "integer %lld",
+                       (long long)v->i);
         } else {
             FUZZ_CHECK(!json_is_integer(j), "jansson integer %lld, ours not an int64",
                        (long long)json_integer_value(j));
