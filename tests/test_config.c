@@ -1,4 +1,4 @@
-/* test_config.c - server/config.c: the one option table that makes the
+/* test_config.c - server/ops/config.c: the one option table that makes the
  * flags, the NEARDUP_* variables and --help.
  *
  * Through the public functions only: --help is read back to list every

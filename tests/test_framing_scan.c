@@ -1,4 +1,4 @@
-/* test_framing_scan.c - server/framing.c: a connection's bytes arrive in any
+/* test_framing_scan.c - server/net/framing.c: a connection's bytes arrive in any
  * segments, so the scan must give the same verdict, refused request and
  * cut position however the stream is split (whole, byte by byte, random
  * pieces); and the verdicts of a few streams are as RFC 9112 wants. */

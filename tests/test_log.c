@@ -1,4 +1,4 @@
-/* test_log.c - server/log.c's time formatter against gmtime_r + strftime,
+/* test_log.c - server/ops/log.c's time formatter against gmtime_r + strftime,
  * the slow path it replaced, over edges and a million random times; the
  * server's one JSON string escaper (json.c, which log lines use) against the
  * escaper log.c had before, byte for byte, with and without room; and the

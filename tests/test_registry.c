@@ -1,4 +1,4 @@
-/* test_registry.c - the registry (server/registry.c) over the memory store:
+/* test_registry.c - the registry (server/registry/registry.c) over the memory store:
  * changes that the store commits within its call are answered at once and
  * reach the store's on-commit observer in order; and concurrency that HTTP
  * cannot reach in a bounded test.

@@ -1,4 +1,4 @@
-/* test_store.c - unit tests for server/store.c on real LMDB files.
+/* test_store.c - unit tests for server/store/store_lmdb.c on real LMDB files.
  *
  * Every test works in its own directory under a mkdtemp() root in /tmp.
  * Tests that need a small or read-only filesystem mount a tmpfs there and

@@ -1,4 +1,4 @@
-/* test_store_memory.c - the store interface (server/store.h) through both
+/* test_store_memory.c - the store interface (server/store/store.h) through both
  * implementations: the memory store's contract (the LMDB store's statuses,
  * order, sketches), and the on-commit observer of both, through real commits
  * (a real LMDB store in a mkdtemp() directory): once per committed change,

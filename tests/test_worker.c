@@ -1,4 +1,4 @@
-/* test_worker.c - server/worker.c: a real worker thread and its loop. Tasks
+/* test_worker.c - server/net/worker.c: a real worker thread and its loop. Tasks
  * posted from other threads run on the worker's thread, each poster's in the
  * order posted, none lost; the tick keeps the heartbeat; tasks left when the
  * loop stops run on the caller with nd_worker_run_tasks(); generated request

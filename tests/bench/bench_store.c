@@ -1,4 +1,4 @@
-/* bench_store.c - throughput of the durable registry (server/store.c).
+/* bench_store.c - throughput of the durable registry (server/store/store_lmdb.c).
  *
  *   bench_store [N[,N...] [SECONDS]]
  *

@@ -1,4 +1,4 @@
-/* fuzz_framing.c - server/framing.c, the strict scan of every byte a client
+/* fuzz_framing.c - server/net/framing.c, the strict scan of every byte a client
  * sends before libevent parses it (issue 16). For arbitrary streams:
  * - no crash, no out-of-bounds access, no undefined behaviour (ASan/UBSan);
  * - the verdict, the refused request and the cut position do not depend on
