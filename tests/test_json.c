@@ -1,5 +1,5 @@
 /* test_json - what neardupd writes as JSON: the one string escaper
- * (server/api/json.c: nd_json_escape, nd_json_write_string) and the answer
+ * (server/core/json.c: nd_json_escape, nd_json_write_string) and the answer
  * writer on top of it (server/net/reply.c: commas, numbers, fractions, reals,
  * the error shape). jansson is the reference where the two agree by
  * design: the bytes of answers that jansson used to write (errors, documents,

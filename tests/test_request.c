@@ -1,4 +1,4 @@
-/* test_request - request bodies and paths (server/api/request.c): good
+/* test_request - request bodies and paths (server/core/request.c): good
  * requests become the one check request the registry is given (text, its
  * hash, id, register, k, meta), every refusal has its status, code and
  * field, ids are valid by characters, and the limits hold at their edges. */

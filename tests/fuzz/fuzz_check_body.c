@@ -1,5 +1,5 @@
 /* fuzz_check_body - POST /check-original: the JSON body's parsing and
- * validation (server/api/request.c), then what the handler does with an accepted
+ * validation (server/core/request.c), then what the handler does with an accepted
  * request before the registry: fingerprint the text; its hash is the text's.
  *
  * Invariants: a refusal is well formed (fuzz_body_common.h) and leaves no

@@ -1,5 +1,5 @@
 /* fuzz_fingerprint_body - POST /fingerprint: the JSON body's parsing and
- * validation (server/api/request.c) as the handler runs it, then the
+ * validation (server/core/request.c) as the handler runs it, then the
  * fingerprinting of every text it lets through.
  *
  * Invariants: a refusal is well formed (fuzz_body_common.h); an accepted

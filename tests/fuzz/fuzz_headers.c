@@ -1,7 +1,7 @@
 /* fuzz_headers - what neardupd reads from the request line and headers
- * itself: Content-Type (server/api/request.c), Authorization and the token's own
+ * itself: Content-Type (server/core/request.c), Authorization and the token's own
  * syntax (server/ops/auth.c), and the percent-encoded document id of
- * /documents/{id} (server/api/request.c). Byte 0 picks which; the rest is the
+ * /documents/{id} (server/core/request.c). Byte 0 picks which; the rest is the
  * value.
  *
  * Invariants: Content-Type gives a kind or a well-formed 415; a token is

@@ -1,4 +1,4 @@
-/* fuzz_json - server/api/json.c, the request reader, against jansson.
+/* fuzz_json - server/core/json.c, the request reader, against jansson.
  *
  * The reader accepts exactly the RFC 8259 objects without a duplicate
  * top-level key, nested at most 512 deep, with at most cap members. jansson
