@@ -11,6 +11,7 @@
  *      integer counters, w = weight(kind, n) * min(tf, cap)^pow (integer);
  *   6. bit i is set iff counter i > 0. */
 #include "fingerprint.h"
+#include "hangul.h"
 #include "fingerprint_tuning.h"
 #include "markup.h"
 #include "normalizer.h"
@@ -165,30 +166,6 @@ static uint64_t cjk_token_hash(uint32_t cp)
 
 /* Hangul composition (Unicode 3.12), as NFKC does: conjoining jamo L+V
  * compose into an LV syllable, and LV+T into an LVT syllable. */
-#define HANGUL_S 0xAC00u
-#define HANGUL_L 0x1100u
-#define HANGUL_V 0x1161u
-#define HANGUL_T 0x11A7u
-#define HANGUL_NV 21u
-#define HANGUL_NT 28u
-#define HANGUL_NS 11172u
-
-static bool is_jamo_l(uint32_t cp)
-{
-    return cp >= HANGUL_L && cp < HANGUL_L + 19;
-}
-static bool is_jamo_v(uint32_t cp)
-{
-    return cp >= HANGUL_V && cp < HANGUL_V + HANGUL_NV;
-}
-static bool is_jamo_t(uint32_t cp)
-{
-    return cp > HANGUL_T && cp < HANGUL_T + HANGUL_NT;
-}
-static bool is_lv(uint32_t cp)
-{
-    return cp >= HANGUL_S && cp < HANGUL_S + HANGUL_NS && (cp - HANGUL_S) % HANGUL_NT == 0;
-}
 
 /* Fills ascii[] and ascii_fold[] from the normalizer's table. */
 static void init_ascii(nd_fingerprinter *fp)
@@ -551,12 +528,12 @@ static void feed_cjk(fp_state *st, uint32_t cp)
 {
     uint32_t p = st->hangul;
     if (p && is_jamo_l(p) && is_jamo_v(cp)) {
-        st->hangul = HANGUL_S + ((p - HANGUL_L) * HANGUL_NV + (cp - HANGUL_V)) * HANGUL_NT;
+        st->hangul = hangul_compose_lv(p, cp);
         return;
     }
     if (p && is_lv(p) && is_jamo_t(cp)) {
         st->hangul = 0;
-        push_cjk(st, p + (cp - HANGUL_T));
+        push_cjk(st, hangul_compose_lvt(p, cp));
         return;
     }
     flush_hangul(st);

@@ -1,6 +1,7 @@
 /* sketch.c - shingles, the nested-sample sketch, estimates, passages and
  * anchors (see sketch.h; the specification is proto/sketch.md). */
 #include "sketch.h"
+#include "hangul.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -140,31 +141,6 @@ void nd_sk_scratch_destroy(nd_sk_scratch *s)
 
 /* ---- tokens ---- */
 
-#define HANGUL_S 0xAC00u
-#define HANGUL_L 0x1100u
-#define HANGUL_V 0x1161u
-#define HANGUL_T 0x11A7u
-#define HANGUL_NV 21u
-#define HANGUL_NT 28u
-#define HANGUL_NS 11172u
-
-static bool is_jamo_l(uint32_t cp)
-{
-    return cp >= HANGUL_L && cp < HANGUL_L + 19;
-}
-static bool is_jamo_v(uint32_t cp)
-{
-    return cp >= HANGUL_V && cp < HANGUL_V + HANGUL_NV;
-}
-static bool is_jamo_t(uint32_t cp)
-{
-    return cp > HANGUL_T && cp < HANGUL_T + HANGUL_NT;
-}
-static bool is_lv(uint32_t cp)
-{
-    return cp >= HANGUL_S && cp < HANGUL_S + HANGUL_NS && (cp - HANGUL_S) % HANGUL_NT == 0;
-}
-
 static __attribute__((noinline)) int ts_grow(tstream *t)
 {
     size_t c = t->cap ? t->cap * 2 : 1024;
@@ -238,12 +214,12 @@ static void feed_cjk(tok_state *st, uint32_t cp, uint32_t ci)
 {
     uint32_t p = st->hangul;
     if (p && is_jamo_l(p) && is_jamo_v(cp)) {
-        st->hangul = HANGUL_S + ((p - HANGUL_L) * HANGUL_NV + (cp - HANGUL_V)) * HANGUL_NT;
+        st->hangul = hangul_compose_lv(p, cp);
         return;
     }
     if (p && is_lv(p) && is_jamo_t(cp)) {
         st->hangul = 0;
-        push_cjk(st, p + (cp - HANGUL_T), st->hangul_start, ci + 1);
+        push_cjk(st, hangul_compose_lvt(p, cp), st->hangul_start, ci + 1);
         return;
     }
     flush_hangul(st, ci);
