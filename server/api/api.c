@@ -1,6 +1,7 @@
 /* api.c - request handlers: parse, validate, fingerprint, ask the registry,
  * answer. Each handler ends in exactly one reply, now or after a hand-off. */
 #include "api.h"
+#include "api_internal.h"
 #include "clock.h"
 #include "json.h"
 #include "log.h"
@@ -9,6 +10,8 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -213,7 +216,7 @@ static bool authorized(nd_req *r)
     nd_api *api = api_of(r);
     if (!api->auth)
         return true;
-    int rc = nd_auth_check(api->auth, nd_req_header(r, "Authorization"));
+    int rc = nd_auth_check_named(api->auth, nd_req_header(r, "Authorization"), &r->client);
     if (rc == ND_AUTH_OK)
         return true;
     bool invalid = rc == ND_AUTH_INVALID;
@@ -503,10 +506,12 @@ static void op_free(op_state *op)
         return;
     nd_check_res_release(&op->res);
     free(op->rq.meta);
+    free(op->rq.policy);
     free(op->own_matches);
     if (op->on_heap) {
         free((char *)op->rq.id);
         free((char *)op->rq.text);
+        free((char *)op->rq.account);
         free(op);
     }
 }
@@ -794,6 +799,14 @@ static void handle_check(nd_req *r)
         reply_request_error(r, &e);
         return;
     }
+    /* reprint/whitelist: validated on every check, kept by a registration
+     * (only requests that carry them pay for it). */
+    if ((rq->policy_in.reprint || rq->policy_in.whitelist_raw) &&
+        nd_request_check_policy(rq, &e) < 0) {
+        free(rq->meta);
+        reply_request_error(r, &e);
+        return;
+    }
     if (rq->do_register) {
         /* It may be decided again once the worker's parser has served other
          * requests: its own copies of the text and the id. */
@@ -801,13 +814,21 @@ static void handle_check(nd_req *r)
         if (!(op = calloc(1, sizeof(*op))) || !(id = malloc(rq->id_len + 1)) ||
             !(text = malloc(rq->text_len + 1)))
             nd_die_oom(__func__);
-        *op = query; /* the meta is op's from here */
+        *op = query; /* the meta and the policy are op's from here */
         op->on_heap = true;
         memcpy(id, rq->id, rq->id_len);
         id[rq->id_len] = 0;
         memcpy(text, rq->text, rq->text_len);
         op->rq.id = id;
         op->rq.text = text;
+        if (rq->account) {
+            char *account = malloc(rq->account_len + 1);
+            if (!account)
+                nd_die_oom(__func__);
+            memcpy(account, rq->account, rq->account_len);
+            account[rq->account_len] = 0;
+            op->rq.account = account;
+        }
     }
     nd_fingerprint_result fr;
     int rc = fingerprint(r, op->rq.text, op->rq.text_len, &fr);
@@ -883,9 +904,29 @@ static void reply_document(nd_req *r, const nd_doc *d)
     body_send(r, &w, 200);
 }
 
+#define DOCUMENT_METHODS (EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_DELETE)
+#define DOCUMENT_ALLOW "GET, HEAD, DELETE"
+
 static void handle_document(nd_req *r)
 {
     nd_api *api = api_of(r);
+    /* /documents/{id}/policy, /revoke, /restore, /copies (issue 13). */
+    const char *rest = r->path + strlen("/documents/");
+    size_t id_enc_len;
+    const char *sub = nd_workflow_sub(rest, &id_enc_len);
+    if (sub) {
+        nd_workflow_document(r, sub, rest, id_enc_len);
+        return;
+    }
+    if (!(r->method & DOCUMENT_METHODS)) { /* the route also takes the sub-resources' */
+        nd_req_add_header(r, "Allow", DOCUMENT_ALLOW);
+        reply_error(r, 405, "method_not_allowed", "%s is not allowed here; allowed: %s",
+                    r->method == EVHTTP_REQ_PUT     ? "PUT"
+                    : r->method == EVHTTP_REQ_PATCH ? "PATCH"
+                                                    : "POST",
+                    DOCUMENT_ALLOW);
+        return;
+    }
     if (!(r->method == EVHTTP_REQ_DELETE ? authorized(r) : authorized_read(r)))
         return;
     op_state *op = calloc(1, sizeof(*op));
@@ -914,6 +955,79 @@ static void handle_document(nd_req *r)
     op_free(op);
 }
 
+/* ---- shared with workflow.c (api_internal.h) ---- */
+
+nd_api *nd_api_of(nd_req *r)
+{
+    return api_of(r);
+}
+
+nd_request_parser *nd_api_parser(nd_req *r)
+{
+    return &aw_of(r)->parser;
+}
+
+nd_reply *nd_api_body_begin(nd_req *r, nd_reply *w)
+{
+    return body_begin(r, w);
+}
+
+void nd_api_body_send(nd_req *r, nd_reply *w, int status)
+{
+    body_send(r, w, status);
+}
+
+void nd_api_error(nd_req *r, int status, const char *code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    reply_error(r, status, code, "%s", msg);
+}
+
+void nd_api_id_error(nd_req *r, int status, const char *code, const char *id, size_t id_len,
+                     const char *message)
+{
+    reply_id_error(r, status, code, id, id_len, message);
+}
+
+void nd_api_request_error(nd_req *r, const nd_request_error *e)
+{
+    reply_request_error(r, e);
+}
+
+void nd_api_store_error(nd_req *r, int rc, const char *what)
+{
+    reply_store_error(r, rc, what);
+}
+
+void nd_api_loading(nd_req *r)
+{
+    reply_loading(r);
+}
+
+bool nd_api_authorized(nd_req *r)
+{
+    return authorized(r);
+}
+
+bool nd_api_authorized_read(nd_req *r)
+{
+    return authorized_read(r);
+}
+
+bool nd_api_json_body(nd_req *r)
+{
+    return content_kind(r, false) != 0;
+}
+
+void nd_api_add_meta(nd_reply *w, const nd_doc *d)
+{
+    add_meta(w, d);
+}
+
 #define GET_HEAD (EVHTTP_REQ_GET | EVHTTP_REQ_HEAD)
 
 const nd_route_def nd_api_routes[] = {
@@ -922,7 +1036,9 @@ const nd_route_def nd_api_routes[] = {
     {"/metrics", false, ND_ROUTE_METRICS, GET_HEAD, "GET, HEAD", handle_metrics},
     {"/fingerprint", false, ND_ROUTE_FINGERPRINT, EVHTTP_REQ_POST, "POST", handle_fingerprint},
     {"/check-original", false, ND_ROUTE_CHECK, EVHTTP_REQ_POST, "POST", handle_check},
-    {"/documents/", true, ND_ROUTE_DOCUMENTS, GET_HEAD | EVHTTP_REQ_DELETE, "GET, HEAD, DELETE",
+    {"/documents/", true, ND_ROUTE_DOCUMENTS,
+     DOCUMENT_METHODS | EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH | EVHTTP_REQ_POST, DOCUMENT_ALLOW,
      handle_document},
+    {"/audit", false, ND_ROUTE_DOCUMENTS, GET_HEAD, "GET, HEAD", nd_workflow_audit},
     {NULL, false, ND_ROUTE_OTHER, 0, NULL, NULL},
 };

@@ -301,7 +301,39 @@ static bool integer_in(const char *raw, size_t len, long lo, long hi, long *out)
     return true;
 }
 
-/* The optional fields of a check: id, register, k, meta. */
+/* "reprint" and "whitelist" of a check or a policy body, checked for type
+ * (the whitelist's items by nd_request_policy_merge()). */
+static int policy_fields(nd_request_parser *p, size_t n, nd_policy_fields *out,
+                         nd_request_error *err)
+{
+    const nd_json_value *reprint = field(p, n, "reprint");
+    const nd_json_value *wl = field(p, n, "whitelist");
+    memset(out, 0, sizeof(*out));
+    if (reprint) {
+        if (reprint->type == ND_JSON_STRING && reprint->str_len == 5 &&
+            memcmp(reprint->str, "allow", 5) == 0)
+            out->reprint = ND_REQUEST_REPRINT_ALLOW;
+        else if (reprint->type == ND_JSON_STRING && reprint->str_len == 6 &&
+                 memcmp(reprint->str, "forbid", 6) == 0)
+            out->reprint = ND_REQUEST_REPRINT_FORBID;
+        else
+            return invalid_field(err, "reprint", "reprint must be \"allow\" or \"forbid\"");
+    }
+    if (wl) {
+        if (wl->type != ND_JSON_ARRAY)
+            return invalid_field(err, "whitelist",
+                                 "whitelist must be an array of {\"account\", \"may_modify\", "
+                                 "\"may_hide_source\"}");
+        out->whitelist_raw = wl->raw;
+        out->whitelist_raw_len = wl->raw_len;
+    }
+    return 0;
+}
+
+#define ID_RULE "1 to %d characters without control characters"
+
+/* The optional fields of a check: id, register, k, meta, account, reprint,
+ * whitelist. */
 static int check_fields(nd_request_parser *p, size_t n, const nd_request_limits *lim,
                         nd_check_req *out, nd_request_error *err)
 {
@@ -336,7 +368,15 @@ static int check_fields(nd_request_parser *p, size_t n, const nd_request_limits 
         out->meta_raw = meta->raw;
         out->meta_raw_len = meta->raw_len;
     }
-    return 0;
+    const nd_json_value *account = field(p, n, "account");
+    if (account) {
+        if (account->type != ND_JSON_STRING || !nd_request_id_valid(account->str, account->str_len))
+            return invalid_field(err, "account", "account must be a string of " ID_RULE,
+                                 ND_ID_MAX_CHARS);
+        out->account = account->str;
+        out->account_len = account->str_len;
+    }
+    return policy_fields(p, n, &out->policy_in, err);
 }
 
 int nd_request_parse_check(nd_request_parser *p, const char *body, size_t len,
@@ -377,5 +417,326 @@ int nd_request_parse_document_id(const char *encoded, char **id, size_t *len, nd
     }
     *id = dec;
     *len = n;
+    return 0;
+}
+
+/* ---- issue 13: policies, reasons, pages and cursors ---- */
+
+/* Validates one whitelist (raw JSON array) into a new normalized jansson
+ * array of {"account","may_modify","may_hide_source"}; NULL with *err. */
+static json_t *whitelist_normalize(const char *raw, size_t len, nd_request_error *err)
+{
+    if (nd_request_compact_bound(raw, len, ND_REQUEST_POLICY_MAX) > ND_REQUEST_POLICY_MAX) {
+        invalid_field(err, "whitelist", "whitelist is over %d bytes as compact JSON",
+                      ND_REQUEST_POLICY_MAX);
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *in = json_loadb(raw, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+    if (!in || !json_is_array(in)) {
+        json_decref(in);
+        invalid_field(err, "whitelist", "whitelist is not valid: %s", in ? "not an array" : jerr.text);
+        return NULL;
+    }
+    size_t n = json_array_size(in);
+    json_t *out = n <= ND_REQUEST_WHITELIST_MAX ? json_array() : NULL;
+    if (n > ND_REQUEST_WHITELIST_MAX)
+        invalid_field(err, "whitelist", "whitelist holds more than %d entries",
+                      ND_REQUEST_WHITELIST_MAX);
+    else if (!out)
+        refuse(err, 500, "internal", NULL, "out of memory");
+    for (size_t i = 0; out && i < n; i++) {
+        json_t *e = json_array_get(in, i);
+        json_t *acc = json_object_get(e, "account");
+        json_t *mm = json_object_get(e, "may_modify");
+        json_t *mh = json_object_get(e, "may_hide_source");
+        char name[64];
+        const char *bad = NULL;
+        if (!json_is_object(e))
+            bad = "";
+        else if (!json_is_string(acc) ||
+                 !nd_request_id_valid(json_string_value(acc), json_string_length(acc)))
+            bad = ".account";
+        else if (mm && !json_is_boolean(mm))
+            bad = ".may_modify";
+        else if (mh && !json_is_boolean(mh))
+            bad = ".may_hide_source";
+        for (size_t j = 0; !bad && j < i; j++) {
+            json_t *other = json_object_get(json_array_get(out, j), "account");
+            if (json_string_length(other) == json_string_length(acc) &&
+                memcmp(json_string_value(other), json_string_value(acc),
+                       json_string_length(acc)) == 0)
+                bad = ".account";
+        }
+        if (bad) {
+            snprintf(name, sizeof(name), "whitelist[%zu]%s", i, bad);
+            if (!*bad)
+                invalid_field(err, name, "%s must be an object with an account", name);
+            else if (bad[1] == 'a')
+                invalid_field(err, name,
+                              "%s must be a string of " ID_RULE ", listed once in the whitelist",
+                              name, ND_ID_MAX_CHARS);
+            else
+                invalid_field(err, name, "%s must be true or false", name);
+            json_decref(out);
+            out = NULL;
+            break;
+        }
+        json_t *o = json_object();
+        if (!o || json_object_set(o, "account", acc) ||
+            json_object_set_new(o, "may_modify", json_boolean(json_is_true(mm))) ||
+            json_object_set_new(o, "may_hide_source", json_boolean(json_is_true(mh))) ||
+            json_array_append_new(out, o)) {
+            refuse(err, 500, "internal", NULL, "out of memory");
+            json_decref(out);
+            out = NULL;
+        }
+    }
+    json_decref(in);
+    return out;
+}
+
+int nd_request_policy_merge(const char *old, size_t old_len, const nd_policy_fields *f,
+                            char **out, size_t *out_len, nd_request_error *err)
+{
+    *out = NULL;
+    *out_len = 0;
+    json_t *prev = old ? json_loadb(old, old_len, JSON_ALLOW_NUL, NULL) : NULL;
+    const char *reprint = f->reprint == ND_REQUEST_REPRINT_ALLOW    ? "allow"
+                          : f->reprint == ND_REQUEST_REPRINT_FORBID ? "forbid"
+                                                                    : NULL;
+    json_t *wl = NULL;
+    if (!reprint && json_is_string(json_object_get(prev, "reprint")))
+        reprint = json_string_value(json_object_get(prev, "reprint"));
+    if (f->whitelist_raw) {
+        if (!(wl = whitelist_normalize(f->whitelist_raw, f->whitelist_raw_len, err))) {
+            json_decref(prev);
+            return -1;
+        }
+    } else if (json_is_array(json_object_get(prev, "whitelist"))) {
+        wl = json_incref(json_object_get(prev, "whitelist"));
+    }
+    int rc = 0;
+    json_t *o = (reprint || wl) ? json_object() : NULL;
+    if ((reprint || wl) &&
+        (!o || (reprint && json_object_set_new(o, "reprint", json_string(reprint))) ||
+         (wl && json_object_set(o, "whitelist", wl))))
+        rc = refuse(err, 500, "internal", NULL, "out of memory");
+    if (rc == 0 && o) {
+        char *text = json_dumps(o, JSON_COMPACT);
+        size_t n = text ? strlen(text) : 0;
+        if (!text)
+            rc = refuse(err, 500, "internal", NULL, "out of memory");
+        else if (n > ND_REQUEST_POLICY_MAX)
+            rc = invalid_field(err, "whitelist",
+                               "the policy is %zu bytes as compact JSON; the limit is %d", n,
+                               ND_REQUEST_POLICY_MAX);
+        if (rc == 0) {
+            *out = text;
+            *out_len = n;
+        } else {
+            free(text);
+        }
+    }
+    json_decref(o);
+    json_decref(wl);
+    json_decref(prev);
+    return rc;
+}
+
+int nd_request_check_policy(nd_check_req *out, nd_request_error *err)
+{
+    out->policy = NULL;
+    out->policy_len = 0;
+    if (!out->policy_in.reprint && !out->policy_in.whitelist_raw)
+        return 0;
+    return nd_request_policy_merge(NULL, 0, &out->policy_in, &out->policy, &out->policy_len, err);
+}
+
+int nd_request_parse_policy(nd_request_parser *p, const char *body, size_t len,
+                            nd_policy_fields *out, nd_request_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    size_t n;
+    if (read_members(p, body, len, &n, err) < 0)
+        return -1;
+    return policy_fields(p, n, out, err);
+}
+
+static bool blank(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n')
+            return false;
+    return true;
+}
+
+int nd_request_parse_reason(nd_request_parser *p, const char *body, size_t len,
+                            const char **reason, size_t *reason_len, nd_request_error *err)
+{
+    *reason = NULL;
+    *reason_len = 0;
+    if (!body || blank(body, len))
+        return 0;
+    size_t n;
+    if (read_members(p, body, len, &n, err) < 0)
+        return -1;
+    const nd_json_value *r = field(p, n, "reason");
+    if (!r)
+        return 0;
+    size_t chars = 0;
+    if (r->type == ND_JSON_STRING)
+        for (size_t i = 0; i < r->str_len; i++)
+            chars += ((unsigned char)r->str[i] & 0xC0) != 0x80;
+    if (r->type != ND_JSON_STRING || chars > ND_REQUEST_REASON_MAX)
+        return invalid_field(err, "reason", "reason must be a string of at most %d characters",
+                             ND_REQUEST_REASON_MAX);
+    *reason = r->str;
+    *reason_len = r->str_len;
+    return 0;
+}
+
+/* Decodes value[0..len) of a query parameter (percent escapes, '+' as a
+ * space) into a new string; NULL on -ENOMEM. */
+static char *query_value(const char *value, size_t len, size_t *out_len)
+{
+    char *tmp = malloc(len + 1);
+    if (!tmp)
+        return NULL;
+    memcpy(tmp, value, len);
+    tmp[len] = 0;
+    char *dec = evhttp_uridecode(tmp, 1, out_len);
+    free(tmp);
+    return dec;
+}
+
+int nd_request_parse_page(const char *query, bool allow_document, nd_page_req *out,
+                          nd_request_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    out->limit = ND_REQUEST_LIMIT_DEFAULT;
+    bool have_limit = false;
+    for (const char *q = query ? query : ""; *q;) {
+        size_t seg = strcspn(q, "&");
+        size_t klen = strcspn(q, "=&");
+        const char *v = q + klen + (klen < seg);
+        size_t vlen = seg - klen - (klen < seg);
+        const char *key = NULL;
+        if (klen == 5 && memcmp(q, "limit", 5) == 0)
+            key = "limit";
+        else if (klen == 6 && memcmp(q, "cursor", 6) == 0)
+            key = "cursor";
+        else if (allow_document && klen == 8 && memcmp(q, "document", 8) == 0)
+            key = "document";
+        q += seg + (q[seg] == '&');
+        if (!key)
+            continue; /* unknown parameters are ignored, like unknown fields */
+        size_t dlen;
+        char *dec = query_value(v, vlen, &dlen);
+        if (!dec) {
+            free(out->document);
+            out->document = NULL;
+            return refuse(err, 500, "internal", NULL, "out of memory");
+        }
+        int rc = 0;
+        bool twice = key[0] == 'l' ? have_limit : key[0] == 'c' ? out->has_cursor : !!out->document;
+        if (twice) {
+            rc = invalid_field(err, key, "%s is given twice", key);
+        } else if (key[0] == 'l') {
+            unsigned long lim = 0;
+            bool ok = dlen > 0 && dlen <= 7 && strspn(dec, "0123456789") == dlen;
+            if (ok)
+                lim = strtoul(dec, NULL, 10);
+            if (!ok || lim < 1 || lim > ND_REQUEST_LIMIT_MAX)
+                rc = invalid_field(err, "limit", "limit must be an integer from 1 to %d",
+                                   ND_REQUEST_LIMIT_MAX);
+            out->limit = (unsigned)lim;
+            have_limit = true;
+        } else if (key[0] == 'c') {
+            if (dlen == 0 || dlen >= ND_CURSOR_TEXT_MAX || strlen(dec) != dlen)
+                rc = invalid_field(err, "cursor",
+                                   "cursor is not one this server gave (use next_cursor as it is)");
+            else
+                memcpy(out->cursor, dec, dlen + 1);
+            out->has_cursor = true;
+        } else {
+            if (!nd_request_id_valid(dec, dlen))
+                rc = invalid_field(err, "document", "document must be an id of " ID_RULE,
+                                   ND_ID_MAX_CHARS);
+            else {
+                out->document = dec;
+                out->document_len = dlen;
+                dec = NULL;
+            }
+        }
+        free(dec);
+        if (rc < 0) {
+            free(out->document);
+            out->document = NULL;
+            return rc;
+        }
+    }
+    return 0;
+}
+
+#define CURSOR_BYTES 21 /* kind, owner (8), at (8), check (4) */
+
+static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+static uint32_t cursor_check(const uint8_t *b)
+{
+    return (uint32_t)XXH3_64bits_withSeed(b, CURSOR_BYTES - 4, 0x6e64637572736f72ULL);
+}
+
+void nd_request_cursor_encode(int kind, int64_t owner, int64_t at, char out[ND_CURSOR_TEXT_MAX])
+{
+    uint8_t b[CURSOR_BYTES];
+    b[0] = (uint8_t)kind;
+    for (int i = 0; i < 8; i++) {
+        b[1 + i] = (uint8_t)((uint64_t)owner >> (56 - 8 * i));
+        b[9 + i] = (uint8_t)((uint64_t)at >> (56 - 8 * i));
+    }
+    uint32_t c = cursor_check(b);
+    for (int i = 0; i < 4; i++)
+        b[17 + i] = (uint8_t)(c >> (24 - 8 * i));
+    size_t o = 0;
+    for (size_t i = 0; i < CURSOR_BYTES; i += 3) { /* 21 bytes: 7 whole groups, 28 chars */
+        uint32_t v = (uint32_t)b[i] << 16 | (uint32_t)b[i + 1] << 8 | b[i + 2];
+        for (int k = 3; k >= 0; k--)
+            out[o++] = b64url[(v >> (6 * k)) & 63];
+    }
+    out[o] = 0;
+}
+
+int nd_request_cursor_decode(const char *cursor, int kind, int64_t owner, int64_t *at,
+                             nd_request_error *err)
+{
+    uint8_t b[CURSOR_BYTES];
+    bool ok = cursor && strlen(cursor) == CURSOR_BYTES / 3 * 4;
+    for (size_t i = 0; ok && i < CURSOR_BYTES / 3; i++) {
+        uint32_t v = 0;
+        for (int k = 0; k < 4 && ok; k++) {
+            const char *pos = cursor[4 * i + k] ? strchr(b64url, cursor[4 * i + k]) : NULL;
+            ok = pos != NULL;
+            v = v << 6 | (uint32_t)(pos ? pos - b64url : 0);
+        }
+        b[3 * i] = (uint8_t)(v >> 16);
+        b[3 * i + 1] = (uint8_t)(v >> 8);
+        b[3 * i + 2] = (uint8_t)v;
+    }
+    uint64_t o = 0, a = 0;
+    uint32_t c = 0;
+    for (int i = 0; ok && i < 8; i++) {
+        o = o << 8 | b[1 + i];
+        a = a << 8 | b[9 + i];
+    }
+    for (int i = 0; ok && i < 4; i++)
+        c = c << 8 | b[17 + i];
+    if (!ok || b[0] != (uint8_t)kind || (int64_t)o != owner || c != cursor_check(b) ||
+        (int64_t)a < 0)
+        return invalid_field(err, "cursor",
+                             "cursor is not one this server gave for this list (use next_cursor "
+                             "as it is)");
+    *at = (int64_t)a;
     return 0;
 }

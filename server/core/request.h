@@ -39,6 +39,25 @@ typedef struct nd_request_error {
     char message[256];     /* for people; valid UTF-8 */
 } nd_request_error;
 
+/* The policy fields of a request (issue 13): "reprint" and "whitelist",
+ * on /check-original (and an import line) and on PUT/PATCH
+ * /documents/{id}/policy. */
+enum nd_request_reprint {
+    ND_REQUEST_REPRINT_NONE = 0, /* not given */
+    ND_REQUEST_REPRINT_ALLOW = 1,
+    ND_REQUEST_REPRINT_FORBID = 2,
+};
+
+#define ND_REQUEST_WHITELIST_MAX 256 /* entries of a whitelist */
+#define ND_REQUEST_POLICY_MAX 65536  /* a policy as compact JSON, bytes (ND_POLICY_MAX) */
+#define ND_REQUEST_REASON_MAX 1024   /* characters of a revoke/restore "reason" */
+
+typedef struct nd_policy_fields {
+    int reprint;               /* enum nd_request_reprint */
+    const char *whitelist_raw; /* the "whitelist" array as sent (borrowed), NULL: not given */
+    size_t whitelist_raw_len;
+} nd_policy_fields;
+
 /* Per-thread parsing state (the caller's storage, zero-initialised). */
 typedef struct nd_request_parser {
     nd_json_scratch js;
@@ -100,6 +119,18 @@ typedef struct nd_check_req {
                                * nd_request_check_meta() only), or NULL; kept
                                * if registered */
     size_t meta_len;
+    /* Issue 13: the submitting account (borrowed; NULL: none, an anonymous
+     * account), the policy fields as sent, and the policy as compact JSON
+     * {"reprint"?,"whitelist"?} (new, the caller frees;
+     * nd_request_check_policy() only; NULL when neither field is given),
+     * stored with a registration. registered_at_us: 0 = the server's clock
+     * (an import sets it). */
+    const char *account;
+    size_t account_len;
+    nd_policy_fields policy_in;
+    char *policy;
+    size_t policy_len;
+    int64_t registered_at_us;
     /* Stage 1: the fingerprint of the text (the handler). */
     uint64_t simhash;
     uint32_t chars;
@@ -144,6 +175,79 @@ int nd_request_parse_check(nd_request_parser *p, const char *body, size_t len,
  * or a duplicate key, or a NUL in a key; 500 out of memory), out->meta then
  * NULL. */
 int nd_request_check_meta(nd_check_req *out, const nd_request_limits *lim, nd_request_error *err);
+
+/* For a check with "reprint" or "whitelist" (every check: a query's are
+ * validated and then ignored): validates the whitelist and sets
+ * out->policy to the policy's compact JSON (new; the caller frees it), or
+ * NULL when neither is given. Returns 0, or -1 with *err set (400
+ * invalid_field "whitelist[i].account" and the like; 500 out of memory). */
+int nd_request_check_policy(nd_check_req *out, nd_request_error *err);
+
+/* The policy fields f applied over the stored policy old[0..old_len) (NULL:
+ * none; a PATCH) or over nothing (old NULL: a PUT, a registration): a field
+ * of f that is given replaces old's. Sets *out to the compact JSON
+ * {"reprint":..,"whitelist":[{"account","may_modify","may_hide_source"}..]}
+ * with only the fields set (new, caller frees), or NULL when none is.
+ * Entries' booleans default false; an account listed twice, a wrong type,
+ * more than ND_REQUEST_WHITELIST_MAX entries or a result over
+ * ND_REQUEST_POLICY_MAX bytes: -1 with *err (400 invalid_field). A stored
+ * policy that does not parse counts as none. Uses jansson (off the hot
+ * path: only requests that carry these fields). */
+int nd_request_policy_merge(const char *old, size_t old_len, const nd_policy_fields *f,
+                            char **out, size_t *out_len, nd_request_error *err);
+
+/* PUT/PATCH /documents/{id}/policy: {"reprint"?: "allow"|"forbid",
+ * "whitelist"?: [...]} (at least an object; unknown fields ignored).
+ * Returns 0 and fills *out (whitelist borrowed from the body), or -1 with
+ * *err set (400 invalid_json / invalid_field). */
+int nd_request_parse_policy(nd_request_parser *p, const char *body, size_t len,
+                            nd_policy_fields *out, nd_request_error *err);
+
+/* POST /documents/{id}/revoke|restore: an empty body, or {"reason"?: "..."}
+ * of at most ND_REQUEST_REASON_MAX characters. Sets *reason (borrowed, NULL
+ * when none) and *reason_len. Returns 0 or -1 with *err set. */
+int nd_request_parse_reason(nd_request_parser *p, const char *body, size_t len,
+                            const char **reason, size_t *reason_len, nd_request_error *err);
+
+/* A page of a list (GET /documents/{id}/copies, GET /audit), from the query
+ * string: limit=1..1000 (default 100), cursor=<opaque> (from the previous
+ * page's next_cursor), and for /audit document=<id>. */
+enum nd_cursor_kind {
+    ND_CURSOR_COPIES = 'c',
+    ND_CURSOR_AUDIT = 'a',
+};
+
+#define ND_REQUEST_LIMIT_DEFAULT 100
+#define ND_REQUEST_LIMIT_MAX 1000
+#define ND_CURSOR_TEXT_MAX 40 /* an encoded cursor, with its NUL */
+
+typedef struct nd_page_req {
+    unsigned limit;
+    bool has_cursor;                  /* false: the first page */
+    char cursor[ND_CURSOR_TEXT_MAX];  /* as sent, NUL-terminated */
+    char *document;     /* document=, decoded (new, caller frees), NULL: none */
+    size_t document_len;
+} nd_page_req;
+
+/* Parses query (NULL or "": defaults). allow_document: whether document=
+ * is taken (else ignored like any unknown parameter). A parameter given
+ * twice, a limit out of range, a malformed document id, a cursor that
+ * cannot be one (too long): -1 with *err (400 invalid_field naming it). The
+ * cursor is checked later against the list it must point into
+ * (nd_request_cursor_decode()). Returns 0 and fills *out
+ * (the caller frees out->document), or -1. */
+int nd_request_parse_page(const char *query, bool allow_document, nd_page_req *out,
+                          nd_request_error *err);
+
+/* Encodes a position in a list as an opaque cursor: base64url of (kind,
+ * owner, at, a check), NUL-terminated, into out[ND_CURSOR_TEXT_MAX]. */
+void nd_request_cursor_encode(int kind, int64_t owner, int64_t at, char out[ND_CURSOR_TEXT_MAX]);
+
+/* Decodes a cursor made by nd_request_cursor_encode() for this kind and
+ * owner into *at. Returns 0, or -1 with *err (400 invalid_field "cursor")
+ * when it is malformed, altered, or made for another list. */
+int nd_request_cursor_decode(const char *cursor, int kind, int64_t owner, int64_t *at,
+                             nd_request_error *err);
 
 /* A lower bound of the size of the compact JSON that jansson writes for
  * the valid JSON value raw[0..len): white space outside strings is not

@@ -109,13 +109,14 @@ static const char *method_name(enum evhttp_cmd_type m)
 }
 
 static void access_log(http_worker *w, const char *rid, const char *method, const char *path,
-                       int status, int64_t latency_ns, size_t in, size_t out)
+                       const char *client, int status, int64_t latency_ns, size_t in, size_t out)
 {
     if (!w->h->cfg->access_log || !nd_log_enabled(ND_LOG_INFO))
         return;
     nd_log_access a = {.rid = rid,
                        .method = method,
                        .path = path,
+                       .client = client,
                        .status = status,
                        .latency_ns = latency_ns,
                        .bytes_in = in,
@@ -380,7 +381,7 @@ void nd_req_reply(nd_req *r, int status, const char *content_type, struct evbuff
     }
     int64_t latency = nd_clock_ns() - r->start_ns;
     /* Log before sending: the path belongs to the request, freed by the send. */
-    access_log(w, r->rid, method_name(r->method), r->path, status, latency, in, out);
+    access_log(w, r->rid, method_name(r->method), r->path, r->client, status, latency, in, out);
     nd_metrics_request(w->metrics, r->route ? r->route->label : ND_ROUTE_OTHER, status,
                        (uint64_t)(latency / 1000), in, out);
     counter_add(&w->inflight, -1);
@@ -602,7 +603,7 @@ void evhttp_send_error(struct evhttp_request *req, int error, const char *reason
     }
     if (w) {
         access_log(w, rid, method_name(evhttp_request_get_command(req)),
-                   evhttp_request_get_uri(req), error, 0, 0, out);
+                   evhttp_request_get_uri(req), NULL, error, 0, 0, out);
         nd_metrics_request(w->metrics, ND_ROUTE_OTHER, error, 0, 0, out);
     }
     evhttp_send_reply(req, error, reason, b);

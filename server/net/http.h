@@ -64,6 +64,8 @@ struct nd_req {
     char rid[ND_RID_MAX]; /* request id: X-Request-Id or generated */
     nd_task task;         /* for hand-offs back to this worker */
     void *op;             /* the handler's state while the reply waits */
+    const char *client;   /* the client named by its token once authorized (borrowed
+                           * from the nd_auth), else NULL: the access log's "client" */
     bool replied;
     /* Private to http.c: a reply being written, until libevent reports it
      * complete or the connection closes (drain waits for these too). */

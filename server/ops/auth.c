@@ -13,9 +13,15 @@
 
 #define FILE_MAX 4096 /* a token file larger than this is not a token file */
 
-struct nd_auth {
+typedef struct auth_token {
     size_t len;
     unsigned char token[ND_AUTH_TOKEN_MAX]; /* zero-padded */
+    char name[ND_AUTH_NAME_MAX + 1];
+} auth_token;
+
+struct nd_auth {
+    size_t n;
+    auth_token t[]; /* n of them */
 };
 
 int nd_auth_equal(const void *a, const void *b, size_t n)
@@ -49,7 +55,8 @@ static bool b64token(const char *s, size_t n)
     return i == n;
 }
 
-static int set_token(nd_auth *a, const char *s, size_t n, const char *where, char *err, size_t cap)
+static int set_token(auth_token *a, const char *s, size_t n, const char *where, char *err,
+                     size_t cap)
 {
     if (n < ND_AUTH_TOKEN_MIN || n > ND_AUTH_TOKEN_MAX) {
         snprintf(err, cap, "the token in %s must be %d to %d characters long (it has %zu)", where,
@@ -106,6 +113,129 @@ static ssize_t read_file(const char *path, char *buf, bool *others_can_read, cha
     return (ssize_t)n;
 }
 
+static bool name_char(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.' || c == '_';
+}
+
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+/* One content line of a token file: [start, end) without surrounding white space. */
+typedef struct line_span {
+    const char *s;
+    size_t n;
+    unsigned lineno;
+} line_span;
+
+/* Splits text into content lines (blank lines and '#' comments skipped);
+ * returns how many there are (at most cap are stored), or more than cap. */
+static size_t split_lines(const char *text, size_t len, line_span *out, size_t cap)
+{
+    size_t count = 0;
+    unsigned lineno = 0;
+    for (size_t pos = 0; pos < len;) {
+        const char *nl = memchr(text + pos, '\n', len - pos);
+        size_t end = nl ? (size_t)(nl - text) : len, b = pos, e = end;
+        lineno++;
+        while (b < e && is_space(text[b]))
+            b++;
+        while (e > b && is_space(text[e - 1]))
+            e--;
+        if (e > b && text[b] != '#') {
+            if (count < cap)
+                out[count] = (line_span){text + b, e - b, lineno};
+            count++;
+        }
+        pos = end + 1;
+    }
+    return count;
+}
+
+/* "NAME TOKEN" into t; where names the file. */
+static int named_token(auth_token *t, const line_span *l, const char *where, char *err, size_t cap)
+{
+    size_t i = 0;
+    while (i < l->n && !is_space(l->s[i]))
+        i++;
+    size_t name_len = i;
+    while (i < l->n && is_space(l->s[i]))
+        i++;
+    if (i == l->n) {
+        snprintf(err, cap, "line %u of %s must be \"NAME TOKEN\" (or the file one bare token)",
+                 l->lineno, where);
+        return -EINVAL;
+    }
+    bool name_ok = name_len > 0 && name_len <= ND_AUTH_NAME_MAX;
+    for (size_t k = 0; name_ok && k < name_len; k++)
+        name_ok = name_char((unsigned char)l->s[k]);
+    if (!name_ok) {
+        snprintf(err, cap,
+                 "the name on line %u of %s must be 1 to %d characters of A-Z a-z 0-9 - . _",
+                 l->lineno, where, ND_AUTH_NAME_MAX);
+        return -EINVAL;
+    }
+    char what[4200];
+    snprintf(what, sizeof(what), "line %u of %s", l->lineno, where);
+    int rc = set_token(t, l->s + i, l->n - i, what, err, cap);
+    if (rc == 0) {
+        memcpy(t->name, l->s, name_len);
+        t->name[name_len] = 0;
+    }
+    return rc;
+}
+
+int nd_auth_parse(nd_auth **out, const char *text, size_t len, const char *where, char *err,
+                  size_t cap)
+{
+    *out = NULL;
+    line_span lines[ND_AUTH_TOKENS_MAX];
+    size_t n = split_lines(text, len, lines, ND_AUTH_TOKENS_MAX);
+    if (n > ND_AUTH_TOKENS_MAX) {
+        snprintf(err, cap, "%s holds more than %d tokens", where, ND_AUTH_TOKENS_MAX);
+        return -EINVAL;
+    }
+    /* One line without white space inside (or none at all): a bare token. */
+    bool bare = n == 0 || (n == 1 && !memchr(lines[0].s, ' ', lines[0].n) &&
+                           !memchr(lines[0].s, '\t', lines[0].n));
+    nd_auth *a = calloc(1, sizeof(*a) + (bare ? 1 : n) * sizeof(auth_token));
+    if (!a) {
+        snprintf(err, cap, "out of memory");
+        return -ENOMEM;
+    }
+    int rc = 0;
+    if (bare) {
+        a->n = 1;
+        strcpy(a->t[0].name, "default");
+        rc = set_token(&a->t[0], n ? lines[0].s : "", n ? lines[0].n : 0, where, err, cap);
+    }
+    for (size_t i = 0; !bare && i < n && rc == 0; i++) {
+        rc = named_token(&a->t[i], &lines[i], where, err, cap);
+        for (size_t j = 0; rc == 0 && j < i; j++) {
+            if (strcmp(a->t[j].name, a->t[i].name) == 0) {
+                snprintf(err, cap, "the name on line %u of %s is used twice", lines[i].lineno,
+                         where);
+                rc = -EINVAL;
+            } else if (a->t[j].len == a->t[i].len &&
+                       memcmp(a->t[j].token, a->t[i].token, a->t[i].len) == 0) {
+                snprintf(err, cap, "the token on line %u of %s is given twice", lines[i].lineno,
+                         where);
+                rc = -EINVAL;
+            }
+        }
+        a->n = i + 1;
+    }
+    if (rc < 0) {
+        nd_auth_destroy(a);
+        return rc;
+    }
+    *out = a;
+    return 0;
+}
+
 int nd_auth_create(nd_auth **out, const char *path, const char *env_token, bool *others_can_read,
                    char *err, size_t cap)
 {
@@ -120,27 +250,22 @@ int nd_auth_create(nd_auth **out, const char *path, const char *env_token, bool 
                  "not both");
         return -EINVAL;
     }
-    nd_auth *a = calloc(1, sizeof(*a));
-    if (!a) {
-        snprintf(err, cap, "out of memory");
-        return -ENOMEM;
-    }
     int rc;
     if (have_file) {
         char buf[FILE_MAX];
         ssize_t n = read_file(path, buf, others_can_read, err, cap);
-        if (n < 0) {
-            rc = (int)n;
-        } else {
-            while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' ||
-                             buf[n - 1] == '\t'))
-                n--;
-            rc = set_token(a, buf, (size_t)n, path, err, cap);
-        }
+        rc = n < 0 ? (int)n : nd_auth_parse(out, buf, (size_t)n, path, err, cap);
         explicit_bzero(buf, sizeof(buf));
-    } else {
-        rc = set_token(a, env_token, strlen(env_token), "NEARDUP_TOKEN", err, cap);
+        return rc;
     }
+    nd_auth *a = calloc(1, sizeof(*a) + sizeof(auth_token));
+    if (!a) {
+        snprintf(err, cap, "out of memory");
+        return -ENOMEM;
+    }
+    a->n = 1;
+    strcpy(a->t[0].name, "default");
+    rc = set_token(&a->t[0], env_token, strlen(env_token), "NEARDUP_TOKEN", err, cap);
     if (rc < 0) {
         nd_auth_destroy(a);
         return rc;
@@ -149,16 +274,33 @@ int nd_auth_create(nd_auth **out, const char *path, const char *env_token, bool 
     return 0;
 }
 
+size_t nd_auth_count(const nd_auth *a)
+{
+    return a ? a->n : 0;
+}
+
+const char *nd_auth_name(const nd_auth *a, size_t i)
+{
+    return a && i < a->n ? a->t[i].name : NULL;
+}
+
 void nd_auth_destroy(nd_auth *a)
 {
     if (!a)
         return;
-    explicit_bzero(a, sizeof(*a));
+    explicit_bzero(a, sizeof(*a) + a->n * sizeof(auth_token));
     free(a);
 }
 
 int nd_auth_check(const nd_auth *a, const char *h)
 {
+    return nd_auth_check_named(a, h, NULL);
+}
+
+int nd_auth_check_named(const nd_auth *a, const char *h, const char **name)
+{
+    if (name)
+        *name = NULL;
     if (!h)
         return ND_AUTH_MISSING;
     while (*h == ' ' || *h == '\t')
@@ -175,10 +317,22 @@ int nd_auth_check(const nd_auth *a, const char *h)
         return ND_AUTH_INVALID; /* depends on what was sent only */
     unsigned char given[ND_AUTH_TOKEN_MAX] = {0};
     memcpy(given, h, n);
-    /* Both the bytes (over the whole padded buffer) and the lengths are
-     * compared, each in constant time, and combined without a branch. */
-    int same = nd_auth_equal(given, a->token, sizeof(given)) &
-               nd_auth_equal(&n, &a->len, sizeof(n));
+    /* Every token is compared, bytes (over the whole padded buffer) and
+     * lengths, each in constant time, and the match is picked without a
+     * branch on the secret: the time depends on the number of tokens only. */
+    size_t which = 0;
+    int any = 0;
+    for (size_t i = 0; i < a->n; i++) {
+        int same = nd_auth_equal(given, a->t[i].token, sizeof(given)) &
+                   nd_auth_equal(&n, &a->t[i].len, sizeof(n));
+        size_t mask = (size_t)0 - (size_t)same; /* all ones when same */
+        which |= i & mask;
+        any |= same;
+    }
     explicit_bzero(given, sizeof(given));
-    return same ? ND_AUTH_OK : ND_AUTH_INVALID;
+    if (!any)
+        return ND_AUTH_INVALID;
+    if (name)
+        *name = a->t[which].name;
+    return ND_AUTH_OK;
 }

@@ -7,6 +7,13 @@
  * (A-Z a-z 0-9 - . _ ~ + / then optional trailing '='); a file may end in
  * white space (a newline), which is dropped.
  *
+ * Named tokens (issue 13): a token file may instead hold up to
+ * ND_AUTH_TOKENS_MAX lines "NAME TOKEN" (NAME: 1 to 64 of A-Z a-z 0-9 - . _;
+ * blank lines and lines starting with '#' are skipped; names and tokens
+ * unique). A file of one bare token (and NEARDUP_TOKEN) is the client named
+ * "default". The name of the token a request carried is its client, kept in
+ * the audit log and the access log; a token is never logged.
+ *
  * Which requests need it is the API's business (api.c): registering, DELETE
  * and admin endpoints; with --auth-all everything but /healthz and /readyz.
  *
@@ -20,6 +27,8 @@
 
 #define ND_AUTH_TOKEN_MIN 16
 #define ND_AUTH_TOKEN_MAX 256
+#define ND_AUTH_NAME_MAX 64    /* longest client name */
+#define ND_AUTH_TOKENS_MAX 64  /* most named tokens in one file */
 
 typedef struct nd_auth nd_auth;
 
@@ -39,6 +48,17 @@ enum nd_auth_result {
 int nd_auth_create(nd_auth **out, const char *path, const char *env_token, bool *others_can_read,
                    char *err, size_t cap);
 
+/* Parses the contents of a token file, text[0..len) (see above), into *out
+ * (new; free with nd_auth_destroy()). where names the source in messages.
+ * Returns 0, -EINVAL with err[cap] saying why (never quoting a token), or
+ * -ENOMEM. For nd_auth_create() and the fuzz target. */
+int nd_auth_parse(nd_auth **out, const char *text, size_t len, const char *where, char *err,
+                  size_t cap);
+
+/* The number of tokens, and the name of the i-th (borrowed, NUL-terminated). */
+size_t nd_auth_count(const nd_auth *a);
+const char *nd_auth_name(const nd_auth *a, size_t i);
+
 /* Wipes and frees the token; NULL is allowed. */
 void nd_auth_destroy(nd_auth *a);
 
@@ -47,6 +67,12 @@ void nd_auth_destroy(nd_auth *a);
  * time taken does not depend on the token's contents or length, only on the
  * length of what was sent. Does not allocate. */
 int nd_auth_check(const nd_auth *a, const char *authorization);
+
+/* nd_auth_check() that also reports which token matched: on ND_AUTH_OK,
+ * *name (when name is not NULL) is that token's client name (borrowed from
+ * a, valid for its life); otherwise NULL. Every token is compared (the time
+ * depends on how many there are, not on which one matched). */
+int nd_auth_check_named(const nd_auth *a, const char *authorization, const char **name);
 
 /* Compares a[0..n) with b[0..n) in time that depends on n only (no early
  * exit). Returns 1 when equal, else 0. */

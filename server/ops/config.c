@@ -49,9 +49,11 @@ void nd_config_defaults(nd_config *cfg)
     cfg->sync = true;                    /* fsync each group commit */
     cfg->log_level = ND_LOG_INFO;        /* start-up lines and the access log */
     cfg->access_log = true;              /* one line per request */
+    cfg->default_reprint = ND_CONFIG_REPRINT_ALLOW; /* the usual platform rule */
+    cfg->copies_max = 10000;                        /* detections per original */
 }
 
-enum opt_type { T_LISTEN, T_PATH, T_UINT, T_SIZE, T_BOOL, T_ACCEPT, T_LEVEL, T_FRAC };
+enum opt_type { T_LISTEN, T_PATH, T_UINT, T_SIZE, T_BOOL, T_ACCEPT, T_LEVEL, T_FRAC, T_REPRINT };
 
 typedef struct opt_desc {
     const char *flag;    /* long flag without "--" */
@@ -122,6 +124,10 @@ static const opt_desc options[] = {
      "debug, info, warn, error or off"},
     {"no-access-log", "NEARDUP_NO_ACCESS_LOG", NULL, T_BOOL, OFF(access_log), 0, 0, false,
      "do not log one line per request"},
+    {"default-reprint", "NEARDUP_DEFAULT_REPRINT", "RULE", T_REPRINT, OFF(default_reprint), 0, 0,
+     false, "allow or forbid: the reprint rule of an original that has none of its own"},
+    {"copies-max", "NEARDUP_COPIES_MAX", "N", T_UINT, OFF(copies_max), 0, 100000000, false,
+     "detections (copies) kept per original, the oldest dropped; 0 = no limit"},
 };
 
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
@@ -287,6 +293,14 @@ static int apply(nd_config *cfg, const opt_desc *o, const char *value)
             return -EINVAL;
         *(int *)field = lvl;
         return 0;
+    case T_REPRINT:
+        if (strcmp(value, "allow") == 0)
+            *(int *)field = ND_CONFIG_REPRINT_ALLOW;
+        else if (strcmp(value, "forbid") == 0)
+            *(int *)field = ND_CONFIG_REPRINT_FORBID;
+        else
+            return -EINVAL;
+        return 0;
     case T_FRAC: {
         double f;
         if (parse_frac(value, &f) || f * 1000 < (double)o->min || f * 1000 > (double)o->max)
@@ -324,6 +338,7 @@ static void describe_default(const opt_desc *o, char *buf, size_t cap)
     }
     case T_BOOL: snprintf(buf, cap, "off"); break;
     case T_ACCEPT: snprintf(buf, cap, "reuseport"); break;
+    case T_REPRINT: snprintf(buf, cap, "allow"); break;
     case T_FRAC: snprintf(buf, cap, "%g", *(const double *)field); break;
     case T_LEVEL: snprintf(buf, cap, "%s", nd_log_level_name(*(const int *)field)); break;
     }
@@ -334,7 +349,9 @@ void nd_config_usage(FILE *out, const char *prog)
     fprintf(out,
             "Usage: %s [OPTIONS]\n"
             "The neardup server: near-duplicate lookup over HTTP (POST /fingerprint,\n"
-            "POST /check-original, GET|DELETE /documents/{id}, /healthz, /readyz, /metrics).\n"
+            "POST /check-original, GET|DELETE /documents/{id}, PUT|PATCH\n"
+            "/documents/{id}/policy, POST /documents/{id}/revoke|restore,\n"
+            "GET /documents/{id}/copies, GET /audit, /healthz, /readyz, /metrics).\n"
             "Every option may also be set by its environment variable; flags win.\n\n",
             prog);
     for (size_t i = 0; i < NOPTIONS; i++) {
@@ -349,7 +366,9 @@ void nd_config_usage(FILE *out, const char *prog)
             "show the version and exit");
     fprintf(out, "\nAuthentication: with a token (--token-file, or NEARDUP_TOKEN in the\n"
                  "environment; never as a flag, which ps would show) registering, DELETE and\n"
-                 "admin endpoints need \"Authorization: Bearer <token>\", else 401.\n");
+                 "admin endpoints need \"Authorization: Bearer <token>\", else 401. A token\n"
+                 "file may hold several named tokens, lines \"NAME TOKEN\"; the name is the\n"
+                 "client of the audit log and the access log.\n");
     fprintf(out, "\nSignals: SIGTERM or SIGINT drains and exits 0: /readyz answers 503 at once,\n"
                  "the listeners close after --drain-delay, requests in flight get --drain-timeout\n"
                  "more, the store is flushed. A second signal exits at once.\n");
@@ -447,7 +466,8 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
                      "\"max_connections\":%u,\"request_timeout\":%u,\"auth_all\":%s,"
                      "\"timeout\":%u,\"drain_timeout\":%u,"
                      "\"drain_delay\":%u,"
-                     "\"map_size\":%zu,\"sync\":%s,\"log_level\":\"%s\",\"access_log\":%s}",
+                     "\"map_size\":%zu,\"sync\":%s,\"log_level\":\"%s\",\"access_log\":%s,"
+                     "\"default_reprint\":\"%s\",\"copies_max\":%u}",
                      cfg->in_memory ? "true" : "false", cfg->threads,
                      cfg->accept_mode == ND_ACCEPT_SHARED ? "shared" : "reuseport", cfg->k,
                      cfg->min_chars, cfg->max_body, cfg->max_headers, cfg->max_batch,
@@ -455,7 +475,9 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
                      cfg->max_meta, cfg->max_text, cfg->max_connections, cfg->request_timeout_s,
                      cfg->auth_all ? "true" : "false", cfg->timeout_s, cfg->drain_s,
                      cfg->drain_delay_s, cfg->map_size, cfg->sync ? "true" : "false",
-                     nd_log_level_name(cfg->log_level), cfg->access_log ? "true" : "false");
+                     nd_log_level_name(cfg->log_level), cfg->access_log ? "true" : "false",
+                     cfg->default_reprint == ND_CONFIG_REPRINT_FORBID ? "forbid" : "allow",
+                     cfg->copies_max);
         pos = n < 0 ? pos : pos + (size_t)n;
     }
     if (pos >= cap) {

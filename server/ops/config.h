@@ -17,6 +17,11 @@ enum nd_accept_mode {
     ND_ACCEPT_SHARED = 1,    /* one listening socket, accepted by every worker */
 };
 
+enum nd_config_reprint {
+    ND_CONFIG_REPRINT_ALLOW = 0,  /* copies may be published as reprints */
+    ND_CONFIG_REPRINT_FORBID = 1, /* copies are blocked */
+};
+
 typedef struct nd_config {
     char listen_host[256];      /* address to listen on (default 127.0.0.1) */
     uint16_t listen_port;       /* port; 0 picks a free one, logged at start (8080) */
@@ -47,6 +52,10 @@ typedef struct nd_config {
     bool sync;                  /* fsync every commit (true) */
     int log_level;              /* enum nd_log_level (info) */
     bool access_log;            /* one JSON line per request (true; needs level info) */
+    int default_reprint;        /* a document without its own reprint rule: enum
+                                 * nd_config_reprint (allow; issue 13) */
+    unsigned copies_max;        /* detections kept per original, the oldest dropped
+                                 * (10000; 0 = unbounded) */
 } nd_config;
 
 /* Fills cfg with the defaults. */

@@ -170,6 +170,11 @@ size_t nd_log_format_access(char out[ND_LOG_ACCESS_MAX], const nd_log_access *a)
     size_t plen = a->path ? strlen(a->path) : 1;
     /* At most 256 bytes of the path: escaped, at most 1538 bytes. */
     nd_json_escape(out, pos + 1540, &pos, a->path ? a->path : "-", plen > 256 ? 256 : plen);
+    PUT_LIT(out, &pos, ",\"client\":");
+    size_t clen = a->client ? strnlen(a->client, 64) : 1;
+    /* At most 64 bytes of a name of A-Z a-z 0-9 - . _ (auth.h): 66 bytes
+     * with its quotes, never more (a name needing escapes is cut). */
+    nd_json_escape(out, pos + 66, &pos, a->client ? a->client : "-", clen);
     PUT_LIT(out, &pos, ",\"status\":");
     put_u64(out, &pos, (uint64_t)(a->status < 0 ? 0 : a->status));
     uint64_t lat_us = a->latency_ns > 0 ? (uint64_t)a->latency_ns / 1000 : 0;

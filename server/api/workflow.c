@@ -1,0 +1,684 @@
+/* workflow.c - the originality workflow's endpoints (issue 13): a
+ * document's reprint policy (PUT/PATCH /documents/{id}/policy), its claim's
+ * appeals (POST /documents/{id}/revoke, /restore), the copies found of it
+ * (GET /documents/{id}/copies), the audit log (GET /audit), and the parts
+ * of the check's and the document's answers that say what to do.
+ *
+ * Writes go through the registry (which replaces the document and has the
+ * store amend its record and append the audit entry in one transaction)
+ * and are answered after their commit, like a registration. Reads of the
+ * journals (copies, audit) are one read transaction of the store each. */
+#include "api_internal.h"
+#include "clock.h"
+#include "log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <jansson.h>
+
+/* Until the registry's claims and the store's journals land (WF_DESIGN.md):
+ * nothing of issue 13 is routed. */
+#ifndef ND_WORKFLOW_READY
+const char *nd_workflow_sub(const char *path, size_t *id_len)
+{
+    (void)path, (void)id_len;
+    return NULL;
+}
+
+void nd_workflow_document(nd_req *r, const char *sub, const char *id_enc, size_t id_enc_len)
+{
+    (void)sub, (void)id_enc, (void)id_enc_len;
+    nd_api_error(r, 404, "not_found", "no such endpoint; see proto/openapi.yaml");
+}
+
+void nd_workflow_audit(nd_req *r)
+{
+    nd_api_error(r, 404, "not_found", "no such endpoint; see proto/openapi.yaml");
+}
+#else
+
+/* A policy change or a revoke/restore waiting for the store. */
+typedef struct wf_op {
+    char *id; /* decoded, NUL-terminated */
+    size_t id_len;
+    char *policy; /* the new policy (compact JSON) or NULL */
+    size_t policy_len;
+    int status;   /* revoke/restore: the status asked for */
+    bool is_policy;
+    char *audit_value;
+    nd_store_event audit;
+    nd_reg_change *ch;
+    int done_status;
+} wf_op;
+
+static void wf_free(wf_op *op)
+{
+    if (!op)
+        return;
+    free(op->id);
+    free(op->policy);
+    free(op->audit_value);
+    free(op);
+}
+
+/* ---- the sub-resources of /documents/{id} ---- */
+
+static const char *const subs[] = {"policy", "revoke", "restore", "copies"};
+
+const char *nd_workflow_sub(const char *path, size_t *id_len)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path)
+        return NULL;
+    for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
+        if (strcmp(slash + 1, subs[i]) == 0) {
+            *id_len = (size_t)(slash - path);
+            return subs[i];
+        }
+    return NULL;
+}
+
+static const char *method_text(enum evhttp_cmd_type m)
+{
+    switch (m) {
+    case EVHTTP_REQ_GET: return "GET";
+    case EVHTTP_REQ_HEAD: return "HEAD";
+    case EVHTTP_REQ_POST: return "POST";
+    case EVHTTP_REQ_PUT: return "PUT";
+    case EVHTTP_REQ_PATCH: return "PATCH";
+    case EVHTTP_REQ_DELETE: return "DELETE";
+    default: return "?";
+    }
+}
+
+static void reply_method(nd_req *r, const char *allow)
+{
+    nd_req_add_header(r, "Allow", allow);
+    nd_api_error(r, 405, "method_not_allowed", "%s is not allowed here; allowed: %s",
+                 method_text(r->method), allow);
+}
+
+/* ---- policies as answers ---- */
+
+/* {"reprint": effective, "explicit": bool, "whitelist": [...]} of the
+ * stored policy text (NULL: none). */
+static void add_policy(nd_reply *w, const nd_config *cfg, const char *policy, size_t len)
+{
+    json_t *p = policy ? json_loadb(policy, len, JSON_ALLOW_NUL, NULL) : NULL;
+    json_t *rp = json_object_get(p, "reprint");
+    json_t *wl = json_object_get(p, "whitelist");
+    bool explicit_rule = json_is_string(rp);
+    const char *reprint = explicit_rule ? json_string_value(rp)
+                          : cfg->default_reprint == ND_CONFIG_REPRINT_FORBID ? "forbid"
+                                                                             : "allow";
+    nd_reply_object(w);
+    nd_reply_key(w, "reprint");
+    nd_reply_string(w, reprint, strlen(reprint));
+    nd_reply_key(w, "explicit");
+    nd_reply_bool(w, explicit_rule);
+    nd_reply_key(w, "whitelist");
+    char *text = json_is_array(wl) ? json_dumps(wl, JSON_COMPACT) : NULL;
+    if (text)
+        nd_reply_raw(w, text, strlen(text));
+    else
+        nd_reply_raw(w, "[]", 2);
+    free(text);
+    nd_reply_object_end(w);
+    json_decref(p);
+}
+
+static const char *status_name(int status)
+{
+    return status == ND_CLAIM_REVOKED ? "revoked" : "active";
+}
+
+void nd_workflow_add_document(nd_req *r, nd_reply *w, const nd_doc *d)
+{
+    if (d->account) {
+        nd_reply_key(w, "account");
+        nd_reply_string(w, d->account, d->account_len);
+    }
+    nd_reply_key(w, "policy");
+    add_policy(w, nd_api_of(r)->cfg, d->policy, d->policy_len);
+    nd_reply_key(w, "status");
+    const char *s = status_name(d->status);
+    nd_reply_plain(w, s, strlen(s));
+}
+
+static const char *action_name(int action)
+{
+    return action == ND_ACTION_REPRINT ? "publish_as_reprint"
+           : action == ND_ACTION_BLOCK ? "block"
+                                       : "publish";
+}
+
+void nd_workflow_add_action(nd_reply *w, const nd_check_res *res)
+{
+    nd_reply_key(w, "action");
+    const char *a = action_name(res->action);
+    nd_reply_plain(w, a, strlen(a));
+    if (res->action == ND_ACTION_PUBLISH || !res->source)
+        return;
+    const nd_doc *s = res->source;
+    nd_reply_key(w, "source");
+    nd_reply_object(w);
+    nd_reply_key(w, "id");
+    nd_reply_string(w, s->id, s->id_len);
+    if (s->account) {
+        nd_reply_key(w, "account");
+        nd_reply_string(w, s->account, s->account_len);
+    }
+    nd_reply_key(w, "meta");
+    nd_api_add_meta(w, s);
+    nd_reply_key(w, "registered_at");
+    nd_reply_time(w, s->registered_at_us);
+    nd_reply_object_end(w);
+    if (res->action == ND_ACTION_REPRINT) {
+        nd_reply_key(w, "show_source");
+        nd_reply_bool(w, res->show_source);
+        nd_reply_key(w, "may_modify");
+        nd_reply_bool(w, res->may_modify);
+    }
+}
+
+void nd_workflow_add_match(nd_reply *w, const nd_match *m)
+{
+    const nd_doc *d = m->doc;
+    if (d->account) {
+        nd_reply_key(w, "account");
+        nd_reply_string(w, d->account, d->account_len);
+    }
+    nd_reply_key(w, "same_account");
+    nd_reply_bool(w, m->same_account);
+    nd_reply_key(w, "status");
+    const char *s = status_name(d->status);
+    nd_reply_plain(w, s, strlen(s));
+}
+
+/* ---- journal values ---- */
+
+/* Copies what w wrote into out (a new NUL-terminated string); *len set. */
+static char *take_text(struct evbuffer *buf, size_t *len)
+{
+    *len = evbuffer_get_length(buf);
+    char *text = malloc(*len + 1);
+    if (!text)
+        nd_die_oom(__func__);
+    evbuffer_remove(buf, text, *len);
+    text[*len] = 0;
+    return text;
+}
+
+char *nd_workflow_detection(const nd_check_req *rq, const nd_check_res *res, nd_store_event *ev)
+{
+    if (!rq->id || res->original || !res->source)
+        return NULL;
+    const nd_match *m = NULL;
+    for (size_t i = 0; i < res->nmatches && !m; i++)
+        if (res->matches[i].doc == res->source)
+            m = &res->matches[i];
+    struct evbuffer *buf = evbuffer_new();
+    if (!buf)
+        nd_die_oom(__func__);
+    nd_reply w;
+    nd_reply_init(&w, buf);
+    nd_reply_object(&w);
+    nd_reply_key(&w, "id");
+    nd_reply_string(&w, rq->id, rq->id_len);
+    if (rq->account) {
+        nd_reply_key(&w, "account");
+        nd_reply_string(&w, rq->account, rq->account_len);
+    }
+    const char *kind = m ? nd_match_kind_name((nd_match_kind)m->kind) : "near_duplicate";
+    nd_reply_key(&w, "kind");
+    nd_reply_plain(&w, kind, strlen(kind));
+    nd_reply_key(&w, "resemblance");
+    nd_reply_fraction(&w, m ? m->resemblance : 0);
+    nd_reply_key(&w, "containment");
+    nd_reply_fraction(&w, m ? m->containment : 0);
+    nd_reply_key(&w, "distance");
+    nd_reply_u64(&w, m ? m->distance : 0);
+    nd_reply_object_end(&w);
+    if (w.failed)
+        nd_die_oom(__func__);
+    size_t len;
+    char *value = take_text(buf, &len);
+    evbuffer_free(buf);
+    *ev = (nd_store_event){.kind = ND_EVENT_DETECTION,
+                           .owner_at = res->source->registered_at_us,
+                           .at_us = nd_log_now_us(),
+                           .copy_id = rq->id,
+                           .copy_id_len = rq->id_len,
+                           .value = value,
+                           .value_len = len};
+    return value;
+}
+
+char *nd_workflow_audit_event(nd_req *r, const char *action, const char *id, size_t id_len,
+                              const char *detail, size_t detail_len, nd_store_event *ev)
+{
+    struct evbuffer *buf = evbuffer_new();
+    if (!buf)
+        nd_die_oom(__func__);
+    nd_reply w;
+    nd_reply_init(&w, buf);
+    nd_reply_object(&w);
+    nd_reply_key(&w, "client");
+    if (r->client)
+        nd_reply_string(&w, r->client, strlen(r->client));
+    else
+        nd_reply_null(&w);
+    nd_reply_key(&w, "action");
+    nd_reply_plain(&w, action, strlen(action));
+    nd_reply_key(&w, "document");
+    nd_reply_string(&w, id, id_len);
+    nd_reply_key(&w, "detail");
+    if (detail)
+        nd_reply_raw(&w, detail, detail_len);
+    else
+        nd_reply_raw(&w, "{}", 2);
+    nd_reply_object_end(&w);
+    if (w.failed)
+        nd_die_oom(__func__);
+    size_t len;
+    char *value = take_text(buf, &len);
+    evbuffer_free(buf);
+    *ev = (nd_store_event){.kind = ND_EVENT_AUDIT,
+                           .owner_at = 0,
+                           .at_us = nd_log_now_us(),
+                           .value = value,
+                           .value_len = len};
+    return value;
+}
+
+/* ---- policy, revoke, restore: changes through the registry ---- */
+
+static void wf_resume(nd_task *t);
+
+static void wf_done(void *arg, nd_reg_change *ch, int status)
+{
+    nd_req *r = arg;
+    wf_op *op = r->op;
+    op->ch = ch;
+    op->done_status = status;
+    r->task.fn = wf_resume;
+    nd_worker_post(r->worker, &r->task);
+}
+
+/* Answers a change that is done: the policy as GET /documents shows it, or
+ * {"id","status"}. */
+static void wf_reply(nd_req *r, wf_op *op)
+{
+    nd_reply w;
+    nd_api_body_begin(r, &w);
+    if (op->is_policy) {
+        add_policy(&w, nd_api_of(r)->cfg, op->policy, op->policy_len);
+    } else {
+        nd_reply_object(&w);
+        nd_reply_key(&w, "id");
+        nd_reply_string(&w, op->id, op->id_len);
+        nd_reply_key(&w, "status");
+        const char *s = status_name(op->status);
+        nd_reply_plain(&w, s, strlen(s));
+        nd_reply_object_end(&w);
+    }
+    nd_api_body_send(r, &w, 200);
+}
+
+static void wf_run(nd_req *r)
+{
+    nd_api *api = nd_api_of(r);
+    wf_op *op = r->op;
+    int rc = op->is_policy ? nd_registry_set_policy(api->reg, op->id, op->id_len, op->policy,
+                                                    op->policy_len, &op->audit, wf_done, r)
+                           : nd_registry_set_status(api->reg, op->id, op->id_len, op->status,
+                                                    &op->audit, wf_done, r);
+    if (rc == ND_REG_QUEUED || rc == ND_REG_WAIT)
+        return; /* wf_resume() answers */
+    r->op = NULL;
+    if (rc == 0)
+        wf_reply(r, op);
+    else if (rc == -ENOENT)
+        nd_api_id_error(r, 404, "not_found", op->id, op->id_len, "no document with this id");
+    else if (rc == -EAGAIN)
+        nd_api_loading(r);
+    else if (rc == -ENOMEM)
+        nd_api_error(r, 500, "internal", "out of memory");
+    else
+        nd_api_store_error(r, rc, op->is_policy ? "the policy change" : "the status change");
+    wf_free(op);
+}
+
+static void wf_resume(nd_task *t)
+{
+    nd_req *r = (nd_req *)((char *)t - offsetof(nd_req, task));
+    wf_op *op = r->op;
+    if (!op->ch) { /* waited behind another change of this id: ask again */
+        wf_run(r);
+        return;
+    }
+    int rc = nd_registry_complete(nd_api_of(r)->reg, op->ch, op->done_status);
+    op->ch = NULL;
+    r->op = NULL;
+    if (rc == 0)
+        wf_reply(r, op);
+    else if (rc == -ENOENT) /* deleted meanwhile */
+        nd_api_id_error(r, 404, "not_found", op->id, op->id_len, "no document with this id");
+    else
+        nd_api_store_error(r, rc, op->is_policy ? "the policy change" : "the status change");
+    wf_free(op);
+}
+
+/* Decodes the id of /documents/{id}/SUB; answers and returns NULL on error. */
+static wf_op *wf_op_new(nd_req *r, const char *id_enc, size_t id_enc_len)
+{
+    char enc[3 * ND_ID_MAX_UTF8 + 1];
+    if (id_enc_len >= sizeof(enc)) {
+        nd_api_error(r, 400, "invalid_field", "the id is too long");
+        return NULL;
+    }
+    memcpy(enc, id_enc, id_enc_len);
+    enc[id_enc_len] = 0;
+    wf_op *op = calloc(1, sizeof(*op));
+    if (!op)
+        nd_die_oom(__func__);
+    nd_request_error e;
+    if (nd_request_parse_document_id(enc, &op->id, &op->id_len, &e) < 0) {
+        nd_api_request_error(r, &e);
+        wf_free(op);
+        return NULL;
+    }
+    return op;
+}
+
+static void handle_policy(nd_req *r, wf_op *op)
+{
+    nd_api *api = nd_api_of(r);
+    if (!nd_api_json_body(r)) {
+        wf_free(op);
+        return;
+    }
+    size_t len;
+    const char *body = nd_req_body(r, &len);
+    nd_policy_fields f;
+    nd_request_error e;
+    if (!body) {
+        nd_api_error(r, 500, "internal", "out of memory");
+        wf_free(op);
+        return;
+    }
+    if (nd_request_parse_policy(nd_api_parser(r), body, len, &f, &e) < 0) {
+        nd_api_request_error(r, &e);
+        wf_free(op);
+        return;
+    }
+    nd_doc *d = NULL;
+    int rc = nd_registry_get(api->reg, op->id, op->id_len, &d);
+    if (rc < 0) {
+        if (rc == -EAGAIN)
+            nd_api_loading(r);
+        else
+            nd_api_id_error(r, 404, "not_found", op->id, op->id_len, "no document with this id");
+        wf_free(op);
+        return;
+    }
+    /* PUT replaces the policy (a field absent is unset), PATCH changes the
+     * fields given. */
+    bool patch = r->method == EVHTTP_REQ_PATCH;
+    rc = nd_request_policy_merge(patch ? d->policy : NULL, patch ? d->policy_len : 0, &f,
+                                 &op->policy, &op->policy_len, &e);
+    /* The audit entry's detail: the policy before and after. */
+    struct evbuffer *buf = evbuffer_new();
+    if (!buf)
+        nd_die_oom(__func__);
+    nd_reply w;
+    nd_reply_init(&w, buf);
+    nd_reply_object(&w);
+    nd_reply_key(&w, "method");
+    nd_reply_plain(&w, patch ? "PATCH" : "PUT", patch ? 5 : 3);
+    nd_reply_key(&w, "previous");
+    if (d->policy)
+        nd_reply_raw(&w, d->policy, d->policy_len);
+    else
+        nd_reply_null(&w);
+    nd_reply_key(&w, "policy");
+    if (op->policy)
+        nd_reply_raw(&w, op->policy, op->policy_len);
+    else
+        nd_reply_null(&w);
+    nd_reply_object_end(&w);
+    nd_doc_release(d);
+    if (rc < 0) {
+        evbuffer_free(buf);
+        nd_api_request_error(r, &e);
+        wf_free(op);
+        return;
+    }
+    size_t dlen;
+    char *detail = take_text(buf, &dlen);
+    evbuffer_free(buf);
+    op->audit_value = nd_workflow_audit_event(r, "policy", op->id, op->id_len, detail, dlen,
+                                              &op->audit);
+    free(detail);
+    op->is_policy = true;
+    r->op = op;
+    wf_run(r);
+}
+
+static void handle_status(nd_req *r, wf_op *op, bool revoke)
+{
+    size_t len = 0;
+    const char *body = nd_req_body(r, &len);
+    const char *reason = NULL;
+    size_t reason_len = 0;
+    nd_request_error e;
+    if (!body) {
+        nd_api_error(r, 500, "internal", "out of memory");
+        wf_free(op);
+        return;
+    }
+    /* The body is optional: a Content-Type is needed only with one. */
+    bool empty = true;
+    for (size_t i = 0; i < len && empty; i++)
+        empty = body[i] == ' ' || body[i] == '\t' || body[i] == '\r' || body[i] == '\n';
+    if ((!empty && !nd_api_json_body(r)) ||
+        (nd_request_parse_reason(nd_api_parser(r), body, len, &reason, &reason_len, &e) < 0 &&
+         (nd_api_request_error(r, &e), true))) {
+        wf_free(op);
+        return;
+    }
+    struct evbuffer *buf = evbuffer_new();
+    if (!buf)
+        nd_die_oom(__func__);
+    nd_reply w;
+    nd_reply_init(&w, buf);
+    nd_reply_object(&w);
+    nd_reply_key(&w, "status");
+    nd_reply_plain(&w, revoke ? "revoked" : "active", revoke ? 7 : 6);
+    if (reason) {
+        nd_reply_key(&w, "reason");
+        nd_reply_string(&w, reason, reason_len);
+    }
+    nd_reply_object_end(&w);
+    size_t dlen;
+    char *detail = take_text(buf, &dlen);
+    evbuffer_free(buf);
+    op->audit_value = nd_workflow_audit_event(r, revoke ? "revoke" : "restore", op->id,
+                                              op->id_len, detail, dlen, &op->audit);
+    free(detail);
+    op->status = revoke ? ND_CLAIM_REVOKED : ND_CLAIM_ACTIVE;
+    r->op = op;
+    wf_run(r);
+}
+
+/* ---- lists: copies and the audit log ---- */
+
+/* The query string of the request (borrowed), or NULL. */
+static const char *query_of(nd_req *r)
+{
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(r->ev);
+    return uri ? evhttp_uri_get_query(uri) : NULL;
+}
+
+typedef struct page_walk {
+    nd_reply *w;
+    size_t limit, seen;
+    int64_t last_at; /* the last entry written */
+    bool more;       /* one more entry than the limit exists */
+    const char *document; /* audit: only entries of this document (NULL: all) */
+    size_t document_len;
+    nd_request_parser *parser;
+} page_walk;
+
+/* Writes one stored value (a compact JSON object) with its time member
+ * first (audit: "at") or last (copies: "detected_at"). */
+static int visit_entry(void *arg, const nd_store_event *ev)
+{
+    page_walk *pw = arg;
+    if (ev->value_len < 2 || ev->value[0] != '{' || ev->value[ev->value_len - 1] != '}')
+        return 0; /* not written by this server: skipped */
+    if (pw->document) {
+        size_t n;
+        nd_json_member *mem = pw->parser->members;
+        nd_json_error jerr;
+        if (nd_json_read_object(ev->value, ev->value_len, &pw->parser->js, mem,
+                                ND_REQUEST_MAX_MEMBERS, &n, &jerr) < 0)
+            return 0;
+        const nd_json_member *doc = nd_json_find(mem, n, "document");
+        if (!doc || doc->value.type != ND_JSON_STRING || doc->value.str_len != pw->document_len ||
+            memcmp(doc->value.str, pw->document, pw->document_len) != 0)
+            return 0;
+    }
+    if (pw->seen == pw->limit) {
+        pw->more = true;
+        return 1;
+    }
+    pw->seen++;
+    pw->last_at = ev->at_us;
+    nd_reply *w = pw->w;
+    bool empty = ev->value_len == 2;
+    if (ev->kind == ND_EVENT_AUDIT) {
+        nd_reply_object(w);
+        nd_reply_key(w, "at");
+        nd_reply_time(w, ev->at_us);
+        if (!empty) /* its members, after a comma the writer places */
+            nd_reply_raw(w, ev->value + 1, ev->value_len - 2);
+        nd_reply_object_end(w);
+    } else {
+        nd_reply_raw(w, ev->value, ev->value_len - 1); /* without its '}' */
+        w->comma = !empty;
+        nd_reply_key(w, "detected_at");
+        nd_reply_time(w, ev->at_us);
+        nd_reply_object_end(w);
+    }
+    return 0;
+}
+
+/* Writes the list of kind of owner as {"<name>":[...],"next_cursor":..}. */
+static void reply_page(nd_req *r, const char *name, nd_event_kind kind, int64_t owner,
+                       const nd_page_req *pg)
+{
+    nd_api *api = nd_api_of(r);
+    nd_request_error e;
+    int64_t before = -1;
+    int ck = kind == ND_EVENT_AUDIT ? ND_CURSOR_AUDIT : ND_CURSOR_COPIES;
+    if (pg->has_cursor && nd_request_cursor_decode(pg->cursor, ck, owner, &before, &e) < 0) {
+        nd_api_request_error(r, &e);
+        return;
+    }
+    nd_reply w;
+    nd_api_body_begin(r, &w);
+    nd_reply_object(&w);
+    nd_reply_key(&w, name);
+    nd_reply_array(&w);
+    page_walk pw = {.w = &w,
+                    .limit = pg->limit,
+                    .document = pg->document,
+                    .document_len = pg->document_len,
+                    .parser = nd_api_parser(r)};
+    /* One more than asked, to know whether a next page exists; a filter
+     * (document=) reads on until it has them. */
+    int rc = nd_store_events(api->store, kind, owner, before, pg->document ? 0 : pg->limit + 1,
+                             visit_entry, &pw);
+    nd_reply_array_end(&w);
+    if (rc < 0) {
+        struct evbuffer *out = w.out; /* drop what was written */
+        evbuffer_drain(out, evbuffer_get_length(out));
+        nd_api_store_error(r, rc == -EAGAIN ? -EIO : rc, "reading the journal");
+        return;
+    }
+    nd_reply_key(&w, "next_cursor");
+    if (pw.more) {
+        char cur[ND_CURSOR_TEXT_MAX];
+        nd_request_cursor_encode(ck, owner, pw.last_at, cur);
+        nd_reply_plain(&w, cur, strlen(cur));
+    } else {
+        nd_reply_null(&w);
+    }
+    nd_reply_object_end(&w);
+    nd_api_body_send(r, &w, 200);
+}
+
+static void handle_copies(nd_req *r, wf_op *op)
+{
+    nd_api *api = nd_api_of(r);
+    nd_page_req pg;
+    nd_request_error e;
+    if (nd_request_parse_page(query_of(r), false, &pg, &e) < 0) {
+        nd_api_request_error(r, &e);
+        wf_free(op);
+        return;
+    }
+    nd_doc *d = NULL;
+    int rc = nd_registry_get(api->reg, op->id, op->id_len, &d);
+    if (rc == 0)
+        reply_page(r, "copies", ND_EVENT_DETECTION, d->registered_at_us, &pg);
+    else if (rc == -EAGAIN)
+        nd_api_loading(r);
+    else
+        nd_api_id_error(r, 404, "not_found", op->id, op->id_len, "no document with this id");
+    nd_doc_release(d);
+    wf_free(op);
+}
+
+void nd_workflow_audit(nd_req *r)
+{
+    /* Guarded whenever a token is set: it names clients. */
+    if (!nd_api_authorized(r))
+        return;
+    nd_page_req pg;
+    nd_request_error e;
+    if (nd_request_parse_page(query_of(r), true, &pg, &e) < 0) {
+        nd_api_request_error(r, &e);
+        return;
+    }
+    reply_page(r, "entries", ND_EVENT_AUDIT, 0, &pg);
+    free(pg.document);
+}
+
+void nd_workflow_document(nd_req *r, const char *sub, const char *id_enc, size_t id_enc_len)
+{
+    const char *allow = sub[0] == 'p' ? "PUT, PATCH" : sub[0] == 'c' ? "GET, HEAD" : "POST";
+    int want = sub[0] == 'p'   ? (EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH)
+               : sub[0] == 'c' ? (EVHTTP_REQ_GET | EVHTTP_REQ_HEAD)
+                               : EVHTTP_REQ_POST;
+    if (!((int)r->method & want)) {
+        reply_method(r, allow);
+        return;
+    }
+    if (!(sub[0] == 'c' ? nd_api_authorized_read(r) : nd_api_authorized(r)))
+        return;
+    wf_op *op = wf_op_new(r, id_enc, id_enc_len);
+    if (!op)
+        return;
+    if (sub[0] == 'p')
+        handle_policy(r, op);
+    else if (sub[0] == 'c')
+        handle_copies(r, op);
+    else
+        handle_status(r, op, strcmp(sub, "revoke") == 0);
+}
+#endif
