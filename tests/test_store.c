@@ -87,6 +87,7 @@ typedef struct rec_buf {
     char id[ND_ID_MAX + 1];
     char version[ND_VERSION_MAX + 1];
     char *meta;
+    char *account, *policy; /* copy_visit's copies (free_rec frees) */
     nd_record r;
 } rec_buf;
 
@@ -113,7 +114,7 @@ static void make_rec(rec_buf *b, const char *prefix, unsigned i, size_t meta_len
     b->r.chars = 1000 + i;
     for (int k = 0; k < 16; k++)
         b->r.text_hash[k] = (uint8_t)(i * 7 + k);
-    b->meta = NULL;
+    b->meta = b->account = b->policy = NULL;
     if (meta_len) {
         b->meta = malloc(meta_len + 1);
         int n = snprintf(b->meta, meta_len + 1, "{\"n\":%u,\"pad\":\"", i);
@@ -132,7 +133,9 @@ static void make_rec(rec_buf *b, const char *prefix, unsigned i, size_t meta_len
 static void free_rec(rec_buf *b)
 {
     free(b->meta);
-    b->meta = NULL;
+    free(b->account);
+    free(b->policy);
+    b->meta = b->account = b->policy = NULL;
 }
 
 static bool rec_equal(const nd_record *a, const nd_record *b)
@@ -142,7 +145,12 @@ static bool rec_equal(const nd_record *a, const nd_record *b)
            a->registered_at_us == b->registered_at_us && a->chars == b->chars &&
            memcmp(a->text_hash, b->text_hash, 16) == 0 && (a->meta == NULL) == (b->meta == NULL) &&
            a->meta_len == b->meta_len &&
-           (a->meta == NULL || memcmp(a->meta, b->meta, a->meta_len) == 0);
+           (a->meta == NULL || memcmp(a->meta, b->meta, a->meta_len) == 0) &&
+           a->account_len == b->account_len &&
+           (a->account_len == 0 || memcmp(a->account, b->account, a->account_len) == 0) &&
+           (a->policy == NULL) == (b->policy == NULL) && a->policy_len == b->policy_len &&
+           (a->policy == NULL || memcmp(a->policy, b->policy, a->policy_len) == 0) &&
+           a->status == b->status;
 }
 
 /* The test's copy of a record (nd_store_get hands out borrowed pointers). */
@@ -167,6 +175,22 @@ static int copy_visit(void *arg, const nd_record *r)
         c->b.meta = malloc(r->meta_len + 1);
         memcpy(c->b.meta, r->meta, r->meta_len + 1);
         c->b.r.meta = c->b.meta;
+    }
+    free(c->b.account);
+    free(c->b.policy);
+    c->b.account = c->b.policy = NULL;
+    CHECK((r->account == NULL) == (r->account_len == 0));
+    if (r->account) {
+        CHECK(r->account[r->account_len] == '\0');
+        c->b.account = malloc(r->account_len + 1);
+        memcpy(c->b.account, r->account, r->account_len + 1);
+        c->b.r.account = c->b.account;
+    }
+    if (r->policy) {
+        CHECK(r->policy[r->policy_len] == '\0');
+        c->b.policy = malloc(r->policy_len + 1);
+        memcpy(c->b.policy, r->policy, r->policy_len + 1);
+        c->b.r.policy = c->b.policy;
     }
     return 0;
 }
@@ -905,8 +929,9 @@ static void test_old_format(void)
 }
 
 /* The layout on disk: the key is registered_at_us, 8 bytes big-endian;
- * the value starts with format byte 3 and a fixed 38-byte header (byte 3:
- * the number of anchors), then the id, version, meta and anchors. */
+ * the value starts with format byte 4 and a fixed 38-byte header (byte 3:
+ * the number of anchors), then the id, version, meta and anchors; a record
+ * without account and policy is exactly as long as in layout 3. */
 static void test_layout(void)
 {
     char dir[128];
@@ -929,7 +954,7 @@ static void test_layout(void)
     const unsigned char *p = v.mv_data;
     size_t vlen = strlen(x.version), ilen = x.r.id_len;
     CHECK(v.mv_size == 38 + ilen + vlen + 1 + 20 + 1);
-    CHECK(p[0] == 3 && p[1] == 1 && p[2] == vlen && p[3] == 0);
+    CHECK(p[0] == 4 && p[1] == 1 && p[2] == vlen && p[3] == 0);
     CHECK(p[4] == ilen && p[5] == 0);
     CHECK(p[6] == (x.r.chars & 0xff) && p[7] == ((x.r.chars >> 8) & 0xff));
     CHECK(p[10] == (x.r.simhash & 0xff) && p[17] == (x.r.simhash >> 56));
@@ -1768,6 +1793,174 @@ static void test_replace(void)
     free_rec(&bad);
 }
 
+/* ---- issue 13: layout 4 (account, policy, status), amend ---------------- */
+
+/* A record with account, policy and status REVOKED: flags bits 1-3 and the
+ * tail (u16 account_len, account, NUL, u32 policy_len, policy, NUL). */
+static void test_layout_claims(void)
+{
+    char dir[128];
+    path_in(dir, sizeof(dir), "layout4");
+    nd_store_options o = opts_fast();
+    nd_store *st = open_ok(dir, &o);
+    rec_buf x;
+    make_rec(&x, "L4-", 5, 0);
+    x.r.registered_at_us = 0x0102030405060709ll;
+    x.r.account = "acct-xyz";
+    x.r.account_len = 8;
+    x.r.policy = "{\"reprint\":\"allow\"}";
+    x.r.policy_len = strlen(x.r.policy);
+    x.r.status = ND_CLAIM_REVOKED;
+    CHECK_RC(put_sync(st, &x.r), 0);
+    check_stored(st, &x.r);
+    nd_store_close(st);
+    st = open_ok(dir, &o);
+    check_stored(st, &x.r); /* after a reopen */
+    nd_store_close(st);
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_val k = {8, "\1\2\3\4\5\6\7\x09"}, v;
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 8) == 0 &&
+          mdb_env_open(env, dir, MDB_RDONLY, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0 &&
+          mdb_dbi_open(txn, "records", 0, &dbi) == 0 && mdb_get(txn, dbi, &k, &v) == 0);
+    const unsigned char *p = v.mv_data;
+    size_t vlen = strlen(x.version), ilen = x.r.id_len, base = 38 + ilen + vlen + 1;
+    size_t plen = x.r.policy_len;
+    CHECK(v.mv_size == base + 2 + 8 + 1 + 4 + plen + 1, "%zu", v.mv_size);
+    CHECK(p[0] == 4 && p[1] == (2 | 4 | 8));
+    CHECK(p[base] == 8 && p[base + 1] == 0 && memcmp(p + base + 2, "acct-xyz", 9) == 0);
+    CHECK(p[base + 11] == plen && p[base + 12] == 0 && p[base + 14] == 0);
+    CHECK(memcmp(p + base + 15, x.r.policy, plen + 1) == 0);
+    unit_note("layout 4: +0 B per record without account and policy (flags bits), "
+              "+3 B + account, +5 B + policy; this one %zu B vs %zu B",
+              v.mv_size, base);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    free_rec(&x);
+}
+
+/* The value encoder of ec95674 (layout 3), byte for byte, to write a store
+ * as the build before layout 4 did. */
+static size_t old_encode_v3(unsigned char *p, const nd_record *r)
+{
+    size_t vlen = strlen(r->version);
+    p[0] = 3;
+    p[1] = r->meta ? 1 : 0;
+    p[2] = (unsigned char)vlen;
+    p[3] = (unsigned char)r->nanchors;
+    p[4] = (unsigned char)r->id_len;
+    p[5] = (unsigned char)(r->id_len >> 8);
+    for (int i = 0; i < 4; i++)
+        p[6 + i] = (unsigned char)(r->chars >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        p[10 + i] = (unsigned char)(r->simhash >> (8 * i));
+    memcpy(p + 18, r->text_hash, 16);
+    uint32_t ml = r->meta ? (uint32_t)r->meta_len : 0;
+    for (int i = 0; i < 4; i++)
+        p[34 + i] = (unsigned char)(ml >> (8 * i));
+    unsigned char *q = p + 38;
+    memcpy(q, r->id, r->id_len);
+    q += r->id_len;
+    memcpy(q, r->version, vlen + 1);
+    q += vlen + 1;
+    if (r->meta) {
+        memcpy(q, r->meta, r->meta_len);
+        q[r->meta_len] = '\0';
+        q += r->meta_len + 1;
+    }
+    memcpy(q, r->anchors, 4 * (size_t)r->nanchors);
+    return (size_t)(q - p) + 4 * (size_t)r->nanchors;
+}
+
+/* A store as ec95674 wrote it: info (format 2), records (layout 3 values,
+ * and one layout-2 value), sketches; no journal databases. Opens, reads
+ * back right (no account, no policy, active), takes amend, replace,
+ * delete and events, and reopens. */
+static void test_old_layout(void)
+{
+    enum { N = 40 };
+    char dir[128];
+    path_in(dir, sizeof(dir), "oldlayout");
+    mkdir(dir, 0700);
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi info, recs, sk;
+    unsigned char fmt[8] = {'n', 'd', 's', 't', 2, 0, 0, 0};
+    MDB_val fk = {6, "format"}, fv = {8, fmt};
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0 &&
+          mdb_env_open(env, dir, 0, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0 &&
+          mdb_dbi_open(txn, "info", MDB_CREATE, &info) == 0 &&
+          mdb_dbi_open(txn, "records", MDB_CREATE, &recs) == 0 &&
+          mdb_dbi_open(txn, "sketches", MDB_CREATE, &sk) == 0 &&
+          mdb_put(txn, info, &fk, &fv, 0) == 0);
+    rec_buf x[N];
+    uint8_t anchors[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    unsigned char val[4096], key[8];
+    for (unsigned i = 0; i < N; i++) {
+        make_rec(&x[i], "old-", i, i % 3 ? 60 : 0);
+        x[i].r.anchors = anchors;
+        x[i].r.nanchors = i % 5;
+        size_t n = old_encode_v3(val, &x[i].r);
+        for (int b = 0; b < 8; b++)
+            key[b] = (unsigned char)((uint64_t)x[i].r.registered_at_us >> (56 - 8 * b));
+        MDB_val k = {8, key}, v = {n, val}, s = {3, "sk!"};
+        CHECK(mdb_put(txn, recs, &k, &v, 0) == 0 && mdb_put(txn, sk, &k, &s, 0) == 0);
+    }
+    unsigned char key2[8] = {0, 0, 0, 0, 0, 0, 0, 9};
+    unsigned char v2[38 + 2 + 3] = {2, 0, 2, 0, 2, 0}; /* layout 2: id "v2", version "x1" */
+    memcpy(v2 + 38, "v2", 2);
+    memcpy(v2 + 40, "x1", 3);
+    MDB_val k2 = {8, key2}, vv2 = {sizeof(v2), v2};
+    CHECK(mdb_put(txn, recs, &k2, &vv2, 0) == 0 && mdb_txn_commit(txn) == 0);
+    mdb_env_close(env);
+
+    nd_store_options o = opts_fast();
+    nd_store *st = open_ok(dir, &o);
+    CHECK_RC(nd_store_count(st), N + 1);
+    long n = 0;
+    CHECK_RC(nd_store_scan(st, count_visit, &n), 0);
+    CHECK(n == N + 1);
+    for (unsigned i = 0; i < N; i++)
+        check_stored(st, &x[i].r); /* rec_equal: account NULL, policy NULL, active */
+    anchors_seen an = {0};
+    CHECK_RC(nd_store_get(st, x[7].r.registered_at_us, anchors_visit, &an), 0);
+    CHECK(an.n == 2 && memcmp(an.bytes, anchors, 8) == 0);
+    rec_copy c = {0};
+    CHECK_RC(nd_store_get(st, 9, copy_visit, &c), 0);
+    CHECK(c.b.r.id_len == 2 && memcmp(c.b.r.id, "v2", 2) == 0 && !c.b.r.account &&
+          !c.b.r.policy && c.b.r.status == ND_CLAIM_ACTIVE);
+    free_rec(&c.b);
+    /* amend an old record: policy and revoked; its sketch stays */
+    rec_buf a = x[3];
+    a.meta = NULL;
+    a.r.policy = "{\"reprint\":\"forbid\"}";
+    a.r.policy_len = strlen(a.r.policy);
+    a.r.status = ND_CLAIM_REVOKED;
+    a.r.nanchors = 0;
+    a.r.anchors = NULL;
+    nd_store_event au = {.kind = ND_EVENT_AUDIT, .at_us = 77, .value = "{}", .value_len = 2};
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    CHECK_RC(waiter_finish(&w, nd_store_amend(st, &a.r, &au, waiter_cb, &w)), 0);
+    check_stored(st, &a.r);
+    int64_t at = a.r.registered_at_us;
+    sketch_seen seen = {0};
+    CHECK_RC(nd_store_sketches(st, &at, 1, sketch_visit, &seen), 0);
+    CHECK(seen.len[0] == 3 && seen.first[0] == 's');
+    CHECK_RC(replace_sync(st, &x[4].r), 0);
+    CHECK_RC(del_rec_sync(st, &x[5].r), 0);
+    nd_store_close(st);
+    st = open_ok(dir, &o);
+    check_stored(st, &a.r);
+    check_stored(st, &x[4].r);
+    CHECK_RC(nd_store_count(st), N);
+    nd_store_close(st);
+    for (unsigned i = 0; i < N; i++)
+        free_rec(&x[i]);
+}
+
 int main(void)
 {
     snprintf(root, sizeof(root), "/tmp/nd-test-store-XXXXXX");
@@ -1800,6 +1993,8 @@ int main(void)
         {"out_of_order", test_out_of_order},
         {"duplicate_key", test_duplicate_key},
         {"delete_at", test_delete_at},
+        {"layout_claims", test_layout_claims},
+        {"old_layout", test_old_layout},
     };
     for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
         unit_run(tests[i].name, tests[i].fn);

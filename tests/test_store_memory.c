@@ -470,6 +470,329 @@ static void test_observer_lmdb(void)
     }
 }
 
+/* ---- issue 13: claim fields, amend, events, through both stores ---- */
+
+typedef struct impl {
+    const char *name;
+    nd_store *(*open)(const char *tag, uint64_t copies_max);
+} impl;
+
+static nd_store *open_memory(const char *tag, uint64_t copies_max)
+{
+    (void)tag;
+    nd_store_options o;
+    nd_store_options_default(&o);
+    o.copies_max = copies_max;
+    nd_store *st = NULL;
+    return nd_store_memory_open_with(&st, &o) == 0 ? st : NULL;
+}
+
+static nd_store *open_lmdb(const char *tag, uint64_t copies_max)
+{
+    static unsigned seq;
+    char dir[192], err[256];
+    snprintf(dir, sizeof(dir), "%s/%s-%u", root, tag, seq++);
+    nd_store_options o;
+    nd_store_options_default(&o);
+    o.sync = false;
+    o.map_size = (size_t)64 << 20;
+    o.copies_max = copies_max;
+    nd_store *st = NULL;
+    int rc = nd_store_open(&st, dir, &o, err, sizeof(err));
+    if (rc)
+        fprintf(stderr, "open %s: %s\n", dir, err);
+    return rc ? NULL : st;
+}
+
+static const impl impls[] = {{"memory", open_memory}, {"lmdb", open_lmdb}};
+
+/* Waits for a change's done callback (the memory store's ran already). */
+typedef struct waiter {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int calls, status;
+} waiter;
+
+static void waiter_cb(void *arg, int status)
+{
+    waiter *w = arg;
+    pthread_mutex_lock(&w->mu);
+    w->calls++;
+    w->status = status;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static int waited(waiter *w, int queued)
+{
+    if (queued == 0) {
+        pthread_mutex_lock(&w->mu);
+        while (w->calls == 0)
+            pthread_cond_wait(&w->cv, &w->mu);
+        pthread_mutex_unlock(&w->mu);
+    }
+    CHECK(w->calls == (queued == 0));
+    return queued ? queued : w->status;
+}
+
+#define WAITER {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0}
+
+static int put_w(nd_store *st, const nd_record *r)
+{
+    waiter w = WAITER;
+    return waited(&w, nd_store_put(st, r, waiter_cb, &w));
+}
+
+static int replace_w(nd_store *st, const nd_record *r)
+{
+    waiter w = WAITER;
+    return waited(&w, nd_store_replace(st, r, waiter_cb, &w));
+}
+
+static int amend_w(nd_store *st, const nd_record *r, const nd_store_event *audit)
+{
+    waiter w = WAITER;
+    return waited(&w, nd_store_amend(st, r, audit, waiter_cb, &w));
+}
+
+static __attribute__((unused)) int event_w(nd_store *st, const nd_store_event *ev)
+{
+    waiter w = WAITER;
+    return waited(&w, nd_store_event_put(st, ev, waiter_cb, &w));
+}
+
+/* What get hands out for the claim fields. */
+typedef struct claim_seen {
+    char account[ND_ACCOUNT_MAX + 1];
+    bool has_account, has_policy;
+    size_t account_len, policy_len;
+    char *policy;
+    uint8_t status;
+    uint64_t simhash;
+} claim_seen;
+
+static int claim_visit(void *arg, const nd_record *r)
+{
+    claim_seen *c = arg;
+    free(c->policy);
+    memset(c, 0, sizeof(*c));
+    c->has_account = r->account != NULL;
+    c->account_len = r->account_len;
+    CHECK(c->has_account == (r->account_len > 0));
+    if (r->account) {
+        CHECK(r->account[r->account_len] == '\0', "NUL-terminated");
+        memcpy(c->account, r->account, r->account_len);
+    }
+    c->has_policy = r->policy != NULL;
+    c->policy_len = r->policy_len;
+    if (r->policy) {
+        CHECK(r->policy[r->policy_len] == '\0', "NUL-terminated");
+        c->policy = strdup(r->policy);
+    }
+    c->status = r->status;
+    c->simhash = r->simhash;
+    return 0;
+}
+
+/* nd_record's account, policy and status: kept, handed out by get and scan,
+ * replaced, validated (-EINVAL, done not called) in put, replace, amend. */
+static void check_claim_fields(const impl *im)
+{
+    nd_store *st = im->open("claim", 0);
+    REQUIRE(st != NULL);
+    rec_buf b[4];
+    static const char *pol = "{\"reprint\":\"forbid\",\"whitelist\":[]}";
+    for (unsigned i = 0; i < 4; i++)
+        make(&b[i], i, 0);
+    b[0].r.account = "acct-0";
+    b[0].r.account_len = 6;
+    b[0].r.policy = pol;
+    b[0].r.policy_len = strlen(pol);
+    b[0].r.status = ND_CLAIM_REVOKED;
+    b[1].r.account = "acct-1";
+    b[1].r.account_len = 6;
+    b[2].r.policy = ""; /* present, empty */
+    b[3].r.account = "ignored";
+    b[3].r.account_len = 0; /* 0: none */
+    for (unsigned i = 0; i < 4; i++)
+        CHECK(put_w(st, &b[i].r) == 0);
+    claim_seen c = {0};
+    CHECK(nd_store_get(st, 1000, claim_visit, &c) == 0);
+    CHECK(c.has_account && strcmp(c.account, "acct-0") == 0 && c.has_policy &&
+          strcmp(c.policy, pol) == 0 && c.status == ND_CLAIM_REVOKED);
+    CHECK(nd_store_get(st, 1001, claim_visit, &c) == 0);
+    CHECK(c.has_account && strcmp(c.account, "acct-1") == 0 && !c.has_policy &&
+          c.status == ND_CLAIM_ACTIVE);
+    CHECK(nd_store_get(st, 1002, claim_visit, &c) == 0);
+    CHECK(!c.has_account && c.has_policy && c.policy_len == 0 && c.policy[0] == '\0');
+    CHECK(nd_store_get(st, 1003, claim_visit, &c) == 0);
+    CHECK(!c.has_account && c.account_len == 0 && !c.has_policy && c.status == 0);
+    /* replace changes them like any field. */
+    b[1].r.account = NULL;
+    b[1].r.account_len = 0;
+    b[1].r.status = ND_CLAIM_REVOKED;
+    CHECK(replace_w(st, &b[1].r) == 0);
+    CHECK(nd_store_get(st, 1001, claim_visit, &c) == 0);
+    CHECK(!c.has_account && c.status == ND_CLAIM_REVOKED);
+    /* The longest account and policy are taken. */
+    char *big = malloc(ND_POLICY_MAX + 2);
+    memset(big, 'p', ND_POLICY_MAX + 1);
+    big[ND_POLICY_MAX + 1] = '\0';
+    b[2].r.account = big;
+    b[2].r.account_len = ND_ACCOUNT_MAX;
+    b[2].r.policy = big;
+    b[2].r.policy_len = ND_POLICY_MAX;
+    CHECK(replace_w(st, &b[2].r) == 0);
+    CHECK(nd_store_get(st, 1002, claim_visit, &c) == 0);
+    CHECK(c.account_len == ND_ACCOUNT_MAX && c.policy_len == ND_POLICY_MAX);
+    /* Limits. */
+    waiter w = WAITER;
+    for (int k = 0; k < 5; k++) {
+        nd_record r = b[3].r;
+        r.registered_at_us = 1003;
+        if (k == 0)
+            r.account = big, r.account_len = ND_ACCOUNT_MAX + 1;
+        else if (k == 1)
+            r.account = NULL, r.account_len = 3;
+        else if (k == 2)
+            r.policy = big, r.policy_len = ND_POLICY_MAX + 1;
+        else if (k == 3)
+            r.policy = NULL, r.policy_len = 2;
+        else
+            r.status = 2;
+        CHECK(nd_store_replace(st, &r, waiter_cb, &w) == -EINVAL, "%d", k);
+        CHECK(nd_store_amend(st, &r, NULL, waiter_cb, &w) == -EINVAL, "%d", k);
+        r.registered_at_us = 1100;
+        CHECK(nd_store_put(st, &r, waiter_cb, &w) == -EINVAL, "%d", k);
+    }
+    CHECK(w.calls == 0);
+    CHECK(nd_store_count(st) == 4);
+    int n = 0;
+    CHECK(nd_store_scan(st, count_visit, &n) == 0 && n == 4);
+    free(c.policy);
+    free(big);
+    nd_store_close(st);
+}
+
+static void test_claim_fields(void)
+{
+    for (size_t i = 0; i < 2; i++)
+        check_claim_fields(&impls[i]);
+}
+
+/* Events seen by a visit, in order. */
+typedef struct ev_list {
+    size_t n, cap;
+    int64_t *at, *owner;
+    char **copy, **value;
+} ev_list;
+
+static int list_visit(void *arg, const nd_store_event *ev)
+{
+    ev_list *l = arg;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->at = realloc(l->at, l->cap * sizeof(*l->at));
+        l->owner = realloc(l->owner, l->cap * sizeof(*l->owner));
+        l->copy = realloc(l->copy, l->cap * sizeof(*l->copy));
+        l->value = realloc(l->value, l->cap * sizeof(*l->value));
+    }
+    CHECK(ev->value != NULL && ev->value[ev->value_len] == '\0');
+    l->at[l->n] = ev->at_us;
+    l->owner[l->n] = ev->owner_at;
+    l->copy[l->n] = ev->copy_id ? strndup(ev->copy_id, ev->copy_id_len) : NULL;
+    l->value[l->n] = strndup(ev->value, ev->value_len);
+    l->n++;
+    return 0;
+}
+
+static void list_free(ev_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->copy[i]);
+        free(l->value[i]);
+    }
+    free(l->at);
+    free(l->owner);
+    free(l->copy);
+    free(l->value);
+    memset(l, 0, sizeof(*l));
+}
+
+static nd_store_event audit_ev(int64_t at, const char *value)
+{
+    return (nd_store_event){.kind = ND_EVENT_AUDIT,
+                            .at_us = at,
+                            .value = value,
+                            .value_len = strlen(value)};
+}
+
+/* amend: the record changes, the sketch stays (whatever rec->sketch says);
+ * the audit event is written with it, and not when the amend is refused. */
+static void check_amend(const impl *im)
+{
+    nd_store *st = im->open("amend", 0);
+    REQUIRE(st != NULL);
+    rec_buf b, a;
+    make(&b, 1, 0);
+    CHECK(put_w(st, &b.r) == 0);
+    make(&a, 1, 3); /* other simhash, meta, sketch */
+    a.r.policy = "{\"reprint\":\"forbid\"}";
+    a.r.policy_len = strlen(a.r.policy);
+    a.r.status = ND_CLAIM_REVOKED;
+    nd_store_event au = audit_ev(5000, "{\"action\":\"revoke\"}");
+    CHECK(amend_w(st, &a.r, &au) == 0);
+    claim_seen c = {0};
+    CHECK(nd_store_get(st, 1001, claim_visit, &c) == 0);
+    CHECK(c.status == ND_CLAIM_REVOKED && c.has_policy && c.simhash == a.r.simhash);
+    int64_t at = 1001;
+    int got = 0;
+    CHECK(nd_store_sketches(st, &at, 1, sketch_visit, &got) == 0);
+    CHECK(got == 12000 + b.sketch[0], "the sketch put first stays: %d", got);
+    a.r.sketch = NULL; /* ignored too */
+    a.r.sketch_len = 0;
+    a.r.status = ND_CLAIM_ACTIVE;
+    CHECK(amend_w(st, &a.r, NULL) == 0);
+    CHECK(nd_store_sketches(st, &at, 1, sketch_visit, &got) == 0 && got == 12000 + b.sketch[0]);
+    CHECK(nd_store_get(st, 1001, claim_visit, &c) == 0 && c.status == ND_CLAIM_ACTIVE);
+    /* Refused: another id at the time, or no record there: no audit. */
+    rec_buf x;
+    make(&x, 2, 0);
+    x.r.registered_at_us = 1001;
+    nd_store_event au2 = audit_ev(6000, "{\"action\":\"restore\"}");
+    CHECK(amend_w(st, &x.r, &au2) == -ENOENT);
+    make(&x, 7, 0);
+    CHECK(amend_w(st, &x.r, &au2) == -ENOENT);
+    ev_list l = {0};
+    CHECK(nd_store_events(st, ND_EVENT_AUDIT, 0, -1, 0, list_visit, &l) == 0);
+    CHECK(l.n == 1 && l.at[0] == 5000 && strcmp(l.value[0], "{\"action\":\"revoke\"}") == 0,
+          "%zu", l.n);
+    list_free(&l);
+    /* A bad audit event is refused before anything is queued. */
+    waiter w = WAITER;
+    nd_store_event bad = au;
+    bad.kind = ND_EVENT_DETECTION;
+    bad.copy_id = "c";
+    bad.copy_id_len = 1;
+    CHECK(nd_store_amend(st, &a.r, &bad, waiter_cb, &w) == -EINVAL);
+    bad = au;
+    bad.copy_id = "c";
+    bad.copy_id_len = 1;
+    CHECK(nd_store_amend(st, &a.r, &bad, waiter_cb, &w) == -EINVAL);
+    bad = au;
+    bad.at_us = -1;
+    CHECK(nd_store_amend(st, &a.r, &bad, waiter_cb, &w) == -EINVAL);
+    CHECK(w.calls == 0);
+    free(c.policy);
+    nd_store_close(st);
+}
+
+static void test_amend(void)
+{
+    for (size_t i = 0; i < 2; i++)
+        check_amend(&impls[i]);
+}
+
 int main(void)
 {
     snprintf(root, sizeof(root), "/tmp/nd-store-mem-XXXXXX");
@@ -480,6 +803,8 @@ int main(void)
     UNIT_RUN(test_memory_contract);
     UNIT_RUN(test_observer_memory);
     UNIT_RUN(test_observer_lmdb);
+    UNIT_RUN(test_claim_fields);
+    UNIT_RUN(test_amend);
     nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return unit_summary("store_memory");
 }

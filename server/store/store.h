@@ -2,7 +2,10 @@
  * implementations.
  *
  * The interface (nd_store_put() .. nd_store_close() below, and the on-commit
- * observer) is what the registry and the API use. Each call dispatches
+ * observers) is what the registry and the API use. Besides the records it
+ * keeps two journals of events (detections of copies per original, and the
+ * audit log of changes of state: nd_store_event_put(), nd_store_events()),
+ * written through the same queue and group commit. Each call dispatches
  * through the store's nd_store_ops:
  * - LMDB (store.c, nd_store_open()): durable, described below;
  * - memory (store_memory.c, nd_store_memory_open()): `neardupd --in-memory`;
@@ -53,6 +56,14 @@ typedef struct nd_store nd_store;
 #define ND_META_MAX (16u << 20)  /* longest meta text, bytes */
 #define ND_STORE_ANCHORS_MAX 255 /* most anchors in a record */
 #define ND_STORE_SKETCH_MAX 4096 /* longest encoded sketch, bytes */
+#define ND_ACCOUNT_MAX 1024      /* longest account, bytes (the API takes 256 characters) */
+#define ND_POLICY_MAX (64u << 10) /* longest policy text, bytes */
+#define ND_EVENT_VALUE_MAX (64u << 10) /* longest event value text, bytes */
+#define ND_EVENT_AT_MAX ((int64_t)1 << 62) /* latest event time, us */
+
+/* A claim's status (nd_record.status). */
+#define ND_CLAIM_ACTIVE 0
+#define ND_CLAIM_REVOKED 1
 
 /* One registered document. In calls that take a record, every pointer is
  * borrowed for the duration of the call (the store copies what it keeps). */
@@ -76,6 +87,17 @@ typedef struct nd_record {
                                * nd_store_sketches() does); NULL: none (a replace
                                * then removes the stored one) */
     size_t sketch_len;      /* 0..ND_STORE_SKETCH_MAX */
+    const char *account;    /* the submitting account, account_len bytes
+                               * (1..ND_ACCOUNT_MAX; a scan or get hands it
+                               * out NUL-terminated), or NULL with 0 (none:
+                               * records of older layouts, anonymous ones;
+                               * account_len 0 means none) */
+    size_t account_len;
+    const char *policy;     /* the reprint policy, compact JSON text of
+                               * policy_len bytes (0..ND_POLICY_MAX; handed out
+                               * NUL-terminated), or NULL (none) */
+    size_t policy_len;
+    uint8_t status;         /* ND_CLAIM_ACTIVE (older layouts) or ND_CLAIM_REVOKED */
 } nd_record;
 
 /* ---- the interface ---- */
@@ -85,16 +107,56 @@ typedef enum nd_store_change {
     ND_STORE_PUT = 1,
     ND_STORE_REPLACE = 2,
     ND_STORE_DELETE = 3,
+    ND_STORE_AMEND = 4, /* nd_store_amend(): rec without its sketch (NULL, 0:
+                         * the stored one is unchanged) */
 } nd_store_change;
+
+/* The journals kept next to the records (see nd_store_event_put). */
+typedef enum nd_event_kind {
+    ND_EVENT_DETECTION = 1, /* a copy found of an original (owner_at: the
+                             * original's registered_at_us) */
+    ND_EVENT_AUDIT = 2,     /* a change of state, who did it (owner_at: 0 as
+                             * the API uses it; any value >= 0 is kept) */
+} nd_event_kind;
+
+/* One journal entry. In calls that take one, every pointer is borrowed for
+ * the call (the store copies it); one handed to a visit or an observer
+ * points into the store and is valid only during that call. */
+typedef struct nd_store_event {
+    nd_event_kind kind;
+    int64_t owner_at; /* the journal it belongs to, >= 0 */
+    int64_t at_us;    /* when, 0..ND_EVENT_AT_MAX; the store makes (kind, owner_at, at_us)
+                       * unique by raising at_us by 1 us while it is taken
+                       * (a visit or the observer sees the time stored) */
+    const char *copy_id; /* DETECTION: the copy's id, 1..ND_ID_MAX bytes; an
+                          * earlier detection of the same (owner_at, copy_id)
+                          * is replaced. AUDIT: NULL, 0 */
+    size_t copy_id_len;
+    const char *value; /* the entry's fields, compact JSON text of value_len
+                        * bytes (0..ND_EVENT_VALUE_MAX), or NULL with 0;
+                        * handed out never NULL, NUL-terminated */
+    size_t value_len;
+} nd_store_event;
 
 /* The on-commit observer (the hook a replication log uses): called once per
  * committed change (a put, replace or delete whose done callback gets 0),
  * in commit order, on the committing thread (LMDB: the commit thread; the
  * memory store: the caller's), just before that change's done callback.
- * rec is the record as written (sketch included) or, for a delete, only
+ * rec is the record as written (sketch included; an amend's without it) or, for a delete, only
  * id, id_len and registered_at_us (the rest zero); its pointers are valid
  * during the call. Must be quick and must not call into the store. */
 typedef void (*nd_store_observer_fn)(void *arg, nd_store_change kind, const nd_record *rec);
+
+/* The on-commit observer of events: called once per committed event (an
+ * nd_store_event_put() whose done gets 0, or the audit event of a committed
+ * nd_store_amend()), in commit order with the record changes (an amend's
+ * record first, then its audit event), on the committing thread, just
+ * before the done callback. ev is the event as stored (at_us after the
+ * uniqueness bump). A replica applies it with nd_store_event_put() under
+ * the same copies_max: the replacement of an earlier detection of the same
+ * copy and the retention drop are deterministic, so they are not reported
+ * separately. Same rules as nd_store_observer_fn. */
+typedef void (*nd_store_event_observer_fn)(void *arg, const nd_store_event *ev);
 
 typedef struct nd_store_stats nd_store_stats;
 typedef void (*nd_store_done_fn)(void *arg, int status);
@@ -108,6 +170,11 @@ typedef struct nd_store_ops {
                            * runs later, on another thread */
     int (*put)(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg);
     int (*replace)(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg);
+    int (*amend)(nd_store *st, const nd_record *rec, const nd_store_event *audit,
+                 nd_store_done_fn done, void *arg);
+    int (*event_put)(nd_store *st, const nd_store_event *ev, nd_store_done_fn done, void *arg);
+    int (*events)(nd_store *st, nd_event_kind kind, int64_t owner_at, int64_t before_at,
+                  size_t limit, int (*visit)(void *arg, const nd_store_event *ev), void *arg);
     int (*delete_at)(nd_store *st, const char *id, size_t id_len, int64_t registered_at_us,
                      nd_store_done_fn done, void *arg);
     int (*scan)(nd_store *st, int (*visit)(void *arg, const nd_record *rec), void *arg);
@@ -127,6 +194,9 @@ typedef struct nd_store_base {
     const nd_store_ops *ops;
     nd_store_observer_fn observer; /* NULL: none */
     void *observer_arg;
+    nd_store_event_observer_fn event_observer; /* NULL: none */
+    void *event_observer_arg;
+    uint64_t copies_max; /* detections kept per owner_at (0: all) */
 } nd_store_base;
 
 static inline nd_store_base *nd_store_base_of(const nd_store *st)
@@ -140,6 +210,15 @@ static inline void nd_store_set_observer(nd_store *st, nd_store_observer_fn fn, 
 {
     nd_store_base_of(st)->observer = fn;
     nd_store_base_of(st)->observer_arg = arg;
+}
+
+/* Sets the on-commit observer of events (NULL: none); as
+ * nd_store_set_observer(). */
+static inline void nd_store_set_event_observer(nd_store *st, nd_store_event_observer_fn fn,
+                                               void *arg)
+{
+    nd_store_base_of(st)->event_observer = fn;
+    nd_store_base_of(st)->event_observer_arg = arg;
 }
 
 /* The implementation's name ("lmdb", "memory"). */
@@ -170,11 +249,14 @@ typedef struct nd_store_options {
     bool shed;          /* queue full: put, replace and delete_at return
                                * -EBUSY at once instead of waiting (callers
                                * that must not block: a server's loops) */
+    uint64_t copies_max; /* detections kept per original (owner_at): a
+                          * new one beyond drops the oldest in the same
+                          * transaction; 0: unbounded */
 } nd_store_options;
 
 /* Fills opts with the defaults: map_size 64 GiB on 64-bit hosts (1 GiB on
  * 32-bit; the file only grows as data is written), max_batch 4096 (at most
- * 65536 is used), sync true. A map_size of 0 keeps the size recorded in an
+ * 65536 is used), sync true, copies_max 10000. A map_size of 0 keeps the size recorded in an
  * existing store (the default for a new one); a map_size below the data
  * already stored is raised to it. */
 void nd_store_options_default(nd_store_options *opts);
@@ -211,7 +293,10 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
  * without queuing (done is not called): -EINVAL (bad record: id_len not
  * 1..ND_ID_MAX, registered_at_us negative, version NULL or not
  * 1..ND_VERSION_MAX bytes, meta_len over ND_META_MAX or set with meta
- * NULL), -ENOMEM, -ESHUTDOWN (nd_store_close() has begun).
+ * NULL, account_len over ND_ACCOUNT_MAX or set with account NULL (0: no
+ * account, whatever account points at), policy_len over
+ * ND_POLICY_MAX or set with policy NULL, status not ND_CLAIM_ACTIVE or
+ * ND_CLAIM_REVOKED), -ENOMEM, -ESHUTDOWN (nd_store_close() has begun).
  * The queue is bounded (max(4 x max_batch, 1024) changes and 64 MiB): when
  * it is full this call blocks until the commit thread takes a batch (about
  * one commit), so never call it from a done callback; with opts.shed it
@@ -247,6 +332,60 @@ static inline int nd_store_replace(nd_store *st, const nd_record *rec, nd_store_
                                    void *arg)
 {
     return nd_store_base_of(st)->ops->replace(st, rec, done, arg);
+}
+
+/* Queues the amendment of the record stored under rec->registered_at_us,
+ * which must have rec's id: as nd_store_replace(), except that the stored
+ * sketch is left as it is (rec->sketch and sketch_len are ignored), and,
+ * when audit is not NULL, the audit event is written in the same
+ * transaction (both or neither: a crash never keeps one without the
+ * other). How a document's policy, account or status changes. done gets 0
+ * (both durable), -ENOENT (no record under that time, or its id differs:
+ * nothing written, no audit), -EBADMSG, or an error as for put. Returns 0
+ * if queued, or -EINVAL (bad record as for put, or audit not an
+ * ND_EVENT_AUDIT event valid for nd_store_event_put), -ENOMEM, -ESHUTDOWN;
+ * blocks like put when the queue is full. The observer sees ND_STORE_AMEND
+ * (rec without sketch), then the event observer the audit event. */
+static inline int nd_store_amend(nd_store *st, const nd_record *rec, const nd_store_event *audit,
+                                 nd_store_done_fn done, void *arg)
+{
+    return nd_store_base_of(st)->ops->amend(st, rec, audit, done, arg);
+}
+
+/* Queues the durable append of ev to its journal (detections or audit, in
+ * their own databases, committed with the record changes: same group
+ * commit, same done protocol, same queue). The key is (kind, owner_at,
+ * at_us); at_us is raised by 1 us while that key is taken. A DETECTION
+ * replaces the earlier detection of the same (owner_at, copy_id), if any
+ * (retries of one check leave one entry, at its new time); a DETECTION that
+ * makes more than copies_max of its owner_at drops the oldest ones in the
+ * same transaction. done gets 0 (durable) or an error as for put. Returns
+ * 0 if queued, or -EINVAL (kind unknown, owner_at negative, at_us not
+ * 0..ND_EVENT_AT_MAX,
+ * DETECTION without a copy_id of 1..ND_ID_MAX bytes, AUDIT with one,
+ * value_len over ND_EVENT_VALUE_MAX or set with value NULL), -ENOMEM,
+ * -ESHUTDOWN; blocks like put when the queue is full (-EBUSY with shed).
+ * Events of a deleted record's owner_at stay (times are never reused). */
+static inline int nd_store_event_put(nd_store *st, const nd_store_event *ev,
+                                     nd_store_done_fn done, void *arg)
+{
+    return nd_store_base_of(st)->ops->event_put(st, ev, done, arg);
+}
+
+/* Calls visit for the events of kind of owner_at, newest first (at_us
+ * descending), starting strictly before at_us before_at when before_at >=
+ * 0 (from the newest when negative), at most limit of them (0: no limit),
+ * in one read transaction. Paging: pass the last at_us seen as before_at:
+ * no entry is skipped or seen twice, as entries are only added at later
+ * times. ev's pointers are valid only during the call. Stops early and
+ * returns visit's value if it returns non-zero. Returns 0, or -EINVAL
+ * (kind unknown, owner_at negative), -EBADMSG (an entry that cannot be
+ * decoded), -EAGAIN, -EIO. Sees committed events only. Any thread. */
+static inline int nd_store_events(nd_store *st, nd_event_kind kind, int64_t owner_at,
+                                  int64_t before_at, size_t limit,
+                                  int (*visit)(void *arg, const nd_store_event *ev), void *arg)
+{
+    return nd_store_base_of(st)->ops->events(st, kind, owner_at, before_at, limit, visit, arg);
 }
 
 /* Calls visit for every stored record in registration order

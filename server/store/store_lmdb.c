@@ -5,8 +5,9 @@
  * Files. dir/data.mdb and dir/lock.mdb belong to LMDB. dir/neardup.lock is
  * ours: the open store holds flock(LOCK_EX) on it (and writes its pid into
  * it), because LMDB itself lets any number of processes write one
- * environment. The environment holds two named databases: "info" (one key,
- * "format": "ndst" + u32 store format, now 2) and "records".
+ * environment. The environment holds named databases: "info" (one key,
+ * "format": "ndst" + u32 store format, now 2), "records", "sketches" and
+ * the journals "detections", "detection_ids" and "audit" (below).
  * Before LMDB maps lock.mdb its blocks are reserved (claim_lock_file), so a
  * full disk gives -ENOSPC instead of SIGBUS; a first open that fails removes
  * the data.mdb it created; a data.mdb shorter than its pages is refused.
@@ -19,13 +20,17 @@
  * Store format 1 (keyed by id, value layout 1) is refused at open. There is
  * no id index on disk: the daemon keeps id -> record in memory.
  *
- * Value layout 3 (written; layout 2, read too, is the same with byte 3
- * reserved 0 and no anchors), little-endian, fixed 38-byte header then the
- * id, two strings and the anchors:
+ * Value layout 4 (written; layouts 3 and 2, read too, are the same without
+ * the optional tail and flag bits 1-3: no account, no policy, active; layout
+ * 2 has byte 3 reserved 0 and no anchors), little-endian, fixed 38-byte
+ * header then the id, two strings, the anchors and the optional tail:
  *
  *   off size
- *     0    1  format       ND_LAYOUT_3 (or 2); a reader refuses any other value
- *     1    1  flags        bit 0: meta present
+ *     0    1  format       ND_LAYOUT_4 (or 3, 2); a reader refuses any other value
+ *     1    1  flags        bit 0: meta present; layout 4 only: bit 1 account
+ *                          present, bit 2 policy present, bit 3 revoked
+ *                          (status ND_CLAIM_REVOKED; clear: active); a
+ *                          layout-4 reader refuses bits 4-7
  *     2    1  version_len  1..ND_VERSION_MAX
  *     3    1  nanchors     0..255 (layout 2: 0)
  *     4    2  id_len       u16, 1..ND_ID_MAX
@@ -37,7 +42,26 @@
  *     .    .  version bytes, NUL
  *     .    .  meta bytes, NUL       (only with flag bit 0)
  *     .  4*n  anchors      u32 each (sketch.h), for the anchor index at start
+ *     .    2  account_len  u16, 1..ND_ACCOUNT_MAX   (only with flag bit 1)
+ *     .    .  account bytes, NUL                    (only with flag bit 1)
+ *     .    4  policy_len   u32, 0..ND_POLICY_MAX    (only with flag bit 2)
+ *     .    .  policy bytes, NUL                     (only with flag bit 2)
  *
+ * So a record without account and policy costs what it did in layout 3
+ * (0 bytes more); an account costs 3 bytes plus its text, a policy 5 plus
+ * its text. The store format (info/format) stays 2: it names the keys and
+ * databases, and a store written by an older build opens and reads as it
+ * is (a build older than layout 4 reports -EBADMSG for a layout-4 value).
+ *
+ * Events (nd_store_event_put) live in their own databases, keyed by
+ * owner_at then at_us (8 bytes big-endian each): "detections" and "audit".
+ * Their value: byte 0 the event layout (1), u16 copy_id_len, the copy id,
+ * the value text, NUL. "detection_ids" indexes detections: the key owner_at
+ * (8) + XXH3-128 of the copy id (16) -> its at_us (8, big-endian); the
+ * 8-byte key owner_at alone -> the number of detections of that owner
+ * (u64), which retention (copies_max) reads. All three are created when a
+ * store without them opens; they are written in the transactions of the
+ * changes (a detection, or an amend's audit event) that make them.
  * The "sketches" database holds each record's encoded sketch (sketch.h;
  * read only for the candidates of a query, so start-up scans stay small)
  * under the record's key, written and deleted in the record's transaction.
@@ -101,17 +125,32 @@
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #define ND_LAYOUT_2 2      /* value layout version (first byte), read */
-#define ND_LAYOUT_3 3      /* ... written: layout 2 plus anchors */
+#define ND_LAYOUT_3 3      /* ... read: layout 2 plus anchors */
+#define ND_LAYOUT_4 4      /* ... written: layout 3 plus account, policy, status */
 #define ND_STORE_FORMAT 2u /* store format in info/format */
 #define HDR_SIZE 38u       /* value header, layout 2 */
 #define KEY_SIZE 8u        /* big-endian registered_at_us */
 #define FLAG_META 0x01u
+#define FLAG_ACCOUNT 0x02u /* layout 4 */
+#define FLAG_POLICY 0x04u  /* layout 4 */
+#define FLAG_REVOKED 0x08u /* layout 4 */
+#define FLAGS_4 0x0fu      /* the flags layout 4 knows */
+#define EV_LAYOUT 1u       /* first byte of an event's value */
+#define EV_HDR 3u          /* event value: layout byte, u16 copy_id_len */
+#define EV_PREFIX 17u      /* an event in a change: kind byte, key (16) */
+#define EV_KEY 16u         /* owner_at, at_us: big-endian */
+#define IDX_KEY 24u        /* detection_ids: owner_at, XXH3-128 of the copy id */
 
 #define DB_INFO "info"
 #define DB_RECORDS "records"
 #define DB_SKETCHES "sketches"
+#define DB_DETECTIONS "detections"
+#define DB_DETECTION_IDS "detection_ids"
+#define DB_AUDIT "audit"
+#define MAX_DBS 8
 #define INFO_KEY "format"
 #define INFO_MAGIC "ndst"
 
@@ -134,6 +173,9 @@ enum change_kind {
     CHANGE_PUT,        /* data: key (KEY_SIZE bytes), then value */
     CHANGE_DELETE_AT,  /* data: key, then the id */
     CHANGE_REPLACE_AT, /* data: key, then value (as CHANGE_PUT) */
+    CHANGE_AMEND,      /* data: key, value, then the audit event (ev_len
+                        * bytes, 0: none); the sketch stays (keep_sketch) */
+    CHANGE_EVENT,      /* data: the event (ev_len == len) */
 };
 
 typedef struct change {
@@ -145,7 +187,10 @@ typedef struct change {
     uint32_t len;        /* bytes of data (key, value, sketch) */
     uint32_t sketch_len; /* put / replace: the last bytes of data are
                                  * the sketch (0: none) */
-    bool keep_sketch;    /* delete: leave the sketch (see apply_one) */
+    bool keep_sketch;    /* delete: leave the sketch (see apply_one);
+                                 * amend: always */
+    uint32_t ev_len;     /* the last bytes of data are an event (encoded
+                                 * by encode_event; 0: none) */
     size_t size;         /* bytes charged to the queue */
     unsigned char data[];
 } change;
@@ -161,6 +206,7 @@ struct nd_store {
     MDB_env *env;              /* NULL after a failed reopen */
     MDB_dbi dbi;
     MDB_dbi sketch_dbi;            /* registered_at_us -> encoded sketch */
+    MDB_dbi det_dbi, detidx_dbi, audit_dbi; /* the journals (see the top) */
     int64_t last_key;              /* commit thread: the greatest key known to be
                                  * stored (-1: none), the MDB_APPEND hint */
     unsigned long long zeroed_end; /* commit thread: data.mdb is at least this
@@ -348,16 +394,24 @@ static int dir_parent_sync(const char *dir)
 
 /* ---- value layout -------------------------------------------------------- */
 
+static bool has_account(const nd_record *r)
+{
+    return r->account_len > 0;
+}
+
 static size_t value_size(const nd_record *r, size_t vlen)
 {
     return HDR_SIZE + r->id_len + vlen + 1 + (r->meta ? r->meta_len + 1 : 0) +
-           4 * (size_t)r->nanchors;
+           4 * (size_t)r->nanchors + (has_account(r) ? 2 + r->account_len + 1 : 0) +
+           (r->policy ? 4 + r->policy_len + 1 : 0);
 }
 
 static void encode_value(unsigned char *p, const nd_record *r, size_t vlen)
 {
-    p[0] = ND_LAYOUT_3;
-    p[1] = r->meta ? FLAG_META : 0;
+    p[0] = ND_LAYOUT_4;
+    p[1] = (unsigned char)((r->meta ? FLAG_META : 0) | (has_account(r) ? FLAG_ACCOUNT : 0) |
+                           (r->policy ? FLAG_POLICY : 0) |
+                           (r->status == ND_CLAIM_REVOKED ? FLAG_REVOKED : 0));
     p[2] = (unsigned char)vlen;
     p[3] = (unsigned char)r->nanchors;
     p[4] = (unsigned char)r->id_len;
@@ -380,14 +434,28 @@ static void encode_value(unsigned char *p, const nd_record *r, size_t vlen)
     }
     if (r->nanchors)
         memcpy(q, r->anchors, 4 * (size_t)r->nanchors);
+    q += 4 * (size_t)r->nanchors;
+    if (has_account(r)) {
+        q[0] = (unsigned char)r->account_len;
+        q[1] = (unsigned char)(r->account_len >> 8);
+        memcpy(q + 2, r->account, r->account_len);
+        q[2 + r->account_len] = '\0';
+        q += 2 + r->account_len + 1;
+    }
+    if (r->policy) {
+        wr32(q, (uint32_t)r->policy_len);
+        if (r->policy_len)
+            memcpy(q + 4, r->policy, r->policy_len);
+        q[4 + r->policy_len] = '\0';
+    }
 }
 
 /* Points *id at the id inside value v. Returns its length, or 0 when v is
- * not a layout-2 value (checks only what reaching the id needs). */
+ * not a value of layout 2, 3 or 4 (checks only what reaching the id needs). */
 static size_t value_id(const MDB_val *v, const unsigned char **id)
 {
     const unsigned char *p = v->mv_data;
-    if (v->mv_size < HDR_SIZE || (p[0] != ND_LAYOUT_2 && p[0] != ND_LAYOUT_3))
+    if (v->mv_size < HDR_SIZE || p[0] < ND_LAYOUT_2 || p[0] > ND_LAYOUT_4)
         return 0;
     size_t n = rd16(p + 4);
     if (n == 0 || n > ND_ID_MAX || HDR_SIZE + n > v->mv_size)
@@ -407,12 +475,31 @@ static int decode_value(const MDB_val *k, const MDB_val *v, nd_record *r)
         return -EBADMSG;
     size_t vlen = p[2];
     size_t mlen = rd32(p + 34);
-    size_t nanchors = p[0] == ND_LAYOUT_3 ? p[3] : 0;
-    bool has_meta = p[1] & FLAG_META;
+    size_t nanchors = p[0] >= ND_LAYOUT_3 ? p[3] : 0;
+    unsigned flags = p[0] == ND_LAYOUT_4 ? p[1] : p[1] & FLAG_META;
+    bool has_meta = flags & FLAG_META;
     const unsigned char *ver = id + idlen;
     size_t body = HDR_SIZE + idlen + vlen + 1 + (has_meta ? mlen + 1 : 0);
-    if (vlen == 0 || vlen > ND_VERSION_MAX || mlen > n || n != body + 4 * nanchors ||
-        ver[vlen] != '\0' || (has_meta && p[body - 1] != '\0'))
+    if (vlen == 0 || vlen > ND_VERSION_MAX || mlen > n || n < body + 4 * nanchors ||
+        ver[vlen] != '\0' || (has_meta && p[body - 1] != '\0') || (flags & ~FLAGS_4))
+        return -EBADMSG;
+    size_t at = body + 4 * nanchors, alen = 0, plen = 0;
+    const unsigned char *acc = NULL, *pol = NULL;
+    if (flags & FLAG_ACCOUNT) {
+        if (n - at < 3 || (alen = rd16(p + at)) == 0 || alen > ND_ACCOUNT_MAX ||
+            n - at - 2 < alen + 1 || p[at + 2 + alen] != '\0')
+            return -EBADMSG;
+        acc = p + at + 2;
+        at += 2 + alen + 1;
+    }
+    if (flags & FLAG_POLICY) {
+        if (n - at < 5 || (plen = rd32(p + at)) > ND_POLICY_MAX || n - at - 4 < plen + 1 ||
+            p[at + 4 + plen] != '\0')
+            return -EBADMSG;
+        pol = p + at + 4;
+        at += 4 + plen + 1;
+    }
+    if (at != n)
         return -EBADMSG;
     r->id = (const char *)id;
     r->id_len = idlen;
@@ -427,6 +514,61 @@ static int decode_value(const MDB_val *k, const MDB_val *v, nd_record *r)
     r->nanchors = (uint32_t)nanchors;
     r->sketch = NULL;
     r->sketch_len = 0;
+    r->account = (const char *)acc;
+    r->account_len = alen;
+    r->policy = (const char *)pol;
+    r->policy_len = plen;
+    r->status = flags & FLAG_REVOKED ? ND_CLAIM_REVOKED : ND_CLAIM_ACTIVE;
+    return 0;
+}
+
+/* ---- events ----------------------------------------------------------------- */
+
+/* Bytes encode_event() writes for ev. */
+static size_t event_size(const nd_store_event *ev)
+{
+    return EV_PREFIX + EV_HDR + ev->copy_id_len + ev->value_len + 1;
+}
+
+/* An event in a change: its kind (1 byte), its key (owner_at, at_us, 16
+ * bytes big-endian), then its value as stored: EV_LAYOUT, u16
+ * copy_id_len, the copy id, the value text, NUL. */
+static void encode_event(unsigned char *p, const nd_store_event *ev)
+{
+    p[0] = (unsigned char)ev->kind;
+    wr_key(p + 1, ev->owner_at);
+    wr_key(p + 9, ev->at_us);
+    unsigned char *q = p + EV_PREFIX;
+    q[0] = EV_LAYOUT;
+    q[1] = (unsigned char)ev->copy_id_len;
+    q[2] = (unsigned char)(ev->copy_id_len >> 8);
+    q += EV_HDR;
+    if (ev->copy_id_len)
+        memcpy(q, ev->copy_id, ev->copy_id_len);
+    q += ev->copy_id_len;
+    if (ev->value_len)
+        memcpy(q, ev->value, ev->value_len);
+    q[ev->value_len] = '\0';
+}
+
+/* Fills ev from a stored key and value (pointers into them). Returns 0 or
+ * -EBADMSG. */
+static int decode_event(nd_event_kind kind, const MDB_val *k, const MDB_val *v, nd_store_event *ev)
+{
+    const unsigned char *p = v->mv_data;
+    size_t n = v->mv_size;
+    if (k->mv_size != EV_KEY || n < EV_HDR + 1 || p[0] != EV_LAYOUT || p[n - 1] != '\0')
+        return -EBADMSG;
+    size_t clen = rd16(p + 1);
+    if (clen > ND_ID_MAX || EV_HDR + clen + 1 > n)
+        return -EBADMSG;
+    ev->kind = kind;
+    ev->owner_at = rd_key(k->mv_data);
+    ev->at_us = rd_key((const unsigned char *)k->mv_data + 8);
+    ev->copy_id = clen ? (const char *)p + EV_HDR : NULL;
+    ev->copy_id_len = clen;
+    ev->value = (const char *)p + EV_HDR + clen;
+    ev->value_len = n - EV_HDR - clen - 1;
     return 0;
 }
 
@@ -497,10 +639,25 @@ static int claim_lock_file(const char *dir, char *err, size_t errlen)
     return 0; /* EOPNOTSUPP etc.: nothing more to do */
 }
 
-/* Checks info/format, or creates info and records in a new environment. */
-static int open_dbs(MDB_txn *txn, MDB_dbi *records, MDB_dbi *sketches, const char *dir, char *err,
-                    size_t errlen)
+/* Opens (creating them if missing) the databases added after records:
+ * sketches (issue 12), detections, detection_ids and audit (issue 13). */
+static int open_added_dbs(MDB_txn *txn, nd_store *st, const char *dir, char *err, size_t errlen)
 {
+    int rc = mdb_dbi_open(txn, DB_SKETCHES, MDB_CREATE, &st->sketch_dbi);
+    if (rc == 0)
+        rc = mdb_dbi_open(txn, DB_DETECTIONS, MDB_CREATE, &st->det_dbi);
+    if (rc == 0)
+        rc = mdb_dbi_open(txn, DB_DETECTION_IDS, MDB_CREATE, &st->detidx_dbi);
+    if (rc == 0)
+        rc = mdb_dbi_open(txn, DB_AUDIT, MDB_CREATE, &st->audit_dbi);
+    return rc ? open_err(rc, dir, "journal databases", err, errlen) : 0;
+}
+
+/* Checks info/format, or creates info and records in a new environment;
+ * then opens the added databases into st. */
+static int open_dbs(MDB_txn *txn, nd_store *st, const char *dir, char *err, size_t errlen)
+{
+    MDB_dbi *records = &st->dbi;
     MDB_dbi info;
     MDB_val k = {sizeof(INFO_KEY) - 1, INFO_KEY}, v;
     unsigned char fmt[8];
@@ -519,10 +676,9 @@ static int open_dbs(MDB_txn *txn, MDB_dbi *records, MDB_dbi *sketches, const cha
         v.mv_data = fmt;
         if ((rc = mdb_dbi_open(txn, DB_INFO, MDB_CREATE, &info)) ||
             (rc = mdb_put(txn, info, &k, &v, 0)) ||
-            (rc = mdb_dbi_open(txn, DB_RECORDS, MDB_CREATE, records)) ||
-            (rc = mdb_dbi_open(txn, DB_SKETCHES, MDB_CREATE, sketches)))
+            (rc = mdb_dbi_open(txn, DB_RECORDS, MDB_CREATE, records)))
             return open_err(rc, dir, "create", err, errlen);
-        return 0;
+        return open_added_dbs(txn, st, dir, err, errlen);
     }
     if (rc)
         return open_err(rc, dir, "info database", err, errlen);
@@ -544,11 +700,8 @@ static int open_dbs(MDB_txn *txn, MDB_dbi *records, MDB_dbi *sketches, const cha
     rc = mdb_dbi_open(txn, DB_RECORDS, 0, records);
     if (rc)
         return open_err(rc, dir, "records database", err, errlen);
-    /* Added with the sketches (issue 12): created in a store that has none. */
-    rc = mdb_dbi_open(txn, DB_SKETCHES, MDB_CREATE, sketches);
-    if (rc)
-        return open_err(rc, dir, "sketches database", err, errlen);
-    return 0;
+    /* Created in a store that has none. */
+    return open_added_dbs(txn, st, dir, err, errlen);
 }
 
 /* The greatest key in records, or -1 when it is empty (or its last key is
@@ -575,7 +728,7 @@ static int env_open(nd_store *st, char *err, size_t errlen)
     int rc = mdb_env_create(&env);
     if (rc)
         return open_err(rc, st->dir, "mdb_env_create", err, errlen);
-    mdb_env_set_maxdbs(env, 4);
+    mdb_env_set_maxdbs(env, MAX_DBS);
     mdb_env_set_maxreaders(env, MAX_READERS);
     if (st->opts.map_size)
         mdb_env_set_mapsize(env, st->opts.map_size);
@@ -595,7 +748,7 @@ static int env_open(nd_store *st, char *err, size_t errlen)
         rc = open_err(rc, st->dir, "mdb_txn_begin", err, errlen);
         goto fail;
     }
-    if ((rc = open_dbs(txn, &st->dbi, &st->sketch_dbi, st->dir, err, errlen))) {
+    if ((rc = open_dbs(txn, st, st->dir, err, errlen))) {
         mdb_txn_abort(txn);
         goto fail;
     }
@@ -700,6 +853,13 @@ static void remove_new_data(const char *dir)
 
 /* ---- commit thread ------------------------------------------------------- */
 
+/* The length of a record change's value (after the key, before the
+ * sketch or the event). */
+static size_t change_value_len(const change *c)
+{
+    return c->len - KEY_SIZE - c->sketch_len - c->ev_len;
+}
+
 /* What one write transaction did, for the counters. */
 typedef struct txn_result {
     bool wrote;      /* some change modified the database */
@@ -714,7 +874,7 @@ typedef struct txn_result {
 static int apply_put(nd_store *st, MDB_txn *txn, change *c, int64_t *last, txn_result *res)
 {
     MDB_val k = {KEY_SIZE, c->data};
-    size_t vsize = c->len - KEY_SIZE - c->sketch_len;
+    size_t vsize = change_value_len(c);
     MDB_val v = {vsize, c->data + KEY_SIZE};
     int64_t key = rd_key(c->data);
     int rc = MDB_KEYEXIST;
@@ -752,7 +912,7 @@ static size_t change_id(change *c, const unsigned char **id)
         *id = c->data + KEY_SIZE;
         return c->len - KEY_SIZE;
     }
-    MDB_val nv = {c->len - KEY_SIZE - c->sketch_len, c->data + KEY_SIZE};
+    MDB_val nv = {change_value_len(c), c->data + KEY_SIZE};
     return value_id(&nv, id);
 }
 
@@ -781,7 +941,7 @@ static int apply_at_key(nd_store *st, MDB_txn *txn, MDB_cursor *cur, change *c, 
     if (c->kind == CHANGE_DELETE_AT) {
         rc = mdb_cursor_del(cur, 0);
     } else {
-        MDB_val nv = {c->len - KEY_SIZE - c->sketch_len, c->data + KEY_SIZE};
+        MDB_val nv = {change_value_len(c), c->data + KEY_SIZE};
         k = (MDB_val){KEY_SIZE, c->data};
         rc = mdb_cursor_put(cur, &k, &nv, MDB_CURRENT);
     }
@@ -801,7 +961,141 @@ static int apply_at_key(nd_store *st, MDB_txn *txn, MDB_cursor *cur, change *c, 
     return 0;
 }
 
-/* Applies a change to the record under its key (delete or replace). */
+/* detection_ids key of a copy id of owner (owner's key bytes). */
+static void index_key(unsigned char *ikey, const unsigned char *owner, const void *id, size_t len)
+{
+    XXH128_canonical_t h;
+    XXH128_canonicalFromHash(&h, XXH3_128bits(id, len));
+    memcpy(ikey, owner, 8);
+    memcpy(ikey + 8, h.digest, 16);
+}
+
+/* The copy id of the detection stored under key k (16 bytes), or 0. */
+static size_t stored_copy_id(MDB_txn *txn, MDB_dbi dbi, const unsigned char *k,
+                             const unsigned char **id)
+{
+    MDB_val key = {EV_KEY, (void *)k}, v;
+    nd_store_event ev;
+    if (mdb_get(txn, dbi, &key, &v) || decode_event(ND_EVENT_DETECTION, &key, &v, &ev))
+        return 0;
+    *id = (const unsigned char *)ev.copy_id;
+    return ev.copy_id_len;
+}
+
+/* Deletes the detection the index names for ikey if it is of the copy id
+ * (id, len). *gone tells whether one was. Returns 0 or the LMDB error. */
+static int detection_forget(nd_store *st, MDB_txn *txn, const unsigned char *ikey, const void *id,
+                            size_t len, bool *gone)
+{
+    MDB_val k = {IDX_KEY, (void *)ikey}, v;
+    const unsigned char *sid = NULL;
+    unsigned char dk[EV_KEY];
+    *gone = false;
+    int rc = mdb_get(txn, st->detidx_dbi, &k, &v);
+    if (rc == MDB_NOTFOUND)
+        return 0;
+    if (rc || v.mv_size != 8)
+        return rc;
+    memcpy(dk, ikey, 8);
+    memcpy(dk + 8, v.mv_data, 8);
+    size_t n = stored_copy_id(txn, st->det_dbi, dk, &sid);
+    if (n != len || memcmp(sid, id, n) != 0)
+        return 0; /* gone already, or another id of the same hash */
+    MDB_val dkey = {EV_KEY, dk};
+    rc = mdb_del(txn, st->det_dbi, &dkey, NULL);
+    *gone = rc == 0;
+    return rc;
+}
+
+/* Drops the oldest detections of owner (8 key bytes) while it has more
+ * than copies_max; *count follows. */
+static int detection_retain(nd_store *st, MDB_txn *txn, const unsigned char *owner,
+                            uint64_t *count)
+{
+    uint64_t max = st->base.copies_max;
+    MDB_cursor *cur;
+    int rc = 0;
+    if (max == 0 || *count <= max)
+        return 0;
+    if ((rc = mdb_cursor_open(txn, st->det_dbi, &cur)))
+        return rc;
+    unsigned char first[EV_KEY] = {0};
+    memcpy(first, owner, 8);
+    while (rc == 0 && *count > max) {
+        MDB_val k = {EV_KEY, first}, v, iv;
+        nd_store_event ev;
+        unsigned char ikey[IDX_KEY];
+        rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+        if (rc == MDB_NOTFOUND || (rc == 0 && (k.mv_size != EV_KEY || memcmp(k.mv_data, owner, 8)))) {
+            *count = 0; /* counted more than there are: none left */
+            rc = 0;
+            break;
+        }
+        if (rc == 0 && decode_event(ND_EVENT_DETECTION, &k, &v, &ev) == 0 && ev.copy_id_len) {
+            index_key(ikey, owner, ev.copy_id, ev.copy_id_len);
+            MDB_val ik = {IDX_KEY, ikey};
+            if (mdb_get(txn, st->detidx_dbi, &ik, &iv) == 0 && iv.mv_size == 8 &&
+                memcmp(iv.mv_data, (const unsigned char *)k.mv_data + 8, 8) == 0)
+                rc = mdb_del(txn, st->detidx_dbi, &ik, NULL);
+        }
+        if (rc == 0 && (rc = mdb_cursor_del(cur, 0)) == 0)
+            (*count)--;
+    }
+    mdb_cursor_close(cur);
+    return rc;
+}
+
+/* Writes the event encoded at e (len bytes: see encode_event) into its
+ * journal: raises its at_us (in e) while the key is taken; a detection
+ * replaces the one of the same copy id, is indexed, counted, and the
+ * oldest go beyond copies_max. Returns 0 or the LMDB error. */
+static int apply_event(nd_store *st, MDB_txn *txn, unsigned char *e, size_t len, txn_result *res)
+{
+    bool det = e[0] == ND_EVENT_DETECTION, gone = false;
+    MDB_dbi dbi = det ? st->det_dbi : st->audit_dbi;
+    const unsigned char *val = e + EV_PREFIX, *id = val + EV_HDR;
+    size_t id_len = rd16(val + 1);
+    unsigned char ikey[IDX_KEY];
+    int rc = 0;
+    if (det) {
+        index_key(ikey, e + 1, id, id_len);
+        rc = detection_forget(st, txn, ikey, id, id_len, &gone);
+    }
+    for (; rc == 0;) {
+        MDB_val k = {EV_KEY, e + 1}, v = {len - EV_PREFIX, e + EV_PREFIX};
+        rc = mdb_put(txn, dbi, &k, &v, MDB_NOOVERWRITE);
+        if (rc != MDB_KEYEXIST)
+            break;
+        wr_key(e + 9, rd_key(e + 9) + 1); /* at_us is at most ND_EVENT_AT_MAX */
+        rc = 0;
+    }
+    if (rc)
+        return rc;
+    res->wrote = true;
+    if (!det)
+        return 0;
+    MDB_val ik = {IDX_KEY, ikey}, iv = {8, e + 9};
+    if ((rc = mdb_put(txn, st->detidx_dbi, &ik, &iv, 0)))
+        return rc;
+    MDB_val ck = {8, e + 1}, cv;
+    uint64_t count = 0;
+    rc = mdb_get(txn, st->detidx_dbi, &ck, &cv);
+    if (rc == 0 && cv.mv_size == 8)
+        count = rd64(cv.mv_data);
+    else if (rc && rc != MDB_NOTFOUND)
+        return rc;
+    if (!gone)
+        count++;
+    if ((rc = detection_retain(st, txn, e + 1, &count)))
+        return rc;
+    unsigned char cb[8];
+    wr64(cb, count);
+    cv = (MDB_val){8, cb};
+    return mdb_put(txn, st->detidx_dbi, &ck, &cv, 0);
+}
+
+/* Applies a change to the record under its key (delete, replace or
+ * amend: then with its audit event, if any, in the same transaction). */
 static int apply_at(nd_store *st, MDB_txn *txn, change *c, txn_result *res)
 {
     MDB_cursor *cur;
@@ -810,6 +1104,17 @@ static int apply_at(nd_store *st, MDB_txn *txn, change *c, txn_result *res)
         return rc;
     rc = apply_at_key(st, txn, cur, c, res);
     mdb_cursor_close(cur);
+    if (rc == 0 && c->status == 0 && c->kind == CHANGE_AMEND && c->ev_len)
+        rc = apply_event(st, txn, c->data + c->len - c->ev_len, c->ev_len, res);
+    return rc;
+}
+
+/* Applies one CHANGE_EVENT. */
+static int apply_event_change(nd_store *st, MDB_txn *txn, change *c, txn_result *res)
+{
+    int rc = apply_event(st, txn, c->data, c->len, res);
+    if (rc == 0)
+        c->status = 0;
     return rc;
 }
 
@@ -849,7 +1154,9 @@ static int apply_txn(nd_store *st, change *first, size_t n, txn_result *res)
     int64_t last = st->last_key;
     change *c = first;
     for (size_t i = 0; i < n && rc == 0; i++, c = c->next)
-        rc = c->kind == CHANGE_PUT ? apply_put(st, txn, c, &last, res) : apply_at(st, txn, c, res);
+        rc = c->kind == CHANGE_PUT     ? apply_put(st, txn, c, &last, res)
+             : c->kind == CHANGE_EVENT ? apply_event_change(st, txn, c, res)
+                                       : apply_at(st, txn, c, res);
     if (rc) {
         mdb_txn_abort(txn);
         return rc;
@@ -1061,11 +1368,33 @@ static void keep_headroom(nd_store *st)
 }
 
 /* Tells the on-commit observer about c, committed (status 0). */
+static void observe_record(nd_store *st, const change *c, nd_store_observer_fn fn);
+
+/* Tells the event observer about the event encoded at e (len bytes). */
+static void observe_event(nd_store *st, const unsigned char *e, size_t len)
+{
+    nd_store_event ev;
+    MDB_val k = {EV_KEY, (void *)(e + 1)}, v = {len - EV_PREFIX, (void *)(e + EV_PREFIX)};
+    if (st->base.event_observer && decode_event((nd_event_kind)e[0], &k, &v, &ev) == 0)
+        st->base.event_observer(st->base.event_observer_arg, &ev);
+}
+
 static void observe(nd_store *st, const change *c)
 {
     nd_store_observer_fn fn = st->base.observer;
-    if (!fn)
+    if (c->kind == CHANGE_EVENT) {
+        observe_event(st, c->data, c->len);
         return;
+    }
+    if (fn)
+        observe_record(st, c, fn);
+    if (c->kind == CHANGE_AMEND && c->ev_len)
+        observe_event(st, c->data + c->len - c->ev_len, c->ev_len);
+}
+
+/* Tells the record observer fn about c (a record change). */
+static void observe_record(nd_store *st, const change *c, nd_store_observer_fn fn)
+{
     nd_record rec = {.id = NULL};
     if (c->kind == CHANGE_DELETE_AT) {
         rec.id = (const char *)c->data + KEY_SIZE;
@@ -1075,12 +1404,16 @@ static void observe(nd_store *st, const change *c)
         return;
     }
     MDB_val k = {KEY_SIZE, (void *)c->data};
-    MDB_val v = {c->len - KEY_SIZE - c->sketch_len, (void *)(c->data + KEY_SIZE)};
+    MDB_val v = {change_value_len(c), (void *)(c->data + KEY_SIZE)};
     if (decode_value(&k, &v, &rec) != 0)
         return; /* cannot happen: encoded by queue_record() */
     rec.sketch = c->sketch_len ? c->data + c->len - c->sketch_len : NULL;
     rec.sketch_len = c->sketch_len;
-    fn(st->base.observer_arg, c->kind == CHANGE_PUT ? ND_STORE_PUT : ND_STORE_REPLACE, &rec);
+    fn(st->base.observer_arg,
+       c->kind == CHANGE_PUT     ? ND_STORE_PUT
+       : c->kind == CHANGE_AMEND ? ND_STORE_AMEND
+                                 : ND_STORE_REPLACE,
+       &rec);
 }
 
 static void *commit_main(void *arg)
@@ -1128,6 +1461,7 @@ void nd_store_options_default(nd_store_options *opts)
 #endif
     opts->max_batch = 4096; /* bounds one transaction's dirty pages */
     opts->sync = true;      /* durable acknowledgements */
+    opts->copies_max = 10000; /* detections kept per original */
 }
 
 static void store_free(nd_store *st)
@@ -1172,6 +1506,7 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
         st->opts = *opts;
     else
         nd_store_options_default(&st->opts);
+    st->base.copies_max = st->opts.copies_max;
     if (st->opts.max_batch == 0)
         st->opts.max_batch = 4096;
     if (st->opts.max_batch > MAX_BATCH)
@@ -1255,6 +1590,7 @@ static change *change_new(enum change_kind kind, size_t len, nd_store_done_fn do
     c->len = (uint32_t)len;
     c->sketch_len = 0;
     c->keep_sketch = false;
+    c->ev_len = 0;
     c->size = size;
     return c;
 }
@@ -1273,9 +1609,22 @@ static size_t record_ok(const nd_record *rec)
     if (vlen == 0 || vlen > ND_VERSION_MAX || rec->meta_len > ND_META_MAX ||
         (!rec->meta && rec->meta_len) || rec->nanchors > ND_STORE_ANCHORS_MAX ||
         (!rec->anchors && rec->nanchors) || rec->sketch_len > ND_STORE_SKETCH_MAX ||
-        (!rec->sketch && rec->sketch_len))
+        (!rec->sketch && rec->sketch_len) || rec->account_len > ND_ACCOUNT_MAX ||
+        (!rec->account && rec->account_len) || rec->policy_len > ND_POLICY_MAX ||
+        (!rec->policy && rec->policy_len) || rec->status > ND_CLAIM_REVOKED)
         return 0;
     return vlen;
+}
+
+/* Checks ev for event_put and amend (audit). */
+static bool event_ok(const nd_store_event *ev)
+{
+    if (!ev || ev->owner_at < 0 || ev->at_us < 0 || ev->at_us > ND_EVENT_AT_MAX ||
+        ev->value_len > ND_EVENT_VALUE_MAX || (!ev->value && ev->value_len))
+        return false;
+    if (ev->kind == ND_EVENT_DETECTION)
+        return id_ok(ev->copy_id, ev->copy_id_len);
+    return ev->kind == ND_EVENT_AUDIT && !ev->copy_id && !ev->copy_id_len;
 }
 
 static int queue_record(nd_store *st, enum change_kind kind, const nd_record *rec,
@@ -1293,6 +1642,44 @@ static int queue_record(nd_store *st, enum change_kind kind, const nd_record *re
     if (rec->sketch_len)
         memcpy(c->data + KEY_SIZE + vsize, rec->sketch, rec->sketch_len);
     c->sketch_len = (uint32_t)rec->sketch_len;
+    return enqueue(st, c);
+}
+
+static int lmdb_amend(nd_store *st, const nd_record *rec, const nd_store_event *audit,
+                      nd_store_done_fn done, void *arg)
+{
+    if (!st || !rec || (audit && (!event_ok(audit) || audit->kind != ND_EVENT_AUDIT)))
+        return -EINVAL;
+    nd_record r = *rec;
+    r.sketch = NULL; /* kept as stored */
+    r.sketch_len = 0;
+    size_t vlen = record_ok(&r);
+    if (!vlen)
+        return -EINVAL;
+    size_t vsize = value_size(&r, vlen), esize = audit ? event_size(audit) : 0;
+    change *c = change_new(CHANGE_AMEND, KEY_SIZE + vsize + esize, done, arg);
+    if (!c)
+        return -ENOMEM;
+    wr_key(c->data, r.registered_at_us);
+    encode_value(c->data + KEY_SIZE, &r, vlen);
+    if (audit)
+        encode_event(c->data + KEY_SIZE + vsize, audit);
+    c->ev_len = (uint32_t)esize;
+    c->keep_sketch = true;
+    return enqueue(st, c);
+}
+
+static int lmdb_event_put(nd_store *st, const nd_store_event *ev, nd_store_done_fn done,
+                          void *arg)
+{
+    if (!st || !event_ok(ev))
+        return -EINVAL;
+    size_t esize = event_size(ev);
+    change *c = change_new(CHANGE_EVENT, esize, done, arg);
+    if (!c)
+        return -ENOMEM;
+    encode_event(c->data, ev);
+    c->ev_len = (uint32_t)esize;
     return enqueue(st, c);
 }
 
@@ -1436,6 +1823,53 @@ static int lmdb_sketches(nd_store *st, const int64_t *at, size_t n,
     return rc;
 }
 
+static int lmdb_events(nd_store *st, nd_event_kind kind, int64_t owner_at, int64_t before_at,
+                       size_t limit, int (*visit)(void *arg, const nd_store_event *ev), void *arg)
+{
+    MDB_txn *txn;
+    MDB_cursor *cur;
+    if (!st || owner_at < 0 || (kind != ND_EVENT_DETECTION && kind != ND_EVENT_AUDIT))
+        return -EINVAL;
+    int rc = read_begin(st, &txn);
+    if (rc)
+        return rc;
+    if ((rc = mdb_cursor_open(txn, kind == ND_EVENT_DETECTION ? st->det_dbi : st->audit_dbi,
+                              &cur))) {
+        read_end(st, txn);
+        return mdb_errno(rc);
+    }
+    /* Seek the first key at or after (owner_at, before), step back once:
+     * the newest strictly before it. */
+    unsigned char start[EV_KEY], owner[8];
+    wr_key(owner, owner_at);
+    memcpy(start, owner, 8);
+    wr_key(start + 8, before_at >= 0 ? before_at : INT64_MAX);
+    MDB_val k = {EV_KEY, start}, v;
+    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    if (rc == 0 && before_at < 0 && k.mv_size == EV_KEY && memcmp(k.mv_data, start, EV_KEY) == 0)
+        rc = 0; /* an event at INT64_MAX itself: the newest */
+    else if (rc == 0)
+        rc = mdb_cursor_get(cur, &k, &v, MDB_PREV);
+    else if (rc == MDB_NOTFOUND)
+        rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+    int ret = 0;
+    size_t seen = 0;
+    while (rc == 0 && (limit == 0 || seen < limit)) {
+        nd_store_event ev;
+        if (k.mv_size != EV_KEY || memcmp(k.mv_data, owner, 8) != 0)
+            break;
+        if ((ret = decode_event(kind, &k, &v, &ev)) || (ret = visit(arg, &ev)))
+            break;
+        seen++;
+        rc = mdb_cursor_get(cur, &k, &v, MDB_PREV);
+    }
+    if (ret == 0 && rc && rc != MDB_NOTFOUND)
+        ret = mdb_errno(rc);
+    mdb_cursor_close(cur);
+    read_end(st, txn);
+    return ret;
+}
+
 static int64_t lmdb_count(nd_store *st)
 {
     MDB_txn *txn;
@@ -1522,7 +1956,7 @@ int nd_store_backup_path(const char *src_dir, const char *dst_dir, char *err, si
         return rc;
     if ((rc = mdb_env_create(&env)))
         return open_err(rc, src_dir, "mdb_env_create", err, errlen);
-    mdb_env_set_maxdbs(env, 4);
+    mdb_env_set_maxdbs(env, MAX_DBS);
     if ((rc = claim_lock_file(src_dir, err, errlen)))
         goto out;
     if ((rc = mdb_env_open(env, src_dir, MDB_RDONLY | MDB_NOTLS, FILE_MODE))) {
@@ -1589,6 +2023,9 @@ static const nd_store_ops lmdb_ops = {
     .commits_in_call = false,
     .put = lmdb_put,
     .replace = lmdb_replace,
+    .amend = lmdb_amend,
+    .event_put = lmdb_event_put,
+    .events = lmdb_events,
     .delete_at = lmdb_delete_at,
     .scan = lmdb_scan,
     .get = lmdb_get,

@@ -8,19 +8,37 @@
 #include <string.h>
 
 /* One record: rec's pointers point into data (id, version, meta, anchors,
- * sketch; version and meta NUL-terminated as the LMDB store gives them). */
+ * sketch, account, policy; version, meta, account and policy
+ * NUL-terminated as the LMDB store gives them). */
 typedef struct mem_rec {
     struct mem_rec *next; /* hash chain */
     nd_record rec;
     unsigned char data[];
 } mem_rec;
 
+/* One event: ev's pointers point into data (copy id, value NUL-terminated). */
+typedef struct mem_ev {
+    nd_store_event ev;
+    char data[];
+} mem_ev;
+
+/* The events of one (kind, owner_at), by at_us ascending. */
+typedef struct mem_journal {
+    struct mem_journal *next; /* hash chain */
+    nd_event_kind kind;
+    int64_t owner;
+    mem_ev **ev;
+    size_t n, cap;
+} mem_journal;
+
 typedef struct mem_store {
     nd_store_base base; /* first: the interface */
-    pthread_rwlock_t lock;
+    pthread_rwlock_t lock; /* guards everything below but the counters */
     mem_rec **buckets;
     size_t nbuckets; /* power of two */
     size_t count;
+    mem_journal **journals; /* hash table of journals */
+    size_t njournal_buckets, njournals;
     _Atomic uint64_t commits, failed;
 } mem_store;
 
@@ -77,7 +95,20 @@ static bool record_ok(const nd_record *r)
     return vlen > 0 && vlen <= ND_VERSION_MAX && r->meta_len <= ND_META_MAX &&
            (r->meta || !r->meta_len) && r->nanchors <= ND_STORE_ANCHORS_MAX &&
            (r->anchors || !r->nanchors) && r->sketch_len <= ND_STORE_SKETCH_MAX &&
-           (r->sketch || !r->sketch_len);
+           (r->sketch || !r->sketch_len) && r->account_len <= ND_ACCOUNT_MAX &&
+           (r->account || !r->account_len) && r->policy_len <= ND_POLICY_MAX &&
+           (r->policy || !r->policy_len) && r->status <= ND_CLAIM_REVOKED;
+}
+
+/* The checks of the LMDB store's event_ok(). */
+static bool event_ok(const nd_store_event *ev)
+{
+    if (!ev || ev->owner_at < 0 || ev->at_us < 0 || ev->at_us > ND_EVENT_AT_MAX ||
+        ev->value_len > ND_EVENT_VALUE_MAX || (!ev->value && ev->value_len))
+        return false;
+    if (ev->kind == ND_EVENT_DETECTION)
+        return ev->copy_id && ev->copy_id_len > 0 && ev->copy_id_len <= ND_ID_MAX;
+    return ev->kind == ND_EVENT_AUDIT && !ev->copy_id && !ev->copy_id_len;
 }
 
 /* A copy of r in one allocation, or NULL. */
@@ -85,7 +116,8 @@ static mem_rec *rec_copy(const nd_record *r)
 {
     size_t vlen = strlen(r->version);
     size_t alen = 4 * (size_t)r->nanchors;
-    size_t size = r->id_len + vlen + 1 + (r->meta ? r->meta_len + 1 : 0) + alen + r->sketch_len;
+    size_t size = r->id_len + vlen + 1 + (r->meta ? r->meta_len + 1 : 0) + alen + r->sketch_len +
+                  (r->account_len ? r->account_len + 1 : 0) + (r->policy ? r->policy_len + 1 : 0);
     mem_rec *m = malloc(sizeof(*m) + size);
     if (!m)
         return NULL;
@@ -112,6 +144,20 @@ static mem_rec *rec_copy(const nd_record *r)
     if (r->sketch_len)
         memcpy(p, r->sketch, r->sketch_len);
     m->rec.sketch = r->sketch_len ? p : NULL;
+    p += r->sketch_len;
+    m->rec.account = NULL;
+    if (r->account_len) {
+        memcpy(p, r->account, r->account_len);
+        p[r->account_len] = '\0';
+        m->rec.account = (const char *)p;
+        p += r->account_len + 1;
+    }
+    if (r->policy) {
+        if (r->policy_len)
+            memcpy(p, r->policy, r->policy_len);
+        p[r->policy_len] = '\0';
+        m->rec.policy = (const char *)p;
+    }
     return m;
 }
 
@@ -178,6 +224,228 @@ static int mem_put(nd_store *st, const nd_record *rec, nd_store_done_fn done, vo
 static int mem_replace(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg)
 {
     return mem_write(st, rec, true, done, arg);
+}
+
+/* ---- events ---- */
+
+static size_t journal_bucket(size_t nb, nd_event_kind kind, int64_t owner)
+{
+    uint64_t h = ((uint64_t)owner * 2 + (uint64_t)kind) * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 32) & (nb - 1);
+}
+
+/* The journal of (kind, owner), or NULL. Lock held. */
+static mem_journal *journal_find(mem_store *ms, nd_event_kind kind, int64_t owner)
+{
+    mem_journal *j = ms->journals[journal_bucket(ms->njournal_buckets, kind, owner)];
+    while (j && (j->kind != kind || j->owner != owner))
+        j = j->next;
+    return j;
+}
+
+/* The journal of (kind, owner), made if missing, with room for one more
+ * event: after this, journal_insert cannot fail. NULL: out of memory.
+ * Write lock held. */
+static mem_journal *journal_reserve(mem_store *ms, nd_event_kind kind, int64_t owner)
+{
+    mem_journal *j = journal_find(ms, kind, owner);
+    if (!j) {
+        if (!(j = calloc(1, sizeof(*j))))
+            return NULL;
+        j->kind = kind;
+        j->owner = owner;
+        size_t b = journal_bucket(ms->njournal_buckets, kind, owner);
+        j->next = ms->journals[b];
+        ms->journals[b] = j;
+        ms->njournals++;
+        if (ms->njournals * 4 >= ms->njournal_buckets * 3) { /* grow; failure: longer chains */
+            size_t nb = ms->njournal_buckets * 2;
+            mem_journal **t = calloc(nb, sizeof(*t));
+            for (size_t i = 0; t && i < ms->njournal_buckets; i++)
+                for (mem_journal *x = ms->journals[i], *next; x; x = next) {
+                    next = x->next;
+                    size_t k = journal_bucket(nb, x->kind, x->owner);
+                    x->next = t[k];
+                    t[k] = x;
+                }
+            if (t) {
+                free(ms->journals);
+                ms->journals = t;
+                ms->njournal_buckets = nb;
+            }
+        }
+    }
+    if (j->n == j->cap) {
+        size_t cap = j->cap ? j->cap * 2 : 8;
+        mem_ev **e = realloc(j->ev, cap * sizeof(*e));
+        if (!e)
+            return NULL; /* an empty journal made here stays, harmless */
+        j->ev = e;
+        j->cap = cap;
+    }
+    return j;
+}
+
+/* The first index of j whose at_us is >= at. */
+static size_t journal_lower(const mem_journal *j, int64_t at)
+{
+    size_t lo = 0, hi = j->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (j->ev[mid]->ev.at_us < at)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void journal_remove(mem_journal *j, size_t i)
+{
+    free(j->ev[i]);
+    memmove(j->ev + i, j->ev + i + 1, (j->n - i - 1) * sizeof(*j->ev));
+    j->n--;
+}
+
+/* A copy of ev in one allocation, or NULL. */
+static mem_ev *ev_copy(const nd_store_event *ev)
+{
+    mem_ev *e = malloc(sizeof(*e) + ev->copy_id_len + ev->value_len + 1);
+    if (!e)
+        return NULL;
+    e->ev = *ev;
+    char *p = e->data;
+    if (ev->copy_id_len)
+        memcpy(p, ev->copy_id, ev->copy_id_len);
+    e->ev.copy_id = ev->copy_id_len ? p : NULL;
+    p += ev->copy_id_len;
+    if (ev->value_len)
+        memcpy(p, ev->value, ev->value_len);
+    p[ev->value_len] = '\0';
+    e->ev.value = p;
+    return e;
+}
+
+/* Inserts e into j (reserved by journal_reserve): replaces a detection of
+ * the same copy id, raises at_us while taken, drops the oldest beyond
+ * copies_max; then tells the event observer. Write lock held. */
+static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e)
+{
+    if (e->ev.kind == ND_EVENT_DETECTION)
+        for (size_t i = 0; i < j->n; i++)
+            if (j->ev[i]->ev.copy_id_len == e->ev.copy_id_len &&
+                memcmp(j->ev[i]->ev.copy_id, e->ev.copy_id, e->ev.copy_id_len) == 0) {
+                journal_remove(j, i);
+                break;
+            }
+    size_t i = journal_lower(j, e->ev.at_us);
+    while (i < j->n && j->ev[i]->ev.at_us == e->ev.at_us) {
+        e->ev.at_us++;
+        i++;
+    }
+    memmove(j->ev + i + 1, j->ev + i, (j->n - i) * sizeof(*j->ev));
+    j->ev[i] = e;
+    j->n++;
+    uint64_t max = ms->base.copies_max;
+    nd_store_event seen = e->ev; /* e may be dropped below */
+    while (e->ev.kind == ND_EVENT_DETECTION && max && j->n > max)
+        journal_remove(j, 0);
+    if (ms->base.event_observer)
+        ms->base.event_observer(ms->base.event_observer_arg, &seen);
+}
+
+static int mem_event_put(nd_store *st, const nd_store_event *ev, nd_store_done_fn done, void *arg)
+{
+    mem_store *ms = ms_of(st);
+    if (!event_ok(ev))
+        return -EINVAL;
+    mem_ev *e = ev_copy(ev);
+    if (!e)
+        return -ENOMEM;
+    pthread_rwlock_wrlock(&ms->lock);
+    mem_journal *j = journal_reserve(ms, ev->kind, ev->owner_at);
+    if (j) {
+        atomic_fetch_add_explicit(&ms->commits, 1, memory_order_relaxed);
+        journal_insert(ms, j, e);
+    }
+    pthread_rwlock_unlock(&ms->lock);
+    if (!j) {
+        free(e);
+        return -ENOMEM;
+    }
+    if (done)
+        done(arg, 0);
+    return 0;
+}
+
+static int mem_events(nd_store *st, nd_event_kind kind, int64_t owner_at, int64_t before_at,
+                      size_t limit, int (*visit)(void *arg, const nd_store_event *ev), void *arg)
+{
+    mem_store *ms = ms_of(st);
+    if (owner_at < 0 || (kind != ND_EVENT_DETECTION && kind != ND_EVENT_AUDIT))
+        return -EINVAL;
+    int rc = 0;
+    pthread_rwlock_rdlock(&ms->lock);
+    mem_journal *j = journal_find(ms, kind, owner_at);
+    size_t i = !j ? 0 : before_at >= 0 ? journal_lower(j, before_at) : j->n;
+    for (size_t seen = 0; i > 0 && rc == 0 && (limit == 0 || seen < limit); seen++)
+        rc = visit(arg, &j->ev[--i]->ev);
+    pthread_rwlock_unlock(&ms->lock);
+    return rc;
+}
+
+/* amend: replace keeping the stored sketch, with the audit event in the
+ * same critical section. */
+static int mem_amend(nd_store *st, const nd_record *rec, const nd_store_event *audit,
+                     nd_store_done_fn done, void *arg)
+{
+    mem_store *ms = ms_of(st);
+    if (!rec || (audit && (!event_ok(audit) || audit->kind != ND_EVENT_AUDIT)))
+        return -EINVAL;
+    nd_record r = *rec;
+    r.sketch = NULL;
+    r.sketch_len = 0;
+    if (!record_ok(&r))
+        return -EINVAL;
+    mem_ev *e = audit ? ev_copy(audit) : NULL;
+    if (audit && !e)
+        return -ENOMEM;
+    pthread_rwlock_wrlock(&ms->lock);
+    mem_rec **pp = find(ms, r.registered_at_us), *m = NULL;
+    mem_journal *j = NULL;
+    int status = 0;
+    if (!*pp || !same_id(&(*pp)->rec, r.id, r.id_len)) {
+        status = -ENOENT;
+    } else {
+        r.sketch = (*pp)->rec.sketch;
+        r.sketch_len = (*pp)->rec.sketch_len;
+        if (!(m = rec_copy(&r)) || (e && !(j = journal_reserve(ms, ND_EVENT_AUDIT, e->ev.owner_at))))
+            status = -ENOMEM;
+    }
+    if (status == 0) {
+        mem_rec *old = *pp;
+        m->next = old->next;
+        *pp = m;
+        free(old);
+        nd_record seen = m->rec;
+        seen.sketch = NULL; /* as the LMDB store's observer: not rewritten */
+        seen.sketch_len = 0;
+        committed(ms, 0, ND_STORE_AMEND, &seen);
+        if (e)
+            journal_insert(ms, j, e);
+    } else {
+        committed(ms, status, ND_STORE_AMEND, &r);
+    }
+    pthread_rwlock_unlock(&ms->lock);
+    if (status) {
+        free(m);
+        free(e);
+        if (status == -ENOMEM)
+            return -ENOMEM;
+    }
+    if (done)
+        done(arg, status);
+    return 0;
 }
 
 static int mem_delete_at(nd_store *st, const char *id, size_t id_len, int64_t at,
@@ -303,6 +571,15 @@ static void mem_close(nd_store *st)
             free(r);
         }
     free(ms->buckets);
+    for (size_t i = 0; i < ms->njournal_buckets; i++)
+        for (mem_journal *j = ms->journals[i], *next; j; j = next) {
+            next = j->next;
+            for (size_t k = 0; k < j->n; k++)
+                free(j->ev[k]);
+            free(j->ev);
+            free(j);
+        }
+    free(ms->journals);
     pthread_rwlock_destroy(&ms->lock);
     free(ms);
 }
@@ -313,6 +590,9 @@ static const nd_store_ops mem_ops = {
     .commits_in_call = true,
     .put = mem_put,
     .replace = mem_replace,
+    .amend = mem_amend,
+    .event_put = mem_event_put,
+    .events = mem_events,
     .delete_at = mem_delete_at,
     .scan = mem_scan,
     .get = mem_get,
@@ -325,13 +605,28 @@ static const nd_store_ops mem_ops = {
 
 int nd_store_memory_open(nd_store **out)
 {
+    return nd_store_memory_open_with(out, NULL);
+}
+
+int nd_store_memory_open_with(nd_store **out, const nd_store_options *opts)
+{
+    nd_store_options d;
+    if (!opts) {
+        nd_store_options_default(&d);
+        opts = &d;
+    }
     mem_store *ms = calloc(1, sizeof(*ms));
-    if (!ms || !(ms->buckets = calloc(1024, sizeof(*ms->buckets)))) {
+    if (!ms || !(ms->buckets = calloc(1024, sizeof(*ms->buckets))) ||
+        !(ms->journals = calloc(64, sizeof(*ms->journals)))) {
+        if (ms)
+            free(ms->buckets);
         free(ms);
         return -ENOMEM;
     }
     ms->nbuckets = 1024;
+    ms->njournal_buckets = 64;
     ms->base.ops = &mem_ops;
+    ms->base.copies_max = opts->copies_max;
     pthread_rwlock_init(&ms->lock, NULL);
     *out = (nd_store *)(void *)ms;
     return 0;
