@@ -14,6 +14,7 @@
 #include <ftw.h>
 #include <lmdb.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1961,6 +1962,256 @@ static void test_old_layout(void)
         free_rec(&x[i]);
 }
 
+/* ---- issue 13: events on disk --------------------------------------------- */
+
+static int event_sync(nd_store *st, const nd_store_event *ev)
+{
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    return waiter_finish(&w, nd_store_event_put(st, ev, waiter_cb, &w));
+}
+
+static nd_store_event det(int64_t owner, int64_t at, const char *copy)
+{
+    return (nd_store_event){.kind = ND_EVENT_DETECTION,
+                            .owner_at = owner,
+                            .at_us = at,
+                            .copy_id = copy,
+                            .copy_id_len = strlen(copy),
+                            .value = "{\"kind\":\"near_duplicate\"}",
+                            .value_len = 25};
+}
+
+/* "copy@at,..." of owner's detections (or the audit values), newest first. */
+typedef struct ev_text {
+    char s[4096];
+    size_t n;
+} ev_text;
+
+static int ev_text_visit(void *arg, const nd_store_event *ev)
+{
+    ev_text *t = arg;
+    if (ev->kind == ND_EVENT_DETECTION)
+        snprintf(t->s + strlen(t->s), sizeof(t->s) - strlen(t->s), "%s%.*s@%lld",
+                 t->n ? "," : "", (int)ev->copy_id_len, ev->copy_id, (long long)ev->at_us);
+    else
+        snprintf(t->s + strlen(t->s), sizeof(t->s) - strlen(t->s), "%s%s@%lld", t->n ? "," : "",
+                 ev->value, (long long)ev->at_us);
+    t->n++;
+    return 0;
+}
+
+static const char *events_text(nd_store *st, nd_event_kind kind, int64_t owner, ev_text *t)
+{
+    memset(t, 0, sizeof(*t));
+    CHECK_RC(nd_store_events(st, kind, owner, -1, 0, ev_text_visit, t), 0);
+    return t->s;
+}
+
+/* The journals, the copy-id index and the per-owner count survive a
+ * reopen: a retry after it still replaces, retention still counts, and a
+ * lower copies_max trims at the next detection. */
+static void test_events_durable(void)
+{
+    char dir[128];
+    path_in(dir, sizeof(dir), "events");
+    nd_store_options o = opts_fast();
+    o.copies_max = 3;
+    nd_store *st = open_ok(dir, &o);
+    ev_text t;
+    nd_store_event e;
+    CHECK_RC(event_sync(st, (e = det(10, 100, "a"), &e)), 0);
+    CHECK_RC(event_sync(st, (e = det(10, 101, "b"), &e)), 0);
+    CHECK_RC(event_sync(st, (e = det(10, 101, "c"), &e)), 0); /* bumped to 102 */
+    nd_store_event au = {.kind = ND_EVENT_AUDIT, .at_us = 5, .value = "{}", .value_len = 2};
+    CHECK_RC(event_sync(st, &au), 0);
+    nd_store_close(st);
+    st = open_ok(dir, &o);
+    CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "c@102,b@101,a@100") == 0, "%s",
+          t.s);
+    CHECK_RC(event_sync(st, (e = det(10, 200, "a"), &e)), 0); /* replaces a */
+    CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "a@200,c@102,b@101") == 0, "%s",
+          t.s);
+    CHECK(strcmp(events_text(st, ND_EVENT_AUDIT, 0, &t), "{}@5") == 0, "%s", t.s);
+    nd_store_close(st);
+    o.copies_max = 2;
+    st = open_ok(dir, &o);
+    CHECK_RC(event_sync(st, (e = det(10, 300, "d"), &e)), 0);
+    CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "d@300,a@200") == 0, "%s", t.s);
+    CHECK_RC(event_sync(st, (e = det(10, 301, "b"), &e)), 0); /* b went: a new one */
+    CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "b@301,d@300") == 0, "%s", t.s);
+    nd_store_close(st);
+    /* The index and count agree with the journal (read with LMDB). */
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi idx, dets;
+    MDB_stat si, sd;
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 8) == 0 &&
+          mdb_env_open(env, dir, MDB_RDONLY, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0 &&
+          mdb_dbi_open(txn, "detection_ids", 0, &idx) == 0 &&
+          mdb_dbi_open(txn, "detections", 0, &dets) == 0 && mdb_stat(txn, idx, &si) == 0 &&
+          mdb_stat(txn, dets, &sd) == 0);
+    CHECK(sd.ms_entries == 2 && si.ms_entries == 3, "%zu detections, %zu index entries",
+          (size_t)sd.ms_entries, (size_t)si.ms_entries); /* 2 ids + the count */
+    unsigned char ck[8] = {0, 0, 0, 0, 0, 0, 0, 10};
+    MDB_val k = {8, ck}, v;
+    CHECK(mdb_get(txn, idx, &k, &v) == 0 && v.mv_size == 8 &&
+          ((unsigned char *)v.mv_data)[0] == 2);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+}
+
+static int amended_visit(void *arg, const nd_record *r)
+{
+    char *amended = arg;
+    unsigned i = 0;
+    if (sscanf(r->id, "crash-%u", &i) == 1 && i < 400)
+        amended[i] = r->policy != NULL ? 1 : 0;
+    return 0;
+}
+
+static int audit_visit(void *arg, const nd_store_event *ev)
+{
+    char *audited = arg;
+    unsigned i = 0;
+    if (sscanf(ev->value, "{\"i\":%u}", &i) == 1 && i < 400)
+        audited[i]++;
+    return 0;
+}
+
+static int ack_fd = -1;
+static _Atomic int acks;
+
+static void crash_done(void *arg, int status)
+{
+    unsigned i = (unsigned)(uintptr_t)arg;
+    if (status == 0 && write(ack_fd, &i, sizeof(i)) != sizeof(i))
+        _exit(3);
+    if (++acks == 150)
+        kill(getpid(), SIGKILL); /* from the commit thread, between callbacks */
+}
+
+/* An amend and its audit event are one transaction: a process killed (-9)
+ * with amends in flight leaves, after a reopen, every acknowledged amend
+ * with its audit entry, and no amend without its entry or entry without
+ * its amend. */
+static void test_amend_crash(void)
+{
+    enum { N = 400 };
+    char dir[128];
+    path_in(dir, sizeof(dir), "amendcrash");
+    nd_store_options o = opts_fast();
+    o.sync = true;
+    o.max_batch = 16;
+    nd_store *st = open_ok(dir, &o);
+    rec_buf x[N];
+    for (unsigned i = 0; i < N; i++) {
+        make_rec(&x[i], "crash-", i, 0);
+        CHECK_RC(nd_store_put(st, &x[i].r, NULL, NULL), 0);
+    }
+    flush(st);
+    nd_store_close(st);
+    int pfd[2];
+    REQUIRE(pipe(pfd) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pfd[0]);
+        ack_fd = pfd[1];
+        nd_store *c = NULL;
+        char e[256];
+        if (nd_store_open(&c, dir, &o, e, sizeof(e)))
+            _exit(2);
+        for (unsigned i = 0; i < N; i++) {
+            char val[32];
+            snprintf(val, sizeof(val), "{\"i\":%u}", i);
+            nd_record r = x[i].r;
+            r.policy = "{\"reprint\":\"forbid\"}";
+            r.policy_len = strlen(r.policy);
+            nd_store_event au = {.kind = ND_EVENT_AUDIT,
+                                 .at_us = 1000 + i,
+                                 .value = val,
+                                 .value_len = strlen(val)};
+            if (nd_store_amend(c, &r, &au, crash_done, (void *)(uintptr_t)i))
+                _exit(4);
+        }
+        for (;;)
+            pause();
+    }
+    close(pfd[1]);
+    char acked[N] = {0}, amended[N] = {0}, audited[N] = {0};
+    unsigned i;
+    size_t nack = 0;
+    while (read(pfd[0], &i, sizeof(i)) == sizeof(i))
+        if (i < N && !acked[i]++)
+            nack++;
+    close(pfd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %d", status);
+    st = open_ok(dir, &o);
+    CHECK_RC(nd_store_scan(st, amended_visit, amended), 0);
+    CHECK_RC(nd_store_events(st, ND_EVENT_AUDIT, 0, -1, 0, audit_visit, audited), 0);
+    size_t lost = 0, torn = 0, namended = 0;
+    for (i = 0; i < N; i++) {
+        lost += acked[i] && !amended[i];
+        torn += amended[i] != audited[i];
+        namended += amended[i];
+    }
+    CHECK(nack >= 150 && lost == 0 && torn == 0, "%zu acked, %zu lost, %zu torn", nack, lost, torn);
+    unit_note("amend + audit killed in flight: %zu acknowledged, %zu amended on disk, "
+              "0 lost, 0 without their audit entry",
+              nack, namended);
+    nd_store_close(st);
+    for (i = 0; i < N; i++)
+        free_rec(&x[i]);
+}
+
+/* A backup carries the journals and the index (a retry in the copy still
+ * replaces), and the amended claim fields. */
+static void test_backup_events(void)
+{
+    char dir[128], dst[128], dst2[128], err[256];
+    path_in(dir, sizeof(dir), "bevsrc");
+    path_in(dst, sizeof(dst), "bevdst");
+    path_in(dst2, sizeof(dst2), "bevdst2");
+    nd_store_options o = opts_fast();
+    nd_store *st = open_ok(dir, &o);
+    rec_buf x;
+    make_rec(&x, "bev-", 1, 0);
+    CHECK_RC(put_sync(st, &x.r), 0);
+    x.r.account = "acct";
+    x.r.account_len = 4;
+    x.r.status = ND_CLAIM_REVOKED;
+    nd_store_event au = {.kind = ND_EVENT_AUDIT, .at_us = 7, .value = "{\"a\":1}", .value_len = 7};
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    CHECK_RC(waiter_finish(&w, nd_store_amend(st, &x.r, &au, waiter_cb, &w)), 0);
+    char copy[16];
+    for (unsigned i = 0; i < 1200; i++) {
+        snprintf(copy, sizeof(copy), "k%u", i);
+        nd_store_event e = det(x.r.registered_at_us, 1000 + i, copy);
+        CHECK_RC(nd_store_event_put(st, &e, NULL, NULL), 0);
+    }
+    flush(st);
+    CHECK_RC(nd_store_backup(st, dst, err, sizeof(err)), 0);
+    nd_store_close(st);
+    CHECK_RC(nd_store_backup_path(dir, dst2, err, sizeof(err)), 0);
+    const char *dirs[2] = {dst, dst2};
+    for (int d = 0; d < 2; d++) {
+        nd_store *bk = open_ok(dirs[d], &o);
+        check_stored(bk, &x.r);
+        ev_text t;
+        CHECK(strcmp(events_text(bk, ND_EVENT_AUDIT, 0, &t), "{\"a\":1}@7") == 0, "%s", t.s);
+        events_text(bk, ND_EVENT_DETECTION, x.r.registered_at_us, &t);
+        CHECK(t.n == 1200 && strncmp(t.s, "k1199@2199,k1198@2198", 21) == 0);
+        nd_store_event e = det(x.r.registered_at_us, 5000, "k0");
+        CHECK_RC(event_sync(bk, &e), 0);
+        events_text(bk, ND_EVENT_DETECTION, x.r.registered_at_us, &t);
+        CHECK(t.n == 1200 && strncmp(t.s, "k0@5000,k1199@2199", 18) == 0, "%s", t.s);
+        nd_store_close(bk);
+    }
+    free_rec(&x);
+}
+
 int main(void)
 {
     snprintf(root, sizeof(root), "/tmp/nd-test-store-XXXXXX");
@@ -1995,6 +2246,9 @@ int main(void)
         {"delete_at", test_delete_at},
         {"layout_claims", test_layout_claims},
         {"old_layout", test_old_layout},
+        {"events_durable", test_events_durable},
+        {"amend_crash", test_amend_crash},
+        {"backup_events", test_backup_events},
     };
     for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
         unit_run(tests[i].name, tests[i].fn);

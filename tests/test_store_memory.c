@@ -555,7 +555,7 @@ static int amend_w(nd_store *st, const nd_record *r, const nd_store_event *audit
     return waited(&w, nd_store_amend(st, r, audit, waiter_cb, &w));
 }
 
-static __attribute__((unused)) int event_w(nd_store *st, const nd_store_event *ev)
+static int event_w(nd_store *st, const nd_store_event *ev)
 {
     waiter w = WAITER;
     return waited(&w, nd_store_event_put(st, ev, waiter_cb, &w));
@@ -793,6 +793,335 @@ static void test_amend(void)
         check_amend(&impls[i]);
 }
 
+static nd_store_event det_ev(int64_t owner, int64_t at, const char *copy, const char *value)
+{
+    return (nd_store_event){.kind = ND_EVENT_DETECTION,
+                            .owner_at = owner,
+                            .at_us = at,
+                            .copy_id = copy,
+                            .copy_id_len = strlen(copy),
+                            .value = value,
+                            .value_len = value ? strlen(value) : 0};
+}
+
+/* Pages through the detections of owner, limit per page, into all (newest
+ * first); returns the number of pages. */
+static int page_all(nd_store *st, nd_event_kind kind, int64_t owner, size_t limit, ev_list *all,
+                    int64_t before)
+{
+    int pages = 0;
+    for (;;) {
+        ev_list l = {0};
+        CHECK(nd_store_events(st, kind, owner, before, limit, list_visit, &l) == 0);
+        CHECK(l.n <= limit);
+        for (size_t i = 0; i < l.n; i++) {
+            list_visit(all, &(nd_store_event){.kind = kind,
+                                               .owner_at = l.owner[i],
+                                               .at_us = l.at[i],
+                                               .copy_id = l.copy[i],
+                                               .copy_id_len = l.copy[i] ? strlen(l.copy[i]) : 0,
+                                               .value = l.value[i],
+                                               .value_len = strlen(l.value[i])});
+        }
+        size_t n = l.n;
+        if (n)
+            before = l.at[n - 1];
+        list_free(&l);
+        if (n == 0)
+            break;
+        pages++;
+    }
+    return pages;
+}
+
+static int stop_at_3(void *arg, const nd_store_event *ev)
+{
+    (void)ev;
+    return ++*(int *)arg == 3 ? 99 : 0;
+}
+
+/* 1,500 detections of one original (colliding and out-of-order times,
+ * neighbours on both sides) page newest first with no gap or repeat, also
+ * while newer ones arrive between pages. */
+static void check_events_paging(const impl *im)
+{
+    enum { N = 1500 };
+    nd_store *st = im->open("paging", 0);
+    REQUIRE(st != NULL);
+    char copy[32], val[64];
+    for (unsigned i = 0; i < N; i++) {
+        snprintf(copy, sizeof(copy), "copy-%u", i);
+        snprintf(val, sizeof(val), "{\"i\":%u}", i);
+        int64_t at = i % 7 == 0 ? 5000 + i : 10000 + i / 3; /* collisions: bumped */
+        nd_store_event ev = det_ev(7777, at, copy, val);
+        CHECK(nd_store_event_put(st, &ev, NULL, NULL) == 0);
+        if (i % 150 == 0) {
+            ev = det_ev(7776, at, copy, val);
+            CHECK(nd_store_event_put(st, &ev, NULL, NULL) == 0);
+            ev = det_ev(7778, at, copy, val);
+            CHECK(nd_store_event_put(st, &ev, NULL, NULL) == 0);
+        }
+    }
+    nd_store_event last = det_ev(7777, 1, "copy-0", "{}"); /* wait for the queue */
+    CHECK(event_w(st, &last) == 0); /* replaces copy-0 */
+    ev_list all = {0}, one = {0};
+    int pages = page_all(st, ND_EVENT_DETECTION, 7777, 97, &all, -1);
+    CHECK(all.n == N && pages == (N + 96) / 97, "%zu in %d pages", all.n, pages);
+    CHECK(nd_store_events(st, ND_EVENT_DETECTION, 7777, -1, 0, list_visit, &one) == 0);
+    CHECK(one.n == N);
+    char *seen = calloc(N, 1);
+    bool ordered = true, same = one.n == all.n, owners = true;
+    for (size_t i = 0; i < all.n; i++) {
+        unsigned k = 0;
+        CHECK(sscanf(all.copy[i], "copy-%u", &k) == 1 && k < N);
+        if (k < N)
+            seen[k]++;
+        if (i && all.at[i] >= all.at[i - 1])
+            ordered = false;
+        if (all.owner[i] != 7777)
+            owners = false;
+        if (same && (one.at[i] != all.at[i] || strcmp(one.copy[i], all.copy[i])))
+            same = false;
+    }
+    size_t once = 0;
+    for (unsigned k = 0; k < N; k++)
+        once += seen[k] == 1;
+    CHECK(once == N && ordered && owners && same, "%zu once, ordered %d", once, ordered);
+    CHECK(all.n && all.at[all.n - 1] == 1 && strcmp(all.copy[all.n - 1], "copy-0") == 0,
+          "the replaced copy-0 is the oldest now");
+    /* Paging while newer detections arrive: the rest is exactly the older part. */
+    ev_list first = {0}, rest = {0};
+    CHECK(nd_store_events(st, ND_EVENT_DETECTION, 7777, -1, 500, list_visit, &first) == 0);
+    for (unsigned i = 0; i < 100; i++) {
+        snprintf(copy, sizeof(copy), "new-%u", i);
+        nd_store_event ev = det_ev(7777, 900000 + i, copy, NULL);
+        CHECK(event_w(st, &ev) == 0);
+    }
+    page_all(st, ND_EVENT_DETECTION, 7777, 250, &rest, first.at[first.n - 1]);
+    CHECK(first.n == 500 && rest.n == N - 500, "%zu", rest.n);
+    CHECK(rest.n == N - 500 && rest.at[0] == all.at[500] && strcmp(rest.copy[0], all.copy[500]) == 0);
+    /* Neighbours, other kinds, stop early, bad calls. */
+    ev_list nb = {0};
+    CHECK(nd_store_events(st, ND_EVENT_DETECTION, 7776, -1, 0, list_visit, &nb) == 0 && nb.n == 10);
+    CHECK(nd_store_events(st, ND_EVENT_DETECTION, 7778, nb.at[4], 0, list_visit, &nb) == 0 &&
+          nb.n == 15);
+    CHECK(nd_store_events(st, ND_EVENT_AUDIT, 7777, -1, 0, list_visit, &nb) == 0 && nb.n == 15);
+    CHECK(nd_store_events(st, ND_EVENT_DETECTION, 1, -1, 0, list_visit, &nb) == 0 && nb.n == 15);
+    CHECK(nd_store_events(st, ND_EVENT_DETECTION, 7777, 0, 0, list_visit, &nb) == 0 && nb.n == 15);
+    int calls = 0;
+    CHECK(nd_store_events(st, ND_EVENT_DETECTION, 7777, -1, 0, stop_at_3, &calls) == 99);
+    CHECK(nd_store_events(st, 3, 7777, -1, 0, list_visit, &nb) == -EINVAL);
+    CHECK(nd_store_events(st, ND_EVENT_AUDIT, -1, -1, 0, list_visit, &nb) == -EINVAL);
+    free(seen);
+    list_free(&all);
+    list_free(&one);
+    list_free(&first);
+    list_free(&rest);
+    list_free(&nb);
+    nd_store_close(st);
+}
+
+static void test_events_paging(void)
+{
+    for (size_t i = 0; i < 2; i++)
+        check_events_paging(&impls[i]);
+}
+
+/* The copies of owner, newest first, as "c1,c3,...". */
+static void copies_of(nd_store *st, int64_t owner, char *out, size_t n)
+{
+    ev_list l = {0};
+    CHECK(nd_store_events(st, ND_EVENT_DETECTION, owner, -1, 0, list_visit, &l) == 0);
+    out[0] = '\0';
+    for (size_t i = 0; i < l.n; i++)
+        snprintf(out + strlen(out), n - strlen(out), "%s%s", i ? "," : "", l.copy[i]);
+    list_free(&l);
+}
+
+/* A detection of the same (owner, copy id) replaces the earlier one (one
+ * entry, at its new time, with its new value); retention drops the oldest
+ * beyond copies_max in the same change; audit is not bounded. */
+static void check_events_replace(const impl *im)
+{
+    nd_store *st = im->open("replace", 3);
+    REQUIRE(st != NULL);
+    char got[256];
+    nd_store_event e;
+    const char *ids[] = {"c1", "c2", "c3"};
+    for (int i = 0; i < 3; i++) {
+        e = det_ev(42, 100 + i, ids[i], "{\"v\":1}");
+        CHECK(event_w(st, &e) == 0);
+    }
+    e = det_ev(43, 100, "c1", "{}"); /* another original: its own journal */
+    CHECK(event_w(st, &e) == 0);
+    e = det_ev(42, 200, "c1", "{\"v\":2}"); /* a retry of c1 */
+    CHECK(event_w(st, &e) == 0);
+    copies_of(st, 42, got, sizeof(got));
+    CHECK(strcmp(got, "c1,c3,c2") == 0, "%s", got);
+    ev_list l = {0};
+    CHECK(nd_store_events(st, ND_EVENT_DETECTION, 42, -1, 1, list_visit, &l) == 0);
+    CHECK(l.n == 1 && l.at[0] == 200 && strcmp(l.value[0], "{\"v\":2}") == 0);
+    list_free(&l);
+    e = det_ev(42, 300, "c4", NULL); /* 4 > copies_max: c2, the oldest, goes */
+    CHECK(event_w(st, &e) == 0);
+    copies_of(st, 42, got, sizeof(got));
+    CHECK(strcmp(got, "c4,c1,c3") == 0, "%s", got);
+    e = det_ev(42, 250, "c2", NULL); /* c2 again: a new one; c3 is the oldest now */
+    CHECK(event_w(st, &e) == 0);
+    copies_of(st, 42, got, sizeof(got));
+    CHECK(strcmp(got, "c4,c2,c1") == 0, "%s", got);
+    e = det_ev(42, 200, "c1", NULL); /* same time as the stored c1: replaced, not bumped away */
+    CHECK(event_w(st, &e) == 0);
+    copies_of(st, 42, got, sizeof(got));
+    CHECK(strcmp(got, "c4,c2,c1") == 0, "%s", got);
+    copies_of(st, 43, got, sizeof(got));
+    CHECK(strcmp(got, "c1") == 0, "%s", got);
+    /* Many: only the newest copies_max stay. */
+    char copy[16];
+    for (unsigned i = 0; i < 100; i++) {
+        snprintf(copy, sizeof(copy), "m%u", i);
+        e = det_ev(44, 1000 + i, copy, NULL);
+        CHECK(event_w(st, &e) == 0);
+        nd_store_event a = audit_ev(1000 + i, "{}");
+        CHECK(event_w(st, &a) == 0);
+    }
+    copies_of(st, 44, got, sizeof(got));
+    CHECK(strcmp(got, "m99,m98,m97") == 0, "%s", got);
+    CHECK(nd_store_events(st, ND_EVENT_AUDIT, 0, -1, 0, list_visit, &l) == 0 && l.n == 100);
+    list_free(&l);
+    /* Bad events: refused, done not called. */
+    waiter w = WAITER;
+    char longid[ND_ID_MAX + 1];
+    memset(longid, 'x', sizeof(longid));
+    nd_store_event bad[8];
+    for (int i = 0; i < 8; i++)
+        bad[i] = det_ev(1, 1, "c", "{}");
+    bad[0].kind = 3;
+    bad[1].owner_at = -1;
+    bad[2].at_us = -1;
+    bad[3].copy_id = NULL;
+    bad[4].copy_id_len = 0;
+    bad[5].copy_id = longid;
+    bad[5].copy_id_len = ND_ID_MAX + 1;
+    bad[6].value = NULL;
+    bad[7].kind = ND_EVENT_AUDIT; /* with a copy id */
+    for (int i = 0; i < 8; i++)
+        CHECK(nd_store_event_put(st, &bad[i], waiter_cb, &w) == -EINVAL, "%d", i);
+    e = det_ev(1, ND_EVENT_AT_MAX + 1, "c", NULL);
+    CHECK(nd_store_event_put(st, &e, waiter_cb, &w) == -EINVAL);
+    e.value_len = ND_EVENT_VALUE_MAX + 1;
+    e.value = longid;
+    e.at_us = 1;
+    CHECK(nd_store_event_put(st, &e, waiter_cb, &w) == -EINVAL);
+    CHECK(w.calls == 0);
+    nd_store_close(st);
+}
+
+static void test_events_replace(void)
+{
+    for (size_t i = 0; i < 2; i++)
+        check_events_replace(&impls[i]);
+}
+
+/* What the observers saw, as text lines. */
+typedef struct seq_log {
+    char buf[1 << 16];
+    size_t len;
+    ev_list evs;
+} seq_log;
+
+static void seq_record(void *arg, nd_store_change kind, const nd_record *rec)
+{
+    seq_log *l = arg;
+    l->len += (size_t)snprintf(l->buf + l->len, sizeof(l->buf) - l->len, "R%d %lld %s\n", kind,
+                               (long long)rec->registered_at_us, rec->sketch ? "sk" : "-");
+}
+
+static void seq_event(void *arg, const nd_store_event *ev)
+{
+    seq_log *l = arg;
+    l->len += (size_t)snprintf(l->buf + l->len, sizeof(l->buf) - l->len, "E%d %lld %lld\n",
+                               ev->kind, (long long)ev->owner_at, (long long)ev->at_us);
+    list_visit(&l->evs, ev);
+    l->evs.owner[l->evs.n - 1] = ev->owner_at * 4 + ev->kind; /* keep the kind */
+}
+
+/* The event observer: once per committed event, in commit order with the
+ * record changes (an amend's record, then its audit), the time as stored;
+ * replaying what it saw into an empty store gives the same journals. */
+static void check_event_observer(const impl *im)
+{
+    nd_store *st = im->open("evobs", 4);
+    REQUIRE(st != NULL);
+    seq_log *lg = calloc(1, sizeof(*lg));
+    nd_store_set_observer(st, seq_record, lg);
+    nd_store_set_event_observer(st, seq_event, lg);
+    rec_buf b;
+    make(&b, 1, 0);
+    CHECK(put_w(st, &b.r) == 0);
+    nd_store_event e = det_ev(1001, 50, "x", "{}");
+    CHECK(event_w(st, &e) == 0);
+    CHECK(event_w(st, &e) == 0); /* replaces: same time again */
+    e = det_ev(1001, 50, "y", "{}");
+    CHECK(event_w(st, &e) == 0); /* bumped to 51 */
+    nd_store_event a = audit_ev(60, "{\"action\":\"policy\"}");
+    b.r.status = ND_CLAIM_REVOKED;
+    CHECK(amend_w(st, &b.r, &a) == 0);
+    CHECK(amend_w(st, &b.r, &a) == 0); /* audit bumped to 61 */
+    make(&b, 9, 0);
+    CHECK(amend_w(st, &b.r, &a) == -ENOENT); /* not seen */
+    char copy[16];
+    for (unsigned i = 0; i < 10; i++) {
+        snprintf(copy, sizeof(copy), "z%u", i % 6);
+        e = det_ev(1001, 40 + 3 * i, copy, NULL);
+        CHECK(event_w(st, &e) == 0);
+    }
+    const char *want = "R1 1001 sk\nE1 1001 50\nE1 1001 50\nE1 1001 51\n"
+                       "R4 1001 -\nE2 0 60\nR4 1001 -\nE2 0 61\n";
+    CHECK(strncmp(lg->buf, want, strlen(want)) == 0, "%s", lg->buf);
+    /* Replay the events into an empty memory store of the same copies_max. */
+    nd_store_options o;
+    nd_store_options_default(&o);
+    o.copies_max = 4;
+    nd_store *rp = NULL;
+    REQUIRE(nd_store_memory_open_with(&rp, &o) == 0);
+    for (size_t i = 0; i < lg->evs.n; i++) {
+        nd_event_kind kind = (nd_event_kind)(lg->evs.owner[i] % 4);
+        nd_store_event r = {.kind = kind,
+                            .owner_at = lg->evs.owner[i] / 4,
+                            .at_us = lg->evs.at[i],
+                            .copy_id = lg->evs.copy[i],
+                            .copy_id_len = lg->evs.copy[i] ? strlen(lg->evs.copy[i]) : 0,
+                            .value = lg->evs.value[i],
+                            .value_len = strlen(lg->evs.value[i])};
+        CHECK(event_w(rp, &r) == 0);
+    }
+    for (int kind = 1; kind <= 2; kind++) {
+        int64_t owner = kind == 1 ? 1001 : 0;
+        ev_list x = {0}, y = {0};
+        CHECK(nd_store_events(st, kind, owner, -1, 0, list_visit, &x) == 0);
+        CHECK(nd_store_events(rp, kind, owner, -1, 0, list_visit, &y) == 0);
+        bool same = x.n == y.n && x.n == (kind == 1 ? 4u : 2u);
+        for (size_t i = 0; same && i < x.n; i++)
+            same = x.at[i] == y.at[i] && strcmp(x.value[i], y.value[i]) == 0 &&
+                   (x.copy[i] == NULL) == (y.copy[i] == NULL) &&
+                   (!x.copy[i] || strcmp(x.copy[i], y.copy[i]) == 0);
+        CHECK(same, "kind %d: %zu vs %zu", kind, x.n, y.n);
+        list_free(&x);
+        list_free(&y);
+    }
+    nd_store_close(rp);
+    nd_store_close(st);
+    list_free(&lg->evs);
+    free(lg);
+}
+
+static void test_event_observer(void)
+{
+    for (size_t i = 0; i < 2; i++)
+        check_event_observer(&impls[i]);
+}
+
 int main(void)
 {
     snprintf(root, sizeof(root), "/tmp/nd-store-mem-XXXXXX");
@@ -805,6 +1134,9 @@ int main(void)
     UNIT_RUN(test_observer_lmdb);
     UNIT_RUN(test_claim_fields);
     UNIT_RUN(test_amend);
+    UNIT_RUN(test_events_paging);
+    UNIT_RUN(test_events_replace);
+    UNIT_RUN(test_event_observer);
     nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return unit_summary("store_memory");
 }
