@@ -5,12 +5,14 @@
  *   store_tool put DIR            JSON lines on stdin, one record each:
  *       {"id": "a-1", "simhash": "0123456789abcdef", "version": "nd-simhash-0",
  *        "registered_at_us": 1700000000000000, "chars": 812,
- *        "text": "...", "meta": {...}}
+ *        "text": "...", "meta": {...}, "account": "acct-1",
+ *        "policy": {"reprint": "forbid"}, "status": "revoked"}
  *     version defaults to the current one, chars to 500, text (hashed: the
  *     text hash that makes re-registering the same text idempotent; and,
  *     for a record of the current version, sketched: its anchors and
  *     sketch are stored as neardupd stores them, "sketch": false leaves
- *     them out) to "", meta to none. The simhash is taken as given (tests
+ *     them out) to "", meta, account and policy to none, status to
+ *     "active" (issue 13's claim fields: stored in value layout 4). The simhash is taken as given (tests
  *     place documents at chosen distances). Prints "put N" and exits 0, or
  *     1 with a message.
  *   store_tool fill DIR N [VERSION]
@@ -135,7 +137,7 @@ static int put_line(nd_store *st, const char *line, unsigned long lineno)
     json_error_t jerr;
     json_t *o = json_loads(line, 0, &jerr);
     nd_record r = {0};
-    char *meta = NULL;
+    char *meta = NULL, *policy = NULL;
     int rc = -1;
     if (!json_is_object(o)) {
         fprintf(stderr, "store_tool: line %lu: not a JSON object: %s\n", lineno, jerr.text);
@@ -171,11 +173,24 @@ static int put_line(nd_store *st, const char *line, unsigned long lineno)
         r.meta = meta;
         r.meta_len = meta ? strlen(meta) : 0;
     }
+    json_t *acc = json_object_get(o, "account"), *pol = json_object_get(o, "policy");
+    const char *status = json_string_value(json_object_get(o, "status"));
+    if (json_is_string(acc)) {
+        r.account = json_string_value(acc);
+        r.account_len = json_string_length(acc);
+    }
+    if (json_is_object(pol)) {
+        policy = json_dumps(pol, JSON_COMPACT);
+        r.policy = policy;
+        r.policy_len = policy ? strlen(policy) : 0;
+    }
+    r.status = status && strcmp(status, "revoked") == 0 ? ND_CLAIM_REVOKED : ND_CLAIM_ACTIVE;
     rc = nd_store_put(st, &r, put_done, NULL);
     if (rc)
         fprintf(stderr, "store_tool: line %lu: %s\n", lineno, strerror(-rc));
 out:
     free(meta);
+    free(policy);
     json_decref(o);
     return rc;
 }

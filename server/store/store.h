@@ -81,6 +81,8 @@ typedef struct nd_record {
                                * the record (a scan hands them out: start-up
                                * rebuilds the anchor index); NULL when none */
     uint32_t nanchors;      /* 0..ND_STORE_ANCHORS_MAX */
+    uint8_t status;         /* ND_CLAIM_ACTIVE (older layouts) or
+                             * ND_CLAIM_REVOKED (here: in nanchors' padding) */
     const uint8_t *sketch;  /* put/replace only: the encoded sketch, stored in
                                * the "sketches" database under the same key in
                                * the same transaction (scans never read it:
@@ -97,7 +99,6 @@ typedef struct nd_record {
                                * policy_len bytes (0..ND_POLICY_MAX; handed out
                                * NUL-terminated), or NULL (none) */
     size_t policy_len;
-    uint8_t status;         /* ND_CLAIM_ACTIVE (older layouts) or ND_CLAIM_REVOKED */
 } nd_record;
 
 /* ---- the interface ---- */
