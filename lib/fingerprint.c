@@ -543,16 +543,22 @@ static void feed_cjk(fp_state *st, uint32_t cp)
         push_cjk(st, cp);
 }
 
+/* Counts a word token of hash h. */
+static inline void push_word(fp_state *st, uint64_t h)
+{
+    if (st->fp->direct_word)
+        count_feature(st, h, KIND_WORD, 1);
+    else
+        push_token(st, h, false);
+}
+
 static inline void end_word(fp_state *st)
 {
     if (st->word_len == 0)
         return;
     uint64_t h = XXH3_64bits(st->word, st->word_len);
     st->word_len = 0;
-    if (st->fp->direct_word)
-        count_feature(st, h, KIND_WORD, 1);
-    else
-        push_token(st, h, false);
+    push_word(st, h);
 }
 
 /* Feeds one normalized code point (class and code point, see normalizer.h). */
@@ -1000,22 +1006,74 @@ static void scan_text(fp_state *st, const uint8_t *s, size_t len)
     flush_hangul(st);
 }
 
+/* Steps 4..6 over the features counted in st; fills *out. Returns 0 or
+ * -ENOMEM (the table is emptied either way). */
+static int finish(fp_state *st, nd_fingerprint_result *out)
+{
+    const nd_fingerprinter *fp = st->fp;
+    nd_fp_scratch *scratch = st->scratch;
+    uint64_t simhash = 0;
+    if (st->err == 0 && (scratch->nused || scratch->ncjk))
+        simhash = sum_features(fp, scratch, &st->err);
+    if (st->err < 0) {
+        reset_table(scratch);
+        return st->err;
+    }
+    out->simhash = simhash;
+    out->chars = st->chars;
+    out->features = st->features;
+    return 0;
+}
+
 int nd_fingerprint(const nd_fingerprinter *fp, nd_fp_scratch *scratch, const char *text, size_t len,
                    nd_fingerprint_result *out)
 {
     fp_state st = {.fp = fp, .scratch = scratch, .word_start = true};
     scan_text(&st, (const uint8_t *)text, len);
-    uint64_t simhash = 0;
-    if (st.err == 0 && (scratch->nused || scratch->ncjk))
-        simhash = sum_features(fp, scratch, &st.err);
-    if (st.err < 0) {
-        reset_table(scratch);
-        return st.err;
+    return finish(&st, out);
+}
+
+/* The tokens' events in text order, as scan_text() has them: end_word()
+ * for a word and push_cjk() for a CJK token (its hash is the one
+ * cjk_token_hash() gives). */
+int nd_fingerprint_tokens(const nd_fingerprinter *fp, nd_fp_scratch *scratch,
+                          const nd_fp_tokens *t, nd_fingerprint_result *out)
+{
+    if (!fp->params.strip_urls)
+        return -ENOTSUP;
+    fp_state st = {.fp = fp, .scratch = scratch, .chars = t->chars};
+    const uint64_t *hash = t->hash;
+    const uint32_t *cjk = t->cjk;
+    if (fp->direct_cjk && fp->direct_word) { /* the defaults: unigrams */
+        nd_fp_scratch *s = scratch;
+        for (size_t i = 0; i < t->n && st.err == 0; i++) {
+            uint32_t cp = cjk[i];
+            if (cp == 0) {
+                count_feature(&st, hash[i], KIND_WORD, 1);
+            } else if (cp < ND_NORM_BMP && s->cjk_tf) {
+                st.features++;
+                uint16_t *tf = &s->cjk_tf[cp];
+                if (*tf == 0)
+                    s->cjk_seen[s->ncjk++] = (uint16_t)cp;
+                *tf = (uint16_t)(*tf + (*tf < UINT16_MAX));
+            } else if (cp < ND_NORM_BMP) {
+                if (count_cjk_direct(&st, cp) < 0)
+                    st.err = -ENOMEM;
+            } else {
+                push_token(&st, hash[i], true);
+            }
+        }
+    } else {
+        for (size_t i = 0; i < t->n && st.err == 0; i++) {
+            if (cjk[i] == 0)
+                push_word(&st, hash[i]);
+            else if (fp->direct_cjk && cjk[i] < ND_NORM_BMP)
+                push_cjk(&st, cjk[i]);
+            else
+                push_token(&st, hash[i], true);
+        }
     }
-    out->simhash = simhash;
-    out->chars = st.chars;
-    out->features = st.features;
-    return 0;
+    return finish(&st, out);
 }
 
 void nd_simhash_format(uint64_t simhash, char buf[17])

@@ -47,6 +47,26 @@ void nd_fp_scratch_destroy(nd_fp_scratch *scratch);
 int nd_fingerprint(const nd_fingerprinter *fp, nd_fp_scratch *scratch, const char *text, size_t len,
                    nd_fingerprint_result *out);
 
+/* A text's tokens as steps 1..3 of fingerprint.md make them, in text order:
+ * each word's hash (XXH3-64 of its normalized UTF-8, cut at 256 bytes) and
+ * each CJK token's code point (after Hangul composition) with its hash
+ * (XXH3-64 of its UTF-8). The sketch's word-mode tokens are exactly these
+ * (nd_sketch_fp_tokens()), so a text tokenized once gives both. */
+typedef struct nd_fp_tokens {
+    const uint64_t *hash; /* [n]: each token's hash */
+    const uint32_t *cjk;  /* [n]: a CJK token's code point, 0 for a word */
+    size_t n;
+    uint32_t chars; /* characters after normalization (as nd_fingerprint_result) */
+} nd_fp_tokens;
+
+/* Fingerprints a text from its tokens: *out is exactly what nd_fingerprint()
+ * gives for the text they came from. Returns 0; -ENOTSUP if fp does not skip
+ * URLs and markup (a tuning parameter; the tokens skip them): then use
+ * nd_fingerprint(); -ENOMEM if the scratch could not grow (*out untouched).
+ * Allocates only when the scratch must grow. */
+int nd_fingerprint_tokens(const nd_fingerprinter *fp, nd_fp_scratch *scratch,
+                          const nd_fp_tokens *tokens, nd_fingerprint_result *out);
+
 /* Writes the fingerprint as 16 lowercase hex digits plus NUL into buf[17]. */
 void nd_simhash_format(uint64_t simhash, char buf[17]);
 

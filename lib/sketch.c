@@ -44,6 +44,7 @@ struct nd_sketcher {
 typedef struct tstream {
     uint64_t *h;
     uint32_t *start, *end; /* source code points [start, end) */
+    uint32_t *cjk;         /* word mode: a CJK token's code point, 0 for a word */
     uint8_t *w;            /* weight */
     size_t n, cap;
 } tstream;
@@ -68,6 +69,7 @@ struct nd_sk_scratch {
     bool has_cjk;     /* the last text has CJK code points */
     bool sampled[2];  /* shift[mode] is that of sh[mode] (sample_stream()) */
     bool query;       /* sh[] holds both modes of nd_sketch_query() */
+    uint32_t chars;   /* the last text's characters as the fingerprint counts them */
 };
 
 typedef struct tok_state {
@@ -78,6 +80,7 @@ typedef struct tok_state {
     uint32_t word_start, word_end;
     uint32_t hangul, hangul_start; /* pending jamo L or LV syllable, its start */
     uint32_t cjk_cps, word_cps;    /* class C and W code points (after mapping) */
+    uint32_t chars;                /* entries not of class S (fingerprint.md's chars) */
     bool want_char;                /* build the character mode stream */
     int err;
 } tok_state;
@@ -131,7 +134,7 @@ void nd_sk_scratch_destroy(nd_sk_scratch *s)
         return;
     tstream *ts[2] = {&s->tok, &s->ctok};
     for (int i = 0; i < 2; i++)
-        free(ts[i]->h), free(ts[i]->start), free(ts[i]->end), free(ts[i]->w);
+        free(ts[i]->h), free(ts[i]->start), free(ts[i]->end), free(ts[i]->cjk), free(ts[i]->w);
     free(s->sh[0]);
     free(s->sh[1]);
     free(s->set);
@@ -153,17 +156,23 @@ static __attribute__((noinline)) int ts_grow(tstream *t)
     uint32_t *b = realloc(t->end, c * sizeof(*b));
     if (b)
         t->end = b;
+    uint32_t *k = realloc(t->cjk, c * sizeof(*k));
+    if (k)
+        t->cjk = k;
     uint8_t *w = realloc(t->w, c);
     if (w)
         t->w = w;
-    if (!h || !a || !b || !w)
+    if (!h || !a || !b || !k || !w)
         return -ENOMEM;
     t->cap = c;
     return 0;
 }
 
+/* Appends a token to t; with_cjk (a constant) also stores cjk (the word
+ * mode's CJK code point or 0). */
 static inline __attribute__((always_inline)) void push_to(tok_state *st, tstream *t, uint64_t h,
-                                                          uint32_t start, uint32_t end, uint32_t w)
+                                                          uint32_t start, uint32_t end, uint32_t w,
+                                                          bool with_cjk, uint32_t cjk)
 {
     if (__builtin_expect(t->n == t->cap, 0) && ts_grow(t) < 0) {
         st->err = -ENOMEM;
@@ -171,12 +180,15 @@ static inline __attribute__((always_inline)) void push_to(tok_state *st, tstream
     }
     size_t i = t->n++;
     t->h[i] = h, t->start[i] = start, t->end[i] = end, t->w[i] = (uint8_t)w;
+    if (with_cjk)
+        t->cjk[i] = cjk;
 }
 
-/* A token of the word-mode stream (words and CJK characters). */
-static inline void push_token(tok_state *st, uint64_t h, uint32_t start, uint32_t end, uint32_t w)
+/* A token of the word-mode stream (words, cjk 0, and CJK characters). */
+static inline void push_token(tok_state *st, uint64_t h, uint32_t start, uint32_t end, uint32_t w,
+                              uint32_t cjk)
 {
-    push_to(st, &st->s->tok, h, start, end, w);
+    push_to(st, &st->s->tok, h, start, end, w, true, cjk);
 }
 
 /* A token of the character-mode stream (every W or C code point). */
@@ -190,13 +202,13 @@ static inline uint64_t cp_hash(const tok_state *st, uint32_t cp)
 
 static inline void push_char_token(tok_state *st, uint64_t h, uint32_t start, uint32_t end)
 {
-    push_to(st, &st->s->ctok, h, start, end, W_CJK);
+    push_to(st, &st->s->ctok, h, start, end, W_CJK, false, 0);
 }
 
 static void push_cjk(tok_state *st, uint32_t cp, uint32_t start, uint32_t end)
 {
     uint64_t h = cp_hash(st, cp);
-    push_token(st, h, start, end, W_CJK);
+    push_token(st, h, start, end, W_CJK, cp);
     if (st->want_char)
         push_char_token(st, h, start, end);
 }
@@ -233,7 +245,7 @@ static void end_word(tok_state *st)
 {
     if (st->word_len == 0)
         return;
-    push_token(st, XXH3_64bits(st->word, st->word_len), st->word_start, st->word_end, W_WORD);
+    push_token(st, XXH3_64bits(st->word, st->word_len), st->word_start, st->word_end, W_WORD, 0);
     st->word_len = 0;
 }
 
@@ -241,6 +253,7 @@ static void end_word(tok_state *st)
 static void feed_entry(tok_state *st, uint32_t e, uint32_t ci)
 {
     uint32_t cls = ND_NORM_CLASS(e), cp = ND_NORM_CP(e);
+    st->chars += cls != ND_CHAR_SPACE;
     if (cls == ND_CHAR_WORD) {
         /* A pending jamo ends where the word starts. */
         flush_hangul(st, ci);
@@ -324,7 +337,7 @@ static size_t tokenize_3byte_run(const nd_sketcher *sk, tok_state *st, const uin
 {
     const uint32_t *table = sk->norm->table;
     size_t p = pos;
-    uint32_t c = *ci, cjk = 0;
+    uint32_t c = *ci, cjk = 0, punct = 0;
     bool ended = false;
     while (p + 3 <= len && (s[p] & 0xF0) == 0xE0) {
         uint32_t cp = ((uint32_t)(s[p] & 0x0F) << 12) | ((uint32_t)(s[p + 1] & 0x3F) << 6) |
@@ -340,19 +353,21 @@ static size_t tokenize_3byte_run(const nd_sketcher *sk, tok_state *st, const uin
             if (!ended)
                 end_word(st), ended = true;
             uint64_t h = st->cp_hash[x];
-            push_token(st, h, c, c + 1, W_CJK);
+            push_token(st, h, c, c + 1, W_CJK, x);
             if (st->want_char)
                 push_char_token(st, h, c, c + 1);
             cjk++;
         } else if (cls == ND_CHAR_PUNCT || cls == ND_CHAR_SPACE) {
             if (!ended)
                 end_word(st), ended = true;
+            punct += cls == ND_CHAR_PUNCT;
         } else {
             break;
         }
         c++, p += 3;
     }
     st->cjk_cps += cjk;
+    st->chars += cjk + punct;
     *ci = c;
     return p - pos;
 }
@@ -672,6 +687,7 @@ static int tokenize_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *te
     *ncp = tokenize(sk, &st, (const uint8_t *)text, len);
     if (st.err)
         return st.err;
+    s->chars = st.chars;
     /* Character mode: when CJK code points are at least 1/25 of the CJK,
      * letter and digit code points, every letter and digit is a token of
      * weight 3, as the ground truth's character 5-grams of Chinese text
@@ -763,6 +779,17 @@ int nd_sketch_text_modes(const nd_sketcher *sk, nd_sk_scratch *s, const char *te
         return mode;
     int rc = nd_sketch_query_finish(s, out);
     return rc < 0 ? rc : mode;
+}
+
+int nd_sketch_fp_tokens(const nd_sk_scratch *s, nd_fp_tokens *out)
+{
+    if (!s->have_text)
+        return -EINVAL;
+    out->hash = s->tok.h;
+    out->cjk = s->tok.cjk;
+    out->n = s->tok.n;
+    out->chars = s->chars;
+    return 0;
 }
 
 /* ---- compare, passages ---- */

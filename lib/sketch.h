@@ -68,6 +68,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fingerprint.h"
+
 /* The algorithm's version; store it with every sketch and anchor set and
  * never compare sketches of different versions. */
 #define ND_SKETCH_VERSION "nd-sketch-1"
@@ -229,6 +231,15 @@ int nd_sketch_text_modes(const nd_sketcher *sk, nd_sk_scratch *scratch, const ch
 int nd_sketch_query(const nd_sketcher *sk, nd_sk_scratch *scratch, const char *text, size_t len,
                     nd_anchors anchors_out[2], unsigned anchors_wanted, nd_sketch_info *info);
 int nd_sketch_query_finish(nd_sk_scratch *scratch, nd_sketch out[2]);
+
+/* The fingerprint's tokens of the text last sketched with the scratch (by
+ * any of the three calls above): the word-mode tokens, which are exactly
+ * fingerprint.md's (the same normalization, skipped spans and Hangul
+ * composition), and its characters, for nd_fingerprint_tokens(), so that a
+ * text is tokenized once for both. *out borrows from the scratch: valid
+ * until it sketches another text. Returns 0, or -EINVAL when the scratch
+ * holds no text (its last call failed, or none was made). No allocation. */
+int nd_sketch_fp_tokens(const nd_sk_scratch *scratch, nd_fp_tokens *out);
 
 /* The query sketch (of a pair from nd_sketch_text_modes()) to compare with d. */
 static inline const nd_sketch *nd_sketch_for(const nd_sketch q[2], const nd_sketch *d)

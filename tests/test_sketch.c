@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fingerprint_tuning.h"
 #include "sketch.h"
 #include "unit.h"
 
@@ -550,6 +551,130 @@ static void test_query_lazy(void)
           "finish after a refused text");
 }
 
+/* The fingerprint from the sketch's tokens (nd_sketch_fp_tokens() +
+ * nd_fingerprint_tokens(), the server's /check-original path) equals
+ * nd_fingerprint() on the fingerprint vectors and on random texts made of
+ * pieces that exercise every rule of steps 1..3 (URLs and link markup at and
+ * off word starts, Hangul jamo and syllables that compose, astral CJK,
+ * multi-code-point and dropped mappings, words cut at 256 bytes, invalid
+ * UTF-8), after either sketching call; with the default parameters and with
+ * n-grams (the general loop); a fingerprinter that keeps URLs refuses. */
+static void fp_tokens_agree(nd_fingerprinter *fp, nd_fp_scratch *fs, const char *t, size_t n,
+                            const char *what, int *checked)
+{
+    nd_fingerprint_result want, got[2];
+    nd_anchors a[2];
+    nd_sketch one;
+    int wrc = nd_fingerprint(fp, fs, t, n, &want);
+    for (int q = 0; q < 2; q++) {
+        int rc = q ? nd_sketch_query(sk, scr, t, n, a, ND_ANCHORS_QUERY, NULL)
+                   : nd_sketch_text(sk, scr, t, n, &one, a, ND_ANCHORS_STORE, NULL);
+        nd_fp_tokens tk;
+        if (rc >= 0)
+            rc = nd_sketch_fp_tokens(scr, &tk);
+        else
+            CHECK(nd_sketch_fp_tokens(scr, &tk) == -EINVAL, "%s: tokens of a refused text", what);
+        if (rc >= 0)
+            rc = nd_fingerprint_tokens(fp, fs, &tk, &got[q]);
+        CHECK(rc == (wrc < 0 ? wrc : 0), "%s: rc %d, nd_fingerprint %d", what, rc, wrc);
+        if (rc == 0 && wrc == 0) {
+            CHECK(got[q].simhash == want.simhash && got[q].chars == want.chars &&
+                      got[q].features == want.features,
+                  "%s (%s): %016llx %u %u, nd_fingerprint %016llx %u %u", what,
+                  q ? "query" : "text", (unsigned long long)got[q].simhash, got[q].chars,
+                  got[q].features, (unsigned long long)want.simhash, want.chars, want.features);
+            ++*checked;
+        }
+    }
+}
+
+static void test_fp_tokens(void)
+{
+    nd_fingerprinter *fp, *ngram, *keep_urls;
+    nd_fp_scratch *fs;
+    nd_fp_params p;
+    REQUIRE(nd_fingerprinter_create(&fp) == 0 && nd_fp_scratch_create(&fs) == 0);
+    nd_fp_params_default(&p);
+    p.w_word[2] = 0.5f, p.w_cjk[2] = 0.25f;
+    REQUIRE(nd_fingerprinter_create_tuned(&ngram, &p) == 0);
+    nd_fp_params_default(&p);
+    p.strip_urls = 0;
+    REQUIRE(nd_fingerprinter_create_tuned(&keep_urls, &p) == 0);
+    int checked = 0, vectors = 0;
+    const char *root = getenv("ND_SOURCE_ROOT");
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/proto/vectors.jsonl", root ? root : ".");
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL, "cannot open %s", path);
+    char *line = NULL;
+    size_t cap = 0;
+    while (f && getline(&line, &cap, f) > 0) {
+        json_error_t jerr;
+        json_t *v = json_loads(line, JSON_ALLOW_NUL, &jerr);
+        json_t *text = json_object_get(v, "text");
+        if (json_is_string(text)) {
+            const char *name = json_string_value(json_object_get(v, "name"));
+            fp_tokens_agree(fp, fs, json_string_value(text), json_string_length(text),
+                            name ? name : "vector", &checked);
+            fp_tokens_agree(ngram, fs, json_string_value(text), json_string_length(text),
+                            name ? name : "vector", &checked);
+            vectors++;
+        }
+        json_decref(v);
+    }
+    free(line);
+    if (f)
+        fclose(f);
+    CHECK(vectors >= 70, "%d fingerprint vectors", vectors);
+    static const char *pieces[] = {
+        "http://x.com/a?b=1", "www.Example.org", "HTTPS://A.B", "ftp://f", "![\xE5\x9B\xBE](http://i/1.png)",
+        "[link](http://t/\xC3\xA9)", "](x)", "![a](b", "!", "]", "(", ")", "h", "w", "f", "www",
+        "\xE1\x84\x80", "\xE1\x85\xA1", "\xE1\x86\xA8", "\xEA\xB0\x80", "\xEA\xB0\x81",
+        "\xED\x95\x9C\xEA\xB5\xAD", "\xE4\xB8\xAD\xE6\x96\x87", "\xE3\x81\x82\xE3\x82\xA2",
+        "\xEF\xBD\x86\xEF\xBD\x95", "\xEF\xAC\x81", "\xEF\xB7\xBA", "e\xCC\x81", "\xC3\xA9",
+        "\xC2\xAD", "\xE2\x80\x8B", "\xF0\xA0\x80\x80", "\xF0\x9D\x94\x98", "\xF0\x9F\x98\x80",
+        "\xEF\xBC\x8C", "\xE3\x80\x82", "\xE3\x80\x80", "\xE3\x80\x85", "\xE2\xBC\x80",
+        "\xE0\xB9\x84\xE0\xB8\x97\xE0\xB8\xA2", "Stra\xC3\x9F" "e", "\xC4\xB0", "ABC", "abc123",
+        "x", "1", " ", "  ", "\n", "\t", "-", "_", "'", "\"", "\xEF\xBB\xBF", "\xE3\x84\xB1",
+        "\xE0\xA4\x95\xE0\xA4\xBF"};
+    const size_t npieces = sizeof(pieces) / sizeof(pieces[0]);
+    static char text[8192];
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    for (int k = 0; k < 6000; k++) {
+        size_t n = 0;
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        unsigned count = (unsigned)(rng >> 58);
+        for (unsigned j = 0; j < count; j++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            const char *pc = pieces[(rng >> 33) % npieces];
+            size_t pl = strlen(pc);
+            if ((rng >> 20 & 63) == 0) { /* a long word: cut at 256 bytes */
+                for (unsigned r = 0; r < 300 && n + 2 < sizeof(text); r++)
+                    text[n++] = (rng >> 27 & 1) ? 'a' : '\xC3', text[n++] = (rng >> 27 & 1) ? 'b' : '\xA9';
+                continue;
+            }
+            if (n + pl < sizeof(text))
+                memcpy(text + n, pc, pl), n += pl;
+        }
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        if (k % 10 == 9 && n) /* invalid UTF-8: a stray, cut or overlong sequence */
+            text[(rng >> 33) % n] = (char)((const char[]){'\xFF', '\xC0', '\xED', '\x80'})[rng >> 62];
+        fp_tokens_agree(k % 3 ? fp : ngram, fs, text, n, "random", &checked);
+    }
+    nd_fp_tokens tk;
+    nd_fingerprint_result r;
+    CHECK(nd_sketch_text(sk, scr, "see http://x.y now", 18, &(nd_sketch){0}, NULL, 0, NULL) == 0 &&
+              nd_sketch_fp_tokens(scr, &tk) == 0 &&
+              nd_fingerprint_tokens(keep_urls, fs, &tk, &r) == -ENOTSUP,
+          "a fingerprinter that keeps URLs refuses");
+    unit_note("%d fingerprints from tokens equal nd_fingerprint()'s (%d vectors)", checked,
+              vectors);
+    nd_fingerprinter_destroy(keep_urls);
+    nd_fingerprinter_destroy(ngram);
+    nd_fingerprinter_destroy(fp);
+    nd_fp_scratch_destroy(fs);
+}
+
 int main(void)
 {
     if (nd_sketcher_create(&sk) < 0 || nd_sk_scratch_create(&scr) < 0) {
@@ -563,6 +688,7 @@ int main(void)
     UNIT_RUN(test_rules);
     UNIT_RUN(test_bounds);
     UNIT_RUN(test_query_lazy);
+    UNIT_RUN(test_fp_tokens);
     nd_sk_scratch_destroy(scr);
     nd_sketcher_destroy(sk);
     return unit_summary("sketch");
