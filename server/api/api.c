@@ -57,6 +57,7 @@ typedef struct op_state {
     int status;
     nd_match *own_matches; /* a queued answer's matches, out of the worker's scratch */
     nd_passage passages[API_PASSAGES];
+    int sketched; /* the text's sketch mode + 1 while the worker's scratch holds it, else 0 */
     bool on_heap; /* waits for the store: allocated, freed by op_free() */
 } op_state;
 
@@ -621,8 +622,10 @@ static int sketch_check(nd_api *api, api_worker *aw, op_state *op)
 {
     /* The anchors now; the sketches when stage 1 finds candidates (most
      * queries find none), or now for a registration, which stores one. */
-    int mode = nd_sketch_query(aw->sk, aw->sks, op->rq.text, op->rq.text_len, aw->anchors,
-                               ND_ANCHORS_QUERY, NULL);
+    int mode = op->sketched ? op->sketched - 1
+                            : nd_sketch_query(aw->sk, aw->sks, op->rq.text, op->rq.text_len,
+                                              aw->anchors, ND_ANCHORS_QUERY, NULL);
+    op->sketched = 0; /* a run after a wait sketches again */
     if (mode < 0)
         return mode;
     nd_check_req *rq = &op->rq;
@@ -768,6 +771,32 @@ static void reply_too_short(nd_req *r, uint32_t chars)
     error_send(r, &w, 422);
 }
 
+/* Tokenizes the text once for both stages (issue 12 cost): the sketch's
+ * anchors into the worker's scratch (op->sketched, for sketch_check()) and
+ * the fingerprint from the same tokens. Returns 0, -EILSEQ or -ENOMEM. */
+static int fingerprint_check(nd_req *r, op_state *op, nd_fingerprint_result *fr)
+{
+    nd_api *api = api_of(r);
+    api_worker *aw = aw_of(r);
+    const char *text = op->rq.text;
+    size_t len = op->rq.text_len;
+    int mode = nd_sketch_query(aw->sk, aw->sks, text, len, aw->anchors, ND_ANCHORS_QUERY, NULL);
+    if (mode < 0)
+        return mode;
+    nd_fp_tokens tk;
+    int rc = nd_sketch_fp_tokens(aw->sks, &tk);
+    if (rc == 0)
+        rc = nd_fingerprint_tokens(api->fp, aw->fps, &tk, fr);
+    if (rc == -ENOTSUP) /* a tuned fingerprinter that keeps URLs: from the text */
+        rc = nd_fingerprint(api->fp, aw->fps, text, len, fr);
+    if (rc < 0)
+        return rc;
+    nd_metrics_event(api->metrics, ND_EV_FINGERPRINTS);
+    nd_metrics_add(api->metrics, ND_EV_FINGERPRINT_BYTES, len);
+    op->sketched = mode + 1;
+    return 0;
+}
+
 static void handle_check(nd_req *r)
 {
     nd_api *api = api_of(r);
@@ -831,7 +860,7 @@ static void handle_check(nd_req *r)
         }
     }
     nd_fingerprint_result fr;
-    int rc = fingerprint(r, op->rq.text, op->rq.text_len, &fr);
+    int rc = fingerprint_check(r, op, &fr);
     if (rc < 0) {
         fingerprint_failed(r, rc, "text");
     } else if (fr.chars < api->cfg->min_chars) {
