@@ -529,7 +529,9 @@ int nd_request_policy_merge(const char *old, size_t old_len, const nd_policy_fie
             rc = refuse(err, 500, "internal", NULL, "out of memory");
         else if (n > ND_REQUEST_POLICY_MAX)
             rc = invalid_field(err, "whitelist",
-                               "the policy is %zu bytes as compact JSON; the limit is %d", n,
+                               "the policy (reprint and whitelist) is %zu bytes as compact "
+                               "JSON; the limit is %d",
+                               n,
                                ND_REQUEST_POLICY_MAX);
         if (rc == 0) {
             *out = text;

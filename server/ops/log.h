@@ -70,8 +70,8 @@ typedef struct nd_log_access {
     const char *rid;    /* request id, at most 39 bytes are written */
     const char *method; /* "GET", ... */
     const char *path;   /* as received (NULL: "-"); at most 256 bytes, escaped */
-    const char *client; /* the token's name (NULL: "-"); at most 64 bytes, escaped;
-                         * never the token itself */
+    const char *client; /* the token's name (NULL: "-"): at most 64 bytes of
+                         * A-Z a-z 0-9 - . _ (auth.h); never the token itself */
     int status;         /* negative: 0 */
     int64_t latency_ns; /* negative: 0 */
     uint64_t bytes_in, bytes_out;
