@@ -930,9 +930,10 @@ static void test_old_format(void)
 }
 
 /* The layout on disk: the key is registered_at_us, 8 bytes big-endian;
- * the value starts with format byte 4 and a fixed 38-byte header (byte 3:
- * the number of anchors), then the id, version, meta and anchors; a record
- * without account and policy is exactly as long as in layout 3. */
+ * the value starts with format byte 3 and a fixed 38-byte header (byte 3:
+ * the number of anchors), then the id, version, meta and anchors: a record
+ * without account, policy and revoked status is written in layout 3, so
+ * that the build before layout 4 still reads it. */
 static void test_layout(void)
 {
     char dir[128];
@@ -955,7 +956,7 @@ static void test_layout(void)
     const unsigned char *p = v.mv_data;
     size_t vlen = strlen(x.version), ilen = x.r.id_len;
     CHECK(v.mv_size == 38 + ilen + vlen + 1 + 20 + 1);
-    CHECK(p[0] == 4 && p[1] == 1 && p[2] == vlen && p[3] == 0);
+    CHECK(p[0] == 3 && p[1] == 1 && p[2] == vlen && p[3] == 0);
     CHECK(p[4] == ilen && p[5] == 0);
     CHECK(p[6] == (x.r.chars & 0xff) && p[7] == ((x.r.chars >> 8) & 0xff));
     CHECK(p[10] == (x.r.simhash & 0xff) && p[17] == (x.r.simhash >> 56));
@@ -1834,6 +1835,25 @@ static void test_layout_claims(void)
     CHECK(p[base] == 8 && p[base + 1] == 0 && memcmp(p + base + 2, "acct-xyz", 9) == 0);
     CHECK(p[base + 11] == plen && p[base + 12] == 0 && p[base + 14] == 0);
     CHECK(memcmp(p + base + 15, x.r.policy, plen + 1) == 0);
+    /* Revoked alone: layout 4, no tail. */
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    st = open_ok(dir, &o);
+    rec_buf y;
+    make_rec(&y, "L4-", 6, 0);
+    y.r.registered_at_us = 0x010203040506070All;
+    y.r.status = ND_CLAIM_REVOKED;
+    CHECK_RC(put_sync(st, &y.r), 0);
+    check_stored(st, &y.r);
+    nd_store_close(st);
+    MDB_val k2 = {8, "\1\2\3\4\5\6\7\x0a"}, v2;
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 8) == 0 &&
+          mdb_env_open(env, dir, MDB_RDONLY, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0 &&
+          mdb_dbi_open(txn, "records", 0, &dbi) == 0 && mdb_get(txn, dbi, &k2, &v2) == 0);
+    p = v2.mv_data;
+    CHECK(p[0] == 4 && p[1] == 8 && v2.mv_size == 38 + y.r.id_len + strlen(y.version) + 1);
+    free_rec(&y);
     unit_note("layout 4: +0 B per record without account and policy (flags bits), "
               "+3 B + account, +5 B + policy; this one %zu B vs %zu B",
               v.mv_size, base);

@@ -20,7 +20,8 @@
  * Store format 1 (keyed by id, value layout 1) is refused at open. There is
  * no id index on disk: the daemon keeps id -> record in memory.
  *
- * Value layout 4 (written; layouts 3 and 2, read too, are the same without
+ * Value layout 4 (written when a claim field is set, else layout 3; layouts
+ * 3 and 2, read too, are the same without
  * the optional tail and flag bits 1-3: no account, no policy, active; layout
  * 2 has byte 3 reserved 0 and no anchors), little-endian, fixed 38-byte
  * header then the id, two strings, the anchors and the optional tail:
@@ -47,9 +48,10 @@
  *     .    4  policy_len   u32, 0..ND_POLICY_MAX    (only with flag bit 2)
  *     .    .  policy bytes, NUL                     (only with flag bit 2)
  *
- * So a record without account and policy costs what it did in layout 3
- * (0 bytes more); an account costs 3 bytes plus its text, a policy 5 plus
- * its text. The store format (info/format) stays 2: it names the keys and
+ * A record without account, policy and revoked status is written in
+ * layout 3 (the same bytes), so a store keeps opening with the build before
+ * layout 4 (a rollback) until a record uses them; it costs 0 bytes more.
+ * An account costs 3 bytes plus its text, a policy 5 plus its text. The store format (info/format) stays 2: it names the keys and
  * databases, and a store written by an older build opens and reads as it
  * is (a build older than layout 4 reports -EBADMSG for a layout-4 value).
  *
@@ -408,10 +410,10 @@ static size_t value_size(const nd_record *r, size_t vlen)
 
 static void encode_value(unsigned char *p, const nd_record *r, size_t vlen)
 {
-    p[0] = ND_LAYOUT_4;
     p[1] = (unsigned char)((r->meta ? FLAG_META : 0) | (has_account(r) ? FLAG_ACCOUNT : 0) |
                            (r->policy ? FLAG_POLICY : 0) |
                            (r->status == ND_CLAIM_REVOKED ? FLAG_REVOKED : 0));
+    p[0] = p[1] & ~FLAG_META ? ND_LAYOUT_4 : ND_LAYOUT_3; /* see "Value layout" */
     p[2] = (unsigned char)vlen;
     p[3] = (unsigned char)r->nanchors;
     p[4] = (unsigned char)r->id_len;
