@@ -19,8 +19,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define RUN_SECONDS 3.0
 #define READERS 1
@@ -192,9 +194,527 @@ static void memory_store_answers_at_once(void)
     nd_store_close(st);
 }
 
+/* ---- issue 13: accounts, reprint policies, revoke/restore, given times ----
+ *
+ * Through the memory store and the LMDB store (real files in a mkdtemp()
+ * directory; changes complete through done -> nd_registry_complete() on
+ * this thread, as the server's workers do). Documents are checked without
+ * sketches: every SimHash hit within k is a match (near_duplicate), so the
+ * cases are set by fingerprints: Q is the query, documents lie at
+ * distance 1, 2, 3 from it and register with k = 0 (each original), and
+ * queries use k = 3 (all of them) or k = 0 (one). */
+
+typedef struct world {
+    nd_store *st;
+    nd_registry *reg;
+    bool lmdb;
+    char dir[64]; /* LMDB: the store's directory */
+    int default_reprint;
+} world;
+
+/* Waits for the done of a change or a wait. */
+typedef struct done_box {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool fired;
+    nd_reg_change *ch;
+    int status;
+} done_box;
+
+static void box_done(void *arg, nd_reg_change *ch, int status)
+{
+    done_box *b = arg;
+    pthread_mutex_lock(&b->mu);
+    b->fired = true;
+    b->ch = ch;
+    b->status = status;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+static void box_wait(done_box *b)
+{
+    pthread_mutex_lock(&b->mu);
+    while (!b->fired)
+        pthread_cond_wait(&b->cv, &b->mu);
+    pthread_mutex_unlock(&b->mu);
+}
+
+#define BOX_INIT                                                                                   \
+    {                                                                                              \
+        PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, NULL, 0                        \
+    }
+
+/* Settles the result of a registry call made with box_done: a queued
+ * change is completed here (its result returned), a wait returns
+ * ND_REG_WAIT (the caller asks again). */
+static int settle(world *w, int rc, done_box *b)
+{
+    if (rc != ND_REG_QUEUED && rc != ND_REG_WAIT)
+        return rc;
+    box_wait(b);
+    if (rc == ND_REG_WAIT)
+        return ND_REG_WAIT;
+    return nd_registry_complete(w->reg, b->ch, b->status);
+}
+
+static void world_open_registry(world *w)
+{
+    nd_registry_options o = {.max_matches = 10, .default_reprint = w->default_reprint};
+    REQUIRE(nd_registry_create(&w->reg, w->st, &o) == 0);
+    REQUIRE(nd_registry_load(w->reg, NULL, NULL, 1000, NULL) == 0);
+}
+
+static void world_open_store(world *w)
+{
+    if (!w->lmdb) {
+        REQUIRE(nd_store_memory_open(&w->st) == 0);
+        return;
+    }
+    nd_store_options o;
+    nd_store_options_default(&o);
+    o.sync = false;
+    o.map_size = 64u << 20;
+    char err[256] = "";
+    int rc = nd_store_open(&w->st, w->dir, &o, err, sizeof(err));
+    REQUIRE(rc == 0, "open %s: %d %s", w->dir, rc, err);
+}
+
+static void world_open(world *w, bool lmdb, int default_reprint)
+{
+    memset(w, 0, sizeof(*w));
+    w->lmdb = lmdb;
+    w->default_reprint = default_reprint;
+    if (lmdb) {
+        snprintf(w->dir, sizeof(w->dir), "/tmp/nd-test-registry-XXXXXX");
+        REQUIRE(mkdtemp(w->dir) != NULL);
+    }
+    world_open_store(w);
+    world_open_registry(w);
+}
+
+static void world_close(world *w, bool keep_files)
+{
+    nd_registry_destroy(w->reg);
+    w->reg = NULL;
+    nd_store_close(w->st);
+    w->st = NULL;
+    if (w->lmdb && !keep_files) {
+        char p[128];
+        const char *files[] = {"data.mdb", "lock.mdb", "neardup.lock"};
+        for (int i = 0; i < 3; i++) {
+            snprintf(p, sizeof(p), "%s/%s", w->dir, files[i]);
+            unlink(p);
+        }
+        rmdir(w->dir);
+    }
+}
+
+/* A restart: the registry and the store closed, reopened, loaded. */
+static void world_restart(world *w)
+{
+    world_close(w, true);
+    world_open_store(w);
+    world_open_registry(w);
+}
+
+typedef struct answer {
+    nd_index_hit hits[32];
+    nd_match matches[32];
+    int64_t keys[32];
+    nd_check_res res;
+} answer;
+
+/* A check (a registration when do_register) of the document id with
+ * fingerprint h (its text identified by its id) for account (NULL: none),
+ * policy (NULL: none), at a given time (0: the clock's), within k; waits
+ * and retries as a server's worker would. Returns the result; a->res holds
+ * the answer (release it). */
+static int check(world *w, answer *a, const char *id, uint64_t h, unsigned k, bool do_register,
+                 const char *account, const char *policy, int64_t at)
+{
+    nd_check_req rq = {.id = id,
+                       .id_len = id ? strlen(id) : 0,
+                       .simhash = h,
+                       .chars = 500,
+                       .k = k,
+                       .do_register = do_register,
+                       .account = account,
+                       .account_len = account ? strlen(account) : 0,
+                       .policy = (char *)policy,
+                       .policy_len = policy ? strlen(policy) : 0,
+                       .registered_at_us = at};
+    memset(rq.text_hash, 0, 16);
+    if (id)
+        memcpy(rq.text_hash, id, strlen(id) < 16 ? strlen(id) : 16);
+    else
+        memcpy(rq.text_hash, "?query", 6);
+    int rc;
+    do {
+        a->res = (nd_check_res){.hits = a->hits, .matches = a->matches, .keys = a->keys, .cap = 32};
+        done_box b = BOX_INIT;
+        rc = settle(w, nd_registry_check(w->reg, &rq, &a->res, box_done, &b), &b);
+    } while (rc == ND_REG_WAIT);
+    return rc;
+}
+
+/* Registers (k = 0); returns its registered_at, or -errno. */
+static int64_t put_doc(world *w, const char *id, uint64_t h, const char *account,
+                       const char *policy, int64_t at)
+{
+    answer a;
+    int rc = check(w, &a, id, h, 0, true, account, policy, at);
+    int64_t t = rc == 0 && a.res.registered && a.res.doc ? a.res.doc->registered_at_us
+                : rc                                     ? rc
+                                                         : -1;
+    nd_check_res_release(&a.res);
+    return t;
+}
+
+static int set_policy(world *w, const char *id, const char *policy, const nd_store_event *audit)
+{
+    int rc;
+    do {
+        done_box b = BOX_INIT;
+        rc = settle(w,
+                    nd_registry_set_policy(w->reg, id, strlen(id), policy,
+                                           policy ? strlen(policy) : 0, audit, box_done, &b),
+                    &b);
+    } while (rc == ND_REG_WAIT);
+    return rc;
+}
+
+static int set_status(world *w, const char *id, int status, const nd_store_event *audit)
+{
+    int rc;
+    do {
+        done_box b = BOX_INIT;
+        rc = settle(w, nd_registry_set_status(w->reg, id, strlen(id), status, audit, box_done, &b),
+                    &b);
+    } while (rc == ND_REG_WAIT);
+    return rc;
+}
+
+static bool is_id(const nd_doc *d, const char *id)
+{
+    return d && d->id_len == strlen(id) && memcmp(d->id, id, d->id_len) == 0;
+}
+
+/* The action for account of a query at fingerprint h within k; *source
+ * gets the source's id ("" when none). */
+static int action_of(world *w, uint64_t h, unsigned k, const char *account, char *source,
+                     bool *show_source, bool *may_modify)
+{
+    answer a;
+    int rc = check(w, &a, NULL, h, k, false, account, NULL, 0);
+    if (rc)
+        return -1000 + rc;
+    snprintf(source, 32, "%.*s", a.res.source ? (int)a.res.source->id_len : 0,
+             a.res.source ? a.res.source->id : "");
+    if (show_source)
+        *show_source = a.res.show_source;
+    if (may_modify)
+        *may_modify = a.res.may_modify;
+    int action = a.res.action;
+    bool consistent = a.res.original == (action == ND_ACTION_PUBLISH) &&
+                      (action == ND_ACTION_PUBLISH) == (a.res.source == NULL);
+    nd_check_res_release(&a.res);
+    return consistent ? action : -2000;
+}
+
+static int events_seen(void *arg, const nd_store_event *ev)
+{
+    (void)ev;
+    (*(int *)arg)++;
+    return 0;
+}
+
+static int audit_count(world *w)
+{
+    int n = 0;
+    int rc = nd_store_events(w->st, ND_EVENT_AUDIT, 0, -1, 0, events_seen, &n);
+    return rc ? rc : n;
+}
+
+static nd_store_event audit_event(const char *what)
+{
+    static char value[128];
+    snprintf(value, sizeof(value), "{\"action\":\"%s\"}", what);
+    return (nd_store_event){.kind = ND_EVENT_AUDIT,
+                            .owner_at = 0,
+                            .at_us = 1,
+                            .value = value,
+                            .value_len = strlen(value)};
+}
+
+#define FORBID "{\"reprint\":\"forbid\"}"
+#define ALLOW "{\"reprint\":\"allow\"}"
+#define WL_DAVE                                                                                    \
+    "{\"reprint\":\"forbid\",\"whitelist\":[{\"account\":\"dave\",\"may_modify\":true,"            \
+    "\"may_hide_source\":true}]}"
+
+/* Every action, the earliest claim deciding, own re-posts, revoke/restore,
+ * a policy change seen by the next check; then (LMDB) a restart keeps
+ * account, policy and status. */
+static void claims_through(bool lmdb)
+{
+    world w;
+    world_open(&w, lmdb, ND_REPRINT_ALLOW);
+    if (!w.reg)
+        return;
+    /* A (alice, forbid) earliest, then B (bob, allow), then C (carol, no
+     * policy): distances 1, 2, 3 from Q. */
+    int64_t ta = put_doc(&w, "A", Q ^ 1, "alice", FORBID, 0);
+    int64_t tb = put_doc(&w, "B", Q ^ 6, "bob", ALLOW, 0);
+    int64_t tc = put_doc(&w, "C", Q ^ 0x70, "carol", NULL, 0);
+    REQUIRE(ta > 0 && tb > ta && tc > tb, "%lld %lld %lld", (long long)ta, (long long)tb,
+            (long long)tc);
+    char src[32];
+    bool show = false, mod = true;
+
+    /* dave copies all three: the earliest (A) decides, not the later ones
+     * that allow. */
+    CHECK(action_of(&w, Q, 3, "dave", src, &show, &mod) == ND_ACTION_BLOCK &&
+              strcmp(src, "A") == 0 && !show && !mod,
+          "src %s", src);
+    /* Anonymous: the same. */
+    CHECK(action_of(&w, Q, 3, NULL, src, NULL, NULL) == ND_ACTION_BLOCK && strcmp(src, "A") == 0);
+    /* B alone: allow -> publish_as_reprint with the source shown. */
+    CHECK(action_of(&w, Q ^ 6, 0, "dave", src, &show, &mod) == ND_ACTION_REPRINT &&
+          strcmp(src, "B") == 0 && show && !mod);
+    /* C alone: no policy, the server's default (allow). */
+    CHECK(action_of(&w, Q ^ 0x70, 0, "dave", src, &show, NULL) == ND_ACTION_REPRINT &&
+          strcmp(src, "C") == 0 && show);
+
+    /* alice's own article: A is not evidence (listed after, same_account);
+     * B is the earliest evidence. */
+    answer a;
+    REQUIRE(check(&w, &a, NULL, Q, 3, false, "alice", NULL, 0) == 0);
+    CHECK(!a.res.original && a.res.action == ND_ACTION_REPRINT && is_id(a.res.source, "B") &&
+          a.res.verdict == ND_VERDICT_DUPLICATE);
+    CHECK(a.res.nmatches == 3 && a.res.matches[0].evidence && a.res.matches[1].evidence &&
+              !a.res.matches[2].evidence && a.res.matches[2].same_account &&
+              is_id(a.res.matches[2].doc, "A") && !a.res.matches[0].same_account,
+          "evidence first, own match last (%zu)", a.res.nmatches);
+    nd_check_res_release(&a.res);
+    /* Only A within reach: publish, A still listed. */
+    REQUIRE(check(&w, &a, NULL, Q ^ 1, 0, false, "alice", NULL, 0) == 0);
+    CHECK(a.res.original && a.res.verdict == ND_VERDICT_ORIGINAL &&
+          a.res.action == ND_ACTION_PUBLISH && !a.res.source && a.res.nmatches == 1 &&
+          a.res.matches[0].same_account && !a.res.matches[0].evidence);
+    nd_check_res_release(&a.res);
+
+    /* The whitelist beats forbid; may_hide_source; a policy change is seen
+     * by the next check. */
+    int n0 = audit_count(&w);
+    nd_store_event ev = audit_event("policy");
+    CHECK(set_policy(&w, "A", WL_DAVE, &ev) == 0);
+    CHECK(audit_count(&w) == n0 + 1, "the policy change's audit entry: %d -> %d", n0,
+          audit_count(&w));
+    CHECK(action_of(&w, Q, 3, "dave", src, &show, &mod) == ND_ACTION_REPRINT &&
+              strcmp(src, "A") == 0 && !show && mod,
+          "whitelisted dave");
+    CHECK(action_of(&w, Q, 3, "eve", src, &show, &mod) == ND_ACTION_BLOCK && strcmp(src, "A") == 0);
+    nd_doc *d = NULL;
+    REQUIRE(nd_registry_get(w.reg, "A", 1, &d) == 0);
+    CHECK(d->registered_at_us == ta && d->policy_len == strlen(WL_DAVE) &&
+          memcmp(d->policy, WL_DAVE, d->policy_len) == 0 && d->account_len == 5 &&
+          memcmp(d->account, "alice", 5) == 0 && d->status == ND_CLAIM_ACTIVE);
+    nd_doc_release(d);
+    CHECK(set_policy(&w, "A", ALLOW, NULL) == 0);
+    CHECK(action_of(&w, Q, 3, "eve", src, &show, &mod) == ND_ACTION_REPRINT &&
+              strcmp(src, "A") == 0 && show && !mod,
+          "A allows now");
+    CHECK(set_policy(&w, "A", FORBID, NULL) == 0);
+    CHECK(set_policy(&w, "nope", FORBID, NULL) == -ENOENT);
+
+    /* Revoke A: a later copy is judged on B (then publish_as_reprint); A is
+     * listed with its status but is not evidence. Alone, A gives publish. */
+    n0 = audit_count(&w);
+    ev = audit_event("revoke");
+    CHECK(set_status(&w, "A", ND_CLAIM_REVOKED, &ev) == 0);
+    CHECK(audit_count(&w) == n0 + 1);
+    CHECK(set_status(&w, "A", ND_CLAIM_REVOKED, &ev) == 0, "revoking a revoked claim: 0");
+    CHECK(audit_count(&w) == n0 + 1, "and no audit entry");
+    CHECK(action_of(&w, Q, 3, "dave", src, NULL, NULL) == ND_ACTION_REPRINT &&
+          strcmp(src, "B") == 0);
+    REQUIRE(check(&w, &a, "copy-1", Q ^ 1, 0, false, "dave", NULL, 0) == 0);
+    CHECK(a.res.original && a.res.action == ND_ACTION_PUBLISH && a.res.nmatches == 1,
+          "revoked: publish (%zu matches)", a.res.nmatches);
+    for (size_t i = 0; i < a.res.nmatches; i++)
+        CHECK(!a.res.matches[i].evidence &&
+              (is_id(a.res.matches[i].doc, "A") ? a.res.matches[i].doc->status == ND_CLAIM_REVOKED
+                                                : !a.res.matches[i].same_account));
+    nd_check_res_release(&a.res);
+    /* Restore: blocked again. */
+    CHECK(set_status(&w, "A", ND_CLAIM_ACTIVE, NULL) == 0);
+    CHECK(action_of(&w, Q ^ 1, 0, "dave", src, NULL, NULL) == ND_ACTION_BLOCK &&
+              strcmp(src, "A") == 0,
+          "restored: block");
+    CHECK(set_status(&w, "A", 7, NULL) == -EINVAL);
+    CHECK(set_status(&w, "nope", ND_CLAIM_REVOKED, NULL) == -ENOENT);
+    /* B revoked, kept over the restart. */
+    CHECK(set_status(&w, "B", ND_CLAIM_REVOKED, NULL) == 0);
+    /* ... so alice's re-post registers (an author's own re-post), with
+     * her account and no policy. */
+    int64_t ta2 = put_doc(&w, "A2", Q ^ 1, "alice", NULL, 0);
+    CHECK(ta2 > tc, "own re-post registered: %lld", (long long)ta2);
+    /* and bob's copy of A does not. */
+    CHECK(put_doc(&w, "Bcopy", Q ^ 1, "bob", NULL, 0) == -1, "bob's copy of A: not original");
+
+    nd_registry_stats rs;
+    nd_registry_stats_get(w.reg, &rs);
+    CHECK(rs.pending == 0 && rs.documents == 4, "%llu docs", (unsigned long long)rs.documents);
+    if (lmdb) {
+        world_restart(&w);
+        REQUIRE(nd_registry_get(w.reg, "A", 1, &d) == 0);
+        CHECK(d->registered_at_us == ta && d->policy_len == strlen(FORBID) &&
+                  memcmp(d->policy, FORBID, d->policy_len) == 0 && d->account_len == 5 &&
+                  memcmp(d->account, "alice", 5) == 0 && d->status == ND_CLAIM_ACTIVE,
+              "A after a restart");
+        nd_doc_release(d);
+        REQUIRE(nd_registry_get(w.reg, "B", 1, &d) == 0);
+        CHECK(d->status == ND_CLAIM_REVOKED && d->account_len == 3 &&
+                  d->policy_len == strlen(ALLOW),
+              "B after a restart");
+        nd_doc_release(d);
+        REQUIRE(nd_registry_get(w.reg, "C", 1, &d) == 0);
+        CHECK(d->policy == NULL && d->policy_len == 0 && d->account_len == 5);
+        nd_doc_release(d);
+        CHECK(action_of(&w, Q, 3, "dave", src, NULL, NULL) == ND_ACTION_BLOCK &&
+              strcmp(src, "A") == 0);
+        CHECK(action_of(&w, Q ^ 6, 0, "dave", src, NULL, NULL) == ND_ACTION_PUBLISH,
+              "B revoked after the restart");
+        /* Changes after the restart, on loaded (arena) documents, and
+         * another restart. */
+        CHECK(set_status(&w, "B", ND_CLAIM_ACTIVE, NULL) == 0);
+        CHECK(set_policy(&w, "C", FORBID, NULL) == 0);
+        CHECK(action_of(&w, Q ^ 0x70, 0, "dave", src, NULL, NULL) == ND_ACTION_BLOCK);
+        world_restart(&w);
+        CHECK(action_of(&w, Q ^ 6, 0, "dave", src, NULL, NULL) == ND_ACTION_REPRINT &&
+              strcmp(src, "B") == 0);
+        CHECK(action_of(&w, Q ^ 0x70, 0, "dave", src, NULL, NULL) == ND_ACTION_BLOCK);
+    }
+    world_close(&w, false);
+}
+
+static void claims_memory(void)
+{
+    claims_through(false);
+}
+
+static void claims_lmdb(void)
+{
+    claims_through(true);
+}
+
+/* The server's default for documents without a rule: forbid. */
+static void default_forbid(void)
+{
+    world w;
+    world_open(&w, false, ND_REPRINT_FORBID);
+    REQUIRE(w.reg);
+    CHECK(put_doc(&w, "C", Q ^ 1, "carol", NULL, 0) > 0);
+    CHECK(put_doc(&w, "D", Q ^ 6, "dan", ALLOW, 0) > 0);
+    char src[32];
+    CHECK(action_of(&w, Q ^ 1, 0, "x", src, NULL, NULL) == ND_ACTION_BLOCK);
+    CHECK(action_of(&w, Q ^ 6, 0, "x", src, NULL, NULL) == ND_ACTION_REPRINT);
+    world_close(&w, false);
+}
+
+/* Given registration times (an import): an earlier given time wins the
+ * claim over a document registered before by the clock; a taken time is
+ * raised by 1 us (also one held by a registration still in flight). */
+static void given_times_through(bool lmdb)
+{
+    world w;
+    world_open(&w, lmdb, ND_REPRINT_ALLOW);
+    REQUIRE(w.reg);
+    int64_t tl = put_doc(&w, "late", Q ^ 1, "bob", ALLOW, 0);
+    REQUIRE(tl > 1000000);
+    /* An archive's document, claimed before "late": registers (late is
+     * not evidence against an earlier claim) and then decides. */
+    int64_t te = put_doc(&w, "early", Q ^ 6, "alice", FORBID, tl - 1000);
+    CHECK(te == tl - 1000, "given time kept: %lld", (long long)te);
+    char src[32];
+    CHECK(action_of(&w, Q, 3, "dave", src, NULL, NULL) == ND_ACTION_BLOCK &&
+              strcmp(src, "early") == 0,
+          "the earlier given time wins: %s", src);
+    /* A copy of "early" given a time after it: not original. */
+    CHECK(put_doc(&w, "copy", Q ^ 6, "carol", NULL, te + 10) == -1);
+    /* Taken times are raised. */
+    CHECK(put_doc(&w, "same-time", ~Q, "x", NULL, tl) == tl + 1);
+    CHECK(put_doc(&w, "same-time-2", ~Q ^ 0xff00, "x", NULL, tl) == tl + 2);
+    /* A time ahead of the clock: later clock registrations come after it. */
+    int64_t ahead = tl + 3600 * 1000000LL;
+    CHECK(put_doc(&w, "ahead", ~Q ^ 0xff0000, "x", NULL, ahead) == ahead);
+    CHECK(put_doc(&w, "after", ~Q ^ 0xff000000, "x", NULL, 0) > ahead);
+    if (lmdb) {
+        /* A registration in flight holds its time. */
+        answer a;
+        nd_check_req rq = {.id = "flight",
+                           .id_len = 6,
+                           .simhash = Q ^ 0xf000f000,
+                           .chars = 500,
+                           .do_register = true};
+        memcpy(rq.text_hash, "flight", 6);
+        a.res = (nd_check_res){.hits = a.hits, .matches = a.matches, .keys = a.keys, .cap = 32};
+        done_box b = BOX_INIT;
+        int rc = nd_registry_check(w.reg, &rq, &a.res, box_done, &b);
+        REQUIRE(rc == ND_REG_QUEUED, "%d", rc);
+        int64_t tf = a.res.doc->registered_at_us;
+        int64_t tg = put_doc(&w, "given-flight", Q ^ 0x0f0f0f0f00, "y", NULL, tf);
+        CHECK(tg == tf + 1, "in flight %lld, given %lld", (long long)tf, (long long)tg);
+        box_wait(&b);
+        CHECK(nd_registry_complete(w.reg, b.ch, b.status) == 0);
+        nd_check_res_release(&a.res);
+        world_restart(&w);
+        nd_doc *d;
+        REQUIRE(nd_registry_get(w.reg, "early", 5, &d) == 0);
+        CHECK(d->registered_at_us == te);
+        nd_doc_release(d);
+        CHECK(action_of(&w, Q, 3, "dave", src, NULL, NULL) == ND_ACTION_BLOCK &&
+              strcmp(src, "early") == 0);
+    }
+    world_close(&w, false);
+}
+
+static void given_times_memory(void)
+{
+    given_times_through(false);
+}
+
+static void given_times_lmdb(void)
+{
+    given_times_through(true);
+}
+
+/* Bad claims are refused before anything is written. */
+static void claim_bounds(void)
+{
+    world w;
+    world_open(&w, false, ND_REPRINT_ALLOW);
+    REQUIRE(w.reg);
+    answer a;
+    CHECK(check(&w, &a, "neg", Q, 0, true, NULL, NULL, -5) == -EINVAL);
+    static char big[ND_ACCOUNT_MAX + 2];
+    memset(big, 'a', sizeof(big) - 1);
+    CHECK(check(&w, &a, "big", Q, 0, true, big, NULL, 0) == -EINVAL);
+    big[ND_ACCOUNT_MAX] = '\0';
+    CHECK(check(&w, &a, "big", Q, 0, true, big, NULL, 0) == 0 && a.res.registered);
+    nd_check_res_release(&a.res);
+    world_close(&w, false);
+}
+
 int main(void)
 {
     UNIT_RUN(memory_store_answers_at_once);
     UNIT_RUN(slot_reuse_never_lists_twice);
+    UNIT_RUN(claims_memory);
+    UNIT_RUN(claims_lmdb);
+    UNIT_RUN(default_forbid);
+    UNIT_RUN(given_times_memory);
+    UNIT_RUN(given_times_lmdb);
+    UNIT_RUN(claim_bounds);
     return unit_summary("registry");
 }

@@ -26,6 +26,8 @@ enum change_kind {
     CHANGE_DELETE,  /* a deletion */
     CHANGE_UPGRADE, /* a document of another fingerprint version re-registered
                      * with the same text: doc replaces old, same time */
+    CHANGE_AMEND,   /* a policy or status change: doc replaces old in place
+                     * (same slot) once committed */
 };
 
 struct nd_reg_change {
@@ -33,8 +35,11 @@ struct nd_reg_change {
     uint32_t nanchors;                /* CHANGE_DELETE: the stored anchors of */
     uint32_t anchors[ND_ANCHORS_MAX]; /* doc, to unindex it once deleted */
     nd_doc *doc;                      /* a reference */
-    nd_doc *old;                      /* CHANGE_UPGRADE: the document doc replaces (a reference) */
+    nd_doc *old;                      /* CHANGE_UPGRADE, CHANGE_AMEND: the document
+                                       * doc replaces (a reference) */
     enum change_kind kind;
+    size_t inflight; /* CHANGE_PUT queued: its index in reg->inflight
+                      * (SIZE_MAX: not there) */
     nd_registry_done_fn fn;
     void *arg;
     _Atomic int phase; /* enum change_phase: did the store commit within its call? */
@@ -53,10 +58,20 @@ enum change_phase {
 
 /* ---- documents ---- */
 
-static nd_doc *doc_new(const char *id, size_t id_len, const char *meta, size_t meta_len)
+/* A new document with copies of id, meta, account and policy (NULL/0:
+ * none) and status. Returns NULL when out of memory. */
+static nd_doc *doc_new(const char *id, size_t id_len, const char *meta, size_t meta_len,
+                       const char *account, size_t account_len, const char *policy,
+                       size_t policy_len, int status)
 {
-    nd_doc *d = malloc(sizeof(*d) + id_len + meta_len);
-    return d ? doc_init(d, id, id_len, meta, meta_len) : NULL;
+    account_len = account ? account_len : 0;
+    policy_len = policy ? policy_len : 0;
+    nd_doc *d = malloc(sizeof(*d) + id_len + meta_len + doc_claim_size(account_len, policy_len));
+    if (!d)
+        return NULL;
+    doc_init(d, id, id_len, meta, meta_len);
+    doc_set_claim(d, account, account_len, policy, policy_len, status);
+    return d;
 }
 
 static inline nd_doc *doc_ref(nd_doc *d)
@@ -256,6 +271,68 @@ static int64_t clock_next(nd_registry *reg)
     return now;
 }
 
+/* Registrations queued and not completed: their changes (reg->inflight,
+ * with reg->inflight_at their times), so that a given time never takes
+ * the time of one (the store does not see it yet). Writer held. */
+static int inflight_add(nd_registry *reg, nd_reg_change *ch)
+{
+    if (reg->ninflight == reg->inflight_cap) {
+        size_t cap = reg->inflight_cap ? reg->inflight_cap * 2 : 64;
+        int64_t *at = realloc(reg->inflight_at, cap * sizeof(*at));
+        if (at)
+            reg->inflight_at = at;
+        nd_reg_change **c = realloc(reg->inflight, cap * sizeof(*c));
+        if (c)
+            reg->inflight = c;
+        if (!at || !c)
+            return -ENOMEM;
+        reg->inflight_cap = cap;
+    }
+    ch->inflight = reg->ninflight;
+    reg->inflight[reg->ninflight] = ch;
+    reg->inflight_at[reg->ninflight++] = ch->doc->registered_at_us;
+    return 0;
+}
+
+static void inflight_remove(nd_registry *reg, nd_reg_change *ch)
+{
+    size_t i = ch->inflight;
+    if (i == SIZE_MAX)
+        return;
+    size_t last = --reg->ninflight;
+    reg->inflight[i] = reg->inflight[last];
+    reg->inflight_at[i] = reg->inflight_at[last];
+    reg->inflight[i]->inflight = i;
+    ch->inflight = SIZE_MAX;
+}
+
+static int visit_none(void *arg, const nd_record *rec)
+{
+    (void)arg, (void)rec;
+    return 0;
+}
+
+/* The time for a registration given at (an import): at, raised by 1 us
+ * while a stored record or a registration in flight holds it. Writer held.
+ * Returns 0 and *out, or the store's -errno. */
+static int given_time(nd_registry *reg, int64_t at, int64_t *out)
+{
+    for (; at <= reg->last_us; at++) { /* later than every time handed out: free */
+        bool taken = false;
+        for (size_t i = 0; i < reg->ninflight && !taken; i++)
+            taken = reg->inflight_at[i] == at;
+        if (taken)
+            continue;
+        int rc = nd_store_get(reg->store, at, visit_none, NULL);
+        if (rc == -ENOENT)
+            break;
+        if (rc < 0)
+            return rc;
+    }
+    *out = at;
+    return 0;
+}
+
 /* ---- life cycle ---- */
 
 int nd_registry_create(nd_registry **out, nd_store *store, const nd_registry_options *opts)
@@ -316,6 +393,8 @@ void nd_registry_destroy(nd_registry *reg)
     for (size_t i = 0; i < reg->nversions; i++)
         free((char *)reg->versions[i].version);
     free(reg->versions);
+    free(reg->inflight);
+    free(reg->inflight_at);
     pthread_rwlock_destroy(&reg->table);
     pthread_mutex_destroy(&reg->writer);
     free(reg);
@@ -347,11 +426,14 @@ void nd_registry_stats_get(const nd_registry *reg, nd_registry_stats *out)
 
 /* ---- checking ---- */
 
-/* Final order: identical, near duplicates, partial copies; each by
- * resemblance (highest first), containment, distance, time, id. */
+/* Final order: the evidence, then the other matches; in each, identical,
+ * near duplicates, partial copies; each by resemblance (highest first),
+ * containment, distance, time, id. */
 static int match_cmp(const void *a, const void *b)
 {
     const nd_match *x = a, *y = b;
+    if (x->evidence != y->evidence)
+        return x->evidence ? -1 : 1;
     if (x->kind != y->kind)
         return x->kind < y->kind ? -1 : 1;
     if (x->resemblance != y->resemblance)
@@ -401,13 +483,13 @@ static long query_all(nd_registry *reg, uint64_t simhash, unsigned k, nd_check_r
 #define MF_PENDING 1u /* waiting for its first commit: never evidence */
 #define MF_DIRECT 2u  /* verified from its in-memory sketch, not the store's */
 
-/* A candidate found by either stage-1 index: evidence if live, not self and
- * (with self) registered before it. Adds it to m[*n] (a new reference).
+/* A candidate found by either stage-1 index: a match if live, not self and
+ * registered before before_us. Adds it to m[*n] (a new reference).
  * Table locked (or writer held). */
-static void add_candidate(nd_doc *d, const nd_doc *self, uint64_t simhash, bool locked, nd_match *m,
-                          size_t *n)
+static void add_candidate(nd_doc *d, const nd_doc *self, int64_t before_us, uint64_t simhash,
+                          bool locked, nd_match *m, size_t *n)
 {
-    if (d == self || (self && d->registered_at_us >= self->registered_at_us))
+    if (d == self || d->registered_at_us >= before_us)
         return;
     uint8_t flags = 0;
     if (atomic_load_explicit(&d->state, memory_order_acquire) == DOC_PENDING) {
@@ -437,6 +519,20 @@ static bool cannot_match(const nd_check_req *rq, const nd_doc *d)
         return false;
     return !nd_sketch_reachable(&rq->sketch[(z >> 30) & 1], (z >> 16) & 31, z & 0xFFFF,
                                 &rq->params);
+}
+
+/* Whether d has the request's (non-empty) account (claim.h's rule). */
+static inline bool same_account(const nd_doc *d, const nd_check_req *rq)
+{
+    return rq->account_len && d->account_len == rq->account_len &&
+           memcmp(d->account, rq->account, rq->account_len) == 0;
+}
+
+/* Whether d, verified as a match, makes rq's article not original: not the
+ * same account, claim not revoked (nd_claim_is_evidence()). */
+static inline bool is_evidence(const nd_doc *d, const nd_check_req *rq)
+{
+    return d->status != ND_CLAIM_REVOKED && !same_account(d, rq);
 }
 
 typedef struct verify_ctx {
@@ -469,6 +565,7 @@ static void verify_one(verify_ctx *v, size_t i, const uint8_t *buf, size_t len)
     m->resemblance = e.resemblance;
     m->containment = e.containment;
     if (m->kind == ND_MATCH_PARTIAL_COPY && have && rq->scratch && !(m->flags & MF_PENDING) &&
+        is_evidence(m->doc, rq) &&
         (e.containment > v->best_partial ||
          (e.containment == v->best_partial && m->doc->registered_at_us < v->best_at))) {
         /* The most contained, then the earliest: not the order of the
@@ -518,19 +615,46 @@ static int verify_all(nd_registry *reg, const nd_check_req *rq, nd_check_res *re
     return nd_store_sketches(reg->store, keys, n, verify_visit, &v);
 }
 
+/* The action for rq's account given the source (the earliest evidence, or
+ * NULL: original), with a new reference to it in res->source. */
+static void decide(const nd_registry *reg, const nd_check_req *rq, nd_doc *source,
+                   nd_check_res *res)
+{
+    res->action = ND_ACTION_PUBLISH;
+    res->show_source = res->may_modify = false;
+    res->source = NULL;
+    if (!source)
+        return;
+    nd_claim c = {.registered_at_us = source->registered_at_us,
+                  .account = source->account,
+                  .account_len = source->account_len,
+                  .policy = source->policy,
+                  .policy_len = source->policy_len,
+                  .status = source->status};
+    nd_claim_decision dec;
+    nd_claim_action(&c, rq->account, rq->account_len, reg->opts.default_reprint, &dec);
+    res->action = dec.action;
+    res->show_source = dec.show_source;
+    res->may_modify = dec.may_modify;
+    res->source = doc_ref(source);
+}
+
 /* Answers a check: candidates from the SimHash index within k and from the
  * anchor index, each verified with the sketches (stage 2); res->matches
- * gets the verified documents that may serve as evidence: live ones (a
- * document waiting for its first commit never does, issue 16), except self
- * and (when self is set) anything registered after it. Sorted and cut to
- * max_matches (then truncated is set); the verdict is exact whatever the cut
- * (every SimHash hit is verified, however many). locked: the caller holds
- * the writer (then the tables are stable without the read lock). When
- * wait_on is not NULL and no evidence was found but a pending document
- * verified as one, *wait_on gets it (a borrowed pointer, valid while the
- * writer is held): the caller waits for its commit and decides again. */
+ * gets the verified documents: live ones (a document waiting for its first
+ * commit is never listed, issue 16), except self and anything registered
+ * at or after before_us (INT64_MAX: none). Each is marked same_account /
+ * evidence (issue 13); the evidence comes first, and the verdict, original
+ * and the action (with its source, the earliest evidence) come from the
+ * evidence only. Sorted and cut to max_matches (then truncated is set); the
+ * verdict and the source are exact whatever the cut (every SimHash hit is
+ * verified, however many). locked: the caller holds the writer (then the
+ * tables are stable without the read lock). When wait_on is not NULL and no
+ * evidence was found but a pending document verified as one, *wait_on gets
+ * it (a borrowed pointer, valid while the writer is held): the caller
+ * waits for its commit and decides again. */
 static int find_matches(nd_registry *reg, const nd_check_req *rq, const nd_doc *self,
-                        nd_check_res *res, bool locked, nd_doc **wait_on)
+                        int64_t before_us, nd_check_res *res, bool locked, nd_doc **wait_on)
 {
     uint64_t simhash = rq->simhash;
     nd_index_hit *hits, *heap_hits;
@@ -570,13 +694,13 @@ static int find_matches(nd_registry *reg, const nd_check_req *rq, const nd_doc *
          * its new document is as near (then it is a real hit, possibly
          * reported twice: duplicates are dropped below). */
         if (d && nd_simhash_distance(d->simhash, simhash) == hits[i].distance)
-            add_candidate(d, self, simhash, locked, m, &n);
+            add_candidate(d, self, before_us, simhash, locked, m, &n);
     }
     for (size_t i = 0; i < nah; i++) {
         uint32_t slot = res->ahits[i].slot;
         nd_doc *d = slot < reg->nslots ? reg->slots[slot] : NULL;
         if (d && !d->stale)
-            add_candidate(d, self, simhash, locked, m, &n);
+            add_candidate(d, self, before_us, simhash, locked, m, &n);
     }
     if (!locked)
         pthread_rwlock_unlock(&reg->table);
@@ -601,17 +725,29 @@ static int find_matches(nd_registry *reg, const nd_check_req *rq, const nd_doc *
     else
         for (size_t i = 0; i < n; i++)
             m[i].kind = ND_MATCH_NEAR_DUPLICATE;
-    /* Keep what is evidence; note a pending document that would be. */
-    nd_doc *pending = NULL;
+    /* Keep the verified matches, marked; note a pending document that
+     * would be evidence. */
+    nd_doc *pending = NULL, *source = NULL;
+    size_t nev = 0;
     u = 0;
     for (size_t i = 0; i < n; i++) {
-        bool keep = rc == 0 && m[i].kind != ND_MATCH_NONE && !(m[i].flags & MF_PENDING);
-        if (rc == 0 && m[i].kind != ND_MATCH_NONE && (m[i].flags & MF_PENDING) && !pending)
-            pending = m[i].doc; /* the registry's reference keeps it (writer held) */
-        if (keep)
-            m[u++] = m[i];
-        else
-            nd_doc_release(m[i].doc);
+        nd_doc *d = m[i].doc;
+        bool verified = rc == 0 && m[i].kind != ND_MATCH_NONE;
+        bool evidence = verified && is_evidence(d, rq);
+        if (evidence && (m[i].flags & MF_PENDING) && !pending)
+            pending = d; /* the registry's reference keeps it (writer held) */
+        if (!verified || (m[i].flags & MF_PENDING)) {
+            nd_doc_release(d);
+            continue;
+        }
+        m[i].same_account = same_account(d, rq);
+        m[i].evidence = evidence;
+        if (evidence) {
+            nev++;
+            if (!source || d->registered_at_us < source->registered_at_us)
+                source = d; /* the earliest claim decides */
+        }
+        m[u++] = m[i];
     }
     n = u;
     free(heap_keys);
@@ -622,9 +758,10 @@ static int find_matches(nd_registry *reg, const nd_check_req *rq, const nd_doc *
     }
     qsort(m, n, sizeof(nd_match), match_cmp);
     res->verdict = ND_VERDICT_ORIGINAL;
-    if (n)
+    if (nev)
         res->verdict = m[0].kind == ND_MATCH_PARTIAL_COPY ? ND_VERDICT_PARTIAL
                                                           : ND_VERDICT_DUPLICATE;
+    decide(reg, rq, source, res);
     if (res->verdict != ND_VERDICT_PARTIAL)
         res->npassages = 0;
     res->truncated = false;
@@ -639,9 +776,9 @@ static int find_matches(nd_registry *reg, const nd_check_req *rq, const nd_doc *
         free(heap_m);
     }
     res->nmatches = n;
-    res->original = n == 0;
+    res->original = nev == 0;
     if (wait_on)
-        *wait_on = n == 0 ? pending : NULL;
+        *wait_on = nev == 0 ? pending : NULL;
     return 0;
 }
 
@@ -652,6 +789,8 @@ void nd_check_res_release(nd_check_res *res)
     res->nmatches = 0;
     nd_doc_release(res->doc);
     res->doc = NULL;
+    nd_doc_release(res->source);
+    res->source = NULL;
 }
 
 static void res_clear(nd_check_res *res)
@@ -661,6 +800,9 @@ static void res_clear(nd_check_res *res)
     res->npassages = 0;
     res->verdict = ND_VERDICT_ORIGINAL;
     res->doc = NULL;
+    res->action = ND_ACTION_PUBLISH;
+    res->source = NULL;
+    res->show_source = res->may_modify = false;
 }
 
 static void store_done(void *arg, int status)
@@ -735,7 +877,8 @@ static nd_reg_change *change_new(nd_registry *reg, nd_doc *d, enum change_kind k
     nd_reg_change *ch = malloc(sizeof(*ch));
     if (!ch)
         return NULL;
-    *ch = (nd_reg_change){.reg = reg, .doc = doc_ref(d), .kind = kind, .fn = fn, .arg = arg};
+    *ch = (nd_reg_change){
+        .reg = reg, .doc = doc_ref(d), .kind = kind, .fn = fn, .arg = arg, .inflight = SIZE_MAX};
     return ch;
 }
 
@@ -750,7 +893,12 @@ static void record_of(const nd_doc *d, nd_record *rec, uint8_t *abuf)
                        .registered_at_us = d->registered_at_us,
                        .chars = d->chars,
                        .meta = d->meta,
-                       .meta_len = d->meta_len};
+                       .meta_len = d->meta_len,
+                       .account = d->account,
+                       .account_len = d->account_len,
+                       .policy = d->policy,
+                       .policy_len = d->policy_len,
+                       .status = d->status};
     memcpy(rec->text_hash, d->text_hash, 16);
     if (d->extra) {
         for (unsigned i = 0; i < d->nanchors; i++) {
@@ -767,13 +915,18 @@ static void record_of(const nd_doc *d, nd_record *rec, uint8_t *abuf)
     }
 }
 
-/* Makes the document of rq (meta_len bytes of meta, registered at at),
- * pending when there is a store, and links it. Writer held. Returns 0 and
- * the document in *out (the registry's reference), or -errno. */
+/* Makes the document of rq (meta_len bytes of meta, the claim of like
+ * (the request's own when NULL: its account and policy, active),
+ * registered at at), pending when there is a store, and links it. Writer
+ * held. Returns 0 and the document in *out (the registry's reference), or
+ * -errno. */
 static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const char *meta,
-                            size_t meta_len, int64_t at, nd_doc **out)
+                            size_t meta_len, const nd_doc *like, int64_t at, nd_doc **out)
 {
-    nd_doc *d = doc_new(rq->id, rq->id_len, meta, meta ? meta_len : 0);
+    nd_doc *d = like ? doc_new(rq->id, rq->id_len, meta, meta ? meta_len : 0, like->account,
+                               like->account_len, like->policy, like->policy_len, like->status)
+                     : doc_new(rq->id, rq->id_len, meta, meta ? meta_len : 0, rq->account,
+                               rq->account_len, rq->policy, rq->policy_len, ND_CLAIM_ACTIVE);
     if (!d)
         return -ENOMEM;
     d->simhash = rq->simhash;
@@ -825,10 +978,18 @@ static int queue_write(nd_registry *reg, nd_doc *d, nd_doc *old, nd_registry_don
     nd_record rec;
     uint8_t abuf[4 * ND_ANCHORS_MAX];
     record_of(d, &rec, abuf);
+    /* Its time is taken from now on (until complete): a given time must
+     * not take it. The commit thread's done cannot complete it before the
+     * writer is released. */
+    if (!old && !nd_store_commits_in_call(reg->store) && inflight_add(reg, ch) < 0) {
+        change_free(ch);
+        return -ENOMEM;
+    }
     phase_begin(reg, ch);
     int rc = old ? nd_store_replace(reg->store, &rec, store_done, ch)
                  : nd_store_put(reg->store, &rec, store_done, ch);
     if (rc < 0) {
+        inflight_remove(reg, ch);
         change_free(ch);
         return rc;
     }
@@ -840,12 +1001,15 @@ static int queue_write(nd_registry *reg, nd_doc *d, nd_doc *old, nd_registry_don
     return ND_REG_QUEUED;
 }
 
-/* Registers a new original document. Writer held. */
-static int do_register(nd_registry *reg, const nd_check_req *rq, nd_check_res *res,
+/* Registers a new original document, at the time given (given_time()) or,
+ * when at is 0, the clock's. Writer held. */
+static int do_register(nd_registry *reg, const nd_check_req *rq, int64_t at, nd_check_res *res,
                        nd_registry_done_fn fn, void *arg)
 {
     nd_doc *d;
-    int rc = link_request_doc(reg, rq, rq->meta, rq->meta_len, clock_next(reg), &d);
+    if (at > reg->last_us)
+        reg->last_us = at; /* later clock times come after it */
+    int rc = link_request_doc(reg, rq, rq->meta, rq->meta_len, NULL, at ? at : clock_next(reg), &d);
     if (rc < 0)
         return rc;
     res->registered = true;
@@ -871,7 +1035,7 @@ static int answer_existing(nd_registry *reg, nd_doc *d, const nd_check_req *rq, 
     if (memcmp(d->text_hash, rq->text_hash, 16) != 0)
         return -EEXIST;
     nd_doc *wait_on = NULL;
-    int rc = find_matches(reg, rq, d, res, locked, locked ? &wait_on : NULL);
+    int rc = find_matches(reg, rq, d, d->registered_at_us, res, locked, locked ? &wait_on : NULL);
     if (rc == 0 && wait_on) {
         nd_check_res_release(res);
         res_clear(res);
@@ -899,11 +1063,11 @@ static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, nd_
     const char *meta = rq->meta ? rq->meta : old->meta;
     size_t meta_len = rq->meta ? rq->meta_len : old->meta_len;
     nd_doc *d;
-    int rc = link_request_doc(reg, rq, meta, meta_len, old->registered_at_us, &d);
+    int rc = link_request_doc(reg, rq, meta, meta_len, old, old->registered_at_us, &d);
     if (rc < 0)
         return rc;
     nd_doc *wait_on = NULL;
-    if ((rc = find_matches(reg, rq, d, res, true, &wait_on)) < 0 || wait_on) {
+    if ((rc = find_matches(reg, rq, d, d->registered_at_us, res, true, &wait_on)) < 0 || wait_on) {
         unlink_doc(reg, d);
         if (rc == 0) { /* its verdict depends on a pending document */
             nd_check_res_release(res);
@@ -940,11 +1104,14 @@ static int check_register(nd_registry *reg, const nd_check_req *rq, nd_check_res
         rc = answer_existing(reg, d, rq, res, true, fn, arg);
     } else {
         nd_doc *wait_on = NULL;
-        rc = find_matches(reg, rq, NULL, res, true, &wait_on);
+        int64_t at = 0; /* the clock's */
+        rc = rq->registered_at_us > 0 ? given_time(reg, rq->registered_at_us, &at) : 0;
+        if (rc == 0)
+            rc = find_matches(reg, rq, NULL, at ? at : INT64_MAX, res, true, &wait_on);
         if (rc == 0 && wait_on) /* original unless the pending one commits */
             rc = add_waiter(wait_on, fn, arg);
         else if (rc == 0 && res->original)
-            rc = do_register(reg, rq, res, fn, arg);
+            rc = do_register(reg, rq, at, res, fn, arg);
     }
     pthread_mutex_unlock(&reg->writer);
     return rc;
@@ -958,7 +1125,9 @@ int nd_registry_check(nd_registry *reg, const nd_check_req *rq, nd_check_res *re
         return -ESHUTDOWN;
     if (!nd_registry_loaded(reg))
         return -EAGAIN;
-    if (rq->k > ND_INDEX_MAX_K || (rq->do_register && !rq->id))
+    if (rq->k > ND_INDEX_MAX_K || (rq->do_register && !rq->id) || rq->registered_at_us < 0 ||
+        rq->account_len > ND_ACCOUNT_MAX || rq->policy_len > ND_POLICY_MAX ||
+        (rq->account_len && !rq->account) || (rq->policy_len && !rq->policy))
         return -EINVAL;
     if (rq->do_register)
         return check_register(reg, rq, res, fn, arg);
@@ -978,7 +1147,31 @@ int nd_registry_check(nd_registry *reg, const nd_check_req *rq, nd_check_res *re
             return rc;
         }
     }
-    return find_matches(reg, rq, NULL, res, false, NULL);
+    return find_matches(reg, rq, NULL, INT64_MAX, res, false, NULL);
+}
+
+/* Puts d (an amended copy of old, unlinked, with the reference it takes
+ * over as the registry's) in old's place: same slot (so the indexes stay as
+ * they are), same place in its id chain; old is unlinked and the
+ * registry's reference on it dropped. Writer held. */
+static void swap_doc(nd_registry *reg, nd_doc *old, nd_doc *d)
+{
+    d->slot = old->slot;
+    d->state = DOC_LIVE;
+    size_t h = id_hash(old->id, old->id_len) & (reg->nbuckets - 1);
+    pthread_rwlock_wrlock(&reg->table);
+    nd_doc **pp = &reg->buckets[h];
+    while (*pp && *pp != old)
+        pp = &(*pp)->next;
+    if (*pp) {
+        d->next = old->next;
+        *pp = d;
+    }
+    reg->slots[old->slot] = d;
+    pthread_rwlock_unlock(&reg->table);
+    old->state = DOC_GONE;
+    old->next = NULL;
+    nd_doc_release(old);
 }
 
 static void change_free(nd_reg_change *ch)
@@ -996,6 +1189,7 @@ static int complete_locked(nd_registry *reg, nd_reg_change *ch, int status, nd_w
     nd_doc *d = ch->doc;
     int rc = status;
     if (ch->kind == CHANGE_PUT || ch->kind == CHANGE_UPGRADE) {
+        inflight_remove(reg, ch);
         if (status == 0) {
             d->state = DOC_LIVE;
             /* The store has its anchors and sketch now; readers without
@@ -1009,6 +1203,17 @@ static int complete_locked(nd_registry *reg, nd_reg_change *ch, int status, nd_w
          * that failed, it stays (its record was not touched). */
         if (status == 0 && ch->old)
             unlink_doc(reg, ch->old);
+    } else if (ch->kind == CHANGE_AMEND) {
+        nd_doc *old = ch->old;
+        if (status == 0) {
+            swap_doc(reg, old, d);
+        } else {
+            old->state = DOC_LIVE; /* its record was not touched */
+            nd_doc_release(d);     /* the reference it would have linked with */
+        }
+        *woken = old->waiters;
+        old->waiters = NULL;
+        return rc;
     } else if (status == 0 || status == -ENOENT) {
         unlink_doc_anchors(reg, d, ch->anchors, ch->nanchors);
         rc = 0;
@@ -1082,6 +1287,107 @@ int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len, nd_regis
     }
     pthread_mutex_unlock(&reg->writer);
     return rc;
+}
+
+/* nd_store_get() visitor: the stored record's anchors, as stored. */
+typedef struct stored_anchors {
+    uint8_t bytes[4 * ND_STORE_ANCHORS_MAX];
+    size_t n;
+} stored_anchors;
+
+static int copy_anchors(void *arg, const nd_record *rec)
+{
+    stored_anchors *sa = arg;
+    sa->n = rec->anchors && rec->nanchors <= ND_STORE_ANCHORS_MAX ? rec->nanchors : 0;
+    if (sa->n)
+        memcpy(sa->bytes, rec->anchors, 4 * sa->n);
+    return 0;
+}
+
+/* A policy or status change of id (see nd_registry_set_policy()): the
+ * amended copy of the live document is written with nd_store_amend() and
+ * put in its place by complete_locked(). Writer taken here. */
+static int amend(nd_registry *reg, const char *id, size_t id_len, bool set_policy,
+                 const char *policy, size_t policy_len, int status, const nd_store_event *audit,
+                 nd_registry_done_fn fn, void *arg)
+{
+    if (atomic_load(&reg->shutdown)) /* the store may be gone */
+        return -ESHUTDOWN;
+    if (!nd_registry_loaded(reg))
+        return -EAGAIN;
+    if (!set_policy && status != ND_CLAIM_ACTIVE && status != ND_CLAIM_REVOKED)
+        return -EINVAL;
+    if (set_policy && (policy_len > ND_POLICY_MAX || (policy_len && !policy)))
+        return -EINVAL;
+    pthread_mutex_lock(&reg->writer);
+    int rc = 0;
+    nd_doc *d = map_find(reg, id, id_len), *nd = NULL;
+    nd_reg_change *ch = NULL;
+    if (!d) {
+        rc = -ENOENT;
+    } else if (d->state != DOC_LIVE) {
+        rc = add_waiter(d, fn, arg);
+    } else if (!set_policy && d->status == status) {
+        rc = 0; /* unchanged: nothing written */
+    } else {
+        nd = doc_new(d->id, d->id_len, d->meta, d->meta_len, d->account, d->account_len,
+                     set_policy ? policy : d->policy, set_policy ? policy_len : d->policy_len,
+                     set_policy ? d->status : status);
+        ch = nd ? change_new(reg, nd, CHANGE_AMEND, fn, arg) : NULL;
+        rc = ch ? 0 : -ENOMEM;
+    }
+    if (ch) {
+        nd->simhash = d->simhash;
+        nd->registered_at_us = d->registered_at_us;
+        nd->chars = d->chars;
+        memcpy(nd->text_hash, d->text_hash, 16);
+        nd->stale = d->stale;
+        nd->version = d->version;
+        atomic_init(&nd->sk_size, atomic_load_explicit(&d->sk_size, memory_order_relaxed));
+        nd->state = DOC_PENDING; /* not linked until committed */
+        ch->old = doc_ref(d);
+        /* The record as stored, with the new claim: its anchors are read
+         * back (a loaded document does not keep them); its sketch stays. */
+        stored_anchors sa = {.n = 0};
+        rc = nd_store_get(reg->store, d->registered_at_us, copy_anchors, &sa);
+        nd_record rec;
+        record_of(nd, &rec, NULL);
+        rec.anchors = sa.n ? sa.bytes : NULL;
+        rec.nanchors = (unsigned)sa.n;
+        if (rc == 0 || rc == -ENOENT) { /* -ENOENT: the amend says so */
+            phase_begin(reg, ch);
+            rc = nd_store_amend(reg->store, &rec, audit, store_done, ch);
+        }
+        if (rc == 0) {
+            d->state = DOC_AMENDING;
+            if (done_in_call(reg, ch)) {
+                rc = finish_in_call(reg, ch); /* amended (0) or kept */
+            } else {
+                atomic_fetch_add_explicit(&reg->npending, 1, memory_order_relaxed);
+                rc = ND_REG_QUEUED;
+            }
+        } else {
+            change_free(ch);
+            nd_doc_release(nd);
+        }
+    } else if (nd) {
+        nd_doc_release(nd);
+    }
+    pthread_mutex_unlock(&reg->writer);
+    return rc;
+}
+
+int nd_registry_set_policy(nd_registry *reg, const char *id, size_t id_len, const char *policy,
+                           size_t policy_len, const nd_store_event *audit, nd_registry_done_fn done,
+                           void *arg)
+{
+    return amend(reg, id, id_len, true, policy, policy ? policy_len : 0, 0, audit, done, arg);
+}
+
+int nd_registry_set_status(nd_registry *reg, const char *id, size_t id_len, int status,
+                           const nd_store_event *audit, nd_registry_done_fn done, void *arg)
+{
+    return amend(reg, id, id_len, false, NULL, 0, status, audit, done, arg);
 }
 
 int nd_registry_get(nd_registry *reg, const char *id, size_t id_len, nd_doc **out)

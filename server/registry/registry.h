@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "anchor_index.h"
+#include "claim.h"
 #include "fingerprint.h"
 #include "index.h"
 #include "request.h"
@@ -58,9 +59,22 @@ typedef struct nd_doc {
     uint8_t text_hash[16]; /* XXH3-128 of the text, canonical byte order */
     const char *meta;      /* compact JSON object, meta_len bytes; NULL if none */
     size_t meta_len;
-    bool stale;          /* fingerprint version differs: not in the index */
-    const char *version; /* fingerprint version, NUL-terminated; borrowed
+    bool stale;           /* fingerprint version differs: not in the index */
+    uint8_t status;       /* the claim: ND_CLAIM_ACTIVE or ND_CLAIM_REVOKED
+                           * (issue 13; revoked: never evidence) */
+    uint16_t account_len; /* 0: no account */
+    uint32_t policy_len;  /* 0: no policy */
+    const char *version;  /* fingerprint version, NUL-terminated; borrowed
                                * from the registry, valid while it is */
+    /* Issue 13: the registering account (account_len bytes, not
+     * NUL-terminated; NULL: none) and the reprint policy (compact JSON,
+     * policy_len bytes, not NUL-terminated; NULL: none, the server's default
+     * applies; claim.h reads it). Both live in the document's own memory
+     * (after id and meta). A policy change or a revoke/restore replaces the
+     * whole nd_doc by a new one with the same id, slot and registered_at:
+     * a reference holder sees one consistent version. */
+    const char *account;
+    const char *policy;
     /* Private to the registry. */
     bool arena; /* loaded at start: in the registry's arena */
     _Atomic unsigned refs;
@@ -94,6 +108,9 @@ typedef struct nd_match {
     double containment; /* estimated share of the query's shingles in doc */
     uint8_t kind;       /* nd_match_kind */
     uint8_t flags;      /* private to the registry */
+    bool same_account;  /* doc has the request's (non-empty) account */
+    bool evidence;      /* makes the article not original: not the same
+                         * account and doc->status active (issue 13) */
 } nd_match;
 
 /* The verdict of a check. */
@@ -105,6 +122,8 @@ enum nd_verdict {
 
 typedef struct nd_registry_options {
     unsigned max_matches; /* most matches returned (more sets truncated) */
+    int default_reprint;  /* enum nd_reprint (claim.h) for documents whose
+                           * policy has no rule; ND_REPRINT_UNSET (0) = allow */
 } nd_registry_options;
 
 /* A /check-original question: nd_check_req, request.h (one shape from the
@@ -124,17 +143,29 @@ typedef struct nd_check_res {
     nd_passage *passages;
     size_t passages_cap;
     /* Answer. */
-    bool original;    /* no document registered earlier lies within k */
+    bool original;    /* no evidence: no verified match registered earlier
+                       * with another account and an active claim */
     bool registered;  /* the id holds this text now (just or earlier) */
     bool existing;    /* the id held this text before this call */
     bool truncated;   /* more matches than returned */
-    size_t nmatches;  /* matches[0..nmatches): identical, then near
-                         * duplicates, then partial copies; each by
-                         * resemblance (highest first), distance, time */
-    int verdict;      /* enum nd_verdict; original == (verdict == ORIGINAL) */
+    size_t nmatches;  /* matches[0..nmatches): the evidence first, then
+                         * the other matches (same account, revoked); each
+                         * group identical, then near duplicates, then
+                         * partial copies; each by resemblance (highest
+                         * first), distance, time */
+    int verdict;      /* enum nd_verdict, from the evidence only; original
+                         * == (verdict == ORIGINAL) */
     size_t npassages; /* partial copy: the query's spans found in the best
                          * partial match (passages[0..min(npassages, cap))) */
     nd_doc *doc;      /* the document under this id (new reference) or NULL */
+    /* Issue 13: the action for the request's account (claim.h's rule):
+     * publish when original; else source is the earliest evidence (new
+     * reference; it may lie beyond the matches returned), and show_source /
+     * may_modify are set with ND_ACTION_REPRINT (false otherwise). */
+    int action; /* enum nd_action */
+    nd_doc *source;
+    bool show_source;
+    bool may_modify;
 } nd_check_res;
 
 /* nd_registry_check() and nd_registry_delete() results besides 0 and -errno. */
@@ -197,7 +228,12 @@ void nd_registry_shutdown(nd_registry *reg);
 
 /* Answers a check, and when original and rq->do_register, registers the
  * document in the same step. Fills res (release it with
- * nd_check_res_release()). Returns:
+ * nd_check_res_release()). A registration stores rq->account and
+ * rq->policy with the document (status active). rq->registered_at_us > 0
+ * (an import) registers at that time instead of the clock's, raised by
+ * 1 us while a document (stored or in flight) holds it; then only documents
+ * registered before it are evidence, as for a re-check of a registered
+ * id. Returns:
  * An id held by a document of another fingerprint version with the same
  * text is upgraded in place (same registered_at, the current fingerprint;
  * nd_store_replace()): answered as an existing document, ND_REG_QUEUED.
@@ -235,6 +271,28 @@ int nd_registry_complete(nd_registry *reg, nd_reg_change *ch, int status);
  * the store's -errno when the deletion could not be queued. */
 int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len, nd_registry_done_fn done,
                        void *arg);
+
+/* Replaces the policy of document id by policy[0..policy_len) (compact
+ * JSON as claim.h reads it, validated by the caller; NULL/0: none) and, when
+ * audit is not NULL (an ND_EVENT_AUDIT event), writes that audit entry in
+ * the same store transaction (nd_store_amend()). The document is replaced
+ * by a new nd_doc (same id, slot, registered_at, the rest copied) once the
+ * store commits; until then readers see the old one, and other changes of
+ * the id wait behind it. Always writes (a PUT of the same policy too).
+ * Returns as nd_registry_delete(): 0 (done: the store committed within the
+ * call), ND_REG_QUEUED, ND_REG_WAIT, -ENOENT (no such id), -EAGAIN
+ * (loading), -ESHUTDOWN, -EINVAL (policy over ND_POLICY_MAX), or the
+ * store's -errno when the change could not be queued. */
+int nd_registry_set_policy(nd_registry *reg, const char *id, size_t id_len, const char *policy,
+                           size_t policy_len, const nd_store_event *audit, nd_registry_done_fn done,
+                           void *arg);
+
+/* Sets the claim status of document id (ND_CLAIM_ACTIVE: restore,
+ * ND_CLAIM_REVOKED: revoke) as nd_registry_set_policy() sets a policy.
+ * When the document has that status already: 0 at once, nothing written
+ * (no audit entry). -EINVAL for another status value. */
+int nd_registry_set_status(nd_registry *reg, const char *id, size_t id_len, int status,
+                           const nd_store_event *audit, nd_registry_done_fn done, void *arg);
 
 /* Looks up id. Returns 0 and a new reference in *out, -ENOENT, or -EAGAIN
  * while loading. A registration still waiting for its commit is not found. */

@@ -17,6 +17,9 @@ enum doc_state {
     DOC_LIVE = 2,     /* durable (or in-memory registry) */
     DOC_DELETING = 3, /* store deletion in flight */
     DOC_GONE = 4,     /* unlinked; only references keep it */
+    DOC_AMENDING = 5, /* live, its replacement (a policy or status change)
+                       * waiting for the store: readers still see it, other
+                       * changes of its id wait */
 };
 
 /* A block of memory for documents loaded at start (mmap, huge pages if the
@@ -45,7 +48,11 @@ struct nd_registry {
     uint32_t *free_slots;
     uint32_t nfree;
 
-    int64_t last_us; /* registered_at of the last registration (monotonic) */
+    int64_t last_us;          /* registered_at of the last registration (monotonic) */
+    nd_reg_change **inflight; /* registrations waiting for the store */
+    int64_t *inflight_at;     /* and their times (a given time must not
+                               * take one): registry.c */
+    size_t ninflight, inflight_cap;
 
     arena_block *arena;                  /* loader, then only freed */
     nd_registry_version_count *versions; /* other fingerprint versions loaded;
@@ -93,6 +100,37 @@ static inline nd_doc *doc_init(nd_doc *d, const char *id, size_t id_len, const c
     d->slot = UINT32_MAX;
     d->version = ND_RECORD_VERSION;
     return d;
+}
+
+/* The bytes doc_set_claim() appends after id and meta. */
+static inline size_t doc_claim_size(size_t account_len, size_t policy_len)
+{
+    return account_len + policy_len;
+}
+
+/* Sets d's claim (issue 13): copies of account and policy placed after its
+ * id and meta (room for doc_claim_size() bytes there), and status. NULL or
+ * 0 lengths: none. */
+static inline void doc_set_claim(nd_doc *d, const char *account, size_t account_len,
+                                 const char *policy, size_t policy_len, int status)
+{
+    char *p = (char *)(d + 1) + d->id_len + d->meta_len;
+    d->account = NULL;
+    d->account_len = 0;
+    d->policy = NULL;
+    d->policy_len = 0;
+    if (account && account_len) {
+        memcpy(p, account, account_len);
+        d->account = p;
+        d->account_len = (uint16_t)account_len;
+        p += account_len;
+    }
+    if (policy && policy_len) {
+        memcpy(p, policy, policy_len);
+        d->policy = p;
+        d->policy_len = (uint32_t)policy_len;
+    }
+    d->status = (uint8_t)status;
 }
 
 static inline uint64_t id_hash(const char *id, size_t len)
