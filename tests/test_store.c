@@ -1951,8 +1951,8 @@ static void test_old_layout(void)
     CHECK(an.n == 2 && memcmp(an.bytes, anchors, 8) == 0);
     rec_copy c = {0};
     CHECK_RC(nd_store_get(st, 9, copy_visit, &c), 0);
-    CHECK(c.b.r.id_len == 2 && memcmp(c.b.r.id, "v2", 2) == 0 && !c.b.r.account &&
-          !c.b.r.policy && c.b.r.status == ND_CLAIM_ACTIVE);
+    CHECK(c.b.r.id_len == 2 && memcmp(c.b.r.id, "v2", 2) == 0 && !c.b.r.account && !c.b.r.policy &&
+          c.b.r.status == ND_CLAIM_ACTIVE);
     free_rec(&c.b);
     /* amend an old record: policy and revoked; its sketch stays */
     rec_buf a = x[3];
@@ -2011,8 +2011,8 @@ static int ev_text_visit(void *arg, const nd_store_event *ev)
 {
     ev_text *t = arg;
     if (ev->kind == ND_EVENT_DETECTION)
-        snprintf(t->s + strlen(t->s), sizeof(t->s) - strlen(t->s), "%s%.*s@%lld",
-                 t->n ? "," : "", (int)ev->copy_id_len, ev->copy_id, (long long)ev->at_us);
+        snprintf(t->s + strlen(t->s), sizeof(t->s) - strlen(t->s), "%s%.*s@%lld", t->n ? "," : "",
+                 (int)ev->copy_id_len, ev->copy_id, (long long)ev->at_us);
     else
         snprintf(t->s + strlen(t->s), sizeof(t->s) - strlen(t->s), "%s%s@%lld", t->n ? "," : "",
                  ev->value, (long long)ev->at_us);
@@ -2046,11 +2046,9 @@ static void test_events_durable(void)
     CHECK_RC(event_sync(st, &au), 0);
     nd_store_close(st);
     st = open_ok(dir, &o);
-    CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "c@102,b@101,a@100") == 0, "%s",
-          t.s);
+    CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "c@102,b@101,a@100") == 0, "%s", t.s);
     CHECK_RC(event_sync(st, (e = det(10, 200, "a"), &e)), 0); /* replaces a */
-    CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "a@200,c@102,b@101") == 0, "%s",
-          t.s);
+    CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "a@200,c@102,b@101") == 0, "%s", t.s);
     CHECK(strcmp(events_text(st, ND_EVENT_AUDIT, 0, &t), "{}@5") == 0, "%s", t.s);
     nd_store_close(st);
     o.copies_max = 2;
@@ -2075,8 +2073,7 @@ static void test_events_durable(void)
           (size_t)sd.ms_entries, (size_t)si.ms_entries); /* 2 ids + the count */
     unsigned char ck[8] = {0, 0, 0, 0, 0, 0, 0, 10};
     MDB_val k = {8, ck}, v;
-    CHECK(mdb_get(txn, idx, &k, &v) == 0 && v.mv_size == 8 &&
-          ((unsigned char *)v.mv_data)[0] == 2);
+    CHECK(mdb_get(txn, idx, &k, &v) == 0 && v.mv_size == 8 && ((unsigned char *)v.mv_data)[0] == 2);
     mdb_txn_abort(txn);
     mdb_env_close(env);
 }
@@ -2147,10 +2144,8 @@ static void test_amend_crash(void)
             nd_record r = x[i].r;
             r.policy = "{\"reprint\":\"forbid\"}";
             r.policy_len = strlen(r.policy);
-            nd_store_event au = {.kind = ND_EVENT_AUDIT,
-                                 .at_us = 1000 + i,
-                                 .value = val,
-                                 .value_len = strlen(val)};
+            nd_store_event au = {
+                .kind = ND_EVENT_AUDIT, .at_us = 1000 + i, .value = val, .value_len = strlen(val)};
             if (nd_store_amend(c, &r, &au, crash_done, (void *)(uintptr_t)i))
                 _exit(4);
         }

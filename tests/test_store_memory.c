@@ -535,7 +535,10 @@ static int waited(waiter *w, int queued)
     return queued ? queued : w->status;
 }
 
-#define WAITER {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0}
+#define WAITER                                                                                     \
+    {                                                                                              \
+        PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0                                  \
+    }
 
 static int put_w(nd_store *st, const nd_record *r)
 {
@@ -721,10 +724,8 @@ static void list_free(ev_list *l)
 
 static nd_store_event audit_ev(int64_t at, const char *value)
 {
-    return (nd_store_event){.kind = ND_EVENT_AUDIT,
-                            .at_us = at,
-                            .value = value,
-                            .value_len = strlen(value)};
+    return (nd_store_event){
+        .kind = ND_EVENT_AUDIT, .at_us = at, .value = value, .value_len = strlen(value)};
 }
 
 /* amend: the record changes, the sketch stays (whatever rec->sketch says);
@@ -765,8 +766,8 @@ static void check_amend(const impl *im)
     CHECK(amend_w(st, &x.r, &au2) == -ENOENT);
     ev_list l = {0};
     CHECK(nd_store_events(st, ND_EVENT_AUDIT, 0, -1, 0, list_visit, &l) == 0);
-    CHECK(l.n == 1 && l.at[0] == 5000 && strcmp(l.value[0], "{\"action\":\"revoke\"}") == 0,
-          "%zu", l.n);
+    CHECK(l.n == 1 && l.at[0] == 5000 && strcmp(l.value[0], "{\"action\":\"revoke\"}") == 0, "%zu",
+          l.n);
     list_free(&l);
     /* A bad audit event is refused before anything is queued. */
     waiter w = WAITER;
@@ -816,12 +817,12 @@ static int page_all(nd_store *st, nd_event_kind kind, int64_t owner, size_t limi
         CHECK(l.n <= limit);
         for (size_t i = 0; i < l.n; i++) {
             list_visit(all, &(nd_store_event){.kind = kind,
-                                               .owner_at = l.owner[i],
-                                               .at_us = l.at[i],
-                                               .copy_id = l.copy[i],
-                                               .copy_id_len = l.copy[i] ? strlen(l.copy[i]) : 0,
-                                               .value = l.value[i],
-                                               .value_len = strlen(l.value[i])});
+                                              .owner_at = l.owner[i],
+                                              .at_us = l.at[i],
+                                              .copy_id = l.copy[i],
+                                              .copy_id_len = l.copy[i] ? strlen(l.copy[i]) : 0,
+                                              .value = l.value[i],
+                                              .value_len = strlen(l.value[i])});
         }
         size_t n = l.n;
         if (n)
@@ -863,7 +864,7 @@ static void check_events_paging(const impl *im)
         }
     }
     nd_store_event last = det_ev(7777, 1, "copy-0", "{}"); /* wait for the queue */
-    CHECK(event_w(st, &last) == 0); /* replaces copy-0 */
+    CHECK(event_w(st, &last) == 0);                        /* replaces copy-0 */
     ev_list all = {0}, one = {0};
     int pages = page_all(st, ND_EVENT_DETECTION, 7777, 97, &all, -1);
     CHECK(all.n == N && pages == (N + 96) / 97, "%zu in %d pages", all.n, pages);
@@ -899,7 +900,8 @@ static void check_events_paging(const impl *im)
     }
     page_all(st, ND_EVENT_DETECTION, 7777, 250, &rest, first.at[first.n - 1]);
     CHECK(first.n == 500 && rest.n == N - 500, "%zu", rest.n);
-    CHECK(rest.n == N - 500 && rest.at[0] == all.at[500] && strcmp(rest.copy[0], all.copy[500]) == 0);
+    CHECK(rest.n == N - 500 && rest.at[0] == all.at[500] &&
+          strcmp(rest.copy[0], all.copy[500]) == 0);
     /* Neighbours, other kinds, stop early, bad calls. */
     ev_list nb = {0};
     CHECK(nd_store_events(st, ND_EVENT_DETECTION, 7776, -1, 0, list_visit, &nb) == 0 && nb.n == 10);

@@ -51,14 +51,14 @@
 
 typedef struct nd_store nd_store;
 
-#define ND_ID_MAX 1024           /* longest document id, bytes (the API takes 256 characters) */
-#define ND_VERSION_MAX 32        /* longest fingerprint version string, bytes */
-#define ND_META_MAX (16u << 20)  /* longest meta text, bytes */
-#define ND_STORE_ANCHORS_MAX 255 /* most anchors in a record */
-#define ND_STORE_SKETCH_MAX 4096 /* longest encoded sketch, bytes */
-#define ND_ACCOUNT_MAX 1024      /* longest account, bytes (the API takes 256 characters) */
+#define ND_ID_MAX 1024            /* longest document id, bytes (the API takes 256 characters) */
+#define ND_VERSION_MAX 32         /* longest fingerprint version string, bytes */
+#define ND_META_MAX (16u << 20)   /* longest meta text, bytes */
+#define ND_STORE_ANCHORS_MAX 255  /* most anchors in a record */
+#define ND_STORE_SKETCH_MAX 4096  /* longest encoded sketch, bytes */
+#define ND_ACCOUNT_MAX 1024       /* longest account, bytes (the API takes 256 characters) */
 #define ND_POLICY_MAX (64u << 10) /* longest policy text, bytes */
-#define ND_EVENT_VALUE_MAX (64u << 10) /* longest event value text, bytes */
+#define ND_EVENT_VALUE_MAX (64u << 10)     /* longest event value text, bytes */
 #define ND_EVENT_AT_MAX ((int64_t)1 << 62) /* latest event time, us */
 
 /* A claim's status (nd_record.status). */
@@ -95,7 +95,7 @@ typedef struct nd_record {
                                * records of older layouts, anonymous ones;
                                * account_len 0 means none) */
     size_t account_len;
-    const char *policy;     /* the reprint policy, compact JSON text of
+    const char *policy; /* the reprint policy, compact JSON text of
                                * policy_len bytes (0..ND_POLICY_MAX; handed out
                                * NUL-terminated), or NULL (none) */
     size_t policy_len;
@@ -125,8 +125,8 @@ typedef enum nd_event_kind {
  * points into the store and is valid only during that call. */
 typedef struct nd_store_event {
     nd_event_kind kind;
-    int64_t owner_at; /* the journal it belongs to, >= 0 */
-    int64_t at_us;    /* when, 0..ND_EVENT_AT_MAX; the store makes (kind, owner_at, at_us)
+    int64_t owner_at;    /* the journal it belongs to, >= 0 */
+    int64_t at_us;       /* when, 0..ND_EVENT_AT_MAX; the store makes (kind, owner_at, at_us)
                        * unique by raising at_us by 1 us while it is taken
                        * (a visit or the observer sees the time stored) */
     const char *copy_id; /* DETECTION: the copy's id, 1..ND_ID_MAX bytes; an
@@ -140,7 +140,8 @@ typedef struct nd_store_event {
 } nd_store_event;
 
 /* The on-commit observer (the hook a replication log uses): called once per
- * committed change (a put, replace or delete whose done callback gets 0),
+ * committed change (a put, replace, amend or delete whose done callback
+ * gets 0),
  * in commit order, on the committing thread (LMDB: the commit thread; the
  * memory store: the caller's), just before that change's done callback.
  * rec is the record as written (sketch included; an amend's without it) or, for a delete, only
@@ -244,10 +245,10 @@ static inline bool nd_store_durable(const nd_store *st)
 }
 
 typedef struct nd_store_options {
-    size_t map_size;    /* LMDB map size in bytes (the storage limit) */
-    unsigned max_batch; /* most changes in one transaction */
-    bool sync;          /* fsync each commit (true except in tests) */
-    bool shed;          /* queue full: put, replace and delete_at return
+    size_t map_size;     /* LMDB map size in bytes (the storage limit) */
+    unsigned max_batch;  /* most changes in one transaction */
+    bool sync;           /* fsync each commit (true except in tests) */
+    bool shed;           /* queue full: put, replace and delete_at return
                                * -EBUSY at once instead of waiting (callers
                                * that must not block: a server's loops) */
     uint64_t copies_max; /* detections kept per original (owner_at): a
@@ -367,8 +368,8 @@ static inline int nd_store_amend(nd_store *st, const nd_record *rec, const nd_st
  * value_len over ND_EVENT_VALUE_MAX or set with value NULL), -ENOMEM,
  * -ESHUTDOWN; blocks like put when the queue is full (-EBUSY with shed).
  * Events of a deleted record's owner_at stay (times are never reused). */
-static inline int nd_store_event_put(nd_store *st, const nd_store_event *ev,
-                                     nd_store_done_fn done, void *arg)
+static inline int nd_store_event_put(nd_store *st, const nd_store_event *ev, nd_store_done_fn done,
+                                     void *arg)
 {
     return nd_store_base_of(st)->ops->event_put(st, ev, done, arg);
 }

@@ -207,13 +207,13 @@ struct nd_store {
                                  * thread; exclusive: reopening env */
     MDB_env *env;              /* NULL after a failed reopen */
     MDB_dbi dbi;
-    MDB_dbi sketch_dbi;            /* registered_at_us -> encoded sketch */
+    MDB_dbi sketch_dbi;                     /* registered_at_us -> encoded sketch */
     MDB_dbi det_dbi, detidx_dbi, audit_dbi; /* the journals (see the top) */
-    int64_t last_key;              /* commit thread: the greatest key known to be
+    int64_t last_key;                       /* commit thread: the greatest key known to be
                                  * stored (-1: none), the MDB_APPEND hint */
-    unsigned long long zeroed_end; /* commit thread: data.mdb is at least this
+    unsigned long long zeroed_end;          /* commit thread: data.mdb is at least this
                                  * long (bytes; 0: not known yet) */
-    void *zeros;                   /* ZERO_CHUNK zero bytes, made on first use */
+    void *zeros;                            /* ZERO_CHUNK zero bytes, made on first use */
 
     pthread_mutex_t mu;   /* guards the fields down to `closing` */
     pthread_cond_t work;  /* commit thread: changes queued / closing */
@@ -1011,8 +1011,7 @@ static int detection_forget(nd_store *st, MDB_txn *txn, const unsigned char *ike
 
 /* Drops the oldest detections of owner (8 key bytes) while it has more
  * than copies_max; *count follows. */
-static int detection_retain(nd_store *st, MDB_txn *txn, const unsigned char *owner,
-                            uint64_t *count)
+static int detection_retain(nd_store *st, MDB_txn *txn, const unsigned char *owner, uint64_t *count)
 {
     uint64_t max = st->base.copies_max;
     MDB_cursor *cur;
@@ -1028,7 +1027,8 @@ static int detection_retain(nd_store *st, MDB_txn *txn, const unsigned char *own
         nd_store_event ev;
         unsigned char ikey[IDX_KEY];
         rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-        if (rc == MDB_NOTFOUND || (rc == 0 && (k.mv_size != EV_KEY || memcmp(k.mv_data, owner, 8)))) {
+        if (rc == MDB_NOTFOUND ||
+            (rc == 0 && (k.mv_size != EV_KEY || memcmp(k.mv_data, owner, 8)))) {
             *count = 0; /* counted more than there are: none left */
             rc = 0;
             break;
@@ -1461,8 +1461,8 @@ void nd_store_options_default(nd_store_options *opts)
 #else
     opts->map_size = (size_t)1 << 30; /* 32-bit address space */
 #endif
-    opts->max_batch = 4096; /* bounds one transaction's dirty pages */
-    opts->sync = true;      /* durable acknowledgements */
+    opts->max_batch = 4096;   /* bounds one transaction's dirty pages */
+    opts->sync = true;        /* durable acknowledgements */
     opts->copies_max = 10000; /* detections kept per original */
 }
 
@@ -1671,8 +1671,7 @@ static int lmdb_amend(nd_store *st, const nd_record *rec, const nd_store_event *
     return enqueue(st, c);
 }
 
-static int lmdb_event_put(nd_store *st, const nd_store_event *ev, nd_store_done_fn done,
-                          void *arg)
+static int lmdb_event_put(nd_store *st, const nd_store_event *ev, nd_store_done_fn done, void *arg)
 {
     if (!st || !event_ok(ev))
         return -EINVAL;

@@ -32,7 +32,7 @@ typedef struct mem_journal {
 } mem_journal;
 
 typedef struct mem_store {
-    nd_store_base base; /* first: the interface */
+    nd_store_base base;    /* first: the interface */
     pthread_rwlock_t lock; /* guards everything below but the counters */
     mem_rec **buckets;
     size_t nbuckets; /* power of two */
@@ -419,7 +419,8 @@ static int mem_amend(nd_store *st, const nd_record *rec, const nd_store_event *a
     } else {
         r.sketch = (*pp)->rec.sketch;
         r.sketch_len = (*pp)->rec.sketch_len;
-        if (!(m = rec_copy(&r)) || (e && !(j = journal_reserve(ms, ND_EVENT_AUDIT, e->ev.owner_at))))
+        if (!(m = rec_copy(&r)) ||
+            (e && !(j = journal_reserve(ms, ND_EVENT_AUDIT, e->ev.owner_at))))
             status = -ENOMEM;
     }
     if (status == 0) {
