@@ -37,6 +37,10 @@ struct nd_sketcher {
     nd_normalizer *norm;
     uint64_t *cp_hash;      /* XXH3 of the UTF-8 of each BMP code point */
     uint8_t cjk_block[256]; /* BMP block cp >> 8 has a code point mapping to CJK */
+    /* Each ASCII byte maps to one entry, not CJK, and a word character to an
+     * ASCII one: tokenize_ascii() may take runs of them (true with Unicode
+     * 15; checked when the sketcher is made). */
+    bool ascii_fast;
 };
 
 /* A token stream, one array per field: the hashes of a shingle's tokens
@@ -44,7 +48,9 @@ struct nd_sketcher {
 typedef struct tstream {
     uint64_t *h;
     uint32_t *start, *end; /* source code points [start, end) */
-    uint32_t *cjk;         /* word mode: a CJK token's code point, 0 for a word */
+    /* Word mode: a CJK token's code point, 0 for a word. Character mode: a
+     * CJK token's index in the word mode + 1, 0 for a letter or digit. */
+    uint32_t *cjk;
     uint8_t *w;            /* weight */
     size_t n, cap;
 } tstream;
@@ -105,6 +111,12 @@ int nd_sketcher_create(nd_sketcher **out)
         for (unsigned i = 0; i < n; i++)
             if (ND_NORM_CLASS(seq[i]) == ND_CHAR_CJK)
                 sk->cjk_block[cp >> 8] = 1;
+    }
+    sk->ascii_fast = true;
+    for (uint32_t c = 0; c < 0x80; c++) {
+        uint32_t e = sk->norm->table[c];
+        sk->ascii_fast &= !(e & ND_NORM_MULTI) && ND_NORM_CLASS(e) != ND_CHAR_CJK &&
+                          (ND_NORM_CLASS(e) != ND_CHAR_WORD || ND_NORM_CP(e) < 0x80);
     }
     *out = sk;
     return 0;
@@ -200,9 +212,12 @@ static inline uint64_t cp_hash(const tok_state *st, uint32_t cp)
     return XXH3_64bits(b, nd_utf8_encode(cp, b));
 }
 
-static inline void push_char_token(tok_state *st, uint64_t h, uint32_t start, uint32_t end)
+/* wi: the token's word-mode index + 1 (the CJK token just pushed there:
+ * tok.n), or 0 for a letter or digit. */
+static inline void push_char_token(tok_state *st, uint64_t h, uint32_t start, uint32_t end,
+                                   uint32_t wi)
 {
-    push_to(st, &st->s->ctok, h, start, end, W_CJK, false, 0);
+    push_to(st, &st->s->ctok, h, start, end, W_CJK, true, wi);
 }
 
 static void push_cjk(tok_state *st, uint32_t cp, uint32_t start, uint32_t end)
@@ -210,7 +225,7 @@ static void push_cjk(tok_state *st, uint32_t cp, uint32_t start, uint32_t end)
     uint64_t h = cp_hash(st, cp);
     push_token(st, h, start, end, W_CJK, cp);
     if (st->want_char)
-        push_char_token(st, h, start, end);
+        push_char_token(st, h, start, end, (uint32_t)st->s->tok.n);
 }
 
 static void flush_hangul(tok_state *st, uint32_t end)
@@ -259,7 +274,7 @@ static void feed_entry(tok_state *st, uint32_t e, uint32_t ci)
         flush_hangul(st, ci);
         st->word_cps++;
         if (st->want_char)
-            push_char_token(st, cp_hash(st, cp), ci, ci + 1);
+            push_char_token(st, cp_hash(st, cp), ci, ci + 1, 0);
         if (st->word_len == 0)
             st->word_start = ci;
         st->word_end = ci + 1;
@@ -290,9 +305,9 @@ static const uint8_t skip_trigger[256] = {
     ['!'] = 1, [']'] = 1, ['h'] = 1, ['w'] = 1, ['f'] = 1, ['H'] = 1, ['W'] = 1, ['F'] = 1,
 };
 
-/* Whether valid UTF-8 s may hold a code point that maps to a CJK-class
- * entry (false: it certainly holds none, so its character-mode stream is
- * not needed). */
+/* Whether s may hold a code point that maps to a CJK-class entry (false:
+ * it certainly holds none, so its character-mode stream is not needed).
+ * Reads only s[0, len), whether s is valid UTF-8 or not. */
 static bool maybe_cjk(const nd_sketcher *sk, const uint8_t *s, size_t len)
 {
     size_t i = 0;
@@ -308,6 +323,8 @@ static bool maybe_cjk(const nd_sketcher *sk, const uint8_t *s, size_t len)
         uint8_t b = s[i];
         if (b < 0x80) {
             i++;
+        } else if (len - i < 3) {
+            return true; /* a short tail (or invalid): the tokenizer decides */
         } else if (b < 0xE0) {
             uint32_t cp = (uint32_t)(b & 0x1F) << 6 | (s[i + 1] & 0x3Fu);
             if (sk->cjk_block[cp >> 8])
@@ -326,12 +343,14 @@ static bool maybe_cjk(const nd_sketcher *sk, const uint8_t *s, size_t len)
     return false;
 }
 
-/* A run of 3-byte code points from s[pos] (valid UTF-8: a lead byte
- * E0..EF starts a scalar value in U+0800..U+FFFF) that each map to one
- * entry which is a CJK code point outside the Hangul composition, or
- * punctuation or space: what feed_entry() does for them, with no pending
- * jamo. Returns the bytes consumed (0: the first is not one); *ci advances
- * by the code points consumed. Most of Chinese and Japanese text. */
+/* A run of valid 3-byte sequences from s[pos] (lead E0..EF, two
+ * continuation bytes, not overlong; a surrogate's entry has length 0) that
+ * each map to one entry which is a CJK code point outside the Hangul
+ * composition, or punctuation or space: what feed_entry() does for them,
+ * with no pending jamo. Returns the bytes consumed (0: the first is not
+ * one; an invalid sequence ends the run, for the general path to refuse);
+ * *ci advances by the code points consumed. Most of Chinese and Japanese
+ * text. */
 static size_t tokenize_3byte_run(const nd_sketcher *sk, tok_state *st, const uint8_t *s, size_t len,
                                  size_t pos, uint32_t *ci)
 {
@@ -340,8 +359,10 @@ static size_t tokenize_3byte_run(const nd_sketcher *sk, tok_state *st, const uin
     uint32_t c = *ci, cjk = 0, punct = 0;
     bool ended = false;
     while (p + 3 <= len && (s[p] & 0xF0) == 0xE0) {
-        uint32_t cp = ((uint32_t)(s[p] & 0x0F) << 12) | ((uint32_t)(s[p + 1] & 0x3F) << 6) |
-                      (s[p + 2] & 0x3Fu);
+        uint32_t b1 = s[p + 1] ^ 0x80u, b2 = s[p + 2] ^ 0x80u;
+        uint32_t cp = ((uint32_t)(s[p] & 0x0F) << 12) | (b1 << 6) | b2;
+        if ((b1 | b2) > 0x3F || cp < 0x800)
+            break;
         uint32_t e = table[cp];
         if (e & ND_NORM_MULTI)
             break;
@@ -355,7 +376,7 @@ static size_t tokenize_3byte_run(const nd_sketcher *sk, tok_state *st, const uin
             uint64_t h = st->cp_hash[x];
             push_token(st, h, c, c + 1, W_CJK, x);
             if (st->want_char)
-                push_char_token(st, h, c, c + 1);
+                push_char_token(st, h, c, c + 1, (uint32_t)st->s->tok.n);
             cjk++;
         } else if (cls == ND_CHAR_PUNCT || cls == ND_CHAR_SPACE) {
             if (!ended)
@@ -372,7 +393,70 @@ static size_t tokenize_3byte_run(const nd_sketcher *sk, tok_state *st, const uin
     return p - pos;
 }
 
-/* Tokenizes valid UTF-8; returns the code point count. */
+/* Skips the markup of k bytes at s[pos] (lib/markup.h), checking that it
+ * is valid UTF-8 (it may hold any byte up to its end). */
+static void skip_span(tok_state *st, const uint8_t *s, size_t pos, size_t k, uint32_t *ci)
+{
+    if (nd_utf8_validate((const char *)s + pos, k, NULL) < 0) {
+        st->err = -EILSEQ;
+        return;
+    }
+    end_word(st);
+    flush_hangul(st, *ci);
+    uint32_t c = *ci;
+    for (size_t j = pos; j < pos + k; j++)
+        c += (s[j] & 0xC0) != 0x80;
+    *ci = c;
+}
+
+/* A run of ASCII bytes from s[pos] (sk->ascii_fast): what the general path
+ * below does for them, markup included, without decoding or mapping each.
+ * Returns the position after the run; *ci and *word_start follow. */
+static size_t tokenize_ascii(const nd_sketcher *sk, tok_state *st, const uint8_t *s, size_t len,
+                             size_t pos, uint32_t *ci_io, bool *word_start)
+{
+    const uint32_t *table = sk->norm->table;
+    uint32_t ci = *ci_io, chars = 0;
+    bool ws = *word_start;
+    flush_hangul(st, ci); /* every ASCII entry ends a pending jamo */
+    while (pos < len && s[pos] < 0x80) {
+        uint32_t b = s[pos];
+        size_t k;
+        if (skip_trigger[b] && (k = nd_markup_skip_length(s, len, pos, ws)) != 0) {
+            skip_span(st, s, pos, k, &ci);
+            if (st->err)
+                break;
+            pos += k;
+            ws = true;
+            continue;
+        }
+        uint32_t e = table[b], cls = ND_NORM_CLASS(e);
+        chars += cls != ND_CHAR_SPACE;
+        if (cls == ND_CHAR_WORD) {
+            uint32_t cp = ND_NORM_CP(e);
+            st->word_cps++;
+            if (st->want_char)
+                push_char_token(st, st->cp_hash[cp], ci, ci + 1, 0);
+            if (st->word_len == 0)
+                st->word_start = ci;
+            st->word_end = ci + 1;
+            if (st->word_len < WORD_MAX)
+                st->word[st->word_len++] = (uint8_t)cp;
+            ws = false;
+        } else {
+            end_word(st);
+            ws = true;
+        }
+        ci++, pos++;
+    }
+    st->chars += chars;
+    *ci_io = ci;
+    *word_start = ws;
+    return pos;
+}
+
+/* Tokenizes UTF-8, refusing it (st->err -EILSEQ) where it is not valid;
+ * returns the code point count. */
 static uint32_t tokenize(const nd_sketcher *sk, tok_state *st, const uint8_t *s, size_t len)
 {
     size_t pos = 0;
@@ -388,21 +472,24 @@ static uint32_t tokenize(const nd_sketcher *sk, tok_state *st, const uint8_t *s,
                 continue;
             }
         }
+        if (b < 0x80 && sk->ascii_fast) {
+            pos = tokenize_ascii(sk, st, s, len, pos, &ci, &word_start);
+            continue;
+        }
         if (skip_trigger[b]) {
             size_t k = nd_markup_skip_length(s, len, pos, word_start);
             if (k) {
-                end_word(st);
-                flush_hangul(st, ci);
-                for (size_t j = pos; j < pos + k; j++)
-                    ci += (s[j] & 0xC0) != 0x80;
+                skip_span(st, s, pos, k, &ci);
                 pos += k;
                 word_start = true;
                 continue;
             }
         }
         uint32_t cp;
-        if (nd_utf8_decode(s, len, &pos, &cp) < 0)
-            break; /* validated before: cannot happen */
+        if (nd_utf8_decode(s, len, &pos, &cp) < 0) {
+            st->err = -EILSEQ;
+            break;
+        }
         uint32_t buf[ND_NORM_MAX];
         const uint32_t *seq;
         unsigned n = nd_normalizer_map(sk->norm, cp, buf, &seq);
@@ -679,8 +766,6 @@ static int tokenize_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *te
                          uint32_t *ncp)
 {
     s->have_text = false;
-    if (len && nd_utf8_validate(text, len, NULL) < 0)
-        return -EILSEQ;
     tok_state st = {
         .s = s, .cp_hash = sk->cp_hash, .want_char = maybe_cjk(sk, (const uint8_t *)text, len)};
     s->tok.n = s->ctok.n = 0;

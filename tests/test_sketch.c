@@ -11,6 +11,7 @@
 #include "fingerprint_tuning.h"
 #include "sketch.h"
 #include "unit.h"
+#include "utf8.h"
 
 static nd_sketcher *sk;
 static nd_sk_scratch *scr;
@@ -675,6 +676,69 @@ static void test_fp_tokens(void)
     nd_fp_scratch_destroy(fs);
 }
 
+/* The tokenizer checks UTF-8 as it goes (issue 12 cost: no separate pass):
+ * a text is refused (-EILSEQ, no tokens, no passages) exactly when
+ * nd_utf8_validate() refuses it: truncated, overlong, surrogate, stray
+ * continuation and out-of-range sequences in Chinese runs, ASCII runs, link
+ * targets that are skipped, and at the end of the text; and random byte
+ * edits of mixed texts. */
+static void test_invalid_utf8(void)
+{
+    static const char *bad[] = {"\xFF", "\x80", "\xC0\xAF", "\xC3", "\xE4\xB8", "\xE0\x80\x80",
+                                "\xE0\x9F\xBF", "\xED\xA0\x80", "\xED\xBF\xBF", "\xF4\x90\x80\x80",
+                                "\xF0\x8F\xBF\xBF", "\xF0\x9F\x98", "\xE4\x41\x41", "\xE4\xB8\xC0"};
+    static const char *around[][2] = {{"", ""},
+                                      {"\xE4\xB8\xAD\xE6\x96\x87\xE5\xAD\x97", ""},
+                                      {"", "\xE4\xB8\xAD\xE6\x96\x87"},
+                                      {"word ", " more"},
+                                      {"see [a](http://x/", ") now"},
+                                      {"![i](", ")"},
+                                      {"http://x.y/", ""},
+                                      {"\xE1\x84\x80", "\xE1\x85\xA1"}};
+    nd_sketch one;
+    static nd_sketch two[2];
+    nd_anchors a[2];
+    nd_passage p[4];
+    char t[256];
+    int refused = 0;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        for (size_t j = 0; j < sizeof(around) / sizeof(around[0]); j++) {
+            int n = snprintf(t, sizeof(t), "%s%s%s", around[j][0], bad[i], around[j][1]);
+            CHECK(nd_utf8_validate(t, (size_t)n, NULL) < 0, "case %zu/%zu is invalid", i, j);
+            nd_fp_tokens tk;
+            CHECK(nd_sketch_text(sk, scr, t, (size_t)n, &one, a, 16, NULL) == -EILSEQ &&
+                      nd_sketch_fp_tokens(scr, &tk) == -EINVAL &&
+                      nd_sketch_passages(scr, &one, p, 4) == 0,
+                  "text %zu/%zu", i, j);
+            CHECK(nd_sketch_query(sk, scr, t, (size_t)n, a, 16, NULL) == -EILSEQ &&
+                      nd_sketch_query_finish(scr, two) == -EINVAL,
+                  "query %zu/%zu", i, j);
+            refused++;
+        }
+    }
+    static char text[4096];
+    uint64_t rng = 12345;
+    int agree = 0;
+    for (int k = 0; k < 20000; k++) {
+        int n = snprintf(text, sizeof(text),
+                         "\xE4\xB8\xAD\xE6\x96\x87 word%d \xE3\x80\x82 [x](http://h/\xC3\xA9) "
+                         "\xEA\xB0\x80\xE1\x86\xA8 \xF0\x9F\x98\x80 Stra\xC3\x9F" "e %d",
+                         k, k * 7);
+        for (int e = 0; e < 2; e++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            text[(rng >> 33) % (uint64_t)n] = (char)(rng >> 56);
+        }
+        bool valid = nd_utf8_validate(text, (size_t)n, NULL) == 0;
+        int rc = nd_sketch_query(sk, scr, text, (size_t)n, a, 16, NULL);
+        int rt = nd_sketch_text(sk, scr, text, (size_t)n, &one, a, 16, NULL);
+        CHECK(valid ? rc >= 0 && rt == 0 : rc == -EILSEQ && rt == -EILSEQ,
+              "edit %d: valid %d, query %d, text %d", k, valid, rc, rt);
+        agree += !valid;
+    }
+    unit_note("%d invalid cases refused; %d of 20000 random edits invalid, all refused", refused,
+              agree);
+}
+
 int main(void)
 {
     if (nd_sketcher_create(&sk) < 0 || nd_sk_scratch_create(&scr) < 0) {
@@ -689,6 +753,7 @@ int main(void)
     UNIT_RUN(test_bounds);
     UNIT_RUN(test_query_lazy);
     UNIT_RUN(test_fp_tokens);
+    UNIT_RUN(test_invalid_utf8);
     nd_sk_scratch_destroy(scr);
     nd_sketcher_destroy(sk);
     return unit_summary("sketch");
