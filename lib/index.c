@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define NTABLES 4
 #define NKEYS 65536
@@ -968,6 +969,8 @@ typedef struct bulk {
     size_t merged_cap;
     bkey *sorted; /* one bucket's new entries, sorted */
     size_t sorted_cap;
+    bkey *part; /* the scatter's copy of one high byte's stretch */
+    size_t part_cap;
     uintptr_t *newv; /* NTABLES * NKEYS new bucket values (0: unchanged) */
     size_t added[NTABLES];
     size_t old_objs; /* objects the new values replace */
@@ -1109,8 +1112,31 @@ static int bulk_table(const nd_index *idx, bulk *b, unsigned t, const uint64_t *
         start[block_of(h[i], t) + 1]++;
     for (size_t k = 0; k < NKEYS; k++)
         start[k + 1] += start[k];
-    for (size_t i = 0; i < n; i++) /* scatter; start[k] ends at bucket k + 1's */
-        b->keys[start[block_of(h[i], t)]++] = (bkey){rem_of(h[i], t), t == 0 ? slots[i] : 0};
+    /* Scatter in two stable passes, so that each writes to few places at
+     * once: by the block's high byte into its 256 buckets' stretch (as the
+     * whole rotated simhash), then each stretch, copied to b->part, by the
+     * low byte into the buckets (one pass to 65536 places missed the caches
+     * at nearly every write: 3/4 of the bulk build's time at 10M). Same
+     * order as one pass: within a bucket, the pairs' order. */
+    size_t hi_at[256];
+    for (unsigned x = 0; x < 256; x++)
+        hi_at[x] = start[x << 8];
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = rotr64(h[i], 16 * t); /* rem << 16 | block */
+        b->keys[hi_at[(r >> 8) & 0xFF]++] = (bkey){r, t == 0 ? slots[i] : 0};
+    }
+    for (unsigned x = 0; x < 256; x++) { /* start[k] ends at bucket k + 1's */
+        size_t lo = start[x << 8], cnt = start[(x + 1) << 8] - lo;
+        if (cnt == 0)
+            continue;
+        if (bkeys_reserve(&b->part, &b->part_cap, cnt) < 0)
+            return -ENOMEM;
+        memcpy(b->part, b->keys + lo, cnt * sizeof(*b->part));
+        for (size_t i = 0; i < cnt; i++) {
+            bkey e = b->part[i];
+            b->keys[start[(x << 8) | (e.rem & 0xFF)]++] = (bkey){e.rem >> 16, e.slot};
+        }
+    }
     for (size_t k = NKEYS; k > 0; k--)
         start[k] = start[k - 1];
     start[0] = 0;
@@ -1178,15 +1204,25 @@ static void bulk_commit(nd_index *idx, bulk *b)
 static void *bulk_main(void *arg)
 {
     bulk *b = arg;
-    b->keys = malloc(b->n * sizeof(*b->keys));
+    size_t kbytes = b->n * sizeof(*b->keys);
+    void *k = mmap(NULL, kbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    b->keys = k == MAP_FAILED ? NULL : k;
+    if (b->keys) { /* hints: huge pages, mapped in one call (first touch costs) */
+        madvise(k, kbytes, MADV_HUGEPAGE);
+#ifdef MADV_POPULATE_WRITE
+        madvise(k, kbytes, MADV_POPULATE_WRITE);
+#endif
+    }
     b->start = malloc((NKEYS + 1) * sizeof(*b->start));
     b->rc = b->keys && b->start ? 0 : -ENOMEM;
     for (unsigned t = b->first; t < NTABLES && b->rc == 0; t += b->step)
         b->rc = bulk_table(b->idx, b, t, b->h, b->slots, b->n);
-    free(b->keys);
+    if (b->keys)
+        munmap(b->keys, kbytes);
     free(b->start);
     free(b->merged);
     free(b->sorted);
+    free(b->part);
     return NULL;
 }
 
