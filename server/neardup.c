@@ -5,16 +5,21 @@
  *   neardup sketch --jsonl [FILE]       JSON lines in, sketches and anchors out
  *   neardup compare FILE_A FILE_B       the verdict figures of A (submitted) vs B
  *   neardup backup [--data DIR] DEST    consistent copy of a (running) store
+ *   neardup import [--data DIR] FILE    load an archive of JSON lines (import.h)
  *   neardup version                     program and fingerprint versions */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
 #include "fingerprint.h"
 #include "fingerprint_stream.h"
+#include "import.h"
+#include "registry.h"
 #include "sketch.h"
 #include "store.h"
 
@@ -48,6 +53,14 @@ static void usage(FILE *out)
         "  backup [--data DIR] DEST      write a consistent copy of the store in DIR\n"
         "                                (default $NEARDUP_DATA or %s) into DEST;\n"
         "                                works while neardupd runs\n"
+        "  import [--data DIR] [--threads N] [--no-progress] FILE.jsonl[.gz]\n"
+        "                                register an archive of JSON lines {\"id\",\"text\",\n"
+        "                                \"account\",\"registered_at\",\"meta\",\"reprint\",\n"
+        "                                \"whitelist\"} in registered_at order into the store\n"
+        "                                in DIR (not while neardupd runs on it: POST /import\n"
+        "                                then); prints a JSON line per duplicate and per\n"
+        "                                refused line, then a summary; re-run after a kill\n"
+        "                                to finish (ids already stored count as existing)\n"
         "  version                       print versions\n",
         ND_ANCHORS_QUERY, DEFAULT_DATA_DIR);
 }
@@ -459,6 +472,137 @@ static int cmd_backup(int argc, char **argv)
     return 0;
 }
 
+/* One JSON line on stdout per duplicate or refused line. */
+static void import_report(void *arg, const nd_import_event *ev)
+{
+    (void)arg;
+    json_t *o = json_object();
+    json_object_set_new(o, "line", json_integer((json_int_t)ev->line));
+    json_object_set_new(o, "id", ev->id ? json_stringn(ev->id, ev->id_len) : json_null());
+    if (ev->duplicate) {
+        json_object_set_new(o, "source",
+                            ev->source ? json_stringn(ev->source, ev->source_len) : json_null());
+    } else {
+        json_object_set_new(o, "code", json_string(ev->code));
+        json_object_set_new(o, "message", json_string(ev->message));
+    }
+    char *dump = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (dump)
+        printf("%s\n", dump);
+    free(dump);
+}
+
+static void import_load_progress(void *arg, uint64_t loaded, uint64_t total, uint64_t stale)
+{
+    (void)stale;
+    if (arg)
+        fprintf(arg, "\rloading the store: %llu of %llu documents ", (unsigned long long)loaded,
+                (unsigned long long)total);
+}
+
+static int cmd_import(int argc, char **argv)
+{
+    const char *data = getenv("NEARDUP_DATA");
+    const char *path = NULL;
+    long threads = sysconf(_SC_NPROCESSORS_ONLN);
+    int progress = -1; /* on a terminal */
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--data") == 0 && i + 1 < argc)
+            data = argv[++i];
+        else if (strncmp(argv[i], "--data=", 7) == 0)
+            data = argv[i] + 7;
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+            threads = atol(argv[++i]);
+        else if (strcmp(argv[i], "--no-progress") == 0)
+            progress = 0;
+        else if (strcmp(argv[i], "--progress") == 0)
+            progress = 1;
+        else if ((argv[i][0] != '-' || strcmp(argv[i], "-") == 0) && !path)
+            path = argv[i];
+        else {
+            fprintf(stderr, "neardup import: unexpected argument %s\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "neardup import: FILE is required (- for standard input)\n");
+        return 2;
+    }
+    if (threads < 0 || threads > 64) {
+        fprintf(stderr, "neardup import: --threads takes 0 to 64\n");
+        return 2;
+    }
+    if (!data || !*data)
+        data = DEFAULT_DATA_DIR;
+    if (progress < 0)
+        progress = isatty(2);
+    char err[512] = "";
+    nd_import_input in;
+    int rc = nd_import_input_open(&in, path, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "neardup import: %s\n", err);
+        return 1;
+    }
+    /* Bulk: no fsync per commit; closing the store flushes once at the end
+     * (a kill before that may lose a tail of commits, whole ones: re-run). */
+    nd_store_options so;
+    nd_store_options_default(&so);
+    so.sync = false;
+    so.max_batch = 16384;
+    nd_store *st = NULL;
+    rc = nd_store_open(&st, data, &so, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "neardup import: %s%s\n", err[0] ? err : strerror(-rc),
+                rc == -EBUSY ? " (while neardupd runs on it, send the lines to POST /import)"
+                             : "");
+        nd_import_input_close(&in);
+        return 1;
+    }
+    nd_config cfg;
+    nd_config_defaults(&cfg);
+    nd_registry_options ro = {.max_matches = cfg.max_matches};
+    nd_registry *reg = NULL;
+    rc = nd_registry_create(&reg, st, &ro);
+    if (rc == 0) {
+        rc = nd_registry_load(reg, import_load_progress, progress ? stderr : NULL, 250, NULL);
+        if (progress)
+            fputc('\n', stderr);
+    }
+    nd_import_summary sum = {0};
+    if (rc < 0) {
+        fprintf(stderr, "neardup import: cannot load the store in %s: %s\n", data,
+                strerror(-rc));
+    } else {
+        nd_import_params ip;
+        nd_import_params_init(&ip, &cfg);
+        ip.threads = (unsigned)threads;
+        ip.progress = progress ? stderr : NULL;
+        rc = nd_import_run(reg, st, in.buf, in.len, &ip, import_report, NULL, &sum);
+        if (rc < 0)
+            fprintf(stderr, "neardup import: stopped: %s\n", strerror(-rc));
+    }
+    nd_registry_destroy(reg);
+    nd_store_close(st); /* flushes: durable from here */
+    nd_import_input_close(&in);
+    double rate = sum.seconds > 0 ? (double)(sum.imported + sum.existing) / sum.seconds : 0;
+    printf("{\"summary\":{\"lines\":%llu,\"imported\":%llu,\"existing\":%llu,"
+           "\"duplicates\":%llu,\"errors\":%llu,\"detections\":%llu,\"seconds\":%.3f,"
+           "\"complete\":%s}}\n",
+           (unsigned long long)sum.lines, (unsigned long long)sum.imported,
+           (unsigned long long)sum.existing, (unsigned long long)sum.duplicates,
+           (unsigned long long)sum.errors, (unsigned long long)sum.detections, sum.seconds,
+           rc == 0 ? "true" : "false");
+    fprintf(stderr,
+            "neardup import: %llu lines: %llu imported, %llu existing, %llu duplicates, %llu "
+            "refused in %.1f s (%.0f docs/s)%s\n",
+            (unsigned long long)sum.lines, (unsigned long long)sum.imported,
+            (unsigned long long)sum.existing, (unsigned long long)sum.duplicates,
+            (unsigned long long)sum.errors, sum.seconds, rate,
+            rc == 0 ? "" : "; not finished: run it again");
+    return rc < 0 ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -474,6 +618,8 @@ int main(int argc, char **argv)
         return cmd_compare(argc - 2, argv + 2);
     if (strcmp(cmd, "backup") == 0)
         return cmd_backup(argc - 2, argv + 2);
+    if (strcmp(cmd, "import") == 0)
+        return cmd_import(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0) {
         printf("neardup %s\nfingerprint %s\nsketch %s\n", ND_PROGRAM_VERSION,
                ND_FINGERPRINT_VERSION, ND_SKETCH_VERSION);

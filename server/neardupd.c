@@ -243,7 +243,10 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 static int open_store(daemon_t *d)
 {
     if (d->cfg.in_memory) { /* registrations kept in this process only */
-        int rc = nd_store_memory_open(&d->store);
+        nd_store_options mopts;
+        nd_store_options_default(&mopts);
+        mopts.copies_max = d->cfg.copies_max;
+        int rc = nd_store_memory_open_with(&d->store, &mopts);
         if (rc < 0)
             nd_log(ND_LOG_ERROR, "cannot create the memory store: %s", strerror(-rc));
         return rc;
@@ -254,6 +257,7 @@ static int open_store(daemon_t *d)
         opts.map_size = d->cfg.map_size;
     opts.sync = d->cfg.sync;
     opts.shed = true; /* a full queue (slow disk) answers 503, never stalls a loop */
+    opts.copies_max = d->cfg.copies_max; /* detections kept per original (issue 13) */
     char err[512] = "";
     int rc = nd_store_open(&d->store, d->cfg.data_dir, &opts, err, sizeof(err));
     if (rc < 0)
@@ -325,7 +329,11 @@ static int init(daemon_t *d)
     raise_nofile(d);
     if ((rc = load_auth(d)) < 0)
         return rc;
-    nd_registry_options ropts = {.max_matches = d->cfg.max_matches};
+    nd_registry_options ropts = {
+        .max_matches = d->cfg.max_matches,
+        .default_reprint = d->cfg.default_reprint == ND_CONFIG_REPRINT_FORBID ? ND_REPRINT_FORBID
+                                                                              : ND_REPRINT_ALLOW,
+    };
     if ((rc = nd_fingerprinter_create(&d->fp)) < 0 ||
         (rc = nd_metrics_create(&d->metrics, d->cfg.threads)) < 0) {
         nd_log(ND_LOG_ERROR, "cannot initialise: %s", strerror(-rc));

@@ -58,7 +58,8 @@ typedef struct op_state {
     nd_match *own_matches; /* a queued answer's matches, out of the worker's scratch */
     nd_passage passages[API_PASSAGES];
     int sketched; /* the text's sketch mode + 1 while the worker's scratch holds it, else 0 */
-    bool on_heap; /* waits for the store: allocated, freed by op_free() */
+    bool on_heap;    /* waits for the store: allocated, freed by op_free() */
+    char *journaled; /* the detection being written (issue 13) */
 } op_state;
 
 static nd_api *api_of(nd_req *r)
@@ -509,6 +510,7 @@ static void op_free(op_state *op)
     free(op->rq.meta);
     free(op->rq.policy);
     free(op->own_matches);
+    free(op->journaled);
     if (op->on_heap) {
         free((char *)op->rq.id);
         free((char *)op->rq.text);
@@ -524,7 +526,7 @@ static const char *verdict_name(int v)
                                      : "original";
 }
 
-static void add_match(nd_reply *w, const nd_match *m)
+static void add_match(nd_reply *w, const nd_match *m, bool account_given)
 {
     const nd_doc *d = m->doc;
     nd_reply_object(w);
@@ -547,6 +549,7 @@ static void add_match(nd_reply *w, const nd_match *m)
     nd_reply_time(w, d->registered_at_us);
     nd_reply_key(w, "meta");
     add_meta(w, d);
+    nd_workflow_add_match(w, m, account_given);
     nd_reply_object_end(w);
 }
 
@@ -581,7 +584,7 @@ static void reply_check(nd_req *r, op_state *op)
     nd_reply_key(&w, "matches");
     nd_reply_array(&w);
     for (size_t i = 0; i < res->nmatches; i++)
-        add_match(&w, &res->matches[i]);
+        add_match(&w, &res->matches[i], rq->account != NULL);
     nd_reply_array_end(&w);
     nd_reply_key(&w, "truncated");
     nd_reply_bool(&w, res->truncated);
@@ -597,12 +600,101 @@ static void reply_check(nd_req *r, op_state *op)
         nd_reply_object_end(&w);
     }
     nd_reply_array_end(&w);
+    nd_workflow_add_action(&w, res);
     nd_reply_object_end(&w);
     nd_metrics_event(api->metrics, res->original ? ND_EV_CHECK_ORIGINAL : ND_EV_CHECK_DUPLICATE);
     body_send(r, &w, 200);
 }
 
 static void op_resume(nd_task *t);
+
+/* ---- the detections (issue 13): a check with an id judged not original
+ * is answered once its detection is durable ---- */
+
+static void journal_resume(nd_task *t)
+{
+    nd_req *r = (nd_req *)((char *)t - offsetof(nd_req, task));
+    op_state *op = r->op;
+    r->op = NULL;
+    if (op->status == 0) {
+        reply_check(r, op);
+    } else {
+        reply_store_error(r, op->status, "the detection");
+    }
+    op_free(op);
+}
+
+/* The store's commit of the journal entry (its thread, or this one for the
+ * memory store): back to the request's own loop. */
+static void journal_done(void *arg, int status)
+{
+    nd_req *r = arg;
+    op_state *op = r->op;
+    op->status = status;
+    r->task.fn = journal_resume;
+    nd_worker_post(r->worker, &r->task);
+}
+
+/* Moves what a waiting answer needs out of the stack and the worker's
+ * scratch: op itself (a query's lives on the handler's stack), its id and
+ * account, its matches. Returns the op on the heap. */
+static op_state *op_keep(op_state *op)
+{
+    if (!op->on_heap) {
+        op_state *h = malloc(sizeof(*h));
+        char *id = op->rq.id ? malloc(op->rq.id_len + 1) : NULL;
+        char *account = op->rq.account ? malloc(op->rq.account_len + 1) : NULL;
+        if (!h || (op->rq.id && !id) || (op->rq.account && !account))
+            nd_die_oom(__func__);
+        *h = *op;
+        h->on_heap = true;
+        if (id) {
+            memcpy(id, op->rq.id, op->rq.id_len);
+            id[op->rq.id_len] = 0;
+        }
+        if (account) {
+            memcpy(account, op->rq.account, op->rq.account_len);
+            account[op->rq.account_len] = 0;
+        }
+        h->rq.id = id;
+        h->rq.account = account;
+        h->rq.text = NULL; /* answered without it */
+        h->res.passages = h->passages;
+        op = h;
+    }
+    if (op->res.nmatches && op->res.matches != op->own_matches) {
+        if (!(op->own_matches = malloc(op->res.nmatches * sizeof(nd_match))))
+            nd_die_oom(__func__);
+        memcpy(op->own_matches, op->res.matches, op->res.nmatches * sizeof(nd_match));
+        op->res.matches = op->own_matches;
+    }
+    op->res.hits = NULL;
+    op->res.keys = NULL;
+    op->res.ahits = NULL;
+    return op;
+}
+
+/* Answers a decided check (op is taken): at once, or, for a check with an
+ * id judged not original, once its detection is durable. */
+static void answer_check(nd_req *r, op_state *op)
+{
+    nd_store_event ev;
+    char *value = nd_workflow_detection(&op->rq, &op->res, &ev);
+    if (!value) {
+        reply_check(r, op);
+        op_free(op);
+        return;
+    }
+    op = op_keep(op);
+    op->journaled = value;
+    r->op = op;
+    int rc = nd_store_event_put(api_of(r)->store, &ev, journal_done, r);
+    if (rc < 0) {
+        r->op = NULL;
+        reply_store_error(r, rc, "the detection");
+        op_free(op);
+    }
+}
 
 /* Registry hand-off (another thread): back to the request's own loop. */
 static void op_done(void *arg, nd_reg_change *ch, int status)
@@ -691,7 +783,8 @@ static void run_check(nd_req *r)
         return; /* op_resume() answers */
     r->op = NULL;
     if (rc == 0) {
-        reply_check(r, op);
+        answer_check(r, op);
+        return;
     } else if (rc == -EEXIST) {
         nd_metrics_event(api->metrics, ND_EV_ID_CONFLICT);
         reply_id_error(r, 409, "id_conflict", op->rq.id, op->rq.id_len,
@@ -747,10 +840,11 @@ static void op_resume(nd_task *t)
             reply_store_error(r, rc, "the deletion");
     } else {
         nd_metrics_event(api->metrics, rc == 0 ? ND_EV_REGISTERED : ND_EV_REGISTER_FAILED);
-        if (rc == 0)
-            reply_check(r, op);
-        else
-            reply_store_error(r, rc, "the registration");
+        if (rc == 0) {
+            answer_check(r, op);
+            return;
+        }
+        reply_store_error(r, rc, "the registration");
     }
     op_free(op);
 }
@@ -929,6 +1023,7 @@ static void reply_document(nd_req *r, const nd_doc *d)
     nd_reply_time(&w, d->registered_at_us);
     nd_reply_key(&w, "meta");
     add_meta(&w, d);
+    nd_workflow_add_document(r, &w, d);
     nd_reply_object_end(&w);
     body_send(r, &w, 200);
 }

@@ -21,6 +21,7 @@
 
 /* Until the registry's claims and the store's journals land (WF_DESIGN.md):
  * nothing of issue 13 is routed. */
+#define ND_WORKFLOW_READY 1 /* the seams have landed */
 #ifndef ND_WORKFLOW_READY
 const char *nd_workflow_sub(const char *path, size_t *id_len)
 {
@@ -135,8 +136,18 @@ static const char *status_name(int status)
     return status == ND_CLAIM_REVOKED ? "revoked" : "active";
 }
 
+/* Whether a document carries any of the workflow's state: answers about a
+ * document without any (and requests without an account) keep the bytes
+ * they had before issue 13. */
+static bool has_claim_state(const nd_doc *d)
+{
+    return d->account || d->policy || d->status != ND_CLAIM_ACTIVE;
+}
+
 void nd_workflow_add_document(nd_req *r, nd_reply *w, const nd_doc *d)
 {
+    if (!has_claim_state(d))
+        return;
     if (d->account) {
         nd_reply_key(w, "account");
         nd_reply_string(w, d->account, d->account_len);
@@ -184,9 +195,11 @@ void nd_workflow_add_action(nd_reply *w, const nd_check_res *res)
     }
 }
 
-void nd_workflow_add_match(nd_reply *w, const nd_match *m)
+void nd_workflow_add_match(nd_reply *w, const nd_match *m, bool account_given)
 {
     const nd_doc *d = m->doc;
+    if (!account_given && !has_claim_state(d))
+        return;
     if (d->account) {
         nd_reply_key(w, "account");
         nd_reply_string(w, d->account, d->account_len);

@@ -853,6 +853,145 @@ def memory_stays_bounded(srv):
     check(rss[1] - rss[0] < 8 * 1024, "RSS grew by %d KB in a round", rss[1] - rss[0])
 
 
+@T.test
+def workflow_endpoints(srv):
+    """Issue 13's endpoints and fields against hostile input: bad JSON, wrong
+    types, oversized lists, bad cursors and limits, unknown ids, missing or
+    wrong tokens, wrong methods and media types: each a clear JSON error."""
+    import tempfile
+    tok = "badinput-token-0123456789abcdef"
+    tmp = tempfile.mkdtemp(prefix="neardup-badinput-")
+    tf = os.path.join(tmp, "tokens")
+    with open(tf, "w") as f:
+        f.write("ops %s\n" % tok)
+    os.chmod(tf, 0o600)
+    auth = {"Authorization": "Bearer " + tok}
+    values = [None, True, 0, 1.5, "", "x", [], ["x"], {}, {"a": 1}]
+    with Server(["--token-file", tf], in_memory=True) as s:
+        status, body = s.json("POST", "/check-original", {"id": "w-1", "text": LONG,
+                                                          "register": True}, headers=auth)
+        check(status == 200 and body["registered"], body)
+        # The check's new fields.
+        for name in ("account", "reprint", "whitelist"):
+            for v in values + ["a\u0001b", "x" * 257]:
+                if name == "reprint" and v in ("allow", "forbid"):
+                    continue
+                status, resp = post(s, "/check-original", json.dumps({"text": LONG, name: v}).encode())
+                if name == "whitelist" and v == []:
+                    check(status == 200, resp)
+                    continue
+                if name == "account" and v in ("x",):
+                    check(status == 200, resp)
+                    continue
+                expect_error(status, resp, 400, "invalid_field")
+                check(resp["error"]["field"].startswith(name), resp)
+        for wl, field in (([{"account": "a"}, {"account": "a"}], "whitelist[1].account"),
+                          ([{"account": "a", "may_modify": "yes"}], "whitelist[0].may_modify"),
+                          ([{"account": "a", "may_hide_source": None}],
+                           "whitelist[0].may_hide_source"),
+                          ([{"may_modify": True}], "whitelist[0].account"),
+                          ([5], "whitelist[0]"),
+                          ([{"account": "a%d" % i} for i in range(257)], "whitelist"),
+                          ([{"account": "a", "account": "b"}], None)):
+            status, resp = post(s, "/check-original", json.dumps({"text": LONG, "whitelist": wl}).encode())
+            if field is None:
+                continue
+            expect_error(status, resp, 400, "invalid_field", field)
+        status, resp = post(s, "/check-original",
+                            b'{"text": %s, "whitelist": [{"account": "a", "account": "b"}]}'
+                            % json.dumps(LONG).encode())
+        expect_error(status, resp, 400, "invalid_field", "whitelist")
+        # Policy bodies.
+        url = "/documents/w-1/policy"
+        for raw in (b"", b"{", b"[]", b'{"reprint": "allow",}', b"\xff", b'{"a":1}{}'):
+            status, _, data = s.request("PUT", url, raw, dict(auth, **{"Content-Type":
+                                                                       "application/json"}))
+            err = expect_error(status, json.loads(data), 400, "invalid_json")
+        for name in ("reprint", "whitelist"):
+            for v in values:
+                status, resp = s.json("PATCH", url, {name: v}, headers=auth)
+                if name == "whitelist" and v == []:
+                    check(status == 200, resp)
+                    continue
+                expect_error(status, resp, 400, "invalid_field")
+                check(resp["error"]["field"].startswith(name), resp)
+        status, _, data = s.request("PUT", url, b"reprint=allow",
+                                    dict(auth, **{"Content-Type": "application/x-www-form-urlencoded"}))
+        expect_error(status, json.loads(data), 415, "unsupported_media_type")
+        for method, path, body in (("PUT", url, {}), ("PATCH", url, {}),
+                                   ("POST", "/documents/w-1/revoke", None),
+                                   ("POST", "/documents/w-1/restore", None),
+                                   ("GET", "/audit", None)):
+            for hdrs, wrong in ((None, False), ({"Authorization": "Bearer wrong-token-0123456789"},
+                                                True), ({"Authorization": "Basic abc"}, False)):
+                status, resp = s.json(method, path, body, headers=hdrs)
+                err = expect_error(status, resp, 401, "unauthorized")
+        for method, path in (("PUT", "/documents/nope/policy"), ("PATCH", "/documents/nope/policy"),
+                             ("POST", "/documents/nope/revoke"), ("POST", "/documents/nope/restore"),
+                             ("GET", "/documents/nope/copies")):
+            status, resp = s.json(method, path, {} if method != "GET" else None, headers=auth)
+            err = expect_error(status, resp, 404, "not_found")
+            check(err.get("id") == "nope", err)
+        for method, path, allow in (("GET", url, "PUT, PATCH"), ("POST", url, "PUT, PATCH"),
+                                    ("GET", "/documents/w-1/revoke", "POST"),
+                                    ("DELETE", "/documents/w-1/restore", "POST"),
+                                    ("POST", "/documents/w-1/copies", "GET, HEAD"),
+                                    ("PUT", "/documents/w-1", "GET, HEAD, DELETE"),
+                                    ("POST", "/audit", "GET, HEAD")):
+            status, hdrs, data = s.request(method, path, b"{}", dict(auth, **{
+                "Content-Type": "application/json"}))
+            expect_error(status, json.loads(data), 405, "method_not_allowed")
+            check(hdrs.get("allow") == allow, "%s %s: Allow %r", method, path, hdrs.get("allow"))
+        status, resp = s.json("PUT", "/documents/a%01b/policy", {}, headers=auth)
+        expect_error(status, resp, 400, "invalid_field", "id")
+        # Reasons.
+        for v in values[:-2] + ["é" * 1025]:
+            if isinstance(v, str) and len(v) <= 1024:
+                continue
+            status, resp = s.json("POST", "/documents/w-1/revoke", {"reason": v}, headers=auth)
+            expect_error(status, resp, 400, "invalid_field", "reason")
+        status, _, data = s.request("POST", "/documents/w-1/revoke", b"{nope",
+                                    dict(auth, **{"Content-Type": "application/json"}))
+        expect_error(status, json.loads(data), 400, "invalid_json")
+        status, _, data = s.request("POST", "/documents/w-1/revoke", b"reason",
+                                    dict(auth, **{"Content-Type": "text/plain"}))
+        expect_error(status, json.loads(data), 415, "unsupported_media_type")
+        status, resp = s.json("POST", "/documents/w-1/restore", None, headers=auth)
+        check(status == 200 and resp["status"] == "active", resp)  # no body: fine
+        # Lists: limits and cursors.
+        good = None
+        for i in range(3):
+            s.json("POST", "/check-original", {"id": "c-%d" % i, "text": LONG})
+        status, page = s.json("GET", "/documents/w-1/copies?limit=1")
+        check(status == 200 and page["next_cursor"], page)
+        good = page["next_cursor"]
+        bad_cursors = ["x", "%00", "%FF%FE", "A" * 28, "A" * 39, "A" * 2000, good[:-1],
+                       good[:-1] + ("A" if good[-1] != "A" else "B"), good + "A", good.lower(),
+                       "%2B" * 28, good.replace("-", "+")]
+        for c in bad_cursors:
+            if c == good:
+                continue
+            for path in ("/documents/w-1/copies?cursor=", "/audit?cursor="):
+                status, resp = s.json("GET", path + c, headers=auth)
+                expect_error(status, resp, 400, "invalid_field", "cursor")
+        # A copies cursor is not an audit cursor, nor another document's.
+        status, resp = s.json("GET", "/audit?cursor=" + good, headers=auth)
+        expect_error(status, resp, 400, "invalid_field", "cursor")
+        for q in ("limit=", "limit=0", "limit=-1", "limit=1001", "limit=1e2", "limit=99999999999",
+                  "limit=%31%30", "limit=1&limit=1"):
+            status, resp = s.json("GET", "/documents/w-1/copies?" + q)
+            if q == "limit=%31%30":
+                check(status == 200 and len(resp["copies"]) == 3, resp)
+                continue
+            expect_error(status, resp, 400, "invalid_field", "limit")
+        for q in ("document=", "document=%01", "document=" + "x" * 257, "document=a&document=b"):
+            status, resp = s.json("GET", "/audit?" + q, headers=auth)
+            expect_error(status, resp, 400, "invalid_field", "document")
+        status, resp = s.json("GET", "/documents/w-1/copies?unknown=1&cursor=" + good)
+        check(status == 200 and len(resp["copies"]) == 2, resp)
+        still_serving(s)
+
+
 def main():
     raise_nofile()
     with Server(ARGS, in_memory=True) as srv:

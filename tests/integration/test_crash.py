@@ -474,6 +474,172 @@ def second_server_on_same_data_refused(srv):
     check(status == 200)
 
 
+# ---- issue 13: policies, revocations and detections under kill -9 ----
+
+WF_CYCLES = int(os.environ.get("ND_CRASH_WF_CYCLES", "6"))
+
+
+def wf_call(conn, method, path, obj=None):
+    """(status, body), or None when the kill cut the request off."""
+    try:
+        body = None if obj is None else json.dumps(obj).encode()
+        hdrs = {"Content-Type": "application/json"} if body is not None else {}
+        status, _, data = request(conn, method, path, body, hdrs, close=False)
+        return status, json.loads(data)
+    except (OSError, http.client.HTTPException, ValueError):
+        return None
+
+
+def wf_client(srv, docs, state, tags, stop, rng, errors):
+    """Changes its own documents one request at a time: a PUT of a policy
+    whose whitelist names a unique tag, or a revoke/restore whose reason is
+    one; a check of a copy with a unique id (a detection). Records each
+    acknowledged change, and the one the kill cut off as pending."""
+    conn = srv.connect(timeout=20)
+    while not stop.is_set():
+        doc = rng.choice(docs)
+        st = state[doc]
+        tag = "t%d" % rng.randrange(10 ** 12)
+        kind = rng.choice(("policy", "status", "copy"))
+        if kind == "policy":
+            reprint = rng.choice(("allow", "forbid"))
+            want = {"reprint": reprint, "explicit": True,
+                    "whitelist": [{"account": tag, "may_modify": False, "may_hide_source": False}]}
+            st["pending"] = ("policy", want, tag)
+            answer = wf_call(conn, "PUT", "/documents/%s/policy" % doc,
+                             {"reprint": reprint, "whitelist": [{"account": tag}]})
+        elif kind == "status":
+            target = "active" if st["status"] == "revoked" else "revoked"
+            want = target
+            st["pending"] = ("status", target, tag)
+            answer = wf_call(conn, "POST", "/documents/%s/%s" % (
+                doc, "revoke" if target == "revoked" else "restore"), {"reason": tag})
+        else:
+            st["pending"] = ("copy", tag, tag)
+            answer = wf_call(conn, "POST", "/check-original",
+                             {"id": "copy-" + tag, "account": "copier", "text": st["text"]})
+        if answer is None:
+            return  # killed: the change stays pending
+        status, body = answer
+        if status != 200:
+            errors.append("%s %s: %s %r" % (kind, doc, status, body))
+            return
+        if kind == "policy":
+            st["policy"] = want
+        elif kind == "status":
+            st["status"] = want
+        else:  # a copy of a revoked claim is original, and no detection
+            revoked = st["status"] == "revoked"
+            if body.get("original") is not revoked:
+                errors.append("copy of %s (%s): %r" % (doc, st["status"], body))
+            if not revoked:
+                st["copies"].add("copy-" + tag)
+        if kind != "copy":
+            tags[doc].add(tag)
+        st["pending"] = None
+        st["acked"] += 1
+
+
+def wf_verify(srv, docs, state, tags):
+    """Each document is in its last acknowledged state or in the state of
+    the change the kill cut off; every acknowledged change has its audit
+    entry; every acknowledged detection is listed. Returns changes lost (0)."""
+    conn = srv.connect(timeout=30)
+    audit_tags = {}
+    cursor = None
+    while True:
+        status, body = wf_call(conn, "GET", "/audit?limit=1000" +
+                               ("&cursor=" + cursor if cursor else ""))
+        check(status == 200, "audit: %s %r", status, body)
+        for e in body["entries"]:
+            d = e["detail"]
+            tag = d.get("reason") or (d.get("policy") or {}).get("whitelist", [{}])[0].get("account")
+            audit_tags.setdefault(e["document"], set()).add(tag)
+        cursor = body["next_cursor"]
+        if not cursor:
+            break
+    lost = 0
+    for doc in docs:
+        st = state[doc]
+        status, body = wf_call(conn, "GET", "/documents/" + doc)
+        check(status == 200, "%s: %s %r", doc, status, body)
+        pend = st["pending"]
+        if body["policy"] != st["policy"]:
+            if pend and pend[0] == "policy" and body["policy"] == pend[1]:
+                st["policy"] = pend[1]
+                tags[doc].add(pend[2])  # the cut-off change was committed: with its entry
+            else:
+                lost += 1
+                print("LOST policy of %s: %r, acknowledged %r" % (doc, body["policy"],
+                                                                   st["policy"]))
+        if body["status"] != st["status"]:
+            if pend and pend[0] == "status" and body["status"] == pend[1]:
+                st["status"] = pend[1]
+                tags[doc].add(pend[2])
+            else:
+                lost += 1
+                print("LOST status of %s: %s, acknowledged %s" % (doc, body["status"],
+                                                                   st["status"]))
+        missing = tags[doc] - audit_tags.get(doc, set())
+        if missing:
+            lost += len(missing)
+            print("LOST audit entries of %s: %s" % (doc, sorted(missing)))
+        status, body = wf_call(conn, "GET", "/documents/%s/copies?limit=1000" % doc)
+        check(status == 200, "copies of %s: %s %r", doc, status, body)
+        listed = {c["id"] for c in body["copies"]}
+        if st["copies"] - listed:
+            lost += len(st["copies"] - listed)
+            print("LOST detections of %s: %s" % (doc, sorted(st["copies"] - listed)))
+        st["pending"] = None
+    conn.close()
+    return lost
+
+
+@T.test
+def workflow_kill_cycles(srv):
+    """Policy changes, revocations and detections while neardupd (fsync on)
+    is killed with SIGKILL: 0 acknowledged changes lost, each with its audit
+    entry; a change cut off is either whole (state and entry) or absent."""
+    rng = random.Random(SEED + 13)
+    docs, state, tags = [], {}, {}
+    conn = srv.connect(timeout=30)
+    for i in range(24):
+        doc, text = "wf-%d" % i, make_text(rng)
+        status, _, data = request(conn, "POST", "/check-original", json.dumps(
+            {"id": doc, "text": text, "register": True, "k": 0, "account": "owner"}).encode(),
+            {"Content-Type": "application/json"}, close=False)
+        check(status == 200 and json.loads(data)["registered"], data)
+        docs.append(doc)
+        state[doc] = {"text": text, "status": "active", "copies": set(), "pending": None,
+                      "acked": 0, "policy": {"reprint": "allow", "explicit": False,
+                                              "whitelist": []}}
+        tags[doc] = set()
+    conn.close()
+    errors, acked = [], 0
+    for cycle in range(WF_CYCLES):
+        stop = threading.Event()
+        # Each client owns a share of the documents: one change at a time each.
+        threads = [threading.Thread(target=wf_client, args=(
+            srv, docs[i::4], state, tags, stop, random.Random(rng.random()), errors), daemon=True)
+            for i in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(rng.uniform(0.1, MAX_RUN_S))
+        srv.proc.send_signal(signal.SIGKILL)
+        srv.wait(timeout=10)
+        stop.set()
+        for t in threads:
+            t.join(30)
+        check(not any(t.is_alive() for t in threads), "clients hung")
+        check(not errors, "client errors: %s", errors[:5])
+        srv.restart()
+        check(wf_verify(srv, docs, state, tags) == 0, "acknowledged changes lost")
+    acked = sum(st["acked"] for st in state.values())
+    check(acked >= WF_CYCLES * 5, "too few changes: %d", acked)
+    print("crash (workflow): cycles=%d acked_changes=%d (policies, revokes/restores, "
+          "detections) lost=0" % (WF_CYCLES, acked), flush=True)
+
+
 def main():
     T.run(fresh=lambda: Server(sync=True))
 

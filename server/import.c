@@ -1,0 +1,904 @@
+/* import.c - the day-one backfill (import.h). */
+#include "import.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include "clock.h"
+#include "json.h"
+#include "log.h"
+#include "sketch.h"
+
+#define BATCH 32           /* lines a thread prepares at a time */
+#define PROGRESS_MS 250    /* progress bar redraws at most this often */
+#define AT_NONE INT64_MAX  /* no registered_at: after every given one */
+#define AT_BAD INT64_MIN   /* registered_at present but not a time */
+#define MAX_THREADS 64
+
+/* ---- registered_at ---- */
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant). */
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* Reads n digits at s[*i]; returns -1 when they are not all digits. */
+static int64_t digits(const char *s, size_t len, size_t *i, unsigned n)
+{
+    int64_t v = 0;
+    for (unsigned k = 0; k < n; k++, (*i)++) {
+        if (*i >= len || s[*i] < '0' || s[*i] > '9')
+            return -1;
+        v = v * 10 + (s[*i] - '0');
+    }
+    return v;
+}
+
+int nd_import_parse_time(const char *s, size_t len, bool is_int, int64_t v, int64_t *us)
+{
+    if (is_int) {
+        if (v < 0)
+            return -EINVAL;
+        *us = v;
+        return 0;
+    }
+    if (!s)
+        return -EINVAL;
+    size_t i = 0;
+    int64_t y = digits(s, len, &i, 4);
+    if (y < 0 || i >= len || s[i++] != '-')
+        return -EINVAL;
+    int64_t mo = digits(s, len, &i, 2);
+    if (mo < 1 || mo > 12 || i >= len || s[i++] != '-')
+        return -EINVAL;
+    int64_t d = digits(s, len, &i, 2);
+    static const int mdays[12] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (d < 1 || d > mdays[mo - 1] || (mo == 2 && d == 29 && !leap))
+        return -EINVAL;
+    if (i >= len || (s[i] != 'T' && s[i] != 't' && s[i] != ' '))
+        return -EINVAL;
+    i++;
+    int64_t h = digits(s, len, &i, 2);
+    if (h < 0 || h > 23 || i >= len || s[i++] != ':')
+        return -EINVAL;
+    int64_t mi = digits(s, len, &i, 2);
+    if (mi < 0 || mi > 59 || i >= len || s[i++] != ':')
+        return -EINVAL;
+    int64_t se = digits(s, len, &i, 2);
+    if (se < 0 || se > 60) /* a leap second reads as the next one */
+        return -EINVAL;
+    int64_t frac = 0;
+    if (i < len && s[i] == '.') {
+        unsigned n = 0;
+        for (i++; i < len && s[i] >= '0' && s[i] <= '9'; i++, n++)
+            if (n < 6)
+                frac = frac * 10 + (s[i] - '0');
+        if (n == 0 || n > 9)
+            return -EINVAL;
+        for (; n < 6; n++)
+            frac *= 10;
+    }
+    int64_t off = 0;
+    if (i < len && (s[i] == 'Z' || s[i] == 'z')) {
+        i++;
+    } else if (i < len && (s[i] == '+' || s[i] == '-')) {
+        int sign = s[i++] == '-' ? -1 : 1;
+        int64_t oh = digits(s, len, &i, 2);
+        if (oh < 0 || oh > 23 || i >= len || s[i++] != ':')
+            return -EINVAL;
+        int64_t om = digits(s, len, &i, 2);
+        if (om < 0 || om > 59)
+            return -EINVAL;
+        off = sign * (oh * 3600 + om * 60);
+    } else {
+        return -EINVAL;
+    }
+    if (i != len)
+        return -EINVAL;
+    int64_t secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - off;
+    if (secs < 0 || secs > INT64_MAX / 1000000 - 1)
+        return -EINVAL;
+    *us = secs * 1000000 + frac;
+    return 0;
+}
+
+/* ---- input ---- */
+
+static int fail(char *err, size_t errlen, int rc, const char *fmt, const char *path)
+{
+    snprintf(err, errlen, fmt, path, strerror(-rc));
+    return rc;
+}
+
+/* Decompresses (or copies) fd into an unlinked temporary file; returns its
+ * descriptor or -errno. */
+static int inflate_to_temp(int fd, const char *path, char *err, size_t errlen)
+{
+    const char *dir = getenv("TMPDIR");
+    char tmpl[4096];
+    snprintf(tmpl, sizeof(tmpl), "%s/neardup-import-XXXXXX", dir && *dir ? dir : "/tmp");
+    int out = mkstemp(tmpl);
+    if (out < 0)
+        return fail(err, errlen, -errno, "cannot make a temporary file for %s: %s", path);
+    unlink(tmpl);
+    gzFile gz = gzdopen(fd, "rb");
+    if (!gz) {
+        close(out);
+        return fail(err, errlen, -ENOMEM, "cannot read %s: %s", path);
+    }
+    gzbuffer(gz, 1 << 20);
+    size_t cap = 1 << 20;
+    char *buf = malloc(cap);
+    int rc = buf ? 0 : -ENOMEM;
+    while (rc == 0) {
+        int n = gzread(gz, buf, (unsigned)cap);
+        if (n < 0) {
+            int zerr;
+            const char *why = gzerror(gz, &zerr);
+            snprintf(err, errlen, "cannot decompress %s: %s", path, why);
+            rc = -EIO;
+            break;
+        }
+        if (n == 0)
+            break;
+        for (ssize_t w, off = 0; off < n; off += w) {
+            w = write(out, buf + off, (size_t)(n - off));
+            if (w < 0) {
+                rc = fail(err, errlen, -errno, "cannot write the temporary copy of %s: %s",
+                          path);
+                break;
+            }
+        }
+    }
+    free(buf);
+    gzclose(gz); /* closes fd */
+    if (rc < 0) {
+        close(out);
+        return rc;
+    }
+    return out;
+}
+
+int nd_import_input_open(nd_import_input *in, const char *path, char *err, size_t errlen)
+{
+    memset(in, 0, sizeof(*in));
+    bool is_stdin = strcmp(path, "-") == 0;
+    int fd = is_stdin ? dup(0) : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fail(err, errlen, -errno, "cannot open %s: %s", path);
+    struct stat sb;
+    if (fstat(fd, &sb) < 0) {
+        int rc = -errno;
+        close(fd);
+        return fail(err, errlen, rc, "cannot read %s: %s", path);
+    }
+    unsigned char magic[2] = {0, 0};
+    bool regular = S_ISREG(sb.st_mode);
+    if (regular && pread(fd, magic, 2, 0) < 0) {
+        int rc = -errno;
+        close(fd);
+        return fail(err, errlen, rc, "cannot read %s: %s", path);
+    }
+    if (!regular || (magic[0] == 0x1f && magic[1] == 0x8b)) {
+        int tmp = inflate_to_temp(fd, path, err, errlen);
+        if (tmp < 0)
+            return tmp;
+        fd = tmp;
+        if (fstat(fd, &sb) < 0) {
+            int rc = -errno;
+            close(fd);
+            return fail(err, errlen, rc, "cannot read the temporary copy of %s: %s", path);
+        }
+    }
+    in->map_len = (size_t)sb.st_size;
+    if (in->map_len) {
+        in->map = mmap(NULL, in->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (in->map == MAP_FAILED) {
+            int rc = -errno;
+            in->map = NULL;
+            close(fd);
+            return fail(err, errlen, rc, "cannot map %s: %s", path);
+        }
+        madvise(in->map, in->map_len, MADV_WILLNEED);
+    }
+    close(fd);
+    in->buf = in->map ? in->map : "";
+    in->len = in->map_len;
+    return 0;
+}
+
+void nd_import_input_close(nd_import_input *in)
+{
+    if (in->map)
+        munmap(in->map, in->map_len);
+    memset(in, 0, sizeof(*in));
+}
+
+void nd_import_params_init(nd_import_params *p, const nd_config *cfg)
+{
+    *p = (nd_import_params){
+        .lim = {.max_batch = cfg->max_batch,
+                .max_meta = cfg->max_meta,
+                .max_text = cfg->max_text,
+                .default_k = cfg->k},
+        .min_chars = cfg->min_chars,
+        .max_verify = cfg->max_verify,
+        .min_resemblance = cfg->min_resemblance,
+        .min_containment = cfg->min_containment,
+    };
+}
+
+/* ---- pass 1: the lines and their times ---- */
+
+typedef struct line_ref {
+    int64_t at;   /* registered_at_us, AT_NONE or AT_BAD */
+    uint64_t off; /* into the input */
+    uint32_t len; /* without the line end */
+    uint32_t no;  /* 1-based line number */
+} line_ref;
+
+typedef struct scan_part {
+    const char *buf;
+    size_t from, to; /* [from, to): whole lines */
+    line_ref *refs;
+    size_t n, cap;
+    uint64_t starts; /* line starts in the part (blank lines too) */
+    int rc;
+} scan_part;
+
+static int64_t line_time(const char *s, size_t len, nd_json_scratch *js, nd_json_member *mem)
+{
+    size_t n = 0;
+    nd_json_error jerr;
+    if (nd_json_read_object(s, len, js, mem, ND_REQUEST_MAX_MEMBERS, &n, &jerr) < 0)
+        return AT_NONE; /* refused when judged, with the reader's message */
+    const nd_json_member *m = nd_json_find(mem, n, "registered_at");
+    if (!m)
+        return AT_NONE;
+    int64_t us;
+    const nd_json_value *v = &m->value;
+    if (v->type == ND_JSON_NUMBER && v->is_int)
+        return nd_import_parse_time(NULL, 0, true, v->i, &us) == 0 ? us : AT_BAD;
+    if (v->type == ND_JSON_STRING)
+        return nd_import_parse_time(v->str, v->str_len, false, 0, &us) == 0 ? us : AT_BAD;
+    return AT_BAD;
+}
+
+static void *scan_main(void *arg)
+{
+    scan_part *sp = arg;
+    nd_json_scratch js = {0};
+    nd_json_member *mem = malloc(ND_REQUEST_MAX_MEMBERS * sizeof(*mem));
+    if (!mem) {
+        sp->rc = -ENOMEM;
+        return NULL;
+    }
+    size_t i = sp->from;
+    while (i < sp->to) {
+        const char *s = sp->buf + i;
+        const char *nl = memchr(s, '\n', sp->to - i);
+        size_t len = nl ? (size_t)(nl - s) : sp->to - i;
+        sp->starts++;
+        size_t next = i + len + (nl ? 1 : 0);
+        size_t l = len;
+        while (l && (s[l - 1] == '\r' || s[l - 1] == ' ' || s[l - 1] == '\t'))
+            l--;
+        size_t b = 0;
+        while (b < l && (s[b] == ' ' || s[b] == '\t'))
+            b++;
+        if (b < l) {
+            if (sp->n == sp->cap) {
+                size_t cap = sp->cap ? sp->cap * 2 : 4096;
+                line_ref *r = realloc(sp->refs, cap * sizeof(*r));
+                if (!r) {
+                    sp->rc = -ENOMEM;
+                    break;
+                }
+                sp->refs = r;
+                sp->cap = cap;
+            }
+            sp->refs[sp->n++] = (line_ref){.at = line_time(s, l, &js, mem),
+                                           .off = i,
+                                           .len = l > UINT32_MAX ? UINT32_MAX : (uint32_t)l,
+                                           .no = (uint32_t)sp->starts};
+        }
+        i = next;
+    }
+    free(mem);
+    nd_json_scratch_finish(&js);
+    return NULL;
+}
+
+static int64_t sort_key(const line_ref *r)
+{
+    return r->at == AT_BAD ? AT_NONE : r->at;
+}
+
+static int ref_cmp(const void *a, const void *b)
+{
+    const line_ref *x = a, *y = b;
+    int64_t kx = sort_key(x), ky = sort_key(y);
+    if (kx != ky)
+        return kx < ky ? -1 : 1;
+    return x->no < y->no ? -1 : x->no > y->no;
+}
+
+/* Finds the lines of buf (split over nthreads), numbers them, reads their
+ * times and sorts them in judging order. Returns 0 and a new array (caller
+ * frees) of *n refs, or -ENOMEM. */
+static int scan_lines(const char *buf, size_t len, unsigned nthreads, line_ref **out, size_t *n)
+{
+    unsigned np = nthreads ? nthreads : 1;
+    if (len < ((size_t)1 << 20))
+        np = 1;
+    scan_part parts[MAX_THREADS];
+    pthread_t th[MAX_THREADS];
+    size_t from = 0;
+    for (unsigned i = 0; i < np; i++) {
+        size_t to = i + 1 == np ? len : len / np * (i + 1);
+        if (to < from)
+            to = from;
+        const char *nl = to < len ? memchr(buf + to, '\n', len - to) : NULL;
+        to = i + 1 == np ? len : nl ? (size_t)(nl - buf) + 1 : len;
+        parts[i] = (scan_part){.buf = buf, .from = from, .to = to};
+        from = to;
+    }
+    unsigned started = 0;
+    for (unsigned i = 1; i < np; i++, started++)
+        if (pthread_create(&th[i], NULL, scan_main, &parts[i]) != 0)
+            break;
+    for (unsigned i = 1 + started; i < np; i++)
+        scan_main(&parts[i]); /* could not start a thread: here */
+    scan_main(&parts[0]);
+    for (unsigned i = 1; i < 1 + started; i++)
+        pthread_join(th[i], NULL);
+    size_t total = 0;
+    int rc = 0;
+    for (unsigned i = 0; i < np; i++) {
+        total += parts[i].n;
+        rc = rc ? rc : parts[i].rc;
+    }
+    line_ref *all = rc == 0 ? malloc((total ? total : 1) * sizeof(*all)) : NULL;
+    if (!all)
+        rc = -ENOMEM;
+    size_t k = 0;
+    uint64_t base = 0;
+    bool sorted = true;
+    for (unsigned i = 0; i < np; i++) {
+        for (size_t j = 0; all && j < parts[i].n; j++) {
+            line_ref r = parts[i].refs[j];
+            r.no = (uint32_t)(r.no + base);
+            if (k && sort_key(&all[k - 1]) > sort_key(&r))
+                sorted = false;
+            all[k++] = r;
+        }
+        base += parts[i].starts;
+        free(parts[i].refs);
+    }
+    if (rc < 0) {
+        free(all);
+        return rc;
+    }
+    if (!sorted)
+        qsort(all, total, sizeof(*all), ref_cmp);
+    *out = all;
+    *n = total;
+    return 0;
+}
+
+/* ---- pass 2: lines parsed, fingerprinted and sketched ahead ---- */
+
+typedef struct prep {
+    const line_ref *ref;
+    const char *code; /* refused: the error code, else NULL */
+    char message[256];
+    nd_check_req rq;
+    char id[ND_ID_MAX_UTF8 + 1];
+    nd_sketch sketch[2];
+    uint32_t probe[2 * ND_ANCHORS_QUERY];
+    uint32_t store_anchors[ND_ANCHORS_MAX];
+    uint8_t enc[ND_SKETCH_ENCODED_MAX];
+} prep;
+
+typedef struct batch {
+    int64_t held; /* the batch index whose lines are here, or -1 */
+    bool ready;
+    size_t n;
+    prep lines[BATCH];
+} batch;
+
+/* A thread's tools. */
+typedef struct tools {
+    nd_request_parser parser;
+    nd_fp_scratch *fps;
+    nd_sketcher *sk;
+    nd_sk_scratch *sks;
+    nd_anchors anchors[2];
+} tools;
+
+typedef struct completion {
+    nd_reg_change *ch;
+    int status;
+} completion;
+
+typedef struct import_ctx {
+    nd_registry *reg;
+    nd_store *st;
+    const nd_import_params *p;
+    nd_fingerprinter *fp;
+    const char *buf;
+    const line_ref *refs;
+    size_t nrefs, nbatches;
+    /* the ring of batches */
+    pthread_mutex_t mu;
+    pthread_cond_t cv_ready, cv_free;
+    batch *ring;
+    size_t nring;
+    size_t next;     /* next batch index a thread takes */
+    size_t consumed; /* batches judged (their slots free) */
+    bool abort;
+    /* completions from the store's thread */
+    pthread_mutex_t cmu;
+    pthread_cond_t ccv;
+    completion *comp, *comp_spare;
+    size_t ncomp, capcomp, capspare;
+    bool woken;                /* a WAIT's done arrived */
+    uint64_t events_done;      /* detections acknowledged */
+    uint64_t events_failed;
+    /* the importing thread's own */
+    uint64_t pending;          /* registrations queued, not completed */
+    uint64_t events_queued;
+    int fatal;
+} import_ctx;
+
+static int tools_init(tools *t)
+{
+    memset(t, 0, sizeof(*t));
+    int rc = nd_fp_scratch_create(&t->fps);
+    if (rc == 0)
+        rc = nd_sketcher_create(&t->sk);
+    if (rc == 0)
+        rc = nd_sk_scratch_create(&t->sks);
+    return rc;
+}
+
+static void tools_finish(tools *t)
+{
+    nd_request_parser_finish(&t->parser);
+    nd_fp_scratch_destroy(t->fps);
+    nd_sketcher_destroy(t->sk);
+    nd_sk_scratch_destroy(t->sks);
+}
+
+static void refuse(prep *pr, const char *code, const char *fmt, const char *detail)
+{
+    pr->code = code;
+    snprintf(pr->message, sizeof(pr->message), fmt, detail);
+}
+
+/* Parses, validates, fingerprints and sketches one line into pr (as
+ * handle_check() and sketch_check() of api.c do for a registration). */
+static void prepare_line(import_ctx *c, tools *t, prep *pr, const line_ref *ref)
+{
+    const nd_import_params *p = c->p;
+    free(pr->rq.meta);
+    pr->ref = ref;
+    pr->code = NULL;
+    pr->message[0] = 0;
+    nd_check_req *rq = &pr->rq;
+    nd_request_error e;
+    int prc = nd_request_parse_check(&t->parser, c->buf + ref->off, ref->len, &p->lim, rq, &e);
+    if (rq->id) { /* its own copy: the parser's scratch serves the next line */
+        memcpy(pr->id, rq->id, rq->id_len);
+        pr->id[rq->id_len] = 0;
+        rq->id = pr->id;
+    }
+    if (prc < 0) {
+        pr->code = e.code;
+        snprintf(pr->message, sizeof(pr->message), "%s", e.message);
+        return;
+    }
+    if (!rq->id) {
+        refuse(pr, "invalid_field", "%s", "an import line needs an \"id\"");
+        return;
+    }
+    if (ref->at == AT_BAD) {
+        refuse(pr, "invalid_field", "%s",
+               "registered_at must be an RFC 3339 time (as the answers give it) or integer "
+               "microseconds since the epoch");
+        return;
+    }
+    rq->do_register = true;
+    if (nd_request_check_meta(rq, &p->lim, &e) < 0) {
+        pr->code = e.code;
+        snprintf(pr->message, sizeof(pr->message), "%s", e.message);
+        return;
+    }
+    nd_fingerprint_result fr;
+    int rc = nd_fingerprint(c->fp, t->fps, rq->text, rq->text_len, &fr);
+    if (rc < 0) {
+        refuse(pr, rc == -EILSEQ ? "invalid_field" : "internal", "%s",
+               rc == -EILSEQ ? "text is not valid UTF-8" : strerror(-rc));
+        return;
+    }
+    if (fr.chars < p->min_chars) {
+        pr->code = "text_too_short";
+        snprintf(pr->message, sizeof(pr->message),
+                 "the text has %u characters after normalization; at least %u are needed to "
+                 "judge it",
+                 fr.chars, p->min_chars);
+        return;
+    }
+    rq->simhash = fr.simhash;
+    rq->chars = fr.chars;
+    int mode = nd_sketch_query(t->sk, t->sks, rq->text, rq->text_len, t->anchors,
+                               ND_ANCHORS_QUERY, NULL);
+    if (mode >= 0)
+        rc = nd_sketch_query_finish(t->sks, pr->sketch);
+    if (mode < 0 || rc < 0) {
+        refuse(pr, "internal", "sketching failed: %s", strerror(mode < 0 ? -mode : -rc));
+        return;
+    }
+    uint32_t n = 0;
+    for (int m = 0; m < 2; m++)
+        for (uint32_t i = 0; i < t->anchors[m].n && i < ND_ANCHORS_QUERY; i++)
+            pr->probe[n++] = t->anchors[m].a[i];
+    const nd_anchors *own = &t->anchors[mode];
+    uint32_t ns = own->n < ND_ANCHORS_STORE ? own->n : ND_ANCHORS_STORE;
+    memcpy(pr->store_anchors, own->a, ns * sizeof(uint32_t));
+    rq->sketch = pr->sketch;
+    rq->sketch_lazy = NULL;
+    rq->sketch_out = NULL;
+    rq->anchors = pr->probe;
+    rq->nanchors_query = n;
+    rq->store_anchors = pr->store_anchors;
+    rq->nanchors_store = ns;
+    rq->scratch = NULL; /* no passages in an import */
+    rq->sketch_enc_len = nd_sketch_encode(&pr->sketch[mode], pr->enc, sizeof(pr->enc));
+    rq->sketch_enc = rq->sketch_enc_len ? pr->enc : NULL;
+    nd_verdict_params_default(&rq->params);
+    rq->params.min_resemblance = p->min_resemblance;
+    rq->params.min_containment = p->min_containment;
+    rq->max_verify = p->max_verify;
+    rq->text = NULL; /* borrowed from the parser: gone after the next line */
+    rq->text_len = 0;
+}
+
+static void prepare_batch(import_ctx *c, tools *t, batch *b, size_t index)
+{
+    size_t first = index * BATCH;
+    b->n = c->nrefs - first < BATCH ? c->nrefs - first : BATCH;
+    for (size_t i = 0; i < b->n; i++)
+        prepare_line(c, t, &b->lines[i], &c->refs[first + i]);
+}
+
+static void *prep_main(void *arg)
+{
+    import_ctx *c = arg;
+    tools t;
+    if (tools_init(&t) < 0) {
+        tools_finish(&t);
+        pthread_mutex_lock(&c->mu);
+        c->abort = true;
+        if (!c->fatal)
+            c->fatal = -ENOMEM;
+        pthread_cond_broadcast(&c->cv_ready);
+        pthread_cond_broadcast(&c->cv_free);
+        pthread_mutex_unlock(&c->mu);
+        return NULL;
+    }
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        if (c->abort || c->next >= c->nbatches)
+            break;
+        size_t i = c->next++;
+        batch *b = &c->ring[i % c->nring];
+        /* the slot's previous batch, i - nring, must have been judged
+         * (then no other thread can hold the slot: batch i alone maps to it) */
+        while (i >= c->consumed + c->nring && !c->abort)
+            pthread_cond_wait(&c->cv_free, &c->mu);
+        if (c->abort)
+            break;
+        b->held = (int64_t)i;
+        b->ready = false;
+        pthread_mutex_unlock(&c->mu);
+        prepare_batch(c, &t, b, i);
+        pthread_mutex_lock(&c->mu);
+        b->ready = true;
+        pthread_cond_broadcast(&c->cv_ready);
+    }
+    pthread_mutex_unlock(&c->mu);
+    tools_finish(&t);
+    return NULL;
+}
+
+/* ---- the importing thread ---- */
+
+/* The registry's hand-off (the store's commit thread, or whoever woke a
+ * waiter): queued for the importing thread. */
+static void reg_done(void *arg, nd_reg_change *ch, int status)
+{
+    import_ctx *c = arg;
+    pthread_mutex_lock(&c->cmu);
+    if (!ch) {
+        c->woken = true;
+    } else {
+        if (c->ncomp == c->capcomp) {
+            size_t cap = c->capcomp ? c->capcomp * 2 : 4096;
+            completion *nc = realloc(c->comp, cap * sizeof(*nc));
+            if (!nc)
+                nd_die_oom(__func__);
+            c->comp = nc;
+            c->capcomp = cap;
+        }
+        c->comp[c->ncomp++] = (completion){ch, status};
+    }
+    pthread_cond_signal(&c->ccv);
+    pthread_mutex_unlock(&c->cmu);
+}
+
+/* Completes what the store finished. wait: block until at least one
+ * completion (or a wake) arrived. Returns whether a wake arrived. */
+static bool drain(import_ctx *c, nd_import_summary *out, bool wait)
+{
+    pthread_mutex_lock(&c->cmu);
+    while (wait && !c->ncomp && !c->woken)
+        pthread_cond_wait(&c->ccv, &c->cmu);
+    completion *list = c->comp;
+    size_t n = c->ncomp, cap = c->capcomp;
+    bool woken = c->woken;
+    c->woken = false;
+    /* the spare array takes the store thread's appends meanwhile */
+    c->comp = c->comp_spare;
+    c->capcomp = c->capspare;
+    c->ncomp = 0;
+    pthread_mutex_unlock(&c->cmu);
+    for (size_t i = 0; i < n; i++) {
+        int rc = nd_registry_complete(c->reg, list[i].ch, list[i].status);
+        c->pending--;
+        if (rc == 0)
+            out->imported++;
+        else if (!c->fatal)
+            c->fatal = rc;
+    }
+    c->comp_spare = list; /* only this thread touches the spare */
+    c->capspare = cap;
+    return woken;
+}
+
+static void report_error(nd_import_report_fn report, void *arg, const prep *pr,
+                         nd_import_summary *out, const char *code, const char *message)
+{
+    out->errors++;
+    if (!report)
+        return;
+    nd_import_event ev = {.line = pr->ref->no,
+                          .id = pr->rq.id,
+                          .id_len = pr->rq.id ? pr->rq.id_len : 0,
+                          .code = code,
+                          .message = message};
+    report(arg, &ev);
+}
+
+/* The source of a duplicate: the earliest claim among the evidence. */
+static const nd_doc *source_of(const nd_check_res *res)
+{
+    const nd_doc *s = NULL;
+    for (size_t i = 0; i < res->nmatches; i++)
+        if (!s || res->matches[i].doc->registered_at_us < s->registered_at_us)
+            s = res->matches[i].doc;
+    return s;
+}
+
+/* Judges one prepared line. */
+static void judge(import_ctx *c, prep *pr, nd_check_res *res, nd_import_report_fn report,
+                  void *arg, nd_import_summary *out)
+{
+    if (pr->code) {
+        report_error(report, arg, pr, out, pr->code, pr->message);
+        return;
+    }
+    int rc;
+    for (;;) {
+        rc = nd_registry_check(c->reg, &pr->rq, res, reg_done, c);
+        if (rc != ND_REG_WAIT)
+            break;
+        while (!drain(c, out, true)) /* until the document it waits on commits */
+            ;
+    }
+    if (rc == ND_REG_QUEUED) {
+        c->pending++;
+    } else if (rc == 0 && res->registered) {
+        if (res->existing)
+            out->existing++;
+        else
+            out->imported++; /* committed within the call (the memory store) */
+    } else if (rc == 0) {
+        out->duplicates++;
+        const nd_doc *s = source_of(res);
+        if (report) {
+            nd_import_event ev = {.duplicate = true,
+                                  .line = pr->ref->no,
+                                  .id = pr->rq.id,
+                                  .id_len = pr->rq.id_len,
+                                  .source = s ? s->id : NULL,
+                                  .source_len = s ? s->id_len : 0};
+            report(arg, &ev);
+        }
+    } else if (rc == -EEXIST) {
+        report_error(report, arg, pr, out, "id_conflict",
+                     "this id is registered with a different text");
+    } else {
+        if (!c->fatal)
+            c->fatal = rc;
+        report_error(report, arg, pr, out,
+                     rc == -ENOMEM ? "internal" : "storage_unavailable",
+                     rc == -ENOMEM ? "out of memory" : strerror(-rc));
+    }
+    nd_check_res_release(res);
+}
+
+static void progress_draw(import_ctx *c, FILE *f, size_t done, int64_t t0, bool last)
+{
+    double s = (double)(nd_clock_ms() - t0) / 1000.0;
+    double rate = s > 0 ? (double)done / s : 0;
+    size_t total = c->nrefs;
+    double frac = total ? (double)done / (double)total : 1.0;
+    char bar[31];
+    int fill = (int)(frac * 30);
+    for (int i = 0; i < 30; i++)
+        bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
+    bar[30] = 0;
+    double eta = rate > 0 ? (double)(total - done) / rate : 0;
+    fprintf(f, "\r[%s] %5.1f%% %zu/%zu lines %.0f/s ETA %d:%02d ", bar, frac * 100, done, total,
+            rate, (int)eta / 60, (int)eta % 60);
+    if (last)
+        fputc('\n', f);
+    fflush(f);
+}
+
+int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
+                  const nd_import_params *p, nd_import_report_fn report, void *arg,
+                  nd_import_summary *out)
+{
+    memset(out, 0, sizeof(*out));
+    int64_t t0 = nd_clock_ms();
+    import_ctx *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->reg = reg;
+    c->st = st;
+    c->p = p;
+    c->buf = buf;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv_ready, NULL);
+    pthread_cond_init(&c->cv_free, NULL);
+    pthread_mutex_init(&c->cmu, NULL);
+    pthread_cond_init(&c->ccv, NULL);
+    unsigned nth = p->threads > MAX_THREADS ? MAX_THREADS : p->threads;
+    line_ref *refs = NULL;
+    int rc = scan_lines(buf, len, nth, &refs, &c->nrefs);
+    c->refs = refs;
+    c->nbatches = (c->nrefs + BATCH - 1) / BATCH;
+    out->lines = c->nrefs;
+    nd_check_res res = {0};
+    size_t cap = 1024 + ND_VERIFY_MAX;
+    res.hits = calloc(cap, sizeof(*res.hits));
+    res.matches = calloc(cap, sizeof(*res.matches));
+    res.keys = calloc(cap, sizeof(*res.keys));
+    res.cap = cap;
+    res.ahits = calloc(ND_VERIFY_MAX, sizeof(*res.ahits));
+    res.acap = ND_VERIFY_MAX;
+    c->nring = nth ? 4 * (size_t)nth + 2 : 1;
+    c->ring = calloc(c->nring, sizeof(*c->ring));
+    if (rc == 0 && (!res.hits || !res.matches || !res.keys || !res.ahits || !c->ring))
+        rc = -ENOMEM;
+    if (rc == 0)
+        rc = nd_fingerprinter_create(&c->fp);
+    pthread_t th[MAX_THREADS];
+    unsigned started = 0;
+    tools own;
+    bool own_ok = false;
+    if (rc == 0) {
+        for (size_t i = 0; i < c->nring; i++)
+            c->ring[i].held = -1;
+        for (; started < nth; started++)
+            if (pthread_create(&th[started], NULL, prep_main, c) != 0)
+                break;
+        if (started == 0) {
+            rc = tools_init(&own);
+            own_ok = true;
+        }
+    }
+    int64_t last_draw = nd_clock_ms();
+    size_t done = 0;
+    for (size_t bi = 0; rc == 0 && bi < c->nbatches; bi++) {
+        batch *b = &c->ring[bi % c->nring];
+        if (started == 0) {
+            prepare_batch(c, &own, b, bi);
+        } else {
+            pthread_mutex_lock(&c->mu);
+            while (!(b->held == (int64_t)bi && b->ready) && !c->abort)
+                pthread_cond_wait(&c->cv_ready, &c->mu);
+            bool aborted = c->abort;
+            pthread_mutex_unlock(&c->mu);
+            if (aborted)
+                break;
+        }
+        for (size_t i = 0; i < b->n && !c->fatal; i++) {
+            judge(c, &b->lines[i], &res, report, arg, out);
+            done++;
+        }
+        if (c->pending)
+            drain(c, out, false);
+        if (started) {
+            pthread_mutex_lock(&c->mu);
+            b->held = -1;
+            c->consumed = bi + 1;
+            pthread_cond_broadcast(&c->cv_free);
+            pthread_mutex_unlock(&c->mu);
+        }
+        if (c->fatal)
+            break;
+        if (p->stop && atomic_load(p->stop)) {
+            c->fatal = -ECANCELED;
+            break;
+        }
+        if (p->progress && nd_clock_ms() - last_draw >= PROGRESS_MS) {
+            last_draw = nd_clock_ms();
+            progress_draw(c, p->progress, done, t0, false);
+        }
+    }
+    /* stop the threads, then finish every change queued */
+    pthread_mutex_lock(&c->mu);
+    c->abort = true;
+    pthread_cond_broadcast(&c->cv_free);
+    pthread_cond_broadcast(&c->cv_ready);
+    pthread_mutex_unlock(&c->mu);
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    while (c->pending)
+        drain(c, out, true);
+    if (rc == 0)
+        rc = c->fatal;
+    if (p->progress && c->nrefs)
+        progress_draw(c, p->progress, done, t0, true);
+    if (own_ok)
+        tools_finish(&own);
+    for (size_t i = 0; c->ring && i < c->nring; i++)
+        for (size_t j = 0; j < BATCH; j++)
+            free(c->ring[i].lines[j].rq.meta);
+    nd_fingerprinter_destroy(c->fp);
+    free(c->ring);
+    free(c->comp);
+    free(c->comp_spare);
+    free(res.hits);
+    free(res.matches);
+    free(res.keys);
+    free(res.ahits);
+    free(refs);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv_ready);
+    pthread_cond_destroy(&c->cv_free);
+    pthread_mutex_destroy(&c->cmu);
+    pthread_cond_destroy(&c->ccv);
+    free(c);
+    out->seconds = (double)(nd_clock_ms() - t0) / 1000.0;
+    return rc;
+}

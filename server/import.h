@@ -1,0 +1,114 @@
+/* import.h - the day-one backfill (issue 13): JSON lines of an existing
+ * archive registered through the same registry check as /check-original.
+ *
+ * A line is {"id", "text", "account"?, "registered_at"?, "meta"?,
+ * "reprint"?, "whitelist"?} (the fields of a /check-original body, read by
+ * the same parser, plus registered_at: RFC 3339 as the answers give it, or
+ * integer microseconds since the epoch). Lines are judged in registered_at
+ * order (stable for ties; lines without one after all others, in file
+ * order). Each is a registration: an original is registered under its
+ * registered_at, a line judged not original is reported as a duplicate
+ * (with its source, the earliest claim among the evidence) and recorded as
+ * a detection; an id already holding the same text counts as existing, so
+ * that re-running an import cut off by a kill finishes it.
+ *
+ * Work split: a pass over the bytes finds the lines and their times
+ * (split over the threads), then the threads parse, fingerprint and sketch
+ * the lines in batches, in order, ahead of the calling thread, which alone
+ * asks the registry (the registry serialises registrations anyway) and
+ * completes the store's commits. Used by `neardup import` (a file, many
+ * threads) and by POST /import (a body, the handler's own thread). */
+#ifndef ND_IMPORT_H
+#define ND_IMPORT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config.h"
+#include "fingerprint.h"
+#include "registry.h"
+#include "request.h"
+#include "store.h"
+
+typedef struct nd_import_params {
+    nd_request_limits lim;  /* as the server's (nd_import_params_init()) */
+    unsigned min_chars;     /* shorter texts: error text_too_short */
+    unsigned max_verify;    /* anchor candidates verified per line */
+    double min_resemblance; /* verdict thresholds */
+    double min_containment;
+    unsigned threads;         /* parsing and sketching threads; 0: the caller's */
+    FILE *progress;           /* draw a progress bar here (a terminal), or NULL */
+    const atomic_bool *stop;  /* optional: stop taking lines once true */
+    const char *client;       /* who imports (audit; "-" or NULL: none) */
+} nd_import_params;
+
+/* Fills p from a server configuration (the daemon's, or the defaults for
+ * the CLI), threads 0, no progress, no stop. */
+void nd_import_params_init(nd_import_params *p, const nd_config *cfg);
+
+/* What happened to one line that was not simply imported or existing. */
+typedef struct nd_import_event {
+    bool duplicate;     /* true: a duplicate; false: an error */
+    uint64_t line;      /* 1-based line number in the input */
+    const char *id;     /* the line's id (NULL when it has none) */
+    size_t id_len;
+    const char *source; /* duplicate: the source's id (borrowed) */
+    size_t source_len;
+    const char *code;    /* error: "invalid_json", "invalid_field", "text_too_short",
+                          * "id_conflict", "storage_unavailable", ... */
+    const char *message; /* error: for people */
+} nd_import_event;
+
+/* Called on the importing thread for each duplicate and error, in the
+ * order the lines are judged. Pointers are valid during the call. */
+typedef void (*nd_import_report_fn)(void *arg, const nd_import_event *ev);
+
+typedef struct nd_import_summary {
+    uint64_t lines;      /* non-blank lines */
+    uint64_t imported;   /* registered now (committed) */
+    uint64_t existing;   /* the id held the same text already */
+    uint64_t duplicates; /* judged not original: reported, not registered */
+    uint64_t errors;     /* refused lines */
+    uint64_t detections; /* detections recorded (committed) */
+    double seconds;      /* wall time of nd_import_run() */
+} nd_import_summary;
+
+/* Imports the JSON lines in buf[0..len) into reg (loaded, over st). The
+ * caller must be the only one completing reg's changes for the changes it
+ * queues (it does so itself, on this thread). Returns 0 when every line was
+ * judged (out complete; refused lines are counted in out->errors), or a
+ * fatal -errno: the store refused a write (-ENOSPC, -EIO, -ESHUTDOWN...) or
+ * -ENOMEM or -ECANCELED (stop): lines after it were not judged, every
+ * change queued has completed. Allocates its working memory (about 24
+ * bytes per line plus the batches in flight). */
+int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
+                  const nd_import_params *p, nd_import_report_fn report, void *arg,
+                  nd_import_summary *out);
+
+/* An input file in memory. */
+typedef struct nd_import_input {
+    const char *buf;
+    size_t len;
+    void *map; /* private */
+    size_t map_len;
+} nd_import_input;
+
+/* Maps the file at path ("-": standard input) into memory. A .gz file (or
+ * any gzip stream, found by its magic bytes) and standard input are first
+ * written, decompressed, to an unlinked temporary file in $TMPDIR (or
+ * /tmp). Returns 0, or -errno with a reason in err[errlen]. */
+int nd_import_input_open(nd_import_input *in, const char *path, char *err, size_t errlen);
+
+/* Unmaps; safe on a zeroed or closed input. */
+void nd_import_input_close(nd_import_input *in);
+
+/* Parses a registered_at value: RFC 3339 ("2026-11-24T12:00:00.123456Z",
+ * an offset instead of Z, up to 9 fraction digits, truncated to
+ * microseconds) from str[0..len), or the integer v when is_int. Returns 0
+ * and *us (microseconds since the epoch, >= 0), or -EINVAL. */
+int nd_import_parse_time(const char *str, size_t len, bool is_int, int64_t v, int64_t *us);
+
+#endif
