@@ -18,6 +18,7 @@
 
 #include "fingerprint.h"
 #include "fingerprint_stream.h"
+#include "backfill.h"
 #include "import.h"
 #include "registry.h"
 #include "sketch.h"
@@ -578,6 +579,7 @@ static int cmd_import(int argc, char **argv)
         nd_import_params_init(&ip, &cfg);
         ip.threads = (unsigned)threads;
         ip.progress = progress ? stderr : NULL;
+        ip.detection = nd_backfill_detection;
         rc = nd_import_run(reg, st, in.buf, in.len, &ip, import_report, NULL, &sum);
         if (rc < 0)
             fprintf(stderr, "neardup import: stopped: %s\n", strerror(-rc));

@@ -22,6 +22,7 @@
 
 #include "api.h"
 #include "auth.h"
+#include "backfill.h"
 #include "clock.h"
 #include "config.h"
 #include "fingerprint.h"
@@ -45,6 +46,7 @@ typedef struct daemon {
     nd_registry *reg;
     nd_http *http;
     nd_auth *auth;
+    nd_backfill *backfill; /* POST /import's one slot */
     struct event_base *base;
     struct event *sigterm, *sigint, *drain_timer, *loaded_ev, *delay_timer;
     pthread_t loader;
@@ -335,7 +337,8 @@ static int init(daemon_t *d)
                                                                               : ND_REPRINT_ALLOW,
     };
     if ((rc = nd_fingerprinter_create(&d->fp)) < 0 ||
-        (rc = nd_metrics_create(&d->metrics, d->cfg.threads)) < 0) {
+        (rc = nd_metrics_create(&d->metrics, d->cfg.threads)) < 0 ||
+        (rc = nd_backfill_create(&d->backfill)) < 0) {
         nd_log(ND_LOG_ERROR, "cannot initialise: %s", strerror(-rc));
         return rc;
     }
@@ -351,6 +354,7 @@ static int init(daemon_t *d)
                       .store = d->store,
                       .metrics = d->metrics,
                       .auth = d->auth,
+                      .backfill = d->backfill,
                       .start_ns = nd_clock_ns()};
     nd_http_hooks hooks = {.routes = nd_api_routes,
                            .app = &d->api,
@@ -405,7 +409,8 @@ static int start(daemon_t *d)
  *    run: only replies of requests in flight are left;
  * 2. the registry refuses every new change without touching the store: a
  *    request that waited behind a change and retries now answers 503
- *    shutting_down;
+ *    shutting_down; a running import (POST /import) stops and its thread
+ *    has posted its answer;
  * 3. the loader has stopped, the store commits its queue and closes: each
  *    queued change's request gets its result, written by its running loop;
  * 4. the loops stop once those replies are written (at most SETTLE_MS),
@@ -417,6 +422,7 @@ static void teardown(daemon_t *d)
         nd_http_refuse(d->http);
     if (d->reg)
         nd_registry_shutdown(d->reg);
+    nd_backfill_stop(d->backfill);
     if (d->loader_running)
         pthread_join(d->loader, NULL);
     nd_store_close(d->store);
@@ -434,6 +440,7 @@ static void teardown(daemon_t *d)
     nd_metrics_destroy(d->metrics);
     nd_fingerprinter_destroy(d->fp);
     nd_auth_destroy(d->auth);
+    nd_backfill_destroy(d->backfill);
     if (d->sigterm)
         event_free(d->sigterm);
     if (d->sigint)

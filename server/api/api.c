@@ -2,6 +2,7 @@
  * answer. Each handler ends in exactly one reply, now or after a hand-off. */
 #include "api.h"
 #include "api_internal.h"
+#include "backfill.h"
 #include "clock.h"
 #include "json.h"
 #include "log.h"
@@ -1164,5 +1165,6 @@ const nd_route_def nd_api_routes[] = {
      DOCUMENT_METHODS | EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH | EVHTTP_REQ_POST, DOCUMENT_ALLOW,
      handle_document},
     {"/audit", false, ND_ROUTE_DOCUMENTS, GET_HEAD, "GET, HEAD", nd_workflow_audit},
+    {"/import", false, ND_ROUTE_DOCUMENTS, EVHTTP_REQ_POST, "POST", nd_backfill_handle},
     {NULL, false, ND_ROUTE_OTHER, 0, NULL, NULL},
 };

@@ -1,6 +1,6 @@
 /* api.h - the HTTP API of neardupd: the route table and its handlers
- * (/fingerprint, /check-original, /documents/{id}, /healthz, /readyz,
- * /metrics). The contract is proto/openapi.yaml.
+ * (/fingerprint, /check-original, /documents/{id}, /import, /healthz,
+ * /readyz, /metrics). The contract is proto/openapi.yaml.
  *
  * Handlers run on the worker threads of http.c; the state they share lives in
  * one nd_api, filled by neardupd.c before the workers start and read-only
@@ -28,6 +28,7 @@ typedef struct nd_api {
     nd_metrics *metrics;  /* borrowed */
     nd_http *http;        /* borrowed; set before nd_http_start() */
     const nd_auth *auth;  /* borrowed; NULL: no token, nothing guarded */
+    struct nd_backfill *backfill; /* borrowed: POST /import's one slot (backfill.h) */
     int64_t start_ns;     /* CLOCK_MONOTONIC at start */
     _Atomic uint64_t load_done, load_total;
     _Atomic bool load_failed; /* the store could not be read: never ready */

@@ -74,30 +74,58 @@ void nd_request_parser_finish(nd_request_parser *p)
     nd_json_scratch_finish(&p->js);
 }
 
+/* The media type's length at ct (after leading blanks, *ct moved there),
+ * or 0 when a charset parameter names anything but UTF-8. */
+static size_t media_type(const char **ct)
+{
+    const char *t = *ct;
+    while (*t == ' ' || *t == '\t')
+        t++;
+    *ct = t;
+    size_t n = strcspn(t, "; \t");
+    const char *cs = strcasestr(t + n, "charset=");
+    if (cs) {
+        cs += 8;
+        if (*cs == '"')
+            cs++;
+        if (strncasecmp(cs, "utf-8", 5) != 0 && strncasecmp(cs, "utf8", 4) != 0)
+            return 0;
+    }
+    return n;
+}
+
+static bool media_is(const char *ct, size_t n, const char *name)
+{
+    return n == strlen(name) && strncasecmp(ct, name, n) == 0;
+}
+
 int nd_request_content_kind(const char *ct, bool plain_ok, nd_request_error *err)
 {
     int kind = 0;
     if (ct) {
-        while (*ct == ' ' || *ct == '\t')
-            ct++;
-        size_t n = strcspn(ct, "; \t");
-        if (n == 16 && strncasecmp(ct, "application/json", n) == 0)
+        size_t n = media_type(&ct);
+        if (media_is(ct, n, "application/json"))
             kind = ND_BODY_JSON;
-        else if (plain_ok && n == 10 && strncasecmp(ct, "text/plain", n) == 0)
+        else if (plain_ok && media_is(ct, n, "text/plain"))
             kind = ND_BODY_TEXT;
-        const char *cs = strcasestr(ct + n, "charset=");
-        if (kind && cs) {
-            cs += 8;
-            if (*cs == '"')
-                cs++;
-            if (strncasecmp(cs, "utf-8", 5) != 0 && strncasecmp(cs, "utf8", 4) != 0)
-                kind = 0;
-        }
     }
     if (!kind)
         refuse(err, 415, "unsupported_media_type", NULL,
                "Content-Type must be application/json%s (UTF-8)", plain_ok ? " or text/plain" : "");
     return kind;
+}
+
+int nd_request_lines_kind(const char *ct, nd_request_error *err)
+{
+    if (ct) {
+        size_t n = media_type(&ct);
+        if (media_is(ct, n, "application/x-ndjson") || media_is(ct, n, "application/jsonl") ||
+            media_is(ct, n, "application/json"))
+            return ND_BODY_LINES;
+    }
+    refuse(err, 415, "unsupported_media_type", NULL,
+           "Content-Type must be application/x-ndjson (JSON lines, UTF-8)");
+    return 0;
 }
 
 int nd_request_text_size(size_t len, const nd_request_limits *lim, const char *field,

@@ -70,12 +70,18 @@ void nd_request_parser_finish(nd_request_parser *p);
 enum nd_body_kind {
     ND_BODY_JSON = 1,
     ND_BODY_TEXT = 2,
+    ND_BODY_LINES = 3, /* JSON lines (POST /import) */
 };
 
 /* Classifies a Content-Type header value (NULL when absent): application/json,
  * or text/plain when plain_ok, with an optional charset that must be UTF-8.
  * Returns an nd_body_kind, or 0 with *err set to 415. */
 int nd_request_content_kind(const char *content_type, bool plain_ok, nd_request_error *err);
+
+/* The same for a body of JSON lines: application/x-ndjson,
+ * application/jsonl or application/json. Returns ND_BODY_LINES, or 0 with
+ * *err set to 415. */
+int nd_request_lines_kind(const char *content_type, nd_request_error *err);
 
 /* Checks that a text of len bytes is within lim->max_text; field names it.
  * Returns 0, or -1 with *err set (400 invalid_field). */

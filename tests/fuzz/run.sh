@@ -35,7 +35,8 @@ while (($#)); do
     *) targets+=("$1"); shift ;;
     esac
 done
-all=(fuzz_fingerprint fuzz_json fuzz_fingerprint_body fuzz_check_body fuzz_headers fuzz_index fuzz_sketch fuzz_framing)
+all=(fuzz_fingerprint fuzz_json fuzz_fingerprint_body fuzz_check_body fuzz_headers fuzz_index fuzz_sketch fuzz_framing
+     fuzz_workflow fuzz_import)
 ((${#targets[@]})) || targets=("${all[@]}")
 
 cc="${CC_FUZZ:-clang}"
@@ -84,7 +85,7 @@ run_one() {
     mkdir -p "$out/corpus/$t"
     local dict=()
     case "$t" in
-    fuzz_json|fuzz_fingerprint_body|fuzz_check_body) dict=(-dict=tests/fuzz/json.dict) ;;
+    fuzz_json|fuzz_fingerprint_body|fuzz_check_body|fuzz_import) dict=(-dict=tests/fuzz/json.dict) ;;
     esac
     local seeds=()
     [[ -d "tests/fuzz/corpus/$t" ]] && seeds=("tests/fuzz/corpus/$t")

@@ -992,6 +992,74 @@ def workflow_endpoints(srv):
         still_serving(s)
 
 
+@T.test
+def import_endpoint(srv):
+    """POST /import against hostile bodies: every line that is not a valid
+    registration is refused on its own (an event with its code) and the
+    rest go on; whole-body faults are clear errors; nothing crashes, and
+    what was acknowledged is there."""
+    ndj = "application/x-ndjson"
+    good = json.dumps({"id": "imp-ok", "text": LONG, "registered_at": "2024-01-01T00:00:00Z"})
+    hostile = [
+        b"{", b"[]", b"42", b'"s"', b"null", b'{"id": "x"', b"\xff\xfe{}", b'{"id": "a\x00b"}',
+        b'{"id": 5, "text": "t"}', b'{"id": "imp-t", "text": 5}', b'{"id": "imp-n"}',
+        b'{"id": "imp-s", "text": "short"}',
+        json.dumps({"id": "imp-u", "text": LONG[:400] + "\udcff"}).encode(),
+        json.dumps({"id": "imp-ra", "text": LONG, "registered_at": [1]}).encode(),
+        json.dumps({"id": "imp-rb", "text": LONG, "registered_at": "yesterday"}).encode(),
+        json.dumps({"id": "imp-rc", "text": LONG, "registered_at": -5}).encode(),
+        json.dumps({"id": "imp-rd", "text": LONG, "registered_at": 1.5}).encode(),
+        json.dumps({"id": "imp-re", "text": LONG, "registered_at": "2024-13-40T99:99:99Z"}).encode(),
+        json.dumps({"id": "imp-w", "text": LONG, "whitelist": "all"}).encode(),
+        json.dumps({"id": "imp-r", "text": LONG, "reprint": "maybe"}).encode(),
+        json.dumps({"id": "imp-a", "text": LONG, "account": ["x"]}).encode(),
+        json.dumps({"id": "imp-m", "text": LONG, "meta": "m"}).encode(),
+        json.dumps({"id": "x" * 300, "text": LONG}).encode(),
+        b"[" * 600 + b"]" * 600,
+        b'{"id": "imp-d", "text": ' + json.dumps(LONG).encode() + b', "meta": ' +
+        b'{"a":' * 600 + b"1" + b"}" * 600 + b"}",
+    ]
+    body = b"\n".join(hostile) + b"\n\r\n  \n" + good.encode() + b"\n"
+    status, resp = post(srv, "/import", body, ndj)
+    check(status == 200, "%s %r", status, resp)
+    sm = resp["summary"]
+    check(sm["complete"] and sm["lines"] == len(hostile) + 1, sm)
+    check(sm["errors"] == len(hostile) and sm["imported"] == 1, sm)
+    check(len(resp["events"]) == len(hostile) and not resp["events_truncated"], resp)
+    for ev in resp["events"]:
+        check(isinstance(ev["line"], int) and 1 <= ev["line"] <= len(hostile), ev)
+        check(isinstance(ev.get("code"), str) and ev["code"] and ev.get("message"), ev)
+    lines = sorted(ev["line"] for ev in resp["events"])
+    check(lines == list(range(1, len(hostile) + 1)), lines)
+    status, doc = srv.json("GET", "/documents/imp-ok")
+    check(status == 200 and doc["registered_at"] == "2024-01-01T00:00:00.000000Z", doc)
+    # Whole-body faults.
+    for raw_body, ctype, want, code in ((b"", ndj, 400, "empty_body"),
+                                        (b"\n \r\n", ndj, 400, "empty_body"),
+                                        (good.encode(), "text/plain", 415, "unsupported_media_type"),
+                                        (good.encode(), None, 415, "unsupported_media_type"),
+                                        (good.encode(), ndj + "; charset=latin1", 415,
+                                         "unsupported_media_type")):
+        status, resp = post(srv, "/import", raw_body, ctype)
+        expect_error(status, resp, want, code)
+    status, resp = post(srv, "/import", b"x" * (1024 * 1024 + 10), ndj)
+    expect_error(status, resp, 413, "body_too_large")
+    for method in ("GET", "PUT", "DELETE"):
+        st, hdrs, data = srv.request(method, "/import", b"{}" if method == "PUT" else None,
+                                     {"Content-Type": ndj} if method == "PUT" else {})
+        expect_error(st, json.loads(data), 405, "method_not_allowed")
+        check("POST" in hdrs.get("allow", ""), hdrs)
+    # A body of 20,000 refused lines: the answer lists the first 10,000.
+    status, resp = post(srv, "/import", b"{}\n" * 20000, ndj)
+    check(status == 200 and resp["summary"]["errors"] == 20000, resp.get("summary"))
+    check(len(resp["events"]) == 10000 and resp["events_truncated"], len(resp["events"]))
+    # Sent again: nothing new, the same document.
+    status, resp = post(srv, "/import", body, ndj)
+    check(status == 200 and resp["summary"]["existing"] == 1 and resp["summary"]["imported"] == 0,
+          resp["summary"])
+    still_serving(srv)
+
+
 def main():
     raise_nofile()
     with Server(ARGS, in_memory=True) as srv:

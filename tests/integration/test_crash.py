@@ -32,15 +32,17 @@ import http.client
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HEX16, RFC3339_US, Runner, Server, check, edit,  # noqa: E402
-                     load_texts, request, tool_path)
+                     fsync_shim_env, load_texts, request, tool_path)
 
 T = Runner("test_crash")
 TEXTS = load_texts()
@@ -638,6 +640,109 @@ def workflow_kill_cycles(srv):
     check(acked >= WF_CYCLES * 5, "too few changes: %d", acked)
     print("crash (workflow): cycles=%d acked_changes=%d (policies, revokes/restores, "
           "detections) lost=0" % (WF_CYCLES, acked), flush=True)
+
+
+# ---- issue 13: POST /import killed midway ----
+
+IMPORT_CYCLES = int(os.environ.get("ND_CRASH_IMPORT_CYCLES", "4"))
+
+
+@T.test
+def import_killed_midway(_srv):
+    """POST /import of an archive (originals, copies of earlier lines,
+    shuffled lines with their registered_at) while neardupd (fsync on) is
+    killed with SIGKILL mid-import, again and again: after each restart
+    every document present is whole (its text's fingerprint, its given
+    registered_at, account and meta) and is one of the archive's originals
+    (no copy was registered: the earliest claim still decided); sending the
+    body again finishes it: in the end the store holds exactly the
+    archive's originals, and the copies are its duplicates with their
+    sources, as one import without a kill gives."""
+    rng = random.Random(SEED + 29)
+    lines, originals, copies = [], {}, {}
+    t0 = 1600000000000000
+    for i in range(1200):
+        at = t0 + i * 1000003
+        if i >= 10 and rng.random() < 0.1:
+            src = rng.choice(sorted(originals))
+            doc, text = "imp-c%d" % i, originals[src]["text"] + " " + rng.choice(WORDS)
+            copies[doc] = src
+        else:
+            doc, text = "imp-o%d" % i, make_text(rng)
+            originals[doc] = {"text": text, "at": at, "account": "acc%d" % (i % 5)}
+        account = "copier" if doc in copies else "acc%d" % (i % 5)  # never the source's
+        lines.append(json.dumps({"id": doc, "text": text, "registered_at": at,
+                                 "account": account, "meta": {"i": i}}))
+    rng.shuffle(lines)  # the import orders them by registered_at
+    body = ("\n".join(lines) + "\n").encode()
+    hdrs = {"Content-Type": "application/x-ndjson"}
+    # Each fsync takes 40 ms (the shim): an import takes long enough to be
+    # killed in the middle (a copy of a line still being committed waits).
+    tmp = tempfile.mkdtemp(prefix="neardup-crash-import-")
+    delay = os.path.join(tmp, "delay")
+    with open(delay, "w") as f:
+        f.write("40")
+    with Server(sync=True, env=fsync_shim_env(delay_file=delay)) as srv:
+        import_cycles(srv, rng, body, hdrs, originals, copies)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def import_cycles(srv, rng, body, hdrs, originals, copies):
+
+    def verify_whole():
+        conn = srv.connect(timeout=30)
+        present = 0
+        for doc, o in originals.items():
+            status, _, data = request(conn, "GET", "/documents/" + doc, close=False)
+            check(status in (200, 404), "GET %s: %s", doc, status)
+            if status == 200:
+                d = json.loads(data)
+                check(d["account"] == o["account"] and d["meta"]["i"] >= 0, d)
+                us = int(o["at"])
+                want_at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(us // 1000000)) + \
+                    ".%06dZ" % (us % 1000000)
+                check(d["registered_at"] == want_at, "%s: %s != %s", doc, d["registered_at"], want_at)
+                present += 1
+        for doc in copies:
+            status, _, _ = request(conn, "GET", "/documents/" + doc, close=False)
+            check(status == 404, "copy %s was registered", doc)
+        conn.close()
+        return present
+
+    killed_at = []
+    for cycle in range(IMPORT_CYCLES):
+        result = {}
+
+        def send():
+            try:
+                result["answer"] = srv.request("POST", "/import", body, hdrs, timeout=120)
+            except (OSError, http.client.HTTPException) as e:
+                result["error"] = e
+        th = threading.Thread(target=send, daemon=True)
+        th.start()
+        time.sleep(rng.uniform(0.05, 0.9))
+        srv.proc.send_signal(signal.SIGKILL)
+        srv.wait(timeout=10)
+        th.join(30)
+        check(not th.is_alive(), "import client hung")
+        srv.restart()
+        killed_at.append(verify_whole())
+    status, _, data = srv.request("POST", "/import", body, hdrs, timeout=300)
+    check(status == 200, "final import: %s %r", status, data[:300])
+    ans = json.loads(data)
+    sm = ans["summary"]
+    check(sm["complete"] and sm["errors"] == 0, sm)
+    check(sm["imported"] + sm["existing"] == len(originals), sm)
+    check(sm["duplicates"] == len(copies), sm)
+    got = {ev["id"]: ev["source"] for ev in ans["events"]}
+    check(got == copies, "duplicates differ: %d of %d", len(set(got.items()) & set(copies.items())),
+          len(copies))
+    check(verify_whole() == len(originals), "originals missing")
+    check(any(0 < n < len(originals) for n in killed_at), "no kill fell inside an import: %s",
+          killed_at)
+    print("crash (import): cycles=%d present after each kill=%s of %d, then complete; "
+          "copies=%d all judged against their earliest source" % (
+              IMPORT_CYCLES, killed_at, len(originals), len(copies)), flush=True)
 
 
 def main():

@@ -57,6 +57,7 @@ SHAPE_ONLY = {
     "detected_at": lambda v: isinstance(v, str) and RFC3339_US.match(v),
     "at": lambda v: isinstance(v, str) and RFC3339_US.match(v),
     "next_cursor": lambda v: v is None or (isinstance(v, str) and v),
+    "seconds": lambda v: isinstance(v, (int, float)) and v >= 0,  # POST /import
 }
 
 
@@ -367,7 +368,8 @@ def every_route_documented(srv):
                            ("/metrics", ["get"]), ("/documents/{id}/policy", ["put", "patch"]),
                            ("/documents/{id}/revoke", ["post"]),
                            ("/documents/{id}/restore", ["post"]),
-                           ("/documents/{id}/copies", ["get"]), ("/audit", ["get"])):
+                           ("/documents/{id}/copies", ["get"]), ("/audit", ["get"]),
+                           ("/import", ["post"])):
         check(route in paths, "%s is not documented" % route)
         for m in methods:
             check(m in paths[route], "%s %s is not documented" % (m, route))
@@ -384,7 +386,7 @@ def every_route_documented(srv):
                 ["properties"]["code"]["enum"])
     server = os.path.join(SOURCE_ROOT, "server")
     used = set()
-    for name in ("api/api.c", "api/workflow.c", "net/http.c", "core/request.c"):
+    for name in ("api/api.c", "api/workflow.c", "api/backfill.c", "net/http.c", "core/request.c"):
         with open(os.path.join(server, name), encoding="utf-8") as f:
             used |= set(re.findall(r'"([a-z_]+)"', f.read()))
     for code in ("invalid_json", "invalid_field", "not_found", "method_not_allowed",

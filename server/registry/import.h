@@ -7,10 +7,12 @@
  * integer microseconds since the epoch). Lines are judged in registered_at
  * order (stable for ties; lines without one after all others, in file
  * order). Each is a registration: an original is registered under its
- * registered_at, a line judged not original is reported as a duplicate
- * (with its source, the earliest claim among the evidence) and recorded as
- * a detection; an id already holding the same text counts as existing, so
- * that re-running an import cut off by a kill finishes it.
+ * registered_at (0 or none: the clock's), a line judged not original is
+ * reported as a duplicate (with its source, the earliest claim among the
+ * evidence) and recorded as a detection of that source (params.detection);
+ * an id already holding the same text counts as existing, so that
+ * re-running an import cut off by a kill finishes it. A store that sheds
+ * (the server's: queue full) slows the import down, never fails it.
  *
  * Work split: a pass over the bytes finds the lines and their times
  * (split over the threads), then the threads parse, fingerprint and sketch
@@ -31,6 +33,7 @@
 #include "fingerprint.h"
 #include "registry.h"
 #include "request.h"
+#include "sketch.h"
 #include "store.h"
 
 typedef struct nd_import_params {
@@ -42,7 +45,15 @@ typedef struct nd_import_params {
     unsigned threads;         /* parsing and sketching threads; 0: the caller's */
     FILE *progress;           /* draw a progress bar here (a terminal), or NULL */
     const atomic_bool *stop;  /* optional: stop taking lines once true */
-    const char *client;       /* who imports (audit; "-" or NULL: none) */
+    /* Optional, shared by every thread of the import (both are immutable
+     * once made): the fingerprinter and the sketcher. NULL: the import
+     * makes its own (a few milliseconds). */
+    const nd_fingerprinter *fp;
+    const nd_sketcher *sk;
+    /* The detection of a line judged not original, as the store keeps it
+     * (server/api: nd_backfill_detection()): the value (new, freed by the
+     * import) with *ev filled, or NULL for none. NULL: none recorded. */
+    char *(*detection)(const nd_check_req *rq, const nd_check_res *res, nd_store_event *ev);
 } nd_import_params;
 
 /* Fills p from a server configuration (the daemon's, or the defaults for

@@ -410,6 +410,7 @@ typedef struct prep {
     char message[256];
     nd_check_req rq;
     char id[ND_ID_MAX_UTF8 + 1];
+    char account[ND_ID_MAX_UTF8 + 1];
     nd_sketch sketch[2];
     uint32_t probe[2 * ND_ANCHORS_QUERY];
     uint32_t store_anchors[ND_ANCHORS_MAX];
@@ -427,7 +428,7 @@ typedef struct batch {
 typedef struct tools {
     nd_request_parser parser;
     nd_fp_scratch *fps;
-    nd_sketcher *sk;
+    const nd_sketcher *sk; /* the import's (import_ctx.sk) */
     nd_sk_scratch *sks;
     nd_anchors anchors[2];
 } tools;
@@ -441,7 +442,10 @@ typedef struct import_ctx {
     nd_registry *reg;
     nd_store *st;
     const nd_import_params *p;
-    nd_fingerprinter *fp;
+    const nd_fingerprinter *fp; /* p->fp, or own_fp */
+    nd_fingerprinter *own_fp;
+    const nd_sketcher *sk; /* p->sk, or own_sk */
+    nd_sketcher *own_sk;
     const char *buf;
     const line_ref *refs;
     size_t nrefs, nbatches;
@@ -467,12 +471,11 @@ typedef struct import_ctx {
     int fatal;
 } import_ctx;
 
-static int tools_init(tools *t)
+static int tools_init(tools *t, const nd_sketcher *sk)
 {
     memset(t, 0, sizeof(*t));
+    t->sk = sk;
     int rc = nd_fp_scratch_create(&t->fps);
-    if (rc == 0)
-        rc = nd_sketcher_create(&t->sk);
     if (rc == 0)
         rc = nd_sk_scratch_create(&t->sks);
     return rc;
@@ -482,7 +485,6 @@ static void tools_finish(tools *t)
 {
     nd_request_parser_finish(&t->parser);
     nd_fp_scratch_destroy(t->fps);
-    nd_sketcher_destroy(t->sk);
     nd_sk_scratch_destroy(t->sks);
 }
 
@@ -492,12 +494,33 @@ static void refuse(prep *pr, const char *code, const char *fmt, const char *deta
     snprintf(pr->message, sizeof(pr->message), fmt, detail);
 }
 
+/* A refused line's id, when it is an object with a valid "id" (the
+ * parser stopped before reading it): for its report. */
+static void line_id(tools *t, prep *pr, const char *s, size_t len)
+{
+    size_t n = 0;
+    nd_json_error jerr;
+    if (pr->rq.id ||
+        nd_json_read_object(s, len, &t->parser.js, t->parser.members, ND_REQUEST_MAX_MEMBERS, &n,
+                            &jerr) < 0)
+        return;
+    const nd_json_member *m = nd_json_find(t->parser.members, n, "id");
+    if (!m || m->value.type != ND_JSON_STRING ||
+        !nd_request_id_valid(m->value.str, m->value.str_len))
+        return;
+    memcpy(pr->id, m->value.str, m->value.str_len);
+    pr->id[m->value.str_len] = 0;
+    pr->rq.id = pr->id;
+    pr->rq.id_len = m->value.str_len;
+}
+
 /* Parses, validates, fingerprints and sketches one line into pr (as
  * handle_check() and sketch_check() of api.c do for a registration). */
 static void prepare_line(import_ctx *c, tools *t, prep *pr, const line_ref *ref)
 {
     const nd_import_params *p = c->p;
     free(pr->rq.meta);
+    free(pr->rq.policy);
     pr->ref = ref;
     pr->code = NULL;
     pr->message[0] = 0;
@@ -509,9 +532,15 @@ static void prepare_line(import_ctx *c, tools *t, prep *pr, const line_ref *ref)
         pr->id[rq->id_len] = 0;
         rq->id = pr->id;
     }
+    if (rq->account) { /* likewise */
+        memcpy(pr->account, rq->account, rq->account_len);
+        pr->account[rq->account_len] = 0;
+        rq->account = pr->account;
+    }
     if (prc < 0) {
         pr->code = e.code;
         snprintf(pr->message, sizeof(pr->message), "%s", e.message);
+        line_id(t, pr, c->buf + ref->off, ref->len);
         return;
     }
     if (!rq->id) {
@@ -525,7 +554,8 @@ static void prepare_line(import_ctx *c, tools *t, prep *pr, const line_ref *ref)
         return;
     }
     rq->do_register = true;
-    if (nd_request_check_meta(rq, &p->lim, &e) < 0) {
+    rq->registered_at_us = ref->at == AT_NONE ? 0 : ref->at; /* 0: the clock's */
+    if (nd_request_check_meta(rq, &p->lim, &e) < 0 || nd_request_check_policy(rq, &e) < 0) {
         pr->code = e.code;
         snprintf(pr->message, sizeof(pr->message), "%s", e.message);
         return;
@@ -592,7 +622,7 @@ static void *prep_main(void *arg)
 {
     import_ctx *c = arg;
     tools t;
-    if (tools_init(&t) < 0) {
+    if (tools_init(&t, c->sk) < 0) {
         tools_finish(&t);
         pthread_mutex_lock(&c->mu);
         c->abort = true;
@@ -653,6 +683,31 @@ static void reg_done(void *arg, nd_reg_change *ch, int status)
     pthread_mutex_unlock(&c->cmu);
 }
 
+/* A detection's commit (the store's commit thread, or within the call). */
+static void event_done(void *arg, int status)
+{
+    import_ctx *c = arg;
+    pthread_mutex_lock(&c->cmu);
+    if (status == 0)
+        c->events_done++;
+    else
+        c->events_failed++;
+    pthread_cond_signal(&c->ccv);
+    pthread_mutex_unlock(&c->cmu);
+}
+
+/* Waits until every detection queued has committed. Returns the number
+ * that failed. */
+static uint64_t events_wait(import_ctx *c)
+{
+    pthread_mutex_lock(&c->cmu);
+    while (c->events_done + c->events_failed < c->events_queued)
+        pthread_cond_wait(&c->ccv, &c->cmu);
+    uint64_t failed = c->events_failed;
+    pthread_mutex_unlock(&c->cmu);
+    return failed;
+}
+
 /* Completes what the store finished. wait: block until at least one
  * completion (or a wake) arrived. Returns whether a wake arrived. */
 static bool drain(import_ctx *c, nd_import_summary *out, bool wait)
@@ -706,6 +761,42 @@ static const nd_doc *source_of(const nd_check_res *res)
     return s;
 }
 
+/* The store's queue is full (a store that sheds: the server's): waits for
+ * this import's own changes to commit, or a millisecond when it has none
+ * queued. Returns false when the import is to stop instead. */
+static bool wait_for_room(import_ctx *c, nd_import_summary *out)
+{
+    if (c->p->stop && atomic_load(c->p->stop))
+        return false;
+    if (c->pending) {
+        drain(c, out, true);
+    } else {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    return true;
+}
+
+/* Records the detection of a duplicate (p->detection): queued, committed
+ * before nd_import_run() returns. */
+static void record_detection(import_ctx *c, const prep *pr, const nd_check_res *res,
+                             nd_import_summary *out)
+{
+    nd_store_event ev;
+    char *value = c->p->detection ? c->p->detection(&pr->rq, res, &ev) : NULL;
+    if (!value)
+        return;
+    int rc;
+    while ((rc = nd_store_event_put(c->st, &ev, event_done, c)) == -EBUSY &&
+           wait_for_room(c, out))
+        ;
+    free(value); /* the store copied it */
+    if (rc == 0)
+        c->events_queued++;
+    else if (!c->fatal)
+        c->fatal = rc;
+}
+
 /* Judges one prepared line. */
 static void judge(import_ctx *c, prep *pr, nd_check_res *res, nd_import_report_fn report,
                   void *arg, nd_import_summary *out)
@@ -717,6 +808,8 @@ static void judge(import_ctx *c, prep *pr, nd_check_res *res, nd_import_report_f
     int rc;
     for (;;) {
         rc = nd_registry_check(c->reg, &pr->rq, res, reg_done, c);
+        if (rc == -EBUSY && wait_for_room(c, out))
+            continue;
         if (rc != ND_REG_WAIT)
             break;
         while (!drain(c, out, true)) /* until the document it waits on commits */
@@ -731,7 +824,8 @@ static void judge(import_ctx *c, prep *pr, nd_check_res *res, nd_import_report_f
             out->imported++; /* committed within the call (the memory store) */
     } else if (rc == 0) {
         out->duplicates++;
-        const nd_doc *s = source_of(res);
+        record_detection(c, pr, res, out);
+        const nd_doc *s = res->source ? res->source : source_of(res);
         if (report) {
             nd_import_event ev = {.duplicate = true,
                                   .line = pr->ref->no,
@@ -744,12 +838,8 @@ static void judge(import_ctx *c, prep *pr, nd_check_res *res, nd_import_report_f
     } else if (rc == -EEXIST) {
         report_error(report, arg, pr, out, "id_conflict",
                      "this id is registered with a different text");
-    } else {
-        if (!c->fatal)
-            c->fatal = rc;
-        report_error(report, arg, pr, out,
-                     rc == -ENOMEM ? "internal" : "storage_unavailable",
-                     rc == -ENOMEM ? "out of memory" : strerror(-rc));
+    } else if (!c->fatal) { /* the store or the registry stopped: not judged */
+        c->fatal = rc;
     }
     nd_check_res_release(res);
 }
@@ -809,8 +899,14 @@ int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
     c->ring = calloc(c->nring, sizeof(*c->ring));
     if (rc == 0 && (!res.hits || !res.matches || !res.keys || !res.ahits || !c->ring))
         rc = -ENOMEM;
-    if (rc == 0)
-        rc = nd_fingerprinter_create(&c->fp);
+    if (rc == 0 && !(c->fp = p->fp)) {
+        rc = nd_fingerprinter_create(&c->own_fp);
+        c->fp = c->own_fp;
+    }
+    if (rc == 0 && !(c->sk = p->sk)) {
+        rc = nd_sketcher_create(&c->own_sk);
+        c->sk = c->own_sk;
+    }
     pthread_t th[MAX_THREADS];
     unsigned started = 0;
     tools own;
@@ -822,7 +918,7 @@ int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
             if (pthread_create(&th[started], NULL, prep_main, c) != 0)
                 break;
         if (started == 0) {
-            rc = tools_init(&own);
+            rc = tools_init(&own, c->sk);
             own_ok = true;
         }
     }
@@ -875,6 +971,9 @@ int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
         pthread_join(th[i], NULL);
     while (c->pending)
         drain(c, out, true);
+    if (events_wait(c) && !c->fatal)
+        c->fatal = -EIO;
+    out->detections = c->events_done;
     if (rc == 0)
         rc = c->fatal;
     if (p->progress && c->nrefs)
@@ -882,9 +981,12 @@ int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
     if (own_ok)
         tools_finish(&own);
     for (size_t i = 0; c->ring && i < c->nring; i++)
-        for (size_t j = 0; j < BATCH; j++)
+        for (size_t j = 0; j < BATCH; j++) {
             free(c->ring[i].lines[j].rq.meta);
-    nd_fingerprinter_destroy(c->fp);
+            free(c->ring[i].lines[j].rq.policy);
+        }
+    nd_fingerprinter_destroy(c->own_fp);
+    nd_sketcher_destroy(c->own_sk);
     free(c->ring);
     free(c->comp);
     free(c->comp_spare);

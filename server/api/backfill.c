@@ -1,0 +1,318 @@
+/* backfill.c - POST /import (backfill.h). */
+#include "backfill.h"
+#include "api_internal.h"
+#include "import.h"
+#include "log.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#define EVENTS_MAX 10000 /* duplicates and refused lines listed in one answer */
+
+struct nd_backfill {
+    pthread_mutex_t mu;
+    pthread_cond_t idle;
+    bool busy;        /* the slot: an import runs, not answered yet */
+    unsigned threads; /* import threads that have not posted their answer */
+    bool stopped;     /* nd_backfill_stop() was called */
+    atomic_bool stop; /* the running import stops after its batch */
+};
+
+/* One import: the request's copy of its body, what it reports, its result. */
+typedef struct job {
+    nd_backfill *bf;
+    nd_req *r;
+    nd_api *api;
+    char *body;
+    size_t len;
+    struct evbuffer *events; /* the "events" array, written by job_report() */
+    nd_reply ew;
+    uint64_t nevents;
+    nd_import_summary sum;
+    int rc;
+} job;
+
+int nd_backfill_create(nd_backfill **out)
+{
+    nd_backfill *bf = calloc(1, sizeof(*bf));
+    if (!bf)
+        return -ENOMEM;
+    pthread_mutex_init(&bf->mu, NULL);
+    pthread_cond_init(&bf->idle, NULL);
+    atomic_init(&bf->stop, false);
+    *out = bf;
+    return 0;
+}
+
+void nd_backfill_stop(nd_backfill *bf)
+{
+    if (!bf)
+        return;
+    pthread_mutex_lock(&bf->mu);
+    bf->stopped = true;
+    atomic_store(&bf->stop, true);
+    while (bf->threads)
+        pthread_cond_wait(&bf->idle, &bf->mu);
+    pthread_mutex_unlock(&bf->mu);
+}
+
+void nd_backfill_destroy(nd_backfill *bf)
+{
+    if (!bf)
+        return;
+    pthread_mutex_destroy(&bf->mu);
+    pthread_cond_destroy(&bf->idle);
+    free(bf);
+}
+
+char *nd_backfill_detection(const nd_check_req *rq, const nd_check_res *res, nd_store_event *ev)
+{
+    return nd_workflow_detection(rq, res, ev);
+}
+
+static void job_free(job *j)
+{
+    if (!j)
+        return;
+    free(j->body);
+    if (j->events)
+        evbuffer_free(j->events);
+    free(j);
+}
+
+/* nd_import_report_fn: one item of "events" per duplicate and refused
+ * line, the first EVENTS_MAX (the summary counts them all). */
+static void job_report(void *arg, const nd_import_event *ev)
+{
+    job *j = arg;
+    if (j->nevents++ >= EVENTS_MAX)
+        return;
+    nd_reply *w = &j->ew;
+    nd_reply_object(w);
+    nd_reply_key(w, "line");
+    nd_reply_u64(w, ev->line);
+    nd_reply_key(w, "id");
+    if (ev->id)
+        nd_reply_string(w, ev->id, ev->id_len);
+    else
+        nd_reply_null(w);
+    if (ev->duplicate) {
+        nd_reply_key(w, "source");
+        if (ev->source)
+            nd_reply_string(w, ev->source, ev->source_len);
+        else
+            nd_reply_null(w);
+    } else {
+        nd_reply_key(w, "code");
+        nd_reply_plain(w, ev->code, strlen(ev->code));
+        nd_reply_key(w, "message");
+        nd_reply_string(w, ev->message, strlen(ev->message));
+    }
+    nd_reply_object_end(w);
+}
+
+static void add_summary(nd_reply *w, const job *j)
+{
+    const nd_import_summary *s = &j->sum;
+    nd_reply_key(w, "summary");
+    nd_reply_object(w);
+    nd_reply_key(w, "lines");
+    nd_reply_u64(w, s->lines);
+    nd_reply_key(w, "imported");
+    nd_reply_u64(w, s->imported);
+    nd_reply_key(w, "existing");
+    nd_reply_u64(w, s->existing);
+    nd_reply_key(w, "duplicates");
+    nd_reply_u64(w, s->duplicates);
+    nd_reply_key(w, "errors");
+    nd_reply_u64(w, s->errors);
+    nd_reply_key(w, "detections");
+    nd_reply_u64(w, s->detections);
+    nd_reply_key(w, "seconds");
+    char num[32];
+    int n = snprintf(num, sizeof(num), "%.3f", s->seconds);
+    nd_reply_raw(w, num, (size_t)n);
+    nd_reply_key(w, "complete");
+    nd_reply_bool(w, j->rc == 0);
+    nd_reply_object_end(w);
+}
+
+/* On the request's worker: the answer. */
+static void job_answer(nd_task *t)
+{
+    nd_req *r = (nd_req *)((char *)t - offsetof(nd_req, task));
+    job *j = r->op;
+    r->op = NULL;
+    nd_reply w;
+    if (j->rc == 0) {
+        nd_api_body_begin(r, &w);
+        nd_reply_object(&w);
+        add_summary(&w, j);
+        nd_reply_key(&w, "events");
+        size_t n = evbuffer_get_length(j->events);
+        const unsigned char *items = evbuffer_pullup(j->events, -1);
+        if (!items)
+            nd_die_oom(__func__);
+        nd_reply_raw(&w, (const char *)items, n);
+        nd_reply_key(&w, "events_truncated");
+        nd_reply_bool(&w, j->nevents > EVENTS_MAX);
+        nd_reply_object_end(&w);
+        nd_api_body_send(r, &w, 200);
+        job_free(j);
+        return;
+    }
+    int status = 503;
+    const char *code = "storage_unavailable", *why = strerror(-j->rc);
+    if (j->rc == -ECANCELED || j->rc == -ESHUTDOWN) {
+        code = "shutting_down";
+        why = "the server is stopping";
+        nd_req_add_header(r, "Retry-After", "1");
+    } else if (j->rc == -ENOMEM) {
+        status = 500;
+        code = "internal";
+    } else {
+        nd_log(ND_LOG_WARN, "import stopped (request %s): %s", r->rid, why);
+    }
+    nd_reply_error_begin(nd_api_body_begin(r, &w), code,
+                         "the import stopped: %s; every line judged before is durable, and "
+                         "sending the body again finishes it",
+                         why);
+    add_summary(&w, j);
+    nd_reply_error_end(&w);
+    nd_api_body_send(r, &w, status);
+    job_free(j);
+}
+
+static void *job_main(void *arg)
+{
+    job *j = arg;
+    nd_backfill *bf = j->bf;
+    nd_import_params p;
+    nd_import_params_init(&p, j->api->cfg);
+    p.threads = 0; /* this thread alone: the workers keep the other core */
+    p.stop = &bf->stop;
+    p.detection = nd_backfill_detection;
+    p.fp = j->api->fp;
+    j->rc = nd_import_run(j->api->reg, j->api->store, j->body, j->len, &p, job_report, j, &j->sum);
+    free(j->body);
+    j->body = NULL;
+    nd_reply_array_end(&j->ew);
+    if (j->ew.failed)
+        nd_die_oom(__func__);
+    nd_req *r = j->r;
+    r->task.fn = job_answer;
+    /* The slot is free before the answer leaves: a client that sends its
+     * next body once answered never finds it taken. */
+    pthread_mutex_lock(&bf->mu);
+    bf->busy = false;
+    pthread_mutex_unlock(&bf->mu);
+    nd_worker_post(r->worker, &r->task); /* j is the worker's from here */
+    pthread_mutex_lock(&bf->mu);
+    bf->threads--;
+    pthread_cond_broadcast(&bf->idle);
+    pthread_mutex_unlock(&bf->mu);
+    return NULL;
+}
+
+/* Takes the one import slot: 0, or answers (409 running, 503 stopping). */
+static int claim_slot(nd_req *r, nd_backfill *bf)
+{
+    pthread_mutex_lock(&bf->mu);
+    bool stopped = bf->stopped, busy = bf->busy;
+    if (!stopped && !busy) {
+        bf->busy = true;
+        bf->threads++;
+    }
+    pthread_mutex_unlock(&bf->mu);
+    if (!stopped && !busy)
+        return 0;
+    nd_req_add_header(r, "Retry-After", "1");
+    if (stopped)
+        nd_api_error(r, 503, "shutting_down", "the server is stopping; retry");
+    else
+        nd_api_error(r, 409, "import_running",
+                     "another import is running: one at a time; retry when it is answered");
+    return -1;
+}
+
+static void release_slot(nd_backfill *bf)
+{
+    pthread_mutex_lock(&bf->mu);
+    bf->busy = false;
+    bf->threads--;
+    pthread_cond_broadcast(&bf->idle);
+    pthread_mutex_unlock(&bf->mu);
+}
+
+/* A body without a non-blank line. */
+static bool blank(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n')
+            return false;
+    return true;
+}
+
+void nd_backfill_handle(nd_req *r)
+{
+    nd_api *api = nd_api_of(r);
+    nd_request_error e;
+    if (!nd_api_authorized(r))
+        return;
+    if (!nd_request_lines_kind(nd_req_header(r, "Content-Type"), &e)) {
+        nd_api_request_error(r, &e);
+        return;
+    }
+    if (!nd_registry_loaded(api->reg)) {
+        nd_api_loading(r);
+        return;
+    }
+    size_t len;
+    const char *body = nd_req_body(r, &len);
+    if (!body) {
+        nd_api_error(r, 500, "internal", "out of memory");
+        return;
+    }
+    if (blank(body, len)) {
+        nd_api_error(r, 400, "empty_body",
+                     "the body holds no JSON lines (one {\"id\",\"text\",...} object a line)");
+        return;
+    }
+    if (claim_slot(r, api->backfill) < 0)
+        return;
+    job *j = calloc(1, sizeof(*j));
+    char *copy = malloc(len);
+    struct evbuffer *events = evbuffer_new();
+    if (!j || !copy || !events) {
+        free(j);
+        free(copy);
+        if (events)
+            evbuffer_free(events);
+        release_slot(api->backfill);
+        nd_api_error(r, 500, "internal", "out of memory");
+        return;
+    }
+    memcpy(copy, body, len); /* the thread reads its own copy */
+    *j = (job){.bf = api->backfill, .r = r, .api = api, .body = copy, .len = len, .events = events};
+    nd_reply_init(&j->ew, events);
+    nd_reply_array(&j->ew);
+    r->op = j;
+    pthread_t th;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&th, &attr, job_main, j);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        r->op = NULL;
+        job_free(j);
+        release_slot(api->backfill);
+        nd_api_error(r, 500, "internal", "cannot start the import: %s", strerror(rc));
+    }
+}

@@ -1,0 +1,42 @@
+/* backfill.h - POST /import (issue 13): a running server takes the JSON
+ * lines of an archive, as `neardup import` reads them (import.h), and
+ * answers once every registration and detection of them is durable.
+ *
+ * One import at a time, on a thread of its own: the handler copies the
+ * body and starts the thread, which runs nd_import_run() (the registry
+ * serialises registrations anyway) and posts the answer back to the
+ * request's worker, whose loop stays free for other clients meanwhile.
+ * At shutdown nd_backfill_stop() makes a running import stop after its
+ * current batch (answered 503 shutting_down with what was done; every line
+ * it judged is durable and a re-sent body finishes it) and waits for it. */
+#ifndef ND_BACKFILL_H
+#define ND_BACKFILL_H
+
+#include "http.h"
+#include "registry.h"
+#include "request.h"
+#include "store.h"
+
+typedef struct nd_backfill nd_backfill;
+
+/* Creates the one-import-at-a-time state (nd_api.backfill). Returns 0 or
+ * -ENOMEM. */
+int nd_backfill_create(nd_backfill **out);
+
+/* Makes a running import stop and waits until its thread has posted its
+ * answer (the worker loops must still run to write it). Further imports
+ * are refused (503 shutting_down). Main thread; NULL is allowed. */
+void nd_backfill_stop(nd_backfill *bf);
+
+/* Frees bf after nd_backfill_stop(); NULL is allowed. */
+void nd_backfill_destroy(nd_backfill *bf);
+
+/* The route handler of POST /import. */
+void nd_backfill_handle(nd_req *r);
+
+/* The detection of a line judged not original, for
+ * nd_import_params.detection (the same entry a /check-original with an id
+ * records): the value (new, caller frees) with *ev filled, or NULL. */
+char *nd_backfill_detection(const nd_check_req *rq, const nd_check_res *res, nd_store_event *ev);
+
+#endif
