@@ -560,11 +560,25 @@ static void prepare_line(import_ctx *c, tools *t, prep *pr, const line_ref *ref)
         snprintf(pr->message, sizeof(pr->message), "%s", e.message);
         return;
     }
+    /* The text is tokenized once for both stages, as /check-original does
+     * (api.c fingerprint_check()): the sketch's tokens give the
+     * fingerprint. */
+    int mode = nd_sketch_query(t->sk, t->sks, rq->text, rq->text_len, t->anchors,
+                               ND_ANCHORS_QUERY, NULL);
+    if (mode < 0) {
+        refuse(pr, mode == -EILSEQ ? "invalid_field" : "internal", "%s",
+               mode == -EILSEQ ? "text is not valid UTF-8" : strerror(-mode));
+        return;
+    }
     nd_fingerprint_result fr;
-    int rc = nd_fingerprint(c->fp, t->fps, rq->text, rq->text_len, &fr);
+    nd_fp_tokens tk;
+    int rc = nd_sketch_fp_tokens(t->sks, &tk);
+    if (rc == 0)
+        rc = nd_fingerprint_tokens(c->fp, t->fps, &tk, &fr);
+    if (rc == -ENOTSUP) /* a tuned fingerprinter that keeps URLs: from the text */
+        rc = nd_fingerprint(c->fp, t->fps, rq->text, rq->text_len, &fr);
     if (rc < 0) {
-        refuse(pr, rc == -EILSEQ ? "invalid_field" : "internal", "%s",
-               rc == -EILSEQ ? "text is not valid UTF-8" : strerror(-rc));
+        refuse(pr, "internal", "%s", strerror(-rc));
         return;
     }
     if (fr.chars < p->min_chars) {
@@ -577,12 +591,9 @@ static void prepare_line(import_ctx *c, tools *t, prep *pr, const line_ref *ref)
     }
     rq->simhash = fr.simhash;
     rq->chars = fr.chars;
-    int mode = nd_sketch_query(t->sk, t->sks, rq->text, rq->text_len, t->anchors,
-                               ND_ANCHORS_QUERY, NULL);
-    if (mode >= 0)
-        rc = nd_sketch_query_finish(t->sks, pr->sketch);
-    if (mode < 0 || rc < 0) {
-        refuse(pr, "internal", "sketching failed: %s", strerror(mode < 0 ? -mode : -rc));
+    rc = nd_sketch_query_finish(t->sks, pr->sketch);
+    if (rc < 0) {
+        refuse(pr, "internal", "sketching failed: %s", strerror(-rc));
         return;
     }
     uint32_t n = 0;
