@@ -62,8 +62,8 @@ def generate(path, n, seed, dups, shuffle):
             else:
                 nw = r.randint(50, 250)  # ~6 characters a word: 300-1500 characters
                 text = " ".join(r.choices(vocab, k=nw))
-                if len(text) < 340:
-                    text += " " + " ".join(r.choices(vocab, k=60))
+                while len(text) - text.count(" ") < 320:  # the server counts no spaces
+                    text += " " + " ".join(r.choices(vocab, k=20))
                 if len(recent) < 1000:
                     recent.append(text)
                 else:
@@ -136,9 +136,12 @@ def main():
           "load average %.2f -> %.2f" % (wall, summary["seconds"], cpu,
                                          1e6 * cpu / max(1, summary["lines"]), load0[0], load1[0]))
     print("stderr: %s" % p.stderr.strip().splitlines()[-1])
-    if not a.no_restart:
+    print("peak RSS of the import: %.0f MB (the mapped input counts too)" % (
+        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024), flush=True)
+    if not a.no_restart:  # the store holds the originals only: tell bench_restart how many
         subprocess.run([sys.executable, os.path.join(ROOT, "tests", "bench", "bench_restart.py"),
-                        "--build", a.build, "--data", data], check=False)
+                        "--build", a.build, "--data", data,
+                        "--n", str(summary["imported"] + summary["existing"])], check=False)
     if not a.keep:
         shutil.rmtree(data, ignore_errors=True)
     else:
