@@ -555,8 +555,7 @@ static int cmd_import(int argc, char **argv)
     rc = nd_store_open(&st, data, &so, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "neardup import: %s%s\n", err[0] ? err : strerror(-rc),
-                rc == -EBUSY ? " (while neardupd runs on it, send the lines to POST /import)"
-                             : "");
+                rc == -EBUSY ? " (while neardupd runs on it, send the lines to POST /import)" : "");
         nd_import_input_close(&in);
         return 1;
     }
@@ -572,8 +571,7 @@ static int cmd_import(int argc, char **argv)
     }
     nd_import_summary sum = {0};
     if (rc < 0) {
-        fprintf(stderr, "neardup import: cannot load the store in %s: %s\n", data,
-                strerror(-rc));
+        fprintf(stderr, "neardup import: cannot load the store in %s: %s\n", data, strerror(-rc));
     } else {
         nd_import_params ip;
         nd_import_params_init(&ip, &cfg);

@@ -1,8 +1,9 @@
 /* api.c - request handlers: parse, validate, fingerprint, ask the registry,
  * answer. Each handler ends in exactly one reply, now or after a hand-off. */
 #include "api.h"
-#include "api_internal.h"
+#include "answer.h"
 #include "backfill.h"
+#include "workflow.h"
 #include "clock.h"
 #include "json.h"
 #include "log.h"
@@ -28,6 +29,7 @@ _Static_assert(ND_K_MAX == ND_INDEX_MAX_K, "k is checked against the index's bou
 _Static_assert(ND_ID_MAX >= ND_ID_MAX_UTF8, "the store must hold every valid id");
 
 typedef struct api_worker {
+    nd_api_scratch sh; /* reply buffer and parser (answer.c): first */
     nd_fp_scratch *fps;
     nd_sketcher *sk;     /* this worker's (immutable once made) */
     nd_sk_scratch *sks;  /* sketch of the text being checked, for passages */
@@ -40,8 +42,6 @@ typedef struct api_worker {
     int64_t *keys;
     size_t cap;
     nd_anchor_hit ahits[API_ANCHOR_HITS];
-    struct evbuffer *out;     /* reply buffer, emptied by every send */
-    nd_request_parser parser; /* decoded request strings and members */
 } api_worker;
 
 /* State of a /check-original or DELETE that waits for the store. */
@@ -58,15 +58,10 @@ typedef struct op_state {
     int status;
     nd_match *own_matches; /* a queued answer's matches, out of the worker's scratch */
     nd_passage passages[API_PASSAGES];
-    int sketched; /* the text's sketch mode + 1 while the worker's scratch holds it, else 0 */
+    int sketched;    /* the text's sketch mode + 1 while the worker's scratch holds it, else 0 */
     bool on_heap;    /* waits for the store: allocated, freed by op_free() */
     char *journaled; /* the detection being written (issue 13) */
 } op_state;
-
-static nd_api *api_of(nd_req *r)
-{
-    return nd_http_app(r);
-}
 
 static api_worker *aw_of(nd_req *r)
 {
@@ -85,9 +80,9 @@ int nd_api_worker_init(void *app, unsigned index, void **user)
     aw->hits = calloc(aw->cap, sizeof(*aw->hits));
     aw->matches = calloc(aw->cap, sizeof(*aw->matches));
     aw->keys = calloc(aw->cap, sizeof(*aw->keys));
-    aw->out = evbuffer_new();
-    int rc = aw->hits && aw->matches && aw->keys && aw->out ? nd_fp_scratch_create(&aw->fps)
-                                                            : -ENOMEM;
+    aw->sh.out = evbuffer_new();
+    int rc = aw->hits && aw->matches && aw->keys && aw->sh.out ? nd_fp_scratch_create(&aw->fps)
+                                                               : -ENOMEM;
     if (rc == 0)
         rc = nd_sketcher_create(&aw->sk);
     if (rc == 0)
@@ -112,9 +107,9 @@ void nd_api_worker_finish(void *app, void *user)
     free(aw->hits);
     free(aw->matches);
     free(aw->keys);
-    if (aw->out)
-        evbuffer_free(aw->out);
-    nd_request_parser_finish(&aw->parser);
+    if (aw->sh.out)
+        evbuffer_free(aw->sh.out);
+    nd_request_parser_finish(&aw->sh.parser);
     free(aw);
 }
 
@@ -132,156 +127,6 @@ bool nd_api_ready(const nd_api *api, const char **why)
     if (why)
         *why = w;
     return w == NULL;
-}
-
-/* ---- answers: every body is written with reply.h into the worker's buffer ---- */
-
-/* Starts a body in the worker's reply buffer (empty between answers). */
-static nd_reply *body_begin(nd_req *r, nd_reply *w)
-{
-    nd_reply_init(w, aw_of(r)->out);
-    return w;
-}
-
-/* Sends the body written with w (closing "\n" added) and leaves the
- * buffer empty for the next answer, sent or not. */
-static void body_send(nd_req *r, nd_reply *w, int status)
-{
-    if (nd_reply_finish(w) < 0)
-        nd_die_oom("reply");
-    nd_req_reply(r, status, "application/json", w->out);
-    evbuffer_drain(w->out, evbuffer_get_length(w->out));
-}
-
-/* Opens an error body {"error":{"code","message" (reply.h); add extra
- * members, then error_send(). */
-#define error_begin(r, w, code, ...) nd_reply_error_begin(body_begin((r), (w)), (code), __VA_ARGS__)
-
-static void error_send(nd_req *r, nd_reply *w, int status)
-{
-    nd_reply_error_end(w);
-    body_send(r, w, status);
-}
-
-/* Answers an error without extra members. */
-#define reply_error(r, status, code, ...)                                                          \
-    do {                                                                                           \
-        nd_reply ew_;                                                                              \
-        error_begin((r), &ew_, (code), __VA_ARGS__);                                               \
-        error_send((r), &ew_, (status));                                                           \
-    } while (0)
-
-/* Answers 400 invalid_field naming field. */
-#define invalid_field(r, field, ...)                                                               \
-    do {                                                                                           \
-        nd_reply ew_;                                                                              \
-        const char *f_ = (field);                                                                  \
-        error_begin((r), &ew_, "invalid_field", __VA_ARGS__);                                      \
-        nd_reply_key(&ew_, "field");                                                               \
-        nd_reply_string(&ew_, f_, strlen(f_));                                                     \
-        error_send((r), &ew_, 400);                                                                \
-    } while (0)
-
-/* Answers an error whose extra member is the document id. */
-static void reply_id_error(nd_req *r, int status, const char *code, const char *id, size_t id_len,
-                           const char *message)
-{
-    nd_reply w;
-    error_begin(r, &w, code, "%s", message);
-    nd_reply_key(&w, "id");
-    nd_reply_string(&w, id, id_len);
-    error_send(r, &w, status);
-}
-
-static void reply_store_error(nd_req *r, int rc, const char *what)
-{
-    if (rc == -EBUSY) { /* the store's queue is full: shed, do not wait */
-        nd_req_add_header(r, "Retry-After", "1");
-        reply_error(r, 503, "storage_unavailable",
-                    "%s was not queued: the store is behind (slow disk); retry", what);
-        return;
-    }
-    if (rc == -ESHUTDOWN) { /* a request that waited behind a change, at shutdown */
-        nd_req_add_header(r, "Retry-After", "1");
-        reply_error(r, 503, "shutting_down", "%s was not done: the server is stopping; retry",
-                    what);
-        return;
-    }
-    const char *why = rc == -ENOSPC ? "storage is full" : strerror(-rc);
-    nd_log(ND_LOG_WARN, "%s failed (request %s): %s", what, r->rid, why);
-    reply_error(r, 503, "storage_unavailable", "%s could not be stored: %s", what, why);
-}
-
-/* True when the request may go on (no token configured, or the right one
- * sent); otherwise answers 401 with WWW-Authenticate and returns false. */
-static bool authorized(nd_req *r)
-{
-    nd_api *api = api_of(r);
-    if (!api->auth)
-        return true;
-    int rc = nd_auth_check_named(api->auth, nd_req_header(r, "Authorization"), &r->client);
-    if (rc == ND_AUTH_OK)
-        return true;
-    bool invalid = rc == ND_AUTH_INVALID;
-    nd_req_add_header(r, "WWW-Authenticate",
-                      invalid ? "Bearer realm=\"neardup\", error=\"invalid_token\""
-                              : "Bearer realm=\"neardup\"");
-    reply_error(r, 401, "unauthorized", "%s",
-                invalid ? "the bearer token is not valid"
-                        : "this request needs \"Authorization: Bearer <token>\"");
-    return false;
-}
-
-/* Reads (fingerprints, checks, documents, metrics) are open unless
- * --auth-all; answers 401 like authorized() when not. */
-static bool authorized_read(nd_req *r)
-{
-    return !api_of(r)->cfg->auth_all || authorized(r);
-}
-
-static void reply_loading(nd_req *r)
-{
-    nd_api *api = api_of(r);
-    nd_req_add_header(r, "Retry-After", "1");
-    reply_error(r, 503, "loading", "the index is being loaded (%llu of %llu documents)",
-                (unsigned long long)atomic_load(&api->load_done),
-                (unsigned long long)atomic_load(&api->load_total));
-}
-
-static nd_request_limits limits_of(const nd_config *cfg)
-{
-    return (nd_request_limits){.max_batch = cfg->max_batch,
-                               .max_meta = cfg->max_meta,
-                               .max_text = cfg->max_text,
-                               .default_k = cfg->k};
-}
-
-/* Answers a refused request with its error. */
-static void reply_request_error(nd_req *r, const nd_request_error *e)
-{
-    nd_reply w;
-    error_begin(r, &w, e->code, "%s", e->message);
-    if (e->field[0]) {
-        nd_reply_key(&w, "field");
-        nd_reply_string(&w, e->field, strlen(e->field));
-    } else if (e->line) {
-        nd_reply_key(&w, "line");
-        nd_reply_u64(&w, e->line);
-        nd_reply_key(&w, "column");
-        nd_reply_u64(&w, e->column);
-    }
-    error_send(r, &w, e->status);
-}
-
-/* Accepts application/json (and, when plain_ok, text/plain). Returns an
- * nd_body_kind, or 0 after answering 415. */
-static int content_kind(nd_req *r, bool plain_ok)
-{
-    nd_request_error e;
-    int kind = nd_request_content_kind(nd_req_header(r, "Content-Type"), plain_ok, &e);
-    if (!kind)
-        reply_request_error(r, &e);
-    return kind;
 }
 
 /* The similarity 1 - distance / 64 of each distance, as JSON numbers
@@ -303,57 +148,47 @@ static void add_similarity(nd_reply *w, unsigned distance)
     nd_reply_raw(w, similarity_text[d], similarity_len[d]);
 }
 
-/* A document's "meta": stored as compact JSON written by jansson
- * (nd_request_check_meta()), embedded as it is; null without one. */
-static void add_meta(nd_reply *w, const nd_doc *d)
-{
-    if (d->meta)
-        nd_reply_raw(w, d->meta, d->meta_len);
-    else
-        nd_reply_null(w);
-}
-
 /* ---- probes ---- */
 
 /* Answers 200 {"status":status}. */
 static void reply_status(nd_req *r, const char *status)
 {
     nd_reply w;
-    nd_reply_object(body_begin(r, &w));
+    nd_reply_object(nd_api_body_begin(r, &w));
     nd_reply_key(&w, "status");
     nd_reply_plain(&w, status, strlen(status));
     nd_reply_object_end(&w);
-    body_send(r, &w, 200);
+    nd_api_body_send(r, &w, 200);
 }
 
 static void handle_healthz(nd_req *r)
 {
-    nd_api *api = api_of(r);
+    nd_api *api = nd_api_of(r);
     if (nd_http_loops_alive(api->http, LOOP_STALL_MS))
         reply_status(r, "ok");
     else
-        reply_error(r, 503, "loop_stalled", "a worker loop has not run for %d ms", LOOP_STALL_MS);
+        nd_api_error(r, 503, "loop_stalled", "a worker loop has not run for %d ms", LOOP_STALL_MS);
 }
 
 static void handle_readyz(nd_req *r)
 {
-    nd_api *api = api_of(r);
+    nd_api *api = nd_api_of(r);
     const char *why;
     if (nd_api_ready(api, &why)) {
         reply_status(r, "ready");
         return;
     }
     if (strcmp(why, "loading") == 0) {
-        reply_loading(r);
+        nd_api_loading(r);
         return;
     }
-    reply_error(r, 503, why, "not ready: %s", why);
+    nd_api_error(r, 503, why, "not ready: %s", why);
 }
 
 static void handle_metrics(nd_req *r)
 {
-    nd_api *api = api_of(r);
-    if (!authorized_read(r))
+    nd_api *api = nd_api_of(r);
+    if (!nd_api_authorized_read(r))
         return;
     nd_registry_stats st;
     nd_registry_stats_get(api->reg, &st);
@@ -377,13 +212,13 @@ static void handle_metrics(nd_req *r)
         .store = nd_store_durable(api->store) ? &sst : NULL, /* the memory store: none */
     };
     api_worker *aw = aw_of(r);
-    if (nd_metrics_render(api->metrics, &g, aw->out) < 0) {
-        evbuffer_drain(aw->out, evbuffer_get_length(aw->out));
-        reply_error(r, 500, "internal", "out of memory");
+    if (nd_metrics_render(api->metrics, &g, aw->sh.out) < 0) {
+        evbuffer_drain(aw->sh.out, evbuffer_get_length(aw->sh.out));
+        nd_api_error(r, 500, "internal", "out of memory");
         return;
     }
-    nd_req_reply(r, 200, "text/plain; version=0.0.4; charset=utf-8", aw->out);
-    evbuffer_drain(aw->out, evbuffer_get_length(aw->out));
+    nd_req_reply(r, 200, "text/plain; version=0.0.4; charset=utf-8", aw->sh.out);
+    evbuffer_drain(aw->sh.out, evbuffer_get_length(aw->sh.out));
 }
 
 /* ---- /fingerprint ---- */
@@ -391,7 +226,7 @@ static void handle_metrics(nd_req *r)
 /* Fingerprints text; returns 0, -EILSEQ or -ENOMEM. */
 static int fingerprint(nd_req *r, const char *text, size_t len, nd_fingerprint_result *res)
 {
-    nd_api *api = api_of(r);
+    nd_api *api = nd_api_of(r);
     int rc = nd_fingerprint(api->fp, aw_of(r)->fps, text, len, res);
     if (rc == 0) {
         nd_metrics_event(api->metrics, ND_EV_FINGERPRINTS);
@@ -417,16 +252,16 @@ static void add_fingerprint(nd_reply *w, const nd_fingerprint_result *fr)
 static void reply_fingerprint(nd_req *r, const nd_fingerprint_result *fr)
 {
     nd_reply w;
-    add_fingerprint(body_begin(r, &w), fr);
-    body_send(r, &w, 200);
+    add_fingerprint(nd_api_body_begin(r, &w), fr);
+    nd_api_body_send(r, &w, 200);
 }
 
 static void fingerprint_failed(nd_req *r, int rc, const char *field)
 {
     if (rc == -EILSEQ)
-        invalid_field(r, field, "%s is not valid UTF-8", field);
+        nd_api_invalid_field(r, field, "%s is not valid UTF-8", field);
     else
-        reply_error(r, 500, "internal", "fingerprinting failed: %s", strerror(-rc));
+        nd_api_error(r, 500, "internal", "fingerprinting failed: %s", strerror(-rc));
 }
 
 /* Fingerprints a validated batch (nd_request_parse_fingerprint()). */
@@ -437,17 +272,17 @@ static void fingerprint_batch(nd_req *r, const nd_json_value *texts)
     nd_json_value t;
     size_t n = 0;
     nd_reply w;
-    nd_reply_object(body_begin(r, &w));
+    nd_reply_object(nd_api_body_begin(r, &w));
     nd_reply_key(&w, "results");
     nd_reply_array(&w);
-    nd_json_iter_init(&it, texts, &aw->parser.js);
+    nd_json_iter_init(&it, texts, &aw->sh.parser.js);
     while (nd_json_iter_next(&it, &t)) {
         nd_fingerprint_result fr;
         int rc = fingerprint(r, t.str, t.str_len, &fr);
         if (rc < 0) {
             char field[32];
             snprintf(field, sizeof(field), "texts[%zu]", n);
-            evbuffer_drain(aw->out, evbuffer_get_length(aw->out));
+            evbuffer_drain(aw->sh.out, evbuffer_get_length(aw->sh.out));
             fingerprint_failed(r, rc, field);
             return;
         }
@@ -456,28 +291,28 @@ static void fingerprint_batch(nd_req *r, const nd_json_value *texts)
     }
     nd_reply_array_end(&w);
     nd_reply_object_end(&w);
-    body_send(r, &w, 200);
+    nd_api_body_send(r, &w, 200);
 }
 
 static void handle_fingerprint(nd_req *r)
 {
-    if (!authorized_read(r))
+    if (!nd_api_authorized_read(r))
         return;
-    int kind = content_kind(r, true);
+    int kind = nd_api_content_kind(r, true);
     if (!kind)
         return;
-    nd_request_limits lim = limits_of(nd_req_config(r));
+    nd_request_limits lim = nd_api_limits(nd_req_config(r));
     nd_request_error e;
     nd_fingerprint_result fr;
     size_t len;
     const char *body = nd_req_body(r, &len);
     if (!body) {
-        reply_error(r, 500, "internal", "out of memory");
+        nd_api_error(r, 500, "internal", "out of memory");
         return;
     }
     if (kind == ND_BODY_TEXT) {
         if (nd_request_text_size(len, &lim, "text", &e) < 0) {
-            reply_request_error(r, &e);
+            nd_api_request_error(r, &e);
             return;
         }
         int rc = fingerprint(r, body, len, &fr);
@@ -488,8 +323,8 @@ static void handle_fingerprint(nd_req *r)
         return;
     }
     nd_fingerprint_request rq;
-    if (nd_request_parse_fingerprint(&aw_of(r)->parser, body, len, &lim, &rq, &e) < 0) {
-        reply_request_error(r, &e);
+    if (nd_request_parse_fingerprint(&aw_of(r)->sh.parser, body, len, &lim, &rq, &e) < 0) {
+        nd_api_request_error(r, &e);
     } else if (rq.texts) {
         fingerprint_batch(r, rq.texts);
     } else {
@@ -549,18 +384,18 @@ static void add_match(nd_reply *w, const nd_match *m, bool account_given)
     nd_reply_key(w, "registered_at");
     nd_reply_time(w, d->registered_at_us);
     nd_reply_key(w, "meta");
-    add_meta(w, d);
+    nd_api_add_meta(w, d);
     nd_workflow_add_match(w, m, account_given);
     nd_reply_object_end(w);
 }
 
 static void reply_check(nd_req *r, op_state *op)
 {
-    nd_api *api = api_of(r);
+    nd_api *api = nd_api_of(r);
     nd_check_res *res = &op->res;
     const nd_check_req *rq = &op->rq;
     nd_reply w;
-    nd_reply_object(body_begin(r, &w));
+    nd_reply_object(nd_api_body_begin(r, &w));
     nd_reply_key(&w, "original");
     nd_reply_bool(&w, res->original);
     nd_reply_key(&w, "verdict");
@@ -604,7 +439,7 @@ static void reply_check(nd_req *r, op_state *op)
     nd_workflow_add_action(&w, res);
     nd_reply_object_end(&w);
     nd_metrics_event(api->metrics, res->original ? ND_EV_CHECK_ORIGINAL : ND_EV_CHECK_DUPLICATE);
-    body_send(r, &w, 200);
+    nd_api_body_send(r, &w, 200);
 }
 
 static void op_resume(nd_task *t);
@@ -620,7 +455,7 @@ static void journal_resume(nd_task *t)
     if (op->status == 0) {
         reply_check(r, op);
     } else {
-        reply_store_error(r, op->status, "the detection");
+        nd_api_store_error(r, op->status, "the detection");
     }
     op_free(op);
 }
@@ -689,10 +524,10 @@ static void answer_check(nd_req *r, op_state *op)
     op = op_keep(op);
     op->journaled = value;
     r->op = op;
-    int rc = nd_store_event_put(api_of(r)->store, &ev, journal_done, r);
+    int rc = nd_store_event_put(nd_api_of(r)->store, &ev, journal_done, r);
     if (rc < 0) {
         r->op = NULL;
-        reply_store_error(r, rc, "the detection");
+        nd_api_store_error(r, rc, "the detection");
         op_free(op);
     }
 }
@@ -758,7 +593,7 @@ static int sketch_check(nd_api *api, api_worker *aw, op_state *op)
 
 static void run_check(nd_req *r)
 {
-    nd_api *api = api_of(r);
+    nd_api *api = nd_api_of(r);
     op_state *op = r->op;
     api_worker *aw = aw_of(r);
     op->res.hits = aw->hits;
@@ -788,14 +623,14 @@ static void run_check(nd_req *r)
         return;
     } else if (rc == -EEXIST) {
         nd_metrics_event(api->metrics, ND_EV_ID_CONFLICT);
-        reply_id_error(r, 409, "id_conflict", op->rq.id, op->rq.id_len,
-                       "this id is registered with a different text");
+        nd_api_id_error(r, 409, "id_conflict", op->rq.id, op->rq.id_len,
+                        "this id is registered with a different text");
     } else if (rc == -EAGAIN) {
-        reply_loading(r);
+        nd_api_loading(r);
     } else if (rc == -ENOMEM) {
-        reply_error(r, 500, "internal", "out of memory");
+        nd_api_error(r, 500, "internal", "out of memory");
     } else {
-        reply_store_error(r, rc, "the registration");
+        nd_api_store_error(r, rc, "the registration");
     }
     op_free(op);
 }
@@ -806,19 +641,19 @@ static void run_delete(nd_req *r);
 static void reply_deleted(nd_req *r, const op_state *op)
 {
     nd_reply w;
-    nd_reply_object(body_begin(r, &w));
+    nd_reply_object(nd_api_body_begin(r, &w));
     nd_reply_key(&w, "id");
     nd_reply_string(&w, op->rq.id, op->rq.id_len);
     nd_reply_key(&w, "deleted");
     nd_reply_bool(&w, true);
     nd_reply_object_end(&w);
-    body_send(r, &w, 200);
+    nd_api_body_send(r, &w, 200);
 }
 
 static void op_resume(nd_task *t)
 {
     nd_req *r = (nd_req *)((char *)t - offsetof(nd_req, task));
-    nd_api *api = api_of(r);
+    nd_api *api = nd_api_of(r);
     op_state *op = r->op;
     if (!op->ch) { /* waited behind another change of this id: ask again */
         nd_check_res_release(&op->res);
@@ -838,32 +673,32 @@ static void op_resume(nd_task *t)
         if (rc == 0)
             reply_deleted(r, op);
         else
-            reply_store_error(r, rc, "the deletion");
+            nd_api_store_error(r, rc, "the deletion");
     } else {
         nd_metrics_event(api->metrics, rc == 0 ? ND_EV_REGISTERED : ND_EV_REGISTER_FAILED);
         if (rc == 0) {
             answer_check(r, op);
             return;
         }
-        reply_store_error(r, rc, "the registration");
+        nd_api_store_error(r, rc, "the registration");
     }
     op_free(op);
 }
 
 static void reply_too_short(nd_req *r, uint32_t chars)
 {
-    nd_api *api = api_of(r);
+    nd_api *api = nd_api_of(r);
     nd_metrics_event(api->metrics, ND_EV_TOO_SHORT);
     nd_reply w;
-    error_begin(r, &w, "text_too_short",
-                "the text has %u characters after normalization; at least %u are needed to "
-                "judge it",
-                chars, api->cfg->min_chars);
+    nd_api_error_begin(r, &w, "text_too_short",
+                       "the text has %u characters after normalization; at least %u are needed to "
+                       "judge it",
+                       chars, api->cfg->min_chars);
     nd_reply_key(&w, "chars");
     nd_reply_u64(&w, chars);
     nd_reply_key(&w, "min_chars");
     nd_reply_u64(&w, api->cfg->min_chars);
-    error_send(r, &w, 422);
+    nd_api_error_send(r, &w, 422);
 }
 
 /* Tokenizes the text once for both stages (issue 12 cost): the sketch's
@@ -871,7 +706,7 @@ static void reply_too_short(nd_req *r, uint32_t chars)
  * the fingerprint from the same tokens. Returns 0, -EILSEQ or -ENOMEM. */
 static int fingerprint_check(nd_req *r, op_state *op, nd_fingerprint_result *fr)
 {
-    nd_api *api = api_of(r);
+    nd_api *api = nd_api_of(r);
     api_worker *aw = aw_of(r);
     const char *text = op->rq.text;
     size_t len = op->rq.text_len;
@@ -894,16 +729,16 @@ static int fingerprint_check(nd_req *r, op_state *op, nd_fingerprint_result *fr)
 
 static void handle_check(nd_req *r)
 {
-    nd_api *api = api_of(r);
-    if (!authorized_read(r) || !content_kind(r, false))
+    nd_api *api = nd_api_of(r);
+    if (!nd_api_authorized_read(r) || !nd_api_content_kind(r, false))
         return;
     size_t len;
     const char *body = nd_req_body(r, &len);
     if (!body) {
-        reply_error(r, 500, "internal", "out of memory");
+        nd_api_error(r, 500, "internal", "out of memory");
         return;
     }
-    nd_request_limits lim = limits_of(api->cfg);
+    nd_request_limits lim = nd_api_limits(api->cfg);
     nd_request_error e;
     /* The request is parsed into its one shape, which goes to the registry
      * as it is. Only a registration can wait for the store and outlive this
@@ -911,16 +746,16 @@ static void handle_check(nd_req *r)
      * allocation). */
     op_state query = {0}, *op = &query;
     nd_check_req *rq = &query.rq;
-    if (nd_request_parse_check(&aw_of(r)->parser, body, len, &lim, rq, &e) < 0) {
-        reply_request_error(r, &e);
+    if (nd_request_parse_check(&aw_of(r)->sh.parser, body, len, &lim, rq, &e) < 0) {
+        nd_api_request_error(r, &e);
         return;
     }
-    if (rq->do_register && !authorized(r)) /* before any work is done */
+    if (rq->do_register && !nd_api_authorized(r)) /* before any work is done */
         return;
     /* meta is read into a tree only for an authorized registration (and
      * bounded before that); a query ignores it. */
     if (rq->do_register && nd_request_check_meta(rq, &lim, &e) < 0) {
-        reply_request_error(r, &e);
+        nd_api_request_error(r, &e);
         return;
     }
     /* reprint/whitelist: validated on every check, kept by a registration
@@ -928,7 +763,7 @@ static void handle_check(nd_req *r)
     if ((rq->policy_in.reprint || rq->policy_in.whitelist_raw) &&
         nd_request_check_policy(rq, &e) < 0) {
         free(rq->meta);
-        reply_request_error(r, &e);
+        nd_api_request_error(r, &e);
         return;
     }
     if (rq->do_register) {
@@ -979,7 +814,7 @@ static int document_id(nd_req *r, op_state *op)
     char *id;
     if (nd_request_parse_document_id(r->path + strlen("/documents/"), &id, &op->rq.id_len, &e) <
         0) {
-        reply_request_error(r, &e);
+        nd_api_request_error(r, &e);
         return -1;
     }
     op->rq.id = id; /* owned (op is on the heap) */
@@ -988,7 +823,7 @@ static int document_id(nd_req *r, op_state *op)
 
 static void run_delete(nd_req *r)
 {
-    nd_api *api = api_of(r);
+    nd_api *api = nd_api_of(r);
     op_state *op = r->op;
     int rc = nd_registry_delete(api->reg, op->rq.id, op->rq.id_len, op_done, r);
     if (rc == ND_REG_QUEUED || rc == ND_REG_WAIT)
@@ -998,11 +833,11 @@ static void run_delete(nd_req *r)
         nd_metrics_event(api->metrics, ND_EV_DELETED);
         reply_deleted(r, op);
     } else if (rc == -ENOENT) {
-        reply_id_error(r, 404, "not_found", op->rq.id, op->rq.id_len, "no document with this id");
+        nd_api_id_error(r, 404, "not_found", op->rq.id, op->rq.id_len, "no document with this id");
     } else if (rc == -EAGAIN) {
-        reply_loading(r);
+        nd_api_loading(r);
     } else {
-        reply_store_error(r, rc, "the deletion");
+        nd_api_store_error(r, rc, "the deletion");
     }
     op_free(op);
 }
@@ -1011,7 +846,7 @@ static void run_delete(nd_req *r)
 static void reply_document(nd_req *r, const nd_doc *d)
 {
     nd_reply w;
-    nd_reply_object(body_begin(r, &w));
+    nd_reply_object(nd_api_body_begin(r, &w));
     nd_reply_key(&w, "id");
     nd_reply_string(&w, d->id, d->id_len);
     nd_reply_key(&w, "simhash");
@@ -1023,10 +858,10 @@ static void reply_document(nd_req *r, const nd_doc *d)
     nd_reply_key(&w, "registered_at");
     nd_reply_time(&w, d->registered_at_us);
     nd_reply_key(&w, "meta");
-    add_meta(&w, d);
+    nd_api_add_meta(&w, d);
     nd_workflow_add_document(r, &w, d);
     nd_reply_object_end(&w);
-    body_send(r, &w, 200);
+    nd_api_body_send(r, &w, 200);
 }
 
 #define DOCUMENT_METHODS (EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_DELETE)
@@ -1034,7 +869,7 @@ static void reply_document(nd_req *r, const nd_doc *d)
 
 static void handle_document(nd_req *r)
 {
-    nd_api *api = api_of(r);
+    nd_api *api = nd_api_of(r);
     /* /documents/{id}/policy, /revoke, /restore, /copies (issue 13). */
     const char *rest = r->path + strlen("/documents/");
     size_t id_enc_len;
@@ -1045,14 +880,14 @@ static void handle_document(nd_req *r)
     }
     if (!(r->method & DOCUMENT_METHODS)) { /* the route also takes the sub-resources' */
         nd_req_add_header(r, "Allow", DOCUMENT_ALLOW);
-        reply_error(r, 405, "method_not_allowed", "%s is not allowed here; allowed: %s",
-                    r->method == EVHTTP_REQ_PUT     ? "PUT"
-                    : r->method == EVHTTP_REQ_PATCH ? "PATCH"
-                                                    : "POST",
-                    DOCUMENT_ALLOW);
+        nd_api_error(r, 405, "method_not_allowed", "%s is not allowed here; allowed: %s",
+                     r->method == EVHTTP_REQ_PUT     ? "PUT"
+                     : r->method == EVHTTP_REQ_PATCH ? "PATCH"
+                                                     : "POST",
+                     DOCUMENT_ALLOW);
         return;
     }
-    if (!(r->method == EVHTTP_REQ_DELETE ? authorized(r) : authorized_read(r)))
+    if (!(r->method == EVHTTP_REQ_DELETE ? nd_api_authorized(r) : nd_api_authorized_read(r)))
         return;
     op_state *op = calloc(1, sizeof(*op));
     if (!op)
@@ -1073,84 +908,11 @@ static void handle_document(nd_req *r)
     if (rc == 0)
         reply_document(r, d);
     else if (rc == -EAGAIN)
-        reply_loading(r);
+        nd_api_loading(r);
     else
-        reply_id_error(r, 404, "not_found", op->rq.id, op->rq.id_len, "no document with this id");
+        nd_api_id_error(r, 404, "not_found", op->rq.id, op->rq.id_len, "no document with this id");
     nd_doc_release(d);
     op_free(op);
-}
-
-/* ---- shared with workflow.c (api_internal.h) ---- */
-
-nd_api *nd_api_of(nd_req *r)
-{
-    return api_of(r);
-}
-
-nd_request_parser *nd_api_parser(nd_req *r)
-{
-    return &aw_of(r)->parser;
-}
-
-nd_reply *nd_api_body_begin(nd_req *r, nd_reply *w)
-{
-    return body_begin(r, w);
-}
-
-void nd_api_body_send(nd_req *r, nd_reply *w, int status)
-{
-    body_send(r, w, status);
-}
-
-void nd_api_error(nd_req *r, int status, const char *code, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    reply_error(r, status, code, "%s", msg);
-}
-
-void nd_api_id_error(nd_req *r, int status, const char *code, const char *id, size_t id_len,
-                     const char *message)
-{
-    reply_id_error(r, status, code, id, id_len, message);
-}
-
-void nd_api_request_error(nd_req *r, const nd_request_error *e)
-{
-    reply_request_error(r, e);
-}
-
-void nd_api_store_error(nd_req *r, int rc, const char *what)
-{
-    reply_store_error(r, rc, what);
-}
-
-void nd_api_loading(nd_req *r)
-{
-    reply_loading(r);
-}
-
-bool nd_api_authorized(nd_req *r)
-{
-    return authorized(r);
-}
-
-bool nd_api_authorized_read(nd_req *r)
-{
-    return authorized_read(r);
-}
-
-bool nd_api_json_body(nd_req *r)
-{
-    return content_kind(r, false) != 0;
-}
-
-void nd_api_add_meta(nd_reply *w, const nd_doc *d)
-{
-    add_meta(w, d);
 }
 
 #define GET_HEAD (EVHTTP_REQ_GET | EVHTTP_REQ_HEAD)

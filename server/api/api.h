@@ -21,15 +21,15 @@
 #include "store.h"
 
 typedef struct nd_api {
-    const nd_config *cfg; /* borrowed */
-    nd_fingerprinter *fp; /* borrowed; shared by all workers */
-    nd_registry *reg;     /* borrowed */
-    nd_store *store;      /* borrowed: LMDB, or the memory store (--in-memory) */
-    nd_metrics *metrics;  /* borrowed */
-    nd_http *http;        /* borrowed; set before nd_http_start() */
-    const nd_auth *auth;  /* borrowed; NULL: no token, nothing guarded */
+    const nd_config *cfg;         /* borrowed */
+    nd_fingerprinter *fp;         /* borrowed; shared by all workers */
+    nd_registry *reg;             /* borrowed */
+    nd_store *store;              /* borrowed: LMDB, or the memory store (--in-memory) */
+    nd_metrics *metrics;          /* borrowed */
+    nd_http *http;                /* borrowed; set before nd_http_start() */
+    const nd_auth *auth;          /* borrowed; NULL: no token, nothing guarded */
     struct nd_backfill *backfill; /* borrowed: POST /import's one slot (backfill.h) */
-    int64_t start_ns;     /* CLOCK_MONOTONIC at start */
+    int64_t start_ns;             /* CLOCK_MONOTONIC at start */
     _Atomic uint64_t load_done, load_total;
     _Atomic bool load_failed; /* the store could not be read: never ready */
 } nd_api;

@@ -1,6 +1,7 @@
 /* backfill.c - POST /import (backfill.h). */
 #include "backfill.h"
-#include "api_internal.h"
+#include "answer.h"
+#include "workflow.h"
 #include "import.h"
 #include "log.h"
 

@@ -8,7 +8,8 @@
  * store amend its record and append the audit entry in one transaction)
  * and are answered after their commit, like a registration. Reads of the
  * journals (copies, audit) are one read transaction of the store each. */
-#include "api_internal.h"
+#include "workflow.h"
+#include "answer.h"
 #include "clock.h"
 #include "log.h"
 
@@ -47,7 +48,7 @@ typedef struct wf_op {
     size_t id_len;
     char *policy; /* the new policy (compact JSON) or NULL */
     size_t policy_len;
-    int status;   /* revoke/restore: the status asked for */
+    int status; /* revoke/restore: the status asked for */
     bool is_policy;
     char *audit_value;
     nd_store_event audit;
@@ -112,7 +113,7 @@ static void add_policy(nd_reply *w, const nd_config *cfg, const char *policy, si
     json_t *rp = json_object_get(p, "reprint");
     json_t *wl = json_object_get(p, "whitelist");
     bool explicit_rule = json_is_string(rp);
-    const char *reprint = explicit_rule ? json_string_value(rp)
+    const char *reprint = explicit_rule                                      ? json_string_value(rp)
                           : cfg->default_reprint == ND_CONFIG_REPRINT_FORBID ? "forbid"
                                                                              : "allow";
     nd_reply_object(w);
@@ -519,8 +520,8 @@ static void handle_status(nd_req *r, wf_op *op, bool revoke)
     size_t dlen;
     char *detail = take_text(buf, &dlen);
     evbuffer_free(buf);
-    op->audit_value = nd_workflow_audit_event(r, revoke ? "revoke" : "restore", op->id,
-                                              op->id_len, detail, dlen, &op->audit);
+    op->audit_value = nd_workflow_audit_event(r, revoke ? "revoke" : "restore", op->id, op->id_len,
+                                              detail, dlen, &op->audit);
     free(detail);
     op->status = revoke ? ND_CLAIM_REVOKED : ND_CLAIM_ACTIVE;
     r->op = op;
@@ -539,8 +540,8 @@ static const char *query_of(nd_req *r)
 typedef struct page_walk {
     nd_reply *w;
     size_t limit, seen;
-    int64_t last_at; /* the last entry written */
-    bool more;       /* one more entry than the limit exists */
+    int64_t last_at;      /* the last entry written */
+    bool more;            /* one more entry than the limit exists */
     const char *document; /* audit: only entries of this document (NULL: all) */
     size_t document_len;
     nd_request_parser *parser;

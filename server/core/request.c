@@ -463,7 +463,8 @@ static json_t *whitelist_normalize(const char *raw, size_t len, nd_request_error
     json_t *in = json_loadb(raw, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     if (!in || !json_is_array(in)) {
         json_decref(in);
-        invalid_field(err, "whitelist", "whitelist is not valid: %s", in ? "not an array" : jerr.text);
+        invalid_field(err, "whitelist", "whitelist is not valid: %s",
+                      in ? "not an array" : jerr.text);
         return NULL;
     }
     size_t n = json_array_size(in);
@@ -492,8 +493,8 @@ static json_t *whitelist_normalize(const char *raw, size_t len, nd_request_error
         for (size_t j = 0; !bad && j < i; j++) {
             json_t *other = json_object_get(json_array_get(out, j), "account");
             if (json_string_length(other) == json_string_length(acc) &&
-                memcmp(json_string_value(other), json_string_value(acc),
-                       json_string_length(acc)) == 0)
+                memcmp(json_string_value(other), json_string_value(acc), json_string_length(acc)) ==
+                    0)
                 bad = ".account";
         }
         if (bad) {
@@ -524,8 +525,8 @@ static json_t *whitelist_normalize(const char *raw, size_t len, nd_request_error
     return out;
 }
 
-int nd_request_policy_merge(const char *old, size_t old_len, const nd_policy_fields *f,
-                            char **out, size_t *out_len, nd_request_error *err)
+int nd_request_policy_merge(const char *old, size_t old_len, const nd_policy_fields *f, char **out,
+                            size_t *out_len, nd_request_error *err)
 {
     *out = NULL;
     *out_len = 0;
@@ -559,8 +560,7 @@ int nd_request_policy_merge(const char *old, size_t old_len, const nd_policy_fie
             rc = invalid_field(err, "whitelist",
                                "the policy (reprint and whitelist) is %zu bytes as compact "
                                "JSON; the limit is %d",
-                               n,
-                               ND_REQUEST_POLICY_MAX);
+                               n, ND_REQUEST_POLICY_MAX);
         if (rc == 0) {
             *out = text;
             *out_len = n;
@@ -601,8 +601,8 @@ static bool blank(const char *s, size_t len)
     return true;
 }
 
-int nd_request_parse_reason(nd_request_parser *p, const char *body, size_t len,
-                            const char **reason, size_t *reason_len, nd_request_error *err)
+int nd_request_parse_reason(nd_request_parser *p, const char *body, size_t len, const char **reason,
+                            size_t *reason_len, nd_request_error *err)
 {
     *reason = NULL;
     *reason_len = 0;

@@ -199,8 +199,8 @@ int nd_request_check_policy(nd_check_req *out, nd_request_error *err);
  * ND_REQUEST_POLICY_MAX bytes: -1 with *err (400 invalid_field). A stored
  * policy that does not parse counts as none. Uses jansson (off the hot
  * path: only requests that carry these fields). */
-int nd_request_policy_merge(const char *old, size_t old_len, const nd_policy_fields *f,
-                            char **out, size_t *out_len, nd_request_error *err);
+int nd_request_policy_merge(const char *old, size_t old_len, const nd_policy_fields *f, char **out,
+                            size_t *out_len, nd_request_error *err);
 
 /* PUT/PATCH /documents/{id}/policy: {"reprint"?: "allow"|"forbid",
  * "whitelist"?: [...]} (at least an object; unknown fields ignored).
@@ -212,8 +212,8 @@ int nd_request_parse_policy(nd_request_parser *p, const char *body, size_t len,
 /* POST /documents/{id}/revoke|restore: an empty body, or {"reason"?: "..."}
  * of at most ND_REQUEST_REASON_MAX characters. Sets *reason (borrowed, NULL
  * when none) and *reason_len. Returns 0 or -1 with *err set. */
-int nd_request_parse_reason(nd_request_parser *p, const char *body, size_t len,
-                            const char **reason, size_t *reason_len, nd_request_error *err);
+int nd_request_parse_reason(nd_request_parser *p, const char *body, size_t len, const char **reason,
+                            size_t *reason_len, nd_request_error *err);
 
 /* A page of a list (GET /documents/{id}/copies, GET /audit), from the query
  * string: limit=1..1000 (default 100), cursor=<opaque> (from the previous
@@ -229,9 +229,9 @@ enum nd_cursor_kind {
 
 typedef struct nd_page_req {
     unsigned limit;
-    bool has_cursor;                  /* false: the first page */
-    char cursor[ND_CURSOR_TEXT_MAX];  /* as sent, NUL-terminated */
-    char *document;     /* document=, decoded (new, caller frees), NULL: none */
+    bool has_cursor;                 /* false: the first page */
+    char cursor[ND_CURSOR_TEXT_MAX]; /* as sent, NUL-terminated */
+    char *document;                  /* document=, decoded (new, caller frees), NULL: none */
     size_t document_len;
 } nd_page_req;
 

@@ -18,10 +18,10 @@
 #include "log.h"
 #include "sketch.h"
 
-#define BATCH 32           /* lines a thread prepares at a time */
-#define PROGRESS_MS 250    /* progress bar redraws at most this often */
-#define AT_NONE INT64_MAX  /* no registered_at: after every given one */
-#define AT_BAD INT64_MIN   /* registered_at present but not a time */
+#define BATCH 32          /* lines a thread prepares at a time */
+#define PROGRESS_MS 250   /* progress bar redraws at most this often */
+#define AT_NONE INT64_MAX /* no registered_at: after every given one */
+#define AT_BAD INT64_MIN  /* registered_at present but not a time */
 #define MAX_THREADS 64
 
 /* ---- registered_at ---- */
@@ -160,8 +160,7 @@ static int inflate_to_temp(int fd, const char *path, char *err, size_t errlen)
         for (ssize_t w, off = 0; off < n; off += w) {
             w = write(out, buf + off, (size_t)(n - off));
             if (w < 0) {
-                rc = fail(err, errlen, -errno, "cannot write the temporary copy of %s: %s",
-                          path);
+                rc = fail(err, errlen, -errno, "cannot write the temporary copy of %s: %s", path);
                 break;
             }
         }
@@ -462,11 +461,11 @@ typedef struct import_ctx {
     pthread_cond_t ccv;
     completion *comp, *comp_spare;
     size_t ncomp, capcomp, capspare;
-    bool woken;                /* a WAIT's done arrived */
-    uint64_t events_done;      /* detections acknowledged */
+    bool woken;           /* a WAIT's done arrived */
+    uint64_t events_done; /* detections acknowledged */
     uint64_t events_failed;
     /* the importing thread's own */
-    uint64_t pending;          /* registrations queued, not completed */
+    uint64_t pending; /* registrations queued, not completed */
     uint64_t events_queued;
     int fatal;
 } import_ctx;
@@ -500,9 +499,8 @@ static void line_id(tools *t, prep *pr, const char *s, size_t len)
 {
     size_t n = 0;
     nd_json_error jerr;
-    if (pr->rq.id ||
-        nd_json_read_object(s, len, &t->parser.js, t->parser.members, ND_REQUEST_MAX_MEMBERS, &n,
-                            &jerr) < 0)
+    if (pr->rq.id || nd_json_read_object(s, len, &t->parser.js, t->parser.members,
+                                         ND_REQUEST_MAX_MEMBERS, &n, &jerr) < 0)
         return;
     const nd_json_member *m = nd_json_find(t->parser.members, n, "id");
     if (!m || m->value.type != ND_JSON_STRING ||
@@ -563,8 +561,8 @@ static void prepare_line(import_ctx *c, tools *t, prep *pr, const line_ref *ref)
     /* The text is tokenized once for both stages, as /check-original does
      * (api.c fingerprint_check()): the sketch's tokens give the
      * fingerprint. */
-    int mode = nd_sketch_query(t->sk, t->sks, rq->text, rq->text_len, t->anchors,
-                               ND_ANCHORS_QUERY, NULL);
+    int mode = nd_sketch_query(t->sk, t->sks, rq->text, rq->text_len, t->anchors, ND_ANCHORS_QUERY,
+                               NULL);
     if (mode < 0) {
         refuse(pr, mode == -EILSEQ ? "invalid_field" : "internal", "%s",
                mode == -EILSEQ ? "text is not valid UTF-8" : strerror(-mode));
@@ -798,8 +796,7 @@ static void record_detection(import_ctx *c, const prep *pr, const nd_check_res *
     if (!value)
         return;
     int rc;
-    while ((rc = nd_store_event_put(c->st, &ev, event_done, c)) == -EBUSY &&
-           wait_for_room(c, out))
+    while ((rc = nd_store_event_put(c->st, &ev, event_done, c)) == -EBUSY && wait_for_room(c, out))
         ;
     free(value); /* the store copied it */
     if (rc == 0)
@@ -809,8 +806,8 @@ static void record_detection(import_ctx *c, const prep *pr, const nd_check_res *
 }
 
 /* Judges one prepared line. */
-static void judge(import_ctx *c, prep *pr, nd_check_res *res, nd_import_report_fn report,
-                  void *arg, nd_import_summary *out)
+static void judge(import_ctx *c, prep *pr, nd_check_res *res, nd_import_report_fn report, void *arg,
+                  nd_import_summary *out)
 {
     if (pr->code) {
         report_error(report, arg, pr, out, pr->code, pr->message);

@@ -42,9 +42,9 @@ typedef struct nd_import_params {
     unsigned max_verify;    /* anchor candidates verified per line */
     double min_resemblance; /* verdict thresholds */
     double min_containment;
-    unsigned threads;         /* parsing and sketching threads; 0: the caller's */
-    FILE *progress;           /* draw a progress bar here (a terminal), or NULL */
-    const atomic_bool *stop;  /* optional: stop taking lines once true */
+    unsigned threads;        /* parsing and sketching threads; 0: the caller's */
+    FILE *progress;          /* draw a progress bar here (a terminal), or NULL */
+    const atomic_bool *stop; /* optional: stop taking lines once true */
     /* Optional, shared by every thread of the import (both are immutable
      * once made): the fingerprinter and the sketcher. NULL: the import
      * makes its own (a few milliseconds). */
@@ -62,9 +62,9 @@ void nd_import_params_init(nd_import_params *p, const nd_config *cfg);
 
 /* What happened to one line that was not simply imported or existing. */
 typedef struct nd_import_event {
-    bool duplicate;     /* true: a duplicate; false: an error */
-    uint64_t line;      /* 1-based line number in the input */
-    const char *id;     /* the line's id (NULL when it has none) */
+    bool duplicate; /* true: a duplicate; false: an error */
+    uint64_t line;  /* 1-based line number in the input */
+    const char *id; /* the line's id (NULL when it has none) */
     size_t id_len;
     const char *source; /* duplicate: the source's id (borrowed) */
     size_t source_len;

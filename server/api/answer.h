@@ -1,0 +1,90 @@
+/* answer.h - what every handler of server/api/ (api.c, workflow.c,
+ * backfill.c) answers with: answers and errors written into the worker's
+ * reply buffer, the token checks, the common refusals. Internal to
+ * server/api/. Every answering function answers the request (or, for the
+ * checks, answers it when it returns false); none allocates beyond the
+ * reply buffer's growth. */
+#ifndef ND_ANSWER_H
+#define ND_ANSWER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "api.h"
+#include "reply.h"
+#include "request.h"
+
+/* What every answer uses of its worker: the reply buffer (empty between
+ * answers) and the request parser (scratch reused from request to request).
+ * The first member of the worker's state (nd_api_worker_init()). */
+typedef struct nd_api_scratch {
+    struct evbuffer *out;
+    nd_request_parser parser;
+} nd_api_scratch;
+
+/* The nd_api of a request. */
+nd_api *nd_api_of(nd_req *r);
+
+/* The worker's request parser (scratch reused from request to request). */
+nd_request_parser *nd_api_parser(nd_req *r);
+
+/* Starts a body in the worker's reply buffer; returns w. */
+nd_reply *nd_api_body_begin(nd_req *r, nd_reply *w);
+
+/* Sends the body written with w with status (closing "\n" added) and
+ * leaves the buffer empty for the next answer. */
+void nd_api_body_send(nd_req *r, nd_reply *w, int status);
+
+/* Closes an error body opened with error_begin() (below) and sends it. */
+void nd_api_error_send(nd_req *r, nd_reply *w, int status);
+
+/* Opens an error body {"error":{"code","message"} in the worker's buffer,
+ * the message formatted (cut at 511 bytes), leaving the "error" object open
+ * for extra members (nd_reply_key() + value); nd_api_error_send() closes
+ * and sends it. Returns w. */
+nd_reply *nd_api_error_begin(nd_req *r, nd_reply *w, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Answers 400 invalid_field naming field. */
+void nd_api_invalid_field(nd_req *r, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Answers {"error":{"code","message"}} with status. */
+void nd_api_error(nd_req *r, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Answers an error whose extra member is the document id. */
+void nd_api_id_error(nd_req *r, int status, const char *code, const char *id, size_t id_len,
+                     const char *message);
+
+/* Answers a refused request (request.h) with its error. */
+void nd_api_request_error(nd_req *r, const nd_request_error *e);
+
+/* Answers a store failure (-EBUSY, -ESHUTDOWN: 503 with Retry-After; others
+ * 503 storage_unavailable, logged). what: "the policy change", ... */
+void nd_api_store_error(nd_req *r, int rc, const char *what);
+
+/* 503 loading. */
+void nd_api_loading(nd_req *r);
+
+/* The token checks: true when the request may go on, else answered 401.
+ * authorized: guarded endpoints (a token configured); authorized_read:
+ * reads, guarded only with --auth-all. Both set r->client on success with
+ * a token. */
+bool nd_api_authorized(nd_req *r);
+bool nd_api_authorized_read(nd_req *r);
+
+/* Accepts application/json; else answers 415 and returns false. */
+bool nd_api_json_body(nd_req *r);
+
+/* Accepts application/json (and, when plain_ok, text/plain). Returns an
+ * nd_body_kind, or 0 after answering 415. */
+int nd_api_content_kind(nd_req *r, bool plain_ok);
+
+/* The request limits of a configuration. */
+nd_request_limits nd_api_limits(const nd_config *cfg);
+
+/* A document's "meta" (raw compact JSON) or null. */
+void nd_api_add_meta(nd_reply *w, const nd_doc *d);
+
+#endif
