@@ -20,28 +20,6 @@
 #include <event2/buffer.h>
 #include <jansson.h>
 
-/* Until the registry's claims and the store's journals land (WF_DESIGN.md):
- * nothing of issue 13 is routed. */
-#define ND_WORKFLOW_READY 1 /* the seams have landed */
-#ifndef ND_WORKFLOW_READY
-const char *nd_workflow_sub(const char *path, size_t *id_len)
-{
-    (void)path, (void)id_len;
-    return NULL;
-}
-
-void nd_workflow_document(nd_req *r, const char *sub, const char *id_enc, size_t id_enc_len)
-{
-    (void)sub, (void)id_enc, (void)id_enc_len;
-    nd_api_error(r, 404, "not_found", "no such endpoint; see proto/openapi.yaml");
-}
-
-void nd_workflow_audit(nd_req *r)
-{
-    nd_api_error(r, 404, "not_found", "no such endpoint; see proto/openapi.yaml");
-}
-#else
-
 /* A policy change or a revoke/restore waiting for the store. */
 typedef struct wf_op {
     char *id; /* decoded, NUL-terminated */
@@ -695,4 +673,3 @@ void nd_workflow_document(nd_req *r, const char *sub, const char *id_enc, size_t
     else
         handle_status(r, op, strcmp(sub, "revoke") == 0);
 }
-#endif
