@@ -14,12 +14,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
 #include <jansson.h>
 
+#include "backfill.h"
 #include "fingerprint.h"
 #include "fingerprint_stream.h"
-#include "backfill.h"
 #include "import.h"
+#include "log.h"
+#include "reply.h"
 #include "registry.h"
 #include "sketch.h"
 #include "store.h"
@@ -473,25 +476,23 @@ static int cmd_backup(int argc, char **argv)
     return 0;
 }
 
-/* One JSON line on stdout per duplicate or refused line. */
+/* Prints the JSON value written into buf as one line on stdout. */
+static void print_line(struct evbuffer *buf, nd_reply *w)
+{
+    if (nd_reply_finish(w) < 0)
+        nd_die_oom("neardup import");
+    fwrite(evbuffer_pullup(buf, -1), 1, evbuffer_get_length(buf), stdout);
+    evbuffer_drain(buf, evbuffer_get_length(buf));
+}
+
+/* One JSON line on stdout per duplicate or refused line (as POST /import
+ * lists them). arg: the line buffer. */
 static void import_report(void *arg, const nd_import_event *ev)
 {
-    (void)arg;
-    json_t *o = json_object();
-    json_object_set_new(o, "line", json_integer((json_int_t)ev->line));
-    json_object_set_new(o, "id", ev->id ? json_stringn(ev->id, ev->id_len) : json_null());
-    if (ev->duplicate) {
-        json_object_set_new(o, "source",
-                            ev->source ? json_stringn(ev->source, ev->source_len) : json_null());
-    } else {
-        json_object_set_new(o, "code", json_string(ev->code));
-        json_object_set_new(o, "message", json_string(ev->message));
-    }
-    char *dump = json_dumps(o, JSON_COMPACT);
-    json_decref(o);
-    if (dump)
-        printf("%s\n", dump);
-    free(dump);
+    nd_reply w;
+    nd_reply_init(&w, arg);
+    nd_backfill_write_event(&w, ev);
+    print_line(arg, &w);
 }
 
 static void import_load_progress(void *arg, uint64_t loaded, uint64_t total, uint64_t stale)
@@ -559,6 +560,9 @@ static int cmd_import(int argc, char **argv)
         nd_import_input_close(&in);
         return 1;
     }
+    struct evbuffer *line = evbuffer_new(); /* each line printed */
+    if (!line)
+        nd_die_oom("neardup import");
     nd_config cfg;
     nd_config_defaults(&cfg);
     nd_registry_options ro = {.max_matches = cfg.max_matches};
@@ -578,7 +582,7 @@ static int cmd_import(int argc, char **argv)
         ip.threads = (unsigned)threads;
         ip.progress = progress ? stderr : NULL;
         ip.detection = nd_backfill_detection;
-        rc = nd_import_run(reg, st, in.buf, in.len, &ip, import_report, NULL, &sum);
+        rc = nd_import_run(reg, st, in.buf, in.len, &ip, import_report, line, &sum);
         if (rc < 0)
             fprintf(stderr, "neardup import: stopped: %s\n", strerror(-rc));
     }
@@ -586,13 +590,13 @@ static int cmd_import(int argc, char **argv)
     nd_store_close(st); /* flushes: durable from here */
     nd_import_input_close(&in);
     double rate = sum.seconds > 0 ? (double)(sum.imported + sum.existing) / sum.seconds : 0;
-    printf("{\"summary\":{\"lines\":%llu,\"imported\":%llu,\"existing\":%llu,"
-           "\"duplicates\":%llu,\"errors\":%llu,\"detections\":%llu,\"seconds\":%.3f,"
-           "\"complete\":%s}}\n",
-           (unsigned long long)sum.lines, (unsigned long long)sum.imported,
-           (unsigned long long)sum.existing, (unsigned long long)sum.duplicates,
-           (unsigned long long)sum.errors, (unsigned long long)sum.detections, sum.seconds,
-           rc == 0 ? "true" : "false");
+    nd_reply w; /* the last line: {"summary":{...}} */
+    nd_reply_init(&w, line);
+    nd_reply_object(&w);
+    nd_backfill_write_summary(&w, &sum, rc == 0);
+    nd_reply_object_end(&w);
+    print_line(line, &w);
+    evbuffer_free(line);
     fprintf(stderr,
             "neardup import: %llu lines: %llu imported, %llu existing, %llu duplicates, %llu "
             "refused in %.1f s (%.0f docs/s)%s\n",

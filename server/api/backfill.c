@@ -87,14 +87,8 @@ static void job_free(job *j)
     free(j);
 }
 
-/* nd_import_report_fn: one item of "events" per duplicate and refused
- * line, the first EVENTS_MAX (the summary counts them all). */
-static void job_report(void *arg, const nd_import_event *ev)
+void nd_backfill_write_event(nd_reply *w, const nd_import_event *ev)
 {
-    job *j = arg;
-    if (j->nevents++ >= EVENTS_MAX)
-        return;
-    nd_reply *w = &j->ew;
     nd_reply_object(w);
     nd_reply_key(w, "line");
     nd_reply_u64(w, ev->line);
@@ -118,9 +112,17 @@ static void job_report(void *arg, const nd_import_event *ev)
     nd_reply_object_end(w);
 }
 
-static void add_summary(nd_reply *w, const job *j)
+/* nd_import_report_fn: one item of "events" per duplicate and refused
+ * line, the first EVENTS_MAX (the summary counts them all). */
+static void job_report(void *arg, const nd_import_event *ev)
 {
-    const nd_import_summary *s = &j->sum;
+    job *j = arg;
+    if (j->nevents++ < EVENTS_MAX)
+        nd_backfill_write_event(&j->ew, ev);
+}
+
+void nd_backfill_write_summary(nd_reply *w, const nd_import_summary *s, bool complete)
+{
     nd_reply_key(w, "summary");
     nd_reply_object(w);
     nd_reply_key(w, "lines");
@@ -140,7 +142,7 @@ static void add_summary(nd_reply *w, const job *j)
     int n = snprintf(num, sizeof(num), "%.3f", s->seconds);
     nd_reply_raw(w, num, (size_t)n);
     nd_reply_key(w, "complete");
-    nd_reply_bool(w, j->rc == 0);
+    nd_reply_bool(w, complete);
     nd_reply_object_end(w);
 }
 
@@ -154,7 +156,7 @@ static void job_answer(nd_task *t)
     if (j->rc == 0) {
         nd_api_body_begin(r, &w);
         nd_reply_object(&w);
-        add_summary(&w, j);
+        nd_backfill_write_summary(&w, &j->sum, j->rc == 0);
         nd_reply_key(&w, "events");
         size_t n = evbuffer_get_length(j->events);
         const unsigned char *items = evbuffer_pullup(j->events, -1);
@@ -184,7 +186,7 @@ static void job_answer(nd_task *t)
                          "the import stopped: %s; every line judged before is durable, and "
                          "sending the body again finishes it",
                          why);
-    add_summary(&w, j);
+    nd_backfill_write_summary(&w, &j->sum, j->rc == 0);
     nd_reply_error_end(&w);
     nd_api_body_send(r, &w, status);
     job_free(j);

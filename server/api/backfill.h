@@ -13,7 +13,9 @@
 #define ND_BACKFILL_H
 
 #include "http.h"
+#include "import.h"
 #include "registry.h"
+#include "reply.h"
 #include "request.h"
 #include "store.h"
 
@@ -30,6 +32,14 @@ void nd_backfill_stop(nd_backfill *bf);
 
 /* Frees bf after nd_backfill_stop(); NULL is allowed. */
 void nd_backfill_destroy(nd_backfill *bf);
+
+/* Writes one event of an import (a duplicate: {"line","id","source"}; a
+ * refused line: {"line","id","code","message"}) as a value with w; the
+ * answer's "events" items and the lines `neardup import` prints. */
+void nd_backfill_write_event(nd_reply *w, const nd_import_event *ev);
+
+/* Writes "summary": {"lines",...,"seconds","complete"} as a member with w. */
+void nd_backfill_write_summary(nd_reply *w, const nd_import_summary *s, bool complete);
 
 /* The route handler of POST /import. */
 void nd_backfill_handle(nd_req *r);
