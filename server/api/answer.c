@@ -29,36 +29,30 @@ nd_request_parser *nd_api_parser(nd_req *r)
 
 void nd_api_error(nd_req *r, int status, const char *code, const char *fmt, ...)
 {
-    char msg[512];
+    nd_reply w;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    nd_reply_error_beginv(nd_api_body_begin(r, &w), code, fmt, ap);
     va_end(ap);
-    nd_reply w;
-    nd_api_error_begin(r, &w, code, "%s", msg);
     nd_api_error_send(r, &w, status);
 }
 
 nd_reply *nd_api_error_begin(nd_req *r, nd_reply *w, const char *code, const char *fmt, ...)
 {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    nd_reply_error_beginv(nd_api_body_begin(r, w), code, fmt, ap);
     va_end(ap);
-    nd_reply_error_begin(nd_api_body_begin(r, w), code, "%s", msg);
     return w;
 }
 
 void nd_api_invalid_field(nd_req *r, const char *field, const char *fmt, ...)
 {
-    char msg[512];
+    nd_reply w;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    nd_reply_error_beginv(nd_api_body_begin(r, &w), "invalid_field", fmt, ap);
     va_end(ap);
-    nd_reply w;
-    nd_api_error_begin(r, &w, "invalid_field", "%s", msg);
     nd_reply_key(&w, "field");
     nd_reply_string(&w, field, strlen(field));
     nd_api_error_send(r, &w, 400);

@@ -192,11 +192,16 @@ size_t nd_reply_format_real(double x, char out[32])
 
 void nd_reply_error_begin(nd_reply *w, const char *code, const char *fmt, ...)
 {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(msg, sizeof(msg), fmt, ap);
+    nd_reply_error_beginv(w, code, fmt, ap);
     va_end(ap);
+}
+
+void nd_reply_error_beginv(nd_reply *w, const char *code, const char *fmt, va_list ap)
+{
+    char msg[512];
+    int n = vsnprintf(msg, sizeof(msg), fmt, ap);
     if (n < 0)
         n = 0, msg[0] = 0;
     nd_reply_object(w);

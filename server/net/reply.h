@@ -25,6 +25,7 @@
 #ifndef ND_REPLY_H
 #define ND_REPLY_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -87,6 +88,10 @@ size_t nd_reply_format_real(double x, char out[32]);
  * nd_reply_error_end() closes it. The message is cut at 511 bytes. */
 void nd_reply_error_begin(nd_reply *w, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* The same with the message's arguments as a va_list. */
+void nd_reply_error_beginv(nd_reply *w, const char *code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 void nd_reply_error_end(nd_reply *w);
 
 /* Ends the body with "\n". Returns 0, or -ENOMEM if any append failed (the
