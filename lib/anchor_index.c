@@ -115,18 +115,78 @@ static inline void entry_put(uint8_t *p, uint64_t v)
     p[5] = (uint8_t)(s >> 24);
 }
 
-/* First index whose entry is >= v. */
-static uint32_t lower_bound(const bucket *bk, uint64_t v)
+/* Where the entries of 16-bit key k should begin in a bucket of n: the
+ * keys are hash bits, uniform, so a bucket's keys spread evenly over its
+ * array. */
+static inline uint32_t key_guess(uint16_t k, uint32_t n)
 {
-    uint32_t lo = 0, hi = bk->n;
+    return (uint32_t)(((uint64_t)k * n) >> 16);
+}
+
+/* First index whose entry is >= v, searched from guess g: gallops away from
+ * g, then a binary search between the last two probes. With a good guess
+ * (key_guess()) it reads one or two cache lines of the bucket where a plain
+ * binary search reads ~8, each a miss in a 1 GB index at 10M documents;
+ * with a bad one (a long run of one key) it costs at most twice the binary
+ * search. Same result as a binary search over the whole bucket. */
+static uint32_t lower_bound_from(const bucket *bk, uint64_t v, uint32_t g)
+{
+    uint32_t n = bk->n, lo, hi;
+    if (n == 0)
+        return 0;
+    if (g >= n)
+        g = n - 1;
+    if (entry_get(bk->e + (size_t)g * ENTRY) < v) { /* the answer is in (g, n] */
+        uint32_t step = 1, p = g + 1;
+        lo = g + 1;
+        while (p < n && entry_get(bk->e + (size_t)p * ENTRY) < v) {
+            lo = p + 1;
+            step *= 2;
+            p = n - g > step ? g + step : n;
+        }
+        hi = p < n ? p : n;
+    } else { /* in [0, g] */
+        uint32_t step = 1;
+        int64_t p = (int64_t)g - 1;
+        hi = g;
+        while (p >= 0 && entry_get(bk->e + (size_t)p * ENTRY) >= v) {
+            hi = (uint32_t)p;
+            step *= 2;
+            p = (int64_t)g - step;
+        }
+        lo = p < 0 ? 0 : (uint32_t)p + 1;
+    }
     while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
+        uint32_t mid = lo + (hi - lo) / 2;
         if (entry_get(bk->e + (size_t)mid * ENTRY) < v)
             lo = mid + 1;
         else
             hi = mid;
     }
     return lo;
+}
+
+/* First index whose entry is >= v. */
+static uint32_t lower_bound(const bucket *bk, uint64_t v)
+{
+    return lower_bound_from(bk, v, key_guess((uint16_t)(v >> 32), bk->n));
+}
+
+/* Fetches (a hint: no lock, no access) the bucket array's line where the
+ * entries of anchor a should be. The bucket's header is read racily with
+ * relaxed atomic loads: a stale value only prefetches the wrong line. */
+static inline void prefetch_entries(const nd_anchor_index *idx, uint32_t a, int rw)
+{
+    const bucket *bk = &idx->b[bucket_of(a)];
+    uint8_t *e = __atomic_load_n(&bk->e, __ATOMIC_RELAXED);
+    uint32_t n = __atomic_load_n(&bk->n, __ATOMIC_RELAXED);
+    if (!e || !n)
+        return;
+    uint32_t g = key_guess(key_of(a), n);
+    if (rw)
+        __builtin_prefetch(e + (size_t)g * ENTRY, 1);
+    else
+        __builtin_prefetch(e + (size_t)g * ENTRY, 0);
 }
 
 int nd_anchor_index_create(nd_anchor_index **out, unsigned posting_cap)
@@ -243,6 +303,14 @@ static bool del_one(nd_anchor_index *idx, uint32_t a, uint32_t slot)
 
 int nd_anchor_index_insert(nd_anchor_index *idx, uint32_t slot, const uint32_t *anchors, size_t n)
 {
+    /* every bucket header, then the line each insert starts on, before the
+     * first insert: the misses overlap (as in nd_anchor_index_query()) */
+    for (size_t i = 0; i < n; i++) {
+        __builtin_prefetch(&idx->b[bucket_of(anchors[i])]);
+        __builtin_prefetch(lock_of(idx, bucket_of(anchors[i])), 1);
+    }
+    for (size_t i = 0; i < n; i++)
+        prefetch_entries(idx, anchors[i], 1);
     for (size_t i = 0; i < n; i++) {
         int rc = add_one(idx, anchors[i], slot);
         if (rc < 0) {
@@ -671,18 +739,11 @@ static inline uint16_t entry_key(const uint8_t *p)
 }
 
 /* Range [*lo, *hi) of the entries under anchor a in its bucket (lock held):
- * a binary search on the 16-bit keys, then a scan of the (short) run. */
+ * lower_bound() of the key, then a scan of the (short) run. */
 static void anchor_range(const bucket *bk, uint32_t a, uint32_t *lo, uint32_t *hi)
 {
     uint16_t k = key_of(a);
-    uint32_t l = 0, h = bk->n;
-    while (l < h) {
-        uint32_t mid = (l + h) / 2;
-        if (entry_key(bk->e + (size_t)mid * ENTRY) < k)
-            l = mid + 1;
-        else
-            h = mid;
-    }
+    uint32_t l = lower_bound(bk, (uint64_t)k << 32), h;
     uint32_t e = l;
     while (e < bk->n && e - l < 64 && entry_key(bk->e + (size_t)e * ENTRY) == k)
         e++;
@@ -742,6 +803,8 @@ size_t nd_anchor_index_query(const nd_anchor_index *idx, const uint32_t *anchors
         __builtin_prefetch(&idx->b[bucket_of(x)]);
         __builtin_prefetch(lock_of(idx, bucket_of(x)), 1);
     }
+    for (size_t i = 0; i < n; i++) /* then the line each search starts on */
+        prefetch_entries(idx, q[i], 0);
     for (size_t i = 0; i < n; i++) {
         if (i && q[i] == q[i - 1])
             continue;

@@ -258,11 +258,116 @@ static void test_concurrent(void)
     nd_anchor_index_destroy(r.idx);
 }
 
+/* The searches inside a bucket start at a guess from the key (keys are
+ * hash bits, spread evenly): checked against a plain model on crowded
+ * buckets whose keys are anything but even (all low, all high, runs of one
+ * key longer than the 64-entry scan, keys next to each other), through
+ * inserts, repeats, removals and queries. */
+typedef struct model_pair {
+    uint32_t anchor, slot;
+    int live;
+} model_pair;
+
+static uint32_t model_rand(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (uint32_t)(*s >> 33);
+}
+
+static size_t model_postings(const model_pair *m, size_t n, uint32_t a)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += m[i].live && m[i].anchor == a;
+    return c;
+}
+
+static void test_skewed_buckets_match_model(void)
+{
+    nd_anchor_index *idx;
+    REQUIRE(nd_anchor_index_create(&idx, ND_ANCHOR_CAP_MAX) == 0, "create");
+    enum { NPAIRS = 6000 };
+    model_pair *m = calloc(NPAIRS, sizeof(*m));
+    REQUIRE(m, "alloc");
+    uint64_t seed = 42;
+    /* 4 buckets (top 20 bits), each with its own key shape */
+    const uint32_t base[4] = {0x00000000u, 0x7FFFF000u, 0xABCDE000u, 0xFFFFF000u};
+    for (size_t i = 0; i < NPAIRS; i++) {
+        uint32_t r = model_rand(&seed), b = base[i % 4] & 0xFFFFF000u, key;
+        switch (i % 4) {
+        case 0: key = r % 40; break;                          /* all low keys */
+        case 1: key = 0xFFFF - r % 40; break;                 /* all high */
+        case 2: key = r % 3 == 0 ? 0x8000 : r & 0xFFFF; break; /* a run of 500 + spread */
+        default: key = 0x4000 + r % 7; break;                 /* 7 adjacent keys */
+        }
+        m[i].anchor = b | key;
+        m[i].slot = i;
+        m[i].live = 1;
+        CHECK(nd_anchor_index_insert(idx, m[i].slot, &m[i].anchor, 1) == 0, "insert %zu", i);
+        /* an anchor a document already has: no second entry */
+        if (i % 97 == 0)
+            CHECK(nd_anchor_index_insert(idx, m[i].slot, &m[i].anchor, 1) == 0, "repeat");
+    }
+    for (size_t i = 0; i < NPAIRS; i += 3) { /* remove a third */
+        CHECK(nd_anchor_index_remove(idx, m[i].slot, &m[i].anchor, 1) == 1, "remove %zu", i);
+        m[i].live = 0;
+    }
+    size_t bad = 0;
+    for (size_t i = 0; i < NPAIRS; i++) {
+        uint32_t a = m[i].anchor;
+        if (nd_anchor_index_postings(idx, a) != model_postings(m, NPAIRS, a))
+            bad++;
+        uint32_t miss = a ^ 0x1; /* a neighbour key, maybe absent */
+        if (nd_anchor_index_postings(idx, miss) != model_postings(m, NPAIRS, miss))
+            bad++;
+    }
+    CHECK(bad == 0, "%zu postings differ from the model", bad);
+    /* queries: every hit's shared count is the model's */
+    nd_anchor_hit h[64];
+    size_t qbad = 0;
+    for (size_t t = 0; t < 200; t++) {
+        uint32_t q[8];
+        for (int j = 0; j < 8; j++)
+            q[j] = m[model_rand(&seed) % NPAIRS].anchor ^ (j == 7 ? 0x100u : 0u);
+        unsigned skipped;
+        size_t n = nd_anchor_index_query(idx, q, 8, h, 64, &skipped);
+        unsigned want_skip = 0;
+        for (int j = 0; j < 8; j++) {
+            int seen = 0;
+            for (int k = 0; k < j; k++)
+                seen |= q[k] == q[j];
+            if (!seen && model_postings(m, NPAIRS, q[j]) > ND_ANCHOR_CAP_MAX)
+                want_skip++;
+        }
+        if (skipped != want_skip)
+            qbad++;
+        for (size_t k = 0; k < n && k < 64; k++) {
+            uint32_t shared = 0;
+            for (int j = 0; j < 8; j++) {
+                int seen = 0;
+                for (int x = 0; x < j; x++)
+                    seen |= q[x] == q[j];
+                if (seen || model_postings(m, NPAIRS, q[j]) > ND_ANCHOR_CAP_MAX)
+                    continue;
+                for (size_t i = 0; i < NPAIRS; i++)
+                    if (m[i].live && m[i].anchor == q[j] && m[i].slot == h[k].slot)
+                        shared++;
+            }
+            if (shared != h[k].shared)
+                qbad++;
+        }
+    }
+    CHECK(qbad == 0, "%zu query results differ from the model", qbad);
+    free(m);
+    nd_anchor_index_destroy(idx);
+}
+
 int main(void)
 {
     UNIT_RUN(test_basic);
     UNIT_RUN(test_bulk_equals_inserts);
     UNIT_RUN(test_loader_equals_inserts);
     UNIT_RUN(test_concurrent);
+    UNIT_RUN(test_skewed_buckets_match_model);
     return unit_summary("anchor_index");
 }
