@@ -807,6 +807,63 @@ def post_import_stops_at_shutdown():
               and summary["errors"] == 0, "again: %r", summary)
 
 
+LARGE_LINES = 70000  # above the start-up's FEED_MIN_DOCS (65,536): loaded with its helper threads
+
+
+@T.test
+def large_import_restart_finds_excerpts():
+    """A store large enough that start-up loads it with its helper threads
+    (arena blocks, and the anchors placed on their own thread while the
+    scan goes on): after a restart every sampled document is found by the
+    first half of its text (a SimHash ~10 bits away: only the anchors find
+    it) and by its whole text, and new texts stay original."""
+    import random
+    rnd = random.Random(70)
+    vocab = sorted({w.strip(".,;:!?\"'()").lower() for k, t in TEXTS.items()
+                    if k.startswith("en") for w in t.split()} - {""})
+    path = os.path.join(TMP, "large.jsonl")
+    texts = []
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(LARGE_LINES):
+            text = " ".join(rnd.choice(vocab) for _ in range(120))
+            texts.append(text)
+            f.write(json.dumps({"id": "L%05d" % i, "text": text,
+                                "registered_at": us_of(2021, 1, 1) + i * 1000}) + "\n")
+    data = new_dir("data-large")
+    r, summary, _ = run_import(data, path, timeout=600)
+    check(summary["imported"] == LARGE_LINES and summary["errors"] == 0, summary)
+    srv = Server([], data_dir=data)
+    try:
+        srv.start()
+        ready = [json.loads(l) for l in srv.log_text().splitlines()
+                 if l.startswith("{") and '"ready"' in l]
+        check(ready and ready[-1]["documents"] == LARGE_LINES, "ready line: %r", ready)
+        conn = srv.connect()
+        missed = []
+        for i in rnd.sample(range(LARGE_LINES), 40):
+            words = texts[i].split(" ")
+            for part in (" ".join(words[:60]), texts[i]):
+                status, b = srv.json("POST", "/check-original",
+                                     {"text": part, "register": False}, conn=conn)
+                ids = [m["id"] for m in b.get("matches", [])] if status == 200 else []
+                if status != 200 or b["original"] is not False or ids[:1] != ["L%05d" % i]:
+                    missed.append((i, len(part), status, b.get("verdict"), ids[:3]))
+        check(not missed, "%d of 80 not found after the restart: %r", len(missed), missed[:5])
+        fresh = 0
+        for _ in range(10):
+            text = " ".join(rnd.choice(vocab) for _ in range(120))
+            status, b = srv.json("POST", "/check-original", {"text": text, "register": False},
+                                 conn=conn)
+            fresh += status == 200 and b["original"] is True
+        check(fresh == 10, "new texts judged original: %d of 10", fresh)
+        conn.close()
+        check(srv.stop() == 0, "exit at SIGTERM:\n%s", srv.log_tail())
+        srv.check_sanitizers()
+    finally:
+        srv.cleanup()
+        shutil.rmtree(data, ignore_errors=True)
+
+
 @T.test
 def post_import_while_loading():
     """503 loading with Retry-After while the server loads its store, then
