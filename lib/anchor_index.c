@@ -123,19 +123,18 @@ static inline uint32_t key_guess(uint16_t k, uint32_t n)
     return (uint32_t)(((uint64_t)k * n) >> 16);
 }
 
-/* First index whose entry is >= v, searched from guess g: gallops away from
- * g, then a binary search between the last two probes. With a good guess
- * (key_guess()) it reads one or two cache lines of the bucket where a plain
- * binary search reads ~8, each a miss in a 1 GB index at 10M documents;
- * with a bad one (a long run of one key) it costs at most twice the binary
- * search. Same result as a binary search over the whole bucket. */
-static uint32_t lower_bound_from(const bucket *bk, uint64_t v, uint32_t g)
+/* First index whose entry is >= v: from where v's key should be
+ * (key_guess()), a gallop away from there, then a binary search between the
+ * last two probes. It reads one or two cache lines of the bucket where a
+ * binary search over the whole bucket reads ~8, each a miss in a 1 GB index
+ * at 10M documents; on a bad guess (a long run of one key) it costs at most
+ * twice that. Same result as the binary search. */
+static uint32_t lower_bound(const bucket *bk, uint64_t v)
 {
     uint32_t n = bk->n, lo, hi;
     if (n == 0)
         return 0;
-    if (g >= n)
-        g = n - 1;
+    uint32_t g = key_guess((uint16_t)(v >> 32), n); /* < n */
     if (entry_get(bk->e + (size_t)g * ENTRY) < v) { /* the answer is in (g, n] */
         uint32_t step = 1, p = g + 1;
         lo = g + 1;
@@ -166,27 +165,30 @@ static uint32_t lower_bound_from(const bucket *bk, uint64_t v, uint32_t g)
     return lo;
 }
 
-/* First index whose entry is >= v. */
-static uint32_t lower_bound(const bucket *bk, uint64_t v)
+/* Fetches (hints: no lock, no access) what searching for anchors[0..n)
+ * reads first: every bucket header and lock stripe, then the line of each
+ * bucket array where its anchor's entries should be, so that the misses
+ * overlap instead of following one another. The headers are read racily
+ * with relaxed atomic loads: a stale value only prefetches the wrong line. */
+static void prefetch_anchors(const nd_anchor_index *idx, const uint32_t *anchors, size_t n,
+                             bool for_write)
 {
-    return lower_bound_from(bk, v, key_guess((uint16_t)(v >> 32), bk->n));
-}
-
-/* Fetches (a hint: no lock, no access) the bucket array's line where the
- * entries of anchor a should be. The bucket's header is read racily with
- * relaxed atomic loads: a stale value only prefetches the wrong line. */
-static inline void prefetch_entries(const nd_anchor_index *idx, uint32_t a, int rw)
-{
-    const bucket *bk = &idx->b[bucket_of(a)];
-    uint8_t *e = __atomic_load_n(&bk->e, __ATOMIC_RELAXED);
-    uint32_t n = __atomic_load_n(&bk->n, __ATOMIC_RELAXED);
-    if (!e || !n)
-        return;
-    uint32_t g = key_guess(key_of(a), n);
-    if (rw)
-        __builtin_prefetch(e + (size_t)g * ENTRY, 1);
-    else
-        __builtin_prefetch(e + (size_t)g * ENTRY, 0);
+    for (size_t i = 0; i < n; i++) {
+        __builtin_prefetch(&idx->b[bucket_of(anchors[i])]);
+        __builtin_prefetch(lock_of(idx, bucket_of(anchors[i])), 1);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const bucket *bk = &idx->b[bucket_of(anchors[i])];
+        uint8_t *e = __atomic_load_n(&bk->e, __ATOMIC_RELAXED);
+        uint32_t ne = __atomic_load_n(&bk->n, __ATOMIC_RELAXED);
+        if (!e || !ne)
+            continue;
+        const uint8_t *line = e + (size_t)key_guess(key_of(anchors[i]), ne) * ENTRY;
+        if (for_write)
+            __builtin_prefetch(line, 1);
+        else
+            __builtin_prefetch(line, 0);
+    }
 }
 
 int nd_anchor_index_create(nd_anchor_index **out, unsigned posting_cap)
@@ -303,14 +305,7 @@ static bool del_one(nd_anchor_index *idx, uint32_t a, uint32_t slot)
 
 int nd_anchor_index_insert(nd_anchor_index *idx, uint32_t slot, const uint32_t *anchors, size_t n)
 {
-    /* every bucket header, then the line each insert starts on, before the
-     * first insert: the misses overlap (as in nd_anchor_index_query()) */
-    for (size_t i = 0; i < n; i++) {
-        __builtin_prefetch(&idx->b[bucket_of(anchors[i])]);
-        __builtin_prefetch(lock_of(idx, bucket_of(anchors[i])), 1);
-    }
-    for (size_t i = 0; i < n; i++)
-        prefetch_entries(idx, anchors[i], 1);
+    prefetch_anchors(idx, anchors, n, true);
     for (size_t i = 0; i < n; i++) {
         int rc = add_one(idx, anchors[i], slot);
         if (rc < 0) {
@@ -791,20 +786,14 @@ size_t nd_anchor_index_query(const nd_anchor_index *idx, const uint32_t *anchors
     unsigned skip = 0;
     if (n > ND_ANCHOR_QUERY_MAX)
         n = ND_ANCHOR_QUERY_MAX;
-    /* Sorted by insertion (n <= 64), and every bucket and lock stripe
-     * touched is fetched before the first is read: 32 cache misses into a
-     * 16 MiB bucket array overlap instead of following one another. */
-    for (size_t i = 0; i < n; i++) {
+    prefetch_anchors(idx, anchors, n, false);
+    for (size_t i = 0; i < n; i++) { /* sorted by insertion (n <= 64) */
         uint32_t x = anchors[i];
         size_t j = i;
         for (; j && q[j - 1] > x; j--)
             q[j] = q[j - 1];
         q[j] = x;
-        __builtin_prefetch(&idx->b[bucket_of(x)]);
-        __builtin_prefetch(lock_of(idx, bucket_of(x)), 1);
     }
-    for (size_t i = 0; i < n; i++) /* then the line each search starts on */
-        prefetch_entries(idx, q[i], 0);
     for (size_t i = 0; i < n; i++) {
         if (i && q[i] == q[i - 1])
             continue;

@@ -30,8 +30,7 @@ static arena_block *block_map(size_t size)
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
-    madvise(p, size, MADV_HUGEPAGE); /* a hint; fine if refused */
-    prefault(p, size);
+    prefault(p, size); /* on huge pages where the kernel has them */
     arena_block *b = p;
     b->size = size;
     b->used = (sizeof(*b) + 7) & ~(size_t)7;
@@ -220,11 +219,13 @@ static int anchor_feed_flush(anchor_feed *f)
     return rc;
 }
 
-/* The anchors of a linked document: queued for the helper, or placed now. */
-static int anchor_feed_add(anchor_feed *f, uint32_t slot, const uint32_t *a, unsigned n)
+/* The anchors of a linked document: queued for the helper (which places
+ * them in its own loader, the same ld), or placed in ld now. */
+static int anchor_feed_add(anchor_feed *f, nd_anchor_loader *ld, uint32_t slot, const uint32_t *a,
+                           unsigned n)
 {
     if (!f->running)
-        return nd_anchor_loader_add(f->ld, slot, a, n);
+        return nd_anchor_loader_add(ld, slot, a, n);
     anchor_chunk *c = &f->chunks[f->writing % ANCHOR_DEPTH];
     anchor_entry *e = &c->e[c->n++];
     e->slot = slot;
@@ -434,12 +435,11 @@ static int load_link(load_ctx *lc, nd_doc *d, size_t h, unsigned ai)
         lc->fslots[lc->nfp++] = d->slot;
         if (lc->ahead_nanc[ai]) {
             int rc = 0;
-            if (!lc->anchors) { /* a store counted empty: sized as it comes */
+            if (!lc->anchors) /* a store counted empty: sized as it comes */
                 rc = nd_anchor_loader_create(&lc->anchors, reg->anchors, 0);
-                lc->afeed.ld = lc->anchors; /* (no helper: placed here) */
-            }
             if (rc == 0)
-                rc = anchor_feed_add(&lc->afeed, d->slot, lc->ahead_anc[ai], lc->ahead_nanc[ai]);
+                rc = anchor_feed_add(&lc->afeed, lc->anchors, d->slot, lc->ahead_anc[ai],
+                                     lc->ahead_nanc[ai]);
             if (rc < 0)
                 return rc;
         }

@@ -67,20 +67,21 @@ struct nd_registry {
 /* Prefaults [p, p + len) for writing (MADV_POPULATE_WRITE, Linux 5.14+):
  * one call instead of a page fault per 4 KiB page, which costs tens of
  * microseconds on some virtual machines (measured here: 1 GiB by faults
- * 3-6 s, by this 0.3 s). For large arrays about to be filled; a hint,
- * errors are ignored. */
-#define PREFAULT_HUGE_MIN ((uintptr_t)4 << 20) /* bytes from which huge pages are asked for */
+ * 3-6 s, by this 0.3 s). From PREFAULT_HUGE_MIN bytes, huge pages are
+ * asked for first (MADV_HUGEPAGE): the tables it serves are read at
+ * random, and huge pages spare a TLB miss per read. For large arrays about
+ * to be filled; hints, errors are ignored. */
+#define PREFAULT_HUGE_MIN ((uintptr_t)2 << 20) /* one huge page */
 static inline void prefault(void *p, size_t len)
 {
-#ifdef MADV_POPULATE_WRITE
     uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095;
     uintptr_t e = ((uintptr_t)p + len) & ~(uintptr_t)4095;
-    if (e > a && e - a >= PREFAULT_HUGE_MIN) /* read at random: fewer TLB misses */
+    if (e <= a)
+        return;
+    if (e - a >= PREFAULT_HUGE_MIN)
         madvise((void *)a, e - a, MADV_HUGEPAGE);
-    if (e > a)
-        madvise((void *)a, e - a, MADV_POPULATE_WRITE);
-#else
-    (void)p, (void)len;
+#ifdef MADV_POPULATE_WRITE
+    madvise((void *)a, e - a, MADV_POPULATE_WRITE);
 #endif
 }
 

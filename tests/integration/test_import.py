@@ -120,12 +120,22 @@ def events_by_line(events):
 
 # ---- the small archive (tests 1, 2 and POST /import) ----
 
+_vocab = []
+
+
+def en_vocab():
+    """The distinct words of the shipped English texts, sorted."""
+    if not _vocab:
+        _vocab.extend(sorted({w.strip(".,;:!?\"'()") for k, t in TEXTS.items()
+                              if k.startswith("en") for w in t.split()} - {""}))
+    return _vocab
+
+
 def filler(i, words=90):
     """A distinct text of random words (>= 300 characters), seeded by i."""
     import random
     rnd = random.Random(1000 + i)
-    vocab = sorted({w.strip(".,;:!?\"'()") for k, t in TEXTS.items() if k.startswith("en")
-                    for w in t.split()} - {""})
+    vocab = en_vocab()
     return " ".join(rnd.choice(vocab) for _ in range(words))
 
 
@@ -819,8 +829,7 @@ def large_import_restart_finds_excerpts():
     it) and by its whole text, and new texts stay original."""
     import random
     rnd = random.Random(70)
-    vocab = sorted({w.strip(".,;:!?\"'()").lower() for k, t in TEXTS.items()
-                    if k.startswith("en") for w in t.split()} - {""})
+    vocab = en_vocab()
     path = os.path.join(TMP, "large.jsonl")
     texts = []
     with open(path, "w", encoding="utf-8") as f:
