@@ -560,6 +560,16 @@ static int cmd_import(int argc, char **argv)
         nd_import_input_close(&in);
         return 1;
     }
+    if (nd_store_stream_seq(st) > 0) { /* issue 14: its peers would never see them */
+        fprintf(stderr,
+                "neardup import: %s is a replica's store (it applied a replication stream up to "
+                "entry %llu): documents written here would not reach the other replicas; send "
+                "the lines to POST /import of a running node instead\n",
+                data, (unsigned long long)nd_store_stream_seq(st));
+        nd_store_close(st);
+        nd_import_input_close(&in);
+        return 1;
+    }
     struct evbuffer *line = evbuffer_new(); /* each line printed */
     if (!line)
         nd_die_oom("neardup import");

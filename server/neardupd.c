@@ -31,6 +31,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "registry.h"
+#include "replica.h"
 #include "store.h"
 #include "store_memory.h"
 
@@ -42,7 +43,8 @@ typedef struct daemon {
     nd_api api;
     nd_fingerprinter *fp;
     nd_metrics *metrics;
-    nd_store *store;
+    nd_store *store;     /* the local store, or the replica in front of it */
+    nd_replica *replica; /* NULL: one node (no --nats) */
     nd_registry *reg;
     nd_http *http;
     nd_auth *auth;
@@ -82,6 +84,8 @@ static void *loader_main(void *arg)
     atomic_store(&d->api.load_total, total > 0 ? (uint64_t)total : 0);
     load_progress(d, 0, total > 0 ? (uint64_t)total : 0, 0); /* a first line at once */
     d->load_rc = nd_registry_load(d->reg, load_progress, d, PROGRESS_MS, &d->stop_loading);
+    if (d->load_rc == 0 && d->replica)
+        d->load_rc = nd_replica_start(d->replica, d->reg); /* tails the stream from here */
     if (d->load_rc == 0)
         log_ready(d); /* here, not on the main loop: as soon as /readyz says 200 */
     event_active(d->loaded_ev, EV_READ, 0);
@@ -242,6 +246,26 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 
 /* ---- init / teardown ---- */
 
+/* Puts the replica (--nats) in front of the local store d->store. */
+static int open_replica(daemon_t *d)
+{
+    nd_replica_options o = {.servers = d->cfg.nats,
+                            .stream = d->cfg.stream,
+                            .stream_replicas = d->cfg.stream_replicas,
+                            .node_name = d->cfg.node_name,
+                            .max_lag = d->cfg.max_lag,
+                            .timeout_ms = d->cfg.nats_timeout_ms};
+    char err[512] = "";
+    int rc = nd_replica_open(&d->replica, d->store, &o, err, sizeof(err));
+    d->store = NULL; /* the replica's now (closed by it on failure too) */
+    if (rc < 0) {
+        nd_log(ND_LOG_ERROR, "cannot start the replica: %s", err[0] ? err : strerror(-rc));
+        return rc;
+    }
+    d->store = nd_replica_store(d->replica);
+    return 0;
+}
+
 static int open_store(daemon_t *d)
 {
     if (d->cfg.in_memory) { /* registrations kept in this process only */
@@ -251,7 +275,7 @@ static int open_store(daemon_t *d)
         int rc = nd_store_memory_open_with(&d->store, &mopts);
         if (rc < 0)
             nd_log(ND_LOG_ERROR, "cannot create the memory store: %s", strerror(-rc));
-        return rc;
+        return rc < 0 || !d->cfg.nats[0] ? rc : open_replica(d);
     }
     nd_store_options opts;
     nd_store_options_default(&opts);
@@ -264,7 +288,7 @@ static int open_store(daemon_t *d)
     int rc = nd_store_open(&d->store, d->cfg.data_dir, &opts, err, sizeof(err));
     if (rc < 0)
         nd_log(ND_LOG_ERROR, "cannot open the store: %s", err[0] ? err : strerror(-rc));
-    return rc;
+    return rc < 0 || !d->cfg.nats[0] ? rc : open_replica(d);
 }
 
 /* Loads the bearer token (file or NEARDUP_TOKEN); logs what is guarded. */
@@ -355,6 +379,7 @@ static int init(daemon_t *d)
                       .metrics = d->metrics,
                       .auth = d->auth,
                       .backfill = d->backfill,
+                      .replica = d->replica,
                       .start_ns = nd_clock_ns()};
     nd_http_hooks hooks = {.routes = nd_api_routes,
                            .app = &d->api,
@@ -386,8 +411,10 @@ static int start(daemon_t *d)
     if (rc < 0)
         return rc;
     if (!nd_store_durable(d->store)) { /* the memory store: nothing to load */
-        log_ready(d);
         nd_registry_set_loaded(d->reg);
+        if (d->replica && (rc = nd_replica_start(d->replica, d->reg)) < 0)
+            return rc;
+        log_ready(d);
         return 0;
     }
     rc = pthread_create(&d->loader, NULL, loader_main, d);

@@ -111,6 +111,22 @@ void nd_api_store_error(nd_req *r, int rc, const char *what)
                      what);
         return;
     }
+    if (rc == -ENOTCONN || rc == -ETIMEDOUT) { /* a replica cut off from NATS (issue 14) */
+        nd_req_add_header(r, "Retry-After", "1");
+        nd_api_error(r, 503, "replication_unavailable",
+                     rc == -ENOTCONN
+                         ? "%s was not done: this replica cannot reach the stream; retry"
+                         : "%s may not have been done: the stream did not answer in "
+                           "time; retry (the same request is safe to repeat)",
+                     what);
+        return;
+    }
+    if (rc == -ESTALE) { /* lost the race to other replicas ND_API_STALE_TRIES times */
+        nd_req_add_header(r, "Retry-After", "1");
+        nd_api_error(r, 503, "replication_contention",
+                     "%s was not done: other replicas kept writing first; retry", what);
+        return;
+    }
     const char *why = rc == -ENOSPC ? "storage is full" : strerror(-rc);
     nd_log(ND_LOG_WARN, "%s failed (request %s): %s", what, r->rid, why);
     nd_api_error(r, 503, "storage_unavailable", "%s could not be stored: %s", what, why);

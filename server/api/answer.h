@@ -87,4 +87,8 @@ nd_request_limits nd_api_limits(const nd_config *cfg);
 /* A document's "meta" (raw compact JSON) or null. */
 void nd_api_add_meta(nd_reply *w, const nd_doc *d);
 
+/* Times a replica decides a change again after another node wrote first
+ * (issue 14: the store's -ESTALE), before it answers 503. */
+#define ND_API_STALE_TRIES 50
+
 #endif

@@ -8,6 +8,7 @@
 #include "json.h"
 #include "log.h"
 #include "reply.h"
+#include "replica.h"
 #include "request.h"
 
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include <time.h>
 
 #include <event2/buffer.h>
+#include <xxhash.h>
 
 #define LOOP_STALL_MS 10000 /* /healthz fails if a loop has not run for this long */
 #define API_PASSAGES ND_REPLY_MAX_PASSAGES
@@ -61,6 +63,8 @@ typedef struct op_state {
     int sketched;    /* the text's sketch mode + 1 while the worker's scratch holds it, else 0 */
     bool on_heap;    /* waits for the store: allocated, freed by op_free() */
     char *journaled; /* the detection being written (issue 13) */
+    unsigned stale_tries; /* decided again after losing a race to another
+                           * replica (issue 14) */
 } op_state;
 
 static api_worker *aw_of(nd_req *r)
@@ -124,6 +128,8 @@ bool nd_api_ready(const nd_api *api, const char **why)
         w = "loading";
     else if (!nd_store_writable(api->store))
         w = "storage_unavailable";
+    else if (api->replica)
+        nd_replica_ready(api->replica, &w);
     if (why)
         *why = w;
     return w == NULL;
@@ -211,6 +217,15 @@ static void handle_metrics(nd_req *r)
         .uptime_s = (double)(nd_clock_ns() - api->start_ns) / 1e9,
         .store = nd_store_durable(api->store) ? &sst : NULL, /* the memory store: none */
     };
+    nd_metrics_replica mr;
+    if (api->replica) {
+        nd_replica_stats rs;
+        nd_replica_stats_get(api->replica, &rs);
+        mr = (nd_metrics_replica){rs.applied_seq, rs.stream_seq, rs.lag,       rs.lag_seconds,
+                                  rs.connected,   rs.writable,   rs.published, rs.applied,
+                                  rs.conflicts,   rs.unavailable};
+        g.replica = &mr;
+    }
     api_worker *aw = aw_of(r);
     if (nd_metrics_render(api->metrics, &g, aw->sh.out) < 0) {
         evbuffer_drain(aw->sh.out, evbuffer_get_length(aw->sh.out));
@@ -219,6 +234,90 @@ static void handle_metrics(nd_req *r)
     }
     nd_req_reply(r, 200, "text/plain; version=0.0.4; charset=utf-8", aw->sh.out);
     evbuffer_drain(aw->sh.out, evbuffer_get_length(aw->sh.out));
+}
+
+/* ---- /replica (issue 14) ---- */
+
+/* nd_store_scan() visitor: one record into the digest. */
+static int digest_record(void *arg, const nd_record *rec)
+{
+    XXH3_state_t *h = arg;
+    uint64_t head[4] = {rec->id_len, (uint64_t)rec->registered_at_us, rec->simhash,
+                        (uint64_t)rec->status << 48 | (uint64_t)rec->account_len << 24 |
+                            (rec->policy ? rec->policy_len + 1 : 0)};
+    XXH3_64bits_update(h, head, sizeof(head));
+    XXH3_64bits_update(h, rec->id, rec->id_len);
+    XXH3_64bits_update(h, rec->text_hash, 16);
+    if (rec->account_len)
+        XXH3_64bits_update(h, rec->account, rec->account_len);
+    if (rec->policy && rec->policy_len)
+        XXH3_64bits_update(h, rec->policy, rec->policy_len);
+    return 0;
+}
+
+/* GET /replica: this node's place in the stream, and a digest of every
+ * stored record (one scan of the store: O(documents), an operator's
+ * check that replicas hold the same documents). */
+static void handle_replica(nd_req *r)
+{
+    nd_api *api = nd_api_of(r);
+    if (!nd_api_authorized_read(r))
+        return;
+    XXH3_state_t *h = XXH3_createState();
+    if (!h) {
+        nd_api_error(r, 500, "internal", "out of memory");
+        return;
+    }
+    XXH3_64bits_reset(h);
+    int64_t n = nd_store_count(api->store);
+    int rc = n < 0 ? (int)n : nd_store_scan(api->store, digest_record, h);
+    uint64_t digest = XXH3_64bits_digest(h);
+    XXH3_freeState(h);
+    if (rc < 0) {
+        nd_api_store_error(r, rc, "reading the store");
+        return;
+    }
+    nd_reply w;
+    nd_reply_object(nd_api_body_begin(r, &w));
+    nd_reply_key(&w, "replicated");
+    nd_reply_bool(&w, api->replica != NULL);
+    if (api->replica) {
+        nd_replica_stats rs;
+        nd_replica_stats_get(api->replica, &rs);
+        const char *why = NULL;
+        nd_replica_ready(api->replica, &why);
+        nd_reply_key(&w, "node");
+        nd_reply_string(&w, rs.node, strlen(rs.node));
+        nd_reply_key(&w, "stream");
+        nd_reply_string(&w, rs.stream, strlen(rs.stream));
+        nd_reply_key(&w, "applied_seq");
+        nd_reply_u64(&w, rs.applied_seq);
+        nd_reply_key(&w, "stored_seq");
+        nd_reply_u64(&w, nd_store_stream_seq(api->store));
+        nd_reply_key(&w, "stream_seq");
+        nd_reply_u64(&w, rs.stream_seq);
+        nd_reply_key(&w, "lag");
+        nd_reply_u64(&w, rs.lag);
+        nd_reply_key(&w, "connected");
+        nd_reply_bool(&w, rs.connected);
+        nd_reply_key(&w, "writable");
+        nd_reply_bool(&w, rs.writable);
+        nd_reply_key(&w, "state");
+        const char *state = why ? why : "ready";
+        nd_reply_string(&w, state, strlen(state));
+        nd_reply_key(&w, "published");
+        nd_reply_u64(&w, rs.published);
+        nd_reply_key(&w, "applied");
+        nd_reply_u64(&w, rs.applied);
+        nd_reply_key(&w, "conflicts");
+        nd_reply_u64(&w, rs.conflicts);
+    }
+    nd_reply_key(&w, "documents");
+    nd_reply_u64(&w, (uint64_t)n);
+    nd_reply_key(&w, "digest");
+    nd_reply_simhash(&w, digest);
+    nd_reply_object_end(&w);
+    nd_api_body_send(r, &w, 200);
 }
 
 /* ---- /fingerprint ---- */
@@ -650,23 +749,33 @@ static void reply_deleted(nd_req *r, const op_state *op)
     nd_api_body_send(r, &w, 200);
 }
 
+/* Drops the last answer and asks the registry again. */
+static void op_again(nd_req *r, op_state *op)
+{
+    nd_check_res_release(&op->res);
+    free(op->own_matches);
+    op->own_matches = NULL;
+    if (op->is_delete)
+        run_delete(r);
+    else
+        run_check(r);
+}
+
 static void op_resume(nd_task *t)
 {
     nd_req *r = (nd_req *)((char *)t - offsetof(nd_req, task));
     nd_api *api = nd_api_of(r);
     op_state *op = r->op;
     if (!op->ch) { /* waited behind another change of this id: ask again */
-        nd_check_res_release(&op->res);
-        free(op->own_matches);
-        op->own_matches = NULL;
-        if (op->is_delete)
-            run_delete(r);
-        else
-            run_check(r);
+        op_again(r, op);
         return;
     }
     int rc = nd_registry_complete(api->reg, op->ch, op->status);
     op->ch = NULL;
+    if (rc == -ESTALE && op->stale_tries++ < ND_API_STALE_TRIES) {
+        op_again(r, op); /* another replica wrote first: on the newer state */
+        return;
+    }
     r->op = NULL;
     if (op->is_delete) {
         nd_metrics_event(api->metrics, rc == 0 ? ND_EV_DELETED : ND_EV_DELETE_FAILED);
@@ -921,6 +1030,7 @@ const nd_route_def nd_api_routes[] = {
     {"/healthz", false, ND_ROUTE_HEALTHZ, GET_HEAD, "GET, HEAD", handle_healthz},
     {"/readyz", false, ND_ROUTE_READYZ, GET_HEAD, "GET, HEAD", handle_readyz},
     {"/metrics", false, ND_ROUTE_METRICS, GET_HEAD, "GET, HEAD", handle_metrics},
+    {"/replica", false, ND_ROUTE_METRICS, GET_HEAD, "GET, HEAD", handle_replica},
     {"/fingerprint", false, ND_ROUTE_FINGERPRINT, EVHTTP_REQ_POST, "POST", handle_fingerprint},
     {"/check-original", false, ND_ROUTE_CHECK, EVHTTP_REQ_POST, "POST", handle_check},
     {"/documents/", true, ND_ROUTE_DOCUMENTS,

@@ -29,6 +29,7 @@ typedef struct nd_api {
     nd_http *http;                /* borrowed; set before nd_http_start() */
     const nd_auth *auth;          /* borrowed; NULL: no token, nothing guarded */
     struct nd_backfill *backfill; /* borrowed: POST /import's one slot (backfill.h) */
+    struct nd_replica *replica;   /* borrowed; NULL: one node (issue 14, replica.h) */
     int64_t start_ns;             /* CLOCK_MONOTONIC at start */
     _Atomic uint64_t load_done, load_total;
     _Atomic bool load_failed; /* the store could not be read: never ready */
@@ -45,7 +46,8 @@ int nd_api_worker_init(void *app, unsigned index, void **user);
 void nd_api_worker_finish(void *app, void *user);
 
 /* True when /readyz answers 200; otherwise *why (static) names the reason:
- * "loading", "load_failed", "draining" or "storage_unavailable". */
+ * "loading", "load_failed", "draining", "storage_unavailable", or a
+ * replica's "replication_unavailable", "replica_behind", "replica_failed". */
 bool nd_api_ready(const nd_api *api, const char **why);
 
 #endif

@@ -32,6 +32,7 @@ typedef struct wf_op {
     nd_store_event audit;
     nd_reg_change *ch;
     int done_status;
+    unsigned stale_tries; /* decided again after another replica wrote first */
 } wf_op;
 
 static void wf_free(wf_op *op)
@@ -354,6 +355,10 @@ static void wf_resume(nd_task *t)
     }
     int rc = nd_registry_complete(nd_api_of(r)->reg, op->ch, op->done_status);
     op->ch = NULL;
+    if (rc == -ESTALE && op->stale_tries++ < ND_API_STALE_TRIES) {
+        wf_run(r); /* another replica wrote first: again, on the newer state */
+        return;
+    }
     r->op = NULL;
     if (rc == 0)
         wf_reply(r, op);

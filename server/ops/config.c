@@ -36,21 +36,27 @@ void nd_config_defaults(nd_config *cfg)
     cfg->min_resemblance = ND_VERDICT_MIN_RESEMBLANCE; /* measured: proto/sketch.md */
     cfg->min_containment = ND_VERDICT_MIN_CONTAINMENT;
     cfg->max_verify = ND_VERDICT_MAX_VERIFY;
-    cfg->max_meta = ND_MAX_META_DEFAULT; /* author/title/url and friends */
-    cfg->max_text = ND_MAX_TEXT_DEFAULT; /* ten times a long article */
-    cfg->max_connections = 10000;        /* lowered to fit RLIMIT_NOFILE at start */
-    cfg->request_timeout_s = 30;         /* slow clients (slowloris) are cut off */
-    cfg->token_file[0] = 0;              /* no token: every endpoint is open */
-    cfg->auth_all = false;               /* a token guards writes only */
-    cfg->timeout_s = 30;                 /* idle keep-alive and slow clients */
-    cfg->drain_s = 10;                   /* in-flight requests at shutdown */
-    cfg->drain_delay_s = 0;              /* no load balancer assumed */
-    cfg->map_size = 0;                   /* 0: the store's default */
-    cfg->sync = true;                    /* fsync each group commit */
-    cfg->log_level = ND_LOG_INFO;        /* start-up lines and the access log */
-    cfg->access_log = true;              /* one line per request */
+    cfg->max_meta = ND_MAX_META_DEFAULT;            /* author/title/url and friends */
+    cfg->max_text = ND_MAX_TEXT_DEFAULT;            /* ten times a long article */
+    cfg->max_connections = 10000;                   /* lowered to fit RLIMIT_NOFILE at start */
+    cfg->request_timeout_s = 30;                    /* slow clients (slowloris) are cut off */
+    cfg->token_file[0] = 0;                         /* no token: every endpoint is open */
+    cfg->auth_all = false;                          /* a token guards writes only */
+    cfg->timeout_s = 30;                            /* idle keep-alive and slow clients */
+    cfg->drain_s = 10;                              /* in-flight requests at shutdown */
+    cfg->drain_delay_s = 0;                         /* no load balancer assumed */
+    cfg->map_size = 0;                              /* 0: the store's default */
+    cfg->sync = true;                               /* fsync each group commit */
+    cfg->log_level = ND_LOG_INFO;                   /* start-up lines and the access log */
+    cfg->access_log = true;                         /* one line per request */
     cfg->default_reprint = ND_CONFIG_REPRINT_ALLOW; /* the usual platform rule */
     cfg->copies_max = 10000;                        /* detections per original */
+    cfg->nats[0] = 0;                               /* one node, no replication */
+    snprintf(cfg->stream, sizeof(cfg->stream), "neardup");
+    cfg->node_name[0] = 0;       /* the host name */
+    cfg->stream_replicas = 3;    /* a Raft quorum of 2 survives one server */
+    cfg->max_lag = 1000;         /* entries: well under a second of writes */
+    cfg->nats_timeout_ms = 2000; /* a JetStream answer on a LAN takes ms */
 }
 
 enum opt_type { T_LISTEN, T_PATH, T_UINT, T_SIZE, T_BOOL, T_ACCEPT, T_LEVEL, T_FRAC, T_REPRINT };
@@ -128,6 +134,18 @@ static const opt_desc options[] = {
      false, "allow or forbid: the reprint rule of an original that has none of its own"},
     {"copies-max", "NEARDUP_COPIES_MAX", "N", T_UINT, OFF(copies_max), 0, 100000000, false,
      "detections (copies) kept per original, the oldest dropped; 0 = no limit"},
+    {"nats", "NEARDUP_NATS", "URLS", T_PATH, OFF(nats), 0, 0, false,
+     "replicate through NATS JetStream at these comma-separated URLs (default: one node)"},
+    {"stream", "NEARDUP_STREAM", "NAME", T_PATH, OFF(stream), 0, 0, false,
+     "JetStream stream of the replicas (its subject is NAME.changes)"},
+    {"stream-replicas", "NEARDUP_STREAM_REPLICAS", "N", T_UINT, OFF(stream_replicas), 1, 5, false,
+     "replicas of the stream when this node creates it"},
+    {"node-name", "NEARDUP_NODE_NAME", "NAME", T_PATH, OFF(node_name), 0, 0, false,
+     "this replica's name in logs, /replica and metrics (default: the host name)"},
+    {"max-lag", "NEARDUP_MAX_LAG", "N", T_UINT, OFF(max_lag), 0, 100000000, false,
+     "stream entries a replica may be behind and still be ready"},
+    {"nats-timeout-ms", "NEARDUP_NATS_TIMEOUT_MS", "MS", T_UINT, OFF(nats_timeout_ms), 100, 60000,
+     false, "wait for a JetStream answer before a write answers 503"},
 };
 
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
@@ -467,7 +485,8 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
                      "\"timeout\":%u,\"drain_timeout\":%u,"
                      "\"drain_delay\":%u,"
                      "\"map_size\":%zu,\"sync\":%s,\"log_level\":\"%s\",\"access_log\":%s,"
-                     "\"default_reprint\":\"%s\",\"copies_max\":%u}",
+                     "\"default_reprint\":\"%s\",\"copies_max\":%u,"
+                     "\"stream_replicas\":%u,\"max_lag\":%u,\"nats_timeout_ms\":%u",
                      cfg->in_memory ? "true" : "false", cfg->threads,
                      cfg->accept_mode == ND_ACCEPT_SHARED ? "shared" : "reuseport", cfg->k,
                      cfg->min_chars, cfg->max_body, cfg->max_headers, cfg->max_batch,
@@ -477,8 +496,22 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
                      cfg->drain_delay_s, cfg->map_size, cfg->sync ? "true" : "false",
                      nd_log_level_name(cfg->log_level), cfg->access_log ? "true" : "false",
                      cfg->default_reprint == ND_CONFIG_REPRINT_FORBID ? "forbid" : "allow",
-                     cfg->copies_max);
+                     cfg->copies_max, cfg->stream_replicas, cfg->max_lag, cfg->nats_timeout_ms);
         pos = n < 0 ? pos : pos + (size_t)n;
+    }
+    static const char *const names[] = {",\"nats\":", ",\"stream\":", ",\"node_name\":"};
+    const char *values[] = {cfg->nats, cfg->stream, cfg->node_name};
+    for (int i = 0; i < 3 && pos < cap; i++) {
+        n = snprintf(buf + pos, cap - pos, "%s", names[i]);
+        pos += (size_t)n;
+        if (pos < cap)
+            nd_json_escape(buf, cap, &pos, values[i], strlen(values[i]));
+    }
+    if (pos + 1 < cap) {
+        buf[pos++] = '}';
+        buf[pos] = 0;
+    } else {
+        pos = cap;
     }
     if (pos >= cap) {
         /* It did not fit (a long --data, escaped): still one JSON object,

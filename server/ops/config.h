@@ -56,6 +56,13 @@ typedef struct nd_config {
                                  * nd_config_reprint (allow; issue 13) */
     unsigned copies_max;        /* detections kept per original, the oldest dropped
                                  * (10000; 0 = unbounded) */
+    /* Replicas (issue 14, server/replica): */
+    char nats[4096];          /* NATS server URLs, comma-separated; "": one node (default) */
+    char stream[4096];        /* JetStream stream name ("neardup") */
+    char node_name[4096];     /* this node's name ("": the host name) */
+    unsigned stream_replicas; /* replicas of a stream this node creates (3) */
+    unsigned max_lag;         /* entries behind beyond which /readyz is 503 (1000) */
+    unsigned nats_timeout_ms; /* wait for a JetStream answer (2000 ms) */
 } nd_config;
 
 /* Fills cfg with the defaults. */

@@ -301,6 +301,34 @@ static unsigned count_open_fds(void)
 }
 
 /* The usual process_* metrics of Prometheus clients. */
+static int render_replica(const nd_metrics_replica *r, struct evbuffer *out)
+{
+    int rc = 0;
+    rc |= gauge(out, "neardup_replica_applied_seq", "Last stream entry applied on this node.",
+                (double)r->applied_seq);
+    rc |= gauge(out, "neardup_replica_stream_seq", "Last stream entry known on this node.",
+                (double)r->stream_seq);
+    rc |= gauge(out, "neardup_replica_lag", "Stream entries not yet applied on this node.",
+                (double)r->lag);
+    rc |= gauge(out, "neardup_replica_lag_seconds",
+                "Seconds from publication to application of the last entry applied.",
+                r->lag_seconds);
+    rc |= gauge(out, "neardup_replica_connected", "1 while the NATS connection is up.",
+                r->connected);
+    rc |= gauge(out, "neardup_replica_writable", "1 while the stream answers (writes taken).",
+                r->writable);
+    rc |= counter(out, "neardup_replica_published_total", "Entries this node published.",
+                  r->published);
+    rc |= counter(out, "neardup_replica_applied_total", "Entries applied on this node.",
+                  r->applied);
+    rc |= counter(out, "neardup_replica_conflicts_total",
+                  "Local changes refused because another node wrote first (asked again).",
+                  r->conflicts);
+    rc |= counter(out, "neardup_replica_unavailable_total",
+                  "Local changes refused because the stream did not answer.", r->unavailable);
+    return rc;
+}
+
 static int render_process(const nd_metrics_gauges *g, struct evbuffer *out)
 {
     int rc = 0;
@@ -367,6 +395,8 @@ int nd_metrics_render(nd_metrics *m, const nd_metrics_gauges *g, struct evbuffer
     rc |= gauge(out, "neardup_uptime_seconds", "Seconds since start.", g->uptime_s);
     if (g->store)
         rc |= render_store(g->store, out);
+    if (g->replica)
+        rc |= render_replica(g->replica, out);
     rc |= render_build_info(out);
     rc |= render_process(g, out);
     return rc ? -ENOMEM : 0;

@@ -57,6 +57,14 @@ enum nd_event {
 typedef struct nd_metrics nd_metrics;
 
 /* Values read at scrape time. */
+/* A replicated node's figures (issue 14; replica.h's, copied). */
+typedef struct nd_metrics_replica {
+    uint64_t applied_seq, stream_seq, lag;
+    double lag_seconds;
+    bool connected, writable;
+    uint64_t published, applied, conflicts, unavailable;
+} nd_metrics_replica;
+
 typedef struct nd_metrics_gauges {
     uint64_t documents;       /* registered documents in memory */
     uint64_t index_entries;   /* fingerprints in the index */
@@ -68,7 +76,8 @@ typedef struct nd_metrics_gauges {
     unsigned threads;
     bool ready, draining, loading, store_writable, in_memory;
     double uptime_s;
-    const nd_store_stats *store; /* borrowed; NULL when in memory */
+    const nd_store_stats *store;       /* borrowed; NULL when in memory */
+    const nd_metrics_replica *replica; /* borrowed; NULL: one node */
 } nd_metrics_gauges;
 
 /* Creates the counters for nworkers worker threads. Returns 0 and a new

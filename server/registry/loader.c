@@ -284,9 +284,8 @@ static void *arena_alloc(nd_registry *reg, block_feed *feed, size_t size)
     return out;
 }
 
-/* The registry's copy of fingerprint version v (not the current one),
- * counted once more. Loader only. Returns NULL when out of memory. */
-static const char *version_intern(nd_registry *reg, const char *v)
+/* registry_internal.h */
+const char *nd_reg_version_intern(nd_registry *reg, const char *v)
 {
     for (size_t i = 0; i < reg->nversions; i++)
         if (strcmp(reg->versions[i].version, v) == 0) {
@@ -358,11 +357,11 @@ typedef struct load_ctx {
      * LOAD_AHEAD records before they are needed. */
     nd_doc *ahead[LOAD_AHEAD];
     size_t ahead_h[LOAD_AHEAD];
-    uint16_t ahead_tag[LOAD_AHEAD]; /* their bit in tags */
+    uint16_t ahead_tag[LOAD_AHEAD];                   /* their bit in tags */
     uint32_t ahead_anc[LOAD_AHEAD][ND_ANCHORS_STORE]; /* their anchors */
     uint8_t ahead_nanc[LOAD_AHEAD];
     unsigned nahead, ahead_first;
-    block_feed feed;    /* arena blocks, prepared on another thread */
+    block_feed feed;   /* arena blocks, prepared on another thread */
     anchor_feed afeed; /* anchors placed on another thread */
 } load_ctx;
 
@@ -510,7 +509,7 @@ static int load_build(load_ctx *lc, const nd_record *rec)
     d->chars = rec->chars;
     memcpy(d->text_hash, rec->text_hash, 16);
     d->stale = strcmp(rec->version, ND_RECORD_VERSION) != 0;
-    if (d->stale && !(d->version = version_intern(reg, rec->version)))
+    if (d->stale && !(d->version = nd_reg_version_intern(reg, rec->version)))
         return -ENOMEM;
     /* Not visible to other threads before the batch locks are released: no
      * fence (a seq_cst store per record stalls the prefetches). */

@@ -967,8 +967,8 @@ static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const char
  * *finished set); -errno with *finished set when the store refused it
  * within the call (d is undone); or -errno with nothing queued (the caller
  * undoes d). */
-static int queue_write(nd_registry *reg, nd_doc *d, nd_doc *old, nd_registry_done_fn fn, void *arg,
-                       bool *finished)
+static int queue_write(nd_registry *reg, nd_doc *d, nd_doc *old, uint64_t seq,
+                       nd_registry_done_fn fn, void *arg, bool *finished)
 {
     *finished = false;
     nd_reg_change *ch = change_new(reg, d, old ? CHANGE_UPGRADE : CHANGE_PUT, fn, arg);
@@ -978,6 +978,7 @@ static int queue_write(nd_registry *reg, nd_doc *d, nd_doc *old, nd_registry_don
     nd_record rec;
     uint8_t abuf[4 * ND_ANCHORS_MAX];
     record_of(d, &rec, abuf);
+    rec.stream_seq = seq;
     /* Its time is taken from now on (until complete): a given time must
      * not take it. The commit thread's done cannot complete it before the
      * writer is released. */
@@ -1015,7 +1016,7 @@ static int do_register(nd_registry *reg, const nd_check_req *rq, int64_t at, nd_
     res->registered = true;
     res->doc = doc_ref(d);
     bool finished;
-    rc = queue_write(reg, d, NULL, fn, arg, &finished);
+    rc = queue_write(reg, d, NULL, 0, fn, arg, &finished);
     if (rc < 0) {
         nd_doc_release(res->doc);
         res->doc = NULL;
@@ -1080,7 +1081,7 @@ static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, nd_
     res->existing = true;
     res->registered = true;
     bool finished;
-    rc = queue_write(reg, d, old, fn, arg, &finished);
+    rc = queue_write(reg, d, old, 0, fn, arg, &finished);
     if (rc < 0) {
         nd_check_res_release(res);
         res_clear(res);
@@ -1251,6 +1252,29 @@ static int read_anchors(void *arg, const nd_record *rec)
     return 0;
 }
 
+/* Queues the deletion of live document d (seq: its stream entry, 0 for a
+ * local change). Writer held. Returns as nd_registry_delete(). */
+static int delete_live(nd_registry *reg, nd_doc *d, uint64_t seq, nd_registry_done_fn fn, void *arg)
+{
+    nd_reg_change *ch = change_new(reg, d, CHANGE_DELETE, fn, arg);
+    if (!ch)
+        return -ENOMEM;
+    if (!d->extra && !d->stale) /* its anchors, to unindex it */
+        nd_store_get(reg->store, d->registered_at_us, read_anchors, ch);
+    phase_begin(reg, ch);
+    int rc = nd_store_delete_at_seq(reg->store, d->id, d->id_len, d->registered_at_us, seq,
+                                    store_done, ch);
+    if (rc < 0) {
+        change_free(ch);
+        return rc;
+    }
+    d->state = DOC_DELETING;
+    if (done_in_call(reg, ch))
+        return finish_in_call(reg, ch); /* deleted (0) or kept */
+    atomic_fetch_add_explicit(&reg->npending, 1, memory_order_relaxed);
+    return ND_REG_QUEUED;
+}
+
 int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len, nd_registry_done_fn fn,
                        void *arg)
 {
@@ -1261,30 +1285,12 @@ int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len, nd_regis
     pthread_mutex_lock(&reg->writer);
     int rc = 0;
     nd_doc *d = map_find(reg, id, id_len);
-    if (!d) {
+    if (!d)
         rc = -ENOENT;
-    } else if (d->state != DOC_LIVE) {
+    else if (d->state != DOC_LIVE)
         rc = add_waiter(d, fn, arg);
-    } else {
-        nd_reg_change *ch = change_new(reg, d, CHANGE_DELETE, fn, arg);
-        if (ch && !d->extra && !d->stale) /* its anchors, to unindex it */
-            nd_store_get(reg->store, d->registered_at_us, read_anchors, ch);
-        if (ch)
-            phase_begin(reg, ch);
-        rc = ch ? nd_store_delete_at(reg->store, id, id_len, d->registered_at_us, store_done, ch)
-                : -ENOMEM;
-        if (rc == 0) {
-            d->state = DOC_DELETING;
-            if (done_in_call(reg, ch)) {
-                rc = finish_in_call(reg, ch); /* deleted (0) or kept */
-            } else {
-                atomic_fetch_add_explicit(&reg->npending, 1, memory_order_relaxed);
-                rc = ND_REG_QUEUED;
-            }
-        } else if (ch) {
-            change_free(ch);
-        }
-    }
+    else
+        rc = delete_live(reg, d, 0, fn, arg);
     pthread_mutex_unlock(&reg->writer);
     return rc;
 }
@@ -1302,6 +1308,48 @@ static int copy_anchors(void *arg, const nd_record *rec)
     if (sa->n)
         memcpy(sa->bytes, rec->anchors, 4 * sa->n);
     return 0;
+}
+
+/* Queues the amendment ch of live document d (ch->doc: its amended copy,
+ * unlinked, with the new claim; seq: its stream entry, 0 for a local
+ * change). Writer held. Returns as nd_registry_set_policy(); on an error
+ * ch and its document are freed. */
+static int queue_amend(nd_registry *reg, nd_doc *d, nd_reg_change *ch, const nd_store_event *audit,
+                       uint64_t seq)
+{
+    nd_doc *nd = ch->doc;
+    nd->simhash = d->simhash;
+    nd->registered_at_us = d->registered_at_us;
+    nd->chars = d->chars;
+    memcpy(nd->text_hash, d->text_hash, 16);
+    nd->stale = d->stale;
+    nd->version = d->version;
+    atomic_init(&nd->sk_size, atomic_load_explicit(&d->sk_size, memory_order_relaxed));
+    nd->state = DOC_PENDING; /* not linked until committed */
+    ch->old = doc_ref(d);
+    /* The record as stored, with the new claim: its anchors are read
+     * back (a loaded document does not keep them); its sketch stays. */
+    stored_anchors sa = {.n = 0};
+    int rc = nd_store_get(reg->store, d->registered_at_us, copy_anchors, &sa);
+    nd_record rec;
+    record_of(nd, &rec, NULL);
+    rec.anchors = sa.n ? sa.bytes : NULL;
+    rec.nanchors = (unsigned)sa.n;
+    rec.stream_seq = seq;
+    if (rc == 0 || rc == -ENOENT) { /* -ENOENT: the amend says so */
+        phase_begin(reg, ch);
+        rc = nd_store_amend(reg->store, &rec, audit, store_done, ch);
+    }
+    if (rc < 0) {
+        change_free(ch);
+        nd_doc_release(nd); /* the reference it would have linked with */
+        return rc;
+    }
+    d->state = DOC_AMENDING;
+    if (done_in_call(reg, ch))
+        return finish_in_call(reg, ch); /* amended (0) or kept */
+    atomic_fetch_add_explicit(&reg->npending, 1, memory_order_relaxed);
+    return ND_REG_QUEUED;
 }
 
 /* A policy or status change of id (see nd_registry_set_policy()): the
@@ -1336,43 +1384,10 @@ static int amend(nd_registry *reg, const char *id, size_t id_len, bool set_polic
         ch = nd ? change_new(reg, nd, CHANGE_AMEND, fn, arg) : NULL;
         rc = ch ? 0 : -ENOMEM;
     }
-    if (ch) {
-        nd->simhash = d->simhash;
-        nd->registered_at_us = d->registered_at_us;
-        nd->chars = d->chars;
-        memcpy(nd->text_hash, d->text_hash, 16);
-        nd->stale = d->stale;
-        nd->version = d->version;
-        atomic_init(&nd->sk_size, atomic_load_explicit(&d->sk_size, memory_order_relaxed));
-        nd->state = DOC_PENDING; /* not linked until committed */
-        ch->old = doc_ref(d);
-        /* The record as stored, with the new claim: its anchors are read
-         * back (a loaded document does not keep them); its sketch stays. */
-        stored_anchors sa = {.n = 0};
-        rc = nd_store_get(reg->store, d->registered_at_us, copy_anchors, &sa);
-        nd_record rec;
-        record_of(nd, &rec, NULL);
-        rec.anchors = sa.n ? sa.bytes : NULL;
-        rec.nanchors = (unsigned)sa.n;
-        if (rc == 0 || rc == -ENOENT) { /* -ENOENT: the amend says so */
-            phase_begin(reg, ch);
-            rc = nd_store_amend(reg->store, &rec, audit, store_done, ch);
-        }
-        if (rc == 0) {
-            d->state = DOC_AMENDING;
-            if (done_in_call(reg, ch)) {
-                rc = finish_in_call(reg, ch); /* amended (0) or kept */
-            } else {
-                atomic_fetch_add_explicit(&reg->npending, 1, memory_order_relaxed);
-                rc = ND_REG_QUEUED;
-            }
-        } else {
-            change_free(ch);
-            nd_doc_release(nd);
-        }
-    } else if (nd) {
+    if (ch)
+        rc = queue_amend(reg, d, ch, audit, 0);
+    else if (nd)
         nd_doc_release(nd);
-    }
     pthread_mutex_unlock(&reg->writer);
     return rc;
 }
@@ -1401,4 +1416,128 @@ int nd_registry_get(nd_registry *reg, const char *id, size_t id_len, nd_doc **ou
     pthread_rwlock_unlock(&reg->table);
     *out = d;
     return d ? 0 : -ENOENT;
+}
+
+/* ---- changes read from the replication stream (issue 14) ---- */
+
+/* The document of a stream record, pending, its anchors and sketch kept
+ * in extra until committed (as a registration's). NULL: out of memory. */
+static nd_doc *doc_of_record(nd_registry *reg, const nd_record *rec)
+{
+    nd_doc *d = doc_new(rec->id, rec->id_len, rec->meta, rec->meta ? rec->meta_len : 0,
+                        rec->account, rec->account_len, rec->policy, rec->policy_len, rec->status);
+    if (!d)
+        return NULL;
+    d->simhash = rec->simhash;
+    d->chars = rec->chars;
+    memcpy(d->text_hash, rec->text_hash, 16);
+    d->registered_at_us = rec->registered_at_us;
+    d->stale = strcmp(rec->version, ND_RECORD_VERSION) != 0;
+    if (d->stale && !(d->version = nd_reg_version_intern(reg, rec->version))) {
+        nd_doc_release(d);
+        return NULL;
+    }
+    unsigned na = rec->anchors ? rec->nanchors : 0;
+    na = na < ND_ANCHORS_MAX ? na : ND_ANCHORS_MAX;
+    size_t sk = rec->sketch ? rec->sketch_len : 0;
+    if (na || sk) {
+        if (!(d->extra = malloc(4 * (size_t)na + sk))) {
+            nd_doc_release(d);
+            return NULL;
+        }
+        for (unsigned i = 0; i < na; i++) {
+            const uint8_t *b = rec->anchors + 4 * i;
+            d->extra[i] = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                          (uint32_t)b[3] << 24;
+        }
+        if (sk)
+            memcpy(d->extra + na, rec->sketch, sk);
+        d->nanchors = (uint8_t)na;
+        d->sketch_len = (uint16_t)sk;
+        if (sk >= 8) {
+            const uint8_t *e = rec->sketch; /* nd_sketch_encode()'s header */
+            atomic_init(&d->sk_size,
+                        sk_size_pack(e[1] >> 7, e[1] & 0x7F, (unsigned)e[2] | (unsigned)e[3] << 8));
+        }
+    }
+    d->state = DOC_PENDING;
+    return d;
+}
+
+/* A registration (old NULL) or an upgrade of old from the stream. Writer
+ * held. */
+static int apply_put(nd_registry *reg, nd_doc *old, const nd_record *rec, nd_registry_done_fn fn,
+                     void *arg)
+{
+    nd_doc *d = doc_of_record(reg, rec);
+    if (!d)
+        return -ENOMEM;
+    if (!old && rec->registered_at_us > reg->last_us)
+        reg->last_us = rec->registered_at_us; /* later clock times come after it */
+    int rc = link_doc(reg, d);
+    if (rc < 0) {
+        nd_doc_release(d);
+        return rc;
+    }
+    bool finished;
+    rc = queue_write(reg, d, old, rec->stream_seq, fn, arg, &finished);
+    if (rc < 0 && !finished)
+        unlink_doc(reg, d);
+    return rc;
+}
+
+/* A policy or status change of live document d from the stream: its claim
+ * becomes rec's. Writer held. */
+static int apply_amend(nd_registry *reg, nd_doc *d, const nd_record *rec,
+                       const nd_store_event *audit, nd_registry_done_fn fn, void *arg)
+{
+    nd_doc *nd = doc_new(d->id, d->id_len, d->meta, d->meta_len, rec->account, rec->account_len,
+                         rec->policy, rec->policy_len, rec->status);
+    nd_reg_change *ch = nd ? change_new(reg, nd, CHANGE_AMEND, fn, arg) : NULL;
+    if (!ch) {
+        nd_doc_release(nd);
+        return -ENOMEM;
+    }
+    return queue_amend(reg, d, ch, audit, rec->stream_seq);
+}
+
+static bool same_record(const nd_doc *d, const nd_record *rec)
+{
+    return d->registered_at_us == rec->registered_at_us &&
+           memcmp(d->text_hash, rec->text_hash, 16) == 0;
+}
+
+int nd_registry_apply(nd_registry *reg, nd_store_change kind, const nd_record *rec,
+                      const nd_store_event *audit, nd_registry_done_fn fn, void *arg)
+{
+    if (atomic_load(&reg->shutdown))
+        return -ESHUTDOWN;
+    if (!nd_registry_loaded(reg))
+        return -EAGAIN;
+    if (!rec || !rec->stream_seq || !rec->id || !rec->id_len || rec->id_len > ND_ID_MAX ||
+        !rec->version || rec->account_len > ND_ACCOUNT_MAX || rec->policy_len > ND_POLICY_MAX)
+        return -EINVAL;
+    pthread_mutex_lock(&reg->writer);
+    int rc;
+    nd_doc *d = map_find(reg, rec->id, rec->id_len);
+    if (d && d->state != DOC_LIVE) {
+        rc = add_waiter(d, fn, arg); /* a local change of the id in flight */
+    } else if (kind == ND_STORE_PUT) {
+        rc = !d ? apply_put(reg, NULL, rec, fn, arg) : same_record(d, rec) ? 0 : -EEXIST;
+    } else if (kind == ND_STORE_REPLACE) {
+        rc = d && d->registered_at_us == rec->registered_at_us ? apply_put(reg, d, rec, fn, arg)
+                                                               : -ENOENT;
+    } else if (kind == ND_STORE_DELETE) {
+        rc = d && d->registered_at_us == rec->registered_at_us
+                 ? delete_live(reg, d, rec->stream_seq, fn, arg)
+                 : 0; /* gone already */
+    } else if (kind == ND_STORE_AMEND) {
+        rc = d && d->registered_at_us == rec->registered_at_us
+                 ? apply_amend(reg, d, rec, audit, fn, arg)
+                 : -ENOENT;
+    } else {
+        rc = -EINVAL;
+    }
+    pthread_mutex_unlock(&reg->writer);
+    return rc;
 }

@@ -294,6 +294,28 @@ int nd_registry_set_policy(nd_registry *reg, const char *id, size_t id_len, cons
 int nd_registry_set_status(nd_registry *reg, const char *id, size_t id_len, int status,
                            const nd_store_event *audit, nd_registry_done_fn done, void *arg);
 
+/* Applies a change read from the replication stream (issue 14), decided by
+ * the node that published it: kind ND_STORE_PUT (a registration; rec
+ * complete, with anchors and sketch), ND_STORE_REPLACE (an upgrade of the
+ * id's document at rec->registered_at_us), ND_STORE_DELETE (rec: id,
+ * registered_at_us) or ND_STORE_AMEND (rec: the record with its new claim;
+ * audit: its audit event or NULL). rec->stream_seq (> 0, required) is
+ * written with the change in the same store transaction. No verdict is
+ * made: the stream's order decided. Returns:
+ *   ND_REG_QUEUED  applied in memory (pending), store write queued: done
+ *                  follows as for nd_registry_check().
+ *   0              applied within the call (a store that commits in its
+ *                  call), or nothing to do (the same registration is here
+ *                  already, a deletion of a document that is gone).
+ *   ND_REG_WAIT    a local change of the id is in flight: apply again
+ *                  when done(arg, NULL, 0) says so.
+ *   -EEXIST        the id holds another registration (the logs diverged).
+ *   -ENOENT        an upgrade or amendment of a document that is not here.
+ *   -EINVAL, -ENOMEM, -EAGAIN (loading), -ESHUTDOWN, or the store's
+ *                  -errno (nothing applied). */
+int nd_registry_apply(nd_registry *reg, nd_store_change kind, const nd_record *rec,
+                      const nd_store_event *audit, nd_registry_done_fn done, void *arg);
+
 /* Looks up id. Returns 0 and a new reference in *out, -ENOENT, or -EAGAIN
  * while loading. A registration still waiting for its commit is not found. */
 int nd_registry_get(nd_registry *reg, const char *id, size_t id_len, nd_doc **out);

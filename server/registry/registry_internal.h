@@ -146,6 +146,11 @@ static inline uint64_t id_hash(const char *id, size_t len)
  * full. Writer held, table unlocked. Returns 0 or -ENOMEM. */
 int nd_reg_map_reserve(nd_registry *reg, uint64_t extra);
 
+/* The registry's copy of fingerprint version v (not the current one),
+ * counted once more (nd_registry_stale_versions()). The loader, or the
+ * writer held. Returns NULL when out of memory. (loader.c) */
+const char *nd_reg_version_intern(nd_registry *reg, const char *v);
+
 /* Grows the slot table so that extra more slots can be handed out without
  * reusing freed ones. Writer held, table unlocked. Returns 0, -ENOSPC or
  * -ENOMEM. */

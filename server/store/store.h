@@ -99,6 +99,12 @@ typedef struct nd_record {
                                * policy_len bytes (0..ND_POLICY_MAX; handed out
                                * NUL-terminated), or NULL (none) */
     size_t policy_len;
+    uint64_t stream_seq; /* put/replace/amend only: the replication stream's
+                          * sequence of this change (issue 14), written with
+                          * it in the same transaction (nd_store_stream_seq()
+                          * returns the greatest committed); 0: a local change
+                          * (a replicated store publishes it first). Scans
+                          * and gets hand out 0 */
 } nd_record;
 
 /* ---- the interface ---- */
@@ -178,13 +184,14 @@ typedef struct nd_store_ops {
     int (*events)(nd_store *st, nd_event_kind kind, int64_t owner_at, int64_t before_at,
                   size_t limit, int (*visit)(void *arg, const nd_store_event *ev), void *arg);
     int (*delete_at)(nd_store *st, const char *id, size_t id_len, int64_t registered_at_us,
-                     nd_store_done_fn done, void *arg);
+                     uint64_t stream_seq, nd_store_done_fn done, void *arg);
     int (*scan)(nd_store *st, int (*visit)(void *arg, const nd_record *rec), void *arg);
     int (*get)(nd_store *st, int64_t registered_at_us,
                int (*visit)(void *arg, const nd_record *rec), void *arg);
     int (*sketches)(nd_store *st, const int64_t *at, size_t n,
                     int (*visit)(void *arg, size_t i, const uint8_t *buf, size_t len), void *arg);
     int64_t (*count)(nd_store *st);
+    uint64_t (*stream_seq)(nd_store *st);
     bool (*writable)(const nd_store *st);
     void (*get_stats)(nd_store *st, nd_store_stats *out);
     void (*close)(nd_store *st);
@@ -319,7 +326,18 @@ static inline int nd_store_put(nd_store *st, const nd_record *rec, nd_store_done
 static inline int nd_store_delete_at(nd_store *st, const char *id, size_t id_len,
                                      int64_t registered_at_us, nd_store_done_fn done, void *arg)
 {
-    return nd_store_base_of(st)->ops->delete_at(st, id, id_len, registered_at_us, done, arg);
+    return nd_store_base_of(st)->ops->delete_at(st, id, id_len, registered_at_us, 0, done, arg);
+}
+
+/* nd_store_delete_at() of a change that is the replication stream's entry
+ * stream_seq (> 0; 0: as nd_store_delete_at()): the sequence is written in
+ * the same transaction, as a record's stream_seq is (issue 14). */
+static inline int nd_store_delete_at_seq(nd_store *st, const char *id, size_t id_len,
+                                         int64_t registered_at_us, uint64_t stream_seq,
+                                         nd_store_done_fn done, void *arg)
+{
+    return nd_store_base_of(st)->ops->delete_at(st, id, id_len, registered_at_us, stream_seq, done,
+                                                arg);
 }
 
 /* Queues the replacement of the record stored under rec->registered_at_us,
@@ -429,6 +447,15 @@ nd_store_sketches(nd_store *st, const int64_t *at, size_t n,
                   int (*visit)(void *arg, size_t i, const uint8_t *buf, size_t len), void *arg)
 {
     return nd_store_base_of(st)->ops->sketches(st, at, n, visit, arg);
+}
+
+/* The greatest replication stream sequence committed with a change
+ * (nd_record.stream_seq, nd_store_delete_at_seq()), 0 when none: where a
+ * replica resumes tailing the stream after a restart (issue 14). A
+ * backup carries it. Any thread; does not allocate. */
+static inline uint64_t nd_store_stream_seq(nd_store *st)
+{
+    return nd_store_base_of(st)->ops->stream_seq(st);
 }
 
 /* Number of stored records (from a read transaction), or -errno. */

@@ -154,6 +154,7 @@
 #define DB_AUDIT "audit"
 #define MAX_DBS 8
 #define INFO_KEY "format"
+#define SEQ_KEY "stream_seq" /* info: the greatest stream sequence applied (8 bytes, BE) */
 #define INFO_MAGIC "ndst"
 
 #define LOCK_NAME "neardup.lock"
@@ -193,6 +194,7 @@ typedef struct change {
                                  * amend: always */
     uint32_t ev_len;     /* the last bytes of data are an event (encoded
                                  * by encode_event; 0: none) */
+    uint64_t stream_seq; /* the replication stream's entry (0: none) */
     size_t size;         /* bytes charged to the queue */
     unsigned char data[];
 } change;
@@ -209,11 +211,13 @@ struct nd_store {
     MDB_dbi dbi;
     MDB_dbi sketch_dbi;                     /* registered_at_us -> encoded sketch */
     MDB_dbi det_dbi, detidx_dbi, audit_dbi; /* the journals (see the top) */
-    int64_t last_key;                       /* commit thread: the greatest key known to be
+    MDB_dbi info_dbi;
+    _Atomic uint64_t stream_seq;   /* info/stream_seq as last committed */
+    int64_t last_key;              /* commit thread: the greatest key known to be
                                  * stored (-1: none), the MDB_APPEND hint */
-    unsigned long long zeroed_end;          /* commit thread: data.mdb is at least this
+    unsigned long long zeroed_end; /* commit thread: data.mdb is at least this
                                  * long (bytes; 0: not known yet) */
-    void *zeros;                            /* ZERO_CHUNK zero bytes, made on first use */
+    void *zeros;                   /* ZERO_CHUNK zero bytes, made on first use */
 
     pthread_mutex_t mu;   /* guards the fields down to `closing` */
     pthread_cond_t work;  /* commit thread: changes queued / closing */
@@ -680,6 +684,7 @@ static int open_dbs(MDB_txn *txn, nd_store *st, const char *dir, char *err, size
             (rc = mdb_put(txn, info, &k, &v, 0)) ||
             (rc = mdb_dbi_open(txn, DB_RECORDS, MDB_CREATE, records)))
             return open_err(rc, dir, "create", err, errlen);
+        st->info_dbi = info;
         return open_added_dbs(txn, st, dir, err, errlen);
     }
     if (rc)
@@ -702,8 +707,18 @@ static int open_dbs(MDB_txn *txn, nd_store *st, const char *dir, char *err, size
     rc = mdb_dbi_open(txn, DB_RECORDS, 0, records);
     if (rc)
         return open_err(rc, dir, "records database", err, errlen);
+    st->info_dbi = info;
     /* Created in a store that has none. */
     return open_added_dbs(txn, st, dir, err, errlen);
+}
+
+/* info/stream_seq, or 0 when it is not there. */
+static uint64_t read_stream_seq(MDB_txn *txn, MDB_dbi info)
+{
+    MDB_val k = {sizeof(SEQ_KEY) - 1, SEQ_KEY}, v;
+    if (mdb_get(txn, info, &k, &v) || v.mv_size != 8)
+        return 0;
+    return (uint64_t)rd_key(v.mv_data);
 }
 
 /* The greatest key in records, or -1 when it is empty (or its last key is
@@ -755,6 +770,7 @@ static int env_open(nd_store *st, char *err, size_t errlen)
         goto fail;
     }
     st->last_key = read_last_key(txn, st->dbi);
+    atomic_store(&st->stream_seq, read_stream_seq(txn, st->info_dbi));
     if ((rc = mdb_txn_commit(txn))) {
         rc = open_err(rc, st->dir, "mdb_txn_commit", err, errlen);
         goto fail;
@@ -1142,6 +1158,15 @@ static int write_begin(nd_store *st, MDB_txn **txn)
     return rc;
 }
 
+/* Writes info/stream_seq = seq in txn. Returns the LMDB result. */
+static int put_stream_seq(MDB_txn *txn, MDB_dbi info, uint64_t seq)
+{
+    unsigned char b[8];
+    wr_key(b, (int64_t)seq);
+    MDB_val k = {sizeof(SEQ_KEY) - 1, SEQ_KEY}, v = {sizeof(b), b};
+    return mdb_put(txn, info, &k, &v, 0);
+}
+
 /* Applies n changes starting at first in one write transaction. Sets each
  * change's status as it would be if the commit succeeds, and *res. Returns
  * the LMDB result of the transaction (0 when committed); the last_key hint
@@ -1154,17 +1179,25 @@ static int apply_txn(nd_store *st, change *first, size_t n, txn_result *res)
     if (rc)
         return rc;
     int64_t last = st->last_key;
+    uint64_t seq = 0; /* the greatest stream sequence in the batch */
     change *c = first;
-    for (size_t i = 0; i < n && rc == 0; i++, c = c->next)
+    for (size_t i = 0; i < n && rc == 0; i++, c = c->next) {
         rc = c->kind == CHANGE_PUT     ? apply_put(st, txn, c, &last, res)
              : c->kind == CHANGE_EVENT ? apply_event_change(st, txn, c, res)
                                        : apply_at(st, txn, c, res);
+        seq = c->stream_seq > seq ? c->stream_seq : seq;
+    }
+    if (rc == 0 && seq > atomic_load(&st->stream_seq)) /* same transaction (issue 14) */
+        rc = put_stream_seq(txn, st->info_dbi, seq);
     if (rc) {
         mdb_txn_abort(txn);
         return rc;
     }
-    if ((rc = mdb_txn_commit(txn)) == 0)
+    if ((rc = mdb_txn_commit(txn)) == 0) {
         st->last_key = last;
+        if (seq > atomic_load(&st->stream_seq))
+            atomic_store(&st->stream_seq, seq);
+    }
     return commit_error(st, rc);
 }
 
@@ -1593,6 +1626,7 @@ static change *change_new(enum change_kind kind, size_t len, nd_store_done_fn do
     c->sketch_len = 0;
     c->keep_sketch = false;
     c->ev_len = 0;
+    c->stream_seq = 0;
     c->size = size;
     return c;
 }
@@ -1644,6 +1678,7 @@ static int queue_record(nd_store *st, enum change_kind kind, const nd_record *re
     if (rec->sketch_len)
         memcpy(c->data + KEY_SIZE + vsize, rec->sketch, rec->sketch_len);
     c->sketch_len = (uint32_t)rec->sketch_len;
+    c->stream_seq = rec->stream_seq;
     return enqueue(st, c);
 }
 
@@ -1668,6 +1703,7 @@ static int lmdb_amend(nd_store *st, const nd_record *rec, const nd_store_event *
         encode_event(c->data + KEY_SIZE + vsize, audit);
     c->ev_len = (uint32_t)esize;
     c->keep_sketch = true;
+    c->stream_seq = rec->stream_seq;
     return enqueue(st, c);
 }
 
@@ -1695,7 +1731,7 @@ static int lmdb_replace(nd_store *st, const nd_record *rec, nd_store_done_fn don
 }
 
 static int lmdb_delete_at(nd_store *st, const char *id, size_t id_len, int64_t registered_at_us,
-                          nd_store_done_fn done, void *arg)
+                          uint64_t stream_seq, nd_store_done_fn done, void *arg)
 {
     if (!st || !id_ok(id, id_len) || registered_at_us < 0)
         return -EINVAL;
@@ -1704,6 +1740,7 @@ static int lmdb_delete_at(nd_store *st, const char *id, size_t id_len, int64_t r
         return -ENOMEM;
     wr_key(c->data, registered_at_us);
     memcpy(c->data + KEY_SIZE, id, id_len);
+    c->stream_seq = stream_seq;
     return enqueue(st, c);
 }
 
@@ -1871,6 +1908,11 @@ static int lmdb_events(nd_store *st, nd_event_kind kind, int64_t owner_at, int64
     return ret;
 }
 
+static uint64_t lmdb_stream_seq(nd_store *st)
+{
+    return atomic_load(&st->stream_seq);
+}
+
 static int64_t lmdb_count(nd_store *st)
 {
     MDB_txn *txn;
@@ -2028,6 +2070,7 @@ static const nd_store_ops lmdb_ops = {
     .event_put = lmdb_event_put,
     .events = lmdb_events,
     .delete_at = lmdb_delete_at,
+    .stream_seq = lmdb_stream_seq,
     .scan = lmdb_scan,
     .get = lmdb_get,
     .sketches = lmdb_sketches,

@@ -40,6 +40,7 @@ typedef struct mem_store {
     mem_journal **journals; /* hash table of journals */
     size_t njournal_buckets, njournals;
     _Atomic uint64_t commits, failed;
+    _Atomic uint64_t stream_seq; /* the greatest stream sequence applied */
 } mem_store;
 
 static mem_store *ms_of(const nd_store *st)
@@ -168,6 +169,14 @@ static bool same_id(const nd_record *r, const char *id, size_t id_len)
 
 /* Ends a change: counts it and, when it committed, tells the observer
  * (write lock held: commit order). */
+/* Notes the stream sequence of a change that was applied (or refused for
+ * good: it is not tried again) under the lock. */
+static void note_seq(mem_store *ms, uint64_t seq)
+{
+    if (seq > atomic_load_explicit(&ms->stream_seq, memory_order_relaxed))
+        atomic_store_explicit(&ms->stream_seq, seq, memory_order_relaxed);
+}
+
 static void committed(mem_store *ms, int status, nd_store_change kind, const nd_record *rec)
 {
     if (status == 0) {
@@ -207,7 +216,10 @@ static int mem_write(nd_store *st, const nd_record *r, bool replace, nd_store_do
         ms->count++;
         grow(ms);
     }
+    note_seq(ms, r->stream_seq);
+    m->rec.stream_seq = r->stream_seq; /* the observer sees it ... */
     committed(ms, status, replace ? ND_STORE_REPLACE : ND_STORE_PUT, &m->rec);
+    m->rec.stream_seq = 0; /* ... scans and gets do not */
     pthread_rwlock_unlock(&ms->lock);
     if (status)
         free(m);
@@ -428,15 +440,18 @@ static int mem_amend(nd_store *st, const nd_record *rec, const nd_store_event *a
         m->next = old->next;
         *pp = m;
         free(old);
+        m->rec.stream_seq = 0;
         nd_record seen = m->rec;
         seen.sketch = NULL; /* as the LMDB store's observer: not rewritten */
         seen.sketch_len = 0;
+        seen.stream_seq = r.stream_seq;
         committed(ms, 0, ND_STORE_AMEND, &seen);
         if (e)
             journal_insert(ms, j, e);
     } else {
         committed(ms, status, ND_STORE_AMEND, &r);
     }
+    note_seq(ms, r.stream_seq);
     pthread_rwlock_unlock(&ms->lock);
     if (status) {
         free(m);
@@ -449,7 +464,7 @@ static int mem_amend(nd_store *st, const nd_record *rec, const nd_store_event *a
     return 0;
 }
 
-static int mem_delete_at(nd_store *st, const char *id, size_t id_len, int64_t at,
+static int mem_delete_at(nd_store *st, const char *id, size_t id_len, int64_t at, uint64_t seq,
                          nd_store_done_fn done, void *arg)
 {
     mem_store *ms = ms_of(st);
@@ -464,7 +479,8 @@ static int mem_delete_at(nd_store *st, const char *id, size_t id_len, int64_t at
         ms->count--;
         status = 0;
     }
-    nd_record rec = {.id = id, .id_len = id_len, .registered_at_us = at};
+    nd_record rec = {.id = id, .id_len = id_len, .registered_at_us = at, .stream_seq = seq};
+    note_seq(ms, seq);
     committed(ms, status, ND_STORE_DELETE, &rec);
     pthread_rwlock_unlock(&ms->lock);
     free(gone);
@@ -546,6 +562,11 @@ static int64_t mem_count(nd_store *st)
     return n;
 }
 
+static uint64_t mem_stream_seq(nd_store *st)
+{
+    return atomic_load_explicit(&ms_of(st)->stream_seq, memory_order_relaxed);
+}
+
 static bool mem_writable(const nd_store *st)
 {
     (void)st;
@@ -599,6 +620,7 @@ static const nd_store_ops mem_ops = {
     .get = mem_get,
     .sketches = mem_sketches,
     .count = mem_count,
+    .stream_seq = mem_stream_seq,
     .writable = mem_writable,
     .get_stats = mem_get_stats,
     .close = mem_close,

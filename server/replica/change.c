@@ -1,0 +1,178 @@
+/* change.c - the replication stream's entry layout (change.h).
+ *
+ *   u8 layout (1), u8 kind, u8 status, u8 flags (1: audit follows)
+ *   i64 registered_at_us, u64 simhash, u32 chars, 16 bytes text hash
+ *   u16 id_len, id; u8 version_len, version, a NUL byte
+ *   u32 meta_len + 1 (0: none), meta; u16 account_len, account;
+ *   u32 policy_len + 1 (0: none), policy
+ *   u16 nanchors, anchors (4 bytes each, as stored); u16 sketch_len, sketch
+ *   audit: u8 kind, i64 owner_at, i64 at_us, u32 value_len + 1 (0: none), value */
+#include "change.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LAYOUT 1u
+#define FLAG_AUDIT 1u
+
+typedef struct writer {
+    uint8_t *p;
+} writer;
+
+static void put_bytes(writer *w, const void *b, size_t n)
+{
+    if (n)
+        memcpy(w->p, b, n);
+    w->p += n;
+}
+
+static void put_u(writer *w, uint64_t v, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        *w->p++ = (uint8_t)(v >> (8 * i));
+}
+
+static size_t opt_len(const void *p, size_t n)
+{
+    return p ? n : 0;
+}
+
+int nd_change_encode(int kind, const nd_record *rec, const nd_store_event *audit, uint8_t **out,
+                     size_t *len)
+{
+    size_t vlen = rec->version ? strlen(rec->version) : 0;
+    size_t meta = opt_len(rec->meta, rec->meta_len), acc = opt_len(rec->account, rec->account_len);
+    size_t pol = opt_len(rec->policy, rec->policy_len);
+    size_t na = rec->anchors ? rec->nanchors : 0, sk = opt_len(rec->sketch, rec->sketch_len);
+    size_t val = audit ? opt_len(audit->value, audit->value_len) : 0;
+    if (rec->id_len > 0xFFFF || vlen > 0xFF || meta >= 0xFFFFFFFFu || acc > 0xFFFF ||
+        pol >= 0xFFFFFFFFu || na > 0xFFFF || sk > 0xFFFF || val >= 0xFFFFFFFFu)
+        return -EINVAL;
+    size_t n = 4 + 8 + 8 + 4 + 16 + 2 + rec->id_len + 1 + vlen + 1 + 4 + meta + 2 + acc + 4 + pol +
+               2 + 4 * na + 2 + sk + (audit ? 1 + 8 + 8 + 4 + val : 0);
+    uint8_t *buf = malloc(n);
+    if (!buf)
+        return -ENOMEM;
+    writer w = {buf};
+    put_u(&w, LAYOUT, 1);
+    put_u(&w, (uint64_t)kind, 1);
+    put_u(&w, rec->status, 1);
+    put_u(&w, audit ? FLAG_AUDIT : 0, 1);
+    put_u(&w, (uint64_t)rec->registered_at_us, 8);
+    put_u(&w, rec->simhash, 8);
+    put_u(&w, rec->chars, 4);
+    put_bytes(&w, rec->text_hash, 16);
+    put_u(&w, rec->id_len, 2);
+    put_bytes(&w, rec->id, rec->id_len);
+    put_u(&w, vlen, 1);
+    put_bytes(&w, rec->version, vlen);
+    put_u(&w, 0, 1);
+    put_u(&w, rec->meta ? meta + 1 : 0, 4);
+    put_bytes(&w, rec->meta, meta);
+    put_u(&w, acc, 2);
+    put_bytes(&w, rec->account, acc);
+    put_u(&w, rec->policy ? pol + 1 : 0, 4);
+    put_bytes(&w, rec->policy, pol);
+    put_u(&w, na, 2);
+    put_bytes(&w, rec->anchors, 4 * na);
+    put_u(&w, sk, 2);
+    put_bytes(&w, rec->sketch, sk);
+    if (audit) {
+        put_u(&w, (uint64_t)audit->kind, 1);
+        put_u(&w, (uint64_t)audit->owner_at, 8);
+        put_u(&w, (uint64_t)audit->at_us, 8);
+        put_u(&w, audit->value ? val + 1 : 0, 4);
+        put_bytes(&w, audit->value, val);
+    }
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+typedef struct reader {
+    const uint8_t *p, *end;
+    bool bad;
+} reader;
+
+static uint64_t get_u(reader *r, unsigned n)
+{
+    if ((size_t)(r->end - r->p) < n) {
+        r->bad = true;
+        r->p = r->end;
+        return 0;
+    }
+    uint64_t v = 0;
+    for (unsigned i = 0; i < n; i++)
+        v |= (uint64_t)r->p[i] << (8 * i);
+    r->p += n;
+    return v;
+}
+
+static const void *get_bytes(reader *r, size_t n)
+{
+    if ((size_t)(r->end - r->p) < n) {
+        r->bad = true;
+        r->p = r->end;
+        return NULL;
+    }
+    const void *b = r->p;
+    r->p += n;
+    return b;
+}
+
+/* A length-prefixed optional field: prefix 0 is none (NULL, 0). */
+static const char *get_opt(reader *r, unsigned prefix, size_t *len)
+{
+    uint64_t n = get_u(r, prefix);
+    *len = n ? (size_t)n - 1 : 0;
+    if (!n)
+        return NULL;
+    const char *b = get_bytes(r, *len);
+    return b ? b : "";
+}
+
+int nd_change_decode(const uint8_t *buf, size_t len, nd_change *ch)
+{
+    reader r = {buf, buf + len, false};
+    memset(ch, 0, sizeof(*ch));
+    if (get_u(&r, 1) != LAYOUT)
+        return r.bad ? -EBADMSG : -EPROTO;
+    ch->kind = (int)get_u(&r, 1);
+    nd_record *rec = &ch->rec;
+    rec->status = (uint8_t)get_u(&r, 1);
+    unsigned flags = (unsigned)get_u(&r, 1);
+    if (flags & ~FLAG_AUDIT)
+        r.bad = true;
+    rec->registered_at_us = (int64_t)get_u(&r, 8);
+    rec->simhash = get_u(&r, 8);
+    rec->chars = (uint32_t)get_u(&r, 4);
+    const void *th = get_bytes(&r, 16);
+    if (th)
+        memcpy(rec->text_hash, th, 16);
+    rec->id_len = (size_t)get_u(&r, 2);
+    rec->id = get_bytes(&r, rec->id_len);
+    size_t vlen = (size_t)get_u(&r, 1);
+    rec->version = get_bytes(&r, vlen + 1);
+    if (rec->version && (rec->version[vlen] != '\0' || memchr(rec->version, 0, vlen)))
+        r.bad = true;
+    rec->meta = get_opt(&r, 4, &rec->meta_len);
+    rec->account_len = (size_t)get_u(&r, 2);
+    rec->account = rec->account_len ? get_bytes(&r, rec->account_len) : NULL;
+    rec->policy = get_opt(&r, 4, &rec->policy_len);
+    rec->nanchors = (uint32_t)get_u(&r, 2);
+    rec->anchors = rec->nanchors ? get_bytes(&r, 4 * (size_t)rec->nanchors) : NULL;
+    rec->sketch_len = (size_t)get_u(&r, 2);
+    rec->sketch = rec->sketch_len ? get_bytes(&r, rec->sketch_len) : NULL;
+    if (flags & FLAG_AUDIT) {
+        ch->has_audit = 1;
+        ch->audit.kind = (nd_event_kind)get_u(&r, 1);
+        ch->audit.owner_at = (int64_t)get_u(&r, 8);
+        ch->audit.at_us = (int64_t)get_u(&r, 8);
+        ch->audit.value = get_opt(&r, 4, &ch->audit.value_len);
+    }
+    if (r.bad || r.p != r.end || ch->kind < ND_CHANGE_NOOP || ch->kind > ND_STORE_AMEND)
+        return -EBADMSG;
+    return 0;
+}

@@ -1,0 +1,39 @@
+/* change.h - one entry of the replication stream (issue 14): a store change
+ * (a registration, an upgrade, a deletion, an amendment with its audit
+ * event) as bytes, and back.
+ *
+ * The layout (little-endian, version byte first) is private to this file
+ * pair; a node refuses an entry of another version (nd_change_decode()
+ * -EPROTO), so a layout change needs a new version byte and a rolling
+ * upgrade that reads both. */
+#ifndef ND_CHANGE_H
+#define ND_CHANGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+#define ND_CHANGE_NOOP 0 /* an entry that changes nothing */
+
+/* A decoded entry. Its pointers point into the bytes decoded (valid while
+ * they are); rec.stream_seq is 0 (the caller sets it). */
+typedef struct nd_change {
+    int kind; /* nd_store_change, or ND_CHANGE_NOOP */
+    nd_record rec;
+    nd_store_event audit; /* when has_audit */
+    int has_audit;
+} nd_change;
+
+/* Encodes a change into a new buffer (free() it): kind ND_STORE_PUT,
+ * ND_STORE_REPLACE, ND_STORE_AMEND (audit: its audit event or NULL) or
+ * ND_STORE_DELETE (rec: id and registered_at_us only). Returns 0 with *out
+ * and *len, -EINVAL (a field over its limit), -ENOMEM. */
+int nd_change_encode(int kind, const nd_record *rec, const nd_store_event *audit, uint8_t **out,
+                     size_t *len);
+
+/* Decodes len bytes of buf into *ch (pointing into buf). Returns 0,
+ * -EPROTO (another layout version) or -EBADMSG (truncated or malformed). */
+int nd_change_decode(const uint8_t *buf, size_t len, nd_change *ch);
+
+#endif
