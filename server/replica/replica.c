@@ -172,7 +172,7 @@ static void note_applied(nd_replica *r, uint64_t seq)
 static int queue_local(nd_replica *r, int kind, const nd_record *rec, const nd_store_event *audit,
                        nd_store_done_fn done, void *arg)
 {
-    if (!atomic_load(&r->writable)) {
+    if (!atomic_load(&r->writable) || atomic_load(&r->failed)) { /* never met by the applier */
         atomic_fetch_add(&r->unavailable, 1);
         return -ENOTCONN;
     }
