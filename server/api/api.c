@@ -221,9 +221,18 @@ static void handle_metrics(nd_req *r)
     if (api->replica) {
         nd_replica_stats rs;
         nd_replica_stats_get(api->replica, &rs);
-        mr = (nd_metrics_replica){rs.applied_seq, rs.stream_seq, rs.lag,       rs.lag_seconds,
-                                  rs.connected,   rs.writable,   rs.published, rs.applied,
-                                  rs.conflicts,   rs.unavailable};
+        mr = (nd_metrics_replica){.applied_seq = rs.applied_seq,
+                                  .stream_seq = rs.stream_seq,
+                                  .lag = rs.lag,
+                                  .lag_seconds = rs.lag_seconds,
+                                  .connected = rs.connected,
+                                  .writable = rs.writable,
+                                  .published = rs.published,
+                                  .applied = rs.applied,
+                                  .conflicts = rs.conflicts,
+                                  .unavailable = rs.unavailable,
+                                  .entries = rs.entries,
+                                  .gap_fills = rs.gap_fills};
         g.replica = &mr;
     }
     api_worker *aw = aw_of(r);
@@ -293,7 +302,7 @@ static void handle_replica(nd_req *r)
         nd_reply_key(&w, "applied_seq");
         nd_reply_u64(&w, rs.applied_seq);
         nd_reply_key(&w, "stored_seq");
-        nd_reply_u64(&w, nd_store_stream_seq(api->store));
+        nd_reply_u64(&w, rs.stored_seq);
         nd_reply_key(&w, "stream_seq");
         nd_reply_u64(&w, rs.stream_seq);
         nd_reply_key(&w, "lag");
@@ -309,6 +318,8 @@ static void handle_replica(nd_req *r)
         nd_reply_u64(&w, rs.published);
         nd_reply_key(&w, "applied");
         nd_reply_u64(&w, rs.applied);
+        nd_reply_key(&w, "entries");
+        nd_reply_u64(&w, rs.entries);
         nd_reply_key(&w, "conflicts");
         nd_reply_u64(&w, rs.conflicts);
     }

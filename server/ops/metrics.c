@@ -317,8 +317,14 @@ static int render_replica(const nd_metrics_replica *r, struct evbuffer *out)
                 r->connected);
     rc |= gauge(out, "neardup_replica_writable", "1 while the stream answers (writes taken).",
                 r->writable);
-    rc |= counter(out, "neardup_replica_published_total", "Entries this node published.",
+    rc |= counter(out, "neardup_replica_published_total", "Changes this node published.",
                   r->published);
+    rc |= counter(out, "neardup_replica_entries_total",
+                  "Stream entries this node published (each holds one or more changes).",
+                  r->entries);
+    rc |= counter(out, "neardup_replica_gap_fills_total",
+                  "Entries read directly from the stream because the subscription lagged.",
+                  r->gap_fills);
     rc |= counter(out, "neardup_replica_applied_total", "Entries applied on this node.",
                   r->applied);
     rc |= counter(out, "neardup_replica_conflicts_total",

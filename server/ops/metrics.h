@@ -62,7 +62,7 @@ typedef struct nd_metrics_replica {
     uint64_t applied_seq, stream_seq, lag;
     double lag_seconds;
     bool connected, writable;
-    uint64_t published, applied, conflicts, unavailable;
+    uint64_t published, applied, conflicts, unavailable, entries, gap_fills;
 } nd_metrics_replica;
 
 typedef struct nd_metrics_gauges {

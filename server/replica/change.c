@@ -176,3 +176,26 @@ int nd_change_decode(const uint8_t *buf, size_t len, nd_change *ch)
         return -EBADMSG;
     return 0;
 }
+
+void nd_change_frame_head(uint8_t out[ND_CHANGE_FRAME_HEAD], uint64_t token, uint32_t len)
+{
+    writer w = {out};
+    put_u(&w, token, 8);
+    put_u(&w, len, 4);
+}
+
+int nd_change_frame_next(const uint8_t *buf, size_t len, size_t *off, uint64_t *token,
+                         const uint8_t **body, size_t *blen)
+{
+    if (*off >= len)
+        return 0;
+    reader r = {buf + *off, buf + len, false};
+    *token = get_u(&r, 8);
+    size_t n = (size_t)get_u(&r, 4);
+    *body = get_bytes(&r, n);
+    if (r.bad || !*body)
+        return -EBADMSG;
+    *blen = n;
+    *off = (size_t)(r.p - buf);
+    return 1;
+}

@@ -36,4 +36,18 @@ int nd_change_encode(int kind, const nd_record *rec, const nd_store_event *audit
  * -EPROTO (another layout version) or -EBADMSG (truncated or malformed). */
 int nd_change_decode(const uint8_t *buf, size_t len, nd_change *ch);
 
+/* A stream entry holds one or more changes, in order, each framed as its
+ * publisher's token (u64), its length (u32) and its nd_change_encode()
+ * bytes. */
+#define ND_CHANGE_FRAME_HEAD 12
+
+/* Writes the frame head of a change of len bytes into out. */
+void nd_change_frame_head(uint8_t out[ND_CHANGE_FRAME_HEAD], uint64_t token, uint32_t len);
+
+/* Reads the frame at *off of an entry of len bytes: returns 1 with its
+ * token, bytes and length (pointing into buf) and *off moved past it, 0 at
+ * the end of the entry, -EBADMSG for a cut frame. */
+int nd_change_frame_next(const uint8_t *buf, size_t len, size_t *off, uint64_t *token,
+                         const uint8_t **body, size_t *blen);
+
 #endif

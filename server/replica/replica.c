@@ -19,22 +19,31 @@
 #include <unistd.h>
 
 #define SUBJECT_SUFFIX ".changes"
-#define HDR_CHANGE "Nd-Change" /* "<origin>-<token>": which node's which change */
-#define PROBE_MS 500           /* stream probe interval */
-#define PROBE_WAIT_MAX 1000    /* longest wait for a probe's answer, ms */
-#define NEXT_MSG_MS 200        /* applier's wait for an entry (then checks stopping) */
-#define STALE_WAIT_MS 200      /* a refused change waits this long for the applier */
-#define QUEUE_MAX 16384        /* local changes waiting for the publisher */
+#define HDR_ORIGIN "Nd-Origin"   /* the publishing process (its random name) */
+#define PROBE_MS 500             /* stream probe interval */
+#define PROBE_WAIT_MAX 1000      /* longest wait for a probe's answer, ms */
+#define NEXT_MSG_MS 200          /* applier's wait for an entry (then checks stopping) */
+#define STALE_WAIT_MS 200        /* a refused change waits this long for the applier */
+#define QUEUE_MAX 16384          /* local changes waiting for the publisher */
+#define BATCH_MAX 256            /* most changes in one stream entry */
+#define BATCH_BYTES (512u << 10) /* and their bytes (NATS's max_payload is 1 MiB) */
+#define POS_SHIFT 12             /* a change's position: entry << POS_SHIFT | index */
+#define POS_MAX (1u << POS_SHIFT)
+#define GAP_MS 500                /* no entry for this long while the stream has more: read them */
+#define GAP_MAX 256               /* entries read directly per try */
+#define STALL_MS 3000             /* behind and not moving for this long: not ready */
+#define HEARTBEAT_NS 1000000000LL /* the consumer's idle heartbeat (a lost one is seen in ~2 s) */
 #define SERVERS_MAX 32
-#define TOKEN_MAX 48
 
 /* A local change: queued for the publisher, then (published) waiting for
  * the applier to meet it in the stream. */
 typedef struct pub_item {
     struct pub_item *next;
-    uint64_t token;
-    uint64_t based; /* the last entry applied when it was decided */
-    uint8_t *bytes; /* nd_change_encode() */
+    uint64_t token;   /* this process's number of the change, in decision order */
+    uint64_t based;   /* the last entry applied when it was decided */
+    uint64_t seq;     /* its entry, once acknowledged (0 before) */
+    int64_t acked_ms; /* when acknowledged (0 before) */
+    uint8_t *bytes;   /* nd_change_encode() */
     size_t len;
     nd_store_done_fn done;
     void *arg;
@@ -80,13 +89,16 @@ struct nd_replica {
     bool started;
     pthread_t publisher, applier, prober, completer;
 
-    _Atomic uint64_t applied_seq; /* last entry applied in memory */
+    _Atomic uint64_t applied_seq; /* last entry applied in memory, whole */
+    uint64_t resume_pos;          /* the local store's position at start: changes
+                                   * up to it are committed (skipped) */
+    _Atomic int64_t progress_ms;  /* when applied_seq last moved */
     _Atomic uint64_t other_max;   /* last entry of another origin seen */
     _Atomic uint64_t own_last;    /* last entry this node published */
     _Atomic uint64_t stream_seq;  /* last entry of the stream known */
     _Atomic int64_t delay_ns;     /* last applied entry: publication to here */
     _Atomic bool writable, failed;
-    _Atomic uint64_t published, applied, conflicts, unavailable;
+    _Atomic uint64_t published, applied, conflicts, unavailable, entries, gap_fills;
 };
 
 static nd_replica *rep_of(const nd_store *st)
@@ -151,14 +163,10 @@ static void item_finish(pub_item *it, int status)
     free(it);
 }
 
-static void token_text(const nd_replica *r, uint64_t token, char out[TOKEN_MAX])
-{
-    snprintf(out, TOKEN_MAX, "%s-%" PRIu64, r->origin, token);
-}
-
 static void note_applied(nd_replica *r, uint64_t seq)
 {
     atomic_max(&r->applied_seq, seq);
+    atomic_store(&r->progress_ms, nd_clock_ms());
     atomic_fetch_add(&r->applied, 1);
     pthread_mutex_lock(&r->mu);
     pthread_cond_broadcast(&r->progress);
@@ -207,10 +215,7 @@ static int rep_put(nd_store *st, const nd_record *rec, nd_store_done_fn done, vo
     nd_replica *r = rep_of(st);
     if (!rec->stream_seq)
         return queue_local(r, ND_STORE_PUT, rec, NULL, done, arg);
-    int rc = nd_store_put(r->local, rec, done, arg);
-    if (rc == 0)
-        atomic_max(&r->applied_seq, rec->stream_seq);
-    return rc;
+    return nd_store_put(r->local, rec, done, arg); /* a stream change: the applier notes it */
 }
 
 static int rep_replace(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg)
@@ -218,10 +223,7 @@ static int rep_replace(nd_store *st, const nd_record *rec, nd_store_done_fn done
     nd_replica *r = rep_of(st);
     if (!rec->stream_seq)
         return queue_local(r, ND_STORE_REPLACE, rec, NULL, done, arg);
-    int rc = nd_store_replace(r->local, rec, done, arg);
-    if (rc == 0)
-        atomic_max(&r->applied_seq, rec->stream_seq);
-    return rc;
+    return nd_store_replace(r->local, rec, done, arg); /* a stream change: the applier notes it */
 }
 
 static int rep_amend(nd_store *st, const nd_record *rec, const nd_store_event *audit,
@@ -234,10 +236,8 @@ static int rep_amend(nd_store *st, const nd_record *rec, const nd_store_event *a
         r2.sketch_len = 0;
         return queue_local(r, ND_STORE_AMEND, &r2, audit, done, arg);
     }
-    int rc = nd_store_amend(r->local, rec, audit, done, arg);
-    if (rc == 0)
-        atomic_max(&r->applied_seq, rec->stream_seq);
-    return rc;
+    return nd_store_amend(r->local, rec, audit, done,
+                          arg); /* a stream change: the applier notes it */
 }
 
 static int rep_delete_at(nd_store *st, const char *id, size_t id_len, int64_t at, uint64_t seq,
@@ -248,10 +248,7 @@ static int rep_delete_at(nd_store *st, const char *id, size_t id_len, int64_t at
         nd_record rec = {.id = id, .id_len = id_len, .registered_at_us = at, .version = ""};
         return queue_local(r, ND_STORE_DELETE, &rec, NULL, done, arg);
     }
-    int rc = nd_store_delete_at_seq(r->local, id, id_len, at, seq, done, arg);
-    if (rc == 0)
-        atomic_max(&r->applied_seq, seq);
-    return rc;
+    return nd_store_delete_at_seq(r->local, id, id_len, at, seq, done, arg);
 }
 
 static int rep_event_put(nd_store *st, const nd_store_event *ev, nd_store_done_fn done, void *arg)
@@ -327,20 +324,19 @@ static const nd_store_ops replica_ops = {
 
 /* ---- the publisher ---- */
 
-/* A change that lost the race: waits (a little) for the applier to bring
- * in what another node wrote, so that the caller's second try is decided
- * on it, then reports -ESTALE. */
-static void refuse_stale(nd_replica *r, pub_item *it)
+/* Changes that lost the race: wait (a little) for the applier to bring in
+ * what another node wrote, so that the callers' second tries are decided
+ * on it, then report -ESTALE. items[0..n) are finished. */
+static void refuse_stale(nd_replica *r, pub_item **items, size_t n, uint64_t based)
 {
-    atomic_fetch_add(&r->conflicts, 1);
-    nd_log(ND_LOG_DEBUG, "replica: change %" PRIu64 " (based on %" PRIu64 ") lost the race",
-           it->token, it->based);
+    atomic_fetch_add(&r->conflicts, n);
+    nd_log(ND_LOG_DEBUG, "replica: %zu changes (based on %" PRIu64 ") lost the race", n, based);
     int64_t until = nd_clock_ms() + STALE_WAIT_MS;
     pthread_mutex_lock(&r->mu);
     while (!r->stopping && nd_clock_ms() < until) {
         uint64_t other = atomic_load(&r->other_max), applied = atomic_load(&r->applied_seq);
         uint64_t last = atomic_load(&r->stream_seq);
-        if (other > it->based && applied >= other && applied >= last)
+        if (other > based && applied >= other && applied >= last)
             break;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -352,32 +348,52 @@ static void refuse_stale(nd_replica *r, pub_item *it)
         pthread_cond_timedwait(&r->progress, &r->mu, &ts);
     }
     pthread_mutex_unlock(&r->mu);
-    item_finish(it, -ESTALE);
+    for (size_t i = 0; i < n; i++)
+        item_finish(items[i], -ESTALE);
 }
 
-/* Publishes it, expecting the stream to end where this node knows it ends.
- * On success the applier finishes it; otherwise it is finished here. */
-static void publish_one(nd_replica *r, pub_item *it)
+/* The entry of items[0..n): their frames, in order. NULL: out of memory. */
+static uint8_t *entry_of(pub_item **items, size_t n, size_t *len)
 {
-    if (atomic_load(&r->other_max) > it->based) { /* decided before another node's entry */
-        refuse_stale(r, it);
-        return;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += ND_CHANGE_FRAME_HEAD + items[i]->len;
+    uint8_t *buf = malloc(total ? total : 1), *p = buf;
+    if (!buf)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        nd_change_frame_head(p, items[i]->token, (uint32_t)items[i]->len);
+        memcpy(p + ND_CHANGE_FRAME_HEAD, items[i]->bytes, items[i]->len);
+        p += ND_CHANGE_FRAME_HEAD + items[i]->len;
     }
+    *len = total;
+    return buf;
+}
+
+/* Publishes items[0..n) as one entry, expecting the stream to end where
+ * this node knows it ends. Those the applier meets are finished by it; the
+ * others are finished here. */
+static void publish_entry(nd_replica *r, pub_item **items, size_t n)
+{
     uint64_t applied = atomic_load(&r->applied_seq), own = atomic_load(&r->own_last);
     uint64_t tail = applied > own ? applied : own;
-    char tok[TOKEN_MAX];
-    token_text(r, it->token, tok);
+    size_t len = 0;
+    uint8_t *body = entry_of(items, n, &len);
     natsMsg *m = NULL;
-    natsStatus s = natsMsg_Create(&m, r->subject, NULL, (const char *)it->bytes, (int)it->len);
+    natsStatus s = body ? natsMsg_Create(&m, r->subject, NULL, (const char *)body, (int)len)
+                        : NATS_NO_MEMORY;
+    free(body);
     if (s == NATS_OK)
-        s = natsMsgHeader_Set(m, HDR_CHANGE, tok);
+        s = natsMsgHeader_Set(m, HDR_ORIGIN, r->origin);
     if (s != NATS_OK) {
         natsMsg_Destroy(m);
-        item_finish(it, -ENOMEM);
+        for (size_t i = 0; i < n; i++)
+            item_finish(items[i], -ENOMEM);
         return;
     }
-    pthread_mutex_lock(&r->mu); /* before: the applier may meet it before the ack */
-    list_push(&r->awaiting, it);
+    pthread_mutex_lock(&r->mu); /* before: the applier may meet them before the ack */
+    for (size_t i = 0; i < n; i++)
+        list_push(&r->awaiting, items[i]);
     pthread_mutex_unlock(&r->mu);
     jsPubOptions po;
     jsPubOptions_Init(&po);
@@ -388,36 +404,79 @@ static void publish_one(nd_replica *r, pub_item *it)
         po.ExpectNoMessage = true; /* the stream's one subject: an empty stream */
     jsPubAck *ack = NULL;
     jsErrCode jerr = 0;
+    uint64_t first = items[0]->token;
     s = js_PublishMsg(&ack, r->js, m, &po, &jerr);
     natsMsg_Destroy(m);
+    /* Only items still awaiting are this thread's: the applier frees those it
+     * met (they landed). */
+    pthread_mutex_lock(&r->mu);
+    size_t mine = 0;
+    for (pub_item *it = r->awaiting.head, *next; it; it = next) {
+        next = it->next;
+        if (it->token < first || it->token > items[n - 1]->token)
+            continue;
+        if (s == NATS_OK) {
+            it->seq = ack->Sequence;
+            it->acked_ms = nd_clock_ms();
+        } else if (list_remove(&r->awaiting, it)) {
+            items[mine++] = it;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
     if (s == NATS_OK) {
         atomic_max(&r->own_last, ack->Sequence);
         atomic_max(&r->stream_seq, ack->Sequence);
-        atomic_fetch_add(&r->published, 1);
-        nd_log(ND_LOG_DEBUG, "replica: change %s published as entry %" PRIu64 " after %" PRIu64,
-               tok, ack->Sequence, tail);
+        atomic_fetch_add(&r->published, n);
+        atomic_fetch_add(&r->entries, 1);
+        nd_log(ND_LOG_DEBUG, "replica: %zu changes published as entry %" PRIu64 " after %" PRIu64,
+               n, ack->Sequence, tail);
         jsPubAck_Destroy(ack);
         return;
     }
-    pthread_mutex_lock(&r->mu);
-    bool mine = list_remove(&r->awaiting, it); /* else the applier met it: it landed */
-    pthread_mutex_unlock(&r->mu);
     if (!mine)
         return;
     if (jerr == JSStreamWrongLastSequenceErr) {
-        refuse_stale(r, it);
+        refuse_stale(r, items, mine, tail);
         return;
     }
-    /* No answer (or another error): the outcome is unknown to the client,
-     * which is told so (503). Should the entry have landed, it is applied
-     * as another node's, and this node's next entries, which expect the
-     * stream to end before it, are refused until then. */
-    nd_log(ND_LOG_WARN, "replica: publishing change %s failed: %s (JetStream error %d)", tok,
+    /* No answer (or another error): the outcome is unknown to the clients,
+     * who are told so (503). Should the entry have landed, it is applied as
+     * another node's, and this node's next entries, which expect the stream
+     * to end before it, are refused until then. */
+    nd_log(ND_LOG_WARN, "replica: publishing %zu changes failed: %s (JetStream error %d)", mine,
            natsStatus_GetText(s), (int)jerr);
-    atomic_fetch_add(&r->unavailable, 1);
+    atomic_fetch_add(&r->unavailable, mine);
     if (s == NATS_TIMEOUT || s == NATS_NO_RESPONDERS || s == NATS_CONNECTION_CLOSED)
         atomic_store(&r->writable, false);
-    item_finish(it, -ETIMEDOUT);
+    for (size_t i = 0; i < mine; i++)
+        item_finish(items[i], -ETIMEDOUT);
+}
+
+/* Takes what is queued (up to BATCH_MAX changes, BATCH_BYTES), refuses
+ * those decided before an entry of another node seen since, publishes the
+ * rest as one entry. Called with r->mu held; returns with it held. */
+static void publish_queued(nd_replica *r)
+{
+    pub_item *items[BATCH_MAX], *stale[BATCH_MAX];
+    size_t n = 0, nstale = 0, bytes = 0;
+    uint64_t other = atomic_load(&r->other_max), based = 0;
+    while (r->queue.head && n + nstale < BATCH_MAX &&
+           (n == 0 || bytes + r->queue.head->len <= BATCH_BYTES)) {
+        pub_item *it = list_pop(&r->queue);
+        if (it->based < other) { /* decided before another node's entry */
+            stale[nstale++] = it;
+            based = it->based;
+        } else {
+            items[n++] = it;
+            bytes += ND_CHANGE_FRAME_HEAD + it->len;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (nstale)
+        refuse_stale(r, stale, nstale, based);
+    if (n)
+        publish_entry(r, items, n);
+    pthread_mutex_lock(&r->mu);
 }
 
 static void *publisher_main(void *arg)
@@ -429,10 +488,7 @@ static void *publisher_main(void *arg)
             pthread_cond_wait(&r->work, &r->mu);
         if (r->stopping)
             break;
-        pub_item *it = list_pop(&r->queue);
-        pthread_mutex_unlock(&r->mu);
-        publish_one(r, it);
-        pthread_mutex_lock(&r->mu);
+        publish_queued(r);
     }
     pub_item *left = r->queue.head;
     r->queue = (item_list){NULL, NULL, 0};
@@ -464,9 +520,10 @@ static void fail(nd_replica *r, uint64_t seq, const char *what, int rc)
     atomic_store(&r->failed, true);
 }
 
-/* Writes this node's own entry (its change is pending in the registry) to
- * the local store; the registry's done callback answers the client. */
-static void apply_own(nd_replica *r, pub_item *it, const nd_change *ch, uint64_t seq)
+/* Writes one of this node's own changes (pending in the registry) to the
+ * local store at position pos; the registry's done callback answers the
+ * client. */
+static void apply_own(nd_replica *r, pub_item *it, const nd_change *ch, uint64_t pos)
 {
     const nd_record *rec = &ch->rec;
     int rc;
@@ -479,7 +536,7 @@ static void apply_own(nd_replica *r, pub_item *it, const nd_change *ch, uint64_t
                                 it->arg);
             break;
         case ND_STORE_DELETE:
-            rc = nd_store_delete_at_seq(r->local, rec->id, rec->id_len, rec->registered_at_us, seq,
+            rc = nd_store_delete_at_seq(r->local, rec->id, rec->id_len, rec->registered_at_us, pos,
                                         it->done, it->arg);
             break;
         default: rc = -EBADMSG;
@@ -488,12 +545,11 @@ static void apply_own(nd_replica *r, pub_item *it, const nd_change *ch, uint64_t
             usleep(1000); /* the local store's queue is full */
     } while (rc == -EBUSY && !stopping(r));
     if (rc < 0) {
-        fail(r, seq, "the local store refused this node's own entry", rc);
+        fail(r, pos >> POS_SHIFT, "the local store refused this node's own change", rc);
         it->done(it->arg, rc);
     }
     free(it->bytes);
     free(it);
-    note_applied(r, seq);
 }
 
 static void apply_done(void *arg, nd_reg_change *ch, int status)
@@ -517,14 +573,12 @@ static void apply_done(void *arg, nd_reg_change *ch, int status)
     pthread_mutex_unlock(&r->mu);
 }
 
-/* Applies another node's entry through the registry. */
-static void apply_other(nd_replica *r, const nd_change *ch, uint64_t seq)
+/* Applies another node's change at position pos through the registry.
+ * Returns false when applying stopped (failed, or stopping). */
+static bool apply_other(nd_replica *r, const nd_change *ch, uint64_t pos)
 {
-    atomic_max(&r->other_max, seq);
-    if (ch->kind == ND_CHANGE_NOOP) {
-        note_applied(r, seq);
-        return;
-    }
+    if (ch->kind == ND_CHANGE_NOOP)
+        return true;
     int rc;
     for (;;) {
         pthread_mutex_lock(&r->mu);
@@ -535,7 +589,7 @@ static void apply_other(nd_replica *r, const nd_change *ch, uint64_t seq)
         if (rc == -EBUSY) {
             usleep(1000);
         } else if (rc == ND_REG_WAIT) { /* a local change of the id is in flight */
-            nd_log(ND_LOG_DEBUG, "replica: entry %" PRIu64 " waits for a local change", seq);
+            nd_log(ND_LOG_DEBUG, "replica: position %" PRIx64 " waits for a local change", pos);
             pthread_mutex_lock(&r->mu);
             while (!r->woken && !r->stopping)
                 pthread_cond_wait(&r->progress, &r->mu);
@@ -544,12 +598,77 @@ static void apply_other(nd_replica *r, const nd_change *ch, uint64_t seq)
             break;
         }
         if (stopping(r))
-            return;
+            return false;
     }
     if (rc < 0 && rc != -ESHUTDOWN)
-        fail(r, seq, "applying it failed", rc);
-    else if (rc >= 0)
-        note_applied(r, seq);
+        fail(r, pos >> POS_SHIFT, "applying a change of it failed", rc);
+    return rc >= 0;
+}
+
+/* This node's change with token, if it is the next one awaited (taken
+ * off the list), else NULL. */
+static pub_item *take_own(nd_replica *r, bool from_here, uint64_t token)
+{
+    if (!from_here)
+        return NULL;
+    pthread_mutex_lock(&r->mu);
+    pub_item *it = r->awaiting.head;
+    if (it && it->token == token)
+        list_pop(&r->awaiting);
+    else
+        it = NULL;
+    pthread_mutex_unlock(&r->mu);
+    return it;
+}
+
+/* Applies stream entry seq (published at ts_ns, by origin), whose body is
+ * data[0..len): each change at position seq << POS_SHIFT | index. */
+static void apply_entry(nd_replica *r, uint64_t seq, int64_t ts_ns, const char *origin,
+                        const uint8_t *data, size_t len)
+{
+    if (seq <= atomic_load(&r->applied_seq))
+        return; /* applied already */
+    bool from_here = origin && strcmp(origin, r->origin) == 0;
+    size_t off = 0, blen = 0;
+    uint64_t token;
+    const uint8_t *body;
+    unsigned idx = 0;
+    int rc;
+    while ((rc = nd_change_frame_next(data, len, &off, &token, &body, &blen)) == 1) {
+        uint64_t pos = seq << POS_SHIFT | idx++;
+        if (idx > POS_MAX) {
+            rc = -E2BIG;
+            break;
+        }
+        nd_change ch;
+        if ((rc = nd_change_decode(body, blen, &ch)) < 0)
+            break;
+        ch.rec.stream_seq = pos;
+        pub_item *it = take_own(r, from_here, token);
+        if (pos <= r->resume_pos) { /* committed before this start */
+            if (it)
+                item_finish(it, 0);
+            continue;
+        }
+        if (it) {
+            apply_own(r, it, &ch, pos);
+        } else {
+            atomic_max(&r->other_max, seq);
+            if (!apply_other(r, &ch, pos))
+                return;
+        }
+    }
+    if (rc < 0) {
+        fail(r, seq, rc == -EPROTO ? "written by a newer neardup" : "it cannot be decoded", rc);
+        return;
+    }
+    if (ts_ns > 0) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        int64_t d = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec - ts_ns;
+        atomic_store(&r->delay_ns, d > 0 ? d : 0);
+    }
+    note_applied(r, seq);
 }
 
 static void apply_msg(nd_replica *r, natsMsg *m)
@@ -561,37 +680,67 @@ static void apply_msg(nd_replica *r, natsMsg *m)
     atomic_max(&r->stream_seq, seq + meta->NumPending);
     int64_t ts = meta->Timestamp;
     jsMsgMetaData_Destroy(meta);
-    if (seq <= atomic_load(&r->applied_seq))
-        return; /* applied already */
-    const char *tok = NULL;
-    natsMsgHeader_Get(m, HDR_CHANGE, &tok);
-    nd_change ch;
-    int rc = nd_change_decode((const uint8_t *)natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
-                              &ch);
-    if (rc < 0) {
-        fail(r, seq, rc == -EPROTO ? "written by a newer neardup" : "cannot be decoded", rc);
-        return;
+    const char *origin = NULL;
+    natsMsgHeader_Get(m, HDR_ORIGIN, &origin);
+    apply_entry(r, seq, ts, origin, (const uint8_t *)natsMsg_GetData(m),
+                (size_t)natsMsg_GetDataLength(m));
+}
+
+/* Fills a gap the subscription left (its server stopped: the library
+ * makes a new consumer only after missed heartbeats): reads the entries
+ * after the last applied one directly from the stream. */
+static void fill_gap(nd_replica *r)
+{
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.Wait = r->timeout_ms < PROBE_WAIT_MAX ? r->timeout_ms : PROBE_WAIT_MAX;
+    for (int i = 0; i < GAP_MAX && !stopping(r) && !atomic_load(&r->failed); i++) {
+        uint64_t seq = atomic_load(&r->applied_seq) + 1;
+        if (seq > atomic_load(&r->stream_seq))
+            return;
+        natsMsg *m = NULL;
+        jsErrCode jerr = 0;
+        natsStatus s = js_GetMsg(&m, r->js, r->stream, seq, &jo, &jerr);
+        if (s != NATS_OK) {
+            if (jerr == JSNoMessageFoundErr) /* deleted by hand: nothing to apply */
+                note_applied(r, seq);
+            return;
+        }
+        const char *origin = NULL;
+        natsMsgHeader_Get(m, HDR_ORIGIN, &origin);
+        apply_entry(r, seq, natsMsg_GetTime(m), origin, (const uint8_t *)natsMsg_GetData(m),
+                    (size_t)natsMsg_GetDataLength(m));
+        natsMsg_Destroy(m);
+        atomic_fetch_add(&r->gap_fills, 1);
     }
-    ch.rec.stream_seq = seq;
-    char want[TOKEN_MAX];
+}
+
+/* Changes published and acknowledged (in the stream) that the applier has
+ * not met for twice the JetStream wait: the node cannot read the stream.
+ * Their clients get 503 (the change may have been made: they were told
+ * so); they count as another node's, so that no later decision of this
+ * node passes the fence without having seen them. */
+static void expire_awaiting(nd_replica *r)
+{
+    pub_item *gone = NULL;
+    int64_t now = nd_clock_ms();
     pthread_mutex_lock(&r->mu);
-    pub_item *it = r->awaiting.head;
-    if (it)
-        token_text(r, it->token, want);
-    bool own = it && tok && strcmp(tok, want) == 0;
-    if (own)
-        list_pop(&r->awaiting);
+    for (pub_item *it = r->awaiting.head, *next; it; it = next) {
+        next = it->next;
+        if (!it->acked_ms || now - it->acked_ms < 2 * (int64_t)r->timeout_ms)
+            continue;
+        list_remove(&r->awaiting, it);
+        atomic_max(&r->other_max, it->seq);
+        it->next = gone;
+        gone = it;
+    }
     pthread_mutex_unlock(&r->mu);
-    nd_log(ND_LOG_DEBUG, "replica: entry %" PRIu64 " kind %d from %s (%s)", seq, ch.kind,
-           tok ? tok : "?", own ? "this node's" : "another node's");
-    if (own)
-        apply_own(r, it, &ch, seq);
-    else
-        apply_other(r, &ch, seq);
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    int64_t d = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec - ts;
-    atomic_store(&r->delay_ns, d > 0 ? d : 0);
+    while (gone) {
+        pub_item *next = gone->next;
+        atomic_fetch_add(&r->unavailable, 1);
+        item_finish(gone, -ETIMEDOUT);
+        gone = next;
+    }
 }
 
 static natsSubscription *subscribe(nd_replica *r)
@@ -603,6 +752,7 @@ static natsSubscription *subscribe(nd_replica *r)
         so.Ordered = true;
         so.Config.DeliverPolicy = js_DeliverByStartSequence;
         so.Config.OptStartSeq = atomic_load(&r->applied_seq) + 1;
+        so.Config.Heartbeat = HEARTBEAT_NS; /* a lost consumer is noticed sooner */
         natsSubscription *sub = NULL;
         jsErrCode jerr = 0;
         natsStatus s = js_SubscribeSync(&sub, r->js, r->subject, NULL, &so, &jerr);
@@ -621,18 +771,23 @@ static void *applier_main(void *arg)
     natsSubscription *sub = subscribe(r);
     while (sub && !stopping(r)) {
         if (atomic_load(&r->failed)) {
+            expire_awaiting(r);
             usleep(100 * 1000);
             continue;
         }
         natsMsg *m = NULL;
         natsStatus s = natsSubscription_NextMsg(&m, sub, NEXT_MSG_MS);
-        if (s != NATS_OK) {
-            if (s != NATS_TIMEOUT)
-                usleep(10 * 1000);
+        if (s == NATS_OK) {
+            apply_msg(r, m);
+            natsMsg_Destroy(m);
             continue;
         }
-        apply_msg(r, m);
-        natsMsg_Destroy(m);
+        if (s != NATS_TIMEOUT)
+            usleep(10 * 1000);
+        if (atomic_load(&r->stream_seq) > atomic_load(&r->applied_seq) &&
+            nd_clock_ms() - atomic_load(&r->progress_ms) >= GAP_MS)
+            fill_gap(r);
+        expire_awaiting(r);
     }
     if (sub) {
         natsSubscription_Unsubscribe(sub);
@@ -659,7 +814,8 @@ static void *completer_main(void *arg)
             completion *next = c->next;
             int rc = nd_registry_complete(r->reg, c->ch, c->status);
             if (rc < 0)
-                fail(r, nd_store_stream_seq(r->local), "the local store could not commit it", rc);
+                fail(r, nd_store_stream_seq(r->local) >> POS_SHIFT,
+                     "the local store could not commit it", rc);
             free(c);
             c = next;
         }
@@ -851,8 +1007,12 @@ int nd_replica_open(nd_replica **out, nd_store *local, const nd_replica_options 
     }
     for (int i = 0; i < 8; i++)
         snprintf(r->origin + 2 * i, 3, "%02x", rnd[i]);
-    uint64_t have = nd_store_stream_seq(local), first = 0, last = 0;
-    atomic_init(&r->applied_seq, have);
+    /* The last change committed here; its entry is read again (the changes
+     * after it in that entry may not be). */
+    r->resume_pos = nd_store_stream_seq(local);
+    uint64_t have = r->resume_pos >> POS_SHIFT, first = 0, last = 0;
+    atomic_init(&r->applied_seq, have ? have - 1 : 0);
+    atomic_init(&r->progress_ms, nd_clock_ms());
     int64_t count = nd_store_count(local);
     int rc = have == 0 && count > 0
                  ? set_err(err, errlen, -EINVAL,
@@ -864,7 +1024,7 @@ int nd_replica_open(nd_replica **out, nd_store *local, const nd_replica_options 
                  : connect_nats(r, err, errlen);
     if (rc == 0)
         rc = ensure_stream(r, &first, &last, err, errlen);
-    if (rc == 0 && last > have && first > have + 1)
+    if (rc == 0 && last > 0 && first > (have ? have : 1))
         rc = set_err(err, errlen, -ERANGE,
                      "stream %s holds entries %" PRIu64 "..%" PRIu64
                      " but this store has applied up to %" PRIu64
@@ -991,8 +1151,9 @@ bool nd_replica_ready(const nd_replica *r, const char **why)
         w = "replica_failed";
     else if (!atomic_load(&m->writable))
         w = "replication_unavailable";
-    else if (last > applied && last - applied > r->max_lag)
-        w = "replica_behind";
+    else if (last > applied && (last - applied > r->max_lag ||
+                                nd_clock_ms() - atomic_load(&m->progress_ms) > STALL_MS))
+        w = "replica_behind"; /* far behind, or not moving */
     if (why)
         *why = w;
     return w == NULL;
@@ -1008,6 +1169,7 @@ void nd_replica_stats_get(const nd_replica *r, nd_replica_stats *out)
         .applied_seq = applied,
         .stream_seq = last > applied ? last : applied,
         .lag = last > applied ? last - applied : 0,
+        .stored_seq = nd_store_stream_seq(m->local) >> POS_SHIFT,
         .lag_seconds = (double)atomic_load(&m->delay_ns) / 1e9,
         .connected = m->nc && natsConnection_Status(m->nc) == NATS_CONN_STATUS_CONNECTED,
         .writable = atomic_load(&m->writable),
@@ -1016,5 +1178,7 @@ void nd_replica_stats_get(const nd_replica *r, nd_replica_stats *out)
         .applied = atomic_load(&m->applied),
         .conflicts = atomic_load(&m->conflicts),
         .unavailable = atomic_load(&m->unavailable),
+        .entries = atomic_load(&m->entries),
+        .gap_fills = atomic_load(&m->gap_fills),
     };
 }

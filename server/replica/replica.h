@@ -82,12 +82,18 @@ typedef struct nd_replica_stats {
     const char *stream;   /* borrowed */
     uint64_t applied_seq; /* last entry applied here (in memory) */
     uint64_t stream_seq;  /* last entry of the stream known here */
+    uint64_t stored_seq;  /* entry of the last change committed to the local
+                           * store (a restart reads from there) */
     uint64_t lag;         /* stream_seq - applied_seq */
-    double lag_seconds;   /* age of the oldest entry not applied (0: none) */
+    double lag_seconds;   /* publication to application of the last entry
+                           * applied here (the replication delay) */
     bool connected;       /* the NATS connection is up */
     bool writable;        /* the last probe of the stream was answered */
     bool failed;          /* applying an entry failed: restart the node */
-    uint64_t published;   /* entries this node published */
+    uint64_t published;   /* changes this node published */
+    uint64_t entries;     /* stream entries they took (several changes each
+                           * under load: one publish round trip for all) */
+    uint64_t gap_fills;   /* entries read directly: the subscription lagged */
     uint64_t applied;     /* entries applied (own and others') */
     uint64_t conflicts;   /* local changes refused: another node wrote first */
     uint64_t unavailable; /* local changes refused: NATS did not answer */

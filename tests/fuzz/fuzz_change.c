@@ -1,28 +1,46 @@
-/* fuzz_change - server/replica/change.c, the replication stream's entry
- * layout: any bytes either decode or are refused (-EBADMSG, -EPROTO), never
- * read out of bounds; what decodes encodes back to the very same bytes
- * (one layout, no two spellings of an entry), and the version handed to
- * the store is NUL-terminated without an inner NUL. */
+/* fuzz_change - server/replica/change.c, the replication stream's entries:
+ * any bytes split into frames or are refused (-EBADMSG), never read out of
+ * bounds; each frame's change either decodes or is refused (-EBADMSG,
+ * -EPROTO); what decodes encodes back to the very same bytes (one layout,
+ * no two spellings of a change), and the version handed to the store is
+ * NUL-terminated without an inner NUL. The input is tried both as a whole
+ * entry and as one change. */
 #include <errno.h>
 #include <string.h>
 
 #include "change.h"
 #include "fuzz_util.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+static void one_change(const uint8_t *data, size_t size)
 {
     nd_change ch;
     int rc = nd_change_decode(data, size, &ch);
     FUZZ_CHECK(rc == 0 || rc == -EBADMSG || rc == -EPROTO, "decode gave %d", rc);
     if (rc != 0)
-        return 0;
+        return;
     FUZZ_CHECK(ch.rec.version && strlen(ch.rec.version) < 256, "version");
     uint8_t *again = NULL;
     size_t len = 0;
     rc = nd_change_encode(ch.kind, &ch.rec, ch.has_audit ? &ch.audit : NULL, &again, &len);
-    FUZZ_CHECK(rc == 0, "encode of a decoded entry gave %d", rc);
+    FUZZ_CHECK(rc == 0, "encode of a decoded change gave %d", rc);
     FUZZ_CHECK(len == size && memcmp(again, data, size) == 0, "re-encoded %zu bytes of %zu", len,
                size);
     free(again);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    one_change(data, size);
+    size_t off = 0, seen = 0, blen = 0;
+    uint64_t token;
+    const uint8_t *body;
+    int rc;
+    while ((rc = nd_change_frame_next(data, size, &off, &token, &body, &blen)) == 1) {
+        FUZZ_CHECK(body >= data && body + blen <= data + size && off <= size, "frame bounds");
+        seen += ND_CHANGE_FRAME_HEAD + blen;
+        one_change(body, blen);
+    }
+    FUZZ_CHECK(rc == 0 || rc == -EBADMSG, "frame gave %d", rc);
+    FUZZ_CHECK(rc != 0 || seen == size, "frames cover %zu of %zu bytes", seen, size);
     return 0;
 }

@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -438,3 +439,47 @@ def run_threads(n, fn, timeout=120):
     check(not any(t.is_alive() for t in threads), "threads did not finish in %ss", timeout)
     if errors:
         raise errors[0]
+
+
+# ---- HAProxy's admin socket (test_haproxy, cluster.py) ----
+
+def haproxy_command(sock_path, cmd):
+    """One command on HAProxy's stats socket; its whole answer."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    try:
+        s.connect(sock_path)
+        s.sendall(cmd.encode() + b"\n")
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        s.close()
+    return data.decode()
+
+
+def haproxy_status(sock_path, backend, server):
+    """The status of server in backend ("UP", "DOWN", "UP 1/2", ...)."""
+    lines = haproxy_command(sock_path, "show stat").splitlines()
+    head = lines[0].lstrip("# ").split(",")
+    for line in lines[1:]:
+        row = dict(zip(head, line.split(",")))
+        if row.get("pxname") == backend and row.get("svname") == server:
+            return row["status"]
+    raise AssertionError("no server %s in show stat" % server)
+
+
+def haproxy_wait_status(sock_path, backend, server, prefix, timeout):
+    """Seconds until the status of server starts with prefix (not in
+    transition, "UP 1/2")."""
+    t0 = time.monotonic()
+    while True:
+        st = haproxy_status(sock_path, backend, server)
+        if st.startswith(prefix) and not re.match(r"^(UP|DOWN) \d+/\d+", st):
+            return time.monotonic() - t0
+        check(time.monotonic() - t0 < timeout, "haproxy: server %s still %r after %.1fs "
+              "(wanted %s)", server, st, timeout, prefix)
+        time.sleep(0.05)

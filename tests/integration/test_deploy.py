@@ -26,6 +26,7 @@ test_systemd.py runs systemd-analyze, test_haproxy.py the HAProxy file,
 test_replicas.py the replicated nodes, test_container.py the Dockerfile's
 recipe."""
 
+import json
 import os
 import re
 import shutil
@@ -338,10 +339,26 @@ def haproxy_replicas_config():
         single = f.read()
     with open(os.path.join(HAPROXY_DIR, "haproxy-replicas.cfg")) as f:
         text = f.read()
-    servers = re.findall(r"^\s*server\s+(\S+)\s+(\S+)(.*)$", text, re.M)
-    check(len(servers) == 3, "servers %r: wanted three", servers)
-    check(not any("backup" in rest.split() for _, _, rest in servers), "a backup server: %r",
-          servers)
+    # Two backends over the same three nodes: neardupd (checked on /readyz)
+    # and neardupd_alive (on /healthz), used only while the first has no
+    # server up (no NATS quorum anywhere): queries still answered.
+    parts = re.split(r"^backend\s+(\S+)\s*$", text, flags=re.M)
+    backends = dict(zip(parts[1::2], parts[2::2]))
+    check(set(backends) == {"neardupd", "neardupd_alive"}, "backends %r", sorted(backends))
+    servers = {b: re.findall(r"^\s*server\s+(\S+)\s+(\S+)(.*)$", t, re.M)
+               for b, t in backends.items()}
+    check(len(servers["neardupd"]) == 3 and servers["neardupd"] == servers["neardupd_alive"],
+          "servers %r: wanted the same three in both", servers)
+    check(not any("backup" in rest.split() for _, _, rest in servers["neardupd"]),
+          "a backup server: %r", servers)
+    check("uri /healthz" in backends["neardupd_alive"], "neardupd_alive is not checked on /healthz")
+    check(re.search(r"^\s*use_backend neardupd_alive if \{ nbsrv\(neardupd\) eq 0 \}\s*$", text,
+                    re.M), "the frontend does not fall back to neardupd_alive when none is ready")
+    for b, t in backends.items():
+        m = re.search(r"^\s*http-error status 503 content-type application/json string (\".*\")",
+                      t, re.M)
+        check(m and json.loads(json.loads(m.group(1)))["error"]["code"],
+              "backend %s: HAProxy's own 503 is not a JSON error", b)
     # Same health check, timings, retries and redispatch as haproxy.cfg.
     for pattern in (r"^\s*option httpchk\s*$", r"^\s*http-check send .*$",
                     r"^\s*http-check expect .*$", r"^\s*default-server .*$",

@@ -20,7 +20,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HOST, SOURCE_ROOT, Runner, Server, check, free_port,  # noqa: E402
-                     load_texts)
+                     haproxy_command, haproxy_status, haproxy_wait_status, load_texts)
 
 T = Runner("test_haproxy")
 CFG = os.path.join(SOURCE_ROOT, "deploy", "haproxy", "haproxy.cfg")
@@ -152,42 +151,13 @@ class HAProxy:
             return ""
 
     def command(self, cmd):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(5)
-        try:
-            s.connect(self.sock)
-            s.sendall(cmd.encode() + b"\n")
-            data = b""
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-        finally:
-            s.close()
-        return data.decode()
+        return haproxy_command(self.sock, cmd)
 
     def status(self, server):
-        """The server's status in backend neardupd ("UP", "DOWN", "UP 1/2", ...)."""
-        lines = self.command("show stat").splitlines()
-        head = lines[0].lstrip("# ").split(",")
-        for line in lines[1:]:
-            row = dict(zip(head, line.split(",")))
-            if row.get("pxname") == "neardupd" and row.get("svname") == server:
-                return row["status"]
-        raise AssertionError("no server %s in show stat" % server)
+        return haproxy_status(self.sock, "neardupd", server)
 
     def wait_status(self, server, prefix, timeout):
-        """Seconds until the status of server starts with prefix."""
-        t0 = time.monotonic()
-        while True:
-            st = self.status(server)
-            if st.startswith(prefix) and not re.match(r"^(UP|DOWN) \d+/\d+", st):
-                return time.monotonic() - t0
-            check(time.monotonic() - t0 < timeout, "server %s still %r after %.1fs (wanted %s)",
-                  server, st, timeout, prefix)
-            time.sleep(0.05)
-
+        return haproxy_wait_status(self.sock, "neardupd", server, prefix, timeout)
 
 class Load:
     """Client threads through HAProxy: keep-alive and one connection per
