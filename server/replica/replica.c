@@ -324,20 +324,17 @@ static const nd_store_ops replica_ops = {
 
 /* ---- the publisher ---- */
 
-/* Changes that lost the race: wait (a little) for the applier to bring in
- * what another node wrote, so that the callers' second tries are decided
- * on it, then report -ESTALE. items[0..n) are finished. */
-static void refuse_stale(nd_replica *r, pub_item **items, size_t n, uint64_t based)
+/* Changes that lost the race: wait (a little) for the applier to apply
+ * entry `target` (what another node wrote meanwhile), so that the callers'
+ * second tries are decided on it, then report -ESTALE. items[0..n) are
+ * finished. */
+static void refuse_stale(nd_replica *r, pub_item **items, size_t n, uint64_t target)
 {
     atomic_fetch_add(&r->conflicts, n);
-    nd_log(ND_LOG_DEBUG, "replica: %zu changes (based on %" PRIu64 ") lost the race", n, based);
+    nd_log(ND_LOG_DEBUG, "replica: %zu changes lost the race to entry %" PRIu64, n, target);
     int64_t until = nd_clock_ms() + STALE_WAIT_MS;
     pthread_mutex_lock(&r->mu);
-    while (!r->stopping && nd_clock_ms() < until) {
-        uint64_t other = atomic_load(&r->other_max), applied = atomic_load(&r->applied_seq);
-        uint64_t last = atomic_load(&r->stream_seq);
-        if (other > based && applied >= other && applied >= last)
-            break;
+    while (!r->stopping && atomic_load(&r->applied_seq) < target && nd_clock_ms() < until) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 5 * 1000000;
@@ -436,7 +433,8 @@ static void publish_entry(nd_replica *r, pub_item **items, size_t n)
     if (!mine)
         return;
     if (jerr == JSStreamWrongLastSequenceErr) {
-        refuse_stale(r, items, mine, tail);
+        uint64_t known = atomic_load(&r->stream_seq); /* the stream ends after tail */
+        refuse_stale(r, items, mine, known > tail ? known : tail + 1);
         return;
     }
     /* No answer (or another error): the outcome is unknown to the clients,
@@ -459,13 +457,12 @@ static void publish_queued(nd_replica *r)
 {
     pub_item *items[BATCH_MAX], *stale[BATCH_MAX];
     size_t n = 0, nstale = 0, bytes = 0;
-    uint64_t other = atomic_load(&r->other_max), based = 0;
+    uint64_t other = atomic_load(&r->other_max);
     while (r->queue.head && n + nstale < BATCH_MAX &&
            (n == 0 || bytes + r->queue.head->len <= BATCH_BYTES)) {
         pub_item *it = list_pop(&r->queue);
         if (it->based < other) { /* decided before another node's entry */
             stale[nstale++] = it;
-            based = it->based;
         } else {
             items[n++] = it;
             bytes += ND_CHANGE_FRAME_HEAD + it->len;
@@ -473,7 +470,7 @@ static void publish_queued(nd_replica *r)
     }
     pthread_mutex_unlock(&r->mu);
     if (nstale)
-        refuse_stale(r, stale, nstale, based);
+        refuse_stale(r, stale, nstale, other);
     if (n)
         publish_entry(r, items, n);
     pthread_mutex_lock(&r->mu);
