@@ -284,28 +284,6 @@ static void *arena_alloc(nd_registry *reg, block_feed *feed, size_t size)
     return out;
 }
 
-/* registry_internal.h */
-const char *nd_reg_version_intern(nd_registry *reg, const char *v)
-{
-    for (size_t i = 0; i < reg->nversions; i++)
-        if (strcmp(reg->versions[i].version, v) == 0) {
-            reg->versions[i].documents++;
-            return reg->versions[i].version;
-        }
-    if (reg->nversions == reg->versions_cap) {
-        size_t cap = reg->versions_cap ? reg->versions_cap * 2 : 4;
-        nd_registry_version_count *nv = realloc(reg->versions, cap * sizeof(*nv));
-        if (!nv)
-            return NULL;
-        reg->versions = nv;
-        reg->versions_cap = cap;
-    }
-    char *copy = strdup(v);
-    if (!copy)
-        return NULL;
-    reg->versions[reg->nversions++] = (nd_registry_version_count){copy, 1};
-    return copy;
-}
 
 /* Counts one document less for interned version v (a duplicate skipped). */
 static void version_uncount(nd_registry *reg, const char *v)

@@ -333,6 +333,29 @@ static int given_time(nd_registry *reg, int64_t at, int64_t *out)
     return 0;
 }
 
+/* registry_internal.h (the loader's, and stream changes') */
+const char *nd_reg_version_intern(nd_registry *reg, const char *v)
+{
+    for (size_t i = 0; i < reg->nversions; i++)
+        if (strcmp(reg->versions[i].version, v) == 0) {
+            reg->versions[i].documents++;
+            return reg->versions[i].version;
+        }
+    if (reg->nversions == reg->versions_cap) {
+        size_t cap = reg->versions_cap ? reg->versions_cap * 2 : 4;
+        nd_registry_version_count *nv = realloc(reg->versions, cap * sizeof(*nv));
+        if (!nv)
+            return NULL;
+        reg->versions = nv;
+        reg->versions_cap = cap;
+    }
+    char *copy = strdup(v);
+    if (!copy)
+        return NULL;
+    reg->versions[reg->nversions++] = (nd_registry_version_count){copy, 1};
+    return copy;
+}
+
 /* ---- life cycle ---- */
 
 int nd_registry_create(nd_registry **out, nd_store *store, const nd_registry_options *opts)

@@ -148,7 +148,7 @@ int nd_reg_map_reserve(nd_registry *reg, uint64_t extra);
 
 /* The registry's copy of fingerprint version v (not the current one),
  * counted once more (nd_registry_stale_versions()). The loader, or the
- * writer held. Returns NULL when out of memory. (loader.c) */
+ * writer held. Returns NULL when out of memory. (registry.c) */
 const char *nd_reg_version_intern(nd_registry *reg, const char *v);
 
 /* Grows the slot table so that extra more slots can be handed out without
