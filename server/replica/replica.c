@@ -388,6 +388,8 @@ static void publish_entry(nd_replica *r, pub_item **items, size_t n)
             item_finish(items[i], -ENOMEM);
         return;
     }
+    /* Their tokens: once published, the applier may meet and free them. */
+    uint64_t first = items[0]->token, last = items[n - 1]->token;
     pthread_mutex_lock(&r->mu); /* before: the applier may meet them before the ack */
     for (size_t i = 0; i < n; i++)
         list_push(&r->awaiting, items[i]);
@@ -401,7 +403,6 @@ static void publish_entry(nd_replica *r, pub_item **items, size_t n)
         po.ExpectNoMessage = true; /* the stream's one subject: an empty stream */
     jsPubAck *ack = NULL;
     jsErrCode jerr = 0;
-    uint64_t first = items[0]->token;
     s = js_PublishMsg(&ack, r->js, m, &po, &jerr);
     natsMsg_Destroy(m);
     /* Only items still awaiting are this thread's: the applier frees those it
@@ -410,7 +411,7 @@ static void publish_entry(nd_replica *r, pub_item **items, size_t n)
     size_t mine = 0;
     for (pub_item *it = r->awaiting.head, *next; it; it = next) {
         next = it->next;
-        if (it->token < first || it->token > items[n - 1]->token)
+        if (it->token < first || it->token > last)
             continue;
         if (s == NATS_OK) {
             it->seq = ack->Sequence;
