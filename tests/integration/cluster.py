@@ -271,23 +271,6 @@ class NatsCluster:
                   stream, timeout, info, self.describe())
             time.sleep(0.1)
 
-    def wait_stream_current(self, stream, timeout=30):
-        """Waits until every live server holds the stream with the same
-        last sequence and they agree on a live leader; returns that
-        (leader, last_seq)."""
-        deadline = time.monotonic() + timeout
-        live_names = {s.name for s in self.live()}
-        while True:
-            info = self.stream_info(stream)
-            leaders = {v[0] for v in info.values()}
-            seqs = {v[1] for v in info.values()}
-            if (set(info) == live_names and len(leaders) == 1 and leaders <= live_names
-                    and len(seqs) == 1):
-                return leaders.pop(), seqs.pop()
-            check(time.monotonic() < deadline, "stream %s not current after %ss: %r\n%s",
-                  stream, timeout, info, self.describe())
-            time.sleep(0.1)
-
     def consumer_hosts(self, stream):
         """{client connection name: server name} for the consumers of stream:
         which server holds the consumer that delivers to each client (a
