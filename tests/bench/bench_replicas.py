@@ -4,7 +4,7 @@
 
     python3 tests/bench/bench_replicas.py [--build build] [--duration 10]
         [--clients 8] [--threads 2] [--warmup 1] [--no-sync] [--rounds 1]
-        [--only single,one,three]
+        [--only single,one,three,writer]
 
 Scenarios (each on fresh neardupd processes and its own stream; the NATS
 cluster, three nats-server processes on loopback with JetStream, as in
@@ -13,6 +13,9 @@ tests/integration/cluster.py, is shared by the replicated ones):
   one      one replicated node (--nats to one server of the cluster)
   three    three replicated nodes, each on its own NATS server; client k
            talks to node k mod 3
+  writer   the same three nodes, every client on the first one: one node
+           decides every change and the other two follow (the ceiling of
+           an elected writer, without its forwarding hop)
 Clients: --clients threads, Python's http.client with keep-alive, each
 registering distinct new articles (random words of the shipped test texts,
 ~650 characters: every one original) as fast as the answers come, for
@@ -139,11 +142,13 @@ def self_cpu():
     return t.user + t.system
 
 
-def measure(name, nodes, nats_pids, args, replicated):
-    """Runs the clients against nodes (started Servers); returns figures."""
+def measure(name, nodes, nats_pids, args, replicated, targets=None):
+    """Runs the clients against targets (default: all of nodes, started
+    Servers); returns figures."""
     from cluster import Sampler, wait_converged
     node_pids = [n.proc.pid for n in nodes]
-    clients = Clients([n.port for n in nodes], args.clients, "b%s%d" % (name, time.monotonic_ns()))
+    clients = Clients([n.port for n in (targets or nodes)], args.clients,
+                      "b%s%d" % (name, time.monotonic_ns()))
     sampler = Sampler(nodes, 0.05) if replicated else None
     clients.start()
     try:
@@ -207,7 +212,7 @@ def run_single(args, sync):
         srv.cleanup()
 
 
-def run_replicated(args, sync, nats, count, name):
+def run_replicated(args, sync, nats, count, name, one_writer=False):
     from cluster import replica_args
     from harness import Server
     stream = "bench_%s_%d" % (name, time.monotonic_ns() % 10 ** 9)
@@ -222,7 +227,7 @@ def run_replicated(args, sync, nats, count, name):
             os.makedirs(srv.tmp, exist_ok=True)
             nodes.append(srv)
             srv.start()
-        return measure(name, nodes, nats.pids(), args, True)
+        return measure(name, nodes, nats.pids(), args, True, nodes[:1] if one_writer else None)
     finally:
         for s in nodes:
             s.kill()
@@ -249,7 +254,8 @@ def main():
     import shutil
     only = args.only.split(",")
     sync = not args.no_sync
-    if any(s in only for s in ("one", "three")) and shutil.which("nats-server") is None:
+    if any(s in only for s in ("one", "three", "writer")) and \
+            shutil.which("nats-server") is None:
         print("nats-server is not installed (deploy/install-deps.sh --test)")
         return 1
     print("neardupd %s; %d client threads, %.0f s measured (+%.0f s warm-up), --threads %d, "
@@ -260,7 +266,7 @@ def main():
     nats = None
     tmp = tempfile.mkdtemp(prefix="neardup-bench-nats-")
     try:
-        if "one" in only or "three" in only:
+        if any(s in only for s in ("one", "three", "writer")):
             nats = NatsCluster(tmp, 3)
             nats.start()
         for r in range(args.rounds):
@@ -271,6 +277,8 @@ def main():
                     fig = run_replicated(args, sync, nats, 1, "one")
                 elif s == "three":
                     fig = run_replicated(args, sync, nats, 3, "three")
+                elif s == "writer":
+                    fig = run_replicated(args, sync, nats, 3, "writer", one_writer=True)
                 else:
                     raise SystemExit("unknown scenario %r" % s)
                 results[s].append(fig)
@@ -284,7 +292,8 @@ def main():
     med = {s: sorted(v, key=lambda f: f["per_s"])[len(v) // 2] for s, v in results.items()}
     base = med.get("single")
     label = {"single": "single node (no NATS)", "one": "1 replicated node",
-             "three": "3 replicated nodes"}
+             "three": "3 replicated nodes",
+             "writer": "3 nodes, writes on 1"}
     print()
     print("%-22s %9s %8s %7s %7s %9s %9s %9s %9s %7s %7s %8s"
           % ("", "regs/s", "x single", "p50 ms", "p99 ms", "node ms", "nats ms", "client ms",
