@@ -271,7 +271,7 @@ static int open_store(daemon_t *d)
     if (d->cfg.in_memory) { /* registrations kept in this process only */
         nd_store_options mopts;
         nd_store_options_default(&mopts);
-        mopts.copies_max = d->cfg.copies_max;
+        mopts.detections_max = d->cfg.copies_max;
         int rc = nd_store_memory_open_with(&d->store, &mopts);
         if (rc < 0)
             nd_log(ND_LOG_ERROR, "cannot create the memory store: %s", strerror(-rc));
@@ -283,7 +283,7 @@ static int open_store(daemon_t *d)
         opts.map_size = d->cfg.map_size;
     opts.sync = d->cfg.sync;
     opts.shed = true; /* a full queue (slow disk) answers 503, never stalls a loop */
-    opts.copies_max = d->cfg.copies_max; /* detections kept per original (issue 13) */
+    opts.detections_max = d->cfg.copies_max; /* detections kept per original (issue 13) */
     char err[512] = "";
     int rc = nd_store_open(&d->store, d->cfg.data_dir, &opts, err, sizeof(err));
     if (rc < 0)

@@ -2035,7 +2035,7 @@ static void test_events_durable(void)
     char dir[128];
     path_in(dir, sizeof(dir), "events");
     nd_store_options o = opts_fast();
-    o.copies_max = 3;
+    o.detections_max = 3;
     nd_store *st = open_ok(dir, &o);
     ev_text t;
     nd_store_event e;
@@ -2051,7 +2051,7 @@ static void test_events_durable(void)
     CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "a@200,c@102,b@101") == 0, "%s", t.s);
     CHECK(strcmp(events_text(st, ND_EVENT_AUDIT, 0, &t), "{}@5") == 0, "%s", t.s);
     nd_store_close(st);
-    o.copies_max = 2;
+    o.detections_max = 2;
     st = open_ok(dir, &o);
     CHECK_RC(event_sync(st, (e = det(10, 300, "d"), &e)), 0);
     CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "d@300,a@200") == 0, "%s", t.s);

@@ -482,7 +482,7 @@ static nd_store *open_memory(const char *tag, uint64_t copies_max)
     (void)tag;
     nd_store_options o;
     nd_store_options_default(&o);
-    o.copies_max = copies_max;
+    o.detections_max = copies_max;
     nd_store *st = NULL;
     return nd_store_memory_open_with(&st, &o) == 0 ? st : NULL;
 }
@@ -496,7 +496,7 @@ static nd_store *open_lmdb(const char *tag, uint64_t copies_max)
     nd_store_options_default(&o);
     o.sync = false;
     o.map_size = (size_t)64 << 20;
-    o.copies_max = copies_max;
+    o.detections_max = copies_max;
     nd_store *st = NULL;
     int rc = nd_store_open(&st, dir, &o, err, sizeof(err));
     if (rc)
@@ -1084,7 +1084,7 @@ static void check_event_observer(const impl *im)
     /* Replay the events into an empty memory store of the same copies_max. */
     nd_store_options o;
     nd_store_options_default(&o);
-    o.copies_max = 4;
+    o.detections_max = 4;
     nd_store *rp = NULL;
     REQUIRE(nd_store_memory_open_with(&rp, &o) == 0);
     for (size_t i = 0; i < lg->evs.n; i++) {

@@ -97,6 +97,29 @@ void nd_api_id_error(nd_req *r, int status, const char *code, const char *id, si
     nd_api_error_send(r, &w, status);
 }
 
+void nd_api_latest_error(nd_req *r, int rc)
+{
+    nd_req_add_header(r, "Retry-After", "1");
+    if (rc == -ESHUTDOWN)
+        nd_api_error(r, 503, "shutting_down", "the server is stopping; retry");
+    else if (rc == -ETIMEDOUT)
+        nd_api_error(r, 503, "replica_behind",
+                     "this replica did not catch up with the stream in time; retry, or ask "
+                     "with consistency \"local\"");
+    else if (rc == -ENOMEM)
+        nd_api_error(r, 500, "internal", "out of memory");
+    else
+        nd_api_error(r, 503, "replication_unavailable",
+                     "this replica cannot reach the stream to read its latest state; retry, "
+                     "or ask with consistency \"local\"");
+}
+
+const char *nd_api_query(nd_req *r)
+{
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(r->ev);
+    return uri ? evhttp_uri_get_query(uri) : NULL;
+}
+
 void nd_api_store_error(nd_req *r, int rc, const char *what)
 {
     if (rc == -EBUSY) { /* the store's queue is full: shed, do not wait */

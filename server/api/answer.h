@@ -67,6 +67,14 @@ void nd_api_store_error(nd_req *r, int rc, const char *what);
 /* 503 loading. */
 void nd_api_loading(nd_req *r);
 
+/* Answers a read with consistency "latest" that the replica could not bring
+ * to the stream's latest state (nd_replica_sync(): -ENOTCONN, -ETIMEDOUT,
+ * -ESHUTDOWN, -ENOMEM): 503 with Retry-After. */
+void nd_api_latest_error(nd_req *r, int rc);
+
+/* The request's query string (borrowed, without '?'), or NULL. */
+const char *nd_api_query(nd_req *r);
+
 /* The token checks: true when the request may go on, else answered 401.
  * authorized: guarded endpoints (a token configured); authorized_read:
  * reads, guarded only with --auth-all. Both set r->client on success with

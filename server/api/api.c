@@ -63,8 +63,10 @@ typedef struct op_state {
     int sketched;    /* the text's sketch mode + 1 while the worker's scratch holds it, else 0 */
     bool on_heap;    /* waits for the store: allocated, freed by op_free() */
     char *journaled; /* the detection being written (issue 13) */
-    unsigned stale_tries; /* decided again after losing a race to another
-                           * replica (issue 14) */
+    /* Decided again after losing a race to another replica (issue 14). */
+    unsigned stale_tries;
+    /* Consistency "latest": runs once the replica caught up (issue 14). */
+    void (*when_latest)(nd_req *r);
 } op_state;
 
 static api_worker *aw_of(nd_req *r)
@@ -570,15 +572,21 @@ static void journal_resume(nd_task *t)
     op_free(op);
 }
 
+/* From another thread: keeps status in r's op and runs resume on the
+ * request's own loop. */
+static void op_post(nd_req *r, int status, void (*resume)(nd_task *t))
+{
+    op_state *op = r->op;
+    op->status = status;
+    r->task.fn = resume;
+    nd_worker_post(r->worker, &r->task);
+}
+
 /* The store's commit of the journal entry (its thread, or this one for the
  * memory store): back to the request's own loop. */
 static void journal_done(void *arg, int status)
 {
-    nd_req *r = arg;
-    op_state *op = r->op;
-    op->status = status;
-    r->task.fn = journal_resume;
-    nd_worker_post(r->worker, &r->task);
+    op_post(arg, status, journal_resume);
 }
 
 /* Moves what a waiting answer needs out of the stack and the worker's
@@ -747,6 +755,48 @@ static void run_check(nd_req *r)
 
 static void run_delete(nd_req *r);
 
+/* ---- consistency "latest" (issue 14): a read waits until this replica
+ * has applied the stream's last entry ---- */
+
+static void latest_resume(nd_task *t)
+{
+    nd_req *r = (nd_req *)((char *)t - offsetof(nd_req, task));
+    op_state *op = r->op;
+    if (op->status == 0) {
+        op->when_latest(r);
+        return;
+    }
+    r->op = NULL;
+    nd_api_latest_error(r, op->status);
+    op_free(op);
+}
+
+/* The replica's thread: back to the request's own loop. */
+static void latest_done(void *arg, int status)
+{
+    op_post(arg, status, latest_resume);
+}
+
+/* Runs then(r) on r->op (on the heap) once this node holds the stream's
+ * latest state: now on a single node, after the catch-up on a replica;
+ * answers the error if the replica cannot. */
+static void when_latest(nd_req *r, op_state *op, void (*then)(nd_req *r))
+{
+    nd_api *api = nd_api_of(r);
+    r->op = op;
+    if (!api->replica) {
+        then(r);
+        return;
+    }
+    op->when_latest = then;
+    int rc = nd_replica_sync(api->replica, latest_done, r);
+    if (rc < 0) {
+        r->op = NULL;
+        nd_api_latest_error(r, rc);
+        op_free(op);
+    }
+}
+
 /* Answers 200 {"id":id,"deleted":true}. */
 static void reply_deleted(nd_req *r, const op_state *op)
 {
@@ -886,17 +936,21 @@ static void handle_check(nd_req *r)
         nd_api_request_error(r, &e);
         return;
     }
-    if (rq->do_register) {
+    bool wait_latest = rq->latest && !rq->do_register && api->replica;
+    if (rq->do_register || wait_latest) {
         /* It may be decided again once the worker's parser has served other
-         * requests: its own copies of the text and the id. */
-        char *id, *text;
-        if (!(op = calloc(1, sizeof(*op))) || !(id = malloc(rq->id_len + 1)) ||
+         * requests (a query waits for the replica to catch up): its own
+         * copies of the text and the id. */
+        char *id = NULL, *text;
+        if (!(op = calloc(1, sizeof(*op))) || (rq->id && !(id = malloc(rq->id_len + 1))) ||
             !(text = malloc(rq->text_len + 1)))
             nd_die_oom(__func__);
         *op = query; /* the meta and the policy are op's from here */
         op->on_heap = true;
-        memcpy(id, rq->id, rq->id_len);
-        id[rq->id_len] = 0;
+        if (id) {
+            memcpy(id, rq->id, rq->id_len);
+            id[rq->id_len] = 0;
+        }
         memcpy(text, rq->text, rq->text_len);
         op->rq.id = id;
         op->rq.text = text;
@@ -918,6 +972,11 @@ static void handle_check(nd_req *r)
     } else {
         op->rq.simhash = fr.simhash;
         op->rq.chars = fr.chars;
+        if (wait_latest) {
+            op->sketched = 0; /* the worker's scratch serves others meanwhile */
+            when_latest(r, op, run_check);
+            return;
+        }
         r->op = op;
         run_check(r);
         return;
@@ -984,12 +1043,29 @@ static void reply_document(nd_req *r, const nd_doc *d)
     nd_api_body_send(r, &w, 200);
 }
 
+/* GET /documents/{id}: answers from the registry. */
+static void run_get(nd_req *r)
+{
+    nd_api *api = nd_api_of(r);
+    op_state *op = r->op;
+    r->op = NULL;
+    nd_doc *d = NULL;
+    int rc = nd_registry_get(api->reg, op->rq.id, op->rq.id_len, &d);
+    if (rc == 0)
+        reply_document(r, d);
+    else if (rc == -EAGAIN)
+        nd_api_loading(r);
+    else
+        nd_api_id_error(r, 404, "not_found", op->rq.id, op->rq.id_len, "no document with this id");
+    nd_doc_release(d);
+    op_free(op);
+}
+
 #define DOCUMENT_METHODS (EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_DELETE)
 #define DOCUMENT_ALLOW "GET, HEAD, DELETE"
 
 static void handle_document(nd_req *r)
 {
-    nd_api *api = nd_api_of(r);
     /* /documents/{id}/policy, /revoke, /restore, /copies (issue 13). */
     const char *rest = r->path + strlen("/documents/");
     size_t id_enc_len;
@@ -1023,16 +1099,19 @@ static void handle_document(nd_req *r)
         run_delete(r);
         return;
     }
-    nd_doc *d = NULL;
-    int rc = nd_registry_get(api->reg, op->rq.id, op->rq.id_len, &d);
-    if (rc == 0)
-        reply_document(r, d);
-    else if (rc == -EAGAIN)
-        nd_api_loading(r);
-    else
-        nd_api_id_error(r, 404, "not_found", op->rq.id, op->rq.id_len, "no document with this id");
-    nd_doc_release(d);
-    op_free(op);
+    bool latest;
+    nd_request_error e;
+    if (nd_request_query_consistency(nd_api_query(r), &latest, &e) < 0) {
+        nd_api_request_error(r, &e);
+        op_free(op);
+        return;
+    }
+    if (latest) {
+        when_latest(r, op, run_get);
+        return;
+    }
+    r->op = op;
+    run_get(r);
 }
 
 #define GET_HEAD (EVHTTP_REQ_GET | EVHTTP_REQ_HEAD)

@@ -513,13 +513,6 @@ static void handle_status(nd_req *r, wf_op *op, bool revoke)
 
 /* ---- lists: copies and the audit log ---- */
 
-/* The query string of the request (borrowed), or NULL. */
-static const char *query_of(nd_req *r)
-{
-    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(r->ev);
-    return uri ? evhttp_uri_get_query(uri) : NULL;
-}
-
 typedef struct page_walk {
     nd_reply *w;
     size_t limit, seen;
@@ -624,7 +617,7 @@ static void handle_copies(nd_req *r, wf_op *op)
     nd_api *api = nd_api_of(r);
     nd_page_req pg;
     nd_request_error e;
-    if (nd_request_parse_page(query_of(r), false, &pg, &e) < 0) {
+    if (nd_request_parse_page(nd_api_query(r), false, &pg, &e) < 0) {
         nd_api_request_error(r, &e);
         wf_free(op);
         return;
@@ -648,7 +641,7 @@ void nd_workflow_audit(nd_req *r)
         return;
     nd_page_req pg;
     nd_request_error e;
-    if (nd_request_parse_page(query_of(r), true, &pg, &e) < 0) {
+    if (nd_request_parse_page(nd_api_query(r), true, &pg, &e) < 0) {
         nd_api_request_error(r, &e);
         return;
     }

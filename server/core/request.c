@@ -360,6 +360,17 @@ static int policy_fields(nd_request_parser *p, size_t n, nd_policy_fields *out,
 
 #define ID_RULE "1 to %d characters without control characters"
 
+int nd_request_consistency(const char *s, size_t len, bool *latest, nd_request_error *err)
+{
+    if (s && len == 5 && memcmp(s, "local", 5) == 0)
+        *latest = false;
+    else if (s && len == 6 && memcmp(s, "latest", 6) == 0)
+        *latest = true;
+    else
+        return invalid_field(err, "consistency", "consistency must be \"local\" or \"latest\"");
+    return 0;
+}
+
 /* The optional fields of a check: id, register, k, meta, account, reprint,
  * whitelist. */
 static int check_fields(nd_request_parser *p, size_t n, const nd_request_limits *lim,
@@ -383,6 +394,13 @@ static int check_fields(nd_request_parser *p, size_t n, const nd_request_limits 
     out->do_register = reg && reg->type == ND_JSON_TRUE;
     if (out->do_register && !out->id)
         return invalid_field(err, "id", "registering needs an id");
+    const nd_json_value *consistency = field(p, n, "consistency");
+    if (consistency) {
+        bool is_str = consistency->type == ND_JSON_STRING;
+        if (nd_request_consistency(is_str ? consistency->str : NULL,
+                                   is_str ? consistency->str_len : 0, &out->latest, err) < 0)
+            return -1;
+    }
     out->k = lim->default_k;
     if (k) {
         long v;
@@ -638,6 +656,22 @@ static char *query_value(const char *value, size_t len, size_t *out_len)
     char *dec = evhttp_uridecode(tmp, 1, out_len);
     free(tmp);
     return dec;
+}
+
+int nd_request_query_consistency(const char *query, bool *latest, nd_request_error *err)
+{
+    *latest = false;
+    for (const char *q = query ? query : ""; *q;) {
+        size_t seg = strcspn(q, "&");
+        size_t klen = strcspn(q, "=&");
+        bool ours = klen == 11 && memcmp(q, "consistency", 11) == 0;
+        const char *v = q + klen + (klen < seg);
+        size_t vlen = seg - klen - (klen < seg);
+        q += seg + (q[seg] == '&');
+        if (ours && nd_request_consistency(v, vlen, latest, err) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 int nd_request_parse_page(const char *query, bool allow_document, nd_page_req *out,

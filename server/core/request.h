@@ -118,6 +118,8 @@ typedef struct nd_check_req {
     const char *id;        /* NULL when the request has no id */
     size_t id_len;
     bool do_register;     /* register when original (needs an id) */
+    bool latest;          /* "consistency": "latest": decide on the stream's
+                           * latest state (a replica catches up first) */
     unsigned k;           /* 0..ND_K_MAX */
     const char *meta_raw; /* the "meta" object as sent, or NULL */
     size_t meta_raw_len;
@@ -260,6 +262,16 @@ int nd_request_cursor_decode(const char *cursor, int kind, int64_t owner, int64_
  * counted, an escape sequence and a number count 1 byte each, everything
  * else 1 byte per byte. Stops counting past stop. */
 size_t nd_request_compact_bound(const char *raw, size_t len, size_t stop);
+
+/* Reads a "consistency" value (issue 14): "local" (*latest = false) or
+ * "latest" (true). s NULL: not a string. Returns 0, or -1 with *err set
+ * (400 invalid_field "consistency"). */
+int nd_request_consistency(const char *s, size_t len, bool *latest, nd_request_error *err);
+
+/* Reads "consistency=local|latest" from a query string (NULL: none; other
+ * parameters are ignored). Returns 0 with *latest set (false when absent),
+ * or -1 with *err set (400 invalid_field "consistency"). */
+int nd_request_query_consistency(const char *query, bool *latest, nd_request_error *err);
 
 /* Decodes the percent-encoded id after "/documents/". Returns 0 with *id a
  * new NUL-terminated string (caller frees) of *len bytes, or -1 with *err

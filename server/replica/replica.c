@@ -58,6 +58,19 @@ typedef struct completion {
     int status;
 } completion;
 
+/* A read waiting to see the stream's latest state (nd_replica_sync()). */
+typedef struct sync_waiter {
+    struct sync_waiter *next;
+    uint64_t target;     /* the stream's last entry after the probe (0 before) */
+    uint64_t need;       /* once target is applied: other_queued then, which
+                          * other_completed must reach (then all visible) */
+    bool applied;        /* target applied: need is set */
+    int64_t deadline_ms; /* answered -ETIMEDOUT past it */
+    int status;
+    nd_store_done_fn done;
+    void *arg;
+} sync_waiter;
+
 typedef struct item_list {
     pub_item *head, *tail;
     size_t n;
@@ -87,7 +100,9 @@ struct nd_replica {
     bool woken;    /* a registry wait of the applier ended */
     bool stopping; /* nd_store_close() began */
     bool started;
-    pthread_t publisher, applier, prober, completer;
+    sync_waiter *sync_new;     /* reads to probe for */
+    sync_waiter *sync_waiting; /* probed: waiting for applied_seq >= target */
+    pthread_t publisher, applier, prober, completer, syncer;
 
     _Atomic uint64_t applied_seq; /* last entry applied in memory, whole */
     uint64_t resume_pos;          /* the local store's position at start: changes
@@ -99,6 +114,9 @@ struct nd_replica {
     _Atomic int64_t delay_ns;     /* last applied entry: publication to here */
     _Atomic bool writable, failed;
     _Atomic uint64_t published, applied, conflicts, unavailable, entries, gap_fills;
+    /* Other nodes' changes handed to the registry (ND_REG_QUEUED), and those
+     * completed (visible to reads) since: completions run in that order. */
+    _Atomic uint64_t other_queued, other_completed;
 };
 
 static nd_replica *rep_of(const nd_store *st)
@@ -310,7 +328,7 @@ static const nd_store_ops replica_ops = {
     .replace = rep_replace,
     .amend = rep_amend,
     .event_put = rep_event_put,
-    .events = rep_events,
+    .list_events = rep_events,
     .delete_at = rep_delete_at,
     .scan = rep_scan,
     .get = rep_get,
@@ -600,6 +618,8 @@ static bool apply_other(nd_replica *r, const nd_change *ch, uint64_t pos)
     }
     if (rc < 0 && rc != -ESHUTDOWN)
         fail(r, pos >> POS_SHIFT, "applying a change of it failed", rc);
+    if (rc == ND_REG_QUEUED) /* before note_applied() of its entry */
+        atomic_fetch_add(&r->other_queued, 1);
     return rc >= 0;
 }
 
@@ -814,10 +834,12 @@ static void *completer_main(void *arg)
             if (rc < 0)
                 fail(r, nd_store_stream_seq(r->local) >> POS_SHIFT,
                      "the local store could not commit it", rc);
+            atomic_fetch_add(&r->other_completed, 1);
             free(c);
             c = next;
         }
         pthread_mutex_lock(&r->mu);
+        pthread_cond_broadcast(&r->progress); /* reads waiting for it (syncer) */
     }
     pthread_mutex_unlock(&r->mu);
     return NULL;
@@ -870,6 +892,144 @@ static void *prober_main(void *arg)
         pthread_mutex_unlock(&r->mu);
     }
     return NULL;
+}
+
+/* ---- reads at the stream's latest state (nd_replica_sync()) ---- */
+
+/* Calls every waiter's done with its status and frees the list. No lock
+ * held. */
+static void sync_finish(sync_waiter *w)
+{
+    while (w) {
+        sync_waiter *next = w->next;
+        w->done(w->arg, w->status);
+        free(w);
+        w = next;
+    }
+}
+
+/* Whether what w waits for is visible: its target entry applied, then the
+ * registry's completion of every other node's change queued until then
+ * (a registration is found by id only once committed). r->mu held. */
+static bool sync_visible(nd_replica *r, sync_waiter *w)
+{
+    if (!w->applied && w->target <= atomic_load(&r->applied_seq)) {
+        w->need = atomic_load(&r->other_queued);
+        w->applied = true;
+    }
+    return w->applied && atomic_load(&r->other_completed) >= w->need;
+}
+
+/* Moves the waiters that are done (what they wait for visible, their
+ * deadline passed, or the replica failed) out of r->sync_waiting. r->mu
+ * held. */
+static sync_waiter *sync_take_ready(nd_replica *r)
+{
+    int64_t now = nd_clock_ms();
+    bool failed = atomic_load(&r->failed);
+    sync_waiter *ready = NULL, **link = &r->sync_waiting;
+    while (*link) {
+        sync_waiter *w = *link;
+        bool visible = sync_visible(r, w);
+        if (visible || failed || now >= w->deadline_ms) {
+            w->status = visible ? 0 : failed ? -ENOTCONN : -ETIMEDOUT;
+            *link = w->next;
+            w->next = ready;
+            ready = w;
+        } else {
+            link = &w->next;
+        }
+    }
+    return ready;
+}
+
+/* Probes the stream for the reads in fresh (r->mu not held) and moves them
+ * to r->sync_waiting with the stream's last entry as their target; returns
+ * them instead, with -ENOTCONN, when the stream did not answer. */
+static sync_waiter *sync_probe(nd_replica *r, sync_waiter *fresh, unsigned wait_ms)
+{
+    uint64_t last = 0;
+    bool ok = natsConnection_Status(r->nc) == NATS_CONN_STATUS_CONNECTED &&
+              probe(r, wait_ms, NULL, &last) == 0;
+    if (!ok) {
+        for (sync_waiter *w = fresh; w; w = w->next)
+            w->status = -ENOTCONN;
+        return fresh;
+    }
+    atomic_max(&r->stream_seq, last);
+    pthread_mutex_lock(&r->mu);
+    while (fresh) {
+        sync_waiter *w = fresh;
+        fresh = w->next;
+        w->target = last;
+        w->next = r->sync_waiting;
+        r->sync_waiting = w;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+/* One stream probe serves every read that arrived before it: each then
+ * waits until this node has applied the stream's last entry as the probe
+ * saw it (woken by the applier's progress). */
+static void *syncer_main(void *arg)
+{
+    nd_replica *r = arg;
+    unsigned wait = r->timeout_ms < PROBE_WAIT_MAX ? r->timeout_ms : PROBE_WAIT_MAX;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        if (!r->sync_new && !r->stopping) {
+            struct timespec ts; /* the waiting ones' deadlines */
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += (r->sync_waiting ? 20 : 500) * 1000000L;
+            ts.tv_sec += ts.tv_nsec / 1000000000;
+            ts.tv_nsec %= 1000000000;
+            pthread_cond_timedwait(&r->progress, &r->mu, &ts);
+        }
+        if (r->stopping)
+            break;
+        sync_waiter *fresh = r->sync_new;
+        r->sync_new = NULL;
+        pthread_mutex_unlock(&r->mu);
+        sync_finish(fresh ? sync_probe(r, fresh, wait) : NULL);
+        pthread_mutex_lock(&r->mu);
+        sync_waiter *ready = sync_take_ready(r);
+        pthread_mutex_unlock(&r->mu);
+        sync_finish(ready);
+        pthread_mutex_lock(&r->mu);
+    }
+    sync_waiter *left[2] = {r->sync_new, r->sync_waiting};
+    r->sync_new = r->sync_waiting = NULL;
+    pthread_mutex_unlock(&r->mu);
+    for (int i = 0; i < 2; i++) {
+        for (sync_waiter *w = left[i]; w; w = w->next)
+            w->status = -ESHUTDOWN;
+        sync_finish(left[i]);
+    }
+    return NULL;
+}
+
+int nd_replica_sync(nd_replica *r, nd_store_done_fn done, void *arg)
+{
+    if (!atomic_load(&r->writable) || atomic_load(&r->failed))
+        return -ENOTCONN; /* the probe would not be answered either */
+    sync_waiter *w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->deadline_ms = nd_clock_ms() + (int64_t)r->timeout_ms;
+    w->done = done;
+    w->arg = arg;
+    pthread_mutex_lock(&r->mu);
+    if (r->stopping || !r->started) {
+        pthread_mutex_unlock(&r->mu);
+        free(w);
+        return -ESHUTDOWN;
+    }
+    w->next = r->sync_new;
+    r->sync_new = w;
+    pthread_cond_broadcast(&r->progress);
+    pthread_mutex_unlock(&r->mu);
+    return 0;
 }
 
 /* ---- life cycle ---- */
@@ -977,7 +1137,7 @@ int nd_replica_open(nd_replica **out, nd_store *local, const nd_replica_options 
     r->ops = replica_ops;
     r->ops.durable = nd_store_durable(local);
     r->base.ops = &r->ops;
-    r->base.copies_max = nd_store_base_of(local)->copies_max;
+    r->base.detections_max = nd_store_base_of(local)->detections_max;
     r->servers = dup_or(opts->servers, "");
     r->stream = dup_or(opts->stream, "neardup");
     char host[256] = "node";
@@ -1055,35 +1215,37 @@ nd_store *nd_replica_store(nd_replica *r)
     return (nd_store *)(void *)r;
 }
 
+/* Tells every thread to stop (they return once they see it). */
+static void stop_threads(nd_replica *r)
+{
+    pthread_mutex_lock(&r->mu);
+    r->stopping = true;
+    pthread_cond_broadcast(&r->progress);
+    pthread_cond_broadcast(&r->work);
+    pthread_cond_broadcast(&r->probe);
+    pthread_mutex_unlock(&r->mu);
+}
+
 int nd_replica_start(nd_replica *r, nd_registry *reg)
 {
     r->reg = reg;
-    int rc = pthread_create(&r->completer, NULL, completer_main, r);
-    if (rc == 0 && (rc = pthread_create(&r->applier, NULL, applier_main, r)) != 0) {
-        pthread_mutex_lock(&r->mu);
-        r->stopping = true;
-        pthread_cond_broadcast(&r->progress);
-        pthread_mutex_unlock(&r->mu);
-        pthread_join(r->completer, NULL);
-    } else if (rc == 0 && (rc = pthread_create(&r->publisher, NULL, publisher_main, r)) != 0) {
-        pthread_mutex_lock(&r->mu);
-        r->stopping = true;
-        pthread_cond_broadcast(&r->progress);
-        pthread_mutex_unlock(&r->mu);
-        pthread_join(r->applier, NULL);
-        pthread_join(r->completer, NULL);
-    } else if (rc == 0 && (rc = pthread_create(&r->prober, NULL, prober_main, r)) != 0) {
-        pthread_mutex_lock(&r->mu);
-        r->stopping = true;
-        pthread_cond_broadcast(&r->progress);
-        pthread_cond_broadcast(&r->work);
-        pthread_cond_broadcast(&r->probe);
-        pthread_mutex_unlock(&r->mu);
-        pthread_join(r->publisher, NULL);
-        pthread_join(r->applier, NULL);
-        pthread_join(r->completer, NULL);
-    }
-    if (rc != 0) {
+    struct {
+        pthread_t *thread;
+        void *(*main)(void *);
+    } threads[] = {{&r->completer, completer_main},
+                   {&r->applier, applier_main},
+                   {&r->publisher, publisher_main},
+                   {&r->prober, prober_main},
+                   {&r->syncer, syncer_main}};
+    size_t n = 0;
+    int rc = 0;
+    while (n < sizeof(threads) / sizeof(threads[0]) &&
+           (rc = pthread_create(threads[n].thread, NULL, threads[n].main, r)) == 0)
+        n++;
+    if (rc != 0) { /* the ones started stop again */
+        stop_threads(r);
+        while (n--)
+            pthread_join(*threads[n].thread, NULL);
         nd_log(ND_LOG_ERROR, "replica: cannot start its threads: %s", strerror(rc));
         return -rc;
     }
@@ -1106,6 +1268,7 @@ static void rep_close(nd_store *st)
     if (started) {
         pthread_join(r->publisher, NULL);
         pthread_join(r->prober, NULL);
+        pthread_join(r->syncer, NULL);
         pthread_join(r->applier, NULL);
     }
     /* Published, not met by the applier: in the stream (or not); this node

@@ -2,8 +2,9 @@
  * store, in front of the local store, with every change going through one
  * NATS JetStream stream.
  *
- * Owns the NATS connection, three threads (publisher, applier, prober) and
- * the local store it was given (LMDB, or the memory store), which it closes.
+ * Owns the NATS connection, five threads (publisher, applier, prober,
+ * completer, syncer) and the local store it was given (LMDB, or the memory
+ * store), which it closes.
  *
  * How a change travels. The registry decides a change under its writer
  * (store.h's interface: nd_store_put() etc. on nd_replica_store()). A local
@@ -76,6 +77,17 @@ int nd_replica_start(nd_replica *r, nd_registry *reg);
  * fail. Otherwise *why (when not NULL) is "replication_unavailable",
  * "replica_behind" or "replica_failed". Any thread. */
 bool nd_replica_ready(const nd_replica *r, const char **why);
+
+/* A read at the stream's latest state (consistency "latest"): one stream
+ * probe (shared by the reads that arrive meanwhile) finds the stream's last
+ * entry; done(arg, status) runs, on the replica's thread, once this node
+ * has applied it and completed (committed) every other node's change up to
+ * it (status 0: the local state now holds every change acknowledged
+ * anywhere before the call), or with -ENOTCONN (the stream
+ * did not answer, or the replica failed), -ETIMEDOUT (not applied within
+ * --nats-timeout-ms) or -ESHUTDOWN. Returns 0 (done will run), or -ENOTCONN
+ * (not connected: done is not called), -ESHUTDOWN, -ENOMEM. Any thread. */
+int nd_replica_sync(nd_replica *r, nd_store_done_fn done, void *arg);
 
 typedef struct nd_replica_stats {
     const char *node;     /* borrowed */

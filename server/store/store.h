@@ -161,7 +161,7 @@ typedef void (*nd_store_observer_fn)(void *arg, nd_store_change kind, const nd_r
  * record first, then its audit event), on the committing thread, just
  * before the done callback. ev is the event as stored (at_us after the
  * uniqueness bump). A replica applies it with nd_store_event_put() under
- * the same copies_max: the replacement of an earlier detection of the same
+ * the same detections_max: the replacement of an earlier detection of the same
  * copy and the retention drop are deterministic, so they are not reported
  * separately. Same rules as nd_store_observer_fn. */
 typedef void (*nd_store_event_observer_fn)(void *arg, const nd_store_event *ev);
@@ -181,8 +181,8 @@ typedef struct nd_store_ops {
     int (*amend)(nd_store *st, const nd_record *rec, const nd_store_event *audit,
                  nd_store_done_fn done, void *arg);
     int (*event_put)(nd_store *st, const nd_store_event *ev, nd_store_done_fn done, void *arg);
-    int (*events)(nd_store *st, nd_event_kind kind, int64_t owner_at, int64_t before_at,
-                  size_t limit, int (*visit)(void *arg, const nd_store_event *ev), void *arg);
+    int (*list_events)(nd_store *st, nd_event_kind kind, int64_t owner_at, int64_t before_at,
+                       size_t limit, int (*visit)(void *arg, const nd_store_event *ev), void *arg);
     int (*delete_at)(nd_store *st, const char *id, size_t id_len, int64_t registered_at_us,
                      uint64_t stream_seq, nd_store_done_fn done, void *arg);
     int (*scan)(nd_store *st, int (*visit)(void *arg, const nd_record *rec), void *arg);
@@ -205,7 +205,7 @@ typedef struct nd_store_base {
     void *observer_arg;
     nd_store_event_observer_fn event_observer; /* NULL: none */
     void *event_observer_arg;
-    uint64_t copies_max; /* detections kept per owner_at (0: all) */
+    uint64_t detections_max; /* detections kept per owner_at (0: all) */
 } nd_store_base;
 
 static inline nd_store_base *nd_store_base_of(const nd_store *st)
@@ -252,20 +252,20 @@ static inline bool nd_store_durable(const nd_store *st)
 }
 
 typedef struct nd_store_options {
-    size_t map_size;     /* LMDB map size in bytes (the storage limit) */
-    unsigned max_batch;  /* most changes in one transaction */
-    bool sync;           /* fsync each commit (true except in tests) */
-    bool shed;           /* queue full: put, replace and delete_at return
+    size_t map_size;         /* LMDB map size in bytes (the storage limit) */
+    unsigned max_batch;      /* most changes in one transaction */
+    bool sync;               /* fsync each commit (true except in tests) */
+    bool shed;               /* queue full: put, replace and delete_at return
                                * -EBUSY at once instead of waiting (callers
                                * that must not block: a server's loops) */
-    uint64_t copies_max; /* detections kept per original (owner_at): a
+    uint64_t detections_max; /* detections kept per original (owner_at): a
                           * new one beyond drops the oldest in the same
                           * transaction; 0: unbounded */
 } nd_store_options;
 
 /* Fills opts with the defaults: map_size 64 GiB on 64-bit hosts (1 GiB on
  * 32-bit; the file only grows as data is written), max_batch 4096 (at most
- * 65536 is used), sync true, copies_max 10000. A map_size of 0 keeps the size recorded in an
+ * 65536 is used), sync true, detections_max 10000. A map_size of 0 keeps the size recorded in an
  * existing store (the default for a new one); a map_size below the data
  * already stored is raised to it. */
 void nd_store_options_default(nd_store_options *opts);
@@ -378,7 +378,7 @@ static inline int nd_store_amend(nd_store *st, const nd_record *rec, const nd_st
  * at_us); at_us is raised by 1 us while that key is taken. A DETECTION
  * replaces the earlier detection of the same (owner_at, copy_id), if any
  * (retries of one check leave one entry, at its new time); a DETECTION that
- * makes more than copies_max of its owner_at drops the oldest ones in the
+ * makes more than detections_max of its owner_at drops the oldest ones in the
  * same transaction. done gets 0 (durable) or an error as for put. Returns
  * 0 if queued, or -EINVAL (kind unknown, owner_at negative, at_us not
  * 0..ND_EVENT_AT_MAX,
@@ -405,7 +405,7 @@ static inline int nd_store_events(nd_store *st, nd_event_kind kind, int64_t owne
                                   int64_t before_at, size_t limit,
                                   int (*visit)(void *arg, const nd_store_event *ev), void *arg)
 {
-    return nd_store_base_of(st)->ops->events(st, kind, owner_at, before_at, limit, visit, arg);
+    return nd_store_base_of(st)->ops->list_events(st, kind, owner_at, before_at, limit, visit, arg);
 }
 
 /* Calls visit for every stored record in registration order

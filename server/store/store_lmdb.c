@@ -61,7 +61,7 @@
  * the value text, NUL. "detection_ids" indexes detections: the key owner_at
  * (8) + XXH3-128 of the copy id (16) -> its at_us (8, big-endian); the
  * 8-byte key owner_at alone -> the number of detections of that owner
- * (u64), which retention (copies_max) reads. All three are created when a
+ * (u64), which retention (detections_max) reads. All three are created when a
  * store without them opens; they are written in the transactions of the
  * changes (a detection, or an amend's audit event) that make them.
  * The "sketches" database holds each record's encoded sketch (sketch.h;
@@ -1026,10 +1026,10 @@ static int detection_forget(nd_store *st, MDB_txn *txn, const unsigned char *ike
 }
 
 /* Drops the oldest detections of owner (8 key bytes) while it has more
- * than copies_max; *count follows. */
+ * than detections_max; *count follows. */
 static int detection_retain(nd_store *st, MDB_txn *txn, const unsigned char *owner, uint64_t *count)
 {
-    uint64_t max = st->base.copies_max;
+    uint64_t max = st->base.detections_max;
     MDB_cursor *cur;
     int rc = 0;
     if (max == 0 || *count <= max)
@@ -1066,7 +1066,7 @@ static int detection_retain(nd_store *st, MDB_txn *txn, const unsigned char *own
 /* Writes the event encoded at e (len bytes: see encode_event) into its
  * journal: raises its at_us (in e) while the key is taken; a detection
  * replaces the one of the same copy id, is indexed, counted, and the
- * oldest go beyond copies_max. Returns 0 or the LMDB error. */
+ * oldest go beyond detections_max. Returns 0 or the LMDB error. */
 static int apply_event(nd_store *st, MDB_txn *txn, unsigned char *e, size_t len, txn_result *res)
 {
     bool det = e[0] == ND_EVENT_DETECTION, gone = false;
@@ -1494,9 +1494,9 @@ void nd_store_options_default(nd_store_options *opts)
 #else
     opts->map_size = (size_t)1 << 30; /* 32-bit address space */
 #endif
-    opts->max_batch = 4096;   /* bounds one transaction's dirty pages */
-    opts->sync = true;        /* durable acknowledgements */
-    opts->copies_max = 10000; /* detections kept per original */
+    opts->max_batch = 4096;       /* bounds one transaction's dirty pages */
+    opts->sync = true;            /* durable acknowledgements */
+    opts->detections_max = 10000; /* detections kept per original */
 }
 
 static void store_free(nd_store *st)
@@ -1541,7 +1541,7 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
         st->opts = *opts;
     else
         nd_store_options_default(&st->opts);
-    st->base.copies_max = st->opts.copies_max;
+    st->base.detections_max = st->opts.detections_max;
     if (st->opts.max_batch == 0)
         st->opts.max_batch = 4096;
     if (st->opts.max_batch > MAX_BATCH)
@@ -2068,7 +2068,7 @@ static const nd_store_ops lmdb_ops = {
     .replace = lmdb_replace,
     .amend = lmdb_amend,
     .event_put = lmdb_event_put,
-    .events = lmdb_events,
+    .list_events = lmdb_events,
     .delete_at = lmdb_delete_at,
     .stream_seq = lmdb_stream_seq,
     .scan = lmdb_scan,

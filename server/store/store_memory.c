@@ -340,7 +340,7 @@ static mem_ev *ev_copy(const nd_store_event *ev)
 
 /* Inserts e into j (reserved by journal_reserve): replaces a detection of
  * the same copy id, raises at_us while taken, drops the oldest beyond
- * copies_max; then tells the event observer. Write lock held. */
+ * detections_max; then tells the event observer. Write lock held. */
 static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e)
 {
     if (e->ev.kind == ND_EVENT_DETECTION)
@@ -358,7 +358,7 @@ static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e)
     memmove(j->ev + i + 1, j->ev + i, (j->n - i) * sizeof(*j->ev));
     j->ev[i] = e;
     j->n++;
-    uint64_t max = ms->base.copies_max;
+    uint64_t max = ms->base.detections_max;
     nd_store_event seen = e->ev; /* e may be dropped below */
     while (e->ev.kind == ND_EVENT_DETECTION && max && j->n > max)
         journal_remove(j, 0);
@@ -614,7 +614,7 @@ static const nd_store_ops mem_ops = {
     .replace = mem_replace,
     .amend = mem_amend,
     .event_put = mem_event_put,
-    .events = mem_events,
+    .list_events = mem_events,
     .delete_at = mem_delete_at,
     .scan = mem_scan,
     .get = mem_get,
@@ -649,7 +649,7 @@ int nd_store_memory_open_with(nd_store **out, const nd_store_options *opts)
     ms->nbuckets = 1024;
     ms->njournal_buckets = 64;
     ms->base.ops = &mem_ops;
-    ms->base.copies_max = opts->copies_max;
+    ms->base.detections_max = opts->detections_max;
     pthread_rwlock_init(&ms->lock, NULL);
     *out = (nd_store *)(void *)ms;
     return 0;

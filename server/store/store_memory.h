@@ -19,11 +19,11 @@
 
 #include "store.h"
 
-/* Creates an empty memory store, with the default options (copies_max
+/* Creates an empty memory store, with the default options (detections_max
  * 10000). Returns 0 and the store (free with nd_store_close()), or -ENOMEM. */
 int nd_store_memory_open(nd_store **out);
 
-/* The same with opts (NULL: the defaults): only copies_max is used. */
+/* The same with opts (NULL: the defaults): only detections_max is used. */
 int nd_store_memory_open_with(nd_store **out, const nd_store_options *opts);
 
 #endif

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "auth.h"
 #include "fuzz_body_common.h"
@@ -147,6 +148,11 @@ static void page_query(const char *q, size_t len, uint8_t b)
     s[len] = 0; /* a query string ends at its NUL, like evhttp's */
     nd_page_req pg;
     nd_request_error e;
+    bool latest = true;
+    if (nd_request_query_consistency(s, &latest, &e) < 0) /* GET /documents/{id} (issue 14) */
+        fuzz_check_refusal(&e);
+    else if (latest)
+        FUZZ_CHECK(strstr(s, "consistency=latest") != NULL, "latest from %s", s);
     if (nd_request_parse_page(s, b & 1, &pg, &e) < 0) {
         fuzz_check_refusal(&e);
         FUZZ_CHECK(pg.document == NULL, "document left on a refusal");
@@ -167,8 +173,8 @@ static void page_query(const char *q, size_t len, uint8_t b)
         FUZZ_CHECK(strcmp(again, pg.cursor) == 0, "cursor %s re-encodes as %s", pg.cursor, again);
         FUZZ_CHECK(at >= 0, "position");
         int64_t other;
-        FUZZ_CHECK(nd_request_cursor_decode(pg.cursor, kinds[!((b >> 1) & 1)], owner, &other,
-                                            &e) < 0,
+        FUZZ_CHECK(nd_request_cursor_decode(pg.cursor, kinds[!((b >> 1) & 1)], owner, &other, &e) <
+                       0,
                    "a cursor of another list");
     } else if (pg.has_cursor) {
         fuzz_check_refusal(&e);
@@ -210,7 +216,8 @@ static void token_file(const char *text, size_t len)
     size_t start = first;
     while (start > 0 && !strchr(" \t", text[start - 1]))
         start--;
-    if (first > start && first - start <= ND_AUTH_TOKEN_MAX && !memchr(text + start, 0, first - start)) {
+    if (first > start && first - start <= ND_AUTH_TOKEN_MAX &&
+        !memchr(text + start, 0, first - start)) {
         char hdr[ND_AUTH_TOKEN_MAX + 8] = "Bearer ";
         memcpy(hdr + 7, text + start, first - start);
         hdr[7 + first - start] = 0;

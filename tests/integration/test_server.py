@@ -289,6 +289,29 @@ def document_get_delete(srv):
 
 
 @T.test
+def consistency_on_a_single_node(srv):
+    """consistency (issue 14) is for replicas; a single node is always at its
+    latest state: "latest" answers as "local", anything else is 400."""
+    i = new_id("latest")
+    text = ZH[2] + "一致性测试。" * 3
+    status, r = check_original(srv, text, id=i, register=True, consistency="latest")
+    check(status == 200 and r["registered"], "%s %r", status, r)
+    for value in ("latest", "local"):
+        status, doc = srv.json("GET", "/documents/%s?consistency=%s" % (i, value))
+        check(status == 200 and doc["simhash"] == r["simhash"], "%s: %s %r", value, status, doc)
+        status, q = check_original(srv, text, consistency=value)
+        check(status == 200 and q["original"] is False and q["matches"][0]["id"] == i,
+              "%s: %s %r", value, status, q)
+    status, body = srv.json("GET", "/documents/%s?limit=3&consistency=eventual" % i)
+    expect_error(status, body, 400, "invalid_field")
+    check(body["error"].get("field") == "consistency", body)
+    for bad in ("strong", 1, None, True):
+        status, body = check_original(srv, text, consistency=bad)
+        expect_error(status, body, 400, "invalid_field")
+        check(body["error"].get("field") == "consistency", "%r: %r", bad, body)
+
+
+@T.test
 def document_ids_need_encoding(srv):
     i = "文章/2024 #1?x=%"
     from urllib.parse import quote
