@@ -4,7 +4,7 @@
 
     python3 tests/bench/bench_replicas.py [--build build] [--duration 10]
         [--clients 8] [--threads 2] [--warmup 1] [--no-sync] [--rounds 1]
-        [--only single,one,three,writer]
+        [--only single,one,three,writer,haproxy]
 
 Scenarios (each on fresh neardupd processes and its own stream; the NATS
 cluster, three nats-server processes on loopback with JetStream, as in
@@ -16,6 +16,10 @@ tests/integration/cluster.py, is shared by the replicated ones):
   writer   the same three nodes, every client on the first one: one node
            decides every change and the other two follow (the ceiling of
            an elected writer, without its forwarding hop)
+  haproxy  the same three nodes behind the shipped
+           deploy/haproxy/haproxy-replicas.cfg, every client on HAProxy: it
+           sends every registration to the first ready node (the writer the
+           balancer elects), so this is the elected writer with its hop
 Clients: --clients threads, Python's http.client with keep-alive, each
 registering distinct new articles (random words of the shipped test texts,
 ~650 characters: every one original) as fast as the answers come, for
@@ -58,29 +62,21 @@ def pct(values, p):
     return v[min(len(v) - 1, int(p / 100.0 * len(v)))]
 
 
-class Clients:
+from harness import ThreadGroup  # noqa: E402
+
+
+class Clients(ThreadGroup):
     """n threads registering new articles on targets (ports), keep-alive."""
 
     def __init__(self, ports, n, tag):
+        super().__init__(n)
         self.ports = ports
         self.tag = tag
-        self.stop = threading.Event()
         self.window = None  # (t0, t1): what is counted
         self.lock = threading.Lock()
         self.lat = []       # latencies of answers inside the window
         self.ok = 0
         self.errors = []
-        self.threads = [threading.Thread(target=self.run, args=(k,), daemon=True)
-                        for k in range(n)]
-
-    def start(self):
-        for t in self.threads:
-            t.start()
-
-    def finish(self):
-        self.stop.set()
-        for t in self.threads:
-            t.join(30)
 
     def run(self, k):
         from cluster import article, post, register_body
@@ -142,9 +138,17 @@ def self_cpu():
     return t.user + t.system
 
 
-def measure(name, nodes, nats_pids, args, replicated, targets=None):
+class Front:
+    """A client target that is not a node (HAProxy's port)."""
+
+    def __init__(self, port):
+        self.port = port
+
+
+def measure(name, nodes, nats_pids, args, replicated, targets=None, lb_pids=()):
     """Runs the clients against targets (default: all of nodes, started
-    Servers); returns figures."""
+    Servers; or Front objects); lb_pids: HAProxy's process, whose CPU is
+    reported apart. Returns figures."""
     from cluster import Sampler, wait_converged
     node_pids = [n.proc.pid for n in nodes]
     clients = Clients([n.port for n in (targets or nodes)], args.clients,
@@ -154,7 +158,7 @@ def measure(name, nodes, nats_pids, args, replicated, targets=None):
     try:
         time.sleep(args.warmup)
         k0 = conflicts(nodes) if replicated else None
-        c0 = (cpu(node_pids), cpu(nats_pids), self_cpu())
+        c0 = (cpu(node_pids), cpu(nats_pids), self_cpu(), cpu(lb_pids))
         t0 = time.monotonic()
         with clients.lock:
             clients.window = (t0, None)
@@ -164,7 +168,7 @@ def measure(name, nodes, nats_pids, args, replicated, targets=None):
         t1 = time.monotonic()
         with clients.lock:
             clients.window = (t0, t1)
-        c1 = (cpu(node_pids), cpu(nats_pids), self_cpu())
+        c1 = (cpu(node_pids), cpu(nats_pids), self_cpu(), cpu(lb_pids))
         k1 = conflicts(nodes) if replicated else None
     finally:
         if sampler:
@@ -186,7 +190,9 @@ def measure(name, nodes, nats_pids, args, replicated, targets=None):
         "p50_ms": 1000 * pct(clients.lat, 50), "p99_ms": 1000 * pct(clients.lat, 99),
         "node_cpu_ms": 1000 * (c1[0] - c0[0]) / n, "nats_cpu_ms": 1000 * (c1[1] - c0[1]) / n,
         "client_cpu_ms": 1000 * (c1[2] - c0[2]) / n,
-        "busy_cores": ((c1[0] - c0[0]) + (c1[1] - c0[1]) + (c1[2] - c0[2])) / secs,
+        "lb_cpu_ms": 1000 * (c1[3] - c0[3]) / n,
+        "busy_cores": ((c1[0] - c0[0]) + (c1[1] - c0[1]) + (c1[2] - c0[2]) +
+                       (c1[3] - c0[3])) / secs,
         "node_busy": (c1[0] - c0[0]) / secs, "nats_busy": (c1[1] - c0[1]) / secs,
         "client_busy": (c1[2] - c0[2]) / secs,
         "mean_ms": 1000 * statistics.mean(clients.lat) if clients.lat else float("nan"),
@@ -212,12 +218,13 @@ def run_single(args, sync):
         srv.cleanup()
 
 
-def run_replicated(args, sync, nats, count, name, one_writer=False):
+def run_replicated(args, sync, nats, count, name, one_writer=False, haproxy=False):
     from cluster import replica_args
     from harness import Server
     stream = "bench_%s_%d" % (name, time.monotonic_ns() % 10 ** 9)
     tmp = tempfile.mkdtemp(prefix="neardup-bench-replicas-")
     nodes = []
+    ha = None
     try:
         for i in range(count):
             srv = Server(replica_args(nats.servers[i].url, "nd-%d" % (i + 1), stream),
@@ -227,8 +234,17 @@ def run_replicated(args, sync, nats, count, name, one_writer=False):
             os.makedirs(srv.tmp, exist_ok=True)
             nodes.append(srv)
             srv.start()
+        if haproxy:
+            from cluster import ReplicaHAProxy
+            ha = ReplicaHAProxy(tmp, [n.port for n in nodes]).start()
+            for server in ha.server_names:
+                ha.wait_status(server, "UP", 15)
+            return measure(name, nodes, nats.pids(), args, True, [Front(ha.port)],
+                           [ha.proc.pid])
         return measure(name, nodes, nats.pids(), args, True, nodes[:1] if one_writer else None)
     finally:
+        if ha:
+            ha.stop()
         for s in nodes:
             s.kill()
             s._close_log()
@@ -254,7 +270,7 @@ def main():
     import shutil
     only = args.only.split(",")
     sync = not args.no_sync
-    if any(s in only for s in ("one", "three", "writer")) and \
+    if any(s in only for s in ("one", "three", "writer", "haproxy")) and \
             shutil.which("nats-server") is None:
         print("nats-server is not installed (deploy/install-deps.sh --test)")
         return 1
@@ -266,7 +282,7 @@ def main():
     nats = None
     tmp = tempfile.mkdtemp(prefix="neardup-bench-nats-")
     try:
-        if any(s in only for s in ("one", "three", "writer")):
+        if any(s in only for s in ("one", "three", "writer", "haproxy")):
             nats = NatsCluster(tmp, 3)
             nats.start()
         for r in range(args.rounds):
@@ -279,6 +295,8 @@ def main():
                     fig = run_replicated(args, sync, nats, 3, "three")
                 elif s == "writer":
                     fig = run_replicated(args, sync, nats, 3, "writer", one_writer=True)
+                elif s == "haproxy":
+                    fig = run_replicated(args, sync, nats, 3, "haproxy", haproxy=True)
                 else:
                     raise SystemExit("unknown scenario %r" % s)
                 results[s].append(fig)
@@ -293,7 +311,8 @@ def main():
     base = med.get("single")
     label = {"single": "single node (no NATS)", "one": "1 replicated node",
              "three": "3 replicated nodes",
-             "writer": "3 nodes, writes on 1"}
+             "writer": "3 nodes, writes on 1",
+             "haproxy": "3 nodes, HAProxy writer"}
     print()
     print("%-22s %9s %8s %7s %7s %9s %9s %9s %9s %7s %7s %8s"
           % ("", "regs/s", "x single", "p50 ms", "p99 ms", "node ms", "nats ms", "client ms",
@@ -334,6 +353,8 @@ def main():
         if "conflicts_per_reg" in f:
             extra = "; %.2f expected-sequence conflicts (re-check, re-publish) per " \
                     "registration" % f["conflicts_per_reg"]
+        if f.get("lb_cpu_ms"):
+            extra += "; HAProxy %.3f ms CPU per registration" % f["lb_cpu_ms"]
         print("%s: %.2f of %d cores busy (neardupd %.2f, nats-server %.2f, clients %.2f); "
               "%d clients / mean latency %.2f ms = %.0f/s%s: %s"
               % (label[s], f["busy_cores"], ncores, f["node_busy"], f["nats_busy"],

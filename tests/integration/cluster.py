@@ -37,8 +37,8 @@ import tempfile
 import threading
 import time
 
-from harness import (HOST, SOURCE_ROOT, Server, check, haproxy_command, haproxy_status,
-                     haproxy_wait_status, load_texts, request)
+from harness import (HOST, SOURCE_ROOT, HAProxyTimings, Server, check, haproxy_command,
+                     haproxy_status, haproxy_wait_status, load_texts, request)
 
 REPLICAS_CFG = os.environ.get(
     "ND_HAPROXY_REPLICAS_CFG",
@@ -392,48 +392,6 @@ def wait_readyz(srv, want, timeout):
 
 # -- HAProxy with the shipped replicas configuration --
 
-def _seconds(v):
-    """HAProxy time ("500ms", "1s", "2") in seconds; bare numbers are ms."""
-    m = re.match(r"^(\d+)(ms|s|m)?$", v)
-    check(m, "cannot read HAProxy time %r", v)
-    n = int(m.group(1))
-    return {"ms": n / 1000.0, "s": float(n), "m": n * 60.0, None: n / 1000.0}[m.group(2)]
-
-
-class Timings:
-    """Health-check timings of a backend (default-server line, else the
-    first server line; HAProxy's defaults otherwise)."""
-
-    def __init__(self, backend_lines, text):
-        words = []
-        for line in backend_lines:
-            w = line.split()
-            if w and w[0] == "default-server":
-                words = w[1:]
-                break
-        if not words:
-            for line in backend_lines:
-                w = line.split()
-                if w and w[0] == "server":
-                    words = w[3:]
-                    break
-        opts = dict(zip(words, words[1:]))
-        self.inter = _seconds(opts.get("inter", "2s"))
-        self.fastinter = _seconds(opts.get("fastinter", opts.get("inter", "2s")))
-        self.downinter = _seconds(opts.get("downinter", opts.get("inter", "2s")))
-        self.fall = int(opts.get("fall", "3"))
-        self.rise = int(opts.get("rise", "2"))
-        tc = re.search(r"^\s*timeout check\s+(\S+)", text, re.M)
-        self.check_timeout = _seconds(tc.group(1)) if tc else self.inter
-
-    def down_within(self):
-        """Longest time from /readyz turning 503 to the server marked DOWN."""
-        return self.inter + (self.fall - 1) * self.fastinter + self.check_timeout
-
-    def up_within(self):
-        return self.downinter + (self.rise - 1) * self.fastinter + self.check_timeout
-
-
 def _sections(text):
     """[(header line index, keyword, name, [line indexes of the body])]."""
     out = []
@@ -478,7 +436,7 @@ class ReplicaHAProxy:
         be = main[0]
         self.backend = be[2]
         self.fallbacks = [s[2] for s in backends if s is not be]
-        self.timings = Timings([_strip_comment(lines[i]) for i in be[3]], shipped)
+        self.timings = HAProxyTimings([_strip_comment(lines[i]) for i in be[3]], shipped)
         self.server_names = []
         for b in backends:
             servers = [i for i in b[3] if _strip_comment(lines[i]).split()[:1] == ["server"]]

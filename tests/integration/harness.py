@@ -441,7 +441,77 @@ def run_threads(n, fn, timeout=120):
         raise errors[0]
 
 
+# ---- client threads until stopped (test_haproxy, test_replicas, bench_replicas) ----
+
+class ThreadGroup:
+    """n daemon threads running self.run(k) (the subclass's) until self.stop
+    is set: start(), then finish() sets it and waits (check: none hangs)."""
+
+    def __init__(self, n):
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self.run, args=(k,), daemon=True)
+                        for k in range(n)]
+
+    def run(self, k):
+        raise NotImplementedError
+
+    def start(self):
+        for t in self.threads:
+            t.start()
+
+    def finish(self, timeout=30.0):
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout)
+        check(not any(t.is_alive() for t in self.threads), "%s threads hang",
+              type(self).__name__)
+
+
 # ---- HAProxy's admin socket (test_haproxy, cluster.py) ----
+
+def haproxy_seconds(v):
+    """HAProxy time ("500ms", "1s", "2") in seconds; bare numbers are ms."""
+    m = re.match(r"^(\d+)(ms|s|m)?$", v)
+    check(m, "cannot read HAProxy time %r", v)
+    n = int(m.group(1))
+    return {"ms": n / 1000.0, "s": float(n), "m": n * 60.0, None: n / 1000.0}[m.group(2)]
+
+
+class HAProxyTimings:
+    """Health-check timings of a backend of a shipped HAProxy file: its
+    default-server line, else its first server line (HAProxy's defaults
+    otherwise), and the file's timeout check. backend_lines: the backend's
+    lines (comments stripped), or every line of a file with one backend."""
+
+    def __init__(self, backend_lines, text):
+        words = []
+        for line in backend_lines:
+            w = line.split()
+            if w and w[0] == "default-server":
+                words = w[1:]
+                break
+        if not words:
+            for line in backend_lines:
+                w = line.split()
+                if w and w[0] == "server":
+                    words = w[3:]
+                    break
+        opts = dict(zip(words, words[1:]))
+        self.inter = haproxy_seconds(opts.get("inter", "2s"))
+        self.fastinter = haproxy_seconds(opts.get("fastinter", opts.get("inter", "2s")))
+        self.downinter = haproxy_seconds(opts.get("downinter", opts.get("inter", "2s")))
+        self.fall = int(opts.get("fall", "3"))
+        self.rise = int(opts.get("rise", "2"))
+        tc = re.search(r"^\s*timeout check\s+(\S+)", text, re.M)
+        self.check_timeout = haproxy_seconds(tc.group(1)) if tc else self.inter
+
+    def down_within(self):
+        """Longest time from /readyz turning 503 to the server marked DOWN."""
+        return self.inter + (self.fall - 1) * self.fastinter + self.check_timeout
+
+    def up_within(self):
+        return self.downinter + (self.rise - 1) * self.fastinter + self.check_timeout
+
 
 def haproxy_command(sock_path, cmd):
     """One command on HAProxy's stats socket; its whole answer."""

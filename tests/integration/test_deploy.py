@@ -344,11 +344,24 @@ def haproxy_replicas_config():
     # server up (no NATS quorum anywhere): queries still answered.
     parts = re.split(r"^backend\s+(\S+)\s*$", text, flags=re.M)
     backends = dict(zip(parts[1::2], parts[2::2]))
-    check(set(backends) == {"neardupd", "neardupd_alive"}, "backends %r", sorted(backends))
+    # And neardupd_writer: every change goes to its first ready server
+    # (balance first over servers tracking neardupd's checks).
+    check(set(backends) == {"neardupd", "neardupd_alive", "neardupd_writer"}, "backends %r",
+          sorted(backends))
     servers = {b: re.findall(r"^\s*server\s+(\S+)\s+(\S+)(.*)$", t, re.M)
                for b, t in backends.items()}
     check(len(servers["neardupd"]) == 3 and servers["neardupd"] == servers["neardupd_alive"],
           "servers %r: wanted the same three in both", servers)
+    check([s[:2] for s in servers["neardupd_writer"]] == [s[:2] for s in servers["neardupd"]]
+          and all(rest.split()[:2] == ["track", "neardupd/" + name]
+                  for name, _, rest in servers["neardupd_writer"]),
+          "neardupd_writer's servers %r: wanted neardupd's, each tracking it",
+          servers["neardupd_writer"])
+    check(re.search(r"^\s*balance first\s*$", backends["neardupd_writer"], re.M),
+          "neardupd_writer is not balance first")
+    check(re.search(r"^\s*use_backend neardupd_writer if .*registers", text, re.M)
+          and re.search(r"^\s*option http-buffer-request\s*$", text, re.M),
+          "the frontend does not send registrations to neardupd_writer")
     check(not any("backup" in rest.split() for _, _, rest in servers["neardupd"]),
           "a backup server: %r", servers)
     check("uri /healthz" in backends["neardupd_alive"], "neardupd_alive is not checked on /healthz")

@@ -27,8 +27,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HOST, SOURCE_ROOT, Runner, Server, check, free_port,  # noqa: E402
-                     haproxy_command, haproxy_status, haproxy_wait_status, load_texts)
+from harness import (HOST, SOURCE_ROOT, HAProxyTimings, Runner, Server,  # noqa: E402
+                     ThreadGroup, check, free_port, haproxy_command, haproxy_status,
+                     haproxy_wait_status, load_texts)
 
 T = Runner("test_haproxy")
 CFG = os.path.join(SOURCE_ROOT, "deploy", "haproxy", "haproxy.cfg")
@@ -45,38 +46,6 @@ def env_setting(name):
             if m:
                 return m.group(1)
     return None
-
-
-def seconds(v):
-    """HAProxy time ("500ms", "1s", "2") in seconds; bare numbers are ms."""
-    m = re.match(r"^(\d+)(ms|s|m)?$", v)
-    check(m, "cannot read HAProxy time %r", v)
-    n = int(m.group(1))
-    return {"ms": n / 1000.0, "s": float(n), "m": n * 60.0, None: n / 1000.0}[m.group(2)]
-
-
-class Timings:
-    """The health-check timings of the shipped file's backend."""
-
-    def __init__(self, text):
-        ds = re.search(r"^\s*default-server\s+(.*)$", text, re.M)
-        check(ds, "no default-server line in haproxy.cfg")
-        words = ds.group(1).split()
-        opts = dict(zip(words, words[1:]))
-        self.inter = seconds(opts.get("inter", "2s"))
-        self.fastinter = seconds(opts.get("fastinter", opts.get("inter", "2s")))
-        self.downinter = seconds(opts.get("downinter", opts.get("inter", "2s")))
-        self.fall = int(opts.get("fall", "3"))
-        self.rise = int(opts.get("rise", "2"))
-        tc = re.search(r"^\s*timeout check\s+(\S+)", text, re.M)
-        self.check_timeout = seconds(tc.group(1)) if tc else self.inter
-
-    def down_within(self):
-        """Longest time from /readyz turning 503 to the server marked DOWN."""
-        return self.inter + (self.fall - 1) * self.fastinter + self.check_timeout
-
-    def up_within(self):
-        return self.downinter + (self.rise - 1) * self.fastinter + self.check_timeout
 
 
 def substitute(text, pairs):
@@ -102,7 +71,7 @@ class HAProxy:
         self.port = ports["front"]
         with open(CFG) as f:
             shipped = f.read()
-        self.timings = Timings(shipped)
+        self.timings = HAProxyTimings(shipped.splitlines(), shipped)
         text = substitute(shipped, [
             (r"^\s*log /dev/log\s.*$", "    log stderr format raw local0 info"),
             (r"^\s*chroot\s.*\n", ""),
@@ -159,28 +128,16 @@ class HAProxy:
     def wait_status(self, server, prefix, timeout):
         return haproxy_wait_status(self.sock, "neardupd", server, prefix, timeout)
 
-class Load:
+class Load(ThreadGroup):
     """Client threads through HAProxy: keep-alive and one connection per
     request; /fingerprint and registering /check-original. Every request must
     get a 200; paced so that two cores are not saturated."""
 
     def __init__(self, port):
+        super().__init__(3)
         self.port = port
-        self.stop = threading.Event()
         self.lock = threading.Lock()
         self.results = []  # (time, kind, status or error, served by)
-        self.threads = [threading.Thread(target=self.run, args=(i,), daemon=True)
-                        for i in range(3)]
-
-    def start(self):
-        for t in self.threads:
-            t.start()
-
-    def finish(self):
-        self.stop.set()
-        for t in self.threads:
-            t.join(30)
-        check(not any(t.is_alive() for t in self.threads), "load threads hang")
 
     def request(self, conn, i, n):
         if i == 1:
