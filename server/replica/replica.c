@@ -101,7 +101,7 @@ struct nd_replica {
     bool stopping; /* nd_store_close() began */
     bool started;
     sync_waiter *sync_new;     /* reads to probe for */
-    sync_waiter *sync_waiting; /* probed: waiting for applied_seq >= target */
+    sync_waiter *sync_waiting; /* probed: waiting until their target is visible */
     pthread_t publisher, applier, prober, completer, syncer;
 
     _Atomic uint64_t applied_seq; /* last entry applied in memory, whole */
@@ -254,8 +254,8 @@ static int rep_amend(nd_store *st, const nd_record *rec, const nd_store_event *a
         r2.sketch_len = 0;
         return queue_local(r, ND_STORE_AMEND, &r2, audit, done, arg);
     }
-    return nd_store_amend(r->local, rec, audit, done,
-                          arg); /* a stream change: the applier notes it */
+    /* a stream change: the applier notes it */
+    return nd_store_amend(r->local, rec, audit, done, arg);
 }
 
 static int rep_delete_at(nd_store *st, const char *id, size_t id_len, int64_t at, uint64_t seq,

@@ -37,8 +37,8 @@ import tempfile
 import threading
 import time
 
-from harness import (HOST, SOURCE_ROOT, HAProxyTimings, Server, check, haproxy_command,
-                     haproxy_status, haproxy_wait_status, load_texts, request)
+from harness import (HOST, SOURCE_ROOT, HAProxyProcess, HAProxyTimings, Server, check,
+                     load_texts, request)
 
 REPLICAS_CFG = os.environ.get(
     "ND_HAPROXY_REPLICAS_CFG",
@@ -409,7 +409,7 @@ def _strip_comment(line):
     return line.split("#", 1)[0]
 
 
-class ReplicaHAProxy:
+class ReplicaHAProxy(HAProxyProcess):
     """haproxy -db with REPLICAS_CFG: the backend's server lines (three, no
     backup) get the nodes' addresses in order, the client-facing bind the
     front port, other binds free ports, the stats socket a file in tmp, the
@@ -495,54 +495,7 @@ class ReplicaHAProxy:
         with open(self.cfg, "w") as f:
             f.write(self.text)
         self.log_path = os.path.join(tmp, "haproxy.log")
-        self.proc = None
-        self._log = None
 
-    def check_config(self):
-        p = subprocess.run(["haproxy", "-c", "-f", self.cfg], capture_output=True, text=True,
-                           timeout=30)
-        check(p.returncode == 0, "haproxy -c -f %s (from %s) failed:\n%s%s", self.cfg,
-              self.src, p.stdout, p.stderr)
-
-    def start(self):
-        self.check_config()
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(["haproxy", "-db", "-f", self.cfg], stdin=subprocess.DEVNULL,
-                                     stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 10
-        while not os.path.exists(self.sock):
-            check(self.proc.poll() is None, "haproxy exited:\n%s", self.log_text())
-            check(time.monotonic() < deadline, "haproxy did not start:\n%s", self.log_text())
-            time.sleep(0.02)
-        return self
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self._log:
-            self._log.close()
-            self._log = None
-
-    def log_text(self, n=4000):
-        try:
-            with open(self.log_path, "rb") as f:
-                return f.read().decode("utf-8", "replace")[-n:]
-        except OSError:
-            return ""
-
-    def command(self, cmd):
-        return haproxy_command(self.sock, cmd)
-
-    def status(self, server):
-        return haproxy_status(self.sock, self.backend, server)
-
-    def wait_status(self, server, prefix, timeout):
-        return haproxy_wait_status(self.sock, self.backend, server, prefix, timeout)
 
 class ReplicaCluster:
     """NATS cluster + n neardupd nodes (node i talks to NATS server i only)

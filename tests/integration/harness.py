@@ -42,6 +42,11 @@ def tool_path(env, default):
     return os.path.join(build, *default)
 
 
+def neardup_path():
+    """The command-line tool: $NEARDUP, else server/neardup beside $NEARDUPD."""
+    return tool_path("NEARDUP", ("server", "neardup"))
+
+
 def neardupd_path():
     path = os.environ.get("NEARDUPD")
     if path:
@@ -511,6 +516,66 @@ class HAProxyTimings:
 
     def up_within(self):
         return self.downinter + (self.rise - 1) * self.fastinter + self.check_timeout
+
+
+def haproxy_check(path, source=None):
+    """haproxy -c on the file at path (made from source, when given)."""
+    p = subprocess.run(["haproxy", "-c", "-f", path], capture_output=True, text=True,
+                       timeout=30)
+    check(p.returncode == 0, "haproxy -c -f %s%s failed:\n%s%s", path,
+          " (from %s)" % source if source else "", p.stdout, p.stderr)
+
+
+class HAProxyProcess:
+    """haproxy in the foreground (-db) on a config file the subclass wrote:
+    it sets self.cfg, self.sock (the admin socket the file names),
+    self.log_path, self.backend (the checked backend) and self.src (the
+    shipped file it came from, or None)."""
+
+    proc = None
+    _log = None
+    src = None
+
+    def start(self):
+        """Checks the file, starts haproxy, waits for its admin socket."""
+        haproxy_check(self.cfg, self.src)
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(["haproxy", "-db", "-f", self.cfg], stdin=subprocess.DEVNULL,
+                                     stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while not os.path.exists(self.sock):
+            check(self.proc.poll() is None, "haproxy exited:\n%s", self.log_text())
+            check(time.monotonic() < deadline, "haproxy did not start:\n%s", self.log_text())
+            time.sleep(0.02)
+        return self
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self._log:
+            self._log.close()
+            self._log = None
+
+    def log_text(self, n=4000):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")[-n:]
+        except OSError:
+            return ""
+
+    def command(self, cmd):
+        return haproxy_command(self.sock, cmd)
+
+    def status(self, server):
+        return haproxy_status(self.sock, self.backend, server)
+
+    def wait_status(self, server, prefix, timeout):
+        return haproxy_wait_status(self.sock, self.backend, server, prefix, timeout)
 
 
 def haproxy_command(sock_path, cmd):

@@ -19,19 +19,11 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Runner, Server, check, load_texts  # noqa: E402
+from harness import Runner, Server, check, load_texts, neardup_path  # noqa: E402
 
 T = Runner("test_backup")
 TEXTS = load_texts()
 BASES = [TEXTS[k] for k in sorted(TEXTS)]
-
-
-def neardup_path():
-    path = os.environ.get("NEARDUP")
-    if path:
-        return path
-    return os.path.join(os.path.dirname(os.environ.get("NEARDUPD", "build/server/x")),
-                        "neardup")
 
 
 def backup(*args, timeout=120):

@@ -20,16 +20,14 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HOST, SOURCE_ROOT, HAProxyTimings, Runner, Server,  # noqa: E402
-                     ThreadGroup, check, free_port, haproxy_command, haproxy_status,
-                     haproxy_wait_status, load_texts)
+from harness import (HOST, SOURCE_ROOT, HAProxyProcess, HAProxyTimings, Runner,  # noqa: E402
+                     Server, ThreadGroup, check, free_port, haproxy_check, load_texts)
 
 T = Runner("test_haproxy")
 CFG = os.path.join(SOURCE_ROOT, "deploy", "haproxy", "haproxy.cfg")
@@ -56,13 +54,7 @@ def substitute(text, pairs):
     return text
 
 
-def haproxy_check(path):
-    p = subprocess.run(["haproxy", "-c", "-f", path], capture_output=True, text=True,
-                       timeout=30)
-    check(p.returncode == 0, "haproxy -c -f %s failed:\n%s%s", path, p.stdout, p.stderr)
-
-
-class HAProxy:
+class HAProxy(HAProxyProcess):
     """haproxy in the foreground (-db) with the substituted config."""
 
     def __init__(self, tmp, ports):
@@ -88,45 +80,8 @@ class HAProxy:
         with open(self.cfg, "w") as f:
             f.write(text)
         self.log_path = os.path.join(tmp, "haproxy.log")
-        self.proc = None
+        self.backend = "neardupd"
 
-    def start(self):
-        haproxy_check(self.cfg)
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(["haproxy", "-db", "-f", self.cfg], stdin=subprocess.DEVNULL,
-                                     stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 10
-        while not os.path.exists(self.sock):
-            check(self.proc.poll() is None, "haproxy exited:\n%s", self.log_text())
-            check(time.monotonic() < deadline, "haproxy did not start:\n%s", self.log_text())
-            time.sleep(0.02)
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc:
-            self._log.close()
-
-    def log_text(self):
-        try:
-            with open(self.log_path, "rb") as f:
-                return f.read().decode("utf-8", "replace")[-4000:]
-        except OSError:
-            return ""
-
-    def command(self, cmd):
-        return haproxy_command(self.sock, cmd)
-
-    def status(self, server):
-        return haproxy_status(self.sock, "neardupd", server)
-
-    def wait_status(self, server, prefix, timeout):
-        return haproxy_wait_status(self.sock, "neardupd", server, prefix, timeout)
 
 class Load(ThreadGroup):
     """Client threads through HAProxy: keep-alive and one connection per

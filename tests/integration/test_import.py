@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HEX16, RFC3339_US, Runner, Server, check, edit,  # noqa: E402
-                     expect_error, load_texts, tool_path)
+                     expect_error, load_texts, neardup_path, tool_path)
 
 T = Runner("test_import")
 TEXTS = load_texts()
@@ -40,10 +40,6 @@ NDJSON = "application/x-ndjson"
 SUMMARY_KEYS = {"lines", "imported", "existing", "duplicates", "errors", "detections", "seconds",
                 "complete"}
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-
-
-def neardup_path():
-    return tool_path("NEARDUP", ("server", "neardup"))
 
 
 def clean_env():

@@ -59,7 +59,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Runner, ThreadGroup, check, expect_error, fsync_shim_env,  # noqa: E402
-                     parse_metrics, request, run_threads)
+                     neardup_path, parse_metrics, request, run_threads)
 from cluster import (ReplicaCluster, article, near_duplicate, post,  # noqa: E402
                      register_body, replica_node, replica_state, wait_converged,
                      wait_readyz)
@@ -97,14 +97,6 @@ def readyz_reason(body):
         return body.get("reason")
     err = body.get("error")
     return err.get("code") if isinstance(err, dict) else None
-
-
-def neardup_path():
-    path = os.environ.get("NEARDUP")
-    if path:
-        return path
-    return os.path.join(os.path.dirname(os.environ.get("NEARDUPD", "build/server/x")),
-                        "neardup")
 
 
 def metric(srv, name):
