@@ -2273,6 +2273,64 @@ static void test_stream_seq(void)
     free_rec(&b);
 }
 
+/* nd_store_prefetch(): the records' read-ahead (store/readahead.c) runs
+ * beside scans, writes and a close, and changes nothing a scan returns. */
+typedef struct scanner {
+    nd_store *st;
+    scan_state s;
+    int rc;
+} scanner;
+
+static void *scanner_main(void *arg)
+{
+    scanner *sc = arg;
+    nd_store_prefetch(sc->st);
+    sc->rc = nd_store_scan(sc->st, scan_order_visit, &sc->s);
+    return NULL;
+}
+
+static void test_prefetch(void)
+{
+    enum { N = 3000, THREADS = 3 };
+    char dir[128];
+    path_in(dir, sizeof(dir), "prefetch");
+    nd_store_options o = opts_fast();
+    nd_store *st = open_ok(dir, &o);
+    nd_store_prefetch(st); /* an empty store: nothing to walk */
+    for (unsigned i = 0; i < N; i++) {
+        rec_buf x;
+        make_rec(&x, "pf-", i, 30);
+        CHECK_RC(nd_store_put(st, &x.r, NULL, NULL), 0);
+        if (i == N / 2)
+            nd_store_prefetch(st); /* while the commit thread writes */
+        free_rec(&x);
+    }
+    flush(st);
+    scan_state s = {.ordered = true};
+    nd_store_prefetch(st);
+    nd_store_prefetch(st); /* one runs; the second call finds it */
+    CHECK_RC(nd_store_scan(st, scan_order_visit, &s), 0);
+    CHECK(s.n == N && s.ordered, "%d records, ordered %d", s.n, s.ordered);
+    pthread_t th[THREADS];
+    scanner sc[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        sc[i] = (scanner){st, {.ordered = true}, -1};
+        pthread_create(&th[i], NULL, scanner_main, &sc[i]);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(sc[i].rc == 0 && sc[i].s.n == N && sc[i].s.ordered, "scanner %d: rc %d, %d records",
+              i, sc[i].rc, sc[i].s.n);
+    }
+    nd_store_prefetch(st); /* left running: the close stops it */
+    nd_store_close(st);
+    st = open_ok(dir, &o);
+    s = (scan_state){.ordered = true};
+    CHECK_RC(nd_store_scan(st, scan_order_visit, &s), 0);
+    CHECK(s.n == N && s.ordered);
+    nd_store_close(st);
+}
+
 int main(void)
 {
     snprintf(root, sizeof(root), "/tmp/nd-test-store-XXXXXX");
@@ -2291,6 +2349,7 @@ int main(void)
         {"batch_mixed", test_batch_mixed},
         {"group_commit", test_group_commit},
         {"concurrent_reads", test_concurrent_reads},
+        {"prefetch", test_prefetch},
         {"lock", test_lock},
         {"dir_errors", test_dir_errors},
         {"corrupt", test_corrupt},

@@ -284,7 +284,6 @@ static void *arena_alloc(nd_registry *reg, block_feed *feed, size_t size)
     return out;
 }
 
-
 /* Counts one document less for interned version v (a duplicate skipped). */
 static void version_uncount(nd_registry *reg, const char *v)
 {
@@ -543,6 +542,7 @@ static int load_store(nd_registry *reg, load_ctx *lc)
     if (total < 0)
         return (int)total;
     lc->total = (uint64_t)total;
+    nd_store_prefetch(reg->store);    /* reads while the tables are made */
     pthread_mutex_lock(&reg->writer); /* size the tables once */
     int rc = nd_reg_map_reserve(reg, lc->total);
     if (rc == 0)

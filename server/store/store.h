@@ -185,6 +185,7 @@ typedef struct nd_store_ops {
                        size_t limit, int (*visit)(void *arg, const nd_store_event *ev), void *arg);
     int (*delete_at)(nd_store *st, const char *id, size_t id_len, int64_t registered_at_us,
                      uint64_t stream_seq, nd_store_done_fn done, void *arg);
+    void (*prefetch)(nd_store *st); /* NULL: nothing to read ahead */
     int (*scan)(nd_store *st, int (*visit)(void *arg, const nd_record *rec), void *arg);
     int (*get)(nd_store *st, int64_t registered_at_us,
                int (*visit)(void *arg, const nd_record *rec), void *arg);
@@ -406,6 +407,17 @@ static inline int nd_store_events(nd_store *st, nd_event_kind kind, int64_t owne
                                   int (*visit)(void *arg, const nd_store_event *ev), void *arg)
 {
     return nd_store_base_of(st)->ops->list_events(st, kind, owner_at, before_at, limit, visit, arg);
+}
+
+/* A hint that nd_store_scan() follows soon: the LMDB store starts reading
+ * the records into the page cache on a thread of its own (the scan, or
+ * nd_store_close, stops it), so that a start on a cold cache reads while
+ * the caller prepares its tables. Changes nothing a call returns; the
+ * memory store ignores it. Returns at once; allocates a little. */
+static inline void nd_store_prefetch(nd_store *st)
+{
+    if (nd_store_base_of(st)->ops->prefetch)
+        nd_store_base_of(st)->ops->prefetch(st);
 }
 
 /* Calls visit for every stored record in registration order

@@ -110,6 +110,7 @@
  * spare. LMDB never reads past its last page, so the zeros are invisible to
  * it, to readers and to backups (mdb_env_copy copies used pages only). */
 #include "store.h"
+#include "readahead.h"
 #include "clock.h"
 
 #include <errno.h>
@@ -122,7 +123,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -212,6 +212,8 @@ struct nd_store {
     MDB_dbi sketch_dbi;                     /* registered_at_us -> encoded sketch */
     MDB_dbi det_dbi, detidx_dbi, audit_dbi; /* the journals (see the top) */
     MDB_dbi info_dbi;
+    pthread_mutex_t readahead_mu;  /* guards readahead */
+    nd_readahead *readahead;       /* reading the records ahead of a scan (or NULL) */
     _Atomic uint64_t stream_seq;   /* info/stream_seq as last committed */
     int64_t last_key;              /* commit thread: the greatest key known to be
                                  * stored (-1: none), the MDB_APPEND hint */
@@ -1508,6 +1510,7 @@ static void store_free(nd_store *st)
     pthread_cond_destroy(&st->space);
     pthread_cond_destroy(&st->work);
     pthread_mutex_destroy(&st->mu);
+    pthread_mutex_destroy(&st->readahead_mu);
     pthread_rwlock_destroy(&st->env_lock);
     free(st->zeros);
     free(st->dir);
@@ -1531,6 +1534,7 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
     st->lock_fd = -1;
     pthread_rwlock_init(&st->env_lock, NULL);
     pthread_mutex_init(&st->mu, NULL);
+    pthread_mutex_init(&st->readahead_mu, NULL);
     pthread_condattr_t mono;
     pthread_condattr_init(&mono);
     pthread_condattr_setclock(&mono, CLOCK_MONOTONIC); /* do_wait_work */
@@ -1763,24 +1767,23 @@ static void read_end(nd_store *st, MDB_txn *txn)
     pthread_rwlock_unlock(&st->env_lock);
 }
 
-/* Maps the used part of the file in one call before a scan reads all of
- * it: MADV_POPULATE_READ (Linux 5.14+) reads it in and fills the page
- * tables, instead of a page fault per 64 KiB (fault-around), which costs
- * tens of microseconds each on some virtual machines. A hint. */
-static void prefault_map(MDB_env *env)
+/* Starts reading the records ahead (readahead.h) unless it runs already. */
+static void lmdb_prefetch(nd_store *st)
 {
-#ifdef MADV_POPULATE_READ
-    MDB_envinfo info;
-    MDB_stat est;
-    if (mdb_env_info(env, &info) || mdb_env_stat(env, &est) || !info.me_mapaddr)
-        return;
-    size_t used = ((size_t)info.me_last_pgno + 1) * est.ms_psize;
-    if (used > info.me_mapsize)
-        used = info.me_mapsize;
-    madvise(info.me_mapaddr, used, MADV_POPULATE_READ);
-#else
-    (void)env;
-#endif
+    pthread_mutex_lock(&st->readahead_mu);
+    if (!st->readahead)
+        st->readahead = nd_readahead_start(&st->env, &st->dbi, DB_RECORDS, &st->env_lock);
+    pthread_mutex_unlock(&st->readahead_mu);
+}
+
+/* Takes the running read-ahead (NULL: none) for the caller to stop. */
+static nd_readahead *readahead_take(nd_store *st)
+{
+    pthread_mutex_lock(&st->readahead_mu);
+    nd_readahead *ra = st->readahead;
+    st->readahead = NULL;
+    pthread_mutex_unlock(&st->readahead_mu);
+    return ra;
 }
 
 static int lmdb_scan(nd_store *st, int (*visit)(void *arg, const nd_record *rec), void *arg)
@@ -1789,11 +1792,19 @@ static int lmdb_scan(nd_store *st, int (*visit)(void *arg, const nd_record *rec)
     MDB_cursor *cur;
     MDB_val k, v;
     nd_record r;
+    /* The records' leaves are read ahead, the sketches' between them not:
+     * by the read-ahead nd_store_prefetch() started, or by a new one. Its
+     * own shared hold of env_lock never waits behind a reopen waiting for
+     * ours: the lock prefers readers (glibc's default). */
+    lmdb_prefetch(st);
+    nd_readahead *ra = readahead_take(st);
     int rc = read_begin(st, &txn);
-    if (rc)
+    if (rc) {
+        nd_readahead_stop(ra);
         return rc;
-    prefault_map(st->env);
+    }
     if ((rc = mdb_cursor_open(txn, st->dbi, &cur))) {
+        nd_readahead_stop(ra);
         read_end(st, txn);
         return mdb_errno(rc);
     }
@@ -1805,6 +1816,7 @@ static int lmdb_scan(nd_store *st, int (*visit)(void *arg, const nd_record *rec)
     if (ret == 0 && rc != MDB_NOTFOUND)
         ret = mdb_errno(rc);
     mdb_cursor_close(cur);
+    nd_readahead_stop(ra);
     read_end(st, txn);
     return ret;
 }
@@ -2055,6 +2067,7 @@ static void lmdb_close(nd_store *st)
     pthread_mutex_unlock(&st->mu);
     if (st->thread_started)
         pthread_join(st->thread, NULL);
+    nd_readahead_stop(readahead_take(st));
     if (st->env && !st->opts.sync)
         mdb_env_sync(st->env, 1); /* a clean close is durable in any mode */
     store_free(st);
@@ -2071,6 +2084,7 @@ static const nd_store_ops lmdb_ops = {
     .list_events = lmdb_events,
     .delete_at = lmdb_delete_at,
     .stream_seq = lmdb_stream_seq,
+    .prefetch = lmdb_prefetch,
     .scan = lmdb_scan,
     .get = lmdb_get,
     .sketches = lmdb_sketches,
