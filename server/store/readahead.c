@@ -96,47 +96,24 @@ static bool cancelled(const walk *w)
     return w->cancel && atomic_load_explicit(w->cancel, memory_order_relaxed);
 }
 
-/* Marks the pages of l already in the page cache (a restart soon after a
- * stop finds them all there): their number becomes UINT64_MAX. One
- * mincore() over the map; without it, nothing is marked. */
-static void mark_resident(const walk *w, page_list *l)
+/* Asks the kernel for the pages of l, in order, a run of adjacent pages
+ * (at most RUN_MAX_PAGES) per call, so that they are read side by side;
+ * pages already in the page cache cost it a lookup. Returns the pages
+ * asked for, or -ECANCELED. */
+static long long pages_ask(const walk *w, const page_list *l)
 {
-    unsigned char *vec = malloc(w->npages);
-    if (vec && mincore(w->base, w->npages * w->psize, vec) == 0) {
-        size_t per = w->psize / (size_t)sysconf(_SC_PAGESIZE);
-        for (size_t i = 0; i < l->n; i++)
-            if (vec[l->pgno[i] * per] & 1)
-                l->pgno[i] = UINT64_MAX;
-    }
-    free(vec);
-}
-
-/* Asks the kernel for the pages of l (with skip_resident, those not in the
- * page cache), in order, a run of adjacent pages (at most RUN_MAX_PAGES)
- * per call, so that they are read side by side. Returns the pages asked
- * for, or -ECANCELED. */
-static long long pages_ask(const walk *w, page_list *l, bool skip_resident)
-{
-    if (skip_resident)
-        mark_resident(w, l);
-    long long asked = 0;
     size_t i = 0;
     while (i < l->n) {
         if (cancelled(w))
             return -ECANCELED;
-        if (l->pgno[i] == UINT64_MAX) {
-            i++;
-            continue;
-        }
         size_t j = i + 1;
         while (j < l->n && l->pgno[j] == l->pgno[j - 1] + 1 && j - i < RUN_MAX_PAGES)
             j++;
         posix_fadvise(w->fd, (off_t)(l->pgno[i] * w->psize), (off_t)((j - i) * w->psize),
                       POSIX_FADV_WILLNEED);
-        asked += (long long)(j - i);
         i = j;
     }
-    return asked;
+    return (long long)l->n;
 }
 
 /* Checks that page pgno is a branch page with sane bounds. Returns its
@@ -189,7 +166,7 @@ static int list_leaves(const walk *w, uint64_t root, page_list *leaves)
     page_list level = {0}, next = {0};
     int rc = list_add(&level, root);
     for (unsigned depth = 1; rc == 0 && depth < w->depth; depth++) {
-        if (depth > 1 && pages_ask(w, &level, false) < 0)
+        if (depth > 1 && pages_ask(w, &level) < 0)
             rc = -ECANCELED;
         next.n = 0;
         for (size_t i = 0; i < level.n && rc == 0; i++)
@@ -255,7 +232,7 @@ long long nd_readahead_leaves(MDB_env *env, MDB_txn *txn, MDB_dbi dbi, const cha
     page_list leaves;
     if ((rc = list_leaves(&w, root, &leaves)))
         return rc;
-    long long asked = pages_ask(&w, &leaves, true);
+    long long asked = pages_ask(&w, &leaves);
     free(leaves.pgno);
     return asked;
 }

@@ -35,16 +35,16 @@ typedef struct nd_readahead nd_readahead;
 /* Walks the branch pages of database dbi (named name) in txn level by
  * level, each level asked for as a whole before it is read (1 page in 225
  * at 10M records), listing the leaf pages without reading them; then asks
- * the kernel to read the leaves not in the page cache (mincore), in key
- * order, a POSIX_FADV_WILLNEED on data.mdb for each run of adjacent ones.
- * Stops early once *cancel is true (cancel may be NULL). Returns the
- * number of leaf pages asked for (0: all in the page cache already, or a
- * tree without branch pages, whose one leaf the first access reads), or
- * -errno: -ENOTSUP for an LMDB other than 0.9 or a database record of
- * another size, -EBADMSG at a page that does not look like one (no leaf
- * asked for then), -ENOMEM, -ECANCELED. Allocates the lists (8 bytes a
- * page) and a byte a page of the map for mincore, and frees them; reads
- * pages of the map, which txn keeps valid. */
+ * the kernel to read the leaves, in key order, a POSIX_FADV_WILLNEED on
+ * data.mdb for each run of adjacent ones (leaves already in the page cache
+ * cost a lookup: 0.2 s for 10M records, against 2.4 s for mincore() over
+ * the map to skip them). Stops early once *cancel is true (cancel may be
+ * NULL). Returns the number of leaf pages asked for (0: a tree without
+ * branch pages, whose one leaf the first access reads), or -errno:
+ * -ENOTSUP for an LMDB other than 0.9 or a database record of another
+ * size, -EBADMSG at a page that does not look like one (no leaf asked for
+ * then), -ENOMEM, -ECANCELED. Allocates the lists (8 bytes a page) and
+ * frees them; reads pages of the map, which txn keeps valid. */
 long long nd_readahead_leaves(MDB_env *env, MDB_txn *txn, MDB_dbi dbi, const char *name,
                               const atomic_bool *cancel);
 
