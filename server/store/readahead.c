@@ -23,7 +23,7 @@
 struct nd_readahead {
     MDB_env *const *env; /* read with env_lock held */
     const MDB_dbi *dbi;
-    char *name;
+    const char *name;           /* borrowed */
     pthread_rwlock_t *env_lock; /* held shared while the walk reads (or NULL) */
     atomic_bool cancel;
     long long result;
@@ -220,6 +220,19 @@ static int walk_init(walk *w, MDB_env *env, MDB_txn *txn, MDB_dbi dbi, const cha
     return map_geometry(w, rec.mv_data);
 }
 
+/* Lists the leaves under root and asks for them (w as walk_init() left
+ * it, with cancel set). Returns as nd_readahead_leaves(). */
+static long long walk_run(const walk *w, uint64_t root)
+{
+    page_list leaves;
+    int rc = list_leaves(w, root, &leaves);
+    if (rc)
+        return rc;
+    long long asked = pages_ask(w, &leaves);
+    free(leaves.pgno);
+    return asked;
+}
+
 long long nd_readahead_leaves(MDB_env *env, MDB_txn *txn, MDB_dbi dbi, const char *name,
                               const atomic_bool *cancel)
 {
@@ -229,12 +242,7 @@ long long nd_readahead_leaves(MDB_env *env, MDB_txn *txn, MDB_dbi dbi, const cha
     if (rc)
         return rc > 0 ? 0 : rc;
     w.cancel = cancel;
-    page_list leaves;
-    if ((rc = list_leaves(&w, root, &leaves)))
-        return rc;
-    long long asked = pages_ask(&w, &leaves);
-    free(leaves.pgno);
-    return asked;
+    return walk_run(&w, root);
 }
 
 /* The walk in a read transaction of its own, with the map's read-around
@@ -258,8 +266,8 @@ static void *readahead_main(void *arg)
             ra->span = w.base;
             ra->span_len = w.npages * w.psize;
         }
-        ra->result = rc ? (rc > 0 ? 0 : rc)
-                        : nd_readahead_leaves(env, txn, *ra->dbi, ra->name, &ra->cancel);
+        w.cancel = &ra->cancel;
+        ra->result = rc ? (rc > 0 ? 0 : rc) : walk_run(&w, root);
         mdb_txn_abort(txn);
     }
     if (ra->advised && ra->result < 0 && ra->result != -ECANCELED) {
@@ -275,16 +283,14 @@ nd_readahead *nd_readahead_start(MDB_env *const *env, const MDB_dbi *dbi, const 
                                  pthread_rwlock_t *env_lock)
 {
     nd_readahead *ra = calloc(1, sizeof(*ra));
-    if (!ra || !(ra->name = strdup(name))) {
-        free(ra);
+    if (!ra)
         return NULL;
-    }
+    ra->name = name;
     ra->env = env;
     ra->dbi = dbi;
     ra->env_lock = env_lock;
     atomic_init(&ra->cancel, false);
     if (pthread_create(&ra->thread, NULL, readahead_main, ra)) {
-        free(ra->name);
         free(ra);
         return NULL;
     }
@@ -300,7 +306,6 @@ long long nd_readahead_stop(nd_readahead *ra)
     if (ra->advised)
         madvise(ra->span, ra->span_len, MADV_NORMAL);
     long long result = ra->result;
-    free(ra->name);
     free(ra);
     return result;
 }

@@ -56,8 +56,9 @@ long long nd_readahead_leaves(MDB_env *env, MDB_txn *txn, MDB_dbi dbi, const cha
  * exclusively (a reopen) is never raced; *env NULL: nothing to do. The
  * map's read-around is off (MADV_RANDOM) from the walk's start until
  * nd_readahead_stop(), so that the scan's faults read one page, not a
- * window of pages it skips. Returns the new read-ahead, or NULL (no
- * memory, no thread): the scan works without it. */
+ * window of pages it skips. name is borrowed: it must stay valid until
+ * then. Returns the new read-ahead, or NULL (no memory, no thread): the
+ * scan works without it. */
 nd_readahead *nd_readahead_start(MDB_env *const *env, const MDB_dbi *dbi, const char *name,
                                  pthread_rwlock_t *env_lock);
 
