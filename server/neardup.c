@@ -28,6 +28,11 @@
 #include "store.h"
 
 #define DEFAULT_DATA_DIR "./data"
+/* neardup import: how long the store gathers changes into one transaction
+ * (nd_store_options.gather_ms). 1M documents: 2.0-2.5 s of system CPU
+ * instead of 5.2-6.7 s, and record leaves in runs of ~10 pages instead of
+ * ~1.4 (a cold start reads them in fewer, larger requests) */
+#define IMPORT_GATHER_MS 250
 
 static void usage(FILE *out)
 {
@@ -547,11 +552,13 @@ static int cmd_import(int argc, char **argv)
         return 1;
     }
     /* Bulk: no fsync per commit; closing the store flushes once at the end
-     * (a kill before that may lose a tail of commits, whole ones: re-run). */
+     * (a kill before that may lose a tail of commits, whole ones: re-run);
+     * transactions of up to a quarter second of lines (gather_ms). */
     nd_store_options so;
     nd_store_options_default(&so);
     so.sync = false;
     so.max_batch = 16384;
+    so.gather_ms = IMPORT_GATHER_MS;
     nd_store *st = NULL;
     rc = nd_store_open(&st, data, &so, err, sizeof(err));
     if (rc < 0) {

@@ -23,6 +23,7 @@
 #include <sys/select.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "unit.h"
@@ -1505,6 +1506,149 @@ static void test_append(void)
     free_rec(&x);
 }
 
+/* The record leaves of the store in dir: how many, and in how many runs
+ * of adjacent page numbers. Reads data.mdb's pages itself (LMDB 0.9: page
+ * number u64, pad u16, flags u16 (2: leaf), lower u16; the first node at
+ * the offset after the 16-byte header: data size lo|hi<<16, flags, key
+ * size): a leaf is a record leaf when its first node has an 8-byte key and
+ * a value of record_size bytes. */
+static void record_leaf_runs(const char *dir, size_t record_size, size_t *leaves, size_t *runs)
+{
+    char p[192];
+    snprintf(p, sizeof(p), "%s/data.mdb", dir);
+    FILE *f = fopen(p, "rb");
+    CHECK(f != NULL);
+    unsigned char pg[4096];
+    uint64_t last = UINT64_MAX;
+    *leaves = *runs = 0;
+    for (uint64_t no = 0; f && fread(pg, 1, sizeof(pg), f) == sizeof(pg); no++) {
+        uint16_t flags = (uint16_t)(pg[10] | pg[11] << 8), lower = (uint16_t)(pg[12] | pg[13] << 8);
+        if (flags != 2 || lower < 18)
+            continue;
+        unsigned off = (unsigned)(pg[16] | pg[17] << 8);
+        if (off + 8 > sizeof(pg))
+            continue;
+        const unsigned char *n = pg + off;
+        size_t dsize = (size_t)(n[0] | n[1] << 8) | (size_t)(n[2] | n[3] << 8) << 16;
+        unsigned ksize = (unsigned)(n[6] | n[7] << 8);
+        if (ksize != 8 || dsize != record_size)
+            continue;
+        ++*leaves;
+        if (last == UINT64_MAX || no != last + 1)
+            ++*runs;
+        last = no;
+    }
+    if (f)
+        fclose(f);
+}
+
+/* The value size of the first record in dir, read with LMDB directly. */
+static size_t first_record_size(const char *dir)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_cursor *cur;
+    MDB_val k, v = {0, NULL};
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 8) == 0 &&
+          mdb_env_open(env, dir, MDB_RDONLY, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0 &&
+          mdb_dbi_open(txn, "records", 0, &dbi) == 0 && mdb_cursor_open(txn, dbi, &cur) == 0);
+    CHECK(mdb_cursor_get(cur, &k, &v, MDB_FIRST) == 0);
+    mdb_cursor_close(cur);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return v.mv_size;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Waits up to limit_s seconds for total callbacks; returns those seen. */
+static long wait_slots(long total, double limit_s)
+{
+    double end = now_s() + limit_s;
+    while (atomic_load(&slot_total) < total && now_s() < end)
+        usleep(2000);
+    return atomic_load(&slot_total);
+}
+
+/* A bulk load's store (gather_ms): the commit thread holds what is queued
+ * until a full batch, nd_store_hurry() or close; the records of one
+ * transaction lie side by side in data.mdb, their sketches after them. */
+static void test_gather(void)
+{
+    enum { N = 3000, BATCH = 4096, SKETCH = 700 };
+    char dir[128];
+    path_in(dir, sizeof(dir), "gather");
+    nd_store_options o = opts_fast();
+    o.gather_ms = 60000; /* longer than the test: only a full batch, a hurry
+                          * or close commits */
+    o.max_batch = BATCH;
+    nd_store *st = open_ok(dir, &o);
+    static uint8_t sketch[SKETCH];
+    memset(sketch, 0xA7, sizeof(sketch));
+    static slot slots[N + BATCH + 1];
+    atomic_store(&slot_total, 0);
+    nd_store_stats s0, s1;
+    nd_store_get_stats(st, &s0);
+    for (unsigned i = 0; i < N; i++) {
+        rec_buf x;
+        make_rec(&x, "G-", i, 60);
+        x.r.sketch = sketch;
+        x.r.sketch_len = sizeof(sketch);
+        CHECK_RC(nd_store_put(st, &x.r, slot_cb, &slots[i]), 0);
+        free_rec(&x);
+    }
+    usleep(300 * 1000);
+    CHECK(atomic_load(&slot_total) == 0); /* held: no full batch yet */
+    double t0 = now_s();
+    nd_store_hurry(st);
+    CHECK(wait_slots(N, 20) == N);
+    unit_note("hurry: %d changes committed %.3f s after it", N, now_s() - t0);
+    nd_store_get_stats(st, &s1);
+    CHECK(s1.commits - s0.commits == 1 && s1.max_batch == N);
+    for (unsigned i = 0; i < N; i++)
+        CHECK(atomic_load(&slots[i].status) == 0 && atomic_load(&slots[i].calls) == 1);
+
+    /* A full batch commits without a hurry. */
+    for (unsigned i = 0; i < BATCH; i++) {
+        rec_buf x;
+        make_rec(&x, "G-", N + i, 60);
+        CHECK_RC(nd_store_put(st, &x.r, slot_cb, &slots[N + i]), 0);
+        free_rec(&x);
+    }
+    CHECK(wait_slots(N + BATCH, 20) == N + BATCH);
+    nd_store_get_stats(st, &s0);
+    CHECK(s0.commits - s1.commits == 1);
+
+    /* Close commits what waits, at once. */
+    rec_buf x;
+    make_rec(&x, "G-", N + BATCH, 60);
+    CHECK_RC(nd_store_put(st, &x.r, slot_cb, &slots[N + BATCH]), 0);
+    free_rec(&x);
+    t0 = now_s();
+    nd_store_close(st);
+    CHECK(now_s() - t0 < 10);
+    CHECK(atomic_load(&slots[N + BATCH].calls) == 1 && atomic_load(&slots[N + BATCH].status) == 0);
+    st = open_ok(dir, &o);
+    CHECK_RC(nd_store_count(st), N + BATCH + 1);
+    nd_store_close(st);
+
+    /* The first transaction's record leaves: side by side, not one run
+     * each between the sketches' pages (about 6 sketch pages per record
+     * leaf here). */
+    size_t leaves, runs;
+    record_leaf_runs(dir, first_record_size(dir), &leaves, &runs);
+    unit_note("record leaves: %zu in %zu runs of adjacent pages", leaves, runs);
+    CHECK(leaves >= 100);
+    CHECK(runs * 10 <= leaves);
+}
+
 /* Used bytes of the store in dir: (last page + 1) * page size. */
 static unsigned long long used_bytes(const char *dir)
 {
@@ -2361,6 +2505,7 @@ int main(void)
         {"stream_seq", test_stream_seq},
         {"old_format", test_old_format},
         {"append", test_append},
+        {"gather", test_gather},
         {"headroom", test_headroom},
         {"out_of_order", test_out_of_order},
         {"duplicate_key", test_duplicate_key},

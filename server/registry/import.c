@@ -709,6 +709,7 @@ static void event_done(void *arg, int status)
  * that failed. */
 static uint64_t events_wait(import_ctx *c)
 {
+    nd_store_hurry(c->st);
     pthread_mutex_lock(&c->cmu);
     while (c->events_done + c->events_failed < c->events_queued)
         pthread_cond_wait(&c->ccv, &c->cmu);
@@ -721,6 +722,8 @@ static uint64_t events_wait(import_ctx *c)
  * completion (or a wake) arrived. Returns whether a wake arrived. */
 static bool drain(import_ctx *c, nd_import_summary *out, bool wait)
 {
+    if (wait)
+        nd_store_hurry(c->st); /* a gathering store: commit what we wait on */
     pthread_mutex_lock(&c->cmu);
     while (wait && !c->ncomp && !c->woken)
         pthread_cond_wait(&c->ccv, &c->cmu);

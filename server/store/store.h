@@ -186,6 +186,7 @@ typedef struct nd_store_ops {
     int (*delete_at)(nd_store *st, const char *id, size_t id_len, int64_t registered_at_us,
                      uint64_t stream_seq, nd_store_done_fn done, void *arg);
     void (*prefetch)(nd_store *st); /* NULL: nothing to read ahead */
+    void (*hurry)(nd_store *st);    /* NULL: nothing waits to be committed */
     int (*scan)(nd_store *st, int (*visit)(void *arg, const nd_record *rec), void *arg);
     int (*get)(nd_store *st, int64_t registered_at_us,
                int (*visit)(void *arg, const nd_record *rec), void *arg);
@@ -262,6 +263,12 @@ typedef struct nd_store_options {
     uint64_t detections_max; /* detections kept per original (owner_at): a
                           * new one beyond drops the oldest in the same
                           * transaction; 0: unbounded */
+    unsigned gather_ms;      /* a bulk load's: the commit thread waits up to
+                              * this long for max_batch changes before it
+                              * commits (fewer, larger transactions, whose
+                              * records lie side by side in the file);
+                              * nd_store_hurry() ends a wait. 0: commits what
+                              * is queued at once (a server's) */
 } nd_store_options;
 
 /* Fills opts with the defaults: map_size 64 GiB on 64-bit hosts (1 GiB on
@@ -418,6 +425,15 @@ static inline void nd_store_prefetch(nd_store *st)
 {
     if (nd_store_base_of(st)->ops->prefetch)
         nd_store_base_of(st)->ops->prefetch(st);
+}
+
+/* Ends the commit thread's wait for a full batch (options.gather_ms): what
+ * is queued now is committed without waiting for more. For a bulk loader
+ * about to wait for one of its own changes. Returns at once. */
+static inline void nd_store_hurry(nd_store *st)
+{
+    if (nd_store_base_of(st)->ops->hurry)
+        nd_store_base_of(st)->ops->hurry(st);
 }
 
 /* Calls visit for every stored record in registration order

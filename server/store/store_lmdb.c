@@ -74,7 +74,9 @@
  *
  * Concurrency. One mutex (mu) guards the FIFO of queued changes; submitters
  * append and signal `work`; the commit thread takes up to max_batch changes
- * at once (everything that arrived while it was committing), applies them in
+ * at once (everything that arrived while it was committing; with
+ * opts.gather_ms, a bulk load's, it first waits that long for a full batch
+ * unless nd_store_hurry() or closing ends the wait), applies them in
  * one write transaction, commits (fsync unless sync is false), then runs the
  * callbacks with no lock held. The queue is bounded by count and bytes;
  * submitters wait on `space` when it is full. Reads use their own read
@@ -226,6 +228,8 @@ struct nd_store {
     pthread_cond_t space; /* submitters: queue has room / closing */
     change *head, *tail;
     size_t queued, queued_bytes, queue_max;
+    bool gathering; /* commit thread: waiting for a full batch (gather_ms) */
+    bool hurry;     /* nd_store_hurry(): commit what is queued now */
     bool closing;
     bool thread_started;
     pthread_t thread;
@@ -911,16 +915,33 @@ static int apply_put(nd_store *st, MDB_txn *txn, change *c, int64_t *last, txn_r
         c->status = -EEXIST;
         return 0;
     }
-    if (rc == 0 && c->sketch_len) {
-        MDB_val sv = {c->sketch_len, c->data + c->len - c->sketch_len};
-        rc = mdb_put(txn, st->sketch_dbi, &k, &sv, 0);
-    }
     if (rc)
         return rc;
     c->status = 0;
     res->wrote = true;
     if (key > *last)
         *last = key;
+    return 0;
+}
+
+/* Puts the sketches of the records that the puts from first up to (not
+ * including) stop inserted (apply_put: status 0). Tried with MDB_APPEND
+ * first, like the records, so that the sketches' leaves fill too. */
+static int put_sketches(nd_store *st, MDB_txn *txn, change *first, const change *stop)
+{
+    for (change *c = first; c != stop; c = c->next) {
+        if (c->kind != CHANGE_PUT || c->status != 0 || !c->sketch_len)
+            continue;
+        MDB_val k = {KEY_SIZE, c->data};
+        MDB_val sv = {c->sketch_len, c->data + c->len - c->sketch_len};
+        int rc = mdb_put(txn, st->sketch_dbi, &k, &sv, MDB_APPEND);
+        if (rc == MDB_KEYEXIST) {
+            sv = (MDB_val){c->sketch_len, c->data + c->len - c->sketch_len};
+            rc = mdb_put(txn, st->sketch_dbi, &k, &sv, 0);
+        }
+        if (rc)
+            return rc;
+    }
     return 0;
 }
 
@@ -1172,7 +1193,12 @@ static int put_stream_seq(MDB_txn *txn, MDB_dbi info, uint64_t seq)
 /* Applies n changes starting at first in one write transaction. Sets each
  * change's status as it would be if the commit succeeds, and *res. Returns
  * the LMDB result of the transaction (0 when committed); the last_key hint
- * advances only with a commit. */
+ * advances only with a commit.
+ * The sketches of a run of puts are written after the run's records (and
+ * before any other change, which may touch them): LMDB hands out new pages
+ * in the order it needs them, so the records' leaves of one transaction
+ * then lie side by side in data.mdb instead of between sketch pages, and
+ * the start-up scan reads them in long runs (readahead.c). */
 static int apply_txn(nd_store *st, change *first, size_t n, txn_result *res)
 {
     MDB_txn *txn;
@@ -1181,14 +1207,23 @@ static int apply_txn(nd_store *st, change *first, size_t n, txn_result *res)
     if (rc)
         return rc;
     int64_t last = st->last_key;
-    uint64_t seq = 0; /* the greatest stream sequence in the batch */
-    change *c = first;
+    uint64_t seq = 0;               /* the greatest stream sequence in the batch */
+    change *c = first, *run = NULL; /* run: the first put whose sketch waits */
     for (size_t i = 0; i < n && rc == 0; i++, c = c->next) {
-        rc = c->kind == CHANGE_PUT     ? apply_put(st, txn, c, &last, res)
-             : c->kind == CHANGE_EVENT ? apply_event_change(st, txn, c, res)
-                                       : apply_at(st, txn, c, res);
+        if (c->kind == CHANGE_PUT) {
+            run = run ? run : c;
+            rc = apply_put(st, txn, c, &last, res);
+        } else {
+            if (run && (rc = put_sketches(st, txn, run, c)) != 0)
+                break;
+            run = NULL;
+            rc = c->kind == CHANGE_EVENT ? apply_event_change(st, txn, c, res)
+                                         : apply_at(st, txn, c, res);
+        }
         seq = c->stream_seq > seq ? c->stream_seq : seq;
     }
+    if (rc == 0 && run)
+        rc = put_sketches(st, txn, run, c);
     if (rc == 0 && seq > atomic_load(&st->stream_seq)) /* same transaction (issue 14) */
         rc = put_stream_seq(txn, st->info_dbi, seq);
     if (rc) {
@@ -1314,6 +1349,18 @@ static void probe_space(nd_store *st)
     atomic_store(&st->writable, rc == 0);
 }
 
+/* *ts = now + ms on CLOCK_MONOTONIC (the clock of `work`). */
+static void deadline_in(struct timespec *ts, unsigned ms)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (long)(ms % 1000) * 1000000;
+    if (ts->tv_nsec >= 1000000000) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000;
+    }
+}
+
 /* Waits for changes or closing. Lock held. While not writable, probes
  * every PROBE_MS meanwhile. */
 static void do_wait_work(nd_store *st)
@@ -1324,13 +1371,7 @@ static void do_wait_work(nd_store *st)
             continue;
         }
         struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += PROBE_MS / 1000;
-        ts.tv_nsec += (long)(PROBE_MS % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        deadline_in(&ts, PROBE_MS);
         if (pthread_cond_timedwait(&st->work, &st->mu, &ts) == ETIMEDOUT && !st->head &&
             !st->closing) {
             pthread_mutex_unlock(&st->mu);
@@ -1338,6 +1379,29 @@ static void do_wait_work(nd_store *st)
             pthread_mutex_lock(&st->mu);
         }
     }
+}
+
+/* Whether the queue holds a full batch (by count, or half the bytes the
+ * queue takes). Lock held. */
+static bool batch_full(const nd_store *st)
+{
+    return st->queued >= st->opts.max_batch || st->queued_bytes >= QUEUE_BYTES / 2;
+}
+
+/* With opts.gather_ms, waits (changes queued) until the queue holds a full
+ * batch, the window ends, nd_store_hurry() or closing. Lock held. */
+static void do_gather(nd_store *st)
+{
+    if (!st->opts.gather_ms)
+        return;
+    struct timespec ts;
+    deadline_in(&ts, st->opts.gather_ms);
+    st->gathering = true;
+    while (!st->closing && !st->hurry && !batch_full(st))
+        if (pthread_cond_timedwait(&st->work, &st->mu, &ts) == ETIMEDOUT)
+            break;
+    st->gathering = false;
+    st->hurry = false;
 }
 
 /* Detaches up to max_batch changes from the queue. Lock held. */
@@ -1465,6 +1529,7 @@ static void *commit_main(void *arg)
             pthread_mutex_unlock(&st->mu);
             break;
         }
+        do_gather(st);
         change *batch = do_take_batch(st, &n);
         pthread_cond_broadcast(&st->space);
         pthread_mutex_unlock(&st->mu);
@@ -1610,9 +1675,18 @@ static int enqueue(nd_store *st, change *c)
     st->tail = c;
     st->queued++;
     st->queued_bytes += c->size;
-    pthread_cond_signal(&st->work);
+    if (!st->gathering || batch_full(st))
+        pthread_cond_signal(&st->work);
     pthread_mutex_unlock(&st->mu);
     return 0;
+}
+
+static void lmdb_hurry(nd_store *st)
+{
+    pthread_mutex_lock(&st->mu);
+    st->hurry = true;
+    pthread_cond_signal(&st->work);
+    pthread_mutex_unlock(&st->mu);
 }
 
 static change *change_new(enum change_kind kind, size_t len, nd_store_done_fn done, void *arg)
@@ -2085,6 +2159,7 @@ static const nd_store_ops lmdb_ops = {
     .delete_at = lmdb_delete_at,
     .stream_seq = lmdb_stream_seq,
     .prefetch = lmdb_prefetch,
+    .hurry = lmdb_hurry,
     .scan = lmdb_scan,
     .get = lmdb_get,
     .sketches = lmdb_sketches,
