@@ -1430,6 +1430,22 @@ static void test_backup(void)
 
 /* ---- keyed by registration time ---------------------------------------------- */
 
+/* Opens the store in dir with LMDB directly, read-only, and its records
+ * database in a read transaction (close with close_records()). */
+static void open_records(const char *dir, MDB_env **env, MDB_txn **txn, MDB_dbi *dbi)
+{
+    CHECK(mdb_env_create(env) == 0 && mdb_env_set_maxdbs(*env, 8) == 0 &&
+          mdb_env_open(*env, dir, MDB_RDONLY, 0600) == 0);
+    CHECK(mdb_txn_begin(*env, NULL, MDB_RDONLY, txn) == 0 &&
+          mdb_dbi_open(*txn, "records", 0, dbi) == 0);
+}
+
+static void close_records(MDB_env *env, MDB_txn *txn)
+{
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+}
+
 /* Leaf pages of the records database, read with LMDB directly. */
 static size_t leaf_pages(const char *dir)
 {
@@ -1437,12 +1453,9 @@ static size_t leaf_pages(const char *dir)
     MDB_txn *txn;
     MDB_dbi dbi;
     MDB_stat ms = {0};
-    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 4) == 0 &&
-          mdb_env_open(env, dir, MDB_RDONLY, 0600) == 0);
-    CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0 &&
-          mdb_dbi_open(txn, "records", 0, &dbi) == 0 && mdb_stat(txn, dbi, &ms) == 0);
-    mdb_txn_abort(txn);
-    mdb_env_close(env);
+    open_records(dir, &env, &txn, &dbi);
+    CHECK(mdb_stat(txn, dbi, &ms) == 0);
+    close_records(env, txn);
     return ms.ms_leaf_pages;
 }
 
@@ -1550,14 +1563,11 @@ static size_t first_record_size(const char *dir)
     MDB_dbi dbi;
     MDB_cursor *cur;
     MDB_val k, v = {0, NULL};
-    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 8) == 0 &&
-          mdb_env_open(env, dir, MDB_RDONLY, 0600) == 0);
-    CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0 &&
-          mdb_dbi_open(txn, "records", 0, &dbi) == 0 && mdb_cursor_open(txn, dbi, &cur) == 0);
+    open_records(dir, &env, &txn, &dbi);
+    CHECK(mdb_cursor_open(txn, dbi, &cur) == 0);
     CHECK(mdb_cursor_get(cur, &k, &v, MDB_FIRST) == 0);
     mdb_cursor_close(cur);
-    mdb_txn_abort(txn);
-    mdb_env_close(env);
+    close_records(env, txn);
     return v.mv_size;
 }
 

@@ -1683,6 +1683,8 @@ static int enqueue(nd_store *st, change *c)
 
 static void lmdb_hurry(nd_store *st)
 {
+    if (!st->opts.gather_ms)
+        return; /* the commit thread never waits for more */
     pthread_mutex_lock(&st->mu);
     st->hurry = true;
     pthread_cond_signal(&st->work);
