@@ -15,6 +15,7 @@
 #include "fingerprint_tuning.h"
 #include "markup.h"
 #include "normalizer.h"
+#include "swar.h"
 #include "utf8.h"
 
 #include <errno.h>
@@ -104,6 +105,11 @@ struct nd_fp_scratch {
      * seen, in order. Allocated at the first CJK character. */
     uint16_t *cjk_tf;
     uint16_t *cjk_seen;
+    /* With seen_hash: the hash of each code point in cjk_seen[], as its
+     * token carried it (nd_fingerprint_tokens()), so that sum_cjk() need
+     * not look it up in the fingerprinter's 512 KiB cjk_hash[]. */
+    uint64_t *cjk_seen_hash;
+    bool seen_hash;
     size_t ncjk;
     struct fp_sum *sum; /* allocated at the first sum; counters kept zero */
 };
@@ -362,6 +368,7 @@ void nd_fp_scratch_destroy(nd_fp_scratch *s)
     free(s->used);
     free(s->cjk_tf);
     free(s->cjk_seen);
+    free(s->cjk_seen_hash);
     free(s->sum);
     free(s);
 }
@@ -404,10 +411,13 @@ static int scratch_cjk_ready(nd_fp_scratch *s)
         return 0;
     s->cjk_tf = calloc(ND_NORM_BMP, sizeof(*s->cjk_tf));
     s->cjk_seen = malloc(ND_NORM_BMP * sizeof(*s->cjk_seen));
-    if (!s->cjk_tf || !s->cjk_seen) {
+    s->cjk_seen_hash = malloc(ND_NORM_BMP * sizeof(*s->cjk_seen_hash));
+    if (!s->cjk_tf || !s->cjk_seen || !s->cjk_seen_hash) {
         free(s->cjk_tf);
         free(s->cjk_seen);
+        free(s->cjk_seen_hash);
         s->cjk_tf = s->cjk_seen = NULL;
+        s->cjk_seen_hash = NULL;
         return -ENOMEM;
     }
     return 0;
@@ -701,6 +711,8 @@ static void sum_cjk(const nd_fingerprinter *fp, nd_fp_scratch *s, fp_sum *sum, i
             continue;
         }
         uint64_t h = fp->cjk_hash[cp];
+        if (s->seen_hash) /* the same value, from the token */
+            h = s->cjk_seen_hash[k] ? s->cjk_seen_hash[k] : 1;
         feature *f = find_feature(s, h);
         if (f)
             f->tf += tf;
@@ -768,23 +780,6 @@ static void feed_code_point(fp_state *st, uint32_t cp)
         st->word_start = ND_NORM_CLASS(seq[n - 1]) != ND_CHAR_WORD;
 }
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define SWAR_WORDS 1
-#else
-#define SWAR_WORDS 0
-#endif
-
-/* 0x80 in each byte of x that is an ASCII letter or digit, else 0. */
-static inline uint64_t alnum_bytes(uint64_t x)
-{
-    const uint64_t k = 0x0101010101010101ull, high = 0x80 * k;
-    uint64_t low7 = x & ~high, folded = low7 | 0x20 * k;
-    /* byte b >= lo iff b + 0x80 - lo has its top bit set (b < 0x80) */
-    uint64_t digit = (low7 + (0x80 - '0') * k) & ~(low7 + (0x80 - '9' - 1) * k);
-    uint64_t alpha = (folded + (0x80 - 'a') * k) & ~(folded + (0x80 - 'z' - 1) * k);
-    return (digit | alpha) & ~x & high;
-}
-
 /* Appends the ASCII word bytes at s[*pos..] to word[*wl..] eight at a time
  * (letters lowered, digits kept), while eight fit. Returns true if the word
  * ended there. */
@@ -800,7 +795,7 @@ static inline bool scan_word_swar(const uint8_t *s, size_t len, size_t *pos, uin
     for (; done + 8 <= room; done += 8) {
         uint64_t x, m;
         memcpy(&x, p + done, 8);
-        m = alnum_bytes(x);
+        m = nd_swar_alnum(x);
         x |= m >> 2; /* 0x20: lower case; digits have it already */
         memcpy(w + done, &x, 8);
         if (~m & high) {
@@ -822,7 +817,7 @@ static size_t scan_ascii_word(fp_state *st, const uint8_t *s, size_t len, size_t
     const uint8_t *fold = st->fp->ascii_fold;
     uint8_t *word = st->word, f;
     size_t wl = st->word_len;
-    if (!(SWAR_WORDS && st->fp->ascii_swar && scan_word_swar(s, len, &pos, word, &wl))) {
+    if (!(ND_SWAR && st->fp->ascii_swar && scan_word_swar(s, len, &pos, word, &wl))) {
         size_t end = len - pos > WORD_MAX - wl ? pos + (WORD_MAX - wl) : len;
         while (pos < end && (f = fold[s[pos]]) != 0) {
             word[wl++] = f;
@@ -1029,6 +1024,7 @@ int nd_fingerprint(const nd_fingerprinter *fp, nd_fp_scratch *scratch, const cha
                    nd_fingerprint_result *out)
 {
     fp_state st = {.fp = fp, .scratch = scratch, .word_start = true};
+    scratch->seen_hash = false;
     scan_text(&st, (const uint8_t *)text, len);
     return finish(&st, out);
 }
@@ -1036,29 +1032,31 @@ int nd_fingerprint(const nd_fingerprinter *fp, nd_fp_scratch *scratch, const cha
 /* The tokens' events in text order, as scan_text() has them: end_word()
  * for a word and push_cjk() for a CJK token (its hash is the one
  * cjk_token_hash() gives). */
-int nd_fingerprint_tokens(const nd_fingerprinter *fp, nd_fp_scratch *scratch,
-                          const nd_fp_tokens *t, nd_fingerprint_result *out)
+int nd_fingerprint_tokens(const nd_fingerprinter *fp, nd_fp_scratch *scratch, const nd_fp_tokens *t,
+                          nd_fingerprint_result *out)
 {
     if (!fp->params.strip_urls)
         return -ENOTSUP;
     fp_state st = {.fp = fp, .scratch = scratch, .chars = t->chars};
     const uint64_t *hash = t->hash;
     const uint32_t *cjk = t->cjk;
+    scratch->seen_hash = false;
     if (fp->direct_cjk && fp->direct_word) { /* the defaults: unigrams */
         nd_fp_scratch *s = scratch;
+        /* every CJK code point is counted below with its hash */
+        s->seen_hash = true;
         for (size_t i = 0; i < t->n && st.err == 0; i++) {
             uint32_t cp = cjk[i];
             if (cp == 0) {
                 count_feature(&st, hash[i], KIND_WORD, 1);
-            } else if (cp < ND_NORM_BMP && s->cjk_tf) {
+            } else if (cp < ND_NORM_BMP && (s->cjk_tf || scratch_cjk_ready(s) == 0)) {
                 st.features++;
                 uint16_t *tf = &s->cjk_tf[cp];
                 if (*tf == 0)
-                    s->cjk_seen[s->ncjk++] = (uint16_t)cp;
+                    s->cjk_seen_hash[s->ncjk] = hash[i], s->cjk_seen[s->ncjk++] = (uint16_t)cp;
                 *tf = (uint16_t)(*tf + (*tf < UINT16_MAX));
             } else if (cp < ND_NORM_BMP) {
-                if (count_cjk_direct(&st, cp) < 0)
-                    st.err = -ENOMEM;
+                st.err = -ENOMEM;
             } else {
                 push_token(&st, hash[i], true);
             }

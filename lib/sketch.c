@@ -18,6 +18,7 @@
 
 #include "markup.h"
 #include "normalizer.h"
+#include "swar.h"
 #include "utf8.h"
 
 #define WORD_MAX 256 /* bytes of a word that are hashed (as fingerprint.md) */
@@ -41,7 +42,20 @@ struct nd_sketcher {
      * ASCII one: tokenize_ascii() may take runs of them (true with Unicode
      * 15; checked when the sketcher is made). */
     bool ascii_fast;
+    /* The ASCII word characters are the letters and digits, letters lowered
+     * (true with Unicode 15; checked when the sketcher is made):
+     * ascii_word_swar() may take eight at a time. */
+    bool ascii_swar;
+    /* Every code point of the CJK Unified Ideographs block maps to itself, a
+     * single CJK entry: tokenize_3byte_run() takes them without the table,
+     * and hashes their UTF-8 in place (true with Unicode 15; checked when
+     * the sketcher is made). */
+    bool han_plain;
 };
+
+/* The CJK Unified Ideographs block, most of Chinese text. */
+#define HAN_FIRST 0x4E00u
+#define HAN_COUNT 0x5200u
 
 /* A token stream, one array per field: the hashes of a shingle's tokens
  * are contiguous, so the shingle hash reads them in place. */
@@ -51,7 +65,7 @@ typedef struct tstream {
     /* Word mode: a CJK token's code point, 0 for a word. Character mode: a
      * CJK token's index in the word mode + 1, 0 for a letter or digit. */
     uint32_t *cjk;
-    uint8_t *w;            /* weight */
+    uint8_t *w; /* weight */
     size_t n, cap;
 } tstream;
 
@@ -69,6 +83,8 @@ struct nd_sk_scratch {
     size_t set_cap; /* allocated */
     uint64_t *uniq; /* the distinct hashes of the current stream */
     size_t uniq_cap;
+    uint64_t *keys; /* shingle_stream(): rank keys that may be anchors */
+    size_t keys_cap;
     size_t set_size;  /* in use for the current text */
     bool have_text;   /* sh[] holds the last text */
     uint8_t shift[2]; /* that text's sketch shift, per mode */
@@ -118,6 +134,21 @@ int nd_sketcher_create(nd_sketcher **out)
         sk->ascii_fast &= !(e & ND_NORM_MULTI) && ND_NORM_CLASS(e) != ND_CHAR_CJK &&
                           (ND_NORM_CLASS(e) != ND_CHAR_WORD || ND_NORM_CP(e) < 0x80);
     }
+    sk->ascii_swar = ND_SWAR && sk->ascii_fast;
+    for (uint32_t c = 0; c < 0x80; c++) {
+        uint32_t e = sk->norm->table[c];
+        uint32_t want = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ? c
+                        : c >= 'A' && c <= 'Z'                           ? c | 0x20
+                                                                         : 0;
+        sk->ascii_swar &= want ? ND_NORM_CLASS(e) == ND_CHAR_WORD && ND_NORM_CP(e) == want
+                               : ND_NORM_CLASS(e) != ND_CHAR_WORD;
+    }
+    sk->han_plain = true;
+    for (uint32_t cp = HAN_FIRST; cp < HAN_FIRST + HAN_COUNT; cp++) {
+        uint32_t e = sk->norm->table[cp];
+        sk->han_plain &= !(e & ND_NORM_MULTI) && ND_NORM_CLASS(e) == ND_CHAR_CJK &&
+                         ND_NORM_CP(e) == cp;
+    }
     *out = sk;
     return 0;
 }
@@ -151,6 +182,7 @@ void nd_sk_scratch_destroy(nd_sk_scratch *s)
     free(s->sh[1]);
     free(s->set);
     free(s->uniq);
+    free(s->keys);
     free(s);
 }
 
@@ -343,6 +375,17 @@ static bool maybe_cjk(const nd_sketcher *sk, const uint8_t *s, size_t len)
     return false;
 }
 
+/* Makes room for `extra` more tokens in t. Returns 0 or -ENOMEM. */
+static int ts_reserve(tstream *t, size_t extra)
+{
+    while (t->cap - t->n < extra)
+        if (ts_grow(t) < 0)
+            return -ENOMEM;
+    return 0;
+}
+
+#define RUN_CHUNK 4096 /* tokens tokenize_3byte_run() makes room for at once */
+
 /* A run of valid 3-byte sequences from s[pos] (lead E0..EF, two
  * continuation bytes, not overlong; a surrogate's entry has length 0) that
  * each map to one entry which is a CJK code point outside the Hangul
@@ -350,42 +393,72 @@ static bool maybe_cjk(const nd_sketcher *sk, const uint8_t *s, size_t len)
  * with no pending jamo. Returns the bytes consumed (0: the first is not
  * one; an invalid sequence ends the run, for the general path to refuse);
  * *ci advances by the code points consumed. Most of Chinese and Japanese
- * text. */
+ * text: it makes room for a chunk of tokens at once and writes them through
+ * local pointers. */
 static size_t tokenize_3byte_run(const nd_sketcher *sk, tok_state *st, const uint8_t *s, size_t len,
                                  size_t pos, uint32_t *ci)
 {
     const uint32_t *table = sk->norm->table;
+    const uint64_t *cp_hash = sk->cp_hash;
+    const bool han_plain = sk->han_plain, want_char = st->want_char;
+    tstream *t = &st->s->tok, *ct = &st->s->ctok;
     size_t p = pos;
     uint32_t c = *ci, cjk = 0, punct = 0;
-    bool ended = false;
-    while (p + 3 <= len && (s[p] & 0xF0) == 0xE0) {
-        uint32_t b1 = s[p + 1] ^ 0x80u, b2 = s[p + 2] ^ 0x80u;
-        uint32_t cp = ((uint32_t)(s[p] & 0x0F) << 12) | (b1 << 6) | b2;
-        if ((b1 | b2) > 0x3F || cp < 0x800)
-            break;
-        uint32_t e = table[cp];
-        if (e & ND_NORM_MULTI)
-            break;
-        uint32_t cls = ND_NORM_CLASS(e);
-        if (cls == ND_CHAR_CJK) {
-            uint32_t x = ND_NORM_CP(e);
-            if (is_jamo_l(x) || is_lv(x) || x >= ND_NORM_BMP)
-                break;
-            if (!ended)
-                end_word(st), ended = true;
-            uint64_t h = st->cp_hash[x];
-            push_token(st, h, c, c + 1, W_CJK, x);
-            if (st->want_char)
-                push_char_token(st, h, c, c + 1, (uint32_t)st->s->tok.n);
-            cjk++;
-        } else if (cls == ND_CHAR_PUNCT || cls == ND_CHAR_SPACE) {
-            if (!ended)
-                end_word(st), ended = true;
-            punct += cls == ND_CHAR_PUNCT;
-        } else {
+    bool ended = false, more = true;
+    while (more && p + 3 <= len) {
+        size_t room = (len - p) / 3 < RUN_CHUNK ? (len - p) / 3 : RUN_CHUNK;
+        /* + 1: the word that the run ends (end_word()) */
+        if (ts_reserve(t, room + 1) < 0 || (want_char && ts_reserve(ct, room) < 0)) {
+            st->err = -ENOMEM;
             break;
         }
-        c++, p += 3;
+        size_t n = t->n, cn = ct->n, stop = p + 3 * room;
+        for (; p < stop; p += 3, c++) {
+            uint32_t b0 = s[p], b1 = s[p + 1] ^ 0x80u, b2 = s[p + 2] ^ 0x80u;
+            uint32_t cp = ((b0 & 0x0F) << 12) | (b1 << 6) | b2, x;
+            if ((b0 & 0xF0) != 0xE0 || (b1 | b2) > 0x3F || cp < 0x800) {
+                more = false;
+                break;
+            }
+            uint64_t h = 0;
+            uint32_t cls = ND_CHAR_CJK;
+            if (cp - HAN_FIRST < HAN_COUNT && han_plain) {
+                /* itself: its hash is that of its own UTF-8, computed in
+                 * place (cheaper than a cache miss in cp_hash[]) */
+                x = cp;
+                h = XXH3_64bits(s + p, 3);
+            } else {
+                uint32_t e = table[cp];
+                cls = ND_NORM_CLASS(e), x = ND_NORM_CP(e);
+                bool take = !(e & ND_NORM_MULTI) &&
+                            (cls == ND_CHAR_PUNCT || cls == ND_CHAR_SPACE ||
+                             (cls == ND_CHAR_CJK && !is_jamo_l(x) && !is_lv(x) && x < ND_NORM_BMP));
+                if (!take) {
+                    more = false;
+                    break;
+                }
+                if (cls == ND_CHAR_CJK)
+                    h = cp_hash[x];
+            }
+            if (!ended) { /* the run ends the word before it */
+                t->n = n;
+                end_word(st);
+                n = t->n, ended = true;
+            }
+            if (cls != ND_CHAR_CJK) {
+                punct += cls == ND_CHAR_PUNCT;
+                continue;
+            }
+            t->h[n] = h, t->start[n] = c, t->end[n] = c + 1, t->w[n] = W_CJK, t->cjk[n] = x;
+            n++;
+            if (want_char) {
+                ct->h[cn] = h, ct->start[cn] = c, ct->end[cn] = c + 1, ct->w[cn] = W_CJK;
+                ct->cjk[cn] = (uint32_t)n;
+                cn++;
+            }
+            cjk++;
+        }
+        t->n = n, ct->n = cn;
     }
     st->cjk_cps += cjk;
     st->chars += cjk + punct;
@@ -407,6 +480,39 @@ static void skip_span(tok_state *st, const uint8_t *s, size_t pos, size_t k, uin
     for (size_t j = pos; j < pos + k; j++)
         c += (s[j] & 0xC0) != 0x80;
     *ci = c;
+}
+
+/* Continues the current word with the ASCII letters and digits at s[pos..]
+ * eight at a time (sk->ascii_swar), while eight more fit in st->word: what
+ * tokenize_ascii() does for them one by one (inside a word no markup can
+ * start at a letter or digit). Returns the bytes taken; the caller counts
+ * them in ci and chars. */
+static size_t ascii_word_swar(tok_state *st, const uint8_t *s, size_t len, size_t pos, uint32_t ci)
+{
+    const uint64_t high = 0x8080808080808080ull;
+    size_t done = 0,
+           room = len - pos < WORD_MAX - st->word_len ? len - pos : WORD_MAX - st->word_len;
+    uint8_t *w = st->word + st->word_len;
+    for (; done + 8 <= room; done += 8) {
+        uint64_t x, m;
+        memcpy(&x, s + pos + done, 8);
+        m = nd_swar_alnum(x);
+        x |= m >> 2; /* 0x20: lower case; digits have it already */
+        memcpy(w + done, &x, 8);
+        if (~m & high) {
+            done += (size_t)__builtin_ctzll(~m & high) / 8;
+            break;
+        }
+    }
+    if (done == 0)
+        return 0;
+    if (st->want_char)
+        for (size_t i = 0; i < done; i++)
+            push_char_token(st, st->cp_hash[w[i]], ci + (uint32_t)i, ci + (uint32_t)i + 1, 0);
+    st->word_len += done;
+    st->word_cps += (uint32_t)done;
+    st->word_end = ci + (uint32_t)done;
+    return done;
 }
 
 /* A run of ASCII bytes from s[pos] (sk->ascii_fast): what the general path
@@ -443,6 +549,12 @@ static size_t tokenize_ascii(const nd_sketcher *sk, tok_state *st, const uint8_t
             if (st->word_len < WORD_MAX)
                 st->word[st->word_len++] = (uint8_t)cp;
             ws = false;
+            ci++, pos++;
+            if (sk->ascii_swar) {
+                size_t k = ascii_word_swar(st, s, len, pos, ci);
+                ci += (uint32_t)k, pos += k, chars += (uint32_t)k;
+            }
+            continue;
         } else {
             end_word(st);
             ws = true;
@@ -636,28 +748,108 @@ static bool heap_has(const uint64_t *heap, unsigned n, uint64_t key)
     return false;
 }
 
+#define KEYS_SCALE 4 /* bottom_keys() first looks at ~4 m keys */
+
+/* Adds each key of keys[0..n) to the bounded heap (heap_push()), skipping a
+ * key it holds already (a key not in the heap and not below its top was
+ * never among the m smallest, so no set of the distinct keys is needed). */
+static void heap_add_distinct(uint64_t *heap, unsigned *nheap, unsigned m, const uint64_t *keys,
+                              size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t key = keys[i];
+        if ((*nheap == m && key >= heap[0]) || heap_has(heap, *nheap, key))
+            continue;
+        heap_push(heap, nheap, m, key);
+    }
+}
+
+/* The rank keys below which about `want` of n distinct hashes fall (all
+ * of them when want >= n). */
+static uint64_t keys_below(size_t n, uint64_t want)
+{
+    return want >= n ? UINT64_MAX : UINT64_MAX / n * want;
+}
+
+/* The min(m, distinct) smallest distinct rank keys (rotl32(h)) of the
+ * shingles sh[0..nsh) into heap[] (a max-heap); returns their count.
+ * keys[0..nkeys) are the shingles' keys that are <= below, in text order
+ * (shingle_stream() filters them as it hashes).
+ *
+ * The keys are hashes, so about m * scale / nsh of them fall below
+ * UINT64_MAX / nsh * m * scale. Only those go to the heap, a few times m
+ * instead of every shingle: the result is the same as long as at least m
+ * distinct keys passed the filter (the m smallest are then all below it),
+ * which the heap's count tells. A text with many repeated shingles can
+ * fall short: the filter then widens, up to every key. */
+static unsigned bottom_keys(const shingle *sh, size_t nsh, unsigned m, uint64_t *heap,
+                            uint64_t *keys, size_t nkeys, uint64_t below)
+{
+    unsigned nheap = 0;
+    if (m == 0)
+        return 0;
+    for (uint64_t scale = KEYS_SCALE;; scale *= 4) {
+        heap_add_distinct(heap, &nheap, m, keys, nkeys);
+        if (nheap == m || below == UINT64_MAX)
+            return nheap;
+        nheap = 0;
+        below = keys_below(nsh, scale * 4 * m);
+        nkeys = 0;
+        for (size_t i = 0; i < nsh; i++) {
+            uint64_t key = rotl32(sh[i].h);
+            keys[nkeys] = key;
+            nkeys += key <= below;
+        }
+    }
+}
+
+/* Whether char-mode tokens i..i+4 are five CJK tokens that are adjacent in
+ * the word mode too (their word-mode indexes + 1 rise by one each): the
+ * word-mode shingle at cjk[i] - 1 is then the same five token hashes with
+ * the same span, so the same shingle. */
+static inline bool same_as_word_shingle(const uint32_t *cjk, size_t i)
+{
+    return cjk[i] && cjk[i + 1] && cjk[i + 2] && cjk[i + 3] && cjk[i + 4] == cjk[i] + 4;
+}
+
 /* Shingles of one token stream into mode slot `mode` (text order, with
  * their spans) and, when anchors_out is not NULL, its anchors: the bottom-m
- * of the distinct hashes, kept by a bounded heap that skips a hash it holds
- * already (a hash not in the heap and not below its top was never among the
- * m smallest, so no set of the distinct hashes is needed). */
+ * of the distinct hashes (bottom_keys()). word_sh, when not NULL, holds the
+ * same text's word-mode shingles (mode must then be the character mode):
+ * a character-mode shingle of five CJK tokens is copied from there instead
+ * of hashed again. */
 static int shingle_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
-                          nd_anchors *anchors_out, unsigned anchors_wanted)
+                          const shingle *word_sh, nd_anchors *anchors_out, unsigned anchors_wanted)
 {
     size_t nt = ts->n;
     const uint64_t *th = ts->h;
     const uint8_t *tw = ts->w;
     /* Shingles: tokens i..j, j the first index where the weight reaches 15. */
-    if (grow((void **)&s->sh[mode], &s->sh_cap[mode], nt ? nt : 1, sizeof(shingle)) < 0)
+    if (grow((void **)&s->sh[mode], &s->sh_cap[mode], nt ? nt : 1, sizeof(shingle)) < 0 ||
+        grow((void **)&s->keys, &s->keys_cap, nt ? nt : 1, sizeof(uint64_t)) < 0)
         return -ENOMEM;
     shingle *sh = s->sh[mode];
-    size_t nsh = 0;
+    size_t nsh = 0, nkeys = 0;
+    /* Rank keys at or below `below` are kept for the anchors (about
+     * KEYS_SCALE * m of them: there are at most nt shingles). */
+    unsigned m = !anchors_out                      ? 0
+                 : anchors_wanted > ND_ANCHORS_MAX ? ND_ANCHORS_MAX
+                                                   : anchors_wanted;
+    uint64_t below = m ? keys_below(nt, (uint64_t)KEYS_SCALE * m) : 0, *keys = s->keys;
     if (mode == ND_SKETCH_MODE_CHAR && nt >= 5) {
         /* Every token weighs 3 (W_CJK): shingle i is tokens i..i+4, for
          * every i up to nt - 5, as the general loop below finds too. */
+        const uint32_t *cjk = ts->cjk;
         for (size_t i = 0; i + 5 <= nt; i++) {
-            uint64_t h = XXH3_64bits(th + i, 5 * sizeof(uint64_t));
-            sh[nsh++] = (shingle){.h = h ? h : 1, .start = ts->start[i], .end = ts->end[i + 4]};
+            if (word_sh && same_as_word_shingle(cjk, i)) {
+                sh[nsh] = word_sh[cjk[i] - 1];
+            } else {
+                uint64_t h = XXH3_64bits(th + i, 5 * sizeof(uint64_t));
+                sh[nsh] = (shingle){.h = h ? h : 1, .start = ts->start[i], .end = ts->end[i + 4]};
+            }
+            uint64_t key = rotl32(sh[nsh++].h);
+            keys[nkeys] = key;
+            nkeys += key <= below;
         }
     } else {
         size_t j = 0;
@@ -670,7 +862,11 @@ static int shingle_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
             /* the hashes of tokens i..j-1 in place (j - i <= 5 unless the
              * text never reaches 15: then all of them) */
             uint64_t h = shingle_hash(th + i, j - i);
-            sh[nsh++] = (shingle){.h = h ? h : 1, .start = ts->start[i], .end = ts->end[j - 1]};
+            h = h ? h : 1;
+            sh[nsh++] = (shingle){.h = h, .start = ts->start[i], .end = ts->end[j - 1]};
+            uint64_t key = rotl32(h);
+            keys[nkeys] = key;
+            nkeys += key <= below;
             if (w < W_SHINGLE)
                 break; /* i == 0: one shingle of all the tokens */
             w -= tw[i];
@@ -681,15 +877,7 @@ static int shingle_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
     if (!anchors_out)
         return 0;
     uint64_t heap[ND_ANCHORS_MAX];
-    unsigned nheap = 0, m = anchors_wanted > ND_ANCHORS_MAX ? ND_ANCHORS_MAX : anchors_wanted;
-    if (m) {
-        for (size_t i = 0; i < nsh; i++) {
-            uint64_t key = rotl32(sh[i].h);
-            if ((nheap == m && key >= heap[0]) || heap_has(heap, nheap, key))
-                continue;
-            heap_push(heap, &nheap, m, key);
-        }
-    }
+    unsigned nheap = bottom_keys(sh, nsh, m, heap, keys, nkeys, below);
     sort_u64(heap, nheap);
     anchors_out->n = nheap;
     for (unsigned i = 0; i < nheap; i++)
@@ -757,7 +945,7 @@ static int sample_stream(nd_sk_scratch *s, unsigned mode, nd_sketch *out)
 static int sketch_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode, nd_sketch *out,
                          nd_anchors *anchors_out, unsigned anchors_wanted)
 {
-    int rc = shingle_stream(s, ts, mode, anchors_out, anchors_wanted);
+    int rc = shingle_stream(s, ts, mode, NULL, anchors_out, anchors_wanted);
     return rc < 0 ? rc : sample_stream(s, mode, out);
 }
 
@@ -825,9 +1013,11 @@ int nd_sketch_query(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, s
     int mode = tokenize_text(sk, s, text, len, &ncp);
     if (mode < 0)
         return mode;
-    int rc = shingle_stream(s, &s->tok, 0, anchors_out ? &anchors_out[0] : NULL, anchors_wanted);
+    int rc = shingle_stream(s, &s->tok, 0, NULL, anchors_out ? &anchors_out[0] : NULL,
+                            anchors_wanted);
     if (rc == 0 && s->has_cjk) {
-        rc = shingle_stream(s, &s->ctok, 1, anchors_out ? &anchors_out[1] : NULL, anchors_wanted);
+        rc = shingle_stream(s, &s->ctok, 1, s->sh[0], anchors_out ? &anchors_out[1] : NULL,
+                            anchors_wanted);
     } else if (rc == 0) {
         /* No CJK code point: the character mode is left empty (it would
          * cost 3x the word mode for English text, and measured no match on

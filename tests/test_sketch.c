@@ -552,6 +552,154 @@ static void test_query_lazy(void)
           "finish after a refused text");
 }
 
+/* A random text of n pieces that exercise the tokenizer's paths: Han (the
+ * 3-byte run and its in-place hash), Katakana and a compatibility
+ * ideograph (the table), fullwidth letters, Hangul jamo that compose,
+ * astral CJK, words, digits, punctuation, space and markup. */
+static size_t random_pieces(char *buf, size_t cap, unsigned n, uint64_t *rng, unsigned han_share)
+{
+    static const char *other[] = {"，",
+                                  "。",
+                                  " ",
+                                  "\n",
+                                  "ab",
+                                  "x",
+                                  "Hello",
+                                  "2026",
+                                  "ＡＢ",
+                                  "カ",
+                                  "\xEF\xA4\x80",
+                                  "\xE1\x84\x80",
+                                  "\xE1\x85\xA1",
+                                  "\xE1\x86\xA8",
+                                  "가",
+                                  "\xF0\xA0\x80\x80",
+                                  "http://a.b/c ",
+                                  "![i](p.png)",
+                                  "-",
+                                  "Ⅻ"};
+    size_t len = 0;
+    for (unsigned i = 0; i < n && len + 16 < cap; i++) {
+        *rng ^= *rng << 13, *rng ^= *rng >> 7, *rng ^= *rng << 17;
+        if (*rng % 100 < han_share) {
+            unsigned cp = 0x4E00 + (unsigned)(*rng >> 20) % 300;
+            buf[len++] = (char)(0xE0 | cp >> 12), buf[len++] = (char)(0x80 | (cp >> 6 & 0x3F));
+            buf[len++] = (char)(0x80 | (cp & 0x3F));
+        } else {
+            const char *p = other[(*rng >> 24) % (sizeof(other) / sizeof(other[0]))];
+            memcpy(buf + len, p, strlen(p)), len += strlen(p);
+        }
+    }
+    buf[len] = '\0';
+    return len;
+}
+
+/* The tokenizer's and the query's shortcuts give what the plain paths give.
+ * - nd_sketch_query() copies a character-mode shingle of five CJK tokens
+ *   adjacent in the word mode from the word mode; nd_sketch_text() hashes
+ *   every one. Their sketches and anchors of the text's own mode agree on
+ *   random texts (most of them in character mode).
+ * - The anchors come from a filter that widens when repeats leave fewer
+ *   than m distinct keys below it. On texts of at most 64 distinct
+ *   shingles repeated many times, 64 anchors are all of them (one per
+ *   value of the unsampled sketch, whose top 27 bits they share), and the
+ *   anchors asked with m' < 64 are their first m'.
+ * - ASCII words are scanned eight bytes at a time: a text of words (see
+ *   below) is one passage against itself, from its first code point to its
+ *   last, so the first and last words' spans are whole. */
+static void test_shortcuts(void)
+{
+    static char t[40000];
+    static nd_sketch one, two[2];
+    nd_anchors a1, a2[2];
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    unsigned char_mode = 0, agree = 0;
+    for (int i = 0; i < 400; i++) {
+        unsigned m = 1 + (unsigned)(rng >> 40) % ND_ANCHORS_MAX;
+        size_t n = random_pieces(t, sizeof(t), 1 + (unsigned)(rng >> 33) % 4000, &rng,
+                                 i % 4 ? 90 : 50);
+        nd_sketch_info info;
+        int rc = nd_sketch_text(sk, scr, t, n, &one, &a1, m, &info);
+        int mode = nd_sketch_text_modes(sk, scr, t, n, two, a2, m, NULL);
+        CHECK(rc == 0 && mode == info.mode, "text %d: rc %d, mode %d / %d", i, rc, mode, info.mode);
+        if (rc != 0 || mode != info.mode)
+            continue;
+        char_mode += mode == ND_SKETCH_MODE_CHAR;
+        const nd_sketch *q = &two[mode];
+        bool same = q->n == one.n && q->shift == one.shift && q->shingles == one.shingles &&
+                    memcmp(q->values, one.values, 4 * (size_t)one.n) == 0 && a2[mode].n == a1.n &&
+                    memcmp(a2[mode].a, a1.a, 4 * (size_t)a1.n) == 0;
+        CHECK(same, "text %d (mode %d, m %u): the query's sketch or anchors differ", i, mode, m);
+        agree += same;
+    }
+    CHECK(char_mode > 250 && agree == 400, "%u of 400 in character mode, %u agree", char_mode,
+          agree);
+
+    unsigned checked = 0;
+    for (int i = 0; i < 60; i++) {
+        /* a period of p Han characters (p distinct shingles) repeated */
+        unsigned p = 1 + (unsigned)i % 64;
+        size_t len = 0;
+        for (unsigned k = 0; len + 4 < sizeof(t) && k < 3000; k++) {
+            unsigned cp = 0x5000 + (k % p) * 7 + (unsigned)i;
+            t[len++] = (char)(0xE0 | cp >> 12), t[len++] = (char)(0x80 | (cp >> 6 & 0x3F));
+            t[len++] = (char)(0x80 | (cp & 0x3F));
+        }
+        t[len] = '\0';
+        nd_anchors all, few;
+        CHECK(nd_sketch_text(sk, scr, t, len, &one, &all, ND_ANCHORS_MAX, NULL) == 0, "period %u",
+              p);
+        bool ok = one.shift == 0 && one.shingles == p && all.n == p && one.n == p;
+        for (unsigned k = 0; ok && k < all.n; k++) {
+            bool found = false;
+            for (unsigned v = 0; v < one.n; v++)
+                found |= one.values[v] >> 5 == all.a[k] >> 5;
+            ok = found;
+        }
+        for (unsigned mm = 1; ok && mm < ND_ANCHORS_MAX; mm += 5) {
+            ok = nd_sketch_text(sk, scr, t, len, &one, &few, mm, NULL) == 0 &&
+                 few.n == (mm < p ? mm : p) && memcmp(few.a, all.a, 4 * (size_t)few.n) == 0;
+        }
+        CHECK(ok, "period %u: %u shingles, %u anchors, shift %u", p, one.shingles, all.n,
+              one.shift);
+        checked += ok;
+    }
+    CHECK(checked == 60, "%u of 60 repeated texts", checked);
+
+    /* Word spans (the eight-at-a-time word scan): a text of ASCII words of
+     * 1..300 letters and digits in either case (a word is hashed up to 256
+     * bytes, its span is all of it), separated by spaces, punctuation or
+     * Han, is one passage against its own sketch, from its first code point
+     * to its last. */
+    unsigned whole = 0;
+    for (int i = 0; i < 200; i++) {
+        size_t len = 0;
+        unsigned nw = 8 + (unsigned)i % 60;
+        for (unsigned k = 0; k < nw; k++) {
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            unsigned wl = 1 + (unsigned)(rng >> 8) % (k % 7 ? 12 : 300);
+            if (k)
+                len += (size_t)snprintf(t + len, 8, "%s",
+                                        (rng >> 40) % 5 == 0   ? "中"
+                                        : (rng >> 40) % 5 == 1 ? ", "
+                                                               : " ");
+            for (unsigned c = 0; c < wl; c++)
+                t[len++] =
+                    "abcdefghijklmnopqrstuvwxyzABCDEFGHXYZ0123456789"[(rng >> (c % 50)) % 47];
+        }
+        t[len] = '\0';
+        nd_sketch_info info;
+        nd_passage p[4];
+        CHECK(nd_sketch_text(sk, scr, t, len, &one, NULL, 0, &info) == 0, "words %d", i);
+        size_t np = nd_sketch_passages(scr, &one, p, 4);
+        bool ok = one.shift == 0 && np == 1 && p[0].start == 0 && p[0].end == info.code_points;
+        CHECK(ok, "words %d: shift %u, %zu passages, [%u, %u) of %u code points", i, one.shift, np,
+              np ? p[0].start : 0, np ? p[0].end : 0, info.code_points);
+        whole += ok;
+    }
+    CHECK(whole == 200, "%u of 200 word texts", whole);
+}
+
 /* The fingerprint from the sketch's tokens (nd_sketch_fp_tokens() +
  * nd_fingerprint_tokens(), the server's /check-original path) equals
  * nd_fingerprint() on the fingerprint vectors and on random texts made of
@@ -627,17 +775,64 @@ static void test_fp_tokens(void)
     if (f)
         fclose(f);
     CHECK(vectors >= 70, "%d fingerprint vectors", vectors);
-    static const char *pieces[] = {
-        "http://x.com/a?b=1", "www.Example.org", "HTTPS://A.B", "ftp://f", "![\xE5\x9B\xBE](http://i/1.png)",
-        "[link](http://t/\xC3\xA9)", "](x)", "![a](b", "!", "]", "(", ")", "h", "w", "f", "www",
-        "\xE1\x84\x80", "\xE1\x85\xA1", "\xE1\x86\xA8", "\xEA\xB0\x80", "\xEA\xB0\x81",
-        "\xED\x95\x9C\xEA\xB5\xAD", "\xE4\xB8\xAD\xE6\x96\x87", "\xE3\x81\x82\xE3\x82\xA2",
-        "\xEF\xBD\x86\xEF\xBD\x95", "\xEF\xAC\x81", "\xEF\xB7\xBA", "e\xCC\x81", "\xC3\xA9",
-        "\xC2\xAD", "\xE2\x80\x8B", "\xF0\xA0\x80\x80", "\xF0\x9D\x94\x98", "\xF0\x9F\x98\x80",
-        "\xEF\xBC\x8C", "\xE3\x80\x82", "\xE3\x80\x80", "\xE3\x80\x85", "\xE2\xBC\x80",
-        "\xE0\xB9\x84\xE0\xB8\x97\xE0\xB8\xA2", "Stra\xC3\x9F" "e", "\xC4\xB0", "ABC", "abc123",
-        "x", "1", " ", "  ", "\n", "\t", "-", "_", "'", "\"", "\xEF\xBB\xBF", "\xE3\x84\xB1",
-        "\xE0\xA4\x95\xE0\xA4\xBF"};
+    static const char *pieces[] = {"http://x.com/a?b=1",
+                                   "www.Example.org",
+                                   "HTTPS://A.B",
+                                   "ftp://f",
+                                   "![\xE5\x9B\xBE](http://i/1.png)",
+                                   "[link](http://t/\xC3\xA9)",
+                                   "](x)",
+                                   "![a](b",
+                                   "!",
+                                   "]",
+                                   "(",
+                                   ")",
+                                   "h",
+                                   "w",
+                                   "f",
+                                   "www",
+                                   "\xE1\x84\x80",
+                                   "\xE1\x85\xA1",
+                                   "\xE1\x86\xA8",
+                                   "\xEA\xB0\x80",
+                                   "\xEA\xB0\x81",
+                                   "\xED\x95\x9C\xEA\xB5\xAD",
+                                   "\xE4\xB8\xAD\xE6\x96\x87",
+                                   "\xE3\x81\x82\xE3\x82\xA2",
+                                   "\xEF\xBD\x86\xEF\xBD\x95",
+                                   "\xEF\xAC\x81",
+                                   "\xEF\xB7\xBA",
+                                   "e\xCC\x81",
+                                   "\xC3\xA9",
+                                   "\xC2\xAD",
+                                   "\xE2\x80\x8B",
+                                   "\xF0\xA0\x80\x80",
+                                   "\xF0\x9D\x94\x98",
+                                   "\xF0\x9F\x98\x80",
+                                   "\xEF\xBC\x8C",
+                                   "\xE3\x80\x82",
+                                   "\xE3\x80\x80",
+                                   "\xE3\x80\x85",
+                                   "\xE2\xBC\x80",
+                                   "\xE0\xB9\x84\xE0\xB8\x97\xE0\xB8\xA2",
+                                   "Stra\xC3\x9F"
+                                   "e",
+                                   "\xC4\xB0",
+                                   "ABC",
+                                   "abc123",
+                                   "x",
+                                   "1",
+                                   " ",
+                                   "  ",
+                                   "\n",
+                                   "\t",
+                                   "-",
+                                   "_",
+                                   "'",
+                                   "\"",
+                                   "\xEF\xBB\xBF",
+                                   "\xE3\x84\xB1",
+                                   "\xE0\xA4\x95\xE0\xA4\xBF"};
     const size_t npieces = sizeof(pieces) / sizeof(pieces[0]);
     static char text[8192];
     uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -651,7 +846,8 @@ static void test_fp_tokens(void)
             size_t pl = strlen(pc);
             if ((rng >> 20 & 63) == 0) { /* a long word: cut at 256 bytes */
                 for (unsigned r = 0; r < 300 && n + 2 < sizeof(text); r++)
-                    text[n++] = (rng >> 27 & 1) ? 'a' : '\xC3', text[n++] = (rng >> 27 & 1) ? 'b' : '\xA9';
+                    text[n++] = (rng >> 27 & 1) ? 'a' : '\xC3',
+                    text[n++] = (rng >> 27 & 1) ? 'b' : '\xA9';
                 continue;
             }
             if (n + pl < sizeof(text))
@@ -659,7 +855,8 @@ static void test_fp_tokens(void)
         }
         rng = rng * 6364136223846793005ull + 1442695040888963407ull;
         if (k % 10 == 9 && n) /* invalid UTF-8: a stray, cut or overlong sequence */
-            text[(rng >> 33) % n] = (char)((const char[]){'\xFF', '\xC0', '\xED', '\x80'})[rng >> 62];
+            text[(rng >> 33) % n] = (char)((const char[]){'\xFF', '\xC0', '\xED',
+                                                          '\x80'})[rng >> 62];
         fp_tokens_agree(k % 3 ? fp : ngram, fs, text, n, "random", &checked);
     }
     nd_fp_tokens tk;
@@ -684,9 +881,20 @@ static void test_fp_tokens(void)
  * edits of mixed texts. */
 static void test_invalid_utf8(void)
 {
-    static const char *bad[] = {"\xFF", "\x80", "\xC0\xAF", "\xC3", "\xE4\xB8", "\xE0\x80\x80",
-                                "\xE0\x9F\xBF", "\xED\xA0\x80", "\xED\xBF\xBF", "\xF4\x90\x80\x80",
-                                "\xF0\x8F\xBF\xBF", "\xF0\x9F\x98", "\xE4\x41\x41", "\xE4\xB8\xC0"};
+    static const char *bad[] = {"\xFF",
+                                "\x80",
+                                "\xC0\xAF",
+                                "\xC3",
+                                "\xE4\xB8",
+                                "\xE0\x80\x80",
+                                "\xE0\x9F\xBF",
+                                "\xED\xA0\x80",
+                                "\xED\xBF\xBF",
+                                "\xF4\x90\x80\x80",
+                                "\xF0\x8F\xBF\xBF",
+                                "\xF0\x9F\x98",
+                                "\xE4\x41\x41",
+                                "\xE4\xB8\xC0"};
     static const char *around[][2] = {{"", ""},
                                       {"\xE4\xB8\xAD\xE6\x96\x87\xE5\xAD\x97", ""},
                                       {"", "\xE4\xB8\xAD\xE6\x96\x87"},
@@ -722,7 +930,8 @@ static void test_invalid_utf8(void)
     for (int k = 0; k < 20000; k++) {
         int n = snprintf(text, sizeof(text),
                          "\xE4\xB8\xAD\xE6\x96\x87 word%d \xE3\x80\x82 [x](http://h/\xC3\xA9) "
-                         "\xEA\xB0\x80\xE1\x86\xA8 \xF0\x9F\x98\x80 Stra\xC3\x9F" "e %d",
+                         "\xEA\xB0\x80\xE1\x86\xA8 \xF0\x9F\x98\x80 Stra\xC3\x9F"
+                         "e %d",
                          k, k * 7);
         for (int e = 0; e < 2; e++) {
             rng = rng * 6364136223846793005ull + 1442695040888963407ull;
@@ -752,6 +961,7 @@ int main(void)
     UNIT_RUN(test_rules);
     UNIT_RUN(test_bounds);
     UNIT_RUN(test_query_lazy);
+    UNIT_RUN(test_shortcuts);
     UNIT_RUN(test_fp_tokens);
     UNIT_RUN(test_invalid_utf8);
     nd_sk_scratch_destroy(scr);
