@@ -710,9 +710,9 @@ static void sum_cjk(const nd_fingerprinter *fp, nd_fp_scratch *s, fp_sum *sum, i
                 *err = -ENOMEM;
             continue;
         }
-        uint64_t h = fp->cjk_hash[cp];
-        if (s->seen_hash) /* the same value, from the token */
-            h = s->cjk_seen_hash[k] ? s->cjk_seen_hash[k] : 1;
+        uint64_t h = !s->seen_hash         ? fp->cjk_hash[cp]
+                     : s->cjk_seen_hash[k] ? s->cjk_seen_hash[k] /* the same, from the token */
+                                           : 1;
         feature *f = find_feature(s, h);
         if (f)
             f->tf += tf;

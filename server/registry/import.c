@@ -24,6 +24,7 @@
 #define AT_NONE INT64_MAX /* no registered_at: after every given one */
 #define AT_BAD INT64_MIN  /* registered_at present but not a time */
 #define MAX_THREADS 64
+#define RING_AHEAD 64 /* batches prepared ahead beyond 4 per thread (2,048 lines) */
 
 /* ---- registered_at ---- */
 
@@ -918,11 +919,11 @@ int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
     res.cap = cap;
     res.ahits = calloc(ND_VERIFY_MAX, sizeof(*res.ahits));
     res.acap = ND_VERIFY_MAX;
-    /* 32 batches per preparing thread (~290 KB each): enough lines ahead to
-     * keep preparing while the importing thread waits on a commit (a 3M-line
-     * import, paired: 47-48 s against 50 s with 16 and 52 s with 4; 64 no
-     * better) */
-    c->nring = nth ? 32 * (size_t)nth + 2 : 1;
+    /* 4 batches per preparing thread and RING_AHEAD more (~290 KB each):
+     * enough lines ahead to keep preparing while the importing thread waits
+     * on a commit. Two threads, a 3M-line import, paired: 47-48 s with 66
+     * batches against 50 s with 34 and 52 s with 10; 130 no better. */
+    c->nring = nth ? 4 * (size_t)nth + RING_AHEAD : 1;
     c->ring = calloc(c->nring, sizeof(*c->ring));
     if (rc == 0 && (!res.hits || !res.matches || !res.keys || !res.ahits || !c->ring))
         rc = -ENOMEM;
