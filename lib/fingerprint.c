@@ -786,24 +786,9 @@ static void feed_code_point(fp_state *st, uint32_t cp)
 static inline bool scan_word_swar(const uint8_t *s, size_t len, size_t *pos, uint8_t *word,
                                   size_t *wl)
 {
-    const uint64_t high = 0x8080808080808080ull;
-    const uint8_t *p = s + *pos;
-    uint8_t *w = word + *wl;
     size_t room = len - *pos < WORD_MAX - *wl ? len - *pos : WORD_MAX - *wl;
-    size_t done = 0;
-    bool ended = false;
-    for (; done + 8 <= room; done += 8) {
-        uint64_t x, m;
-        memcpy(&x, p + done, 8);
-        m = nd_swar_alnum(x);
-        x |= m >> 2; /* 0x20: lower case; digits have it already */
-        memcpy(w + done, &x, 8);
-        if (~m & high) {
-            done += (size_t)__builtin_ctzll(~m & high) / 8;
-            ended = true;
-            break;
-        }
-    }
+    bool ended;
+    size_t done = nd_swar_word_copy(s + *pos, room, word + *wl, &ended);
     *pos += done;
     *wl += done;
     return ended;

@@ -489,21 +489,10 @@ static void skip_span(tok_state *st, const uint8_t *s, size_t pos, size_t k, uin
  * them in ci and chars. */
 static size_t ascii_word_swar(tok_state *st, const uint8_t *s, size_t len, size_t pos, uint32_t ci)
 {
-    const uint64_t high = 0x8080808080808080ull;
-    size_t done = 0,
-           room = len - pos < WORD_MAX - st->word_len ? len - pos : WORD_MAX - st->word_len;
+    size_t room = len - pos < WORD_MAX - st->word_len ? len - pos : WORD_MAX - st->word_len;
     uint8_t *w = st->word + st->word_len;
-    for (; done + 8 <= room; done += 8) {
-        uint64_t x, m;
-        memcpy(&x, s + pos + done, 8);
-        m = nd_swar_alnum(x);
-        x |= m >> 2; /* 0x20: lower case; digits have it already */
-        memcpy(w + done, &x, 8);
-        if (~m & high) {
-            done += (size_t)__builtin_ctzll(~m & high) / 8;
-            break;
-        }
-    }
+    bool ended;
+    size_t done = nd_swar_word_copy(s + pos, room, w, &ended);
     if (done == 0)
         return 0;
     if (st->want_char)

@@ -8,7 +8,10 @@
 #ifndef ND_SWAR_H
 #define ND_SWAR_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define ND_SWAR 1
@@ -25,6 +28,30 @@ static inline uint64_t nd_swar_alnum(uint64_t x)
     uint64_t digit = (low7 + (0x80 - '0') * k) & ~(low7 + (0x80 - '9' - 1) * k);
     uint64_t alpha = (folded + (0x80 - 'a') * k) & ~(folded + (0x80 - 'z' - 1) * k);
     return (digit | alpha) & ~x & high;
+}
+
+/* Copies the ASCII letters and digits at s[0..room) to w, letters lowered,
+ * eight bytes at a time while eight fit in room (w receives whole groups of
+ * eight, so up to seven bytes past the count, within room). Returns how
+ * many it took; *ended: a byte that is neither came within the groups read
+ * (false: the rest, fewer than eight, is the caller's). */
+static inline size_t nd_swar_word_copy(const uint8_t *s, size_t room, uint8_t *w, bool *ended)
+{
+    const uint64_t high = 0x8080808080808080ull;
+    size_t done = 0;
+    *ended = false;
+    for (; done + 8 <= room; done += 8) {
+        uint64_t x, m;
+        memcpy(&x, s + done, 8);
+        m = nd_swar_alnum(x);
+        x |= m >> 2; /* 0x20: lower case; digits have it already */
+        memcpy(w + done, &x, 8);
+        if (~m & high) {
+            *ended = true;
+            return done + (size_t)__builtin_ctzll(~m & high) / 8;
+        }
+    }
+    return done;
 }
 
 #endif
