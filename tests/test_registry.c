@@ -706,6 +706,69 @@ static void claim_bounds(void)
     world_close(&w, false);
 }
 
+/* A registration whose only evidence waits for its commit: ND_REG_WAIT
+ * with nothing held in the answer and the time it was judged at (what
+ * neardup import needs to set it aside); after the commit, asked again, it
+ * is not original, with that document as its source. A wait on the id's
+ * own change in flight gives no time. */
+static void pending_evidence_waits_with_its_time(void)
+{
+    world w;
+    world_open(&w, true, ND_REPRINT_ALLOW);
+    REQUIRE(w.reg);
+    const int64_t t = 1700000000000000;
+    nd_check_req rq = {.id = "src",
+                       .id_len = 3,
+                       .simhash = Q,
+                       .chars = 500,
+                       .do_register = true,
+                       .account = "alice",
+                       .account_len = 5,
+                       .registered_at_us = t};
+    memcpy(rq.text_hash, "src", 3);
+    answer src;
+    src.res = (nd_check_res){.hits = src.hits, .matches = src.matches, .keys = src.keys, .cap = 32};
+    done_box bs = BOX_INIT;
+    REQUIRE(nd_registry_check(w.reg, &rq, &src.res, box_done, &bs) == ND_REG_QUEUED);
+    box_wait(&bs); /* committed by the store; pending until completed here */
+
+    nd_check_req cp = rq;
+    cp.id = "copy", cp.id_len = 4, cp.account = "bob", cp.account_len = 3;
+    cp.registered_at_us = t + 10;
+    memset(cp.text_hash, 0, 16);
+    memcpy(cp.text_hash, "copy", 4);
+    answer a;
+    a.res = (nd_check_res){.hits = a.hits, .matches = a.matches, .keys = a.keys, .cap = 32};
+    done_box bc = BOX_INIT;
+    CHECK(nd_registry_check(w.reg, &cp, &a.res, box_done, &bc) == ND_REG_WAIT);
+    CHECK(a.res.wait_at_us == t + 10, "%lld", (long long)a.res.wait_at_us);
+    CHECK(a.res.nmatches == 0 && !a.res.doc && !a.res.source && !a.res.registered);
+    nd_check_req clock = cp; /* the clock's time: any later document could be seen */
+    clock.registered_at_us = 0;
+    answer c;
+    c.res = (nd_check_res){.hits = c.hits, .matches = c.matches, .keys = c.keys, .cap = 32};
+    done_box bk = BOX_INIT;
+    CHECK(nd_registry_check(w.reg, &clock, &c.res, box_done, &bk) == ND_REG_WAIT);
+    CHECK(c.res.wait_at_us == INT64_MAX, "%lld", (long long)c.res.wait_at_us);
+    nd_check_req again = rq; /* the id's own registration in flight */
+    answer g;
+    g.res = (nd_check_res){.hits = g.hits, .matches = g.matches, .keys = g.keys, .cap = 32};
+    done_box bg = BOX_INIT;
+    CHECK(nd_registry_check(w.reg, &again, &g.res, box_done, &bg) == ND_REG_WAIT);
+    CHECK(g.res.wait_at_us == 0, "%lld", (long long)g.res.wait_at_us);
+
+    CHECK(nd_registry_complete(w.reg, bs.ch, bs.status) == 0);
+    nd_check_res_release(&src.res);
+    box_wait(&bc);
+    box_wait(&bk);
+    box_wait(&bg);
+    CHECK(check(&w, &a, "copy", Q, 0, true, "bob", NULL, t + 10) == 0);
+    CHECK(!a.res.original && !a.res.registered && is_id(a.res.source, "src"));
+    CHECK(a.res.wait_at_us == 0);
+    nd_check_res_release(&a.res);
+    world_close(&w, false);
+}
+
 int main(void)
 {
     UNIT_RUN(memory_store_answers_at_once);
@@ -716,5 +779,6 @@ int main(void)
     UNIT_RUN(given_times_memory);
     UNIT_RUN(given_times_lmdb);
     UNIT_RUN(claim_bounds);
+    UNIT_RUN(pending_evidence_waits_with_its_time);
     return unit_summary("registry");
 }

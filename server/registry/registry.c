@@ -826,6 +826,7 @@ static void res_clear(nd_check_res *res)
     res->action = ND_ACTION_PUBLISH;
     res->source = NULL;
     res->show_source = res->may_modify = false;
+    res->wait_at_us = 0;
 }
 
 static void store_done(void *arg, int status)
@@ -1132,10 +1133,15 @@ static int check_register(nd_registry *reg, const nd_check_req *rq, nd_check_res
         rc = rq->registered_at_us > 0 ? given_time(reg, rq->registered_at_us, &at) : 0;
         if (rc == 0)
             rc = find_matches(reg, rq, NULL, at ? at : INT64_MAX, res, true, &wait_on);
-        if (rc == 0 && wait_on) /* original unless the pending one commits */
+        if (rc == 0 && wait_on) {
+            /* original unless the pending one commits: asked again then */
+            nd_check_res_release(res);
+            res_clear(res);
+            res->wait_at_us = at ? at : INT64_MAX;
             rc = add_waiter(wait_on, fn, arg);
-        else if (rc == 0 && res->original)
+        } else if (rc == 0 && res->original) {
             rc = do_register(reg, rq, at, res, fn, arg);
+        }
     }
     pthread_mutex_unlock(&reg->writer);
     return rc;

@@ -166,6 +166,11 @@ typedef struct nd_check_res {
     nd_doc *source;
     bool show_source;
     bool may_modify;
+    /* With ND_REG_WAIT for a new document whose verdict waits on a pending
+     * one (no document holds the id): the time it was judged at, so that
+     * only documents registered before it could be evidence (INT64_MAX:
+     * the clock's, any). 0 for any other wait (the id's change in flight). */
+    int64_t wait_at_us;
 } nd_check_res;
 
 /* nd_registry_check() and nd_registry_delete() results besides 0 and -errno. */
