@@ -407,6 +407,7 @@ static int scan_lines(const char *buf, size_t len, unsigned nthreads, line_ref *
 
 typedef struct prep {
     const line_ref *ref;
+    uint64_t seq;     /* the line's place in judging order (the importing thread's) */
     const char *code; /* refused: the error code, else NULL */
     char message[256];
     nd_check_req rq;
@@ -433,6 +434,20 @@ typedef struct tools {
     nd_sk_scratch *sks;
     nd_anchors anchors[2];
 } tools;
+
+/* A line set aside until the pending document its verdict waits on
+ * commits (park()). */
+typedef struct parked {
+    prep *pr;         /* moved out of the ring (prep_move()) */
+    int64_t judge_at; /* nd_check_res.wait_at_us */
+} parked;
+
+/* A report held back behind a parked line (its strings copied). */
+typedef struct held_event {
+    uint64_t seq;
+    nd_import_event ev;
+    char *strings; /* id, source and message, one allocation */
+} held_event;
 
 typedef struct completion {
     nd_reg_change *ch;
@@ -467,6 +482,16 @@ typedef struct import_ctx {
     uint64_t events_done; /* detections acknowledged */
     uint64_t events_failed;
     /* the importing thread's own */
+    struct parked *park; /* lines whose verdict waits on a pending document */
+    size_t npark, cappark;
+    int64_t park_before; /* the latest time a parked line is judged at */
+    bool wake_seen;      /* a wake arrived since the parked lines were asked */
+    bool settling;       /* settle_parked() is asking them (park[] in flux) */
+    uint64_t seq;        /* lines judged so far (prep.seq) */
+    held_event *held;    /* reports of lines after the first parked one, by seq */
+    size_t nheld, capheld;
+    nd_import_report_fn report;
+    void *report_arg;
     uint64_t pending; /* registrations queued, not completed */
     uint64_t events_queued;
     int fatal;
@@ -682,6 +707,22 @@ static void *prep_main(void *arg)
 
 /* ---- the importing thread ---- */
 
+/* Makes room for one more element in *arr (*cap elements of elem bytes,
+ * n used), doubling it (first: the first capacity). Returns false when
+ * there is no memory (*arr is unchanged). */
+static bool room_for_one(void **arr, size_t *cap, size_t n, size_t elem, size_t first)
+{
+    if (n < *cap)
+        return true;
+    size_t nc = *cap ? 2 * *cap : first;
+    void *na = realloc(*arr, nc * elem);
+    if (!na)
+        return false;
+    *arr = na;
+    *cap = nc;
+    return true;
+}
+
 /* The registry's hand-off (the store's commit thread, or whoever woke a
  * waiter): queued for the importing thread. */
 static void reg_done(void *arg, nd_reg_change *ch, int status)
@@ -691,14 +732,8 @@ static void reg_done(void *arg, nd_reg_change *ch, int status)
     if (!ch) {
         c->woken = true;
     } else {
-        if (c->ncomp == c->capcomp) {
-            size_t cap = c->capcomp ? c->capcomp * 2 : 4096;
-            completion *nc = realloc(c->comp, cap * sizeof(*nc));
-            if (!nc)
-                nd_die_oom(__func__);
-            c->comp = nc;
-            c->capcomp = cap;
-        }
+        if (!room_for_one((void **)&c->comp, &c->capcomp, c->ncomp, sizeof(*c->comp), 4096))
+            nd_die_oom(__func__);
         c->comp[c->ncomp++] = (completion){ch, status};
     }
     pthread_cond_signal(&c->ccv);
@@ -744,6 +779,7 @@ static bool drain(import_ctx *c, nd_import_summary *out, bool wait)
     size_t n = c->ncomp, cap = c->capcomp;
     bool woken = c->woken;
     c->woken = false;
+    c->wake_seen |= woken;
     /* the spare array takes the store thread's appends meanwhile */
     c->comp = c->comp_spare;
     c->capcomp = c->capspare;
@@ -762,18 +798,70 @@ static bool drain(import_ctx *c, nd_import_summary *out, bool wait)
     return woken;
 }
 
-static void report_error(nd_import_report_fn report, void *arg, const prep *pr,
-                         nd_import_summary *out, const char *code, const char *message)
+/* Reports the held events that no parked line precedes, in order. */
+static void flush_held(import_ctx *c)
+{
+    size_t i = 0;
+    for (; i < c->nheld && (!c->npark || c->held[i].seq < c->park[0].pr->seq); i++) {
+        c->report(c->report_arg, &c->held[i].ev);
+        free(c->held[i].strings);
+    }
+    memmove(c->held, c->held + i, (c->nheld - i) * sizeof(*c->held));
+    c->nheld -= i;
+}
+
+/* Holds a copy of ev (of the line judged seq-th). Returns false when there
+ * is no memory for it. */
+static bool hold(import_ctx *c, uint64_t seq, const nd_import_event *ev)
+{
+    if (!room_for_one((void **)&c->held, &c->capheld, c->nheld, sizeof(*c->held), 64))
+        return false;
+    size_t mlen = ev->message ? strlen(ev->message) + 1 : 0;
+    char *m = malloc(ev->id_len + ev->source_len + mlen + 1);
+    if (!m)
+        return false;
+    held_event h = {.seq = seq, .ev = *ev, .strings = m};
+    if (ev->id)
+        h.ev.id = memcpy(m, ev->id, ev->id_len);
+    if (ev->source)
+        h.ev.source = memcpy(m + ev->id_len, ev->source, ev->source_len);
+    if (ev->message)
+        h.ev.message = memcpy(m + ev->id_len + ev->source_len, ev->message, mlen);
+    size_t at = c->nheld++; /* by seq: a parked line's comes after later ones */
+    while (at && c->held[at - 1].seq > seq) {
+        c->held[at] = c->held[at - 1];
+        at--;
+    }
+    c->held[at] = h;
+    return true;
+}
+
+/* Reports ev, of the line pr, in judging order: held while a line judged
+ * before it is parked. */
+static void emit(import_ctx *c, const prep *pr, const nd_import_event *ev)
+{
+    if (!c->report)
+        return;
+    if (!c->npark && !c->nheld) {
+        c->report(c->report_arg, ev);
+        return;
+    }
+    if (!hold(c, pr->seq, ev))
+        nd_die_oom(__func__);
+    if (!c->settling) /* else settle_parked() flushes, parked lines in place */
+        flush_held(c);
+}
+
+static void report_error(import_ctx *c, const prep *pr, nd_import_summary *out, const char *code,
+                         const char *message)
 {
     out->errors++;
-    if (!report)
-        return;
     nd_import_event ev = {.line = pr->ref->no,
                           .id = pr->rq.id,
                           .id_len = pr->rq.id ? pr->rq.id_len : 0,
                           .code = code,
                           .message = message};
-    report(arg, &ev);
+    emit(c, pr, &ev);
 }
 
 /* The source of a duplicate: the earliest claim among the evidence. */
@@ -821,24 +909,28 @@ static void record_detection(import_ctx *c, const prep *pr, const nd_check_res *
         c->fatal = rc;
 }
 
-/* Judges one prepared line. */
-static void judge(import_ctx *c, prep *pr, nd_check_res *res, nd_import_report_fn report, void *arg,
-                  nd_import_summary *out)
+/* Asks the registry about pr until it answers. A wait on a pending
+ * document is waited out here, except (may_park) the wait of a new
+ * document on pending evidence: then ND_REG_WAIT is returned (res empty,
+ * res->wait_at_us set) and a wake follows the commit. */
+static int ask(import_ctx *c, prep *pr, nd_check_res *res, nd_import_summary *out, bool may_park)
 {
-    if (pr->code) {
-        report_error(report, arg, pr, out, pr->code, pr->message);
-        return;
-    }
-    int rc;
     for (;;) {
-        rc = nd_registry_check(c->reg, &pr->rq, res, reg_done, c);
+        int rc = nd_registry_check(c->reg, &pr->rq, res, reg_done, c);
         if (rc == -EBUSY && wait_for_room(c, out))
             continue;
         if (rc != ND_REG_WAIT)
-            break;
+            return rc;
+        if (may_park && res->wait_at_us > 0 && res->wait_at_us < INT64_MAX)
+            return rc;
         while (!drain(c, out, true)) /* until the document it waits on commits */
             ;
     }
+}
+
+/* Acts on the registry's answer rc about pr (not ND_REG_WAIT). */
+static void conclude(import_ctx *c, prep *pr, nd_check_res *res, int rc, nd_import_summary *out)
+{
     if (rc == ND_REG_QUEUED) {
         c->pending++;
     } else if (rc == 0 && res->registered) {
@@ -850,22 +942,150 @@ static void judge(import_ctx *c, prep *pr, nd_check_res *res, nd_import_report_f
         out->duplicates++;
         record_detection(c, pr, res, out);
         const nd_doc *s = res->source ? res->source : source_of(res);
-        if (report) {
-            nd_import_event ev = {.duplicate = true,
-                                  .line = pr->ref->no,
-                                  .id = pr->rq.id,
-                                  .id_len = pr->rq.id_len,
-                                  .source = s ? s->id : NULL,
-                                  .source_len = s ? s->id_len : 0};
-            report(arg, &ev);
-        }
+        nd_import_event ev = {.duplicate = true,
+                              .line = pr->ref->no,
+                              .id = pr->rq.id,
+                              .id_len = pr->rq.id_len,
+                              .source = s ? s->id : NULL,
+                              .source_len = s ? s->id_len : 0};
+        emit(c, pr, &ev);
     } else if (rc == -EEXIST) {
-        report_error(report, arg, pr, out, "id_conflict",
-                     "this id is registered with a different text");
+        report_error(c, pr, out, "id_conflict", "this id is registered with a different text");
     } else if (!c->fatal) { /* the store or the registry stopped: not judged */
         c->fatal = rc;
     }
     nd_check_res_release(res);
+}
+
+/* Moves a prepared line (its own pointers and what it owns) from src to
+ * dst; src keeps nothing to free. */
+static void prep_move(prep *dst, prep *src)
+{
+    *dst = *src;
+    nd_check_req *rq = &dst->rq;
+    if (src->rq.id == src->id)
+        rq->id = dst->id;
+    if (src->rq.account == src->account)
+        rq->account = dst->account;
+    if (src->rq.sketch == src->sketch)
+        rq->sketch = dst->sketch;
+    if (src->rq.anchors == src->probe)
+        rq->anchors = dst->probe;
+    if (src->rq.store_anchors == src->store_anchors)
+        rq->store_anchors = dst->store_anchors;
+    if (src->rq.sketch_enc == src->enc)
+        rq->sketch_enc = dst->enc;
+    src->rq.meta = NULL;
+    src->rq.policy = NULL;
+}
+
+static void prep_free(prep *pr)
+{
+    free(pr->rq.meta);
+    free(pr->rq.policy);
+    free(pr);
+}
+
+/* Sets pr aside (a new document whose verdict waits on a pending one,
+ * judged at judge_at): the lines after it go on meanwhile. Its verdict,
+ * once the pending document commits, is "not original" (that document is
+ * evidence), so it registers nothing a later line could see; and a later
+ * line is judged ahead of it only when that cannot change what it sees
+ * (must_settle()). Returns false when there is no memory for it. */
+static bool park(import_ctx *c, prep *pr, int64_t judge_at)
+{
+    if (!room_for_one((void **)&c->park, &c->cappark, c->npark, sizeof(*c->park), 16))
+        return false;
+    prep *copy = malloc(sizeof(*copy));
+    if (!copy)
+        return false;
+    prep_move(copy, pr);
+    c->park[c->npark++] = (parked){copy, judge_at};
+    if (judge_at > c->park_before)
+        c->park_before = judge_at;
+    return true;
+}
+
+/* Whether pr must wait for the parked lines to be judged first: when it
+ * could be registered at or before a time a parked line is judged at
+ * (then the parked line would see it, or be judged at another time), or
+ * has a parked line's id. */
+static bool must_settle(const import_ctx *c, const prep *pr)
+{
+    if (pr->code)
+        return false; /* refused: registers nothing */
+    if (pr->ref->at == AT_NONE || pr->ref->at <= c->park_before)
+        return true;
+    for (size_t i = 0; i < c->npark; i++) {
+        const nd_check_req *q = &c->park[i].pr->rq;
+        if (q->id_len == pr->rq.id_len && memcmp(q->id, pr->rq.id, q->id_len) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Asks again about the parked lines, in their order, after a wake; those
+ * still waiting stay parked. wait: until none is left (or the import
+ * failed: the rest are dropped, not judged). */
+static void settle_parked(import_ctx *c, nd_check_res *res, nd_import_summary *out, bool wait)
+{
+    while (c->npark) {
+        if (c->fatal) {
+            for (size_t i = 0; i < c->npark; i++)
+                prep_free(c->park[i].pr);
+            c->npark = 0;
+            break;
+        }
+        if (!c->wake_seen) {
+            if (!wait)
+                break;
+            while (!drain(c, out, true))
+                ;
+        }
+        c->wake_seen = false;
+        size_t kept = 0;
+        c->park_before = 0;
+        c->settling = true;
+        for (size_t i = 0; i < c->npark; i++) {
+            parked p = c->park[i];
+            int rc = ask(c, p.pr, res, out, true);
+            if (rc == ND_REG_WAIT) { /* another pending document */
+                p.judge_at = res->wait_at_us;
+                c->park[kept++] = p;
+                if (p.judge_at > c->park_before)
+                    c->park_before = p.judge_at;
+                continue;
+            }
+            conclude(c, p.pr, res, rc, out);
+            prep_free(p.pr);
+        }
+        c->npark = kept;
+        c->settling = false;
+        flush_held(c);
+        if (!wait)
+            break;
+    }
+}
+
+/* Judges one prepared line, or parks it (park()). */
+static void judge(import_ctx *c, prep *pr, nd_check_res *res, nd_import_summary *out)
+{
+    pr->seq = c->seq++;
+    if (pr->code) {
+        report_error(c, pr, out, pr->code, pr->message);
+        return;
+    }
+    if (c->npark && c->wake_seen)
+        settle_parked(c, res, out, false);
+    if (c->npark && must_settle(c, pr))
+        settle_parked(c, res, out, true);
+    int rc = ask(c, pr, res, out, true);
+    if (rc == ND_REG_WAIT) {
+        if (park(c, pr, res->wait_at_us))
+            return;
+        rc = ask(c, pr, res, out, false);
+    }
+    conclude(c, pr, res, rc, out);
 }
 
 static void progress_draw(import_ctx *c, FILE *f, size_t done, int64_t t0, bool last)
@@ -900,6 +1120,8 @@ int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
     c->st = st;
     c->p = p;
     c->buf = buf;
+    c->report = report;
+    c->report_arg = arg;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv_ready, NULL);
     pthread_cond_init(&c->cv_free, NULL);
@@ -966,7 +1188,7 @@ int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
                 break;
         }
         for (size_t i = 0; i < b->n && !c->fatal; i++) {
-            judge(c, &b->lines[i], &res, report, arg, out);
+            judge(c, &b->lines[i], &res, out);
             done++;
         }
         if (c->pending)
@@ -997,6 +1219,8 @@ int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
     pthread_mutex_unlock(&c->mu);
     for (unsigned i = 0; i < started; i++)
         pthread_join(th[i], NULL);
+    settle_parked(c, &res, out, true);
+    flush_held(c); /* none parked now */
     while (c->pending)
         drain(c, out, true);
     if (events_wait(c) && !c->fatal)
@@ -1016,6 +1240,8 @@ int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
     nd_fingerprinter_destroy(c->own_fp);
     nd_sketcher_destroy(c->own_sk);
     free(c->ring);
+    free(c->park);
+    free(c->held);
     free(c->comp);
     free(c->comp_spare);
     free(res.hits);

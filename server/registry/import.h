@@ -19,7 +19,17 @@
  * the lines in batches, in order, ahead of the calling thread, which alone
  * asks the registry (the registry serialises registrations anyway) and
  * completes the store's commits. Used by `neardup import` (a file, many
- * threads) and by POST /import (a body, the handler's own thread). */
+ * threads) and by POST /import (a body, the handler's own thread).
+ *
+ * A line whose verdict waits on a document still being written (a re-post
+ * close behind its source: documents waiting for their commit are never
+ * evidence) is set aside until that commit instead of holding the lines
+ * after it up. Once the document commits the line is judged "not
+ * original", so it registers nothing another line could see; the lines
+ * judged ahead of it are those registered strictly after the time it is
+ * judged at, with another id. Anything else waits for it. The outcome is
+ * the one of judging in order (10M lines with 0.1 % close re-posts: the
+ * wait had held the importing thread ~15 % of the time). */
 #ifndef ND_IMPORT_H
 #define ND_IMPORT_H
 
@@ -74,7 +84,9 @@ typedef struct nd_import_event {
 } nd_import_event;
 
 /* Called on the importing thread for each duplicate and error, in the
- * order the lines are judged. Pointers are valid during the call. */
+ * order the lines are judged (a line set aside, see above, is reported
+ * when it is judged, after lines that follow it). Pointers are valid
+ * during the call. */
 typedef void (*nd_import_report_fn)(void *arg, const nd_import_event *ev);
 
 typedef struct nd_import_summary {

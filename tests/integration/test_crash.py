@@ -676,12 +676,14 @@ def import_killed_midway(_srv):
     rng.shuffle(lines)  # the import orders them by registered_at
     body = ("\n".join(lines) + "\n").encode()
     hdrs = {"Content-Type": "application/x-ndjson"}
-    # Each fsync takes 40 ms (the shim): an import takes long enough to be
-    # killed in the middle (a copy of a line still being committed waits).
+    # Each fsync takes 300 ms (the shim): the commits make the import last
+    # long enough to be killed in the middle (a copy of a line still being
+    # committed no longer holds the lines after it up, so the judging alone
+    # takes a few milliseconds). The first kill waits for the middle.
     tmp = tempfile.mkdtemp(prefix="neardup-crash-import-")
     delay = os.path.join(tmp, "delay")
     with open(delay, "w") as f:
-        f.write("40")
+        f.write("300")
     with Server(sync=True, env=fsync_shim_env(delay_file=delay)) as srv:
         import_cycles(srv, rng, body, hdrs, originals, copies)
     shutil.rmtree(tmp, ignore_errors=True)
@@ -718,9 +720,21 @@ def import_cycles(srv, rng, body, hdrs, originals, copies):
                 result["answer"] = srv.request("POST", "/import", body, hdrs, timeout=120)
             except (OSError, http.client.HTTPException) as e:
                 result["error"] = e
+        committed = srv.metrics().get("neardup_store_changes_total", 0)
         th = threading.Thread(target=send, daemon=True)
         th.start()
-        time.sleep(rng.uniform(0.05, 0.9))
+        if cycle == 0:
+            # Inside the import for sure: once it has committed some of its
+            # lines while more wait for their commit (the store's counters).
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                m = srv.metrics()
+                if m.get("neardup_store_changes_total", 0) > committed and \
+                        m.get("neardup_pending_changes", 0) > 0:
+                    break
+                time.sleep(0.01)
+        else:
+            time.sleep(rng.uniform(0.05, 0.9))
         srv.proc.send_signal(signal.SIGKILL)
         srv.wait(timeout=10)
         th.join(30)
