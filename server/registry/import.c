@@ -806,8 +806,10 @@ static void flush_held(import_ctx *c)
         c->report(c->report_arg, &c->held[i].ev);
         free(c->held[i].strings);
     }
-    memmove(c->held, c->held + i, (c->nheld - i) * sizeof(*c->held));
-    c->nheld -= i;
+    if (i) { /* (held is NULL until a first report is held) */
+        memmove(c->held, c->held + i, (c->nheld - i) * sizeof(*c->held));
+        c->nheld -= i;
+    }
 }
 
 /* Holds a copy of ev (of the line judged seq-th). Returns false when there
