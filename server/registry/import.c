@@ -707,20 +707,18 @@ static void *prep_main(void *arg)
 
 /* ---- the importing thread ---- */
 
-/* Makes room for one more element in *arr (*cap elements of elem bytes,
- * n used), doubling it (first: the first capacity). Returns false when
- * there is no memory (*arr is unchanged). */
-static bool room_for_one(void **arr, size_t *cap, size_t n, size_t elem, size_t first)
+/* Makes room for one more element in arr (*cap elements of elem bytes, n
+ * used), doubling it (first: the first capacity). Returns the array (moved
+ * perhaps; *cap updated), or NULL when there is no memory (arr is kept). */
+static void *room_for_one(void *arr, size_t *cap, size_t n, size_t elem, size_t first)
 {
     if (n < *cap)
-        return true;
+        return arr;
     size_t nc = *cap ? 2 * *cap : first;
-    void *na = realloc(*arr, nc * elem);
-    if (!na)
-        return false;
-    *arr = na;
-    *cap = nc;
-    return true;
+    void *na = realloc(arr, nc * elem);
+    if (na)
+        *cap = nc;
+    return na;
 }
 
 /* The registry's hand-off (the store's commit thread, or whoever woke a
@@ -732,8 +730,10 @@ static void reg_done(void *arg, nd_reg_change *ch, int status)
     if (!ch) {
         c->woken = true;
     } else {
-        if (!room_for_one((void **)&c->comp, &c->capcomp, c->ncomp, sizeof(*c->comp), 4096))
+        completion *comp = room_for_one(c->comp, &c->capcomp, c->ncomp, sizeof(*comp), 4096);
+        if (!comp)
             nd_die_oom(__func__);
+        c->comp = comp;
         c->comp[c->ncomp++] = (completion){ch, status};
     }
     pthread_cond_signal(&c->ccv);
@@ -816,8 +816,10 @@ static void flush_held(import_ctx *c)
  * is no memory for it. */
 static bool hold(import_ctx *c, uint64_t seq, const nd_import_event *ev)
 {
-    if (!room_for_one((void **)&c->held, &c->capheld, c->nheld, sizeof(*c->held), 64))
+    held_event *held = room_for_one(c->held, &c->capheld, c->nheld, sizeof(*held), 64);
+    if (!held)
         return false;
+    c->held = held;
     size_t mlen = ev->message ? strlen(ev->message) + 1 : 0;
     char *m = malloc(ev->id_len + ev->source_len + mlen + 1);
     if (!m)
@@ -996,8 +998,10 @@ static void prep_free(prep *pr)
  * (must_settle()). Returns false when there is no memory for it. */
 static bool park(import_ctx *c, prep *pr, int64_t judge_at)
 {
-    if (!room_for_one((void **)&c->park, &c->cappark, c->npark, sizeof(*c->park), 16))
+    parked *grown = room_for_one(c->park, &c->cappark, c->npark, sizeof(*grown), 16);
+    if (!grown)
         return false;
+    c->park = grown;
     prep *copy = malloc(sizeof(*copy));
     if (!copy)
         return false;
