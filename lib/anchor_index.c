@@ -14,6 +14,10 @@
 #define NBUCKETS (1u << BUCKET_BITS)
 #define NSTRIPES 4096u
 #define ENTRY 6 /* bytes: anchor low 16 bits (LE), slot (LE) */
+/* The key's bits not fixed by the bucket (bucket_of() takes the top
+ * BUCKET_BITS of the anchor, the key its low 16: they share the rest). */
+#define KEY_FREE_BITS (32 - BUCKET_BITS)
+#define KEY_FREE_MASK ((1u << KEY_FREE_BITS) - 1)
 #define MALLOC_OVERHEAD 16
 
 #define CARVED 0x80000000u /* in bucket.cap: e lies in a load region (not malloc'd) */
@@ -115,12 +119,15 @@ static inline void entry_put(uint8_t *p, uint64_t v)
     p[5] = (uint8_t)(s >> 24);
 }
 
-/* Where the entries of 16-bit key k should begin in a bucket of n: the
- * keys are hash bits, uniform, so a bucket's keys spread evenly over its
- * array. */
+/* Where the entries of 16-bit key k should begin in a bucket of n. The
+ * key's bits above its low KEY_FREE_BITS are the bucket's own low bits,
+ * the same for every entry of a bucket; the low ones are hash bits,
+ * uniform, so a bucket's keys spread evenly over its array by those.
+ * (Guessing from all 16 bits put the guess up to the whole bucket away,
+ * and the gallop from there was a chain of dependent cache misses.) */
 static inline uint32_t key_guess(uint16_t k, uint32_t n)
 {
-    return (uint32_t)(((uint64_t)k * n) >> 16);
+    return (uint32_t)(((uint64_t)(k & KEY_FREE_MASK) * n) >> KEY_FREE_BITS);
 }
 
 /* First index whose entry is >= v: from where v's key should be

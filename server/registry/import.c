@@ -1155,6 +1155,9 @@ int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
     c->ring = calloc(c->nring, sizeof(*c->ring));
     if (rc == 0 && (!res.hits || !res.matches || !res.keys || !res.ahits || !c->ring))
         rc = -ENOMEM;
+    /* Room for every line (a hint: without it the tables grow as needed). */
+    if (rc == 0 && c->nrefs)
+        (void)nd_registry_reserve(reg, c->nrefs);
     if (rc == 0 && !(c->fp = p->fp)) {
         rc = nd_fingerprinter_create(&c->own_fp);
         c->fp = c->own_fp;

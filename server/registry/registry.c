@@ -1255,6 +1255,16 @@ static int complete_locked(nd_registry *reg, nd_reg_change *ch, int status, nd_w
     return rc;
 }
 
+int nd_registry_reserve(nd_registry *reg, uint64_t extra)
+{
+    pthread_mutex_lock(&reg->writer);
+    int rc = nd_reg_map_reserve(reg, extra);
+    if (rc == 0)
+        rc = nd_reg_slots_reserve(reg, extra);
+    pthread_mutex_unlock(&reg->writer);
+    return rc;
+}
+
 int nd_registry_complete(nd_registry *reg, nd_reg_change *ch, int status)
 {
     nd_waiter *w = NULL;

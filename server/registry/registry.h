@@ -261,6 +261,14 @@ void nd_registry_shutdown(nd_registry *reg);
 int nd_registry_check(nd_registry *reg, const nd_check_req *rq, nd_check_res *res,
                       nd_registry_done_fn done, void *arg);
 
+/* Makes room for extra more documents in the id and slot tables, ahead of
+ * a bulk registration (an import), so that its registrations do not stop
+ * to grow them on the way: growing the id table rehashes every document
+ * held (~1 s of the importing thread at 6M documents, with the writer
+ * held). Returns 0, -ENOSPC (past the slot limit) or -ENOMEM; either way
+ * the documents are as they were. */
+int nd_registry_reserve(nd_registry *reg, uint64_t extra);
+
 /* Releases the references held by res and empties it (the scratch stays). */
 void nd_check_res_release(nd_check_res *res);
 
