@@ -771,6 +771,21 @@ size_t nd_anchor_index_postings(const nd_anchor_index *idx, uint32_t anchor)
     return hi - lo;
 }
 
+size_t nd_anchor_index_guess_miss(const nd_anchor_index *idx, uint32_t anchor)
+{
+    uint32_t bi = bucket_of(anchor);
+    const bucket *bk = &idx->b[bi];
+    size_t miss = 0;
+    pthread_rwlock_rdlock(lock_of(idx, bi));
+    if (bk->n) {
+        uint32_t g = key_guess(key_of(anchor), bk->n);
+        uint32_t at = lower_bound(bk, (uint64_t)key_of(anchor) << 32);
+        miss = g > at ? g - at : at - g;
+    }
+    pthread_rwlock_unlock(lock_of(idx, bi));
+    return miss;
+}
+
 static int cmp_u32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;

@@ -139,6 +139,12 @@ size_t nd_anchor_index_query(const nd_anchor_index *idx, const uint32_t *anchors
 /* Number of slots under one anchor (for tests and diagnostics). */
 size_t nd_anchor_index_postings(const nd_anchor_index *idx, uint32_t anchor);
 
+/* How many entries away from anchor's place in its bucket the search for
+ * it starts (its first probe against its answer): a few times the square
+ * root of the bucket's size when the guess works as it should. For tests
+ * and diagnostics of the layout; takes the bucket's lock. */
+size_t nd_anchor_index_guess_miss(const nd_anchor_index *idx, uint32_t anchor);
+
 /* Memory and size figures. Takes each stripe lock in turn. */
 void nd_anchor_index_stats(const nd_anchor_index *idx, nd_anchor_stats *out);
 

@@ -295,10 +295,10 @@ static void test_skewed_buckets_match_model(void)
     for (size_t i = 0; i < NPAIRS; i++) {
         uint32_t r = model_rand(&seed), b = base[i % 4] & 0xFFFFF000u, key;
         switch (i % 4) {
-        case 0: key = r % 40; break;                          /* all low keys */
-        case 1: key = 0xFFFF - r % 40; break;                 /* all high */
+        case 0: key = r % 40; break;                           /* all low keys */
+        case 1: key = 0xFFFF - r % 40; break;                  /* all high */
         case 2: key = r % 3 == 0 ? 0x8000 : r & 0xFFFF; break; /* a run of 500 + spread */
-        default: key = 0x4000 + r % 7; break;                 /* 7 adjacent keys */
+        default: key = 0x4000 + r % 7; break;                  /* 7 adjacent keys */
         }
         m[i].anchor = b | key;
         m[i].slot = i;
@@ -362,6 +362,36 @@ static void test_skewed_buckets_match_model(void)
     nd_anchor_index_destroy(idx);
 }
 
+/* The search in a bucket starts where the key should be: near its entries
+ * (within a few standard deviations of a uniform spread), whatever the
+ * bucket. A bucket is the anchor's top 20 bits and shares the key's top 4
+ * bits: a guess made from all 16 key bits started up to the whole bucket
+ * away (a chain of cache misses at 10M documents). */
+static void test_search_starts_near(void)
+{
+    static const uint32_t buckets[] = {0x00000, 0xABCDE, 0x12340, 0xFFFFF};
+    for (size_t b = 0; b < sizeof(buckets) / sizeof(buckets[0]); b++) {
+        nd_anchor_index *idx;
+        REQUIRE(nd_anchor_index_create(&idx, 64) == 0, "create");
+        uint64_t s = 99 + b;
+        const uint32_t n = 4096;
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t a = buckets[b] << 12 | (model_rand(&s) & 0xFFF);
+            REQUIRE(nd_anchor_index_insert(idx, i, &a, 1) == 0, "insert");
+        }
+        size_t sum = 0, most = 0, probes = 500;
+        for (size_t i = 0; i < probes; i++) {
+            size_t m = nd_anchor_index_guess_miss(idx, buckets[b] << 12 | (model_rand(&s) & 0xFFF));
+            sum += m;
+            most = m > most ? m : most;
+        }
+        /* a key's place among n uniform keys: standard deviation <= 32 */
+        CHECK(sum / probes <= 64 && most <= 256, "bucket %05x: mean miss %zu, most %zu of %u",
+              buckets[b], sum / probes, most, n);
+        nd_anchor_index_destroy(idx);
+    }
+}
+
 int main(void)
 {
     UNIT_RUN(test_basic);
@@ -369,5 +399,6 @@ int main(void)
     UNIT_RUN(test_loader_equals_inserts);
     UNIT_RUN(test_concurrent);
     UNIT_RUN(test_skewed_buckets_match_model);
+    UNIT_RUN(test_search_starts_near);
     return unit_summary("anchor_index");
 }
