@@ -501,6 +501,16 @@ static void add_match(nd_reply *w, const nd_match *m, bool account_given)
     nd_reply_object_end(w);
 }
 
+/* The counter of neardup_checks_total a verdict (enum nd_verdict) adds to. */
+static enum nd_event verdict_event(int verdict)
+{
+    switch (verdict) {
+    case ND_VERDICT_DUPLICATE: return ND_EV_CHECK_DUPLICATE;
+    case ND_VERDICT_PARTIAL: return ND_EV_CHECK_PARTIAL;
+    default: return ND_EV_CHECK_ORIGINAL;
+    }
+}
+
 static void reply_check(nd_req *r, op_state *op)
 {
     nd_api *api = nd_api_of(r);
@@ -550,7 +560,7 @@ static void reply_check(nd_req *r, op_state *op)
     nd_reply_array_end(&w);
     nd_workflow_add_action(&w, res);
     nd_reply_object_end(&w);
-    nd_metrics_event(api->metrics, res->original ? ND_EV_CHECK_ORIGINAL : ND_EV_CHECK_DUPLICATE);
+    nd_metrics_event(api->metrics, verdict_event(res->verdict));
     nd_api_body_send(r, &w, 200);
 }
 

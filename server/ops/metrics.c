@@ -16,6 +16,7 @@
 #include <lmdb.h>
 
 #include "fingerprint.h"
+#include "sketch.h"
 
 struct nd_metrics {
     unsigned nworkers;
@@ -44,6 +45,7 @@ static const struct {
     [ND_EV_CHECK_ORIGINAL] = {"neardup_checks_total", "Answers of /check-original by verdict.",
                               "verdict=\"original\""},
     [ND_EV_CHECK_DUPLICATE] = {"neardup_checks_total", NULL, "verdict=\"duplicate\""},
+    [ND_EV_CHECK_PARTIAL] = {"neardup_checks_total", NULL, "verdict=\"partial_copy\""},
     [ND_EV_REGISTERED] = {"neardup_registrations_total",
                           "Registrations by outcome (failed: undone after a store error).",
                           "result=\"ok\""},
@@ -272,18 +274,19 @@ static int render_store(const nd_store_stats *st, struct evbuffer *out)
 }
 
 /* neardup_build_info: versions as labels, value 1 (label values are fixed
- * strings without quotes or backslashes). */
+ * strings without quotes or backslashes). fingerprint and sketch are the
+ * two halves of the record version a document is stored with. */
 static int render_build_info(struct evbuffer *out)
 {
     return evbuffer_add_printf(out,
                                "# HELP neardup_build_info Versions of neardupd, its fingerprint "
-                               "and its libraries; always 1.\n"
+                               "and sketch algorithms and its libraries; always 1.\n"
                                "# TYPE neardup_build_info gauge\n"
-                               "neardup_build_info{version=\"%s\",fingerprint=\"%s\","
+                               "neardup_build_info{version=\"%s\",fingerprint=\"%s\",sketch=\"%s\","
                                "libevent=\"%s\",lmdb=\"%d.%d.%d\",jansson=\"%s\"} 1\n",
-                               ND_PROGRAM_VERSION, ND_FINGERPRINT_VERSION, event_get_version(),
-                               MDB_VERSION_MAJOR, MDB_VERSION_MINOR, MDB_VERSION_PATCH,
-                               JANSSON_VERSION) < 0;
+                               ND_PROGRAM_VERSION, ND_FINGERPRINT_VERSION, ND_SKETCH_VERSION,
+                               event_get_version(), MDB_VERSION_MAJOR, MDB_VERSION_MINOR,
+                               MDB_VERSION_PATCH, JANSSON_VERSION) < 0;
 }
 
 static unsigned count_open_fds(void)

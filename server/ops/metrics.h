@@ -42,7 +42,8 @@ typedef struct nd_metrics_worker {
 /* Counters of events, written by any thread. */
 enum nd_event {
     ND_EV_CHECK_ORIGINAL,    /* /check-original said original */
-    ND_EV_CHECK_DUPLICATE,   /* ... said not original */
+    ND_EV_CHECK_DUPLICATE,   /* ... said duplicate (identical or near) */
+    ND_EV_CHECK_PARTIAL,     /* ... said partial_copy */
     ND_EV_REGISTERED,        /* registration durable */
     ND_EV_REGISTER_FAILED,   /* registration undone after a store failure */
     ND_EV_DELETED,           /* deletion durable */

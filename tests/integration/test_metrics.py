@@ -72,8 +72,14 @@ def exercise(srv):
         check(status == 200 and r["registered"], r)
         fp_bytes += len(t.encode())
     status, r = srv.json("POST", "/check-original", {"text": texts[0]})  # a duplicate
-    check(status == 200 and not r["original"], r)
+    check(status == 200 and r["verdict"] == "duplicate", r)
     fp_bytes += len(texts[0].encode())
+    # A partial copy: the first half of en1 in a new article.
+    half = texts[0][:len(texts[0]) // 2]
+    partial = half[:half.rfind("\n")] + "\n\n" + TEXTS["en4"][:300]
+    status, r = srv.json("POST", "/check-original", {"text": partial})
+    check(status == 200 and r["verdict"] == "partial_copy", r)
+    fp_bytes += len(partial.encode())
     status, _ = srv.json("POST", "/fingerprint", {"texts": ["alpha beta", "gamma"]})
     check(status == 200)
     fp_bytes += len("alpha beta") + len("gamma")
@@ -121,17 +127,21 @@ def promtool_accepts_a_live_scrape_with_the_store():
                     'neardup_http_requests_total{route="/fingerprint",code="405"}',
                     'neardup_http_requests_total{route="/fingerprint",code="400"}'):
             check(m.get(key, 0) >= 1, "no %s", key)
-        check(m['neardup_http_requests_total{route="/check-original",code="200"}'] == 4, m)
+        check(m['neardup_http_requests_total{route="/check-original",code="200"}'] == 5, m)
         n = check_histogram(m, "neardup_http_request_duration_seconds",
                             'route="/check-original"')
-        check(n == 5, "check-original latency count %r", n)
+        check(n == 6, "check-original latency count %r", n)
+        # Checks by verdict: the three registrations, the copy, the excerpt.
+        verdicts = {v: m.get('neardup_checks_total{verdict="%s"}' % v)
+                    for v in ("original", "duplicate", "partial_copy")}
+        check(verdicts == {"original": 3, "duplicate": 1, "partial_copy": 1}, verdicts)
         # Index, documents, registrations, bytes fingerprinted.
         check(m["neardup_documents"] == 2 and m["neardup_index_entries"] == 2, m)
         check(m['neardup_registrations_total{result="ok"}'] == 3, m)
         check(m['neardup_deletions_total{result="ok"}'] == 1, m)
         check(m["neardup_fingerprinted_bytes_total"] == fp_bytes,
               "bytes fingerprinted %r, sent %d", m["neardup_fingerprinted_bytes_total"], fp_bytes)
-        check(m["neardup_fingerprints_total"] == 7, m["neardup_fingerprints_total"])
+        check(m["neardup_fingerprints_total"] == 8, m["neardup_fingerprints_total"])
         # Storage commits: the three registrations and the deletion.
         commits = check_histogram(m, "neardup_store_commit_duration_seconds")
         check(commits >= 1 and commits == m['neardup_store_commits_total{result="ok"}'],
@@ -142,8 +152,8 @@ def promtool_accepts_a_live_scrape_with_the_store():
         check(len(info) == 1 and m[info[0]] == 1, info)
         out = subprocess.run([srv.proc.args[0], "--version"], capture_output=True, text=True,
                              timeout=10).stdout.split()[-1]
-        check('version="%s"' % out in info[0] and 'fingerprint="nd-simhash-1"' in info[0],
-              "%s (neardupd --version: %s)", info[0], out)
+        check('version="%s"' % out in info[0] and 'fingerprint="nd-simhash-1"' in info[0]
+              and 'sketch="nd-sketch-1"' in info[0], "%s (neardupd --version: %s)", info[0], out)
         check(m["process_resident_memory_bytes"] > 1e6, m["process_resident_memory_bytes"])
         check(m["process_open_fds"] > 3, m["process_open_fds"])
 
