@@ -385,13 +385,12 @@ static uint8_t *entry_of(pub_item **items, size_t n, size_t *len)
     return buf;
 }
 
-/* Publishes items[0..n) as one entry, expecting the stream to end where
- * this node knows it ends. Those the applier meets are finished by it; the
+/* Publishes items[0..n) as one entry, expecting the stream to end at
+ * tail (where this node knew it ended when the items were found fresh:
+ * publish_queued()). Those the applier meets are finished by it; the
  * others are finished here. */
-static void publish_entry(nd_replica *r, pub_item **items, size_t n)
+static void publish_entry(nd_replica *r, pub_item **items, size_t n, uint64_t tail)
 {
-    uint64_t applied = atomic_load(&r->applied_seq), own = atomic_load(&r->own_last);
-    uint64_t tail = applied > own ? applied : own;
     size_t len = 0;
     uint8_t *body = entry_of(items, n, &len);
     natsMsg *m = NULL;
@@ -476,6 +475,15 @@ static void publish_queued(nd_replica *r)
 {
     pub_item *items[BATCH_MAX], *stale[BATCH_MAX];
     size_t n = 0, nstale = 0, bytes = 0;
+    /* The end of the stream the entry will expect, read before other_max:
+     * the applier counts an entry of another node in other_max before it
+     * applies it (applied_seq), so any such entry that tail takes in is
+     * counted in other, and the changes decided before it are refused here.
+     * Read the other way round, tail could take in an entry that other
+     * missed, and a change decided without that entry's documents would be
+     * published after it (two near-duplicates both original). */
+    uint64_t applied = atomic_load(&r->applied_seq), own = atomic_load(&r->own_last);
+    uint64_t tail = applied > own ? applied : own;
     uint64_t other = atomic_load(&r->other_max);
     while (r->queue.head && n + nstale < BATCH_MAX &&
            (n == 0 || bytes + r->queue.head->len <= BATCH_BYTES)) {
@@ -488,10 +496,10 @@ static void publish_queued(nd_replica *r)
         }
     }
     pthread_mutex_unlock(&r->mu);
+    if (n) /* first: refuse_stale() waits, and tail would grow old */
+        publish_entry(r, items, n, tail);
     if (nstale)
         refuse_stale(r, stale, nstale, other);
-    if (n)
-        publish_entry(r, items, n);
     pthread_mutex_lock(&r->mu);
 }
 
