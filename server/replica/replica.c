@@ -815,10 +815,13 @@ static void *applier_main(void *arg)
             fill_gap(r);
         expire_awaiting(r);
     }
-    if (sub) {
-        natsSubscription_Unsubscribe(sub);
-        natsSubscription_Destroy(sub);
-    }
+    /* Destroy only: it removes the interest without deleting the consumer
+     * (libnats >= 3.4), which the server removes by itself (an ephemeral
+     * one, once nothing listens). natsSubscription_Unsubscribe() would
+     * delete it, reading the consumer's name without the subscription's
+     * lock while libnats' heartbeat timer may be recreating the ordered
+     * consumer and freeing that name (a heap-use-after-free at shutdown). */
+    natsSubscription_Destroy(sub);
     return NULL;
 }
 
