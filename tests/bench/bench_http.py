@@ -20,6 +20,9 @@ Scenarios (each on a fresh process, loopback only, bounded by --duration):
                        spends ~23 us of the two shared cores per request,
                        loadgen ~13, so the server keeps more of the machine.
                        Both clients' CPU per request is printed.
+  minimal, POST bodies minimal_evhttp sent the register-off requests (the
+                       same 2 KB bodies and path): the two then differ only
+                       by the server's own work (key min-post-reuseport).
 Every scenario runs --rounds times, interleaved (so that a noisy neighbour
 hurts all of them alike); the median round is reported with its p50 and p99
 latency and the server's CPU time per request (user + system, from /proc:
@@ -336,6 +339,11 @@ def scenarios(args, tmp, off, on):
         if not args.quick:
             out.append(("minimal_evhttp %s / (Connection: close)" % accept, "minimal", accept,
                         (), "/", None, close, "min-close-" + accept))
+    # The same requests as register=off (the same POST bodies to the same
+    # path): the minimal server's cost of receiving exactly what neardupd
+    # receives, so that the two differ only by the server's own work.
+    out.append(("minimal_evhttp reuseport POST /check-original bodies", "minimal", "reuseport",
+                (), "/check-original", off, (), "min-post-reuseport"))
     out.append(("nginx static 200", "nginx", None, (), "/", None, (), "nginx"))
     for accept in accepts:
         out.append(("neardupd %s /healthz" % accept, "neardupd", accept, (), "/healthz", None,
@@ -489,6 +497,12 @@ def run(args):
                   "/check-original register=off %s vs minimal, --compare" % accept)
             ratio("off-%s" % accept, "off-%s@other" % accept,
                   "/check-original register=off %s: this build vs --compare" % accept)
+    ratio("off-reuseport", "min-post-reuseport",
+          "/check-original register=off vs minimal, the same POST bodies")
+    if args.compare:
+        ratio("off-reuseport@other", "min-post-reuseport",
+              "/check-original register=off, --compare vs minimal, the same POST bodies")
+    ratio("min-post-reuseport", "min-reuseport", "minimal: the same POST bodies vs GET /")
     ratio("on-reuseport", "min-reuseport", "/check-original register=on vs minimal")
     ratio("on-reuseport-1", "min-reuseport", "/check-original register=on, 1 worker vs minimal")
     ratio("on-nosync", "min-reuseport", "/check-original register=on --no-sync vs minimal")
