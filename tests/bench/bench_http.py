@@ -339,9 +339,7 @@ def scenarios(args, tmp, off, on):
         if not args.quick:
             out.append(("minimal_evhttp %s / (Connection: close)" % accept, "minimal", accept,
                         (), "/", None, close, "min-close-" + accept))
-    # The same requests as register=off (the same POST bodies to the same
-    # path): the minimal server's cost of receiving exactly what neardupd
-    # receives, so that the two differ only by the server's own work.
+    # The register-off requests, to the minimal server (see the docstring).
     out.append(("minimal_evhttp reuseport POST /check-original bodies", "minimal", "reuseport",
                 (), "/check-original", off, (), "min-post-reuseport"))
     out.append(("nginx static 200", "nginx", None, (), "/", None, (), "nginx"))
@@ -499,9 +497,8 @@ def run(args):
                   "/check-original register=off %s: this build vs --compare" % accept)
     ratio("off-reuseport", "min-post-reuseport",
           "/check-original register=off vs minimal, the same POST bodies")
-    if args.compare:
-        ratio("off-reuseport@other", "min-post-reuseport",
-              "/check-original register=off, --compare vs minimal, the same POST bodies")
+    ratio("off-reuseport@other", "min-post-reuseport",  # with --compare only
+          "/check-original register=off, --compare vs minimal, the same POST bodies")
     ratio("min-post-reuseport", "min-reuseport", "minimal: the same POST bodies vs GET /")
     ratio("on-reuseport", "min-reuseport", "/check-original register=on vs minimal")
     ratio("on-reuseport-1", "min-reuseport", "/check-original register=on, 1 worker vs minimal")
