@@ -2,10 +2,13 @@
 be about 100 matches x 16 KiB of meta = 1.65 MB, and 300 connections that
 sent k=8 queries into a dense cluster of such documents and never read took
 the server from 13 to 559 MB. Now a connection whose reply stays unwritten
-stops being read, unwritten replies together are bounded (64 MiB: new
+stops being read, unwritten replies together are bounded (32 MiB: new
 requests get 503 "overloaded" above it, and connections whose reply made no
 progress for a second are closed), and the memory stays bounded while
-other clients are served (README, "Limits").
+other clients are served (README, "Limits"). On jemalloc the peak RSS
+holds to it because the daemon has freed memory reused before new pages
+are touched (neardupd.c's malloc_conf; with jemalloc's default reuse rule
+the peak grew by 96-171 MB while live memory stayed under 58 MB).
 
 The cluster is written straight into a store (store_tool): N documents of
 one text (so that each verifies as identical) with 16 KiB of meta each."""
@@ -122,9 +125,10 @@ def unread_replies_stay_bounded():
         print("     503 overloaded answers: %d" % m.get(
             'neardup_http_requests_total{route="/check-original",code="503"}', 0))
         if not sanitized(srv):
-            # 64 MiB of replies, one more per worker being built, the
-            # allocator's slack: well under the 300+ MB of before.
-            check(grown < 160, "peak RSS grew by %.0f MB" % grown)
+            # At most 32 MiB of unwritten replies, one answer per worker
+            # being built, the attackers' requests: 39-49 MB measured on
+            # jemalloc, 15-19 MB on glibc malloc (-Dallocator=system).
+            check(grown < 80, "peak RSS grew by %.0f MB" % grown)
         check(closed > 0, "no connection that does not read was closed")
         shed = [r for r in srv.log_records()
                 if r.get("msg", "").startswith("unwritten replies over their budget")]
