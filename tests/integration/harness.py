@@ -237,6 +237,17 @@ class Server:
                 pass
         return out
 
+    def log_records_until(self, want, timeout=3.0):
+        """The log records once want(records) holds, or at the timeout:
+        each worker writes its access-log lines at its tick (100 ms), so a
+        line may come a tick or more after its answer."""
+        deadline = time.monotonic() + timeout
+        while True:
+            recs = self.log_records()
+            if want(recs) or time.monotonic() > deadline:
+                return recs
+            time.sleep(0.05)
+
     # -- HTTP --
 
     def connect(self, timeout=30):

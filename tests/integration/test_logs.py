@@ -25,17 +25,6 @@ from harness import (HOST, RFC3339_US, Runner, Server, check, free_port,  # noqa
 T = Runner("test_logs")
 
 
-def records(srv, timeout=3.0, want=None):
-    """The log records, waiting (the access log is flushed every 100 ms)
-    until want(records) holds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        recs = srv.log_records()
-        if want is None or want(recs) or time.monotonic() > deadline:
-            return recs
-        time.sleep(0.05)
-
-
 def every_line_is_json(srv):
     for line in srv.log_text().splitlines():
         rec = json.loads(line)  # raises on a line that is not JSON
@@ -66,7 +55,7 @@ def one_line_per_request_with_every_field():
         check(len(set(rids)) == len(rids), "request ids not unique: %r", rids)
         # Workers flush their lines every 100 ms, each in its own order.
         mine = lambda recs: [r for r in access(recs) if r["rid"] in rids]  # noqa: E731
-        recs = records(srv, want=lambda r: len(mine(r)) >= len(sent))
+        recs = srv.log_records_until(lambda r: len(mine(r)) >= len(sent))
         lines = mine(recs)
         check(len(lines) == len(sent), "%d access lines for %d requests: %r", len(lines),
               len(sent), lines)
@@ -95,7 +84,7 @@ def refused_by_libevent_is_logged_too():
         status, _, _ = srv.request("POST", "/fingerprint", b"x" * 4096,
                                    {"Content-Type": "text/plain"})
         check(status == 413, status)
-        recs = records(srv, want=lambda r: any(x["status"] == 413 for x in access(r)))
+        recs = srv.log_records_until(lambda r: any(x["status"] == 413 for x in access(r)))
         lines = access(recs)
         check(any(x["status"] == 413 for x in lines), "no line for the 413: %r", lines)
         check(any(x["status"] in (400, 501) for x in lines), "no line for the bad method: %r",
@@ -131,7 +120,7 @@ def level_flag_and_environment():
     # debug is accepted and includes info.
     with Server(["--log-level", "debug"], in_memory=True, threads=1) as srv:
         srv.request("GET", "/healthz")
-        check(access(records(srv, want=lambda r: len(access(r)) >= 2)), "no access lines")
+        check(access(srv.log_records_until(lambda r: len(access(r)) >= 2)), "no access lines")
     # An unknown level is refused before start.
     p = subprocess.run([neardupd_path(), "--in-memory", "--log-level", "loud"],
                        capture_output=True, text=True, timeout=10)
