@@ -249,7 +249,11 @@ static void test_thread_reads_ahead_and_stops(void)
               sk, sk_leaves.n);
     long long asked = nd_readahead_stop(ra);
     CHECK(asked == (long long)rec_leaves.n || asked == -ECANCELED, "stop returned %lld", asked);
-    CHECK(got == rec_leaves.n, "%zu of %zu record leaves read", got, rec_leaves.n);
+    /* A WILLNEED is a hint the kernel may leave partly undone: in about 1
+     * of 30 runs here (and once in CI) 86-95 % of the leaves came, still
+     * short after 10 s, while the same walk asked synchronously (the test
+     * before) read all of them. Without the read-ahead under 10 % are. */
+    CHECK(got >= rec_leaves.n * 3 / 4, "%zu of %zu record leaves read", got, rec_leaves.n);
     /* Stopped at once, before the walk got far: no thread left behind. */
     ra = nd_readahead_start(&env, &dbi, "records", NULL);
     REQUIRE(ra != NULL);
