@@ -75,14 +75,18 @@ static void usage(FILE *out)
         "  backup [--data DIR] DEST      write a consistent copy of the store in DIR\n"
         "                                (default $NEARDUP_DATA or %s) into DEST;\n"
         "                                works while neardupd runs\n"
-        "  import [--data DIR] [--threads N] [--no-progress] FILE.jsonl[.gz]\n"
+        "  import [--data DIR] [--threads N] [--no-progress] [--predate] FILE.jsonl[.gz]\n"
         "                                register an archive of JSON lines {\"id\",\"text\",\n"
         "                                \"account\",\"registered_at\",\"meta\",\"reprint\",\n"
         "                                \"whitelist\"} in registered_at order into the store\n"
         "                                in DIR (not while neardupd runs on it: POST /import\n"
         "                                then); prints a JSON line per duplicate and per\n"
         "                                refused line, then a summary; re-run after a kill\n"
-        "                                to finish (ids already stored count as existing)\n"
+        "                                to finish (ids already stored count as existing);\n"
+        "                                into a store holding documents, a line is judged\n"
+        "                                against all of them unless --predate (then only\n"
+        "                                those before its registered_at: it may outrank\n"
+        "                                them; each such registration is audited)\n"
         "  version                       print versions\n",
         ND_ANCHORS_QUERY, DEFAULT_DATA_DIR);
 }
@@ -527,6 +531,7 @@ static int cmd_import(int argc, char **argv)
     const char *path = NULL;
     long threads = sysconf(_SC_NPROCESSORS_ONLN);
     int progress = -1; /* on a terminal */
+    bool predate = false;
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--data") == 0 && i + 1 < argc)
             data = argv[++i];
@@ -538,6 +543,8 @@ static int cmd_import(int argc, char **argv)
             progress = 0;
         else if (strcmp(argv[i], "--progress") == 0)
             progress = 1;
+        else if (strcmp(argv[i], "--predate") == 0)
+            predate = true;
         else if ((argv[i][0] != '-' || strcmp(argv[i], "-") == 0) && !path)
             path = argv[i];
         else {
@@ -612,6 +619,8 @@ static int cmd_import(int argc, char **argv)
         ip.threads = (unsigned)threads;
         ip.progress = progress ? stderr : NULL;
         ip.detection = nd_backfill_detection;
+        ip.predate = predate;
+        ip.audit_client = "neardup import";
         rc = nd_import_run(reg, st, in.buf, in.len, &ip, import_report, line, &sum);
         if (rc < 0)
             fprintf(stderr, "neardup import: stopped: %s\n", strerror(-rc));

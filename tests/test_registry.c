@@ -645,10 +645,16 @@ static void given_times_through(bool lmdb)
     /* Taken times are raised. */
     CHECK(put_doc(&w, "same-time", ~Q, "x", NULL, tl) == tl + 1);
     CHECK(put_doc(&w, "same-time-2", ~Q ^ 0xff00, "x", NULL, tl) == tl + 2);
-    /* A time ahead of the clock: later clock registrations come after it. */
-    int64_t ahead = tl + 3600 * 1000000LL;
+    /* A time ahead of the clock by less than its skew: later clock
+     * registrations come after it. Further ahead: refused, nothing moved. */
+    int64_t ahead = tl + 60 * 1000000LL;
     CHECK(put_doc(&w, "ahead", ~Q ^ 0xff0000, "x", NULL, ahead) == ahead);
     CHECK(put_doc(&w, "after", ~Q ^ 0xff000000, "x", NULL, 0) > ahead);
+    int64_t far = tl + ND_REGISTRY_AHEAD_US + 3600 * 1000000LL;
+    CHECK(put_doc(&w, "far", ~Q ^ 0xff00ff00, "x", NULL, far) == -ERANGE);
+    CHECK(put_doc(&w, "far", ~Q ^ 0xff00ff00, "x", NULL, INT64_MAX - 1) == -ERANGE);
+    int64_t t2 = put_doc(&w, "after-far", ~Q ^ 0xf0f0f0f0, "x", NULL, 0);
+    CHECK(t2 > ahead && t2 < tl + ND_REGISTRY_AHEAD_US, "%lld", (long long)t2);
     if (lmdb) {
         /* A registration in flight holds its time. */
         answer a;
@@ -687,6 +693,67 @@ static void given_times_memory(void)
 static void given_times_lmdb(void)
 {
     given_times_through(true);
+}
+
+/* Many registrations given one time: consecutive microseconds from it, on
+ * and after a restart (the memory of the time handed out is gone then: the
+ * stored records are walked once). */
+static void given_same_time(void)
+{
+    world w;
+    world_open(&w, true, ND_REPRINT_ALLOW);
+    REQUIRE(w.reg);
+    const int64_t at = 1600000000LL * 1000000; /* 2020-09-13 */
+    char id[32];
+    for (int i = 0; i < 300; i++) {
+        snprintf(id, sizeof(id), "same-%d", i);
+        int64_t t = put_doc(&w, id, Q ^ ((uint64_t)i * 0x9E3779B97F4A7C15ull), "x", NULL, at);
+        CHECK(t == at + i, "%d: %lld", i, (long long)(t - at));
+    }
+    CHECK(put_doc(&w, "other", Q ^ 0x1234567, "x", NULL, at + 100) == at + 300);
+    world_restart(&w);
+    CHECK(put_doc(&w, "same-again", Q ^ 0x7654321, "x", NULL, at) == at + 301);
+    CHECK(put_doc(&w, "same-again-2", Q ^ 0x7654322, "x", NULL, at) == at + 302);
+    world_close(&w, false);
+}
+
+static void store_put_done(void *arg, int status)
+{
+    atomic_store((_Atomic int *)arg, status == 0 ? 1 : -1);
+}
+
+/* A record stored ahead of the clock (written before times were bounded,
+ * or by a node with a clock ahead): the clock does not jump to it on load;
+ * later registrations keep the wall clock's time, and never take its. */
+static void stored_future_time_bounded(void)
+{
+    world w;
+    world_open(&w, true, ND_REPRINT_ALLOW);
+    REQUIRE(w.reg);
+    int64_t t0 = put_doc(&w, "now", Q, "x", NULL, 0);
+    REQUIRE(t0 > 0);
+    int64_t far = t0 + 3650LL * 86400 * 1000000; /* ten years on */
+    uint8_t hash[16] = "future";
+    nd_record rec = {.id = "future",
+                     .id_len = 6,
+                     .simhash = ~Q,
+                     .version = "v-future",
+                     .registered_at_us = far,
+                     .chars = 500};
+    memcpy(rec.text_hash, hash, 16);
+    _Atomic int done = 0;
+    REQUIRE(nd_store_put(w.st, &rec, store_put_done, (void *)&done) == 0);
+    nd_store_hurry(w.st);
+    for (int i = 0; i < 5000 && !atomic_load(&done); i++)
+        usleep(1000);
+    REQUIRE(atomic_load(&done) == 1);
+    world_restart(&w);
+    int64_t t1 = put_doc(&w, "later", Q ^ 0xff, "x", NULL, 0);
+    CHECK(t1 > t0 && t1 < t0 + ND_REGISTRY_AHEAD_US + 60 * 1000000LL, "%lld after",
+          (long long)(t1 - t0));
+    int64_t t2 = put_doc(&w, "later-2", Q ^ 0xff00, "x", NULL, 0);
+    CHECK(t2 > t1 && t2 < far);
+    world_close(&w, false);
 }
 
 /* Bad claims are refused before anything is written. */
@@ -778,6 +845,8 @@ int main(void)
     UNIT_RUN(default_forbid);
     UNIT_RUN(given_times_memory);
     UNIT_RUN(given_times_lmdb);
+    UNIT_RUN(given_same_time);
+    UNIT_RUN(stored_future_time_bounded);
     UNIT_RUN(claim_bounds);
     UNIT_RUN(pending_evidence_waits_with_its_time);
     return unit_summary("registry");

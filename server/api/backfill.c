@@ -36,6 +36,7 @@ typedef struct job {
     nd_reply ew;
     uint64_t nevents;
     nd_import_summary sum;
+    bool predate; /* ?predate=true */
     int rc;
 } job;
 
@@ -172,7 +173,11 @@ static void job_answer(nd_task *t)
     }
     int status = 503;
     const char *code = "storage_unavailable", *why = strerror(-j->rc);
-    if (j->rc == -ECANCELED || j->rc == -ESHUTDOWN) {
+    if (j->rc == -ESTALE) { /* a line lost the race to other replicas ND_API_STALE_TRIES times */
+        code = "replication_contention";
+        why = "other replicas kept writing first";
+        nd_req_add_header(r, "Retry-After", "1");
+    } else if (j->rc == -ECANCELED || j->rc == -ESHUTDOWN) {
         code = "shutting_down";
         why = "the server is stopping";
         nd_req_add_header(r, "Retry-After", "1");
@@ -202,6 +207,9 @@ static void *job_main(void *arg)
     p.stop = &bf->stop;
     p.detection = nd_backfill_detection;
     p.fp = j->api->fp;
+    p.predate = j->predate;
+    p.audit_client = j->r->client; /* read-only while the request waits */
+    p.stale_tries = ND_API_STALE_TRIES;
     j->rc = nd_import_run(j->api->reg, j->api->store, j->body, j->len, &p, job_report, j, &j->sum);
     free(j->body);
     j->body = NULL;
@@ -253,6 +261,28 @@ static void release_slot(nd_backfill *bf)
     pthread_mutex_unlock(&bf->mu);
 }
 
+/* Reads "predate=true|false" from the query (NULL: none). Returns 0, or
+ * -1 for another value. */
+static int query_predate(const char *query, bool *predate)
+{
+    *predate = false;
+    for (const char *q = query ? query : ""; *q;) {
+        size_t seg = strcspn(q, "&");
+        size_t klen = strcspn(q, "=&");
+        bool ours = klen == 7 && memcmp(q, "predate", 7) == 0;
+        const char *v = q + klen + (klen < seg);
+        size_t vlen = seg - klen - (klen < seg);
+        q += seg + (q[seg] == '&');
+        if (!ours)
+            continue;
+        if (vlen == 4 && memcmp(v, "true", 4) == 0)
+            *predate = true;
+        else if (!(vlen == 5 && memcmp(v, "false", 5) == 0))
+            return -1;
+    }
+    return 0;
+}
+
 /* A body without a non-blank line. */
 static bool blank(const char *s, size_t len)
 {
@@ -270,6 +300,11 @@ void nd_backfill_handle(nd_req *r)
         return;
     if (!nd_request_lines_kind(nd_req_header(r, "Content-Type"), &e)) {
         nd_api_request_error(r, &e);
+        return;
+    }
+    bool predate;
+    if (query_predate(nd_api_query(r), &predate) < 0) {
+        nd_api_error(r, 400, "invalid_field", "predate must be true or false");
         return;
     }
     if (!nd_registry_loaded(api->reg)) {
@@ -302,7 +337,13 @@ void nd_backfill_handle(nd_req *r)
         return;
     }
     memcpy(copy, body, len); /* the thread reads its own copy */
-    *j = (job){.bf = api->backfill, .r = r, .api = api, .body = copy, .len = len, .events = events};
+    *j = (job){.bf = api->backfill,
+               .r = r,
+               .api = api,
+               .body = copy,
+               .len = len,
+               .events = events,
+               .predate = predate};
     nd_reply_init(&j->ew, events);
     nd_reply_array(&j->ew);
     r->op = j;

@@ -139,6 +139,10 @@ typedef struct nd_check_req {
     char *policy;
     size_t policy_len;
     int64_t registered_at_us;
+    /* With registered_at_us: judge against every document, as a live check
+     * does (a backdated line never outranks a stored document it copies),
+     * instead of only those registered before it (an archive's backfill). */
+    bool judge_live;
     /* Stage 1: the fingerprint of the text (the handler). */
     uint64_t simhash;
     uint32_t chars;

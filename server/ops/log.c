@@ -74,12 +74,9 @@ void nd_log_format_time(int64_t us, char out[32])
     int64_t day = doy - (153 * mp + 2) / 5 + 1;
     int64_t month = mp < 10 ? mp + 3 : mp - 9;
     int64_t year = yoe + era * 400 + (month <= 2);
-    if (year < 1000 || year > 9999) { /* not a time this server hands out */
-        struct tm tm;
-        time_t t = (time_t)secs;
-        gmtime_r(&t, &tm);
-        size_t n = strftime(out, 24, "%Y-%m-%dT%H:%M:%S", &tm);
-        snprintf(out + n, 32 - n, ".%06ldZ", (long)frac);
+    if (year < 0 || year > 9999) { /* outside RFC 3339: the nearest time it can say */
+        snprintf(out, 32, "%s",
+                 year < 0 ? "0000-01-01T00:00:00.000000Z" : "9999-12-31T23:59:59.999999Z");
         return;
     }
     nd_fmt_fixed(out, (unsigned)year, 4);

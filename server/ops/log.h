@@ -51,7 +51,9 @@ void nd_log_fields(int level, const char *fields, const char *fmt, ...)
 #define nd_log(level, ...) nd_log_fields((level), NULL, __VA_ARGS__)
 
 /* Formats a UTC time given in microseconds since the epoch as RFC 3339 with
- * microseconds ("2024-05-01T12:34:56.123456Z") into out[32]. */
+ * microseconds ("2024-05-01T12:34:56.123456Z") into out[32]. A time outside
+ * years 0000-9999 (which RFC 3339 cannot say) is written as the nearest
+ * one it can: 0000-01-01T00:00:00.000000Z or 9999-12-31T23:59:59.999999Z. */
 void nd_log_format_time(int64_t us, char out[32]);
 
 /* The server clock: UTC microseconds since the epoch (CLOCK_REALTIME). */

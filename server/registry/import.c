@@ -22,7 +22,11 @@
 #define BATCH 32          /* lines a thread prepares at a time */
 #define PROGRESS_MS 250   /* progress bar redraws at most this often */
 #define AT_NONE INT64_MAX /* no registered_at: after every given one */
-#define AT_BAD INT64_MIN  /* registered_at present but not a time */
+/* registered_at refused (a given time is >= 1): */
+#define AT_BAD (-1)                    /* not a time */
+#define AT_RANGE (-2)                  /* the epoch or before, a leap second, after 9999 */
+#define AT_FUTURE (-3)                 /* later than the clock + ND_REGISTRY_AHEAD_US */
+#define LATEST_US 253402300799999999LL /* 9999-12-31T23:59:59.999999Z */
 #define MAX_THREADS 64
 #define RING_AHEAD 64 /* batches prepared ahead beyond 4 per thread (2,048 lines) */
 
@@ -54,8 +58,8 @@ static int64_t digits(const char *s, size_t len, size_t *i, unsigned n)
 int nd_import_parse_time(const char *s, size_t len, bool is_int, int64_t v, int64_t *us)
 {
     if (is_int) {
-        if (v < 0)
-            return -EINVAL;
+        if (v <= 0 || v > LATEST_US)
+            return -ERANGE;
         *us = v;
         return 0;
     }
@@ -83,7 +87,10 @@ int nd_import_parse_time(const char *s, size_t len, bool is_int, int64_t v, int6
     if (mi < 0 || mi > 59 || i >= len || s[i++] != ':')
         return -EINVAL;
     int64_t se = digits(s, len, &i, 2);
-    if (se < 0 || se > 60) /* a leap second reads as the next one */
+    if (se < 0)
+        return -EINVAL;
+    bool leap_second = se == 60; /* refused once the rest is read */
+    if (se > 60)
         return -EINVAL;
     int64_t frac = 0;
     if (i < len && s[i] == '.') {
@@ -114,8 +121,8 @@ int nd_import_parse_time(const char *s, size_t len, bool is_int, int64_t v, int6
     if (i != len)
         return -EINVAL;
     int64_t secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - off;
-    if (secs < 0 || secs > INT64_MAX / 1000000 - 1)
-        return -EINVAL;
+    if (leap_second || secs < 0 || secs > LATEST_US / 1000000 || secs * 1000000 + frac == 0)
+        return -ERANGE;
     *us = secs * 1000000 + frac;
     return 0;
 }
@@ -255,6 +262,7 @@ typedef struct line_ref {
 } line_ref;
 
 typedef struct scan_part {
+    int64_t latest; /* later given times are AT_FUTURE */
     const char *buf;
     size_t from, to; /* [from, to): whole lines */
     line_ref *refs;
@@ -263,7 +271,19 @@ typedef struct scan_part {
     int rc;
 } scan_part;
 
-static int64_t line_time(const char *s, size_t len, nd_json_scratch *js, nd_json_member *mem)
+/* The time of a registered_at value parsed by nd_import_parse_time()
+ * (rc, us), or the refusal it gets. */
+static int64_t time_or_refusal(int rc, int64_t us, int64_t latest)
+{
+    if (rc == -ERANGE)
+        return AT_RANGE;
+    if (rc < 0)
+        return AT_BAD;
+    return us > latest ? AT_FUTURE : us;
+}
+
+static int64_t line_time(const char *s, size_t len, int64_t latest, nd_json_scratch *js,
+                         nd_json_member *mem)
 {
     size_t n = 0;
     nd_json_error jerr;
@@ -274,11 +294,14 @@ static int64_t line_time(const char *s, size_t len, nd_json_scratch *js, nd_json
         return AT_NONE;
     int64_t us;
     const nd_json_value *v = &m->value;
+    int rc;
     if (v->type == ND_JSON_NUMBER && v->is_int)
-        return nd_import_parse_time(NULL, 0, true, v->i, &us) == 0 ? us : AT_BAD;
-    if (v->type == ND_JSON_STRING)
-        return nd_import_parse_time(v->str, v->str_len, false, 0, &us) == 0 ? us : AT_BAD;
-    return AT_BAD;
+        rc = nd_import_parse_time(NULL, 0, true, v->i, &us);
+    else if (v->type == ND_JSON_STRING)
+        rc = nd_import_parse_time(v->str, v->str_len, false, 0, &us);
+    else
+        return AT_BAD;
+    return time_or_refusal(rc, us, latest);
 }
 
 static void *scan_main(void *arg)
@@ -314,7 +337,7 @@ static void *scan_main(void *arg)
                 sp->refs = r;
                 sp->cap = cap;
             }
-            sp->refs[sp->n++] = (line_ref){.at = line_time(s, l, &js, mem),
+            sp->refs[sp->n++] = (line_ref){.at = line_time(s, l, sp->latest, &js, mem),
                                            .off = i,
                                            .len = l > UINT32_MAX ? UINT32_MAX : (uint32_t)l,
                                            .no = (uint32_t)sp->starts};
@@ -328,7 +351,7 @@ static void *scan_main(void *arg)
 
 static int64_t sort_key(const line_ref *r)
 {
-    return r->at == AT_BAD ? AT_NONE : r->at;
+    return r->at < 0 ? AT_NONE : r->at; /* refused: with the lines without one */
 }
 
 static int ref_cmp(const void *a, const void *b)
@@ -341,9 +364,10 @@ static int ref_cmp(const void *a, const void *b)
 }
 
 /* Finds the lines of buf (split over nthreads), numbers them, reads their
- * times and sorts them in judging order. Returns 0 and a new array (caller
+ * times (those after latest refused) and sorts them in judging order. Returns 0 and a new array (caller
  * frees) of *n refs, or -ENOMEM. */
-static int scan_lines(const char *buf, size_t len, unsigned nthreads, line_ref **out, size_t *n)
+static int scan_lines(const char *buf, size_t len, unsigned nthreads, int64_t latest,
+                      line_ref **out, size_t *n)
 {
     unsigned np = nthreads ? nthreads : 1;
     if (len < ((size_t)1 << 20))
@@ -357,7 +381,7 @@ static int scan_lines(const char *buf, size_t len, unsigned nthreads, line_ref *
             to = from;
         const char *nl = to < len ? memchr(buf + to, '\n', len - to) : NULL;
         to = i + 1 == np ? len : nl ? (size_t)(nl - buf) + 1 : len;
-        parts[i] = (scan_part){.buf = buf, .from = from, .to = to};
+        parts[i] = (scan_part){.latest = latest, .buf = buf, .from = from, .to = to};
         from = to;
     }
     unsigned started = 0;
@@ -407,8 +431,10 @@ static int scan_lines(const char *buf, size_t len, unsigned nthreads, line_ref *
 
 typedef struct prep {
     const line_ref *ref;
-    uint64_t seq;     /* the line's place in judging order (the importing thread's) */
-    const char *code; /* refused: the error code, else NULL */
+    uint64_t seq;         /* the line's place in judging order (the importing thread's) */
+    unsigned stale;       /* times its registration lost a replication race */
+    struct asked *queued; /* ND_REG_QUEUED: the call's argument (conclude()) */
+    const char *code;     /* refused: the error code, else NULL */
     char message[256];
     nd_check_req rq;
     char id[ND_ID_MAX_UTF8 + 1];
@@ -449,9 +475,24 @@ typedef struct held_event {
     char *strings; /* id, source and message, one allocation */
 } held_event;
 
+/* The argument of one nd_registry_check() call: which line asked, so that
+ * a registration that lost a race to another replica (-ESTALE) is judged
+ * again, and one of a predated import is audited once committed. Freed by
+ * reg_done() for a wait, by the importing thread otherwise. */
+typedef struct asked {
+    struct import_ctx *c;
+    const line_ref *ref;
+    unsigned stale; /* the line's prep.stale */
+    bool redo;      /* lost the race: judge it again */
+    int64_t at;     /* the time registered at (an audited registration) */
+    size_t id_len;  /* its id (an audited registration) */
+    char id[ND_ID_MAX_UTF8 + 1];
+} asked;
+
 typedef struct completion {
     nd_reg_change *ch;
     int status;
+    asked *a;
 } completion;
 
 typedef struct import_ctx {
@@ -481,6 +522,8 @@ typedef struct import_ctx {
     bool woken;           /* a WAIT's done arrived */
     uint64_t events_done; /* detections acknowledged */
     uint64_t events_failed;
+    uint64_t audits_done; /* audit entries acknowledged (a predated import) */
+    uint64_t audits_failed;
     /* the importing thread's own */
     struct parked *park; /* lines whose verdict waits on a pending document */
     size_t npark, cappark;
@@ -494,6 +537,13 @@ typedef struct import_ctx {
     void *report_arg;
     uint64_t pending; /* registrations queued, not completed */
     uint64_t events_queued;
+    uint64_t audits_queued;
+    bool archive;  /* given times judged against the documents before them only
+                         * (asked for, or the registry was empty at the start) */
+    asked **later; /* completions to act on outside drain(): lines to judge
+                         * again, registrations to audit */
+    size_t nlater, caplater;
+    struct tools *redo_tools; /* the importing thread's, to prepare a line again */
     int fatal;
 } import_ctx;
 
@@ -578,8 +628,22 @@ static void prepare_line(import_ctx *c, tools *t, prep *pr, const line_ref *ref)
                "microseconds since the epoch");
         return;
     }
+    if (ref->at == AT_RANGE) {
+        refuse(pr, "invalid_field", "%s",
+               "registered_at must lie from 1970-01-01T00:00:00.000001Z to "
+               "9999-12-31T23:59:59.999999Z, without a leap second (:60); the epoch itself "
+               "(0) is refused: leave registered_at out for the server's clock");
+        return;
+    }
+    if (ref->at == AT_FUTURE) {
+        refuse(pr, "invalid_field", "%s",
+               "registered_at lies in the future: it may be at most 5 minutes after the "
+               "server's clock");
+        return;
+    }
     rq->do_register = true;
     rq->registered_at_us = ref->at == AT_NONE ? 0 : ref->at; /* 0: the clock's */
+    rq->judge_live = !c->archive;
     if (nd_request_check_meta(rq, &p->lim, &e) < 0 || nd_request_check_policy(rq, &e) < 0) {
         pr->code = e.code;
         snprintf(pr->message, sizeof(pr->message), "%s", e.message);
@@ -725,16 +789,18 @@ static void *room_for_one(void *arr, size_t *cap, size_t n, size_t elem, size_t 
  * waiter): queued for the importing thread. */
 static void reg_done(void *arg, nd_reg_change *ch, int status)
 {
-    import_ctx *c = arg;
+    asked *a = arg;
+    import_ctx *c = a->c;
     pthread_mutex_lock(&c->cmu);
     if (!ch) {
         c->woken = true;
+        free(a); /* the wait's: the line asks again with a new one */
     } else {
         completion *comp = room_for_one(c->comp, &c->capcomp, c->ncomp, sizeof(*comp), 4096);
         if (!comp)
             nd_die_oom(__func__);
         c->comp = comp;
-        c->comp[c->ncomp++] = (completion){ch, status};
+        c->comp[c->ncomp++] = (completion){ch, status, a};
     }
     pthread_cond_signal(&c->ccv);
     pthread_mutex_unlock(&c->cmu);
@@ -753,17 +819,41 @@ static void event_done(void *arg, int status)
     pthread_mutex_unlock(&c->cmu);
 }
 
-/* Waits until every detection queued has committed. Returns the number
- * that failed. */
+/* An audit entry's commit (as event_done()). */
+static void audit_done(void *arg, int status)
+{
+    import_ctx *c = arg;
+    pthread_mutex_lock(&c->cmu);
+    if (status == 0)
+        c->audits_done++;
+    else
+        c->audits_failed++;
+    pthread_cond_signal(&c->ccv);
+    pthread_mutex_unlock(&c->cmu);
+}
+
+/* Waits until every detection and audit entry queued has committed.
+ * Returns the number that failed. */
 static uint64_t events_wait(import_ctx *c)
 {
     nd_store_hurry(c->st);
     pthread_mutex_lock(&c->cmu);
-    while (c->events_done + c->events_failed < c->events_queued)
+    while (c->events_done + c->events_failed + c->audits_done + c->audits_failed <
+           c->events_queued + c->audits_queued)
         pthread_cond_wait(&c->ccv, &c->cmu);
-    uint64_t failed = c->events_failed;
+    uint64_t failed = c->events_failed + c->audits_failed;
     pthread_mutex_unlock(&c->cmu);
     return failed;
+}
+
+/* Keeps a for run_later(). */
+static void later_add(import_ctx *c, asked *a)
+{
+    asked **grown = room_for_one(c->later, &c->caplater, c->nlater, sizeof(*grown), 64);
+    if (!grown)
+        nd_die_oom(__func__);
+    c->later = grown;
+    c->later[c->nlater++] = a;
 }
 
 /* Completes what the store finished. wait: block until at least one
@@ -787,11 +877,17 @@ static bool drain(import_ctx *c, nd_import_summary *out, bool wait)
     pthread_mutex_unlock(&c->cmu);
     for (size_t i = 0; i < n; i++) {
         int rc = nd_registry_complete(c->reg, list[i].ch, list[i].status);
+        asked *a = list[i].a;
         c->pending--;
         if (rc == 0)
             out->imported++;
-        else if (!c->fatal)
+        a->redo = rc == -ESTALE && a->stale < c->p->stale_tries && !c->fatal;
+        if (rc < 0 && !a->redo && !c->fatal)
             c->fatal = rc;
+        if (a->redo || (rc == 0 && a->id_len)) /* acted on by run_later() */
+            later_add(c, a);
+        else
+            free(a);
     }
     c->comp_spare = list; /* only this thread touches the spare */
     c->capspare = cap;
@@ -920,7 +1016,19 @@ static void record_detection(import_ctx *c, const prep *pr, const nd_check_res *
 static int ask(import_ctx *c, prep *pr, nd_check_res *res, nd_import_summary *out, bool may_park)
 {
     for (;;) {
-        int rc = nd_registry_check(c->reg, &pr->rq, res, reg_done, c);
+        asked *a = malloc(sizeof(*a));
+        if (!a)
+            return -ENOMEM;
+        a->c = c;
+        a->ref = pr->ref;
+        a->stale = pr->stale;
+        a->redo = false;
+        a->id_len = 0; /* set by conclude() when the registration is to be audited */
+        int rc = nd_registry_check(c->reg, &pr->rq, res, reg_done, a);
+        if (rc == ND_REG_QUEUED)
+            pr->queued = a; /* the importing thread's until drain() takes it */
+        else if (rc != ND_REG_WAIT)
+            free(a);
         if (rc == -EBUSY && wait_for_room(c, out))
             continue;
         if (rc != ND_REG_WAIT)
@@ -932,16 +1040,49 @@ static int ask(import_ctx *c, prep *pr, nd_check_res *res, nd_import_summary *ou
     }
 }
 
+/* Whether a registration of pr (res) is audited: a new document at a
+ * given time, in an import that asked to predate. */
+static bool audited(const import_ctx *c, const prep *pr, const nd_check_res *res)
+{
+    return c->p->predate && pr->rq.registered_at_us > 0 && res->doc && !res->existing;
+}
+
+/* Fills a with what the audit entry of pr's registration (res) says. */
+static void audit_note(asked *a, const prep *pr, const nd_check_res *res)
+{
+    a->at = res->doc->registered_at_us;
+    memcpy(a->id, pr->rq.id, pr->rq.id_len);
+    a->id_len = pr->rq.id_len;
+}
+
 /* Acts on the registry's answer rc about pr (not ND_REG_WAIT). */
 static void conclude(import_ctx *c, prep *pr, nd_check_res *res, int rc, nd_import_summary *out)
 {
     if (rc == ND_REG_QUEUED) {
         c->pending++;
+        if (audited(c, pr, res))
+            audit_note(pr->queued, pr, res);
     } else if (rc == 0 && res->registered) {
-        if (res->existing)
+        if (res->existing) {
             out->existing++;
-        else
+        } else {
             out->imported++; /* committed within the call (the memory store) */
+            if (audited(c, pr, res)) {
+                asked *a = calloc(1, sizeof(*a));
+                if (!a)
+                    nd_die_oom(__func__);
+                a->c = c;
+                a->ref = pr->ref;
+                audit_note(a, pr, res);
+                later_add(c, a);
+            }
+        }
+    } else if (rc == -ESTALE && pr->stale < c->p->stale_tries) {
+        asked *a = calloc(1, sizeof(*a)); /* lost a race within the call: again */
+        if (!a)
+            nd_die_oom(__func__);
+        *a = (asked){.c = c, .ref = pr->ref, .stale = pr->stale, .redo = true};
+        later_add(c, a);
     } else if (rc == 0) {
         out->duplicates++;
         record_detection(c, pr, res, out);
@@ -1094,6 +1235,77 @@ static void judge(import_ctx *c, prep *pr, nd_check_res *res, nd_import_summary 
     conclude(c, pr, res, rc, out);
 }
 
+/* Queues the audit entry of a's registration (a predated import):
+ * {"client","action":"import_predate","document","detail":{"registered_at",
+ * "line"}}, committed before nd_import_run() returns. */
+static void audit_put(import_ctx *c, const asked *a, nd_import_summary *out)
+{
+    const char *client = c->p->audit_client;
+    size_t client_len = client ? strlen(client) : 0;
+    size_t cap = 6 * (client_len + a->id_len) + 256; /* an escape is at most 6 bytes a byte */
+    char *value = malloc(cap);
+    if (!value)
+        nd_die_oom(__func__);
+    size_t pos = (size_t)snprintf(value, cap, "{\"client\":");
+    if (client)
+        nd_json_escape(value, cap, &pos, client, client_len);
+    else
+        pos += (size_t)snprintf(value + pos, cap - pos, "null");
+    pos += (size_t)snprintf(value + pos, cap - pos, ",\"action\":\"import_predate\",\"document\":");
+    nd_json_escape(value, cap, &pos, a->id, a->id_len);
+    char at[32];
+    nd_log_format_time(a->at, at);
+    pos += (size_t)snprintf(value + pos, cap - pos,
+                            ",\"detail\":{\"registered_at\":\"%s\",\"line\":%u}}", at, a->ref->no);
+    nd_store_event ev = {.kind = ND_EVENT_AUDIT,
+                         .owner_at = 0,
+                         .at_us = nd_log_now_us(),
+                         .value = value,
+                         .value_len = pos};
+    int rc;
+    while ((rc = nd_store_event_put(c->st, &ev, audit_done, c)) == -EBUSY && wait_for_room(c, out))
+        ;
+    free(value); /* the store copied it */
+    if (rc == 0)
+        c->audits_queued++;
+    else if (!c->fatal)
+        c->fatal = rc;
+}
+
+/* Acts on the completions drain() kept: audits the registrations of a
+ * predated import, and judges again (on the newer state) the lines whose
+ * registration lost a race to another replica. */
+static void run_later(import_ctx *c, nd_check_res *res, nd_import_summary *out)
+{
+    while (c->nlater) {
+        asked **list = c->later;
+        size_t n = c->nlater;
+        c->later = NULL; /* what judging adds goes to a new list */
+        c->nlater = c->caplater = 0;
+        for (size_t i = 0; i < n; i++) {
+            asked *a = list[i];
+            if (!a->redo) {
+                audit_put(c, a, out);
+            } else if (!c->fatal) {
+                if (!c->redo_tools) {
+                    c->redo_tools = malloc(sizeof(*c->redo_tools));
+                    if (!c->redo_tools || tools_init(c->redo_tools, c->sk) < 0)
+                        nd_die_oom(__func__);
+                }
+                prep *pr = calloc(1, sizeof(*pr));
+                if (!pr)
+                    nd_die_oom(__func__);
+                prepare_line(c, c->redo_tools, pr, a->ref);
+                pr->stale = a->stale + 1;
+                judge(c, pr, res, out);
+                prep_free(pr); /* a parked line was moved out of it */
+            }
+            free(a);
+        }
+        free(list);
+    }
+}
+
 static void progress_draw(import_ctx *c, FILE *f, size_t done, int64_t t0, bool last)
 {
     double s = (double)(nd_clock_ms() - t0) / 1000.0;
@@ -1134,8 +1346,11 @@ int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
     pthread_mutex_init(&c->cmu, NULL);
     pthread_cond_init(&c->ccv, NULL);
     unsigned nth = p->threads > MAX_THREADS ? MAX_THREADS : p->threads;
+    nd_registry_stats rs;
+    nd_registry_stats_get(reg, &rs);
+    c->archive = p->predate || rs.documents == 0;
     line_ref *refs = NULL;
-    int rc = scan_lines(buf, len, nth, &refs, &c->nrefs);
+    int rc = scan_lines(buf, len, nth, nd_log_now_us() + ND_REGISTRY_AHEAD_US, &refs, &c->nrefs);
     c->refs = refs;
     c->nbatches = (c->nrefs + BATCH - 1) / BATCH;
     out->lines = c->nrefs;
@@ -1202,6 +1417,7 @@ int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
         }
         if (c->pending)
             drain(c, out, false);
+        run_later(c, &res, out);
         if (started) {
             pthread_mutex_lock(&c->mu);
             b->held = -1;
@@ -1228,10 +1444,15 @@ int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
     pthread_mutex_unlock(&c->mu);
     for (unsigned i = 0; i < started; i++)
         pthread_join(th[i], NULL);
-    settle_parked(c, &res, out, true);
-    flush_held(c); /* none parked now */
-    while (c->pending)
-        drain(c, out, true);
+    for (;;) {
+        settle_parked(c, &res, out, true);
+        flush_held(c); /* none parked now */
+        while (c->pending)
+            drain(c, out, true);
+        if (!c->nlater)
+            break;
+        run_later(c, &res, out); /* may queue or park lines again */
+    }
     if (events_wait(c) && !c->fatal)
         c->fatal = -EIO;
     out->detections = c->events_done;
@@ -1241,6 +1462,10 @@ int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
         progress_draw(c, p->progress, done, t0, true);
     if (own_ok)
         tools_finish(&own);
+    if (c->redo_tools) {
+        tools_finish(c->redo_tools);
+        free(c->redo_tools);
+    }
     for (size_t i = 0; c->ring && i < c->nring; i++)
         for (size_t j = 0; j < BATCH; j++) {
             free(c->ring[i].lines[j].rq.meta);
@@ -1249,6 +1474,7 @@ int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
     nd_fingerprinter_destroy(c->own_fp);
     nd_sketcher_destroy(c->own_sk);
     free(c->ring);
+    free(c->later);
     free(c->park);
     free(c->held);
     free(c->comp);

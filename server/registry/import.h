@@ -4,10 +4,12 @@
  * A line is {"id", "text", "account"?, "registered_at"?, "meta"?,
  * "reprint"?, "whitelist"?} (the fields of a /check-original body, read by
  * the same parser, plus registered_at: RFC 3339 as the answers give it, or
- * integer microseconds since the epoch). Lines are judged in registered_at
+ * integer microseconds since the epoch, from 1970-01-01T00:00:00.000001Z to
+ * at most ND_REGISTRY_AHEAD_US after the clock; 0, a leap second, a time
+ * after 9999 or in the future is a refused line). Lines are judged in registered_at
  * order (stable for ties; lines without one after all others, in file
  * order). Each is a registration: an original is registered under its
- * registered_at (0 or none: the clock's), a line judged not original is
+ * registered_at (none: the clock's), a line judged not original is
  * reported as a duplicate (with its source, the earliest claim among the
  * evidence) and recorded as a detection of that source (params.detection);
  * an id already holding the same text counts as existing, so that
@@ -64,6 +66,22 @@ typedef struct nd_import_params {
      * (server/api: nd_backfill_detection()): the value (new, freed by the
      * import) with *ev filled, or NULL for none. NULL: none recorded. */
     char *(*detection)(const nd_check_req *rq, const nd_check_res *res, nd_store_event *ev);
+    /* Predate (asked for explicitly): a line's registered_at is judged
+     * against the documents registered before it only, even where the
+     * registry held documents when the import began, so that a backdated
+     * line may outrank a stored document it copies; each document so
+     * registered at a given time gets an audit entry
+     * {"client": audit_client, "action": "import_predate", "document",
+     * "detail": {"registered_at", "line"}}. Without it that is so only when
+     * the registry was empty at the start (an archive's first import);
+     * otherwise every document is evidence, as for a live check: a
+     * backdated copy of a stored document is reported as its duplicate. */
+    bool predate;
+    const char *audit_client; /* borrowed; NULL: null */
+    /* Times a line whose registration lost a race to another replica
+     * (-ESTALE) is judged again on the newer state before the import
+     * stops with -ESTALE (0: never, for a store without replicas). */
+    unsigned stale_tries;
 } nd_import_params;
 
 /* Fills p from a server configuration (the daemon's, or the defaults for
@@ -131,7 +149,9 @@ void nd_import_input_close(nd_import_input *in);
 /* Parses a registered_at value: RFC 3339 ("2026-11-24T12:00:00.123456Z",
  * an offset instead of Z, up to 9 fraction digits, truncated to
  * microseconds) from str[0..len), or the integer v when is_int. Returns 0
- * and *us (microseconds since the epoch, >= 0), or -EINVAL. */
+ * and *us (microseconds since the epoch, 1 .. 9999-12-31T23:59:59.999999Z),
+ * -EINVAL (not such a time) or -ERANGE (a time, but the epoch itself or
+ * before, a leap second (:60), or after year 9999). */
 int nd_import_parse_time(const char *str, size_t len, bool is_int, int64_t v, int64_t *us);
 
 #endif

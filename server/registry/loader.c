@@ -610,6 +610,9 @@ int nd_registry_load(nd_registry *reg, nd_registry_progress_fn progress, void *a
         return rc;
     if (progress)
         progress(arg, lc.loaded, lc.total, atomic_load(&reg->nstale));
+    int64_t greatest = reg->last_us;
+    reg->last_us = 0;
+    nd_reg_clock_raise(reg, greatest); /* not beyond the clock + its skew */
     nd_registry_set_loaded(reg);
     return 0;
 }

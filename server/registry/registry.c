@@ -260,13 +260,33 @@ static void unlink_doc(nd_registry *reg, nd_doc *d)
     unlink_doc_anchors(reg, d, NULL, 0);
 }
 
-static int64_t clock_next(nd_registry *reg)
+static int64_t wall_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t now = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void nd_reg_clock_raise(nd_registry *reg, int64_t at)
+{
+    if (at > reg->beyond_us)
+        reg->beyond_us = at;
+    if (at <= reg->last_us)
+        return;
+    int64_t cap = wall_us() + ND_REGISTRY_AHEAD_US;
+    reg->last_us = at < cap ? at : cap;
+}
+
+static int first_free(nd_registry *reg, int64_t at, int64_t *out);
+
+static int64_t clock_next(nd_registry *reg)
+{
+    int64_t now = wall_us();
     if (now <= reg->last_us)
         now = reg->last_us + 1; /* the clock went back, or two in one µs */
+    int64_t free_at;
+    if (now <= reg->beyond_us && first_free(reg, now, &free_at) == 0)
+        now = free_at; /* a time stored ahead of the clock is not handed out again */
     reg->last_us = now;
     return now;
 }
@@ -312,12 +332,12 @@ static int visit_none(void *arg, const nd_record *rec)
     return 0;
 }
 
-/* The time for a registration given at (an import): at, raised by 1 us
- * while a stored record or a registration in flight holds it. Writer held.
- * Returns 0 and *out, or the store's -errno. */
-static int given_time(nd_registry *reg, int64_t at, int64_t *out)
+/* The first time from at on that no stored record nor registration in
+ * flight holds. Writer held. Returns 0 and *out, or the store's -errno. */
+static int first_free(nd_registry *reg, int64_t at, int64_t *out)
 {
-    for (; at <= reg->last_us; at++) { /* later than every time handed out: free */
+    int64_t taken_max = reg->last_us > reg->beyond_us ? reg->last_us : reg->beyond_us;
+    for (; at <= taken_max; at++) { /* later than every time handed out: free */
         bool taken = false;
         for (size_t i = 0; i < reg->ninflight && !taken; i++)
             taken = reg->inflight_at[i] == at;
@@ -331,6 +351,27 @@ static int given_time(nd_registry *reg, int64_t at, int64_t *out)
     }
     *out = at;
     return 0;
+}
+
+/* The time for a registration given at (an import): at, raised by 1 us
+ * while a stored record or a registration in flight holds it. Lines of an
+ * archive often share one time: the walk for at starts after the time
+ * last handed out for it (given_memo), so that each costs one step, not
+ * one per line before it (the times it skips were taken when handed out;
+ * one freed since is simply not reused). Writer held. Returns 0 and *out,
+ * or the store's -errno. */
+static int given_time(nd_registry *reg, int64_t at, int64_t *out)
+{
+    size_t slot = (size_t)(((uint64_t)at * 0x9E3779B97F4A7C15ull) >> 58);
+    int64_t from = at;
+    if (reg->given_memo[slot].at == at && reg->given_memo[slot].next > at)
+        from = reg->given_memo[slot].next;
+    int rc = first_free(reg, from, out);
+    if (rc == 0 && *out < INT64_MAX) {
+        reg->given_memo[slot].at = at;
+        reg->given_memo[slot].next = *out + 1;
+    }
+    return rc;
 }
 
 /* registry_internal.h (the loader's, and stream changes') */
@@ -1032,8 +1073,7 @@ static int do_register(nd_registry *reg, const nd_check_req *rq, int64_t at, nd_
                        nd_registry_done_fn fn, void *arg)
 {
     nd_doc *d;
-    if (at > reg->last_us)
-        reg->last_us = at; /* later clock times come after it */
+    nd_reg_clock_raise(reg, at); /* later clock times come after it */
     int rc = link_request_doc(reg, rq, rq->meta, rq->meta_len, NULL, at ? at : clock_next(reg), &d);
     if (rc < 0)
         return rc;
@@ -1131,13 +1171,16 @@ static int check_register(nd_registry *reg, const nd_check_req *rq, nd_check_res
         nd_doc *wait_on = NULL;
         int64_t at = 0; /* the clock's */
         rc = rq->registered_at_us > 0 ? given_time(reg, rq->registered_at_us, &at) : 0;
+        /* evidence: registered before it, or (the clock's time, or judged
+         * live) every document */
+        int64_t before = at && !rq->judge_live ? at : INT64_MAX;
         if (rc == 0)
-            rc = find_matches(reg, rq, NULL, at ? at : INT64_MAX, res, true, &wait_on);
+            rc = find_matches(reg, rq, NULL, before, res, true, &wait_on);
         if (rc == 0 && wait_on) {
             /* original unless the pending one commits: asked again then */
             nd_check_res_release(res);
             res_clear(res);
-            res->wait_at_us = at ? at : INT64_MAX;
+            res->wait_at_us = before;
             rc = add_waiter(wait_on, fn, arg);
         } else if (rc == 0 && res->original) {
             rc = do_register(reg, rq, at, res, fn, arg);
@@ -1159,6 +1202,8 @@ int nd_registry_check(nd_registry *reg, const nd_check_req *rq, nd_check_res *re
         rq->account_len > ND_ACCOUNT_MAX || rq->policy_len > ND_POLICY_MAX ||
         (rq->account_len && !rq->account) || (rq->policy_len && !rq->policy))
         return -EINVAL;
+    if (rq->registered_at_us > wall_us() + ND_REGISTRY_AHEAD_US)
+        return -ERANGE;
     if (rq->do_register)
         return check_register(reg, rq, res, fn, arg);
     if (rq->id) {
@@ -1511,8 +1556,8 @@ static int apply_put(nd_registry *reg, nd_doc *old, const nd_record *rec, nd_reg
     nd_doc *d = doc_of_record(reg, rec);
     if (!d)
         return -ENOMEM;
-    if (!old && rec->registered_at_us > reg->last_us)
-        reg->last_us = rec->registered_at_us; /* later clock times come after it */
+    if (!old) /* later clock times come after it (not beyond the clock + its skew) */
+        nd_reg_clock_raise(reg, rec->registered_at_us);
     int rc = link_doc(reg, d);
     if (rc < 0) {
         nd_doc_release(d);

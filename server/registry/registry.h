@@ -173,6 +173,11 @@ typedef struct nd_check_res {
     int64_t wait_at_us;
 } nd_check_res;
 
+/* The most a given registration time (rq->registered_at_us) may lie ahead
+ * of the server's clock: 5 minutes, for the skew between the clock of the
+ * system that dated a document and this server's. */
+#define ND_REGISTRY_AHEAD_US (5LL * 60 * 1000000)
+
 /* nd_registry_check() and nd_registry_delete() results besides 0 and -errno. */
 #define ND_REG_QUEUED 1 /* a store write was queued: done(arg, change, status) follows */
 #define ND_REG_WAIT                                                                                \
@@ -238,7 +243,9 @@ void nd_registry_shutdown(nd_registry *reg);
  * (an import) registers at that time instead of the clock's, raised by
  * 1 us while a document (stored or in flight) holds it; then only documents
  * registered before it are evidence, as for a re-check of a registered
- * id. Returns:
+ * id, unless rq->judge_live (every document is, as for a live check). A
+ * given time later than the clock + ND_REGISTRY_AHEAD_US is -ERANGE.
+ * Returns:
  * An id held by a document of another fingerprint version with the same
  * text is upgraded in place (same registered_at, the current fingerprint;
  * nd_store_replace()): answered as an existing document, ND_REG_QUEUED.

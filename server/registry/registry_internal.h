@@ -48,7 +48,14 @@ struct nd_registry {
     uint32_t *free_slots;
     uint32_t nfree;
 
-    int64_t last_us;          /* registered_at of the last registration (monotonic) */
+    int64_t last_us;          /* registered_at of the last registration (monotonic),
+                               * never set beyond the wall clock + ND_REGISTRY_AHEAD_US */
+    int64_t beyond_us;        /* the greatest registered_at loaded, applied or
+                               * given (it may lie beyond last_us: stored data
+                               * dated ahead of the clock) */
+    struct {                  /* given_time()'s memory: for a given time at, */
+        int64_t at, next;     /* the time after the last one it handed out */
+    } given_memo[64];
     nd_reg_change **inflight; /* registrations waiting for the store */
     int64_t *inflight_at;     /* and their times (a given time must not
                                * take one): registry.c */
@@ -155,5 +162,11 @@ const char *nd_reg_version_intern(nd_registry *reg, const char *v);
  * reusing freed ones. Writer held, table unlocked. Returns 0, -ENOSPC or
  * -ENOMEM. */
 int nd_reg_slots_reserve(nd_registry *reg, uint64_t extra);
+
+/* Notes a registration time loaded, applied or given: later clock times
+ * come after it, but the clock never moves beyond the wall clock +
+ * ND_REGISTRY_AHEAD_US (a time stored beyond it is skipped when the clock
+ * reaches it instead). Writer held or the loader. (registry.c) */
+void nd_reg_clock_raise(nd_registry *reg, int64_t at);
 
 #endif
