@@ -87,11 +87,9 @@ int nd_import_parse_time(const char *s, size_t len, bool is_int, int64_t v, int6
     if (mi < 0 || mi > 59 || i >= len || s[i++] != ':')
         return -EINVAL;
     int64_t se = digits(s, len, &i, 2);
-    if (se < 0)
+    if (se < 0 || se > 60)
         return -EINVAL;
-    bool leap_second = se == 60; /* refused once the rest is read */
-    if (se > 60)
-        return -EINVAL;
+    bool leap_second = se == 60; /* a time, refused (-ERANGE) once the rest is read */
     int64_t frac = 0;
     if (i < len && s[i] == '.') {
         unsigned n = 0;
@@ -255,7 +253,7 @@ void nd_import_params_init(nd_import_params *p, const nd_config *cfg)
 /* ---- pass 1: the lines and their times ---- */
 
 typedef struct line_ref {
-    int64_t at;   /* registered_at_us, AT_NONE or AT_BAD */
+    int64_t at;   /* registered_at_us, AT_NONE, or a refusal (AT_BAD, AT_RANGE, AT_FUTURE) */
     uint64_t off; /* into the input */
     uint32_t len; /* without the line end */
     uint32_t no;  /* 1-based line number */
@@ -538,10 +536,12 @@ typedef struct import_ctx {
     uint64_t pending; /* registrations queued, not completed */
     uint64_t events_queued;
     uint64_t audits_queued;
-    bool archive;  /* given times judged against the documents before them only
-                         * (asked for, or the registry was empty at the start) */
-    asked **later; /* completions to act on outside drain(): lines to judge
-                         * again, registrations to audit */
+    /* Given times judged against the documents before them only (asked
+     * for, or the registry was empty at the start), else against all. */
+    bool archive;
+    /* Completions to act on outside drain(): lines to judge again,
+     * registrations to audit (run_later()). */
+    asked **later;
     size_t nlater, caplater;
     struct tools *redo_tools; /* the importing thread's, to prepare a line again */
     int fatal;

@@ -48,13 +48,16 @@ struct nd_registry {
     uint32_t *free_slots;
     uint32_t nfree;
 
-    int64_t last_us;          /* registered_at of the last registration (monotonic),
-                               * never set beyond the wall clock + ND_REGISTRY_AHEAD_US */
-    int64_t beyond_us;        /* the greatest registered_at loaded, applied or
-                               * given (it may lie beyond last_us: stored data
-                               * dated ahead of the clock) */
-    struct {                  /* given_time()'s memory: for a given time at, */
-        int64_t at, next;     /* the time after the last one it handed out */
+    /* registered_at of the last registration (monotonic), never set
+     * beyond the wall clock + ND_REGISTRY_AHEAD_US */
+    int64_t last_us;
+    /* the greatest registered_at loaded, applied or given (it may lie
+     * beyond last_us: stored data dated ahead of the clock) */
+    int64_t beyond_us;
+    /* given_time()'s memory: for a given time at, the time after the last
+     * one it handed out (a small direct-mapped table) */
+    struct {
+        int64_t at, next;
     } given_memo[64];
     nd_reg_change **inflight; /* registrations waiting for the store */
     int64_t *inflight_at;     /* and their times (a given time must not

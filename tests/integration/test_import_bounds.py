@@ -300,7 +300,8 @@ def replica_import_while_another_node_registers():
         for s in (a, b):
             try:
                 if s.proc and s.proc.poll() is None:
-                    s.stop()
+                    check(s.stop() == 0, "exit at SIGTERM:\n%s", s.log_tail())
+                    s.check_sanitizers()
             finally:
                 s.cleanup()
         proc.terminate()
