@@ -248,7 +248,17 @@ static uint32_t grown(uint32_t cap, uint32_t need)
     return c < need ? need : c;
 }
 
-/* Adds (a, slot) under the bucket's write lock. 1 added, 0 present, -ENOMEM. */
+/* Whether anchor a already holds idx->cap slots (bucket lock held): its
+ * run starts at the lower bound of its key and is full when the entry
+ * cap - 1 places on still has its key. */
+static bool anchor_full(const nd_anchor_index *idx, const bucket *bk, uint32_t a)
+{
+    uint32_t lo = lower_bound(bk, (uint64_t)key_of(a) << 32), last = lo + idx->cap - 1;
+    return last < bk->n && (uint16_t)(entry_get(bk->e + (size_t)last * ENTRY) >> 32) == key_of(a);
+}
+
+/* Adds (a, slot) under the bucket's write lock: 1 added, 0 present or the
+ * anchor full (anchor_full()), -ENOMEM. */
 static int add_one(nd_anchor_index *idx, uint32_t a, uint32_t slot)
 {
     uint32_t bi = bucket_of(a);
@@ -259,6 +269,8 @@ static int add_one(nd_anchor_index *idx, uint32_t a, uint32_t slot)
     uint32_t at = lower_bound(bk, v);
     if (at < bk->n && entry_get(bk->e + (size_t)at * ENTRY) == v) {
         rc = 0;
+    } else if (anchor_full(idx, bk, a)) {
+        rc = 0; /* held by its first idx->cap documents: not indexed here */
     } else {
         if (bk->n == cap_of(bk)) {
             uint32_t c = grown(cap_of(bk), bk->n + 1);
@@ -382,7 +394,8 @@ static void sort_range(uint64_t *v, uint64_t *tmp, size_t n)
 }
 
 /* Merges the sorted entries v[0..n) (key << 32 | slot) into bucket bi,
- * deduplicated, under its write lock. 0 or -ENOMEM. */
+ * deduplicated, each key keeping its first idx->cap slots in slot order,
+ * under its write lock. 0 or -ENOMEM. */
 static int merge_bucket(nd_anchor_index *idx, uint32_t bi, const uint64_t *v, size_t n)
 {
     bucket *bk = &idx->b[bi];
@@ -393,7 +406,7 @@ static int merge_bucket(nd_anchor_index *idx, uint32_t bi, const uint64_t *v, si
     if (!e) {
         rc = -ENOMEM;
     } else {
-        uint32_t a = 0, k = 0;
+        uint32_t a = 0, k = 0, run = 0;
         size_t b = 0;
         uint64_t last = UINT64_MAX;
         while (a < bk->n || b < n) {
@@ -403,8 +416,12 @@ static int merge_bucket(nd_anchor_index *idx, uint32_t bi, const uint64_t *v, si
                 x = va, a++;
             else
                 x = v[b++];
-            if (x != last)
-                entry_put(e + (size_t)k++ * ENTRY, x), last = x;
+            if (x == last)
+                continue;
+            run = last != UINT64_MAX && last >> 32 == x >> 32 ? run + 1 : 1;
+            last = x;
+            if (run <= idx->cap) /* a key keeps its first idx->cap slots */
+                entry_put(e + (size_t)k++ * ENTRY, x);
         }
         if (bk->cap & CARVED)
             uncarve(idx, bk);
@@ -594,9 +611,15 @@ static void *finish_parts(void *arg)
                 j++;
             uint32_t bi = p << 4 | sub;
             bucket *bk = &idx->b[bi];
-            for (size_t x = i; x < j; x++) /* repeats go */
-                if (x == i || jb->v[x] != jb->v[x - 1])
+            /* repeats go; a key keeps its first idx->cap slots (the
+             * earliest documents when slots ascend with registration) */
+            for (size_t x = i, run = 0; x < j; x++) {
+                if (x > i && jb->v[x] == jb->v[x - 1])
+                    continue;
+                run = k && jb->v[i + k - 1] >> 32 == jb->v[x] >> 32 ? run + 1 : 1;
+                if (run <= idx->cap)
                     jb->v[i + k++] = jb->v[x];
+            }
             /* Carved at the cursor while that stays within what was read
              * (the part's own stretch); a part that spilled may need more:
              * then its own array. */
@@ -786,26 +809,48 @@ size_t nd_anchor_index_guess_miss(const nd_anchor_index *idx, uint32_t anchor)
     return miss;
 }
 
-static int cmp_u32(const void *a, const void *b)
+/* Sorts v[0..n) ascending by their low 40 bits (slot << 8 | anchor):
+ * an insertion sort when short, else a radix sort of five 8-bit passes
+ * through tmp (n more), a pass skipped when all share its byte. */
+static void sort_postings(uint64_t *v, uint64_t *tmp, size_t n)
 {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Best first: more shared, then smaller slot. */
-static bool hit_better(nd_anchor_hit a, nd_anchor_hit b)
-{
-    return a.shared > b.shared || (a.shared == b.shared && a.slot < b.slot);
+    if (n <= 32) {
+        for (size_t i = 1; i < n; i++) {
+            uint64_t x = v[i];
+            size_t j = i;
+            for (; j && v[j - 1] > x; j--)
+                v[j] = v[j - 1];
+            v[j] = x;
+        }
+        return;
+    }
+    uint64_t *src = v, *dst = tmp;
+    for (unsigned shift = 0; shift < 40; shift += 8) {
+        size_t count[257] = {0};
+        for (size_t i = 0; i < n; i++)
+            count[((src[i] >> shift) & 255) + 1]++;
+        if (count[((src[0] >> shift) & 255) + 1] == n)
+            continue; /* one value of this byte: already in order */
+        for (unsigned b = 1; b < 257; b++)
+            count[b] += count[b - 1];
+        for (size_t i = 0; i < n; i++)
+            dst[count[(src[i] >> shift) & 255]++] = src[i];
+        uint64_t *t = src;
+        src = dst, dst = t;
+    }
+    if (src != v)
+        memcpy(v, src, n * sizeof(*v));
 }
 
 size_t nd_anchor_index_query(const nd_anchor_index *idx, const uint32_t *anchors, size_t n,
-                             nd_anchor_hit *hits, size_t cap, unsigned *skipped)
+                             nd_anchor_hit *hits, size_t cap, unsigned *full)
 {
     uint32_t q[ND_ANCHOR_QUERY_MAX];
-    uint32_t slots[ND_ANCHOR_QUERY_MAX * ND_ANCHOR_CAP_MAX / 4]; /* 16 KiB */
-    const size_t slots_max = sizeof(slots) / sizeof(slots[0]);
-    size_t ns = 0;
-    unsigned skip = 0;
+    uint8_t pos[ND_ANCHOR_QUERY_MAX];
+    /* postings: slot << 8 | the anchor's place in anchors[] (32 KiB each) */
+    uint64_t post[ND_ANCHOR_HITS_MAX], tmp[ND_ANCHOR_HITS_MAX];
+    size_t np = 0;
+    unsigned nfull = 0;
     if (n > ND_ANCHOR_QUERY_MAX)
         n = ND_ANCHOR_QUERY_MAX;
     prefetch_anchors(idx, anchors, n, false);
@@ -813,44 +858,52 @@ size_t nd_anchor_index_query(const nd_anchor_index *idx, const uint32_t *anchors
         uint32_t x = anchors[i];
         size_t j = i;
         for (; j && q[j - 1] > x; j--)
-            q[j] = q[j - 1];
-        q[j] = x;
+            q[j] = q[j - 1], pos[j] = pos[j - 1];
+        q[j] = x, pos[j] = (uint8_t)i;
     }
+    /* Every posting: at most idx->cap per anchor, so all of them fit. A
+     * repeated anchor counts once, under its first place. */
     for (size_t i = 0; i < n; i++) {
         if (i && q[i] == q[i - 1])
             continue;
+        uint8_t first = pos[i];
+        for (size_t k = i + 1; k < n && q[k] == q[i]; k++)
+            first = pos[k] < first ? pos[k] : first;
         uint32_t bi = bucket_of(q[i]), lo, hi;
         const bucket *bk = &idx->b[bi];
         pthread_rwlock_rdlock(lock_of(idx, bi));
         anchor_range(bk, q[i], &lo, &hi);
-        if (hi - lo > idx->cap) {
-            skip++;
-        } else {
-            for (uint32_t e = lo; e < hi && ns < slots_max; e++)
-                slots[ns++] = (uint32_t)entry_get(bk->e + (size_t)e * ENTRY);
-        }
+        nfull += hi - lo >= idx->cap;
+        for (uint32_t e = lo; e < hi && np < ND_ANCHOR_HITS_MAX; e++)
+            post[np++] = (uint64_t)(uint32_t)entry_get(bk->e + (size_t)e * ENTRY) << 8 | first;
         pthread_rwlock_unlock(lock_of(idx, bi));
     }
-    if (skipped)
-        *skipped = skip;
-    qsort(slots, ns, sizeof(uint32_t), cmp_u32);
-    /* Runs of equal slots -> (slot, shared); keep the best cap by insertion. */
-    size_t found = 0, kept = 0;
-    for (size_t i = 0; i < ns;) {
-        size_t j = i;
-        while (j < ns && slots[j] == slots[i])
-            j++;
-        nd_anchor_hit h = {slots[i], (uint32_t)(j - i)};
+    if (full)
+        *full = nfull;
+    sort_postings(post, tmp, np);
+    /* Runs of equal slots are (slot, shared, first anchor): counted per
+     * shared value, then placed best first (most shared; within one count
+     * slots stay ascending), the first cap of them. */
+    size_t at[ND_ANCHOR_QUERY_MAX + 2] = {0}, found = 0;
+    for (size_t i = 0, j; i < np; i = j) {
+        for (j = i + 1; j < np && post[j] >> 8 == post[i] >> 8; j++)
+            ;
+        at[j - i]++;
         found++;
-        if (cap && (kept < cap || hit_better(h, hits[kept - 1]))) {
-            size_t at = kept < cap ? kept++ : cap - 1;
-            while (at && hit_better(h, hits[at - 1])) {
-                hits[at] = hits[at - 1];
-                at--;
-            }
-            hits[at] = h;
-        }
-        i = j;
+    }
+    for (size_t s = ND_ANCHOR_QUERY_MAX, sum = 0; s >= 1; s--) { /* -> first place of s */
+        size_t c = at[s];
+        at[s] = sum;
+        sum += c;
+    }
+    for (size_t i = 0, j; i < np; i = j) {
+        for (j = i + 1; j < np && post[j] >> 8 == post[i] >> 8; j++)
+            ;
+        size_t p = at[j - i]++;
+        if (p < cap)
+            hits[p] = (nd_anchor_hit){.slot = (uint32_t)(post[i] >> 8),
+                                      .shared = (uint16_t)(j - i),
+                                      .anchor = (uint16_t)(post[i] & 255)};
     }
     return found;
 }

@@ -13,9 +13,14 @@
  * copied to an array of its own, and the mapping's pages are given back as
  * their buckets leave.
  *
- * Boilerplate: an anchor held by more than posting_cap documents is still
- * stored (so that counts and removals stay exact) but produces no candidates:
- * a query skips it and reports it in `skipped`.
+ * Hot anchors: an anchor holds at most posting_cap documents, the first ones
+ * indexed under it (a bulk load keeps the smallest slots: the earliest
+ * documents, as start-up gives slots in registration order). A later
+ * document is not indexed under a full anchor (it still is under its other
+ * anchors); a removal frees a place for the next insert. So documents added
+ * later can never push an earlier one out of an anchor, and a query reads at
+ * most posting_cap postings per anchor: every document it finds is counted
+ * with every query anchor that holds it, whatever else shares them.
  *
  * Concurrency: every function may be called from any number of threads at
  * once (queries, inserts and removes alike). Buckets are guarded by 4096
@@ -35,15 +40,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Most anchors one query may probe, and the largest posting cap. */
+/* Most anchors one query may probe, the largest posting cap, and so the
+ * most postings (distinct slots) one query can find. */
 #define ND_ANCHOR_QUERY_MAX 64
-#define ND_ANCHOR_CAP_MAX 256
+#define ND_ANCHOR_CAP_MAX 64
+#define ND_ANCHOR_HITS_MAX (ND_ANCHOR_QUERY_MAX * ND_ANCHOR_CAP_MAX)
 
 typedef struct nd_anchor_index nd_anchor_index;
 
 typedef struct nd_anchor_hit {
     uint32_t slot;   /* the slot given to insert */
-    uint32_t shared; /* how many of the query's anchors the slot is indexed under */
+    uint16_t shared; /* how many of the query's anchors the slot is indexed under */
+    uint16_t anchor; /* the first of them: its place in the query's anchors[] */
 } nd_anchor_hit;
 
 typedef struct nd_anchor_stats {
@@ -53,8 +61,8 @@ typedef struct nd_anchor_stats {
                             * + 16 bytes of allocator overhead per array + locks */
 } nd_anchor_stats;
 
-/* Creates an empty index. posting_cap: 1..ND_ANCHOR_CAP_MAX (anchors held by
- * more documents yield no candidates). Returns 0 and a new object (free with
+/* Creates an empty index. posting_cap: 1..ND_ANCHOR_CAP_MAX, the most
+ * documents one anchor holds (its first ones). Returns 0 and a new object (free with
  * nd_anchor_index_destroy()), -EINVAL (cap out of range) or -ENOMEM. */
 int nd_anchor_index_create(nd_anchor_index **out, unsigned posting_cap);
 
@@ -62,7 +70,8 @@ int nd_anchor_index_create(nd_anchor_index **out, unsigned posting_cap);
 void nd_anchor_index_destroy(nd_anchor_index *idx);
 
 /* Indexes slot under anchors[0..n) (duplicates in the array are stored
- * once). Returns 0, or -ENOMEM: then the anchors added so far are removed
+ * once; an anchor that holds posting_cap slots already is left as it is).
+ * Returns 0, or -ENOMEM: then the anchors added so far are removed
  * again and the index is as before. Allocates (bucket growth). */
 int nd_anchor_index_insert(nd_anchor_index *idx, uint32_t slot, const uint32_t *anchors, size_t n);
 
@@ -104,7 +113,8 @@ typedef struct nd_anchor_loader nd_anchor_loader;
 int nd_anchor_loader_create(nd_anchor_loader **out, nd_anchor_index *idx, uint64_t expect);
 
 /* Queues slot under anchors[0..n) (repeats stored once). Nothing is visible
- * in the index before finish. Cheapest with slots in ascending order (as a
+ * in the index before finish, which keeps under each anchor its posting_cap
+ * smallest slots (those of the index first, when it had some). Cheapest with slots in ascending order (as a
  * start-up gives them); any order is correct. One thread at a time per
  * loader. Returns 0 or -ENOMEM (then destroy the loader: nothing indexed). */
 int nd_anchor_loader_add(nd_anchor_loader *ld, uint32_t slot, const uint32_t *anchors, size_t n);
@@ -128,13 +138,15 @@ size_t nd_anchor_index_remove(nd_anchor_index *idx, uint32_t slot, const uint32_
 
 /* Probes anchors[0..n) (n <= ND_ANCHOR_QUERY_MAX; repeats count once) and
  * writes the slots indexed under at least one of them into hits[0..cap),
- * best first: most shared anchors, then smallest slot. Anchors held by more
- * than posting_cap slots are skipped and counted in *skipped (may be NULL).
- * Returns the number of distinct slots found (may exceed cap; then hits holds
- * the best cap). Does not allocate (works in ~16 KiB of stack; postings
- * beyond the first 4096 of one query are not counted). */
+ * best first: most shared anchors, then smallest slot. Every posting of
+ * every probed anchor counts (at most posting_cap each, so at most
+ * ND_ANCHOR_HITS_MAX slots: hits of that size hold them all); *full (may be
+ * NULL) gets how many probed anchors hold posting_cap slots (later
+ * documents are not indexed under them). Returns the number of distinct
+ * slots found (may exceed cap; then hits holds the best cap). Does not
+ * allocate (works in ~65 KiB of stack); O(postings read). */
 size_t nd_anchor_index_query(const nd_anchor_index *idx, const uint32_t *anchors, size_t n,
-                             nd_anchor_hit *hits, size_t cap, unsigned *skipped);
+                             nd_anchor_hit *hits, size_t cap, unsigned *full);
 
 /* Number of slots under one anchor (for tests and diagnostics). */
 size_t nd_anchor_index_postings(const nd_anchor_index *idx, uint32_t anchor);

@@ -85,11 +85,15 @@
  * table there is final, /work/coord/VERDICT_DEFAULTS.md has the current ones).
  * ND_ANCHORS_STORE: anchors a registered document is indexed under.
  * ND_ANCHORS_QUERY: anchors a query probes with (its own bottom-m).
- * ND_VERDICT_MAX_VERIFY: anchor-index candidates verified per query (V).
- * ND_VERDICT_POSTING_CAP: an anchor held by more documents than this yields
- *   no candidates (boilerplate). */
+ * ND_VERDICT_MIN_SHARED: a document holding at least this many of the
+ *   query's anchors is always verified.
+ * ND_VERDICT_MAX_VERIFY: of the documents holding one of them, the earliest
+ *   this many are verified (V).
+ * ND_VERDICT_POSTING_CAP: the most documents one anchor holds: its first
+ *   ones (later documents are not indexed under it, see anchor_index.h). */
 #define ND_ANCHORS_STORE 16
 #define ND_ANCHORS_QUERY 16
+#define ND_VERDICT_MIN_SHARED 2
 #define ND_VERDICT_MAX_VERIFY 32
 #define ND_VERDICT_POSTING_CAP 64
 #define ND_VERDICT_MIN_RESEMBLANCE 0.5

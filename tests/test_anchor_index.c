@@ -1,5 +1,6 @@
 /* test_anchor_index.c - the anchor index: shared counts and ranking,
- * removal, the posting cap (boilerplate), bulk load equal to inserts, memory
+ * removal, the posting cap (an anchor keeps its first documents), bulk load
+ * equal to inserts, memory
  * figures, and queries running while a writer inserts and removes. */
 #include <errno.h>
 #include <pthread.h>
@@ -41,32 +42,46 @@ static void test_basic(void)
     CHECK(nd_anchor_index_remove(idx, 10, a1, 6) == 0, "remove again");
     n = nd_anchor_index_query(idx, q, 5, h, 4, NULL);
     CHECK(n == 1 && h[0].slot == 20 && h[0].shared == 3, "after remove");
-    /* Cap: an anchor under more than 4 slots yields nothing. */
+    /* Cap: an anchor holds its first 4 slots; a fifth is not indexed under
+     * it, and the query still yields the 4 (reported full). */
     uint32_t common[] = {777};
     for (uint32_t s = 100; s < 105; s++)
-        nd_anchor_index_insert(idx, s, common, 1);
-    n = nd_anchor_index_query(idx, common, 1, h, 4, &skipped);
-    CHECK(n == 0 && skipped == 1, "boilerplate skipped: %zu %u", n, skipped);
-    nd_anchor_index_remove(idx, 104, common, 1);
-    n = nd_anchor_index_query(idx, common, 1, h, 4, &skipped);
-    CHECK(n == 4 && skipped == 0, "at the cap it counts: %zu", n);
+        CHECK(nd_anchor_index_insert(idx, s, common, 1) == 0, "insert %u", s);
+    unsigned full = 9;
+    n = nd_anchor_index_query(idx, common, 1, h, 4, &full);
+    CHECK(n == 4 && full == 1 && h[0].slot == 100 && h[3].slot == 103,
+          "a full anchor yields its first: %zu %u %u..%u", n, full, h[0].slot, h[3].slot);
+    CHECK(nd_anchor_index_postings(idx, 777) == 4, "held 4");
+    CHECK(nd_anchor_index_remove(idx, 104, common, 1) == 0, "104 was never indexed there");
+    CHECK(nd_anchor_index_remove(idx, 100, common, 1) == 1, "remove 100");
+    n = nd_anchor_index_query(idx, common, 1, h, 4, &full);
+    CHECK(n == 3 && full == 0, "a removal frees a place: %zu %u", n, full);
+    CHECK(nd_anchor_index_insert(idx, 105, common, 1) == 0 &&
+              nd_anchor_index_postings(idx, 777) == 4,
+          "the next insert takes it");
     nd_anchor_stats st;
     nd_anchor_index_stats(idx, &st);
     CHECK(st.entries == 4 + 2 + 4, "entries %llu", (unsigned long long)st.entries);
-    /* A long posting run (past the 64-entry scan) between neighbours of the
-     * same bucket: counted exactly, and the neighbours stay apart. */
+    nd_anchor_index_destroy(idx);
+    /* A long posting run (the 64-entry scan, then a search of its end)
+     * between neighbours of the same bucket: held to the cap, counted
+     * exactly, and the neighbours stay apart. */
+    CHECK(nd_anchor_index_create(&idx, ND_ANCHOR_CAP_MAX) == 0, "create");
     uint32_t lo[] = {0xABC00010}, mid[] = {0xABC00011}, hi[] = {0xABC00012};
     nd_anchor_index_insert(idx, 5000, lo, 1);
     nd_anchor_index_insert(idx, 5001, hi, 1);
     for (uint32_t sl = 6000; sl < 6300; sl++)
         nd_anchor_index_insert(idx, sl, mid, 1);
-    CHECK(nd_anchor_index_postings(idx, mid[0]) == 300 &&
+    CHECK(nd_anchor_index_postings(idx, mid[0]) == ND_ANCHOR_CAP_MAX &&
               nd_anchor_index_postings(idx, lo[0]) == 1 &&
               nd_anchor_index_postings(idx, hi[0]) == 1,
           "long run: %zu", nd_anchor_index_postings(idx, mid[0]));
     uint32_t three[] = {lo[0], mid[0], hi[0]};
-    n = nd_anchor_index_query(idx, three, 3, h, 4, &skipped);
-    CHECK(n == 2 && skipped == 1, "long run skipped, neighbours found: %zu %u", n, skipped);
+    nd_anchor_hit hl[ND_ANCHOR_CAP_MAX + 2];
+    n = nd_anchor_index_query(idx, three, 3, hl, ND_ANCHOR_CAP_MAX + 2, &full);
+    CHECK(n == ND_ANCHOR_CAP_MAX + 2 && full == 1 && hl[0].slot == 5000 && hl[1].slot == 5001 &&
+              hl[2].slot == 6000 && hl[n - 1].slot == 6000 + ND_ANCHOR_CAP_MAX - 1,
+          "long run held to its first, neighbours found: %zu %u", n, full);
     nd_anchor_index_destroy(idx);
 }
 
@@ -261,8 +276,8 @@ static void test_concurrent(void)
 /* The searches inside a bucket start at a guess from the key (keys are
  * hash bits, spread evenly): checked against a plain model on crowded
  * buckets whose keys are anything but even (all low, all high, runs of one
- * key longer than the 64-entry scan, keys next to each other), through
- * inserts, repeats, removals and queries. */
+ * key past the cap, keys next to each other), through inserts, repeats,
+ * removals and queries. */
 typedef struct model_pair {
     uint32_t anchor, slot;
     int live;
@@ -302,14 +317,16 @@ static void test_skewed_buckets_match_model(void)
         }
         m[i].anchor = b | key;
         m[i].slot = i;
-        m[i].live = 1;
+        /* held while the anchor has room (it keeps its first ones) */
+        m[i].live = model_postings(m, i, m[i].anchor) < ND_ANCHOR_CAP_MAX;
         CHECK(nd_anchor_index_insert(idx, m[i].slot, &m[i].anchor, 1) == 0, "insert %zu", i);
         /* an anchor a document already has: no second entry */
         if (i % 97 == 0)
             CHECK(nd_anchor_index_insert(idx, m[i].slot, &m[i].anchor, 1) == 0, "repeat");
     }
     for (size_t i = 0; i < NPAIRS; i += 3) { /* remove a third */
-        CHECK(nd_anchor_index_remove(idx, m[i].slot, &m[i].anchor, 1) == 1, "remove %zu", i);
+        CHECK(nd_anchor_index_remove(idx, m[i].slot, &m[i].anchor, 1) == (size_t)m[i].live,
+              "remove %zu", i);
         m[i].live = 0;
     }
     size_t bad = 0;
@@ -329,17 +346,17 @@ static void test_skewed_buckets_match_model(void)
         uint32_t q[8];
         for (int j = 0; j < 8; j++)
             q[j] = m[model_rand(&seed) % NPAIRS].anchor ^ (j == 7 ? 0x100u : 0u);
-        unsigned skipped;
-        size_t n = nd_anchor_index_query(idx, q, 8, h, 64, &skipped);
-        unsigned want_skip = 0;
+        unsigned full;
+        size_t n = nd_anchor_index_query(idx, q, 8, h, 64, &full);
+        unsigned want_full = 0;
         for (int j = 0; j < 8; j++) {
             int seen = 0;
             for (int k = 0; k < j; k++)
                 seen |= q[k] == q[j];
-            if (!seen && model_postings(m, NPAIRS, q[j]) > ND_ANCHOR_CAP_MAX)
-                want_skip++;
+            if (!seen && model_postings(m, NPAIRS, q[j]) >= ND_ANCHOR_CAP_MAX)
+                want_full++;
         }
-        if (skipped != want_skip)
+        if (full != want_full)
             qbad++;
         for (size_t k = 0; k < n && k < 64; k++) {
             uint32_t shared = 0;
@@ -347,7 +364,7 @@ static void test_skewed_buckets_match_model(void)
                 int seen = 0;
                 for (int x = 0; x < j; x++)
                     seen |= q[x] == q[j];
-                if (seen || model_postings(m, NPAIRS, q[j]) > ND_ANCHOR_CAP_MAX)
+                if (seen)
                     continue;
                 for (size_t i = 0; i < NPAIRS; i++)
                     if (m[i].live && m[i].anchor == q[j] && m[i].slot == h[k].slot)
@@ -392,6 +409,103 @@ static void test_search_starts_near(void)
     }
 }
 
+/* Documents indexed later never push an earlier one out of its anchors:
+ * 1000 decoys under all 16 anchors of an original X (some on smaller,
+ * reused slots) leave X under every one of them, found with its full shared
+ * count by X's anchors and with 8 by a partial copy's; a start-up load of
+ * the same documents keeps the smallest slots (the earliest: slots ascend
+ * with registration there); and a query whose 64 anchors are all full
+ * counts every posting. */
+static void test_hot_anchor_keeps_first(void)
+{
+    enum { M = 16, DECOYS = 1000 };
+    nd_anchor_index *idx;
+    REQUIRE(nd_anchor_index_create(&idx, 64) == 0, "create");
+    uint32_t x[M], copy[M], d[M + 4];
+    for (uint32_t i = 0; i < M; i++)
+        x[i] = 0x9E3779B1u * (i + 1);
+    for (uint32_t i = 0; i < M; i++) /* half of X's, half its own */
+        copy[i] = i < 8 ? x[2 * i] : 0x85EBCA6Bu * (i + 100);
+    CHECK(nd_anchor_index_insert(idx, 500, x, M) == 0, "X");
+    for (uint32_t k = 0; k < DECOYS; k++) {
+        memcpy(d, x, sizeof(x));
+        for (uint32_t j = 0; j < 4; j++)
+            d[M + j] = 0xC2B2AE35u * (k * 4 + j + 7); /* its own, and the copy's */
+        if (k % 2)
+            memcpy(d + M, copy + 8, 4 * sizeof(*d));
+        uint32_t slot = k < 100 ? k : 1000 + k; /* the first 100 below X's slot */
+        CHECK(nd_anchor_index_insert(idx, slot, d, M + 4) == 0, "decoy %u", k);
+    }
+    int held = 1;
+    for (uint32_t i = 0; i < M; i++)
+        held &= nd_anchor_index_postings(idx, x[i]) == 64;
+    CHECK(held, "every anchor of X holds 64");
+    static nd_anchor_hit h[ND_ANCHOR_HITS_MAX];
+    unsigned full = 0;
+    size_t n = nd_anchor_index_query(idx, x, M, h, ND_ANCHOR_HITS_MAX, &full);
+    size_t at = n;
+    for (size_t i = 0; i < n; i++)
+        if (h[i].slot == 500)
+            at = i;
+    CHECK(full == M && n == 64 && at < n && h[at].shared == M,
+          "X found under its full anchors: found %zu, full %u, X at %zu", n, full, at);
+    n = nd_anchor_index_query(idx, copy, M, h, ND_ANCHOR_HITS_MAX, &full);
+    at = n;
+    for (size_t i = 0; i < n; i++)
+        if (h[i].slot == 500)
+            at = i;
+    CHECK(at < n && h[at].shared == 8, "the partial copy finds X: %zu of %zu", at, n);
+    /* the same documents loaded at start-up, X first */
+    nd_anchor_index *ld_idx;
+    nd_anchor_loader *ld;
+    REQUIRE(nd_anchor_index_create(&ld_idx, 64) == 0 &&
+                nd_anchor_loader_create(&ld, ld_idx, 1000) == 0,
+            "loader");
+    CHECK(nd_anchor_loader_add(ld, 0, x, M) == 0, "X at slot 0");
+    for (uint32_t k = 0; k < DECOYS; k++) {
+        memcpy(d, x, sizeof(x));
+        CHECK(nd_anchor_loader_add(ld, 1 + k, d, M) == 0, "decoy");
+    }
+    CHECK(nd_anchor_loader_finish(ld, 2) == 0, "finish");
+    nd_anchor_loader_destroy(ld);
+    n = nd_anchor_index_query(ld_idx, copy, M, h, ND_ANCHOR_HITS_MAX, &full);
+    CHECK(n == 64 && h[0].slot == 0 && h[0].shared == 8 && h[63].slot == 63,
+          "a load keeps the smallest slots: %zu, %u/%u .. %u", n, h[0].slot, h[0].shared,
+          h[63].slot);
+    /* loading into an index that has entries: the merge keeps the first 64 too */
+    REQUIRE(nd_anchor_loader_create(&ld, ld_idx, 1000) == 0, "loader 2");
+    for (uint32_t k = 0; k < 10; k++)
+        CHECK(nd_anchor_loader_add(ld, 5000 + k, x, M) == 0, "later");
+    CHECK(nd_anchor_loader_finish(ld, 1) == 0, "finish 2");
+    nd_anchor_loader_destroy(ld);
+    CHECK(nd_anchor_index_postings(ld_idx, x[3]) == 64, "merged to the cap");
+    nd_anchor_index_destroy(ld_idx);
+    nd_anchor_index_destroy(idx);
+
+    /* 64 full anchors of 64 documents each, one document under all: every
+     * posting counted, best first, then slots ascending. */
+    REQUIRE(nd_anchor_index_create(&idx, 64) == 0, "create");
+    uint32_t q[ND_ANCHOR_QUERY_MAX];
+    for (uint32_t i = 0; i < ND_ANCHOR_QUERY_MAX; i++)
+        q[i] = 0x27D4EB2Fu * (i + 1);
+    CHECK(nd_anchor_index_insert(idx, 7, q, ND_ANCHOR_QUERY_MAX) == 0, "the common one");
+    for (uint32_t i = 0; i < ND_ANCHOR_QUERY_MAX; i++)
+        for (uint32_t k = 0; k < 70; k++)
+            nd_anchor_index_insert(idx, 100 + i * 100 + k, &q[i], 1);
+    n = nd_anchor_index_query(idx, q, ND_ANCHOR_QUERY_MAX, h, ND_ANCHOR_HITS_MAX, &full);
+    int order = 1;
+    for (size_t i = 2; i < n && i < ND_ANCHOR_HITS_MAX; i++)
+        order &= h[i].shared == 1 && h[i].slot > h[i - 1].slot;
+    CHECK(n == 1 + ND_ANCHOR_QUERY_MAX * 63 && full == ND_ANCHOR_QUERY_MAX && h[0].slot == 7 &&
+              h[0].shared == ND_ANCHOR_QUERY_MAX && h[1].slot == 100 && order,
+          "all postings: %zu, full %u, first %u/%u", n, full, h[0].slot, h[0].shared);
+    nd_anchor_hit few[3];
+    CHECK(nd_anchor_index_query(idx, q, ND_ANCHOR_QUERY_MAX, few, 3, NULL) == n &&
+              few[0].slot == 7 && few[1].slot == 100 && few[2].slot == 101,
+          "a short hits array holds the best");
+    nd_anchor_index_destroy(idx);
+}
+
 int main(void)
 {
     UNIT_RUN(test_basic);
@@ -400,5 +514,6 @@ int main(void)
     UNIT_RUN(test_concurrent);
     UNIT_RUN(test_skewed_buckets_match_model);
     UNIT_RUN(test_search_starts_near);
+    UNIT_RUN(test_hot_anchor_keeps_first);
     return unit_summary("anchor_index");
 }

@@ -25,7 +25,10 @@
 
 #define LOOP_STALL_MS 10000 /* /healthz fails if a loop has not run for this long */
 #define API_PASSAGES ND_REPLY_MAX_PASSAGES
-#define API_ANCHOR_HITS ND_VERIFY_MAX /* anchor-index candidates asked for, at most */
+#define API_ANCHOR_HITS ND_ANCHOR_HITS_MAX /* anchor-index hits: all a query can find */
+/* Anchor candidates one check verifies, at most: those sharing two anchors
+ * or more, and max_verify sharing one. */
+#define API_ANCHOR_CANDIDATES (ND_ANCHOR_HITS_MAX / ND_VERDICT_MIN_SHARED + ND_VERIFY_MAX)
 
 _Static_assert(ND_K_MAX == ND_INDEX_MAX_K, "k is checked against the index's bound");
 _Static_assert(ND_ID_MAX >= ND_ID_MAX_UTF8, "the store must hold every valid id");
@@ -82,7 +85,7 @@ int nd_api_worker_init(void *app, unsigned index, void **user)
     if (!aw)
         return -ENOMEM;
     aw->cap = api->cfg->max_matches * 4 < 1024 ? 1024 : (size_t)api->cfg->max_matches * 4;
-    aw->cap += API_ANCHOR_HITS;
+    aw->cap += API_ANCHOR_CANDIDATES;
     aw->hits = calloc(aw->cap, sizeof(*aw->hits));
     aw->matches = calloc(aw->cap, sizeof(*aw->matches));
     aw->keys = calloc(aw->cap, sizeof(*aw->keys));

@@ -102,7 +102,7 @@ static const opt_desc options[] = {
     {"min-containment", "NEARDUP_MIN_CONTAINMENT", "FRACTION", T_FRAC, OFF(min_containment), 1,
      1000, false, "a match is a partial copy when this share of the text is in it (0..1)"},
     {"max-verify", "NEARDUP_MAX_VERIFY", "N", T_UINT, OFF(max_verify), 0, ND_VERIFY_MAX, false,
-     "candidates from the passage (anchor) index verified per check"},
+     "anchor candidates sharing one anchor verified per check (every one sharing two is)"},
     {"max-text", "NEARDUP_MAX_TEXT", "SIZE", T_SIZE, OFF(max_text), ND_MAX_TEXT_SMALLEST,
      ND_MAX_TEXT_LARGEST, false, "longest single text (bytes of UTF-8) in any request"},
     {"max-connections", "NEARDUP_MAX_CONNECTIONS", "N", T_UINT, OFF(max_connections), 1, 1000000,

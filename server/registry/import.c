@@ -1355,13 +1355,13 @@ int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
     c->nbatches = (c->nrefs + BATCH - 1) / BATCH;
     out->lines = c->nrefs;
     nd_check_res res = {0};
-    size_t cap = 1024 + ND_VERIFY_MAX;
+    size_t cap = 1024 + ND_ANCHOR_HITS_MAX / ND_VERDICT_MIN_SHARED + ND_VERIFY_MAX;
     res.hits = calloc(cap, sizeof(*res.hits));
     res.matches = calloc(cap, sizeof(*res.matches));
     res.keys = calloc(cap, sizeof(*res.keys));
     res.cap = cap;
-    res.ahits = calloc(ND_VERIFY_MAX, sizeof(*res.ahits));
-    res.acap = ND_VERIFY_MAX;
+    res.ahits = calloc(ND_ANCHOR_HITS_MAX, sizeof(*res.ahits));
+    res.acap = ND_ANCHOR_HITS_MAX;
     /* 4 batches per preparing thread and RING_AHEAD more (~290 KB each):
      * enough lines ahead to keep preparing while the importing thread waits
      * on a commit. Two threads, a 3M-line import, paired: 47-48 s with 66

@@ -599,6 +599,9 @@ static inline bool is_evidence(const nd_doc *d, const nd_check_req *rq)
     return d->status != ND_CLAIM_REVOKED && !same_account(d, rq);
 }
 
+/* Most documents holding a single query anchor verified per anchor. */
+#define SINGLE_PER_ANCHOR_MAX 4
+
 typedef struct verify_ctx {
     const nd_check_req *rq;
     nd_check_res *res;
@@ -725,20 +728,28 @@ static int find_matches(nd_registry *reg, const nd_check_req *rq, const nd_doc *
     long nh = query_all(reg, simhash, rq->k, res, &hits, &heap_hits);
     if (nh < 0)
         return (int)nh;
-    size_t nhits = (size_t)nh, nah = 0;
+    size_t nhits = (size_t)nh, nah = 0, nmulti = 0, q = 0;
     bool verify = rq->sketch != NULL;
-    if (verify && rq->anchors && rq->nanchors_query && res->ahits) {
-        size_t want = rq->max_verify < res->acap ? rq->max_verify : res->acap;
-        size_t q = rq->nanchors_query < ND_ANCHOR_QUERY_MAX ? rq->nanchors_query
-                                                            : ND_ANCHOR_QUERY_MAX;
-        nah = nd_anchor_index_query(reg->anchors, rq->anchors, q, res->ahits, want, NULL);
-        nah = nah < want ? nah : want;
+    if (verify && rq->anchors && rq->nanchors_query && res->ahits && rq->max_verify) {
+        q = rq->nanchors_query < ND_ANCHOR_QUERY_MAX ? rq->nanchors_query : ND_ANCHOR_QUERY_MAX;
+        nah = nd_anchor_index_query(reg->anchors, rq->anchors, q, res->ahits, res->acap, NULL);
+        nah = nah < res->acap ? nah : res->acap;
+        while (nmulti < nah && res->ahits[nmulti].shared >= ND_VERDICT_MIN_SHARED)
+            nmulti++; /* best first: these lead */
     }
+    /* Candidates from the anchors: every document holding at least
+     * ND_VERDICT_MIN_SHARED of the query's anchors, and of those holding
+     * one, the `per` registered first under each anchor (max_verify in all,
+     * at least one per anchor): documents added later cannot push an
+     * earlier one out, nor can one anchor's holders crowd out another's. */
+    size_t per = q ? (rq->max_verify < ND_VERIFY_MAX ? rq->max_verify : ND_VERIFY_MAX) / q : 0;
+    per = q && per < 1 ? 1 : per > SINGLE_PER_ANCHOR_MAX ? SINGLE_PER_ANCHOR_MAX : per;
+    size_t nsingle = nah - nmulti < q * per ? nah - nmulti : q * per;
     nd_match *m = res->matches, *heap_m = NULL;
     int64_t *keys = res->keys, *heap_keys = NULL;
-    if (nhits + nah > res->cap) {
-        heap_m = malloc((nhits + nah) * sizeof(*heap_m));
-        heap_keys = malloc((nhits + nah) * sizeof(*heap_keys));
+    if (nhits + nmulti + nsingle > res->cap) {
+        heap_m = malloc((nhits + nmulti + nsingle) * sizeof(*heap_m));
+        heap_keys = malloc((nhits + nmulti + nsingle) * sizeof(*heap_keys));
         if (!heap_m || !heap_keys) {
             free(heap_m);
             free(heap_keys);
@@ -760,12 +771,32 @@ static int find_matches(nd_registry *reg, const nd_check_req *rq, const nd_doc *
         if (d && nd_simhash_distance(d->simhash, simhash) == hits[i].distance)
             add_candidate(d, self, before_us, simhash, locked, m, &n);
     }
-    for (size_t i = 0; i < nah; i++) {
+    for (size_t i = 0; i < nmulti; i++) {
         uint32_t slot = res->ahits[i].slot;
         nd_doc *d = slot < reg->nslots ? reg->slots[slot] : NULL;
         if (d && !d->stale)
             add_candidate(d, self, before_us, simhash, locked, m, &n);
     }
+    /* The single-anchor ones: the earliest per under each anchor (insertion
+     * into pick[anchor], earliest first). */
+    nd_doc *pick[ND_ANCHOR_QUERY_MAX][SINGLE_PER_ANCHOR_MAX];
+    uint8_t npick[ND_ANCHOR_QUERY_MAX] = {0};
+    for (size_t i = nmulti; i < nah && nsingle; i++) {
+        uint32_t slot = res->ahits[i].slot, a = res->ahits[i].anchor;
+        nd_doc *d = slot < reg->nslots ? reg->slots[slot] : NULL;
+        if (!d || d->stale || d == self || d->registered_at_us >= before_us || a >= q)
+            continue;
+        nd_doc **p = pick[a];
+        if (npick[a] == per && d->registered_at_us >= p[per - 1]->registered_at_us)
+            continue;
+        size_t at = npick[a] < per ? npick[a]++ : per - 1;
+        for (; at && d->registered_at_us < p[at - 1]->registered_at_us; at--)
+            p[at] = p[at - 1];
+        p[at] = d;
+    }
+    for (size_t a = 0; a < q && nsingle; a++)
+        for (size_t k = 0; k < npick[a]; k++)
+            add_candidate(pick[a][k], self, before_us, simhash, locked, m, &n);
     if (!locked)
         pthread_rwlock_unlock(&reg->table);
     free(heap_hits);

@@ -132,8 +132,10 @@ typedef struct nd_registry_options {
 /* The answer, and the caller's scratch for computing it. */
 typedef struct nd_check_res {
     /* Scratch, provided by the caller (per thread): hits, matches and keys
-     * of cap entries (cap >= max_matches + max_verify), anchor hits of acap
-     * (>= max_verify), passages of passages_cap. */
+     * of cap entries (cap >= max_matches + max_verify; more anchor
+     * candidates than fit are held in a heap copy), anchor hits of acap
+     * (ND_ANCHOR_HITS_MAX: every hit a query can find; fewer: only the
+     * best acap are considered), passages of passages_cap. */
     nd_index_hit *hits;
     nd_match *matches;
     int64_t *keys;
