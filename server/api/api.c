@@ -21,7 +21,6 @@
 #include <time.h>
 
 #include <event2/buffer.h>
-#include <xxhash.h>
 
 #define LOOP_STALL_MS 10000 /* /healthz fails if a loop has not run for this long */
 #define API_PASSAGES ND_REPLY_MAX_PASSAGES
