@@ -506,7 +506,9 @@ unsigned nd_config_redact_urls(const char *urls, char *out, size_t cap)
             p++;
             continue;
         }
-        const char *sep = memmem(p, n, "://", 3);
+        const char *sep = strstr(p, "://");
+        if (sep && sep + 3 > p + n)
+            sep = NULL;                                /* in a later URL */
         size_t host = sep ? (size_t)(sep - p) + 3 : 0; /* the authority begins */
         size_t end = host + strcspn(p + host, "/?#, ");
         end = end < n ? end : n;
