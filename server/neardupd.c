@@ -382,6 +382,19 @@ static int nats_auth(daemon_t *d, nd_replica_options *o, char *password, char *t
     return 0;
 }
 
+/* Overwrites, in argv itself, the secret of every userinfo of a --nats
+ * value with '*': /proc/PID/cmdline, and so ps, no longer show it once the
+ * configuration is read (the value was copied). */
+static void mask_nats_argv(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--nats") == 0 && i + 1 < argc)
+            nd_config_mask_urls(argv[++i]);
+        else if (strncmp(argv[i], "--nats=", 7) == 0)
+            nd_config_mask_urls(argv[i] + 7);
+    }
+}
+
 /* Puts the replica (--nats) in front of the local store d->store. */
 static int open_replica(daemon_t *d)
 {
@@ -639,6 +652,7 @@ int main(int argc, char **argv)
     int rc = nd_config_parse(&d.cfg, argc, argv, stdout, stderr);
     if (rc != 0)
         return rc > 0 ? 0 : 2;
+    mask_nats_argv(argc, argv);
     nd_log_set_level(d.cfg.log_level);
     signal(SIGPIPE, SIG_IGN);
     evthread_use_pthreads();

@@ -518,6 +518,10 @@ static void test_redact_urls(void)
         CHECK(n == cases[i].found && strcmp(out, cases[i].out) == 0, "%s -> %s (%u)", cases[i].in,
               out, n);
     }
+    /* In place, lengths kept (argv). */
+    char masked[] = "nats://u:p@ss@h:1,tls://tok@h2, nats://h3";
+    nd_config_mask_urls(masked);
+    CHECK(strcmp(masked, "nats://u:****@h:1,tls://***@h2, nats://h3") == 0, "%s", masked);
     /* Cut to the buffer, still terminated, the secret never copied. */
     char small[12];
     nd_config_redact_urls("nats://user:secret@host", small, sizeof(small));

@@ -493,51 +493,62 @@ int nd_config_parse(nd_config *cfg, int argc, char **argv, FILE *out, FILE *err)
     return finish(cfg, err);
 }
 
+/* The secret of the URL p[0..n) (no separator inside): true with
+ * [*from, *to) when it has userinfo (the password after "user:", or the
+ * whole userinfo, a token, up to its last '@'). */
+static bool url_secret(const char *p, size_t n, size_t *from, size_t *to)
+{
+    const char *sep = strstr(p, "://");
+    if (sep && sep + 3 > p + n)
+        sep = NULL;                                /* in a later URL */
+    size_t host = sep ? (size_t)(sep - p) + 3 : 0; /* the authority begins */
+    size_t end = host + strcspn(p + host, "/?#, ");
+    end = end < n ? end : n;
+    const char *at = NULL; /* the last '@' of the authority */
+    for (size_t i = host; i < end; i++)
+        if (p[i] == '@')
+            at = p + i;
+    if (!at)
+        return false;
+    const char *colon = memchr(p + host, ':', (size_t)(at - (p + host)));
+    *from = colon ? (size_t)(colon - p) + 1 : host; /* the user name stays */
+    *to = (size_t)(at - p);
+    return true;
+}
+
 unsigned nd_config_redact_urls(const char *urls, char *out, size_t cap)
 {
     unsigned found = 0;
     size_t o = 0;
-    const char *p = urls;
-    while (*p) {
-        size_t n = strcspn(p, ", "); /* one URL: p[0..n) */
-        if (n == 0) {
-            if (o + 1 < cap)
-                out[o++] = *p;
-            p++;
-            continue;
-        }
-        const char *sep = strstr(p, "://");
-        if (sep && sep + 3 > p + n)
-            sep = NULL;                                /* in a later URL */
-        size_t host = sep ? (size_t)(sep - p) + 3 : 0; /* the authority begins */
-        size_t end = host + strcspn(p + host, "/?#, ");
-        end = end < n ? end : n;
-        const char *at = NULL; /* the last '@' of the authority */
-        for (size_t i = host; i < end; i++)
-            if (p[i] == '@')
-                at = p + i;
-        size_t keep = n, rest = n; /* p[0..keep) as is, then "***", then p[rest..n) */
-        if (at) {
-            found++;
-            const char *colon = memchr(p + host, ':', (size_t)(at - (p + host)));
-            keep = colon ? (size_t)(colon - p) + 1 : host; /* the user name stays */
-            rest = (size_t)(at - p);
-        }
-        for (size_t i = 0; i < n; i++) {
-            if (i == keep && at) {
+    for (const char *p = urls; *p;) {
+        size_t n = strcspn(p, ", "), from = 0, to = 0; /* one URL: p[0..n) */
+        bool secret = n && url_secret(p, n, &from, &to);
+        found += secret;
+        for (size_t i = 0; i < (n ? n : 1); i++) {
+            if (secret && i == from) {
                 for (const char *m = "***"; *m; m++)
                     if (o + 1 < cap)
                         out[o++] = *m;
-                i = rest;
+                i = to;
             }
             if (o + 1 < cap)
                 out[o++] = p[i];
         }
-        p += n;
+        p += n ? n : 1;
     }
     if (cap)
         out[o < cap ? o : cap - 1] = 0;
     return found;
+}
+
+void nd_config_mask_urls(char *urls)
+{
+    for (char *p = urls; *p;) {
+        size_t n = strcspn(p, ", "), from = 0, to = 0;
+        if (n && url_secret(p, n, &from, &to))
+            memset(p + from, '*', to - from);
+        p += n ? n : 1;
+    }
 }
 
 size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)

@@ -95,6 +95,11 @@ void nd_config_usage(FILE *out, const char *prog);
  * the number of URLs that carried userinfo. */
 unsigned nd_config_redact_urls(const char *urls, char *out, size_t cap);
 
+/* Overwrites in place, with '*', the secret of every userinfo of the
+ * comma-separated URL list urls (lengths kept): for a copy in argv, which
+ * ps shows. */
+void nd_config_mask_urls(char *urls);
+
 /* Writes the effective configuration as one JSON object (no newline),
  * NUL-terminated, into buf[cap] for the start-up log line. Returns the length
  * written. If it does not fit, writes {"truncated":true} instead (or "" when

@@ -192,6 +192,10 @@ def url_credentials_redacted(tmp, nats):
         check(NODE_PASSWORD not in log, "the password from the URL is in the log")
         check("%s:***@" % NODE_USER in log, "the URL is not shown redacted:\n%s", log[-3000:])
         check("carry credentials" in log, "no warning about credentials in the URL")
+        with open("/proc/%d/cmdline" % srv.proc.pid, "rb") as f:
+            cmdline = f.read()
+        check(NODE_PASSWORD.encode() not in cmdline and b"%s:***" % NODE_USER.encode() in cmdline,
+              "ps shows the password of the URL: %r", cmdline)
 
 
 def wrong_password(tmp, nats):
