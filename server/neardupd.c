@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <event2/event.h>
@@ -258,18 +259,168 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 
 /* ---- init / teardown ---- */
 
+#define NATS_SECRET_MAX 4096 /* longest NATS password or token, bytes */
+
+/* Reads the NATS secret what (a password or a token) from the file path
+ * into buf[NATS_SECRET_MAX], without its trailing line end; a file readable
+ * by its group or others is warned about. Returns 0, or -errno with a
+ * reason in err (never the secret). */
+static int read_nats_secret(const char *path, const char *what, char *buf, char *err, size_t cap)
+{
+    FILE *f = fopen(path, "re");
+    struct stat st;
+    if (!f || fstat(fileno(f), &st) < 0) {
+        int e = errno;
+        snprintf(err, cap, "cannot open the NATS %s file %s: %s", what, path, strerror(e));
+        if (f)
+            fclose(f);
+        return -e;
+    }
+    size_t n = S_ISREG(st.st_mode) ? fread(buf, 1, NATS_SECRET_MAX, f) : NATS_SECRET_MAX;
+    fclose(f);
+    while (n > 0 && n < NATS_SECRET_MAX && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        n--;
+    if (n == 0 || n >= NATS_SECRET_MAX || memchr(buf, 0, n) || memchr(buf, '\n', n)) {
+        snprintf(err, cap,
+                 "the NATS %s file %s must be a regular file holding one line of 1 to %d bytes",
+                 what, path, NATS_SECRET_MAX - 1);
+        explicit_bzero(buf, NATS_SECRET_MAX);
+        return -EINVAL;
+    }
+    buf[n] = 0;
+    if (st.st_mode & (S_IRGRP | S_IROTH))
+        nd_log(ND_LOG_WARN, "the NATS %s file %s is readable by other users (chmod 600 it)", what,
+               path);
+    return 0;
+}
+
+/* The NATS authentication of the configuration into o: user and password
+ * (--nats-user, --nats-password-file or NEARDUP_NATS_PASSWORD), a token
+ * (--nats-token-file or NEARDUP_NATS_TOKEN) or a credentials file, TLS
+ * files; credentials inside the --nats URLs are refused with any of these
+ * and warned about otherwise (ps shows a flag). The secrets go to
+ * password[] and token[]. Returns 0, or -EINVAL with a reason in err. */
+static int nats_auth(daemon_t *d, nd_replica_options *o, char *password, char *token, char *err,
+                     size_t cap)
+{
+    const nd_config *c = &d->cfg;
+    const char *env_password = getenv("NEARDUP_NATS_PASSWORD");
+    const char *env_token = getenv("NEARDUP_NATS_TOKEN");
+    int rc = 0;
+    if (c->nats_password_file[0] && env_password)
+        return snprintf(err, cap,
+                        "give the NATS password either in a file "
+                        "(--nats-password-file) or in NEARDUP_NATS_PASSWORD, not both"),
+               -EINVAL;
+    if (c->nats_token_file[0] && env_token)
+        return snprintf(err, cap,
+                        "give the NATS token either in a file (--nats-token-file) or "
+                        "in NEARDUP_NATS_TOKEN, not both"),
+               -EINVAL;
+    bool has_password = c->nats_password_file[0] || env_password;
+    bool has_token = c->nats_token_file[0] || env_token;
+    if (has_password != (c->nats_user[0] != 0))
+        return snprintf(err, cap, "%s",
+                        has_password ? "a NATS password needs --nats-user"
+                                     : "--nats-user needs its password (--nats-password-file or "
+                                       "NEARDUP_NATS_PASSWORD)"),
+               -EINVAL;
+    if ((c->nats_user[0] != 0) + has_token + (c->nats_creds[0] != 0) > 1)
+        return snprintf(err, cap,
+                        "give NATS one way to authenticate: --nats-user with its "
+                        "password, a token, or --nats-creds"),
+               -EINVAL;
+    if (c->nats_tls_key[0] && !c->nats_tls_cert[0])
+        return snprintf(err, cap, "--nats-tls-key needs --nats-tls-cert"), -EINVAL;
+    if (c->nats_tls_cert[0] && !c->nats_tls_key[0])
+        return snprintf(err, cap, "--nats-tls-cert needs --nats-tls-key"), -EINVAL;
+    char shown[sizeof(c->nats)];
+    unsigned in_url = nd_config_redact_urls(c->nats, shown, sizeof(shown));
+    if (in_url && (c->nats_user[0] || has_token || c->nats_creds[0]))
+        return snprintf(err, cap,
+                        "the --nats URLs carry credentials and so do --nats-user, a "
+                        "token or --nats-creds: give them once"),
+               -EINVAL;
+    if (in_url)
+        nd_log(ND_LOG_WARN,
+               "%u --nats URL(s) carry credentials, which ps and the environment show: give "
+               "them with --nats-user and --nats-password-file, --nats-token-file or "
+               "--nats-creds instead",
+               in_url);
+    if (c->nats_password_file[0])
+        rc = read_nats_secret(c->nats_password_file, "password", password, err, cap);
+    else if (env_password && strlen(env_password) < NATS_SECRET_MAX && *env_password)
+        snprintf(password, NATS_SECRET_MAX, "%s", env_password);
+    else if (env_password)
+        return snprintf(err, cap, "NEARDUP_NATS_PASSWORD must hold 1 to %d bytes",
+                        NATS_SECRET_MAX - 1),
+               -EINVAL;
+    if (rc == 0 && c->nats_token_file[0])
+        rc = read_nats_secret(c->nats_token_file, "token", token, err, cap);
+    else if (rc == 0 && env_token && strlen(env_token) < NATS_SECRET_MAX && *env_token)
+        snprintf(token, NATS_SECRET_MAX, "%s", env_token);
+    else if (rc == 0 && env_token)
+        return snprintf(err, cap, "NEARDUP_NATS_TOKEN must hold 1 to %d bytes",
+                        NATS_SECRET_MAX - 1),
+               -EINVAL;
+    if (rc < 0)
+        return rc;
+    o->user = c->nats_user[0] ? c->nats_user : NULL;
+    o->password = has_password ? password : NULL;
+    o->token = has_token ? token : NULL;
+    o->creds_file = c->nats_creds[0] ? c->nats_creds : NULL;
+    o->tls_ca = c->nats_tls_ca[0] ? c->nats_tls_ca : NULL;
+    o->tls_cert = c->nats_tls_cert[0] ? c->nats_tls_cert : NULL;
+    o->tls_key = c->nats_tls_key[0] ? c->nats_tls_key : NULL;
+    nd_log(ND_LOG_INFO, "replica: NATS authentication: %s%s",
+           o->user         ? "user and password"
+           : o->token      ? "token"
+           : o->creds_file ? "credentials file"
+           : in_url        ? "credentials in the URL"
+                           : "none",
+           o->tls_ca || o->tls_cert ? ", TLS" : "");
+    return 0;
+}
+
+/* Overwrites, in argv itself, the secret of every userinfo of a --nats
+ * value with '*': /proc/PID/cmdline, and so ps, no longer show it once the
+ * configuration is read (the value was copied). */
+static void mask_nats_argv(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--nats") == 0 && i + 1 < argc)
+            nd_config_mask_urls(argv[++i]);
+        else if (strncmp(argv[i], "--nats=", 7) == 0)
+            nd_config_mask_urls(argv[i] + 7);
+    }
+}
+
 /* Puts the replica (--nats) in front of the local store d->store. */
 static int open_replica(daemon_t *d)
 {
+    static char shown[sizeof(d->cfg.nats)];
+    nd_config_redact_urls(d->cfg.nats, shown, sizeof(shown));
     nd_replica_options o = {.servers = d->cfg.nats,
+                            .servers_shown = shown,
                             .stream = d->cfg.stream,
                             .stream_replicas = d->cfg.stream_replicas,
                             .node_name = d->cfg.node_name,
                             .max_lag = d->cfg.max_lag,
                             .timeout_ms = d->cfg.nats_timeout_ms};
-    char err[512] = "";
-    int rc = nd_replica_open(&d->replica, d->store, &o, err, sizeof(err));
+    char err[768] = "";
+    char *password = calloc(1, NATS_SECRET_MAX), *token = calloc(1, NATS_SECRET_MAX);
+    int rc = password && token ? nats_auth(d, &o, password, token, err, sizeof(err)) : -ENOMEM;
+    if (rc == 0)
+        rc = nd_replica_open(&d->replica, d->store, &o, err, sizeof(err));
+    else
+        nd_store_close(d->store);
     d->store = NULL; /* the replica's now (closed by it on failure too) */
+    if (password)
+        explicit_bzero(password, NATS_SECRET_MAX); /* libnats keeps its own copy */
+    if (token)
+        explicit_bzero(token, NATS_SECRET_MAX);
+    free(password);
+    free(token);
     if (rc < 0) {
         nd_log(ND_LOG_ERROR, "cannot start the replica: %s", err[0] ? err : strerror(-rc));
         return rc;
@@ -501,6 +652,7 @@ int main(int argc, char **argv)
     int rc = nd_config_parse(&d.cfg, argc, argv, stdout, stderr);
     if (rc != 0)
         return rc > 0 ? 0 : 2;
+    mask_nats_argv(argc, argv);
     nd_log_set_level(d.cfg.log_level);
     signal(SIGPIPE, SIG_IGN);
     evthread_use_pthreads();

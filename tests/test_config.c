@@ -496,6 +496,47 @@ static void test_describe_fits(void)
     json_decref(j);
 }
 
+/* What may be logged of --nats: every userinfo's secret replaced. */
+static void test_redact_urls(void)
+{
+    static const struct {
+        const char *in, *out;
+        unsigned found;
+    } cases[] = {
+        {"nats://u:p@h:4222", "nats://u:***@h:4222", 1},
+        {"nats://tok@h", "nats://***@h", 1},
+        {"nats://h:1,nats://a:b@c:2", "nats://h:1,nats://a:***@c:2", 1},
+        {"tls://a:b@c:1, nats://d:e@f:2", "tls://a:***@c:1, nats://d:***@f:2", 2},
+        {"u:p@h:1", "u:***@h:1", 1},
+        {"nats://u:p@ss@h", "nats://u:***@h", 1},
+        {"nats://h:1/x@y", "nats://h:1/x@y", 0},
+        {"", "", 0},
+    };
+    char out[128];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        unsigned n = nd_config_redact_urls(cases[i].in, out, sizeof(out));
+        CHECK(n == cases[i].found && strcmp(out, cases[i].out) == 0, "%s -> %s (%u)", cases[i].in,
+              out, n);
+    }
+    /* In place, lengths kept (argv). */
+    char masked[] = "nats://u:p@ss@h:1,tls://tok@h2, nats://h3";
+    nd_config_mask_urls(masked);
+    CHECK(strcmp(masked, "nats://u:****@h:1,tls://***@h2, nats://h3") == 0, "%s", masked);
+    /* Cut to the buffer, still terminated, the secret never copied. */
+    char small[12];
+    nd_config_redact_urls("nats://user:secret@host", small, sizeof(small));
+    CHECK(strlen(small) == sizeof(small) - 1 && !strstr(small, "sec"), "%s", small);
+    /* The start-up line shows the URL without its secret. */
+    nd_config cfg;
+    nd_config_defaults(&cfg);
+    snprintf(cfg.nats, sizeof(cfg.nats), "nats://admin:s3cretpass@127.0.0.1:4222");
+    char line[16384];
+    nd_config_describe(&cfg, line, sizeof(line));
+    CHECK(!strstr(line, "s3cretpass") &&
+              strstr(line, "\"nats\":\"nats://admin:***@127.0.0.1:4222\""),
+          "%s", line);
+}
+
 int main(void)
 {
     UNIT_RUN(test_help_lists_every_option);
@@ -507,5 +548,6 @@ int main(void)
     UNIT_RUN(test_bad_values);
     UNIT_RUN(test_help_and_version);
     UNIT_RUN(test_describe_fits);
+    UNIT_RUN(test_redact_urls);
     return unit_summary("config");
 }

@@ -836,6 +836,85 @@ static void pending_evidence_waits_with_its_time(void)
     world_close(&w, false);
 }
 
+static int delete_doc(world *w, const char *id)
+{
+    int rc;
+    do {
+        done_box b = BOX_INIT;
+        rc = settle(w, nd_registry_delete(w->reg, id, strlen(id), box_done, &b), &b);
+    } while (rc == ND_REG_WAIT);
+    return rc;
+}
+
+/* Brings a world to one state: documents at given times, registered in
+ * the order asked (reverse: the other way round), a long policy (over the
+ * hash's one-call buffer), a revocation, a deletion. */
+static void digest_world(world *w, int64_t t0, bool reverse)
+{
+    static char long_policy[2100];
+    if (!long_policy[0]) {
+        size_t n = (size_t)snprintf(long_policy, sizeof(long_policy),
+                                    "{\"reprint\":\"forbid\",\"note\":\"");
+        memset(long_policy + n, 'x', 2000);
+        memcpy(long_policy + n + 2000, "\"}", 3);
+    }
+    const char *ids[4] = {"d-a", "d-b", "d-c", "d-d"};
+    for (int j = 0; j < 4; j++) {
+        int i = reverse ? 3 - j : j;
+        CHECK(put_doc(w, ids[i], Q ^ ((uint64_t)0xff << (8 * i)), i & 1 ? "alice" : NULL,
+                      i == 2 ? FORBID : NULL, t0 + i) == t0 + i);
+    }
+    CHECK(set_policy(w, "d-b", long_policy, NULL) == 0);
+    CHECK(set_status(w, "d-c", ND_CLAIM_REVOKED, NULL) == 0);
+    CHECK(delete_doc(w, reverse ? "d-d" : "d-a") == 0);
+    CHECK(delete_doc(w, reverse ? "d-a" : "d-d") == 0);
+}
+
+/* The digest of the committed documents: kept as changes commit, equal to
+ * the one a load computes from the store, independent of the order of the
+ * changes, different for a different state; -EAGAIN before the load. */
+static void digest_follows_commits(void)
+{
+    world w, v;
+    uint64_t n = 0, dg = 0, n2 = 0, dg2 = 0, n0 = 0, dg0 = 0;
+    nd_registry *unloaded;
+    nd_registry_options o = {.max_matches = 10};
+    REQUIRE(nd_store_memory_open(&v.st) == 0);
+    REQUIRE(nd_registry_create(&unloaded, v.st, &o) == 0);
+    CHECK(nd_registry_digest(unloaded, &n, &dg) == -EAGAIN);
+    nd_registry_destroy(unloaded);
+    nd_store_close(v.st);
+
+    world_open(&w, true, ND_REPRINT_ALLOW);
+    REQUIRE(nd_registry_digest(w.reg, &n0, &dg0) == 0);
+    CHECK(n0 == 0);
+    int64_t t0 = 1700000000000000;
+    digest_world(&w, t0, false);
+    REQUIRE(nd_registry_digest(w.reg, &n, &dg) == 0);
+    CHECK(n == 2, "%llu documents", (unsigned long long)n);
+    CHECK(dg != dg0);
+    world_restart(&w); /* the loader's sum */
+    REQUIRE(nd_registry_digest(w.reg, &n2, &dg2) == 0);
+    CHECK(n2 == n && dg2 == dg, "after a restart %016llx, before %016llx", (unsigned long long)dg2,
+          (unsigned long long)dg);
+
+    world_open(&v, false, ND_REPRINT_ALLOW); /* the same state, the other way round */
+    digest_world(&v, t0, true);
+    REQUIRE(nd_registry_digest(v.reg, &n2, &dg2) == 0);
+    CHECK(n2 == n && dg2 == dg, "other order %016llx, %016llx", (unsigned long long)dg2,
+          (unsigned long long)dg);
+    /* Any field of a document changes it: a policy back, a restore. */
+    CHECK(set_policy(&v, "d-b", FORBID, NULL) == 0);
+    REQUIRE(nd_registry_digest(v.reg, &n2, &dg2) == 0);
+    CHECK(n2 == n && dg2 != dg);
+    uint64_t dg3 = 0;
+    CHECK(set_status(&v, "d-c", ND_CLAIM_ACTIVE, NULL) == 0);
+    REQUIRE(nd_registry_digest(v.reg, &n2, &dg3) == 0);
+    CHECK(dg3 != dg2 && dg3 != dg);
+    world_close(&v, false);
+    world_close(&w, false);
+}
+
 int main(void)
 {
     UNIT_RUN(memory_store_answers_at_once);
@@ -849,5 +928,6 @@ int main(void)
     UNIT_RUN(stored_future_time_bounded);
     UNIT_RUN(claim_bounds);
     UNIT_RUN(pending_evidence_waits_with_its_time);
+    UNIT_RUN(digest_follows_commits);
     return unit_summary("registry");
 }

@@ -146,6 +146,20 @@ static const opt_desc options[] = {
      "stream entries a replica may be behind and still be ready"},
     {"nats-timeout-ms", "NEARDUP_NATS_TIMEOUT_MS", "MS", T_UINT, OFF(nats_timeout_ms), 100, 60000,
      false, "wait for a JetStream answer before a write answers 503"},
+    {"nats-user", "NEARDUP_NATS_USER", "NAME", T_PATH, OFF(nats_user), 0, 0, false,
+     "user name this node gives NATS (password: --nats-password-file or NEARDUP_NATS_PASSWORD)"},
+    {"nats-password-file", "NEARDUP_NATS_PASSWORD_FILE", "PATH", T_PATH, OFF(nats_password_file), 0,
+     0, false, "file holding the NATS password of --nats-user"},
+    {"nats-token-file", "NEARDUP_NATS_TOKEN_FILE", "PATH", T_PATH, OFF(nats_token_file), 0, 0,
+     false, "file holding a NATS authentication token (or set NEARDUP_NATS_TOKEN)"},
+    {"nats-creds", "NEARDUP_NATS_CREDS", "PATH", T_PATH, OFF(nats_creds), 0, 0, false,
+     "NATS credentials file (user JWT and nkey seed, as nsc writes it)"},
+    {"nats-tls-ca", "NEARDUP_NATS_TLS_CA", "PATH", T_PATH, OFF(nats_tls_ca), 0, 0, false,
+     "CA certificates (PEM) the NATS servers' certificates are verified with: TLS on"},
+    {"nats-tls-cert", "NEARDUP_NATS_TLS_CERT", "PATH", T_PATH, OFF(nats_tls_cert), 0, 0, false,
+     "this node's client certificate chain (PEM) for NATS TLS (with --nats-tls-key)"},
+    {"nats-tls-key", "NEARDUP_NATS_TLS_KEY", "PATH", T_PATH, OFF(nats_tls_key), 0, 0, false,
+     "the private key (PEM) of --nats-tls-cert"},
 };
 
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
@@ -387,6 +401,10 @@ void nd_config_usage(FILE *out, const char *prog)
                  "admin endpoints need \"Authorization: Bearer <token>\", else 401. A token\n"
                  "file may hold several named tokens, lines \"NAME TOKEN\"; the name is the\n"
                  "client of the audit log and the access log.\n");
+    fprintf(out, "\nNATS (--nats): a replicated node logs in with --nats-user and its password\n"
+                 "in --nats-password-file or NEARDUP_NATS_PASSWORD, a token in --nats-token-file\n"
+                 "or NEARDUP_NATS_TOKEN, or --nats-creds; never as flags. Credentials inside\n"
+                 "the --nats URLs work but are warned about; logs show them as user:***@host.\n");
     fprintf(out, "\nSignals: SIGTERM or SIGINT drains and exits 0: /readyz answers 503 at once,\n"
                  "the listeners close after --drain-delay, requests in flight get --drain-timeout\n"
                  "more, the store is flushed. A second signal exits at once.\n");
@@ -410,11 +428,12 @@ int nd_config_parse(nd_config *cfg, int argc, char **argv, FILE *out, FILE *err)
     for (size_t i = 0; i < NOPTIONS; i++) {
         const char *v = getenv(options[i].env);
         if (v && apply(cfg, &options[i], v) < 0) {
-            fprintf(err, "neardupd: invalid %s=%s\n", options[i].env, v);
+            fprintf(err, "neardupd: invalid %s=%s\n", options[i].env,
+                    options[i].offset == OFF(nats) ? "(not shown: it may hold credentials)" : v);
             return -EINVAL;
         }
     }
-    struct option longopts[NOPTIONS + 4];
+    struct option longopts[NOPTIONS + 6];
     for (size_t i = 0; i < NOPTIONS; i++) {
         longopts[i] = (struct option){options[i].flag,
                                       options[i].metavar ? required_argument : no_argument, NULL,
@@ -425,7 +444,11 @@ int nd_config_parse(nd_config *cfg, int argc, char **argv, FILE *out, FILE *err)
     /* An exact "--token" (getopt would take it for --token-file): refused
      * without echoing the value. */
     longopts[NOPTIONS + 2] = (struct option){"token", required_argument, NULL, 'T'};
-    longopts[NOPTIONS + 3] = (struct option){NULL, 0, NULL, 0};
+    /* The same for NATS secrets (getopt would take them for the -file
+     * flags, and a file name is echoed in errors). */
+    longopts[NOPTIONS + 3] = (struct option){"nats-password", required_argument, NULL, 'P'};
+    longopts[NOPTIONS + 4] = (struct option){"nats-token", required_argument, NULL, 'N'};
+    longopts[NOPTIONS + 5] = (struct option){NULL, 0, NULL, 0};
     optind = 0; /* 0, not 1: glibc's getopt then forgets the previous argv entirely */
     opterr = 0;
     int c;
@@ -439,6 +462,14 @@ int nd_config_parse(nd_config *cfg, int argc, char **argv, FILE *out, FILE *err)
                          "--token-file PATH or NEARDUP_TOKEN\n");
             return -EINVAL;
         }
+        if (c == 'P' || c == 'N') {
+            fprintf(err,
+                    "neardupd: --nats-%s is not accepted (ps would show it): use --nats-%s-file "
+                    "PATH or NEARDUP_NATS_%s\n",
+                    c == 'P' ? "password" : "token", c == 'P' ? "password" : "token",
+                    c == 'P' ? "PASSWORD" : "TOKEN");
+            return -EINVAL;
+        }
         if (c == 'V') {
             fprintf(out, "neardupd %s\n", ND_PROGRAM_VERSION);
             return 1;
@@ -450,7 +481,8 @@ int nd_config_parse(nd_config *cfg, int argc, char **argv, FILE *out, FILE *err)
         }
         const opt_desc *o = &options[c - 1];
         if (apply(cfg, o, optarg) < 0) {
-            fprintf(err, "neardupd: invalid value for --%s: %s\n", o->flag, optarg);
+            fprintf(err, "neardupd: invalid value for --%s: %s\n", o->flag,
+                    o->offset == OFF(nats) ? "(not shown: it may hold credentials)" : optarg);
             return -EINVAL;
         }
     }
@@ -459,6 +491,64 @@ int nd_config_parse(nd_config *cfg, int argc, char **argv, FILE *out, FILE *err)
         return -EINVAL;
     }
     return finish(cfg, err);
+}
+
+/* The secret of the URL p[0..n) (no separator inside): true with
+ * [*from, *to) when it has userinfo (the password after "user:", or the
+ * whole userinfo, a token, up to its last '@'). */
+static bool url_secret(const char *p, size_t n, size_t *from, size_t *to)
+{
+    const char *sep = strstr(p, "://");
+    if (sep && sep + 3 > p + n)
+        sep = NULL;                                /* in a later URL */
+    size_t host = sep ? (size_t)(sep - p) + 3 : 0; /* the authority begins */
+    size_t end = host + strcspn(p + host, "/?#, ");
+    end = end < n ? end : n;
+    const char *at = NULL; /* the last '@' of the authority */
+    for (size_t i = host; i < end; i++)
+        if (p[i] == '@')
+            at = p + i;
+    if (!at)
+        return false;
+    const char *colon = memchr(p + host, ':', (size_t)(at - (p + host)));
+    *from = colon ? (size_t)(colon - p) + 1 : host; /* the user name stays */
+    *to = (size_t)(at - p);
+    return true;
+}
+
+unsigned nd_config_redact_urls(const char *urls, char *out, size_t cap)
+{
+    unsigned found = 0;
+    size_t o = 0;
+    for (const char *p = urls; *p;) {
+        size_t n = strcspn(p, ", "), from = 0, to = 0; /* one URL: p[0..n) */
+        bool secret = n && url_secret(p, n, &from, &to);
+        found += secret;
+        for (size_t i = 0; i < (n ? n : 1); i++) {
+            if (secret && i == from) {
+                for (const char *m = "***"; *m; m++)
+                    if (o + 1 < cap)
+                        out[o++] = *m;
+                i = to;
+            }
+            if (o + 1 < cap)
+                out[o++] = p[i];
+        }
+        p += n ? n : 1;
+    }
+    if (cap)
+        out[o < cap ? o : cap - 1] = 0;
+    return found;
+}
+
+void nd_config_mask_urls(char *urls)
+{
+    for (char *p = urls; *p;) {
+        size_t n = strcspn(p, ", "), from = 0, to = 0;
+        if (n && url_secret(p, n, &from, &to))
+            memset(p + from, '*', to - from);
+        p += n ? n : 1;
+    }
 }
 
 size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
@@ -499,9 +589,29 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
                      cfg->copies_max, cfg->stream_replicas, cfg->max_lag, cfg->nats_timeout_ms);
         pos = n < 0 ? pos : pos + (size_t)n;
     }
-    static const char *const names[] = {",\"nats\":", ",\"stream\":", ",\"node_name\":"};
-    const char *values[] = {cfg->nats, cfg->stream, cfg->node_name};
-    for (int i = 0; i < 3 && pos < cap; i++) {
+    static const char *const names[] = {",\"nats\":",
+                                        ",\"stream\":",
+                                        ",\"node_name\":",
+                                        ",\"nats_user\":",
+                                        ",\"nats_password_file\":",
+                                        ",\"nats_token_file\":",
+                                        ",\"nats_creds\":",
+                                        ",\"nats_tls_ca\":",
+                                        ",\"nats_tls_cert\":",
+                                        ",\"nats_tls_key\":"};
+    char nats[sizeof(cfg->nats)]; /* its credentials never logged */
+    nd_config_redact_urls(cfg->nats, nats, sizeof(nats));
+    const char *values[] = {nats,
+                            cfg->stream,
+                            cfg->node_name,
+                            cfg->nats_user,
+                            cfg->nats_password_file,
+                            cfg->nats_token_file,
+                            cfg->nats_creds,
+                            cfg->nats_tls_ca,
+                            cfg->nats_tls_cert,
+                            cfg->nats_tls_key};
+    for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])) && pos < cap; i++) {
         n = snprintf(buf + pos, cap - pos, "%s", names[i]);
         pos += (size_t)n;
         if (pos < cap)

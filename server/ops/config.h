@@ -63,6 +63,16 @@ typedef struct nd_config {
     unsigned stream_replicas; /* replicas of a stream this node creates (3) */
     unsigned max_lag;         /* entries behind beyond which /readyz is 503 (1000) */
     unsigned nats_timeout_ms; /* wait for a JetStream answer (2000 ms) */
+    /* How this node authenticates to NATS ("": not used; secrets are read
+     * from these files, or NEARDUP_NATS_PASSWORD / NEARDUP_NATS_TOKEN, by
+     * neardupd, never taken as flags): */
+    char nats_user[4096];          /* user name (with a password) */
+    char nats_password_file[4096]; /* file holding its password */
+    char nats_token_file[4096];    /* file holding a token */
+    char nats_creds[4096];         /* credentials file: user JWT and nkey seed */
+    char nats_tls_ca[4096];        /* CA certificates (PEM): TLS with verified servers */
+    char nats_tls_cert[4096];      /* client certificate chain (PEM) */
+    char nats_tls_key[4096];       /* its private key (PEM) */
 } nd_config;
 
 /* Fills cfg with the defaults. */
@@ -77,6 +87,18 @@ int nd_config_parse(nd_config *cfg, int argc, char **argv, FILE *out, FILE *err)
 
 /* Writes the usage text, listing every flag with its variable and default. */
 void nd_config_usage(FILE *out, const char *prog);
+
+/* Copies the comma-separated URL list urls into out[cap] (NUL-terminated,
+ * cut when it does not fit) with the password (or token) of any userinfo
+ * replaced by three stars: nats://u:p@h:4222 becomes nats://u:(stars)@h:4222,
+ * nats://tok@h becomes nats://(stars)@h. What may be logged of --nats. Returns
+ * the number of URLs that carried userinfo. */
+unsigned nd_config_redact_urls(const char *urls, char *out, size_t cap);
+
+/* Overwrites in place, with '*', the secret of every userinfo of the
+ * comma-separated URL list urls (lengths kept): for a copy in argv, which
+ * ps shows. */
+void nd_config_mask_urls(char *urls);
 
 /* Writes the effective configuration as one JSON object (no newline),
  * NUL-terminated, into buf[cap] for the start-up log line. Returns the length

@@ -317,7 +317,8 @@ typedef struct load_ctx {
     bool locked;       /* writer and table held for the current batch */
     unsigned in_batch; /* records of the current batch */
     uint64_t batch_docs, batch_stale;
-    uint64_t *fps; /* (fps[i], fslots[i]): what the index gets */
+    uint64_t batch_digest; /* the sum of doc_digest() over the batch's documents */
+    uint64_t *fps;         /* (fps[i], fslots[i]): what the index gets */
     uint32_t *fslots;
     size_t nfp, capfp;
     nd_anchor_loader *anchors; /* the anchor index, filled as documents link */
@@ -422,6 +423,7 @@ static int load_link(load_ctx *lc, nd_doc *d, size_t h, unsigned ai)
     }
     lc->batch_docs++;
     lc->batch_stale += d->stale;
+    lc->batch_digest += doc_digest(d);
     lc->loaded++;
     return 0;
 }
@@ -446,11 +448,15 @@ static int load_batch_end(load_ctx *lc)
     lc->nahead = 0;
     atomic_fetch_add_explicit(&reg->ndocs, lc->batch_docs, memory_order_relaxed);
     atomic_fetch_add_explicit(&reg->nstale, lc->batch_stale, memory_order_relaxed);
+    pthread_mutex_lock(&reg->digest_mu);
+    reg->digest_sum += lc->batch_digest;
+    reg->digest_docs += lc->batch_docs;
+    pthread_mutex_unlock(&reg->digest_mu);
     pthread_rwlock_unlock(&reg->table);
     pthread_mutex_unlock(&reg->writer);
     lc->locked = false;
     lc->in_batch = 0;
-    lc->batch_docs = lc->batch_stale = 0;
+    lc->batch_docs = lc->batch_stale = lc->batch_digest = 0;
     if (lc->progress && ms_since(lc->last_ms) >= (int64_t)lc->progress_ms) {
         lc->last_ms = nd_clock_ms();
         lc->progress(lc->arg, lc->loaded, lc->total,

@@ -422,6 +422,7 @@ int nd_registry_create(nd_registry **out, nd_store *store, const nd_registry_opt
     }
     pthread_mutex_init(&reg->writer, NULL);
     pthread_rwlock_init(&reg->table, NULL);
+    pthread_mutex_init(&reg->digest_mu, NULL);
     *out = reg;
     return 0;
 }
@@ -461,6 +462,7 @@ void nd_registry_destroy(nd_registry *reg)
     free(reg->inflight_at);
     pthread_rwlock_destroy(&reg->table);
     pthread_mutex_destroy(&reg->writer);
+    pthread_mutex_destroy(&reg->digest_mu);
     free(reg);
 }
 
@@ -477,6 +479,18 @@ bool nd_registry_loaded(const nd_registry *reg)
 void nd_registry_shutdown(nd_registry *reg)
 {
     atomic_store(&reg->shutdown, true);
+}
+
+int nd_registry_digest(nd_registry *reg, uint64_t *documents, uint64_t *digest)
+{
+    if (!nd_registry_loaded(reg))
+        return -EAGAIN;
+    pthread_mutex_lock(&reg->digest_mu);
+    uint64_t v[2] = {reg->digest_sum, reg->digest_docs};
+    pthread_mutex_unlock(&reg->digest_mu);
+    *documents = v[1];
+    *digest = XXH3_64bits(v, sizeof(v));
+    return 0;
 }
 
 void nd_registry_stats_get(const nd_registry *reg, nd_registry_stats *out)
@@ -1302,6 +1316,7 @@ static int complete_locked(nd_registry *reg, nd_reg_change *ch, int status, nd_w
              * the writer never read a stored document's extra. */
             free(d->extra);
             d->extra = NULL;
+            digest_change(reg, d, ch->old);
         } else {
             unlink_doc(reg, d);
         }
@@ -1312,6 +1327,7 @@ static int complete_locked(nd_registry *reg, nd_reg_change *ch, int status, nd_w
     } else if (ch->kind == CHANGE_AMEND) {
         nd_doc *old = ch->old;
         if (status == 0) {
+            digest_change(reg, d, old);
             swap_doc(reg, old, d);
         } else {
             old->state = DOC_LIVE; /* its record was not touched */
@@ -1321,6 +1337,7 @@ static int complete_locked(nd_registry *reg, nd_reg_change *ch, int status, nd_w
         old->waiters = NULL;
         return rc;
     } else if (status == 0 || status == -ENOENT) {
+        digest_change(reg, NULL, d);
         unlink_doc_anchors(reg, d, ch->anchors, ch->nanchors);
         rc = 0;
     } else {

@@ -354,6 +354,16 @@ typedef struct nd_registry_stats {
     uint64_t duplicates;    /* records skipped at load: id stored twice */
 } nd_registry_stats;
 
+/* The digest of the committed documents (the records the store holds):
+ * XXH3-64 of (the sum mod 2^64 of each document's hash, their number),
+ * each document's hash covering its id, registered_at, SimHash, text hash,
+ * status, account and policy (registry_internal.h, doc_digest()). It does
+ * not depend on the order of commits: two registries holding the same
+ * documents have the same digest. Kept as changes commit, so this is O(1):
+ * takes one short lock, does not allocate; any thread. Returns 0 with
+ * *documents and *digest, or -EAGAIN while loading. */
+int nd_registry_digest(nd_registry *reg, uint64_t *documents, uint64_t *digest);
+
 /* Reads the counts (a snapshot; no lock). */
 void nd_registry_stats_get(const nd_registry *reg, nd_registry_stats *out);
 

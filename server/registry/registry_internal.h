@@ -10,6 +10,9 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
+#ifndef XXH_STATIC_LINKING_ONLY
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack: doc_digest() */
+#endif
 #include <xxhash.h>
 
 enum doc_state {
@@ -68,6 +71,14 @@ struct nd_registry {
     nd_registry_version_count *versions; /* other fingerprint versions loaded;
                                           * names owned */
     size_t nversions, versions_cap;
+
+    /* The digest of the committed documents (nd_registry_digest()): the
+     * sum of doc_digest() over them, and their number. Changed with the
+     * writer held, when a change commits (complete_locked()) and as the
+     * loader links; read by any thread; both under digest_mu. */
+    pthread_mutex_t digest_mu;
+    uint64_t digest_sum;
+    uint64_t digest_docs;
 
     _Atomic bool loaded;
     _Atomic bool shutdown; /* nd_registry_shutdown() was called */
@@ -145,6 +156,55 @@ static inline void doc_set_claim(nd_doc *d, const char *account, size_t account_
         d->policy_len = (uint32_t)policy_len;
     }
     d->status = (uint8_t)status;
+}
+
+/* The hash of one committed document in the registry's digest: XXH3-64
+ * over its id's length, registered_at, SimHash, status, account and policy
+ * lengths (4 x 8 bytes, host order), then its id, text hash, account and
+ * policy. Documents are summed (mod 2^64), so the digest does not depend
+ * on the order they were committed in. */
+#define DOC_DIGEST_BUF 512
+static inline uint64_t doc_digest(const nd_doc *d)
+{
+    uint64_t head[4] = {d->id_len, (uint64_t)d->registered_at_us, d->simhash,
+                        (uint64_t)d->status << 48 | (uint64_t)d->account_len << 24 | d->policy_len};
+    size_t n = sizeof(head) + d->id_len + 16 + d->account_len + d->policy_len;
+    if (n <= DOC_DIGEST_BUF) { /* the usual document: one call */
+        unsigned char buf[DOC_DIGEST_BUF], *p = buf;
+        memcpy(p, head, sizeof(head));
+        p += sizeof(head);
+        memcpy(p, d->id, d->id_len);
+        p += d->id_len;
+        memcpy(p, d->text_hash, 16);
+        p += 16;
+        if (d->account_len)
+            memcpy(p, d->account, d->account_len);
+        p += d->account_len;
+        if (d->policy_len)
+            memcpy(p, d->policy, d->policy_len);
+        return XXH3_64bits(buf, n);
+    }
+    XXH3_state_t st; /* the same bytes, streamed */
+    XXH3_64bits_reset(&st);
+    XXH3_64bits_update(&st, head, sizeof(head));
+    XXH3_64bits_update(&st, d->id, d->id_len);
+    XXH3_64bits_update(&st, d->text_hash, 16);
+    if (d->account_len)
+        XXH3_64bits_update(&st, d->account, d->account_len);
+    if (d->policy_len)
+        XXH3_64bits_update(&st, d->policy, d->policy_len);
+    return XXH3_64bits_digest(&st);
+}
+
+/* Adds the committed document add and takes away sub (either NULL) in the
+ * digest. Writer held. */
+static inline void digest_change(nd_registry *reg, const nd_doc *add, const nd_doc *sub)
+{
+    uint64_t plus = add ? doc_digest(add) : 0, minus = sub ? doc_digest(sub) : 0;
+    pthread_mutex_lock(&reg->digest_mu);
+    reg->digest_sum += plus - minus;
+    reg->digest_docs += (add != NULL) - (uint64_t)(sub != NULL);
+    pthread_mutex_unlock(&reg->digest_mu);
 }
 
 static inline uint64_t id_hash(const char *id, size_t len)

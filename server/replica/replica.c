@@ -82,6 +82,7 @@ struct nd_replica {
     nd_store *local;
     nd_registry *reg;
     char *servers, *stream, *node, *subject;
+    char *shown; /* servers as logged: credentials redacted */
     unsigned stream_replicas, timeout_ms;
     uint64_t max_lag;
     char origin[17]; /* this process's random name in HDR_CHANGE */
@@ -1056,7 +1057,41 @@ static int set_err(char *err, size_t errlen, int rc, const char *fmt, ...)
     return rc;
 }
 
-static int connect_nats(nd_replica *r, char *err, size_t errlen)
+/* Sets the authentication and TLS of opts on o. */
+static natsStatus auth_options(natsOptions *o, const nd_replica_options *opts, const char **what)
+{
+    natsStatus s = NATS_OK;
+    if (opts->user && (*what = "user and password"))
+        s = natsOptions_SetUserInfo(o, opts->user, opts->password ? opts->password : "");
+    if (s == NATS_OK && opts->token && (*what = "token"))
+        s = natsOptions_SetToken(o, opts->token);
+    if (s == NATS_OK && opts->creds_file && (*what = "credentials file"))
+        s = natsOptions_SetUserCredentialsFromFiles(o, opts->creds_file, NULL);
+    if (s == NATS_OK && opts->tls_ca && (*what = "TLS CA certificates")) {
+        s = natsOptions_SetSecure(o, true);
+        if (s == NATS_OK)
+            s = natsOptions_LoadCATrustedCertificates(o, opts->tls_ca);
+    }
+    if (s == NATS_OK && opts->tls_cert && (*what = "TLS client certificate")) {
+        s = natsOptions_SetSecure(o, true);
+        if (s == NATS_OK)
+            s = natsOptions_LoadCertificatesChain(o, opts->tls_cert, opts->tls_key);
+    }
+    return s;
+}
+
+/* libnats's last error text (e.g. "Authorization Violation"), or the
+ * status's. */
+static const char *nats_reason(natsStatus s)
+{
+    natsStatus last = NATS_OK;
+    const char *t = nats_GetLastError(&last);
+    if (t && *t == '(' && strstr(t, "): ")) /* "(conn.c:1905): " first */
+        t = strstr(t, "): ") + 3;
+    return t && *t ? t : natsStatus_GetText(s);
+}
+
+static int connect_nats(nd_replica *r, const nd_replica_options *opts, char *err, size_t errlen)
 {
     char *list = strdup(r->servers);
     const char *urls[SERVERS_MAX];
@@ -1082,13 +1117,29 @@ static int connect_nats(nd_replica *r, char *err, size_t errlen)
         s = natsOptions_SetPingInterval(o, 1000); /* a stopped server is noticed in ~3 s */
     if (s == NATS_OK)
         s = natsOptions_SetMaxPingsOut(o, 2);
+    const char *what = NULL;
+    if (s == NATS_OK && (s = auth_options(o, opts, &what)) != NATS_OK) {
+        natsOptions_Destroy(o);
+        free(list);
+        return set_err(err, errlen, -EACCES, "NATS %s: %s", what, nats_reason(s));
+    }
     if (s == NATS_OK)
         s = natsConnection_Connect(&r->nc, o);
     natsOptions_Destroy(o);
     free(list);
-    if (s != NATS_OK)
-        return set_err(err, errlen, n ? -ECONNREFUSED : -EINVAL, "cannot connect to NATS at %s: %s",
-                       r->servers, natsStatus_GetText(s));
+    if (s != NATS_OK) {
+        const char *why = nats_reason(s);
+        bool refused = s == NATS_NOT_PERMITTED || strcasestr(why, "authorization") ||
+                       strcasestr(why, "authentication");
+        return set_err(err, errlen,
+                       refused ? -EACCES
+                       : n     ? -ECONNREFUSED
+                               : -EINVAL,
+                       "cannot connect to NATS at %s: %s%s", r->shown, why,
+                       refused ? " (NATS refused this node's credentials: check --nats-user and "
+                                 "its password, --nats-token-file or --nats-creds)"
+                               : "");
+    }
     jsOptions jo;
     jsOptions_Init(&jo);
     jo.Wait = r->timeout_ms;
@@ -1104,7 +1155,7 @@ static int ensure_stream(nd_replica *r, uint64_t *first, uint64_t *last, char *e
     if (rc != -ENOENT) {
         if (rc < 0)
             return set_err(err, errlen, rc, "stream %s: JetStream does not answer at %s", r->stream,
-                           r->servers);
+                           r->shown);
         return 0;
     }
     jsStreamConfig cfg;
@@ -1150,6 +1201,7 @@ int nd_replica_open(nd_replica **out, nd_store *local, const nd_replica_options 
     r->base.ops = &r->ops;
     r->base.detections_max = nd_store_base_of(local)->detections_max;
     r->servers = dup_or(opts->servers, "");
+    r->shown = dup_or(opts->servers_shown, r->servers ? r->servers : "");
     r->stream = dup_or(opts->stream, "neardup");
     char host[256] = "node";
     gethostname(host, sizeof(host) - 1);
@@ -1164,7 +1216,7 @@ int nd_replica_open(nd_replica **out, nd_store *local, const nd_replica_options 
     pthread_cond_init(&r->progress, NULL);
     pthread_cond_init(&r->probe, NULL);
     r->done_tail = &r->done_head;
-    if (!r->servers || !r->stream || !r->node || !r->subject) {
+    if (!r->servers || !r->shown || !r->stream || !r->node || !r->subject) {
         rep_close((nd_store *)(void *)r);
         return set_err(err, errlen, -ENOMEM, "out of memory");
     }
@@ -1190,7 +1242,7 @@ int nd_replica_open(nd_replica **out, nd_store *local, const nd_replica_options 
                            "or a backup of a replica; register those documents again through "
                            "a replicated node (POST /import)",
                            (long long)count)
-                 : connect_nats(r, err, errlen);
+                 : connect_nats(r, opts, err, errlen);
     if (rc == 0)
         rc = ensure_stream(r, &first, &last, err, errlen);
     if (rc == 0 && last > 0 && first > (have ? have : 1))
@@ -1216,7 +1268,7 @@ int nd_replica_open(nd_replica **out, nd_store *local, const nd_replica_options 
     nd_log(ND_LOG_INFO,
            "replica: node %s on stream %s at %s: %" PRIu64 " entries applied here, the stream "
            "ends at %" PRIu64,
-           r->node, r->stream, r->servers, have, last);
+           r->node, r->stream, r->shown, have, last);
     *out = r;
     return 0;
 }
@@ -1308,6 +1360,7 @@ static void rep_close(nd_store *st)
     pthread_cond_destroy(&r->work);
     pthread_mutex_destroy(&r->mu);
     free(r->servers);
+    free(r->shown);
     free(r->stream);
     free(r->node);
     free(r->subject);

@@ -50,13 +50,26 @@ typedef struct nd_replica_options {
     const char *node_name;    /* shown in logs and GET /replica */
     uint64_t max_lag;         /* entries behind beyond which it is not ready */
     unsigned timeout_ms;      /* wait for a JetStream answer */
+    /* What the logs show of servers (its credentials redacted:
+     * nd_config_redact_urls()); NULL: servers itself. */
+    const char *servers_shown;
+    /* Authentication to NATS, all borrowed for the call (libnats keeps its
+     * own copies); NULL: not used. At most one of user (with password),
+     * token, creds_file. */
+    const char *user, *password;
+    const char *token;
+    const char *creds_file; /* user JWT and nkey seed */
+    const char *tls_ca;     /* CA certificates, PEM: TLS on, servers verified */
+    const char *tls_cert;   /* client certificate chain, PEM (with tls_key) */
+    const char *tls_key;
 } nd_replica_options;
 
 /* Connects to NATS, finds or creates the stream and checks that this
  * store's last applied sequence is still in it. local is taken over (closed
  * by nd_store_close() of the replica's store, also on failure here).
  * Returns 0 and a new replica, or -errno with a reason in err: -EINVAL
- * (options), -ECONNREFUSED (no NATS server answered), -ETIMEDOUT
+ * (options), -ECONNREFUSED (no NATS server answered), -EACCES (NATS
+ * refused this node's credentials, or a TLS file cannot be used), -ETIMEDOUT
  * (JetStream did not answer), -ERANGE (the stream no longer holds the
  * entries after this store's sequence: restore a newer backup), -ENOMEM. */
 int nd_replica_open(nd_replica **out, nd_store *local, const nd_replica_options *opts, char *err,

@@ -49,6 +49,11 @@ T = Runner("test_deploy")
 DEPLOY = os.path.join(SOURCE_ROOT, "deploy")
 
 
+# Secrets neardupd reads from the environment only (never flags, so not
+# in --help's table): its bearer token and its NATS password or token.
+SECRET_SETTINGS = ("NEARDUP_TOKEN", "NEARDUP_NATS_PASSWORD", "NEARDUP_NATS_TOKEN")
+
+
 def help_settings():
     """{NEARDUP_X: default} from neardupd --help."""
     out = subprocess.run([neardupd_path(), "--help"], capture_output=True, text=True,
@@ -159,7 +164,8 @@ def check_neardup_statefulset(docs, sts, known):
     c = pod["containers"][0]
     env = container_env(docs, c)
     for k in env:
-        check(k in known, "the manifest sets %s, which neardupd does not know", k)
+        check(k in known or k in SECRET_SETTINGS,
+              "the manifest sets %s, which neardupd does not know", k)
     # Volume at the data directory.
     claims = [t["metadata"]["name"] for t in spec["volumeClaimTemplates"]]
     mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
@@ -279,6 +285,8 @@ def nats_test(path, name):
     """nats-server -t on path with NATS_SERVER_NAME=name; (exit, output)."""
     env = dict(os.environ, NATS_SERVER_NAME=name) if name else \
         {k: v for k, v in os.environ.items() if k != "NATS_SERVER_NAME"}
+    # The users' passwords (the authorization block) come from the environment.
+    env.update(NATS_NODE_PASSWORD="node-secret", NATS_ADMIN_PASSWORD="admin-secret")
     p = subprocess.run(["nats-server", "-c", path, "-t"], capture_output=True, text=True,
                        env=env, timeout=30)
     return p.returncode, p.stdout + p.stderr
@@ -302,6 +310,10 @@ def nats_config():
           nats_setting(text, "store_dir"))
     check(nats_setting(text, "max_file_store"), "no max_file_store")
     check(re.search(r"^\s*http\s*:\s*\S*:?8222\s*$", text, re.M), "no monitoring on 8222")
+    # Every client logs in; the nodes' user publishes to the stream's subject
+    # (test_nats_auth runs a node and other clients against this block).
+    check(re.search(r"^authorization\s*\{", text, re.M) and "user: neardup-node" in text and
+          '"neardup.changes"' in text, "no authorization block with the nodes' user")
     # The replicated nodes' URLs name the same hosts, on the client port.
     nats = read_env(REPLICA_ENV)["NEARDUP_NATS"].split(",")
     hosts = sorted(r.rsplit(":", 1)[0] for r in routes)
