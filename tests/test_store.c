@@ -2201,14 +2201,14 @@ static void test_events_durable(void)
     nd_store_close(st);
     st = open_ok(dir, &o);
     CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "c@102,b@101,a@100") == 0, "%s", t.s);
-    CHECK_RC(event_sync(st, (e = det(10, 200, "a"), &e)), 0); /* replaces a */
-    CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "a@200,c@102,b@101") == 0, "%s", t.s);
+    CHECK_RC(event_sync(st, (e = det(10, 200, "a"), &e)), 0); /* updates a in place */
+    CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "c@102,b@101,a@100") == 0, "%s", t.s);
     CHECK(strcmp(events_text(st, ND_EVENT_AUDIT, 0, &t), "{}@5") == 0, "%s", t.s);
     nd_store_close(st);
     o.detections_max = 2;
     st = open_ok(dir, &o);
     CHECK_RC(event_sync(st, (e = det(10, 300, "d"), &e)), 0);
-    CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "d@300,a@200") == 0, "%s", t.s);
+    CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "d@300,c@102") == 0, "%s", t.s);
     CHECK_RC(event_sync(st, (e = det(10, 301, "b"), &e)), 0); /* b went: a new one */
     CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "b@301,d@300") == 0, "%s", t.s);
     nd_store_close(st);
@@ -2375,7 +2375,13 @@ static void test_backup_events(void)
         nd_store_event e = det(x.r.registered_at_us, 5000, "k0");
         CHECK_RC(event_sync(bk, &e), 0);
         events_text(bk, ND_EVENT_DETECTION, x.r.registered_at_us, &t);
-        CHECK(t.n == 1200 && strncmp(t.s, "k0@5000,k1199@2199", 18) == 0, "%s", t.s);
+        CHECK(t.n == 1200 && strncmp(t.s, "k1199@2199,k1198@2198", 21) == 0, "%s", t.s);
+        ev_text oldest; /* k0 updated in place, at its first time */
+        memset(&oldest, 0, sizeof(oldest));
+        CHECK_RC(nd_store_events(bk, ND_EVENT_DETECTION, x.r.registered_at_us, 1001, 0,
+                                 ev_text_visit, &oldest),
+                 0);
+        CHECK(strcmp(oldest.s, "k0@1000") == 0, "%s", oldest.s);
         nd_store_close(bk);
     }
     free_rec(&x);
