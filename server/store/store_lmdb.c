@@ -7,7 +7,8 @@
  * it), because LMDB itself lets any number of processes write one
  * environment. The environment holds named databases: "info" (one key,
  * "format": "ndst" + u32 store format, now 2), "records", "sketches" and
- * the journals "detections", "detection_ids" and "audit" (below).
+ * the journals "detections", "detection_ids", "audit" and
+ * "audit_documents" (below).
  * Before LMDB maps lock.mdb its blocks are reserved (claim_lock_file), so a
  * full disk gives -ENOSPC instead of SIGBUS; a first open that fails removes
  * the data.mdb it created; a data.mdb shorter than its pages is refused.
@@ -61,9 +62,17 @@
  * the value text, NUL. "detection_ids" indexes detections: the key owner_at
  * (8) + XXH3-128 of the copy id (16) -> its at_us (8, big-endian); the
  * 8-byte key owner_at alone -> the number of detections of that owner
- * (u64), which retention (detections_max) reads. All three are created when a
- * store without them opens; they are written in the transactions of the
- * changes (a detection, or an amend's audit event) that make them.
+ * (u64), which retention (detections_max) reads. A detection of a copy id
+ * detected before overwrites that entry's value under its key (its first
+ * time stays); a deleted record's detections, index entries and count go
+ * in the deletion's transaction. "audit_documents" indexes the audit log
+ * by the "document" member of its values: the key XXH3-128 of the document
+ * (16), owner_at (8), at_us (8) -> nothing; retention (audit_max_entries,
+ * audit_max_age_us) drops the oldest entries of "audit" with their index
+ * keys, at most the entries a commit adds + TRIM_SLACK per commit. All are
+ * created when a store without them opens (audit_documents is then built
+ * from the log, once); they are written in the transactions of the changes
+ * (a detection; a put's, delete's or amend's audit event) that make them.
  * The "sketches" database holds each record's encoded sketch (sketch.h;
  * read only for the candidates of a query, so start-up scans stay small)
  * under the record's key, written and deleted in the record's transaction.
