@@ -285,7 +285,7 @@ typedef struct nd_store_options {
                                  * entries a commit adds plus 64 per commit:
                                  * retention never stalls a commit); 0: all */
     int64_t audit_max_age_us;   /* audit entries older than this (us, by their
-                                 * at_us against the clock) are dropped the same
+                                 * at_us against the wall clock) are dropped the same
                                  * way; 0: kept whatever their age */
 } nd_store_options;
 
