@@ -36,6 +36,8 @@ typedef struct mem_journal {
     struct mem_journal *next; /* hash chain */
     nd_event_kind kind;
     int64_t owner;
+    uint64_t doc; /* a document's list (ms->docs: the audit entries of owner
+                   * naming it, not owned): the document's hash */
     mem_ev **ev;
     size_t first, n, cap;
 } mem_journal;
@@ -48,6 +50,8 @@ typedef struct mem_store {
     size_t count;
     mem_journal **journals; /* hash table of journals */
     size_t njournal_buckets, njournals;
+    mem_journal **docs; /* hash table of the audit entries by document */
+    size_t ndoc_buckets, ndocs;
     _Atomic uint64_t commits, failed;
     _Atomic uint64_t stream_seq; /* the greatest stream sequence applied */
     nd_json_scratch js;          /* write lock: audit subjects */
@@ -201,7 +205,7 @@ static void committed(mem_store *ms, int status, nd_store_change kind, const nd_
 typedef struct mem_ev mem_ev;
 typedef struct mem_journal mem_journal;
 static mem_ev *ev_copy(const nd_store_event *ev);
-static mem_journal *journal_reserve(mem_store *ms, nd_event_kind kind, int64_t owner);
+static mem_journal *event_reserve(mem_store *ms, mem_ev *e);
 static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e);
 
 /* The checks of the LMDB store's audit_ok(): NULL or an audit event. */
@@ -230,7 +234,7 @@ static int mem_write(nd_store *st, const nd_record *r, const nd_store_event *aud
     int status = 0;
     if (!replace && *pp) {
         status = -EEXIST;
-    } else if (e && !(j = journal_reserve(ms, ND_EVENT_AUDIT, e->ev.owner_at))) {
+    } else if (e && !(j = event_reserve(ms, e))) {
         status = -ENOMEM;
     } else if (replace && (!*pp || !same_id(&(*pp)->rec, r->id, r->id_len))) {
         status = -ENOENT;
@@ -392,6 +396,132 @@ static mem_ev *ev_copy(const nd_store_event *ev)
     return e;
 }
 
+/* ---- the audit entries by document ---- */
+
+static size_t doc_bucket(size_t nb, uint64_t h, int64_t owner)
+{
+    return (size_t)((h ^ (uint64_t)owner * 0x9E3779B97F4A7C15ull) >> 20) & (nb - 1);
+}
+
+/* The list of the audit entries of owner naming the document of hash h,
+ * or NULL. Lock held. */
+static mem_journal *doclist_find(mem_store *ms, uint64_t h, int64_t owner)
+{
+    mem_journal *d = ms->docs[doc_bucket(ms->ndoc_buckets, h, owner)];
+    while (d && (d->doc != h || d->owner != owner))
+        d = d->next;
+    return d;
+}
+
+/* Doubles the table of lists when it is 3/4 full (failure: longer chains). */
+static void docs_grow(mem_store *ms)
+{
+    if (ms->ndocs * 4 < ms->ndoc_buckets * 3)
+        return;
+    size_t nb = ms->ndoc_buckets * 2;
+    mem_journal **t = calloc(nb, sizeof(*t));
+    if (!t)
+        return;
+    for (size_t i = 0; i < ms->ndoc_buckets; i++)
+        for (mem_journal *x = ms->docs[i], *next; x; x = next) {
+            next = x->next;
+            size_t k = doc_bucket(nb, x->doc, x->owner);
+            x->next = t[k];
+            t[k] = x;
+        }
+    free(ms->docs);
+    ms->docs = t;
+    ms->ndoc_buckets = nb;
+}
+
+/* Makes the list of e's document (made if missing) hold room for one more
+ * entry. Returns false when out of memory. Write lock held. */
+static bool doclist_reserve(mem_store *ms, const mem_ev *e)
+{
+    mem_journal *d = doclist_find(ms, e->doc_hash, e->ev.owner_at);
+    if (!d) {
+        if (!(d = calloc(1, sizeof(*d))))
+            return false;
+        d->kind = ND_EVENT_AUDIT;
+        d->owner = e->ev.owner_at;
+        d->doc = e->doc_hash;
+        size_t b = doc_bucket(ms->ndoc_buckets, d->doc, d->owner);
+        d->next = ms->docs[b];
+        ms->docs[b] = d;
+        ms->ndocs++;
+        docs_grow(ms);
+    }
+    if (d->n == d->cap && d->first > 0) {
+        memmove(d->ev, d->ev + d->first, (d->n - d->first) * sizeof(*d->ev));
+        d->n -= d->first;
+        d->first = 0;
+    }
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 4;
+        mem_ev **ev = realloc(d->ev, cap * sizeof(*ev));
+        if (!ev)
+            return false; /* an empty list made here stays, harmless */
+        d->ev = ev;
+        d->cap = cap;
+    }
+    return true;
+}
+
+/* Adds e (stored in its journal, at its final at_us) to its document's
+ * list, reserved by doclist_reserve(). Write lock held. */
+static void doclist_insert(mem_store *ms, mem_ev *e)
+{
+    mem_journal *d = doclist_find(ms, e->doc_hash, e->ev.owner_at);
+    size_t i = journal_lower(d, e->ev.at_us);
+    memmove(d->ev + i + 1, d->ev + i, (d->n - i) * sizeof(*d->ev));
+    d->ev[i] = e;
+    d->n++;
+}
+
+/* Takes e out of its document's list (before it is freed); a list left
+ * empty goes. Write lock held. */
+static void doclist_remove(mem_store *ms, const mem_ev *e)
+{
+    size_t b = doc_bucket(ms->ndoc_buckets, e->doc_hash, e->ev.owner_at);
+    mem_journal **pp = &ms->docs[b];
+    while (*pp && ((*pp)->doc != e->doc_hash || (*pp)->owner != e->ev.owner_at))
+        pp = &(*pp)->next;
+    mem_journal *d = *pp;
+    if (!d)
+        return;
+    size_t i = d->first;
+    while (i < d->n && d->ev[i] != e)
+        i++;
+    if (i == d->first)
+        d->first++;
+    else if (i < d->n) {
+        memmove(d->ev + i, d->ev + i + 1, (d->n - i - 1) * sizeof(*d->ev));
+        d->n--;
+    }
+    if (d->first == d->n) {
+        *pp = d->next;
+        ms->ndocs--;
+        free(d->ev);
+        free(d);
+    }
+}
+
+/* The journal e goes to, with room for it (and, for an audit entry that
+ * names a document, its document's list: e's has_doc and doc_hash are set
+ * here). NULL: out of memory. Write lock held. */
+static mem_journal *event_reserve(mem_store *ms, mem_ev *e)
+{
+    if (e->ev.kind == ND_EVENT_AUDIT) {
+        const char *doc;
+        size_t dlen;
+        e->has_doc = nd_store_audit_subject(e->ev.value, e->ev.value_len, &ms->js, &doc, &dlen);
+        e->doc_hash = e->has_doc ? XXH3_64bits(doc, dlen) : 0;
+        if (e->has_doc && !doclist_reserve(ms, e))
+            return NULL;
+    }
+    return journal_reserve(ms, e->ev.kind, e->ev.owner_at);
+}
+
 /* Wall-clock time in us (the clock of audit times: nd_log_now_us()). */
 static int64_t wall_us(void)
 {
@@ -410,8 +540,11 @@ static void audit_trim(mem_store *ms, mem_journal *j, size_t budget)
     int64_t age = ms->base.audit_max_age_us;
     int64_t cutoff = age ? wall_us() - age : INT64_MIN;
     while ((max || age) && budget-- > 0 && journal_len(j) > 0 &&
-           ((max && journal_len(j) > max) || j->ev[j->first]->ev.at_us < cutoff))
+           ((max && journal_len(j) > max) || j->ev[j->first]->ev.at_us < cutoff)) {
+        if (j->ev[j->first]->has_doc)
+            doclist_remove(ms, j->ev[j->first]);
         journal_remove(j, j->first);
+    }
 }
 
 /* Inserts e into j (reserved by journal_reserve): updates a detection of
@@ -431,12 +564,6 @@ static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e)
                     ms->base.event_observer(ms->base.event_observer_arg, &e->ev);
                 return;
             }
-    if (e->ev.kind == ND_EVENT_AUDIT) {
-        const char *doc;
-        size_t dlen;
-        e->has_doc = nd_store_audit_subject(e->ev.value, e->ev.value_len, &ms->js, &doc, &dlen);
-        e->doc_hash = e->has_doc ? XXH3_64bits(doc, dlen) : 0;
-    }
     size_t i = journal_lower(j, e->ev.at_us);
     while (i < j->n && j->ev[i]->ev.at_us == e->ev.at_us) {
         e->ev.at_us++;
@@ -445,6 +572,8 @@ static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e)
     memmove(j->ev + i + 1, j->ev + i, (j->n - i) * sizeof(*j->ev));
     j->ev[i] = e;
     j->n++;
+    if (e->has_doc)
+        doclist_insert(ms, e);
     uint64_t max = ms->base.detections_max;
     nd_store_event seen = e->ev; /* e may be dropped below */
     while (e->ev.kind == ND_EVENT_DETECTION && max && journal_len(j) > max)
@@ -464,7 +593,7 @@ static int mem_event_put(nd_store *st, const nd_store_event *ev, nd_store_done_f
     if (!e)
         return -ENOMEM;
     pthread_rwlock_wrlock(&ms->lock);
-    mem_journal *j = journal_reserve(ms, ev->kind, ev->owner_at);
+    mem_journal *j = event_reserve(ms, e);
     if (j) {
         atomic_fetch_add_explicit(&ms->commits, 1, memory_order_relaxed);
         journal_insert(ms, j, e);
@@ -496,8 +625,8 @@ static int mem_events(nd_store *st, nd_event_kind kind, int64_t owner_at, int64_
     return rc;
 }
 
-/* The audit entries of owner_at naming document: the journal newest
- * first, compared by the hash of its document, then by the document. */
+/* The audit entries of owner_at naming document: its document's list,
+ * newest first (each compared by the document itself). */
 static int mem_audit_of(nd_store *st, int64_t owner_at, const char *doc, size_t len,
                         int64_t before_at, size_t limit,
                         int (*visit)(void *arg, const nd_store_event *ev), void *arg)
@@ -509,17 +638,16 @@ static int mem_audit_of(nd_store *st, int64_t owner_at, const char *doc, size_t 
     nd_json_scratch js = {0};
     int rc = 0;
     pthread_rwlock_rdlock(&ms->lock);
-    mem_journal *j = journal_find(ms, ND_EVENT_AUDIT, owner_at);
-    size_t i = !j ? 0 : before_at >= 0 ? journal_lower(j, before_at) : j->n;
-    size_t first = j ? j->first : 0, seen = 0;
+    mem_journal *d = doclist_find(ms, h, owner_at);
+    size_t i = !d ? 0 : before_at >= 0 ? journal_lower(d, before_at) : d->n;
+    size_t first = d ? d->first : 0, seen = 0;
     while (i > first && rc == 0 && (limit == 0 || seen < limit)) {
-        const mem_ev *e = j->ev[--i];
+        const mem_ev *e = d->ev[--i];
         const char *sd;
         size_t sl;
-        if (!e->has_doc || e->doc_hash != h ||
-            !nd_store_audit_subject(e->ev.value, e->ev.value_len, &js, &sd, &sl) || sl != len ||
+        if (!nd_store_audit_subject(e->ev.value, e->ev.value_len, &js, &sd, &sl) || sl != len ||
             memcmp(sd, doc, len) != 0)
-            continue;
+            continue; /* another document of the same hash */
         seen++;
         rc = visit(arg, &e->ev);
     }
@@ -553,8 +681,7 @@ static int mem_amend(nd_store *st, const nd_record *rec, const nd_store_event *a
     } else {
         r.sketch = (*pp)->rec.sketch;
         r.sketch_len = (*pp)->rec.sketch_len;
-        if (!(m = rec_copy(&r)) ||
-            (e && !(j = journal_reserve(ms, ND_EVENT_AUDIT, e->ev.owner_at))))
+        if (!(m = rec_copy(&r)) || (e && !(j = event_reserve(ms, e))))
             status = -ENOMEM;
     }
     if (status == 0) {
@@ -608,7 +735,7 @@ static int mem_delete_at(nd_store *st, const char *id, size_t id_len, int64_t at
     mem_journal *j = NULL;
     int status = -ENOENT;
     if (*pp && same_id(&(*pp)->rec, id, id_len)) {
-        if (e && !(j = journal_reserve(ms, ND_EVENT_AUDIT, e->ev.owner_at))) {
+        if (e && !(j = event_reserve(ms, e))) {
             pthread_rwlock_unlock(&ms->lock);
             free(e);
             return -ENOMEM;
@@ -747,6 +874,13 @@ static void mem_close(nd_store *st)
             free(j);
         }
     free(ms->journals);
+    for (size_t i = 0; i < ms->ndoc_buckets; i++)
+        for (mem_journal *d = ms->docs[i], *next; d; d = next) {
+            next = d->next;
+            free(d->ev); /* the entries are the journals' */
+            free(d);
+        }
+    free(ms->docs);
     nd_json_scratch_finish(&ms->js);
     pthread_rwlock_destroy(&ms->lock);
     free(ms);
@@ -787,12 +921,16 @@ int nd_store_memory_open_with(nd_store **out, const nd_store_options *opts)
     }
     mem_store *ms = calloc(1, sizeof(*ms));
     if (!ms || !(ms->buckets = calloc(1024, sizeof(*ms->buckets))) ||
-        !(ms->journals = calloc(64, sizeof(*ms->journals)))) {
-        if (ms)
+        !(ms->journals = calloc(64, sizeof(*ms->journals))) ||
+        !(ms->docs = calloc(64, sizeof(*ms->docs)))) {
+        if (ms) {
             free(ms->buckets);
+            free(ms->journals);
+        }
         free(ms);
         return -ENOMEM;
     }
+    ms->ndoc_buckets = 64;
     ms->nbuckets = 1024;
     ms->njournal_buckets = 64;
     ms->base.ops = &mem_ops;
