@@ -73,6 +73,11 @@
  * created when a store without them opens (audit_documents is then built
  * from the log, once); they are written in the transactions of the changes
  * (a detection; a put's, delete's or amend's audit event) that make them.
+ * A registration's audit entry and its index key cost ~270 bytes of
+ * data.mdb (+20 % over 1000 registrations of ~2 KB texts) and 4 more dirty
+ * pages in a commit of one registration (the index key's leaf lies at a
+ * random place); measured on 2 shared cores against the build before them:
+ * latency 1.01x (one client), durable registrations/s 1.00x (loadgen).
  * The "sketches" database holds each record's encoded sketch (sketch.h;
  * read only for the candidates of a query, so start-up scans stay small)
  * under the record's key, written and deleted in the record's transaction.
