@@ -435,6 +435,8 @@ static int open_store(daemon_t *d)
         nd_store_options mopts;
         nd_store_options_default(&mopts);
         mopts.detections_max = d->cfg.copies_max;
+        mopts.audit_max_entries = d->cfg.audit_max_entries;
+        mopts.audit_max_age_us = (int64_t)d->cfg.audit_max_age_s * 1000000;
         int rc = nd_store_memory_open_with(&d->store, &mopts);
         if (rc < 0)
             nd_log(ND_LOG_ERROR, "cannot create the memory store: %s", strerror(-rc));
@@ -446,7 +448,9 @@ static int open_store(daemon_t *d)
         opts.map_size = d->cfg.map_size;
     opts.sync = d->cfg.sync;
     opts.shed = true; /* a full queue (slow disk) answers 503, never stalls a loop */
-    opts.detections_max = d->cfg.copies_max; /* detections kept per original (issue 13) */
+    opts.detections_max = d->cfg.copies_max;           /* detections kept per original (issue 13) */
+    opts.audit_max_entries = d->cfg.audit_max_entries; /* audit retention */
+    opts.audit_max_age_us = (int64_t)d->cfg.audit_max_age_s * 1000000;
     char err[512] = "";
     int rc = nd_store_open(&d->store, d->cfg.data_dir, &opts, err, sizeof(err));
     if (rc < 0)

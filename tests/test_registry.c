@@ -73,9 +73,9 @@ static void *writer_main(void *arg)
     nd_registry *reg = arg;
     uint64_t a = A_HASH, b = B_HASH;
     while (!atomic_load(&stop)) {
-        nd_registry_delete(reg, "A", 1, never, NULL);
+        nd_registry_delete(reg, "A", 1, NULL, NULL, never, NULL);
         reg_doc(reg, "B", b);
-        nd_registry_delete(reg, "B", 1, never, NULL);
+        nd_registry_delete(reg, "B", 1, NULL, NULL, never, NULL);
         reg_doc(reg, "A", a);
         atomic_fetch_add(&swaps, 1);
     }
@@ -178,9 +178,9 @@ static void memory_store_answers_at_once(void)
     CHECK(get_chars(reg, "A") == 500 && get_chars(reg, "B") == 500, "live at once");
     CHECK(reg_doc(reg, "A", A_HASH) == 0, "the same id and text: existing");
     CHECK(nd_store_count(st) == 2);
-    CHECK(nd_registry_delete(reg, "A", 1, never, NULL) == 0);
+    CHECK(nd_registry_delete(reg, "A", 1, NULL, NULL, never, NULL) == 0);
     CHECK(get_chars(reg, "A") == -ENOENT);
-    CHECK(nd_registry_delete(reg, "A", 1, never, NULL) == -ENOENT);
+    CHECK(nd_registry_delete(reg, "A", 1, NULL, NULL, never, NULL) == -ENOENT);
     nd_registry_stats rs;
     nd_registry_stats_get(reg, &rs);
     CHECK(rs.documents == 1 && rs.pending == 0, "%llu %llu", (unsigned long long)rs.documents,
@@ -841,7 +841,7 @@ static int delete_doc(world *w, const char *id)
     int rc;
     do {
         done_box b = BOX_INIT;
-        rc = settle(w, nd_registry_delete(w->reg, id, strlen(id), box_done, &b), &b);
+        rc = settle(w, nd_registry_delete(w->reg, id, strlen(id), NULL, NULL, box_done, &b), &b);
     } while (rc == ND_REG_WAIT);
     return rc;
 }

@@ -2181,6 +2181,89 @@ static const char *events_text(nd_store *st, nd_event_kind kind, int64_t owner, 
     return t->s;
 }
 
+/* Entries of the named database of the (closed) store in dir, read with
+ * LMDB itself; drop: deletes the database first (a store written before
+ * it existed). Returns the count, or -1 when it does not exist. */
+static long raw_db_entries(const char *dir, const char *name, bool drop)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_stat ms;
+    long n = -1;
+    CHECK_RC(mdb_env_create(&env), 0);
+    mdb_env_set_maxdbs(env, 16);
+    CHECK_RC(mdb_env_open(env, dir, 0, 0600), 0);
+    CHECK_RC(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    if (mdb_dbi_open(txn, name, 0, &dbi) == 0) {
+        if (drop)
+            CHECK_RC(mdb_drop(txn, dbi, 1), 0);
+        else if (mdb_stat(txn, dbi, &ms) == 0)
+            n = (long)ms.ms_entries;
+    }
+    CHECK_RC(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    return n;
+}
+
+static int audit_count_visit(void *arg, const nd_store_event *ev)
+{
+    (void)ev;
+    (*(int *)arg)++;
+    return 0;
+}
+
+/* The audit log's index by document: written with each entry, dropped
+ * with it by retention, and built from the log when a store written
+ * before it opens (the upgrade); a deletion leaves no detection nor
+ * detection_ids entry of the deleted record. */
+static void test_audit_index_upgrade(void)
+{
+    char dir[128];
+    path_in(dir, sizeof(dir), "auditidx");
+    nd_store_options o = opts_fast();
+    o.audit_max_entries = 6;
+    nd_store *st = open_ok(dir, &o);
+    char vals[10][96];
+    for (int i = 0; i < 10; i++) {
+        snprintf(vals[i], sizeof(vals[i]), "{\"action\":\"x\",\"document\":\"doc-%d\"}", i % 2);
+        nd_store_event a = {.kind = ND_EVENT_AUDIT,
+                            .at_us = 100 + i,
+                            .value = vals[i],
+                            .value_len = strlen(vals[i])};
+        CHECK_RC(event_sync(st, &a), 0);
+    }
+    nd_store_event none = {.kind = ND_EVENT_AUDIT, .at_us = 200, .value = "{}", .value_len = 2};
+    CHECK_RC(event_sync(st, &none), 0);
+    rec_buf x;
+    make_rec(&x, "gone", 1, 0);
+    CHECK_RC(put_sync(st, &x.r), 0);
+    for (int i = 0; i < 5; i++) {
+        char copy[16];
+        snprintf(copy, sizeof(copy), "c%d", i);
+        nd_store_event e = det(x.r.registered_at_us, 6000 + i, copy);
+        CHECK_RC(event_sync(st, &e), 0);
+    }
+    CHECK_RC(del_at_sync(st, x.id, x.r.registered_at_us), 0);
+    nd_store_close(st);
+    CHECK(raw_db_entries(dir, "audit", false) == 6);
+    CHECK(raw_db_entries(dir, "audit_documents", false) == 5, "the index kept trimmed entries");
+    CHECK(raw_db_entries(dir, "detections", false) == 0);
+    CHECK(raw_db_entries(dir, "detection_ids", false) == 0, "a deleted record's index stayed");
+    /* The upgrade: a store without the index gets it at open. */
+    raw_db_entries(dir, "audit_documents", true);
+    CHECK(raw_db_entries(dir, "audit_documents", false) == -1);
+    o.audit_max_entries = 0;
+    st = open_ok(dir, &o);
+    int n0 = 0, n1 = 0;
+    CHECK_RC(nd_store_audit_of(st, 0, "doc-0", 5, -1, 0, audit_count_visit, &n0), 0);
+    CHECK_RC(nd_store_audit_of(st, 0, "doc-1", 5, -1, 0, audit_count_visit, &n1), 0);
+    CHECK(n0 == 2 && n1 == 3, "%d %d", n0, n1);
+    nd_store_close(st);
+    CHECK(raw_db_entries(dir, "audit_documents", false) == 5);
+    free_rec(&x);
+}
+
 /* The journals, the copy-id index and the per-owner count survive a
  * reopen: a retry after it still replaces, retention still counts, and a
  * lower copies_max trims at the next detection. */
@@ -2201,14 +2284,14 @@ static void test_events_durable(void)
     nd_store_close(st);
     st = open_ok(dir, &o);
     CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "c@102,b@101,a@100") == 0, "%s", t.s);
-    CHECK_RC(event_sync(st, (e = det(10, 200, "a"), &e)), 0); /* replaces a */
-    CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "a@200,c@102,b@101") == 0, "%s", t.s);
+    CHECK_RC(event_sync(st, (e = det(10, 200, "a"), &e)), 0); /* updates a in place */
+    CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "c@102,b@101,a@100") == 0, "%s", t.s);
     CHECK(strcmp(events_text(st, ND_EVENT_AUDIT, 0, &t), "{}@5") == 0, "%s", t.s);
     nd_store_close(st);
     o.detections_max = 2;
     st = open_ok(dir, &o);
     CHECK_RC(event_sync(st, (e = det(10, 300, "d"), &e)), 0);
-    CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "d@300,a@200") == 0, "%s", t.s);
+    CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "d@300,c@102") == 0, "%s", t.s);
     CHECK_RC(event_sync(st, (e = det(10, 301, "b"), &e)), 0); /* b went: a new one */
     CHECK(strcmp(events_text(st, ND_EVENT_DETECTION, 10, &t), "b@301,d@300") == 0, "%s", t.s);
     nd_store_close(st);
@@ -2375,7 +2458,13 @@ static void test_backup_events(void)
         nd_store_event e = det(x.r.registered_at_us, 5000, "k0");
         CHECK_RC(event_sync(bk, &e), 0);
         events_text(bk, ND_EVENT_DETECTION, x.r.registered_at_us, &t);
-        CHECK(t.n == 1200 && strncmp(t.s, "k0@5000,k1199@2199", 18) == 0, "%s", t.s);
+        CHECK(t.n == 1200 && strncmp(t.s, "k1199@2199,k1198@2198", 21) == 0, "%s", t.s);
+        ev_text oldest; /* k0 updated in place, at its first time */
+        memset(&oldest, 0, sizeof(oldest));
+        CHECK_RC(nd_store_events(bk, ND_EVENT_DETECTION, x.r.registered_at_us, 1001, 0,
+                                 ev_text_visit, &oldest),
+                 0);
+        CHECK(strcmp(oldest.s, "k0@1000") == 0, "%s", oldest.s);
         nd_store_close(bk);
     }
     free_rec(&x);
@@ -2523,6 +2612,7 @@ int main(void)
         {"layout_claims", test_layout_claims},
         {"old_layout", test_old_layout},
         {"events_durable", test_events_durable},
+        {"audit_index_upgrade", test_audit_index_upgrade},
         {"amend_crash", test_amend_crash},
         {"backup_events", test_backup_events},
     };

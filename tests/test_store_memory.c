@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "unit.h"
@@ -477,12 +478,18 @@ typedef struct impl {
     nd_store *(*open)(const char *tag, uint64_t copies_max);
 } impl;
 
+/* Audit retention of the stores the impls open next (0: none). */
+static uint64_t audit_max_entries;
+static int64_t audit_max_age_us;
+
 static nd_store *open_memory(const char *tag, uint64_t copies_max)
 {
     (void)tag;
     nd_store_options o;
     nd_store_options_default(&o);
     o.detections_max = copies_max;
+    o.audit_max_entries = audit_max_entries;
+    o.audit_max_age_us = audit_max_age_us;
     nd_store *st = NULL;
     return nd_store_memory_open_with(&st, &o) == 0 ? st : NULL;
 }
@@ -497,6 +504,8 @@ static nd_store *open_lmdb(const char *tag, uint64_t copies_max)
     o.sync = false;
     o.map_size = (size_t)64 << 20;
     o.detections_max = copies_max;
+    o.audit_max_entries = audit_max_entries;
+    o.audit_max_age_us = audit_max_age_us;
     nd_store *st = NULL;
     int rc = nd_store_open(&st, dir, &o, err, sizeof(err));
     if (rc)
@@ -888,8 +897,8 @@ static void check_events_paging(const impl *im)
     for (unsigned k = 0; k < N; k++)
         once += seen[k] == 1;
     CHECK(once == N && ordered && owners && same, "%zu once, ordered %d", once, ordered);
-    CHECK(all.n && all.at[all.n - 1] == 1 && strcmp(all.copy[all.n - 1], "copy-0") == 0,
-          "the replaced copy-0 is the oldest now");
+    CHECK(all.n && strcmp(all.copy[all.n - 1], "copy-0") == 0,
+          "copy-0, detected again, stays the oldest");
     /* Paging while newer detections arrive: the rest is exactly the older part. */
     ev_list first = {0}, rest = {0};
     CHECK(nd_store_events(st, ND_EVENT_DETECTION, 7777, -1, 500, list_visit, &first) == 0);
@@ -940,9 +949,10 @@ static void copies_of(nd_store *st, int64_t owner, char *out, size_t n)
     list_free(&l);
 }
 
-/* A detection of the same (owner, copy id) replaces the earlier one (one
- * entry, at its new time, with its new value); retention drops the oldest
- * beyond copies_max in the same change; audit is not bounded. */
+/* A detection of the same (owner, copy id) updates the earlier one in
+ * place (one entry, at its first time, with its new value); retention drops
+ * the oldest beyond copies_max in the same change; audit is not bounded
+ * (no audit retention set). */
 static void check_events_replace(const impl *im)
 {
     nd_store *st = im->open("replace", 3);
@@ -959,23 +969,23 @@ static void check_events_replace(const impl *im)
     e = det_ev(42, 200, "c1", "{\"v\":2}"); /* a retry of c1 */
     CHECK(event_w(st, &e) == 0);
     copies_of(st, 42, got, sizeof(got));
-    CHECK(strcmp(got, "c1,c3,c2") == 0, "%s", got);
+    CHECK(strcmp(got, "c3,c2,c1") == 0, "%s", got);
     ev_list l = {0};
-    CHECK(nd_store_events(st, ND_EVENT_DETECTION, 42, -1, 1, list_visit, &l) == 0);
-    CHECK(l.n == 1 && l.at[0] == 200 && strcmp(l.value[0], "{\"v\":2}") == 0);
+    CHECK(nd_store_events(st, ND_EVENT_DETECTION, 42, 101, 1, list_visit, &l) == 0);
+    CHECK(l.n == 1 && l.at[0] == 100 && strcmp(l.value[0], "{\"v\":2}") == 0);
     list_free(&l);
-    e = det_ev(42, 300, "c4", NULL); /* 4 > copies_max: c2, the oldest, goes */
+    e = det_ev(42, 300, "c4", NULL); /* 4 > copies_max: c1, the oldest, goes */
+    CHECK(event_w(st, &e) == 0);
+    copies_of(st, 42, got, sizeof(got));
+    CHECK(strcmp(got, "c4,c3,c2") == 0, "%s", got);
+    e = det_ev(42, 250, "c1", NULL); /* c1 again: a new one; c2 is the oldest now */
     CHECK(event_w(st, &e) == 0);
     copies_of(st, 42, got, sizeof(got));
     CHECK(strcmp(got, "c4,c1,c3") == 0, "%s", got);
-    e = det_ev(42, 250, "c2", NULL); /* c2 again: a new one; c3 is the oldest now */
+    e = det_ev(42, 900, "c3", NULL); /* a retry of c3: stays at 102 */
     CHECK(event_w(st, &e) == 0);
     copies_of(st, 42, got, sizeof(got));
-    CHECK(strcmp(got, "c4,c2,c1") == 0, "%s", got);
-    e = det_ev(42, 200, "c1", NULL); /* same time as the stored c1: replaced, not bumped away */
-    CHECK(event_w(st, &e) == 0);
-    copies_of(st, 42, got, sizeof(got));
-    CHECK(strcmp(got, "c4,c2,c1") == 0, "%s", got);
+    CHECK(strcmp(got, "c4,c1,c3") == 0, "%s", got);
     copies_of(st, 43, got, sizeof(got));
     CHECK(strcmp(got, "c1") == 0, "%s", got);
     /* Many: only the newest copies_max stay. */
@@ -1023,6 +1033,210 @@ static void test_events_replace(void)
 {
     for (size_t i = 0; i < 2; i++)
         check_events_replace(&impls[i]);
+}
+
+/* An audit entry about document doc (NULL: none) at at. */
+static nd_store_event audit_about(int64_t at, const char *doc, char *buf, size_t cap)
+{
+    if (doc)
+        snprintf(buf, cap, "{\"client\":\"c\",\"action\":\"x\",\"document\":\"%s\"}", doc);
+    else
+        snprintf(buf, cap, "{\"client\":\"c\",\"action\":\"import\"}");
+    return (nd_store_event){
+        .kind = ND_EVENT_AUDIT, .owner_at = 0, .at_us = at, .value = buf, .value_len = strlen(buf)};
+}
+
+static int put_audited_w(nd_store *st, const nd_record *r, const nd_store_event *audit)
+{
+    waiter w = WAITER;
+    return waited(&w, nd_store_put_audited(st, r, audit, waiter_cb, &w));
+}
+
+static int delete_audited_w(nd_store *st, const nd_record *r, const nd_store_event *audit)
+{
+    waiter w = WAITER;
+    return waited(&w, nd_store_delete_audited(st, r->id, r->id_len, r->registered_at_us, 0, audit,
+                                              waiter_cb, &w));
+}
+
+/* The audit entries of doc, newest first, as "at,at,...". */
+static void audit_of_text(nd_store *st, const char *doc, int64_t before, size_t limit, char *out,
+                          size_t n)
+{
+    ev_list l = {0};
+    CHECK(nd_store_audit_of(st, 0, doc, strlen(doc), before, limit, list_visit, &l) == 0);
+    out[0] = '\0';
+    for (size_t i = 0; i < l.n; i++)
+        snprintf(out + strlen(out), n - strlen(out), "%s%lld", i ? "," : "", (long long)l.at[i]);
+    list_free(&l);
+}
+
+static size_t events_count(nd_store *st, nd_event_kind kind, int64_t owner)
+{
+    ev_list l = {0};
+    CHECK(nd_store_events(st, kind, owner, -1, 0, list_visit, &l) == 0);
+    size_t n = l.n;
+    list_free(&l);
+    return n;
+}
+
+/* A registration's and a deletion's audit entries are written with them
+ * (none for a refused put or a deletion that finds nothing); a deletion
+ * takes the original's detections with it, so a record later stored at
+ * its time has none. */
+static void check_journals_with_records(const impl *im)
+{
+    nd_store *st = im->open("withrec", 10);
+    REQUIRE(st != NULL);
+    rec_buf b;
+    char v1[128], v2[128], got[256];
+    make(&b, 1, 0);
+    nd_store_event a = audit_about(10, "d1", v1, sizeof(v1));
+    CHECK(put_audited_w(st, &b.r, &a) == 0);
+    CHECK(put_audited_w(st, &b.r, &a) == -EEXIST);
+    CHECK(events_count(st, ND_EVENT_AUDIT, 0) == 1, "a refused put wrote its entry");
+    nd_store_event bad = a;
+    bad.kind = ND_EVENT_DETECTION;
+    CHECK(nd_store_put_audited(st, &b.r, &bad, NULL, NULL) == -EINVAL);
+    nd_store_event d = det_ev(b.r.registered_at_us, 20, "c1", "{}");
+    CHECK(event_w(st, &d) == 0);
+    d = det_ev(b.r.registered_at_us, 21, "c2", "{}");
+    CHECK(event_w(st, &d) == 0);
+    d = det_ev(b.r.registered_at_us + 1, 22, "c3", "{}"); /* another original's */
+    CHECK(event_w(st, &d) == 0);
+    CHECK(events_count(st, ND_EVENT_DETECTION, b.r.registered_at_us) == 2);
+    a = audit_about(30, "d1", v2, sizeof(v2));
+    CHECK(delete_audited_w(st, &b.r, &a) == 0);
+    CHECK(events_count(st, ND_EVENT_DETECTION, b.r.registered_at_us) == 0,
+          "the deleted original's detections stay");
+    CHECK(events_count(st, ND_EVENT_DETECTION, b.r.registered_at_us + 1) == 1);
+    audit_of_text(st, "d1", -1, 0, got, sizeof(got));
+    CHECK(strcmp(got, "30,10") == 0, "%s", got);
+    CHECK(delete_audited_w(st, &b.r, &a) == -ENOENT);
+    CHECK(events_count(st, ND_EVENT_AUDIT, 0) == 2, "a deletion of nothing wrote its entry");
+    /* Another record at the freed time: no copies of its own. */
+    rec_buf y;
+    make(&y, 1, 1);
+    snprintf(y.id, sizeof(y.id), "y");
+    y.r.id_len = 1;
+    CHECK(put_w(st, &y.r) == 0);
+    CHECK(events_count(st, ND_EVENT_DETECTION, y.r.registered_at_us) == 0);
+    /* A retry after that: a new detection, counted from zero. */
+    d = det_ev(y.r.registered_at_us, 40, "c1", "{}");
+    CHECK(event_w(st, &d) == 0);
+    CHECK(events_count(st, ND_EVENT_DETECTION, y.r.registered_at_us) == 1);
+    audit_of_text(st, "d2", -1, 0, got, sizeof(got));
+    CHECK(strcmp(got, "") == 0, "%s", got);
+    CHECK(nd_store_audit_of(st, 0, "", 0, -1, 0, list_visit, NULL) == -EINVAL);
+    CHECK(nd_store_audit_of(st, -1, "d1", 2, -1, 0, list_visit, NULL) == -EINVAL);
+    nd_store_close(st);
+}
+
+static void test_journals_with_records(void)
+{
+    for (size_t i = 0; i < 2; i++)
+        check_journals_with_records(&impls[i]);
+}
+
+/* The audit log by document pages like a journal; retention by count and
+ * by age drops the oldest entries (and their index entries). */
+static void check_audit_index_retention(const impl *im)
+{
+    char buf[64][128], got[512];
+    audit_max_entries = 0;
+    audit_max_age_us = 0;
+    nd_store *st = im->open("auditidx", 10);
+    REQUIRE(st != NULL);
+    for (int i = 0; i < 12; i++) {
+        nd_store_event a = audit_about(100 + i, i % 3 ? "other" : "p", buf[i], sizeof(buf[i]));
+        CHECK(event_w(st, &a) == 0);
+    }
+    nd_store_event a = audit_about(200, NULL, buf[12], sizeof(buf[12])); /* names none */
+    CHECK(event_w(st, &a) == 0);
+    audit_of_text(st, "p", -1, 0, got, sizeof(got));
+    CHECK(strcmp(got, "109,106,103,100") == 0, "%s", got);
+    audit_of_text(st, "p", -1, 3, got, sizeof(got));
+    CHECK(strcmp(got, "109,106,103") == 0, "%s", got);
+    audit_of_text(st, "p", 103, 3, got, sizeof(got));
+    CHECK(strcmp(got, "100") == 0, "%s", got);
+    nd_store_close(st);
+
+    audit_max_entries = 5;
+    st = im->open("auditmax", 10);
+    REQUIRE(st != NULL);
+    for (int i = 0; i < 12; i++) {
+        a = audit_about(100 + i, i % 3 ? "other" : "p", buf[i], sizeof(buf[i]));
+        CHECK(event_w(st, &a) == 0);
+        CHECK(events_count(st, ND_EVENT_AUDIT, 0) <= 5);
+    }
+    CHECK(events_count(st, ND_EVENT_AUDIT, 0) == 5);
+    audit_of_text(st, "p", -1, 0, got, sizeof(got));
+    CHECK(strcmp(got, "109") == 0, "%s", got);
+    nd_store_close(st);
+
+    audit_max_entries = 0;
+    audit_max_age_us = 60 * 1000000ll; /* a minute */
+    st = im->open("auditage", 10);
+    REQUIRE(st != NULL);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    for (int i = 0; i < 3; i++) {
+        a = audit_about(now - 3600 * 1000000ll + i, "p", buf[i], sizeof(buf[i])); /* an hour ago */
+        CHECK(event_w(st, &a) == 0);
+    }
+    a = audit_about(now, "p", buf[3], sizeof(buf[3]));
+    CHECK(event_w(st, &a) == 0);
+    CHECK(events_count(st, ND_EVENT_AUDIT, 0) == 1, "old entries kept");
+    audit_of_text(st, "p", -1, 0, got, sizeof(got));
+    CHECK(strtoll(got, NULL, 10) == now && !strchr(got, ','), "%s", got);
+    nd_store_close(st);
+    audit_max_age_us = 0;
+}
+
+/* Entries inserted out of order, at taken times, over many documents and
+ * with retention: each document's read is the log filtered by document. */
+static void check_audit_index_random(const impl *im)
+{
+    audit_max_entries = 50;
+    nd_store *st = im->open("auditrand", 10);
+    REQUIRE(st != NULL);
+    unsigned seed = 12345;
+    char buf[128];
+    for (int i = 0; i < 400; i++) {
+        seed = seed * 1103515245u + 12345u;
+        char doc[16];
+        snprintf(doc, sizeof(doc), "d%u", (seed >> 16) % 17);
+        int64_t at = 1000 + i * 3 - (int64_t)((seed >> 8) % 40); /* sometimes earlier, or taken */
+        nd_store_event a = audit_about(at, (seed >> 4) % 9 ? doc : NULL, buf, sizeof(buf));
+        CHECK(event_w(st, &a) == 0);
+    }
+    ev_list all = {0};
+    CHECK(nd_store_events(st, ND_EVENT_AUDIT, 0, -1, 0, list_visit, &all) == 0);
+    CHECK(all.n == 50, "%zu", all.n);
+    for (unsigned k = 0; k < 17; k++) {
+        char doc[16], want[1024] = "", got[1024];
+        snprintf(doc, sizeof(doc), "d%u", k);
+        char needle[32];
+        snprintf(needle, sizeof(needle), "\"document\":\"%s\"", doc);
+        for (size_t i = 0; i < all.n; i++)
+            if (strstr(all.value[i], needle))
+                snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s%lld",
+                         want[0] ? "," : "", (long long)all.at[i]);
+        audit_of_text(st, doc, -1, 0, got, sizeof(got));
+        CHECK(strcmp(got, want) == 0, "%s: %s, the log has %s", doc, got, want);
+    }
+    list_free(&all);
+    nd_store_close(st);
+    audit_max_entries = 0;
+}
+
+static void test_audit_index_retention(void)
+{
+    for (size_t i = 0; i < 2; i++)
+        check_audit_index_random(&impls[i]);
+    for (size_t i = 0; i < 2; i++)
+        check_audit_index_retention(&impls[i]);
 }
 
 /* What the observers saw, as text lines. */
@@ -1138,6 +1352,8 @@ int main(void)
     UNIT_RUN(test_amend);
     UNIT_RUN(test_events_paging);
     UNIT_RUN(test_events_replace);
+    UNIT_RUN(test_journals_with_records);
+    UNIT_RUN(test_audit_index_retention);
     UNIT_RUN(test_event_observer);
     nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return unit_summary("store_memory");

@@ -941,6 +941,10 @@ static void handle_check(nd_req *r)
         memcpy(text, rq->text, rq->text_len);
         op->rq.id = id;
         op->rq.text = text;
+        if (rq->do_register) { /* its audit entry, in its transaction */
+            op->rq.audit = nd_workflow_register_audit;
+            op->rq.audit_arg = r;
+        }
         if (rq->account) {
             char *account = malloc(rq->account_len + 1);
             if (!account)
@@ -991,7 +995,8 @@ static void run_delete(nd_req *r)
 {
     nd_api *api = nd_api_of(r);
     op_state *op = r->op;
-    int rc = nd_registry_delete(api->reg, op->rq.id, op->rq.id_len, op_done, r);
+    int rc = nd_registry_delete(api->reg, op->rq.id, op->rq.id_len, nd_workflow_delete_audit, r,
+                                op_done, r);
     if (rc == ND_REG_QUEUED || rc == ND_REG_WAIT)
         return;
     r->op = NULL;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 
@@ -197,6 +198,67 @@ static void job_answer(nd_task *t)
     job_free(j);
 }
 
+/* Waits for one store change's done. */
+typedef struct sync_done {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    int status;
+} sync_done;
+
+static void sync_done_cb(void *arg, int status)
+{
+    sync_done *s = arg;
+    pthread_mutex_lock(&s->mu);
+    s->status = status;
+    s->done = true;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Writes the import's audit entry (its client, its summary) and waits for
+ * its commit, so that the answer follows it. A failure is logged: the
+ * lines judged are durable whatever becomes of the entry. */
+static void audit_import(job *j)
+{
+    struct evbuffer *buf = evbuffer_new();
+    if (!buf)
+        nd_die_oom(__func__);
+    nd_reply w;
+    nd_reply_init(&w, buf);
+    nd_reply_object(&w);
+    nd_backfill_write_summary(&w, &j->sum, j->rc == 0);
+    nd_reply_object_end(&w);
+    if (w.failed)
+        nd_die_oom(__func__);
+    size_t dlen = evbuffer_get_length(buf);
+    const char *detail = (const char *)evbuffer_pullup(buf, -1);
+    if (!detail)
+        nd_die_oom(__func__);
+    nd_store_event ev;
+    char *value = nd_workflow_audit_event(j->r, "import", NULL, 0, detail, dlen, &ev);
+    evbuffer_free(buf);
+    sync_done s = {.done = false};
+    pthread_mutex_init(&s.mu, NULL);
+    pthread_cond_init(&s.cv, NULL);
+    int rc;
+    while ((rc = nd_store_event_put(j->api->store, &ev, sync_done_cb, &s)) == -EBUSY)
+        nanosleep(&(struct timespec){0, 1000000}, NULL); /* the store's queue is full */
+    free(value);
+    if (rc == 0) {
+        pthread_mutex_lock(&s.mu);
+        while (!s.done)
+            pthread_cond_wait(&s.cv, &s.mu);
+        pthread_mutex_unlock(&s.mu);
+        rc = s.status;
+    }
+    pthread_cond_destroy(&s.cv);
+    pthread_mutex_destroy(&s.mu);
+    if (rc < 0)
+        nd_log(ND_LOG_WARN, "import (request %s): its audit entry was not written: %s", j->r->rid,
+               strerror(-rc));
+}
+
 static void *job_main(void *arg)
 {
     job *j = arg;
@@ -213,6 +275,8 @@ static void *job_main(void *arg)
     j->rc = nd_import_run(j->api->reg, j->api->store, j->body, j->len, &p, job_report, j, &j->sum);
     free(j->body);
     j->body = NULL;
+    if (j->sum.lines)
+        audit_import(j);
     nd_reply_array_end(&j->ew);
     if (j->ew.failed)
         nd_die_oom(__func__);

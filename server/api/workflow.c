@@ -266,8 +266,10 @@ char *nd_workflow_audit_event(nd_req *r, const char *action, const char *id, siz
         nd_reply_null(&w);
     nd_reply_key(&w, "action");
     nd_reply_plain(&w, action, strlen(action));
-    nd_reply_key(&w, "document");
-    nd_reply_string(&w, id, id_len);
+    if (id) {
+        nd_reply_key(&w, "document");
+        nd_reply_string(&w, id, id_len);
+    }
     nd_reply_key(&w, "detail");
     if (detail)
         nd_reply_raw(&w, detail, detail_len);
@@ -285,6 +287,44 @@ char *nd_workflow_audit_event(nd_req *r, const char *action, const char *id, siz
                            .value = value,
                            .value_len = len};
     return value;
+}
+
+/* The audit entry of a registration or deletion of d by request r: its
+ * detail is d's account (or null) and registered_at. */
+static char *doc_audit(nd_req *r, const char *action, const nd_doc *d, nd_store_event *ev)
+{
+    struct evbuffer *buf = evbuffer_new();
+    if (!buf)
+        nd_die_oom(__func__);
+    nd_reply w;
+    nd_reply_init(&w, buf);
+    nd_reply_object(&w);
+    nd_reply_key(&w, "account");
+    if (d->account)
+        nd_reply_string(&w, d->account, d->account_len);
+    else
+        nd_reply_null(&w);
+    nd_reply_key(&w, "registered_at");
+    nd_reply_time(&w, d->registered_at_us);
+    nd_reply_object_end(&w);
+    if (w.failed)
+        nd_die_oom(__func__);
+    size_t dlen;
+    char *detail = take_text(buf, &dlen);
+    evbuffer_free(buf);
+    char *value = nd_workflow_audit_event(r, action, d->id, d->id_len, detail, dlen, ev);
+    free(detail);
+    return value;
+}
+
+char *nd_workflow_register_audit(void *req, const struct nd_doc *d, struct nd_store_event *ev)
+{
+    return doc_audit(req, "register", d, ev);
+}
+
+char *nd_workflow_delete_audit(void *req, const nd_doc *d, nd_store_event *ev)
+{
+    return doc_audit(req, "delete", d, ev);
 }
 
 /* ---- policy, revoke, restore: changes through the registry ---- */
@@ -590,9 +630,11 @@ static void reply_page(nd_req *r, const char *name, nd_event_kind kind, int64_t 
                     .document_len = pg->document_len,
                     .parser = nd_api_parser(r)};
     /* One more than asked, to know whether a next page exists; a filter
-     * (document=) reads on until it has them. */
-    int rc = nd_store_events(api->store, kind, owner, before, pg->document ? 0 : pg->limit + 1,
-                             visit_entry, &pw);
+     * (document=) reads the audit log's index by document. */
+    int rc = pg->document ? nd_store_audit_of(api->store, owner, pg->document, pg->document_len,
+                                              before, pg->limit + 1, visit_entry, &pw)
+                          : nd_store_events(api->store, kind, owner, before, pg->limit + 1,
+                                            visit_entry, &pw);
     nd_reply_array_end(&w);
     if (rc < 0) {
         struct evbuffer *out = w.out; /* drop what was written */

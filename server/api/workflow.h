@@ -48,9 +48,19 @@ void nd_workflow_add_match(nd_reply *w, const nd_match *m, bool account_given);
 char *nd_workflow_detection(const nd_check_req *rq, const nd_check_res *res, nd_store_event *ev);
 
 /* An audit event for document id by the request's client: action
- * ("policy", "revoke", "restore"), detail a compact JSON object
- * (or NULL: {}). Returns the value (new, caller frees) and fills *ev. */
+ * ("policy", "revoke", "restore", "register", "delete", "import"), detail a
+ * compact JSON object (or NULL: {}); id NULL: an entry about no one
+ * document (an import), without "document". Returns the value (new,
+ * caller frees) and fills *ev. */
 char *nd_workflow_audit_event(nd_req *r, const char *action, const char *id, size_t id_len,
                               const char *detail, size_t detail_len, nd_store_event *ev);
+
+/* The audit entry of a registration (an nd_check_req audit callback) or a
+ * deletion (an nd_reg_audit_fn) of d by the nd_req req: {"client",
+ * "action": "register" / "delete", "document", "detail": {"account",
+ * "registered_at"}}. Returns the value (new, the caller frees) and fills
+ * *ev. Any thread (reads req's client only). */
+char *nd_workflow_register_audit(void *req, const struct nd_doc *d, struct nd_store_event *ev);
+char *nd_workflow_delete_audit(void *req, const nd_doc *d, nd_store_event *ev);
 
 #endif

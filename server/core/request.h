@@ -110,6 +110,9 @@ int nd_request_parse_fingerprint(nd_request_parser *p, const char *body, size_t 
  * whole. Pointers are borrowed (from the body, the parser's scratch or the
  * handler's) unless said otherwise; a request that outlives its body (a
  * registration waiting for the store) points them at copies of its own. */
+struct nd_doc;         /* registry.h */
+struct nd_store_event; /* store.h */
+
 typedef struct nd_check_req {
     /* The body (nd_request_parse_check()). */
     const char *text;
@@ -166,6 +169,13 @@ typedef struct nd_check_req {
     nd_sketch *sketch_out;
     nd_verdict_params params;
     unsigned max_verify; /* anchor candidates verified (V) */
+    /* A registration's audit entry: when not NULL, called once the new
+     * document d holds its time (writer held, before the store write):
+     * fills *ev (an ND_EVENT_AUDIT event) and returns its value (new, the
+     * registry frees it once queued), or NULL for none. The store writes
+     * the entry in the registration's transaction. */
+    char *(*audit)(void *audit_arg, const struct nd_doc *d, struct nd_store_event *ev);
+    void *audit_arg;
 } nd_check_req;
 
 /* Parses and validates a /check-original body without building any tree:

@@ -1078,7 +1078,8 @@ static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const char
  * within the call (d is undone); or -errno with nothing queued (the caller
  * undoes d). */
 static int queue_write(nd_registry *reg, nd_doc *d, nd_doc *old, uint64_t seq,
-                       nd_registry_done_fn fn, void *arg, bool *finished)
+                       const nd_store_event *audit, nd_registry_done_fn fn, void *arg,
+                       bool *finished)
 {
     *finished = false;
     nd_reg_change *ch = change_new(reg, d, old ? CHANGE_UPGRADE : CHANGE_PUT, fn, arg);
@@ -1098,7 +1099,7 @@ static int queue_write(nd_registry *reg, nd_doc *d, nd_doc *old, uint64_t seq,
     }
     phase_begin(reg, ch);
     int rc = old ? nd_store_replace(reg->store, &rec, store_done, ch)
-                 : nd_store_put(reg->store, &rec, store_done, ch);
+                 : nd_store_put_audited(reg->store, &rec, audit, store_done, ch);
     if (rc < 0) {
         inflight_remove(reg, ch);
         change_free(ch);
@@ -1125,7 +1126,10 @@ static int do_register(nd_registry *reg, const nd_check_req *rq, int64_t at, nd_
     res->registered = true;
     res->doc = doc_ref(d);
     bool finished;
-    rc = queue_write(reg, d, NULL, 0, fn, arg, &finished);
+    nd_store_event ev;
+    char *audit = rq->audit ? rq->audit(rq->audit_arg, d, &ev) : NULL;
+    rc = queue_write(reg, d, NULL, 0, audit ? &ev : NULL, fn, arg, &finished);
+    free(audit); /* the store copied it */
     if (rc < 0) {
         nd_doc_release(res->doc);
         res->doc = NULL;
@@ -1190,7 +1194,7 @@ static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, nd_
     res->existing = true;
     res->registered = true;
     bool finished;
-    rc = queue_write(reg, d, old, 0, fn, arg, &finished);
+    rc = queue_write(reg, d, old, 0, NULL, fn, arg, &finished);
     if (rc < 0) {
         nd_check_res_release(res);
         res_clear(res);
@@ -1386,7 +1390,8 @@ static int read_anchors(void *arg, const nd_record *rec)
 
 /* Queues the deletion of live document d (seq: its stream entry, 0 for a
  * local change). Writer held. Returns as nd_registry_delete(). */
-static int delete_live(nd_registry *reg, nd_doc *d, uint64_t seq, nd_registry_done_fn fn, void *arg)
+static int delete_live(nd_registry *reg, nd_doc *d, uint64_t seq, const nd_store_event *audit,
+                       nd_registry_done_fn fn, void *arg)
 {
     nd_reg_change *ch = change_new(reg, d, CHANGE_DELETE, fn, arg);
     if (!ch)
@@ -1394,8 +1399,8 @@ static int delete_live(nd_registry *reg, nd_doc *d, uint64_t seq, nd_registry_do
     if (!d->extra && !d->stale) /* its anchors, to unindex it */
         nd_store_get(reg->store, d->registered_at_us, read_anchors, ch);
     phase_begin(reg, ch);
-    int rc = nd_store_delete_at_seq(reg->store, d->id, d->id_len, d->registered_at_us, seq,
-                                    store_done, ch);
+    int rc = nd_store_delete_audited(reg->store, d->id, d->id_len, d->registered_at_us, seq, audit,
+                                     store_done, ch);
     if (rc < 0) {
         change_free(ch);
         return rc;
@@ -1407,8 +1412,8 @@ static int delete_live(nd_registry *reg, nd_doc *d, uint64_t seq, nd_registry_do
     return ND_REG_QUEUED;
 }
 
-int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len, nd_registry_done_fn fn,
-                       void *arg)
+int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len, nd_reg_audit_fn audit,
+                       void *audit_arg, nd_registry_done_fn fn, void *arg)
 {
     if (atomic_load(&reg->shutdown)) /* the store may be gone */
         return -ESHUTDOWN;
@@ -1421,8 +1426,12 @@ int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len, nd_regis
         rc = -ENOENT;
     else if (d->state != DOC_LIVE)
         rc = add_waiter(d, fn, arg);
-    else
-        rc = delete_live(reg, d, 0, fn, arg);
+    else {
+        nd_store_event ev;
+        char *value = audit ? audit(audit_arg, d, &ev) : NULL;
+        rc = delete_live(reg, d, 0, value ? &ev : NULL, fn, arg);
+        free(value); /* the store copied it */
+    }
     pthread_mutex_unlock(&reg->writer);
     return rc;
 }
@@ -1598,8 +1607,8 @@ static nd_doc *doc_of_record(nd_registry *reg, const nd_record *rec)
 
 /* A registration (old NULL) or an upgrade of old from the stream. Writer
  * held. */
-static int apply_put(nd_registry *reg, nd_doc *old, const nd_record *rec, nd_registry_done_fn fn,
-                     void *arg)
+static int apply_put(nd_registry *reg, nd_doc *old, const nd_record *rec,
+                     const nd_store_event *audit, nd_registry_done_fn fn, void *arg)
 {
     nd_doc *d = doc_of_record(reg, rec);
     if (!d)
@@ -1612,7 +1621,7 @@ static int apply_put(nd_registry *reg, nd_doc *old, const nd_record *rec, nd_reg
         return rc;
     }
     bool finished;
-    rc = queue_write(reg, d, old, rec->stream_seq, fn, arg, &finished);
+    rc = queue_write(reg, d, old, rec->stream_seq, old ? NULL : audit, fn, arg, &finished);
     if (rc < 0 && !finished)
         unlink_doc(reg, d);
     return rc;
@@ -1655,13 +1664,14 @@ int nd_registry_apply(nd_registry *reg, nd_store_change kind, const nd_record *r
     if (d && d->state != DOC_LIVE) {
         rc = add_waiter(d, fn, arg); /* a local change of the id in flight */
     } else if (kind == ND_STORE_PUT) {
-        rc = !d ? apply_put(reg, NULL, rec, fn, arg) : same_record(d, rec) ? 0 : -EEXIST;
+        rc = !d ? apply_put(reg, NULL, rec, audit, fn, arg) : same_record(d, rec) ? 0 : -EEXIST;
     } else if (kind == ND_STORE_REPLACE) {
-        rc = d && d->registered_at_us == rec->registered_at_us ? apply_put(reg, d, rec, fn, arg)
-                                                               : -ENOENT;
+        rc = d && d->registered_at_us == rec->registered_at_us
+                 ? apply_put(reg, d, rec, NULL, fn, arg)
+                 : -ENOENT;
     } else if (kind == ND_STORE_DELETE) {
         rc = d && d->registered_at_us == rec->registered_at_us
-                 ? delete_live(reg, d, rec->stream_seq, fn, arg)
+                 ? delete_live(reg, d, rec->stream_seq, audit, fn, arg)
                  : 0; /* gone already */
     } else if (kind == ND_STORE_AMEND) {
         rc = d && d->registered_at_us == rec->registered_at_us

@@ -287,12 +287,19 @@ void nd_check_res_release(nd_check_res *res);
  * when the change took effect, else the store's status (e.g. -ENOSPC). */
 int nd_registry_complete(nd_registry *reg, nd_reg_change *ch, int status);
 
-/* Deletes the document id. Returns 0 (deleted: the store committed it
- * within the call),
+/* Builds the audit entry of a change of document d (writer held, before
+ * the store write): fills *ev (an ND_EVENT_AUDIT event) and returns its
+ * value (new: the registry frees it once queued), or NULL for none. */
+typedef char *(*nd_reg_audit_fn)(void *arg, const nd_doc *d, nd_store_event *ev);
+
+/* Deletes the document id, with its detections; when audit is not NULL,
+ * the entry audit(audit_arg, d, ...) builds is written in the deletion's
+ * store transaction. Returns 0 (deleted: the store committed it within
+ * the call),
  * ND_REG_QUEUED, ND_REG_WAIT, -ENOENT (no such id), -EAGAIN (loading), or
  * the store's -errno when the deletion could not be queued. */
-int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len, nd_registry_done_fn done,
-                       void *arg);
+int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len, nd_reg_audit_fn audit,
+                       void *audit_arg, nd_registry_done_fn done, void *arg);
 
 /* Replaces the policy of document id by policy[0..policy_len) (compact
  * JSON as claim.h reads it, validated by the caller; NULL/0: none) and, when
@@ -320,8 +327,8 @@ int nd_registry_set_status(nd_registry *reg, const char *id, size_t id_len, int 
  * the node that published it: kind ND_STORE_PUT (a registration; rec
  * complete, with anchors and sketch), ND_STORE_REPLACE (an upgrade of the
  * id's document at rec->registered_at_us), ND_STORE_DELETE (rec: id,
- * registered_at_us) or ND_STORE_AMEND (rec: the record with its new claim;
- * audit: its audit event or NULL). rec->stream_seq (> 0, required) is
+ * registered_at_us) or ND_STORE_AMEND (rec: the record with its new claim);
+ * audit: the change's audit event (a put, delete or amend) or NULL. rec->stream_seq (> 0, required) is
  * written with the change in the same store transaction. No verdict is
  * made: the stream's order decided. Returns:
  *   ND_REG_QUEUED  applied in memory (pending), store write queued: done

@@ -229,12 +229,14 @@ static int queue_local(nd_replica *r, int kind, const nd_record *rec, const nd_s
     return 0;
 }
 
-static int rep_put(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg)
+static int rep_put(nd_store *st, const nd_record *rec, const nd_store_event *audit,
+                   nd_store_done_fn done, void *arg)
 {
     nd_replica *r = rep_of(st);
     if (!rec->stream_seq)
-        return queue_local(r, ND_STORE_PUT, rec, NULL, done, arg);
-    return nd_store_put(r->local, rec, done, arg); /* a stream change: the applier notes it */
+        return queue_local(r, ND_STORE_PUT, rec, audit, done, arg);
+    /* a stream change: the applier notes it */
+    return nd_store_put_audited(r->local, rec, audit, done, arg);
 }
 
 static int rep_replace(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg)
@@ -260,14 +262,14 @@ static int rep_amend(nd_store *st, const nd_record *rec, const nd_store_event *a
 }
 
 static int rep_delete_at(nd_store *st, const char *id, size_t id_len, int64_t at, uint64_t seq,
-                         nd_store_done_fn done, void *arg)
+                         const nd_store_event *audit, nd_store_done_fn done, void *arg)
 {
     nd_replica *r = rep_of(st);
     if (!seq) {
         nd_record rec = {.id = id, .id_len = id_len, .registered_at_us = at, .version = ""};
-        return queue_local(r, ND_STORE_DELETE, &rec, NULL, done, arg);
+        return queue_local(r, ND_STORE_DELETE, &rec, audit, done, arg);
     }
-    return nd_store_delete_at_seq(r->local, id, id_len, at, seq, done, arg);
+    return nd_store_delete_audited(r->local, id, id_len, at, seq, audit, done, arg);
 }
 
 static int rep_event_put(nd_store *st, const nd_store_event *ev, nd_store_done_fn done, void *arg)
@@ -279,6 +281,13 @@ static int rep_events(nd_store *st, nd_event_kind kind, int64_t owner_at, int64_
                       size_t limit, int (*visit)(void *arg, const nd_store_event *ev), void *arg)
 {
     return nd_store_events(rep_of(st)->local, kind, owner_at, before_at, limit, visit, arg);
+}
+
+static int rep_audit_of(nd_store *st, int64_t owner_at, const char *doc, size_t len,
+                        int64_t before_at, size_t limit,
+                        int (*visit)(void *arg, const nd_store_event *ev), void *arg)
+{
+    return nd_store_audit_of(rep_of(st)->local, owner_at, doc, len, before_at, limit, visit, arg);
 }
 
 static int rep_scan(nd_store *st, int (*visit)(void *arg, const nd_record *rec), void *arg)
@@ -330,6 +339,7 @@ static const nd_store_ops replica_ops = {
     .amend = rep_amend,
     .event_put = rep_event_put,
     .list_events = rep_events,
+    .list_audit = rep_audit_of,
     .delete_at = rep_delete_at,
     .scan = rep_scan,
     .get = rep_get,
@@ -554,15 +564,18 @@ static void apply_own(nd_replica *r, pub_item *it, const nd_change *ch, uint64_t
     int rc;
     do {
         switch (ch->kind) {
-        case ND_STORE_PUT: rc = nd_store_put(r->local, rec, it->done, it->arg); break;
+        case ND_STORE_PUT:
+            rc = nd_store_put_audited(r->local, rec, ch->has_audit ? &ch->audit : NULL, it->done,
+                                      it->arg);
+            break;
         case ND_STORE_REPLACE: rc = nd_store_replace(r->local, rec, it->done, it->arg); break;
         case ND_STORE_AMEND:
             rc = nd_store_amend(r->local, rec, ch->has_audit ? &ch->audit : NULL, it->done,
                                 it->arg);
             break;
         case ND_STORE_DELETE:
-            rc = nd_store_delete_at_seq(r->local, rec->id, rec->id_len, rec->registered_at_us, pos,
-                                        it->done, it->arg);
+            rc = nd_store_delete_audited(r->local, rec->id, rec->id_len, rec->registered_at_us, pos,
+                                         ch->has_audit ? &ch->audit : NULL, it->done, it->arg);
             break;
         default: rc = -EBADMSG;
         }

@@ -123,7 +123,10 @@ typedef enum nd_event_kind {
     ND_EVENT_DETECTION = 1, /* a copy found of an original (owner_at: the
                              * original's registered_at_us) */
     ND_EVENT_AUDIT = 2,     /* a change of state, who did it (owner_at: 0 as
-                             * the API uses it; any value >= 0 is kept) */
+                             * the API uses it; any value >= 0 is kept). A
+                             * value that is a JSON object with a string
+                             * member "document" is indexed by it
+                             * (nd_store_audit_of()) */
 } nd_event_kind;
 
 /* One journal entry. In calls that take one, every pointer is borrowed for
@@ -137,7 +140,8 @@ typedef struct nd_store_event {
                        * (a visit or the observer sees the time stored) */
     const char *copy_id; /* DETECTION: the copy's id, 1..ND_ID_MAX bytes; an
                           * earlier detection of the same (owner_at, copy_id)
-                          * is replaced. AUDIT: NULL, 0 */
+                          * is updated in place: its value is replaced, its
+                          * at_us (the first detection) stays. AUDIT: NULL, 0 */
     size_t copy_id_len;
     const char *value; /* the entry's fields, compact JSON text of value_len
                         * bytes (0..ND_EVENT_VALUE_MAX), or NULL with 0;
@@ -157,7 +161,7 @@ typedef void (*nd_store_observer_fn)(void *arg, nd_store_change kind, const nd_r
 
 /* The on-commit observer of events: called once per committed event (an
  * nd_store_event_put() whose done gets 0, or the audit event of a committed
- * nd_store_amend()), in commit order with the record changes (an amend's
+ * nd_store_amend(), nd_store_put_audited() or nd_store_delete_audited()), in commit order with the record changes (an amend's
  * record first, then its audit event), on the committing thread, just
  * before the done callback. ev is the event as stored (at_us after the
  * uniqueness bump). A replica applies it with nd_store_event_put() under
@@ -176,7 +180,8 @@ typedef struct nd_store_ops {
     bool commits_in_call; /* put, replace and delete_at commit before they
                            * return (done runs within the call); else done
                            * runs later, on another thread */
-    int (*put)(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg);
+    int (*put)(nd_store *st, const nd_record *rec, const nd_store_event *audit,
+               nd_store_done_fn done, void *arg);
     int (*replace)(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg);
     int (*amend)(nd_store *st, const nd_record *rec, const nd_store_event *audit,
                  nd_store_done_fn done, void *arg);
@@ -184,7 +189,11 @@ typedef struct nd_store_ops {
     int (*list_events)(nd_store *st, nd_event_kind kind, int64_t owner_at, int64_t before_at,
                        size_t limit, int (*visit)(void *arg, const nd_store_event *ev), void *arg);
     int (*delete_at)(nd_store *st, const char *id, size_t id_len, int64_t registered_at_us,
-                     uint64_t stream_seq, nd_store_done_fn done, void *arg);
+                     uint64_t stream_seq, const nd_store_event *audit, nd_store_done_fn done,
+                     void *arg);
+    int (*list_audit)(nd_store *st, int64_t owner_at, const char *document, size_t document_len,
+                      int64_t before_at, size_t limit,
+                      int (*visit)(void *arg, const nd_store_event *ev), void *arg);
     void (*prefetch)(nd_store *st); /* NULL: nothing to read ahead */
     void (*hurry)(nd_store *st);    /* NULL: nothing waits to be committed */
     int (*scan)(nd_store *st, int (*visit)(void *arg, const nd_record *rec), void *arg);
@@ -207,7 +216,9 @@ typedef struct nd_store_base {
     void *observer_arg;
     nd_store_event_observer_fn event_observer; /* NULL: none */
     void *event_observer_arg;
-    uint64_t detections_max; /* detections kept per owner_at (0: all) */
+    uint64_t detections_max;    /* detections kept per owner_at (0: all) */
+    uint64_t audit_max_entries; /* audit entries kept (0: all) */
+    int64_t audit_max_age_us;   /* audit entries older than this are dropped (0: none) */
 } nd_store_base;
 
 static inline nd_store_base *nd_store_base_of(const nd_store *st)
@@ -254,26 +265,43 @@ static inline bool nd_store_durable(const nd_store *st)
 }
 
 typedef struct nd_store_options {
-    size_t map_size;         /* LMDB map size in bytes (the storage limit) */
-    unsigned max_batch;      /* most changes in one transaction */
-    bool sync;               /* fsync each commit (true except in tests) */
-    bool shed;               /* queue full: put, replace and delete_at return
+    size_t map_size;            /* LMDB map size in bytes (the storage limit) */
+    unsigned max_batch;         /* most changes in one transaction */
+    bool sync;                  /* fsync each commit (true except in tests) */
+    bool shed;                  /* queue full: put, replace and delete_at return
                                * -EBUSY at once instead of waiting (callers
                                * that must not block: a server's loops) */
-    uint64_t detections_max; /* detections kept per original (owner_at): a
+    uint64_t detections_max;    /* detections kept per original (owner_at): a
                           * new one beyond drops the oldest in the same
                           * transaction; 0: unbounded */
-    unsigned gather_ms;      /* a bulk load's: the commit thread waits up to
+    unsigned gather_ms;         /* a bulk load's: the commit thread waits up to
                               * this long for max_batch changes before it
                               * commits (fewer, larger transactions, whose
                               * records lie side by side in the file);
                               * nd_store_hurry() ends a wait. 0: commits what
                               * is queued at once (a server's) */
+    uint64_t audit_max_entries; /* audit entries kept: beyond, the oldest are
+                                 * dropped by later commits (at most the
+                                 * entries a commit adds plus 64 per commit:
+                                 * retention never stalls a commit); 0: all */
+    int64_t audit_max_age_us;   /* audit entries older than this (us, by their
+                                 * at_us against the wall clock) are dropped the same
+                                 * way; 0: kept whatever their age */
 } nd_store_options;
+
+struct nd_json_scratch;
+
+/* The document an audit value names: the string member "document" of the
+ * JSON object value[0..len), decoded into *doc (pointing into value or
+ * scratch, valid until its next use) and *doc_len. Returns 1, or 0 when
+ * the value is not such an object or has no such member of 1..ND_ID_MAX
+ * bytes (not indexed). Allocates only to grow scratch. */
+int nd_store_audit_subject(const char *value, size_t len, struct nd_json_scratch *scratch,
+                           const char **doc, size_t *doc_len);
 
 /* Fills opts with the defaults: map_size 64 GiB on 64-bit hosts (1 GiB on
  * 32-bit; the file only grows as data is written), max_batch 4096 (at most
- * 65536 is used), sync true, detections_max 10000. A map_size of 0 keeps the size recorded in an
+ * 65536 is used), sync true, detections_max 10000, audit retention off (0, 0). A map_size of 0 keeps the size recorded in an
  * existing store (the default for a new one); a map_size below the data
  * already stored is raised to it. */
 void nd_store_options_default(nd_store_options *opts);
@@ -321,11 +349,26 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
  * in the order their calls returned. */
 static inline int nd_store_put(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg)
 {
-    return nd_store_base_of(st)->ops->put(st, rec, done, arg);
+    return nd_store_base_of(st)->ops->put(st, rec, NULL, done, arg);
+}
+
+/* nd_store_put() with, when audit is not NULL (an ND_EVENT_AUDIT event
+ * valid for nd_store_event_put), that audit entry written in the same
+ * transaction as the record (both or neither; a refused put (-EEXIST)
+ * writes no entry). -EINVAL also for an invalid audit. The observer sees
+ * ND_STORE_PUT, then the event observer the audit event. */
+static inline int nd_store_put_audited(nd_store *st, const nd_record *rec,
+                                       const nd_store_event *audit, nd_store_done_fn done,
+                                       void *arg)
+{
+    return nd_store_base_of(st)->ops->put(st, rec, audit, done, arg);
 }
 
 /* Queues the deletion of the record stored under registered_at_us, which
- * must have id id (id_len bytes): done gets 0 (deleted, durable), -ENOENT
+ * must have id id (id_len bytes), with its sketch and every detection of
+ * it (owner_at registered_at_us) in the same transaction (at a full map a
+ * deletion that does not fit otherwise is retried without those, which
+ * then stay): done gets 0 (deleted, durable), -ENOENT
  * (no record under that time, or its id differs: nothing is deleted),
  * -EBADMSG (the stored value cannot be decoded: nothing is deleted) or an
  * error as for put. One B-tree lookup. Returns 0 if queued, or -EINVAL (id
@@ -334,7 +377,8 @@ static inline int nd_store_put(nd_store *st, const nd_record *rec, nd_store_done
 static inline int nd_store_delete_at(nd_store *st, const char *id, size_t id_len,
                                      int64_t registered_at_us, nd_store_done_fn done, void *arg)
 {
-    return nd_store_base_of(st)->ops->delete_at(st, id, id_len, registered_at_us, 0, done, arg);
+    return nd_store_base_of(st)->ops->delete_at(st, id, id_len, registered_at_us, 0, NULL, done,
+                                                arg);
 }
 
 /* nd_store_delete_at() of a change that is the replication stream's entry
@@ -344,8 +388,21 @@ static inline int nd_store_delete_at_seq(nd_store *st, const char *id, size_t id
                                          int64_t registered_at_us, uint64_t stream_seq,
                                          nd_store_done_fn done, void *arg)
 {
-    return nd_store_base_of(st)->ops->delete_at(st, id, id_len, registered_at_us, stream_seq, done,
-                                                arg);
+    return nd_store_base_of(st)->ops->delete_at(st, id, id_len, registered_at_us, stream_seq, NULL,
+                                                done, arg);
+}
+
+/* nd_store_delete_at_seq() with, when audit is not NULL (as for
+ * nd_store_put_audited()), that audit entry written in the deletion's
+ * transaction (none when the deletion finds nothing: -ENOENT). The
+ * observer sees ND_STORE_DELETE, then the event observer the audit event. */
+static inline int nd_store_delete_audited(nd_store *st, const char *id, size_t id_len,
+                                          int64_t registered_at_us, uint64_t stream_seq,
+                                          const nd_store_event *audit, nd_store_done_fn done,
+                                          void *arg)
+{
+    return nd_store_base_of(st)->ops->delete_at(st, id, id_len, registered_at_us, stream_seq, audit,
+                                                done, arg);
 }
 
 /* Queues the replacement of the record stored under rec->registered_at_us,
@@ -384,16 +441,20 @@ static inline int nd_store_amend(nd_store *st, const nd_record *rec, const nd_st
  * their own databases, committed with the record changes: same group
  * commit, same done protocol, same queue). The key is (kind, owner_at,
  * at_us); at_us is raised by 1 us while that key is taken. A DETECTION
- * replaces the earlier detection of the same (owner_at, copy_id), if any
- * (retries of one check leave one entry, at its new time); a DETECTION that
+ * of a (owner_at, copy_id) detected before updates that entry in place:
+ * its value becomes ev's, its at_us stays the first detection's (retries
+ * of one check leave one entry, which never moves: a walk by before_at
+ * lists it once; the observer sees the stored at_us); a DETECTION that
  * makes more than detections_max of its owner_at drops the oldest ones in the
- * same transaction. done gets 0 (durable) or an error as for put. Returns
+ * same transaction. An AUDIT beyond audit_max_entries or audit_max_age_us
+ * has the oldest entries dropped by this and later commits (see
+ * nd_store_options). done gets 0 (durable) or an error as for put. Returns
  * 0 if queued, or -EINVAL (kind unknown, owner_at negative, at_us not
  * 0..ND_EVENT_AT_MAX,
  * DETECTION without a copy_id of 1..ND_ID_MAX bytes, AUDIT with one,
  * value_len over ND_EVENT_VALUE_MAX or set with value NULL), -ENOMEM,
  * -ESHUTDOWN; blocks like put when the queue is full (-EBUSY with shed).
- * Events of a deleted record's owner_at stay (times are never reused). */
+ * The detections of a deleted record go with it (nd_store_delete_at). */
 static inline int nd_store_event_put(nd_store *st, const nd_store_event *ev, nd_store_done_fn done,
                                      void *arg)
 {
@@ -414,6 +475,19 @@ static inline int nd_store_events(nd_store *st, nd_event_kind kind, int64_t owne
                                   int (*visit)(void *arg, const nd_store_event *ev), void *arg)
 {
     return nd_store_base_of(st)->ops->list_events(st, kind, owner_at, before_at, limit, visit, arg);
+}
+
+/* Calls visit for the audit events of owner_at whose value names document
+ * (document_len bytes) as its "document" member, as nd_store_events() does
+ * for a journal (newest first, before_at, limit, paging, errors): through
+ * the index by document, so a page costs its entries, not the log. -EINVAL
+ * also for a document of 0 or over ND_ID_MAX bytes. */
+static inline int nd_store_audit_of(nd_store *st, int64_t owner_at, const char *document,
+                                    size_t document_len, int64_t before_at, size_t limit,
+                                    int (*visit)(void *arg, const nd_store_event *ev), void *arg)
+{
+    return nd_store_base_of(st)->ops->list_audit(st, owner_at, document, document_len, before_at,
+                                                 limit, visit, arg);
 }
 
 /* A hint that nd_store_scan() follows soon: the LMDB store starts reading

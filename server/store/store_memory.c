@@ -1,11 +1,16 @@
 /* store_memory.c - the memory store (see store_memory.h). */
 #include "store_memory.h"
+#include "json.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <xxhash.h>
+
+#define TRIM_SLACK 64u /* audit entries a change may drop beyond its own */
 
 /* One record: rec's pointers point into data (id, version, meta, anchors,
  * sketch, account, policy; version, meta, account and policy
@@ -19,16 +24,22 @@ typedef struct mem_rec {
 /* One event: ev's pointers point into data (copy id, value NUL-terminated). */
 typedef struct mem_ev {
     nd_store_event ev;
+    uint64_t doc_hash; /* audit: XXH3 of the document it names */
+    bool has_doc;      /* audit: it names one (nd_store_audit_subject) */
     char data[];
 } mem_ev;
 
-/* The events of one (kind, owner_at), by at_us ascending. */
+/* The events of one (kind, owner_at), by at_us ascending: ev[first..n)
+ * (the oldest leave from the front: first moves, the array is compacted
+ * when it must grow). */
 typedef struct mem_journal {
     struct mem_journal *next; /* hash chain */
     nd_event_kind kind;
     int64_t owner;
+    uint64_t doc; /* a document's list (ms->docs: the audit entries of owner
+                   * naming it, not owned): the document's hash */
     mem_ev **ev;
-    size_t n, cap;
+    size_t first, n, cap;
 } mem_journal;
 
 typedef struct mem_store {
@@ -39,8 +50,11 @@ typedef struct mem_store {
     size_t count;
     mem_journal **journals; /* hash table of journals */
     size_t njournal_buckets, njournals;
+    mem_journal **docs; /* hash table of the audit entries by document */
+    size_t ndoc_buckets, ndocs;
     _Atomic uint64_t commits, failed;
     _Atomic uint64_t stream_seq; /* the greatest stream sequence applied */
+    nd_json_scratch js;          /* write lock: audit subjects */
 } mem_store;
 
 static mem_store *ms_of(const nd_store *st)
@@ -188,21 +202,40 @@ static void committed(mem_store *ms, int status, nd_store_change kind, const nd_
     }
 }
 
-/* put (replace false) or replace (true). */
-static int mem_write(nd_store *st, const nd_record *r, bool replace, nd_store_done_fn done,
-                     void *arg)
+typedef struct mem_ev mem_ev;
+typedef struct mem_journal mem_journal;
+static mem_ev *ev_copy(const nd_store_event *ev);
+static mem_journal *event_reserve(mem_store *ms, mem_ev *e);
+static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e);
+
+/* The checks of the LMDB store's audit_ok(): NULL or an audit event. */
+static bool audit_ok(const nd_store_event *audit)
+{
+    return !audit || (event_ok(audit) && audit->kind == ND_EVENT_AUDIT);
+}
+
+/* put (replace false, with audit, or NULL) or replace (true). */
+static int mem_write(nd_store *st, const nd_record *r, const nd_store_event *audit, bool replace,
+                     nd_store_done_fn done, void *arg)
 {
     mem_store *ms = ms_of(st);
-    if (!record_ok(r))
+    if (!record_ok(r) || !audit_ok(audit))
         return -EINVAL;
     mem_rec *m = rec_copy(r);
-    if (!m)
+    mem_ev *e = audit ? ev_copy(audit) : NULL;
+    if (!m || (audit && !e)) {
+        free(m);
+        free(e);
         return -ENOMEM;
+    }
     pthread_rwlock_wrlock(&ms->lock);
     mem_rec **pp = find(ms, r->registered_at_us);
+    mem_journal *j = NULL;
     int status = 0;
     if (!replace && *pp) {
         status = -EEXIST;
+    } else if (e && !(j = event_reserve(ms, e))) {
+        status = -ENOMEM;
     } else if (replace && (!*pp || !same_id(&(*pp)->rec, r->id, r->id_len))) {
         status = -ENOENT;
     } else if (replace) {
@@ -216,26 +249,34 @@ static int mem_write(nd_store *st, const nd_record *r, bool replace, nd_store_do
         ms->count++;
         grow(ms);
     }
-    note_seq(ms, r->stream_seq);
+    if (status != -ENOMEM)
+        note_seq(ms, r->stream_seq);
     m->rec.stream_seq = r->stream_seq; /* the observer sees it ... */
     committed(ms, status, replace ? ND_STORE_REPLACE : ND_STORE_PUT, &m->rec);
     m->rec.stream_seq = 0; /* ... scans and gets do not */
+    if (status == 0 && e)
+        journal_insert(ms, j, e);
     pthread_rwlock_unlock(&ms->lock);
-    if (status)
+    if (status) {
         free(m);
+        free(e);
+        if (status == -ENOMEM)
+            return -ENOMEM;
+    }
     if (done)
         done(arg, status);
     return 0;
 }
 
-static int mem_put(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg)
+static int mem_put(nd_store *st, const nd_record *rec, const nd_store_event *audit,
+                   nd_store_done_fn done, void *arg)
 {
-    return mem_write(st, rec, false, done, arg);
+    return mem_write(st, rec, audit, false, done, arg);
 }
 
 static int mem_replace(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg)
 {
-    return mem_write(st, rec, true, done, arg);
+    return mem_write(st, rec, NULL, true, done, arg);
 }
 
 /* ---- events ---- */
@@ -287,6 +328,11 @@ static mem_journal *journal_reserve(mem_store *ms, nd_event_kind kind, int64_t o
             }
         }
     }
+    if (j->n == j->cap && j->first > 0) { /* room at the front: compact */
+        memmove(j->ev, j->ev + j->first, (j->n - j->first) * sizeof(*j->ev));
+        j->n -= j->first;
+        j->first = 0;
+    }
     if (j->n == j->cap) {
         size_t cap = j->cap ? j->cap * 2 : 8;
         mem_ev **e = realloc(j->ev, cap * sizeof(*e));
@@ -301,7 +347,7 @@ static mem_journal *journal_reserve(mem_store *ms, nd_event_kind kind, int64_t o
 /* The first index of j whose at_us is >= at. */
 static size_t journal_lower(const mem_journal *j, int64_t at)
 {
-    size_t lo = 0, hi = j->n;
+    size_t lo = j->first, hi = j->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (j->ev[mid]->ev.at_us < at)
@@ -315,8 +361,18 @@ static size_t journal_lower(const mem_journal *j, int64_t at)
 static void journal_remove(mem_journal *j, size_t i)
 {
     free(j->ev[i]);
+    if (i == j->first) {
+        j->first++;
+        return;
+    }
     memmove(j->ev + i, j->ev + i + 1, (j->n - i - 1) * sizeof(*j->ev));
     j->n--;
+}
+
+/* Events in j. */
+static size_t journal_len(const mem_journal *j)
+{
+    return j->n - j->first;
 }
 
 /* A copy of ev in one allocation, or NULL. */
@@ -326,6 +382,8 @@ static mem_ev *ev_copy(const nd_store_event *ev)
     if (!e)
         return NULL;
     e->ev = *ev;
+    e->doc_hash = 0;
+    e->has_doc = false;
     char *p = e->data;
     if (ev->copy_id_len)
         memcpy(p, ev->copy_id, ev->copy_id_len);
@@ -338,17 +396,173 @@ static mem_ev *ev_copy(const nd_store_event *ev)
     return e;
 }
 
-/* Inserts e into j (reserved by journal_reserve): replaces a detection of
- * the same copy id, raises at_us while taken, drops the oldest beyond
- * detections_max; then tells the event observer. Write lock held. */
+/* ---- the audit entries by document ---- */
+
+static size_t doc_bucket(size_t nb, uint64_t h, int64_t owner)
+{
+    return (size_t)((h ^ (uint64_t)owner * 0x9E3779B97F4A7C15ull) >> 20) & (nb - 1);
+}
+
+/* The list of the audit entries of owner naming the document of hash h,
+ * or NULL. Lock held. */
+static mem_journal *doclist_find(mem_store *ms, uint64_t h, int64_t owner)
+{
+    mem_journal *d = ms->docs[doc_bucket(ms->ndoc_buckets, h, owner)];
+    while (d && (d->doc != h || d->owner != owner))
+        d = d->next;
+    return d;
+}
+
+/* Doubles the table of lists when it is 3/4 full (failure: longer chains). */
+static void docs_grow(mem_store *ms)
+{
+    if (ms->ndocs * 4 < ms->ndoc_buckets * 3)
+        return;
+    size_t nb = ms->ndoc_buckets * 2;
+    mem_journal **t = calloc(nb, sizeof(*t));
+    if (!t)
+        return;
+    for (size_t i = 0; i < ms->ndoc_buckets; i++)
+        for (mem_journal *x = ms->docs[i], *next; x; x = next) {
+            next = x->next;
+            size_t k = doc_bucket(nb, x->doc, x->owner);
+            x->next = t[k];
+            t[k] = x;
+        }
+    free(ms->docs);
+    ms->docs = t;
+    ms->ndoc_buckets = nb;
+}
+
+/* Makes the list of e's document (made if missing) hold room for one more
+ * entry. Returns false when out of memory. Write lock held. */
+static bool doclist_reserve(mem_store *ms, const mem_ev *e)
+{
+    mem_journal *d = doclist_find(ms, e->doc_hash, e->ev.owner_at);
+    if (!d) {
+        if (!(d = calloc(1, sizeof(*d))))
+            return false;
+        d->kind = ND_EVENT_AUDIT;
+        d->owner = e->ev.owner_at;
+        d->doc = e->doc_hash;
+        size_t b = doc_bucket(ms->ndoc_buckets, d->doc, d->owner);
+        d->next = ms->docs[b];
+        ms->docs[b] = d;
+        ms->ndocs++;
+        docs_grow(ms);
+    }
+    if (d->n == d->cap && d->first > 0) {
+        memmove(d->ev, d->ev + d->first, (d->n - d->first) * sizeof(*d->ev));
+        d->n -= d->first;
+        d->first = 0;
+    }
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 4;
+        mem_ev **ev = realloc(d->ev, cap * sizeof(*ev));
+        if (!ev)
+            return false; /* an empty list made here stays, harmless */
+        d->ev = ev;
+        d->cap = cap;
+    }
+    return true;
+}
+
+/* Adds e (stored in its journal, at its final at_us) to its document's
+ * list, reserved by doclist_reserve(). Write lock held. */
+static void doclist_insert(mem_store *ms, mem_ev *e)
+{
+    mem_journal *d = doclist_find(ms, e->doc_hash, e->ev.owner_at);
+    size_t i = journal_lower(d, e->ev.at_us);
+    memmove(d->ev + i + 1, d->ev + i, (d->n - i) * sizeof(*d->ev));
+    d->ev[i] = e;
+    d->n++;
+}
+
+/* Takes e out of its document's list (before it is freed); a list left
+ * empty goes. Write lock held. */
+static void doclist_remove(mem_store *ms, const mem_ev *e)
+{
+    size_t b = doc_bucket(ms->ndoc_buckets, e->doc_hash, e->ev.owner_at);
+    mem_journal **pp = &ms->docs[b];
+    while (*pp && ((*pp)->doc != e->doc_hash || (*pp)->owner != e->ev.owner_at))
+        pp = &(*pp)->next;
+    mem_journal *d = *pp;
+    if (!d)
+        return;
+    size_t i = d->first;
+    while (i < d->n && d->ev[i] != e)
+        i++;
+    if (i == d->first)
+        d->first++;
+    else if (i < d->n) {
+        memmove(d->ev + i, d->ev + i + 1, (d->n - i - 1) * sizeof(*d->ev));
+        d->n--;
+    }
+    if (d->first == d->n) {
+        *pp = d->next;
+        ms->ndocs--;
+        free(d->ev);
+        free(d);
+    }
+}
+
+/* The journal e goes to, with room for it (and, for an audit entry that
+ * names a document, its document's list: e's has_doc and doc_hash are set
+ * here). NULL: out of memory. Write lock held. */
+static mem_journal *event_reserve(mem_store *ms, mem_ev *e)
+{
+    if (e->ev.kind == ND_EVENT_AUDIT) {
+        const char *doc;
+        size_t dlen;
+        e->has_doc = nd_store_audit_subject(e->ev.value, e->ev.value_len, &ms->js, &doc, &dlen);
+        e->doc_hash = e->has_doc ? XXH3_64bits(doc, dlen) : 0;
+        if (e->has_doc && !doclist_reserve(ms, e))
+            return NULL;
+    }
+    return journal_reserve(ms, e->ev.kind, e->ev.owner_at);
+}
+
+/* Wall-clock time in us (the clock of audit times: nd_log_now_us()). */
+static int64_t wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Drops the oldest audit entries of j beyond audit_max_entries or older
+ * than audit_max_age_us, at most budget of them (as the LMDB store's
+ * retention, counted per journal: the API keeps every audit entry in
+ * owner_at 0). Write lock held. */
+static void audit_trim(mem_store *ms, mem_journal *j, size_t budget)
+{
+    uint64_t max = ms->base.audit_max_entries;
+    int64_t age = ms->base.audit_max_age_us;
+    int64_t cutoff = age ? wall_us() - age : INT64_MIN;
+    while ((max || age) && budget-- > 0 && journal_len(j) > 0 &&
+           ((max && journal_len(j) > max) || j->ev[j->first]->ev.at_us < cutoff)) {
+        if (j->ev[j->first]->has_doc)
+            doclist_remove(ms, j->ev[j->first]);
+        journal_remove(j, j->first);
+    }
+}
+
+/* Inserts e into j (reserved by journal_reserve): updates a detection of
+ * the same copy id in place (its at_us kept), else raises at_us while
+ * taken and drops the oldest beyond detections_max (audit: retention);
+ * then tells the event observer. Write lock held. */
 static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e)
 {
     if (e->ev.kind == ND_EVENT_DETECTION)
-        for (size_t i = 0; i < j->n; i++)
+        for (size_t i = j->first; i < j->n; i++)
             if (j->ev[i]->ev.copy_id_len == e->ev.copy_id_len &&
                 memcmp(j->ev[i]->ev.copy_id, e->ev.copy_id, e->ev.copy_id_len) == 0) {
-                journal_remove(j, i);
-                break;
+                e->ev.at_us = j->ev[i]->ev.at_us;
+                free(j->ev[i]);
+                j->ev[i] = e;
+                if (ms->base.event_observer)
+                    ms->base.event_observer(ms->base.event_observer_arg, &e->ev);
+                return;
             }
     size_t i = journal_lower(j, e->ev.at_us);
     while (i < j->n && j->ev[i]->ev.at_us == e->ev.at_us) {
@@ -358,10 +572,14 @@ static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e)
     memmove(j->ev + i + 1, j->ev + i, (j->n - i) * sizeof(*j->ev));
     j->ev[i] = e;
     j->n++;
+    if (e->has_doc)
+        doclist_insert(ms, e);
     uint64_t max = ms->base.detections_max;
     nd_store_event seen = e->ev; /* e may be dropped below */
-    while (e->ev.kind == ND_EVENT_DETECTION && max && j->n > max)
-        journal_remove(j, 0);
+    while (e->ev.kind == ND_EVENT_DETECTION && max && journal_len(j) > max)
+        journal_remove(j, j->first);
+    if (e->ev.kind == ND_EVENT_AUDIT)
+        audit_trim(ms, j, 1 + TRIM_SLACK);
     if (ms->base.event_observer)
         ms->base.event_observer(ms->base.event_observer_arg, &seen);
 }
@@ -375,7 +593,7 @@ static int mem_event_put(nd_store *st, const nd_store_event *ev, nd_store_done_f
     if (!e)
         return -ENOMEM;
     pthread_rwlock_wrlock(&ms->lock);
-    mem_journal *j = journal_reserve(ms, ev->kind, ev->owner_at);
+    mem_journal *j = event_reserve(ms, e);
     if (j) {
         atomic_fetch_add_explicit(&ms->commits, 1, memory_order_relaxed);
         journal_insert(ms, j, e);
@@ -400,9 +618,41 @@ static int mem_events(nd_store *st, nd_event_kind kind, int64_t owner_at, int64_
     pthread_rwlock_rdlock(&ms->lock);
     mem_journal *j = journal_find(ms, kind, owner_at);
     size_t i = !j ? 0 : before_at >= 0 ? journal_lower(j, before_at) : j->n;
-    for (size_t seen = 0; i > 0 && rc == 0 && (limit == 0 || seen < limit); seen++)
+    size_t first = j ? j->first : 0;
+    for (size_t seen = 0; i > first && rc == 0 && (limit == 0 || seen < limit); seen++)
         rc = visit(arg, &j->ev[--i]->ev);
     pthread_rwlock_unlock(&ms->lock);
+    return rc;
+}
+
+/* The audit entries of owner_at naming document: its document's list,
+ * newest first (each compared by the document itself). */
+static int mem_audit_of(nd_store *st, int64_t owner_at, const char *doc, size_t len,
+                        int64_t before_at, size_t limit,
+                        int (*visit)(void *arg, const nd_store_event *ev), void *arg)
+{
+    mem_store *ms = ms_of(st);
+    if (owner_at < 0 || !doc || len == 0 || len > ND_ID_MAX)
+        return -EINVAL;
+    uint64_t h = XXH3_64bits(doc, len);
+    nd_json_scratch js = {0};
+    int rc = 0;
+    pthread_rwlock_rdlock(&ms->lock);
+    mem_journal *d = doclist_find(ms, h, owner_at);
+    size_t i = !d ? 0 : before_at >= 0 ? journal_lower(d, before_at) : d->n;
+    size_t first = d ? d->first : 0, seen = 0;
+    while (i > first && rc == 0 && (limit == 0 || seen < limit)) {
+        const mem_ev *e = d->ev[--i];
+        const char *sd;
+        size_t sl;
+        if (!nd_store_audit_subject(e->ev.value, e->ev.value_len, &js, &sd, &sl) || sl != len ||
+            memcmp(sd, doc, len) != 0)
+            continue; /* another document of the same hash */
+        seen++;
+        rc = visit(arg, &e->ev);
+    }
+    pthread_rwlock_unlock(&ms->lock);
+    nd_json_scratch_finish(&js);
     return rc;
 }
 
@@ -431,8 +681,7 @@ static int mem_amend(nd_store *st, const nd_record *rec, const nd_store_event *a
     } else {
         r.sketch = (*pp)->rec.sketch;
         r.sketch_len = (*pp)->rec.sketch_len;
-        if (!(m = rec_copy(&r)) ||
-            (e && !(j = journal_reserve(ms, ND_EVENT_AUDIT, e->ev.owner_at))))
+        if (!(m = rec_copy(&r)) || (e && !(j = event_reserve(ms, e))))
             status = -ENOMEM;
     }
     if (status == 0) {
@@ -464,25 +713,48 @@ static int mem_amend(nd_store *st, const nd_record *rec, const nd_store_event *a
     return 0;
 }
 
+/* Empties the detections of owner (a deleted record's). Write lock held. */
+static void detections_drop(mem_store *ms, int64_t owner)
+{
+    mem_journal *j = journal_find(ms, ND_EVENT_DETECTION, owner);
+    while (j && journal_len(j) > 0)
+        journal_remove(j, j->first);
+}
+
 static int mem_delete_at(nd_store *st, const char *id, size_t id_len, int64_t at, uint64_t seq,
-                         nd_store_done_fn done, void *arg)
+                         const nd_store_event *audit, nd_store_done_fn done, void *arg)
 {
     mem_store *ms = ms_of(st);
-    if (!id || id_len == 0 || id_len > ND_ID_MAX || at < 0)
+    if (!id || id_len == 0 || id_len > ND_ID_MAX || at < 0 || !audit_ok(audit))
         return -EINVAL;
+    mem_ev *e = audit ? ev_copy(audit) : NULL;
+    if (audit && !e)
+        return -ENOMEM;
     pthread_rwlock_wrlock(&ms->lock);
     mem_rec **pp = find(ms, at), *gone = NULL;
+    mem_journal *j = NULL;
     int status = -ENOENT;
     if (*pp && same_id(&(*pp)->rec, id, id_len)) {
+        if (e && !(j = event_reserve(ms, e))) {
+            pthread_rwlock_unlock(&ms->lock);
+            free(e);
+            return -ENOMEM;
+        }
         gone = *pp;
         *pp = gone->next;
         ms->count--;
+        detections_drop(ms, at);
         status = 0;
     }
     nd_record rec = {.id = id, .id_len = id_len, .registered_at_us = at, .stream_seq = seq};
     note_seq(ms, seq);
     committed(ms, status, ND_STORE_DELETE, &rec);
+    if (status == 0 && e) {
+        journal_insert(ms, j, e);
+        e = NULL;
+    }
     pthread_rwlock_unlock(&ms->lock);
+    free(e);
     free(gone);
     if (done)
         done(arg, status);
@@ -596,12 +868,20 @@ static void mem_close(nd_store *st)
     for (size_t i = 0; i < ms->njournal_buckets; i++)
         for (mem_journal *j = ms->journals[i], *next; j; j = next) {
             next = j->next;
-            for (size_t k = 0; k < j->n; k++)
+            for (size_t k = j->first; k < j->n; k++)
                 free(j->ev[k]);
             free(j->ev);
             free(j);
         }
     free(ms->journals);
+    for (size_t i = 0; i < ms->ndoc_buckets; i++)
+        for (mem_journal *d = ms->docs[i], *next; d; d = next) {
+            next = d->next;
+            free(d->ev); /* the entries are the journals' */
+            free(d);
+        }
+    free(ms->docs);
+    nd_json_scratch_finish(&ms->js);
     pthread_rwlock_destroy(&ms->lock);
     free(ms);
 }
@@ -615,6 +895,7 @@ static const nd_store_ops mem_ops = {
     .amend = mem_amend,
     .event_put = mem_event_put,
     .list_events = mem_events,
+    .list_audit = mem_audit_of,
     .delete_at = mem_delete_at,
     .scan = mem_scan,
     .get = mem_get,
@@ -640,16 +921,22 @@ int nd_store_memory_open_with(nd_store **out, const nd_store_options *opts)
     }
     mem_store *ms = calloc(1, sizeof(*ms));
     if (!ms || !(ms->buckets = calloc(1024, sizeof(*ms->buckets))) ||
-        !(ms->journals = calloc(64, sizeof(*ms->journals)))) {
-        if (ms)
+        !(ms->journals = calloc(64, sizeof(*ms->journals))) ||
+        !(ms->docs = calloc(64, sizeof(*ms->docs)))) {
+        if (ms) {
             free(ms->buckets);
+            free(ms->journals);
+        }
         free(ms);
         return -ENOMEM;
     }
+    ms->ndoc_buckets = 64;
     ms->nbuckets = 1024;
     ms->njournal_buckets = 64;
     ms->base.ops = &mem_ops;
     ms->base.detections_max = opts->detections_max;
+    ms->base.audit_max_entries = opts->audit_max_entries;
+    ms->base.audit_max_age_us = opts->audit_max_age_us;
     pthread_rwlock_init(&ms->lock, NULL);
     *out = (nd_store *)(void *)ms;
     return 0;
