@@ -1391,12 +1391,133 @@ static int queue_amend(nd_registry *reg, nd_doc *d, nd_reg_change *ch, const nd_
     return ND_REG_QUEUED;
 }
 
-/* A policy or status change of id (see nd_registry_set_policy()): the
- * amended copy of the live document is written with nd_store_amend() and
- * put in its place by complete_locked(). Writer taken here. */
-static int amend(nd_registry *reg, const char *id, size_t id_len, bool set_policy,
-                 const char *policy, size_t policy_len, int status, const nd_store_event *audit,
-                 nd_registry_done_fn fn, void *arg)
+/* The documents a restore of d now predates (nd_claim_change.predated):
+ * the SimHash hits within k of d that are live, active, of another
+ * account than d's, registered after d and verified as matches of d
+ * (their stored sketch compared with d's as a check of their text would,
+ * or the same text). Writer held. *out gets new references (the caller
+ * releases each and frees the array), earliest first, at most
+ * max_matches (more: *truncated). Returns 0 or -errno. */
+typedef struct predate_ctx {
+    nd_doc *const *cand; /* cand[0]: d */
+    const nd_verdict_params *params;
+    bool *listed;
+    nd_sketch self;
+    bool have_self;
+} predate_ctx;
+
+static int predate_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
+{
+    predate_ctx *pc = arg;
+    if (i == 0) {
+        pc->have_self = buf && nd_sketch_decode(buf, len, &pc->self) == 0;
+        return 0;
+    }
+    if (memcmp(pc->cand[i]->text_hash, pc->cand[0]->text_hash, 16) == 0) {
+        pc->listed[i] = true;
+        return 0;
+    }
+    nd_sketch q;
+    if (!pc->have_self || !buf || nd_sketch_decode(buf, len, &q) < 0 || q.mode != pc->self.mode)
+        return 0; /* nothing to verify with: not listed */
+    nd_sketch_estimate e;
+    nd_sketch_compare(&q, &pc->self, &e);
+    pc->listed[i] = nd_match_classify(&e, 0, pc->params) != ND_MATCH_NONE;
+    return 0;
+}
+
+static int registered_cmp(const void *a, const void *b)
+{
+    const nd_doc *x = *(nd_doc *const *)a, *y = *(nd_doc *const *)b;
+    return x->registered_at_us < y->registered_at_us ? -1
+                                                     : x->registered_at_us > y->registered_at_us;
+}
+
+static int find_predated(nd_registry *reg, nd_doc *d, unsigned k, const nd_verdict_params *params,
+                         nd_doc ***out, size_t *nout, bool *truncated)
+{
+    *out = NULL;
+    *nout = 0;
+    *truncated = false;
+    if (d->stale) /* not in the index */
+        return 0;
+    nd_verdict_params def;
+    if (!params) {
+        nd_verdict_params_default(&def);
+        params = &def;
+    }
+    size_t cap = 64, found = 0;
+    nd_index_hit *hits = NULL;
+    int rc;
+    for (;;) {
+        nd_index_hit *h = realloc(hits, cap * sizeof(*h));
+        if (!h) {
+            free(hits);
+            return -ENOMEM;
+        }
+        hits = h;
+        if ((rc = nd_index_query(reg->index, d->simhash, k, hits, cap, &found)) != -E2BIG)
+            break;
+        cap = found + found / 4 + 64;
+    }
+    nd_doc **cand = rc == 0 ? malloc((found + 1) * sizeof(*cand)) : NULL;
+    int64_t *keys = rc == 0 ? malloc((found + 1) * sizeof(*keys)) : NULL;
+    bool *listed = rc == 0 ? calloc(found + 1, sizeof(*listed)) : NULL;
+    if (rc == 0 && (!cand || !keys || !listed))
+        rc = -ENOMEM;
+    size_t n = 0;
+    if (rc == 0) {
+        cand[n++] = d;
+        for (size_t i = 0; i < found; i++) {
+            nd_doc *e = hits[i].slot < reg->nslots ? reg->slots[hits[i].slot] : NULL;
+            int st = e ? atomic_load(&e->state) : DOC_GONE;
+            if (!e || e == d || (st != DOC_LIVE && st != DOC_AMENDING) || e->stale ||
+                e->status != ND_CLAIM_ACTIVE || e->registered_at_us <= d->registered_at_us ||
+                (e->account_len && e->account_len == d->account_len &&
+                 memcmp(e->account, d->account, d->account_len) == 0))
+                continue;
+            bool twice = false; /* a slot listed twice in the index */
+            for (size_t j = 1; j < n && !twice; j++)
+                twice = cand[j] == e;
+            if (!twice)
+                cand[n++] = e;
+        }
+        for (size_t i = 0; i < n; i++)
+            keys[i] = cand[i]->registered_at_us;
+        predate_ctx pc = {.cand = cand, .params = params, .listed = listed};
+        if (n > 1)
+            rc = nd_store_sketches(reg->store, keys, n, predate_visit, &pc);
+    }
+    size_t u = 0;
+    for (size_t i = 1; rc == 0 && i < n; i++)
+        if (listed[i])
+            cand[u++] = doc_ref(cand[i]);
+    if (u) {
+        qsort(cand, u, sizeof(*cand), registered_cmp);
+        if (u > reg->opts.max_matches) {
+            for (size_t i = reg->opts.max_matches; i < u; i++)
+                nd_doc_release(cand[i]);
+            u = reg->opts.max_matches;
+            *truncated = true;
+        }
+        *out = cand;
+        *nout = u;
+        cand = NULL;
+    }
+    free(cand);
+    free(keys);
+    free(listed);
+    free(hits);
+    return rc;
+}
+
+/* A policy or status change of id (see nd_registry_change_policy()): the
+ * amended copy of the live document, as decide makes it on the document
+ * as it is now, is written with nd_store_amend() and put in its place by
+ * complete_locked(). Writer taken here. */
+static int amend(nd_registry *reg, const char *id, size_t id_len, bool set_policy, int status,
+                 unsigned k, const nd_verdict_params *params, nd_claim_decide_fn decide,
+                 void *decide_arg, nd_registry_done_fn fn, void *arg)
 {
     if (atomic_load(&reg->shutdown)) /* the store may be gone */
         return -ESHUTDOWN;
@@ -1404,12 +1525,11 @@ static int amend(nd_registry *reg, const char *id, size_t id_len, bool set_polic
         return -EAGAIN;
     if (!set_policy && status != ND_CLAIM_ACTIVE && status != ND_CLAIM_REVOKED)
         return -EINVAL;
-    if (set_policy && (policy_len > ND_POLICY_MAX || (policy_len && !policy)))
-        return -EINVAL;
     pthread_mutex_lock(&reg->writer);
     int rc = 0;
     nd_doc *d = map_find(reg, id, id_len), *nd = NULL;
     nd_reg_change *ch = NULL;
+    nd_claim_change c = {.doc = d};
     if (!d) {
         rc = -ENOENT;
     } else if (d->state != DOC_LIVE) {
@@ -1417,31 +1537,80 @@ static int amend(nd_registry *reg, const char *id, size_t id_len, bool set_polic
     } else if (!set_policy && d->status == status) {
         rc = 0; /* unchanged: nothing written */
     } else {
-        nd = doc_new(d->id, d->id_len, d->meta, d->meta_len, d->account, d->account_len,
-                     set_policy ? policy : d->policy, set_policy ? policy_len : d->policy_len,
-                     set_policy ? d->status : status);
-        ch = nd ? change_new(reg, nd, CHANGE_AMEND, fn, arg) : NULL;
-        rc = ch ? 0 : -ENOMEM;
+        nd_doc **pre = NULL;
+        if (!set_policy && status == ND_CLAIM_ACTIVE)
+            rc = find_predated(reg, d, k, params, &pre, &c.npredated, &c.predated_truncated);
+        c.predated = pre;
+        if (rc == 0)
+            rc = decide(decide_arg, &c);
+        for (size_t i = 0; i < c.npredated; i++)
+            nd_doc_release(pre[i]);
+        free(pre);
+        if (rc == 0 && set_policy && (c.policy_len > ND_POLICY_MAX || (c.policy_len && !c.policy)))
+            rc = -EINVAL;
+        if (rc == 0) {
+            nd = doc_new(d->id, d->id_len, d->meta, d->meta_len, d->account, d->account_len,
+                         set_policy ? c.policy : d->policy,
+                         set_policy ? (c.policy ? c.policy_len : 0) : d->policy_len,
+                         set_policy ? d->status : status);
+            ch = nd ? change_new(reg, nd, CHANGE_AMEND, fn, arg) : NULL;
+            rc = ch ? 0 : -ENOMEM;
+        }
     }
     if (ch)
-        rc = queue_amend(reg, d, ch, audit, 0);
+        rc = queue_amend(reg, d, ch, c.audit, 0);
     else if (nd)
         nd_doc_release(nd);
     pthread_mutex_unlock(&reg->writer);
     return rc;
 }
 
+/* The fixed outputs of nd_registry_set_policy() / _set_status(). */
+typedef struct fixed_claim {
+    const char *policy;
+    size_t policy_len;
+    const nd_store_event *audit;
+} fixed_claim;
+
+static int decide_fixed(void *arg, nd_claim_change *c)
+{
+    const fixed_claim *f = arg;
+    c->policy = f->policy;
+    c->policy_len = f->policy_len;
+    c->audit = f->audit;
+    return 0;
+}
+
 int nd_registry_set_policy(nd_registry *reg, const char *id, size_t id_len, const char *policy,
                            size_t policy_len, const nd_store_event *audit, nd_registry_done_fn done,
                            void *arg)
 {
-    return amend(reg, id, id_len, true, policy, policy ? policy_len : 0, 0, audit, done, arg);
+    fixed_claim f = {.policy = policy, .policy_len = policy ? policy_len : 0, .audit = audit};
+    if (f.policy_len > ND_POLICY_MAX || (policy_len && !policy))
+        return -EINVAL;
+    return amend(reg, id, id_len, true, 0, 0, NULL, decide_fixed, &f, done, arg);
 }
 
 int nd_registry_set_status(nd_registry *reg, const char *id, size_t id_len, int status,
                            const nd_store_event *audit, nd_registry_done_fn done, void *arg)
 {
-    return amend(reg, id, id_len, false, NULL, 0, status, audit, done, arg);
+    fixed_claim f = {.audit = audit};
+    return amend(reg, id, id_len, false, status, 0, NULL, decide_fixed, &f, done, arg);
+}
+
+int nd_registry_change_policy(nd_registry *reg, const char *id, size_t id_len,
+                              nd_claim_decide_fn decide, void *decide_arg, nd_registry_done_fn done,
+                              void *arg)
+{
+    return amend(reg, id, id_len, true, 0, 0, NULL, decide, decide_arg, done, arg);
+}
+
+int nd_registry_change_status(nd_registry *reg, const char *id, size_t id_len, int status,
+                              unsigned k, const nd_verdict_params *params,
+                              nd_claim_decide_fn decide, void *decide_arg, nd_registry_done_fn done,
+                              void *arg)
+{
+    return amend(reg, id, id_len, false, status, k, params, decide, decide_arg, done, arg);
 }
 
 int nd_registry_get(nd_registry *reg, const char *id, size_t id_len, nd_doc **out)

@@ -307,6 +307,54 @@ int nd_registry_set_policy(nd_registry *reg, const char *id, size_t id_len, cons
 int nd_registry_set_status(nd_registry *reg, const char *id, size_t id_len, int status,
                            const nd_store_event *audit, nd_registry_done_fn done, void *arg);
 
+/* A change of a document's claim decided on the document as it is when the
+ * change is made (writer held), not as a caller read it before: a policy
+ * PATCH merges into the current policy, and its audit entry names the
+ * policy actually replaced; a restore lists the documents it now predates.
+ * The registry fills the inputs and calls decide(decide_arg, c) once per
+ * attempt (again after ND_REG_WAIT or a retry: on the newer state). */
+typedef struct nd_claim_change {
+    /* In: */
+    const nd_doc *doc; /* the live document: its policy and status now */
+    /* A restore of a revoked claim: the active documents of other accounts
+     * registered after it that are near-duplicates of it (SimHash within
+     * the k given, verified with the sketches), earliest first, at most
+     * the registry's max_matches (more: predated_truncated). Checks of
+     * their texts name this document as the source again. Borrowed for the
+     * call. */
+    nd_doc *const *predated;
+    size_t npredated;
+    bool predated_truncated;
+    /* Out: */
+    const char *policy; /* a policy change: the new policy, policy_len bytes
+                         * (NULL: none), valid until the change's done */
+    size_t policy_len;
+    const nd_store_event *audit; /* the audit entry (NULL: none), valid
+                                  * until the change's done */
+} nd_claim_change;
+
+/* Sets *c's outputs; returns 0, or a negative value the change call
+ * returns as it is (nothing changed). */
+typedef int (*nd_claim_decide_fn)(void *arg, nd_claim_change *c);
+
+/* nd_registry_set_policy() with the policy and the audit entry decided by
+ * decide on the current document (its output policy over ND_POLICY_MAX:
+ * -EINVAL). Returns as nd_registry_set_policy(), or decide's error. */
+int nd_registry_change_policy(nd_registry *reg, const char *id, size_t id_len,
+                              nd_claim_decide_fn decide, void *decide_arg, nd_registry_done_fn done,
+                              void *arg);
+
+/* nd_registry_set_status() with the audit entry decided by decide on the
+ * current document; a restore of a revoked claim fills c->predated (k:
+ * the SimHash distance, params: the thresholds a check verifies with;
+ * params NULL: the defaults). decide is not called when the status is
+ * already the one asked for (0, nothing written). Returns as
+ * nd_registry_set_status(), or decide's error. */
+int nd_registry_change_status(nd_registry *reg, const char *id, size_t id_len, int status,
+                              unsigned k, const nd_verdict_params *params,
+                              nd_claim_decide_fn decide, void *decide_arg, nd_registry_done_fn done,
+                              void *arg);
+
 /* Applies a change read from the replication stream (issue 14), decided by
  * the node that published it: kind ND_STORE_PUT (a registration; rec
  * complete, with anchors and sketch), ND_STORE_REPLACE (an upgrade of the
