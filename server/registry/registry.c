@@ -1433,6 +1433,12 @@ static int registered_cmp(const void *a, const void *b)
                                                      : x->registered_at_us > y->registered_at_us;
 }
 
+static int doc_addr_cmp(const void *a, const void *b)
+{
+    const nd_doc *x = *(nd_doc *const *)a, *y = *(nd_doc *const *)b;
+    return (uintptr_t)x < (uintptr_t)y ? -1 : (uintptr_t)x > (uintptr_t)y;
+}
+
 static int find_predated(nd_registry *reg, nd_doc *d, unsigned k, const nd_verdict_params *params,
                          nd_doc ***out, size_t *nout, bool *truncated)
 {
@@ -1476,12 +1482,15 @@ static int find_predated(nd_registry *reg, nd_doc *d, unsigned k, const nd_verdi
                 (e->account_len && e->account_len == d->account_len &&
                  memcmp(e->account, d->account, d->account_len) == 0))
                 continue;
-            bool twice = false; /* a slot listed twice in the index */
-            for (size_t j = 1; j < n && !twice; j++)
-                twice = cand[j] == e;
-            if (!twice)
-                cand[n++] = e;
+            cand[n++] = e;
         }
+        /* The same document twice (a reused slot): once. */
+        qsort(cand + 1, n - 1, sizeof(*cand), doc_addr_cmp);
+        size_t u = 1;
+        for (size_t i = 1; i < n; i++)
+            if (cand[i] != cand[u - 1])
+                cand[u++] = cand[i];
+        n = u;
         for (size_t i = 0; i < n; i++)
             keys[i] = cand[i]->registered_at_us;
         predate_ctx pc = {.cand = cand, .params = params, .listed = listed};
