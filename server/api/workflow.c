@@ -129,7 +129,39 @@ static void add_policy(nd_reply *w, const nd_config *cfg, const char *policy, si
 
 static const char *status_name(int status)
 {
-    return status == ND_CLAIM_REVOKED ? "revoked" : "active";
+    return nd_status_name(status); /* claim.h: the same values as the store's */
+}
+
+/* The id of the record stored at a time (copied). */
+typedef struct id_at {
+    char id[ND_ID_MAX];
+    size_t len;
+} id_at;
+
+static int visit_id(void *arg, const nd_record *rec)
+{
+    id_at *a = arg;
+    if (rec->id_len <= sizeof(a->id)) {
+        memcpy(a->id, rec->id, rec->id_len);
+        a->len = rec->id_len;
+    }
+    return 0;
+}
+
+/* "superseded_by": {"id" (while that document is stored),
+ * "registered_at"} of superseded document d: one store read. */
+static void add_superseded_by(nd_req *r, nd_reply *w, const nd_doc *d)
+{
+    id_at a = {.len = 0};
+    nd_reply_key(w, "superseded_by");
+    nd_reply_object(w);
+    if (nd_store_get(nd_api_of(r)->store, d->superseded_by_us, visit_id, &a) == 0 && a.len) {
+        nd_reply_key(w, "id");
+        nd_reply_string(w, a.id, a.len);
+    }
+    nd_reply_key(w, "registered_at");
+    nd_reply_time(w, d->superseded_by_us);
+    nd_reply_object_end(w);
 }
 
 /* Whether a document carries any of the workflow's state: answers about a
@@ -153,6 +185,8 @@ void nd_workflow_add_document(nd_req *r, nd_reply *w, const nd_doc *d)
     nd_reply_key(w, "status");
     const char *s = status_name(d->status);
     nd_reply_plain(w, s, strlen(s));
+    if (d->status == ND_CLAIM_SUPERSEDED)
+        add_superseded_by(r, w, d);
 }
 
 static const char *action_name(int action)
@@ -489,6 +523,9 @@ static int wf_decide_status(void *arg, nd_claim_change *c)
         struct evbuffer *buf = detail_begin(&w);
         nd_reply_key(&w, "status");
         nd_reply_plain(&w, restore ? "active" : "revoked", restore ? 6 : 7);
+        nd_reply_key(&w, "previous");
+        const char *prev = status_name(c->doc->status);
+        nd_reply_plain(&w, prev, strlen(prev));
         if (op->reason) {
             nd_reply_key(&w, "reason");
             nd_reply_string(&w, op->reason, op->reason_len);

@@ -59,13 +59,17 @@ typedef struct nd_doc {
     uint8_t text_hash[16]; /* XXH3-128 of the text, canonical byte order */
     const char *meta;      /* compact JSON object, meta_len bytes; NULL if none */
     size_t meta_len;
-    bool stale;           /* fingerprint version differs: not in the index */
-    uint8_t status;       /* the claim: ND_CLAIM_ACTIVE or ND_CLAIM_REVOKED
-                           * (issue 13; revoked: never evidence) */
-    uint16_t account_len; /* 0: no account */
-    uint32_t policy_len;  /* 0: no policy */
-    const char *version;  /* fingerprint version, NUL-terminated; borrowed
+    bool stale;               /* fingerprint version differs: not in the index */
+    uint8_t status;           /* the claim: ND_CLAIM_ACTIVE, ND_CLAIM_REVOKED
+                           * (issue 13; revoked: never evidence) or
+                           * ND_CLAIM_SUPERSEDED (evidence as an active one) */
+    uint16_t account_len;     /* 0: no account */
+    uint32_t policy_len;      /* 0: no policy */
+    const char *version;      /* fingerprint version, NUL-terminated; borrowed
                                * from the registry, valid while it is */
+    int64_t superseded_by_us; /* ND_CLAIM_SUPERSEDED: the registered_at_us of
+                               * the document whose restore superseded it
+                               * (0 otherwise) */
     /* Issue 13: the registering account (account_len bytes, not
      * NUL-terminated; NULL: none) and the reprint policy (compact JSON,
      * policy_len bytes, not NUL-terminated; NULL: none, the server's default
@@ -301,7 +305,9 @@ int nd_registry_set_policy(nd_registry *reg, const char *id, size_t id_len, cons
                            void *arg);
 
 /* Sets the claim status of document id (ND_CLAIM_ACTIVE: restore,
- * ND_CLAIM_REVOKED: revoke) as nd_registry_set_policy() sets a policy.
+ * ND_CLAIM_REVOKED: revoke) as nd_registry_set_policy() sets a policy. A
+ * restore also supersedes the documents it predates (nd_claim_change);
+ * while it is in flight their changes wait behind it too.
  * When the document has that status already: 0 at once, nothing written
  * (no audit entry). -EINVAL for another status value. */
 int nd_registry_set_status(nd_registry *reg, const char *id, size_t id_len, int status,
@@ -316,11 +322,13 @@ int nd_registry_set_status(nd_registry *reg, const char *id, size_t id_len, int 
 typedef struct nd_claim_change {
     /* In: */
     const nd_doc *doc; /* the live document: its policy and status now */
-    /* A restore of a revoked claim: the active documents of other accounts
-     * registered after it that are near-duplicates of it (SimHash within
-     * the k given, verified with the sketches), earliest first, at most
-     * the registry's max_matches (more: predated_truncated). Checks of
-     * their texts name this document as the source again. Borrowed for the
+    /* A restore (of a revoked or superseded claim): the active documents
+     * of other accounts registered after it that are near-duplicates of it
+     * (SimHash within the k given, verified with the sketches), earliest
+     * first, at most the registry's max_matches (more: predated_truncated).
+     * The restore makes them (up to ND_STORE_SUPERSEDE_MAX, the listed ones
+     * first) ND_CLAIM_SUPERSEDED in its store transaction; checks of their
+     * texts name this document as the source again. Borrowed for the
      * call. */
     nd_doc *const *predated;
     size_t npredated;
@@ -360,7 +368,9 @@ int nd_registry_change_status(nd_registry *reg, const char *id, size_t id_len, i
  * complete, with anchors and sketch), ND_STORE_REPLACE (an upgrade of the
  * id's document at rec->registered_at_us), ND_STORE_DELETE (rec: id,
  * registered_at_us) or ND_STORE_AMEND (rec: the record with its new claim;
- * audit: its audit event or NULL). rec->stream_seq (> 0, required) is
+ * audit: its audit event or NULL; rec->supersede: the documents it
+ * supersedes, each only when held with that id and time and active).
+ * rec->stream_seq (> 0, required) is
  * written with the change in the same store transaction. No verdict is
  * made: the stream's order decided. Returns:
  *   ND_REG_QUEUED  applied in memory (pending), store write queued: done

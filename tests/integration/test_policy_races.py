@@ -8,8 +8,11 @@ made, against the real neardupd (LMDB, a named token):
   its size and digest instead of failing the change (audit F11);
 - a restore lists the documents it now predates: the active originals of
   other accounts registered while it was revoked that are near-duplicates
-  of it; they stay registered and active, and checks of their text name
-  the restored claim as the source again (audit F12);
+  of it; they stay registered, become "superseded" (by the restored claim,
+  in the same change, across a restart too), and checks of their text name
+  the restored claim as the source again; a superseded claim is restored
+  explicitly, audited; revoking the restored claim again leaves them
+  superseded (audit F12);
 - on replicas (3 NATS servers, 3 nodes; skipped without nats-server),
   PATCHes of different fields sent at once to two nodes both survive on
   every node, and every node's audit entries chain the same way."""
@@ -206,10 +209,12 @@ def restore_lists_the_documents_it_predates(srv):
     """A (alice, forbid) revoked; B (bob, the same text), E (another text)
     and C (carol, a near-duplicate of another revoked claim A2) register as
     originals. Restoring A answers predates [B] (not E), and its audit entry
-    records it; B stays registered and active, and a check of B's text names
-    A as the source (block); restoring A2 lists C. An own re-post (the same
-    account is never evidence) is not listed; a restore of an active claim
-    lists nothing."""
+    records it; B stays registered, its status "superseded" by A (also
+    after a restart), and a check of B's text names A as the source
+    (block); restoring A2 lists C. An own re-post (the same account is never
+    evidence) is not listed; a restore of an active claim lists nothing.
+    Revoking A again leaves B superseded; B's restore makes it active again
+    (audited, "previous": "superseded")."""
     t = TEXTS["en5"]
     register(srv, "A", t, "alice", reprint="forbid")
     check(srv.json("POST", path("A", "/revoke"), {"reason": "appeal"}, headers=AUTH)[0] == 200)
@@ -233,12 +238,23 @@ def restore_lists_the_documents_it_predates(srv):
     check(e["action"] == "restore" and [x["id"] for x in e["detail"].get("predates", [])] == ["B"],
           "restore audit entry: %r", e)
     check(e["detail"]["reason"] == "appeal withdrawn", e)
-    # B is still registered and active; its text now has A as the source.
-    check(srv.json("GET", path("B"))[1]["status"] == "active")
-    status, r = srv.json("POST", "/check-original",
-                         {"id": "B", "text": t, "account": "bob", "register": True}, headers=AUTH)
-    check(status == 200 and r["registered"] and not r["original"] and r["action"] == "block"
-          and r["source"]["id"] == "A", "re-check of B: %r", r)
+    check(e["detail"]["previous"] == "revoked", e)
+    a_at = srv.json("GET", path("A"))[1]["registered_at"]
+    for restarted in (False, True):
+        if restarted:
+            srv.restart()
+        # B is still registered, superseded by A; its text now has A as the source.
+        status, doc = srv.json("GET", path("B"))
+        check(status == 200 and doc["status"] == "superseded"
+              and doc.get("superseded_by") == {"id": "A", "registered_at": a_at},
+              "B after the restore of A (restarted: %s): %s %r", restarted, status, doc)
+        check(srv.json("GET", path("A"))[1]["status"] == "active")
+        check(srv.json("GET", path("E"))[1]["status"] == "active", "E is another text")
+        status, r = srv.json("POST", "/check-original",
+                             {"id": "B", "text": t, "account": "bob", "register": True},
+                             headers=AUTH)
+        check(status == 200 and r["registered"] and not r["original"] and r["action"] == "block"
+              and r["source"]["id"] == "A", "re-check of B: %r", r)
     # The near-duplicate case.
     status, body = srv.json("POST", path("A2", "/restore"), None, headers=AUTH)
     check(status == 200 and [x["id"] for x in body["predates"]] == ["C"],
@@ -254,9 +270,18 @@ def restore_lists_the_documents_it_predates(srv):
     status, body = srv.json("POST", path("A", "/restore"), None, headers=AUTH)
     check(status == 200 and body["predates"] == [] and body["predates_truncated"] is False, body)
     check(len(audit_entries(srv, "A")) == n, "an audit entry for no change")
-    # Revoke answers keep their shape.
+    # Revoke answers keep their shape; revoking A again leaves B superseded.
     status, body = srv.json("POST", path("A", "/revoke"), None, headers=AUTH)
     check(status == 200 and body == {"id": "A", "status": "revoked"}, body)
+    check(srv.json("GET", path("B"))[1]["status"] == "superseded", "B after A's revoke")
+    # B restored explicitly: active, audited.
+    status, body = srv.json("POST", path("B", "/restore"), {"reason": "A revoked"}, headers=AUTH)
+    check(status == 200 and body["status"] == "active", "restore of B: %s %r", status, body)
+    e = audit_entries(srv, "B")[-1]
+    check(e["action"] == "restore" and e["detail"]["previous"] == "superseded"
+          and e["detail"]["reason"] == "A revoked", "B's restore audit entry: %r", e)
+    status, doc = srv.json("GET", path("B"))
+    check(doc["status"] == "active" and "superseded_by" not in doc, "B restored: %r", doc)
     status, body = srv.json("PUT", path("nope", "/policy"), {"reprint": "allow"}, headers=AUTH)
     expect_error(status, body, 404, "not_found")
 
