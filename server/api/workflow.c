@@ -496,7 +496,8 @@ static void write_predates(nd_reply *w, nd_doc *const *docs, size_t n)
 }
 
 /* A revoke or restore: the audit entry's detail holds the status, the
- * reason and (a restore) the documents it now predates, as many as fit. */
+ * reason, "previous": "superseded" when the claim was, and (a restore) the
+ * documents it now predates, as many as fit. */
 static int wf_decide_status(void *arg, nd_claim_change *c)
 {
     nd_req *r = arg;
@@ -523,9 +524,10 @@ static int wf_decide_status(void *arg, nd_claim_change *c)
         struct evbuffer *buf = detail_begin(&w);
         nd_reply_key(&w, "status");
         nd_reply_plain(&w, restore ? "active" : "revoked", restore ? 6 : 7);
-        nd_reply_key(&w, "previous");
-        const char *prev = status_name(c->doc->status);
-        nd_reply_plain(&w, prev, strlen(prev));
+        if (c->doc->status == ND_CLAIM_SUPERSEDED) { /* else implied by the change */
+            nd_reply_key(&w, "previous");
+            nd_reply_plain(&w, "superseded", 10);
+        }
         if (op->reason) {
             nd_reply_key(&w, "reason");
             nd_reply_string(&w, op->reason, op->reason_len);
