@@ -56,10 +56,11 @@ int nd_change_encode(int kind, const nd_record *rec, const nd_store_event *audit
     size_t nsup = rec->supersede ? rec->nsupersede : 0, sup = nsup ? 2 : 0;
     bool by = rec->status == ND_CLAIM_SUPERSEDED;
     if (rec->id_len > 0xFFFF || vlen > 0xFF || meta >= 0xFFFFFFFFu || acc > 0xFFFF ||
-        pol >= 0xFFFFFFFFu || na > 0xFFFF || sk > 0xFFFF || val >= 0xFFFFFFFFu || nsup > 0xFFFF)
+        pol >= 0xFFFFFFFFu || na > 0xFFFF || sk > 0xFFFF || val >= 0xFFFFFFFFu ||
+        nsup > ND_STORE_SUPERSEDE_MAX)
         return -EINVAL;
     for (size_t i = 0; i < nsup; i++) {
-        if (rec->supersede[i].id_len > 0xFFFF)
+        if (!rec->supersede[i].id || !rec->supersede[i].id_len || rec->supersede[i].id_len > 0xFFFF)
             return -EINVAL;
         sup += 8 + 2 + rec->supersede[i].id_len;
     }

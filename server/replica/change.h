@@ -27,6 +27,7 @@ typedef struct nd_change {
 } nd_change;
 
 /* Encodes a change into a new buffer (free() it): kind ND_STORE_PUT,
+ * (rec->supersede: at most ND_STORE_SUPERSEDE_MAX, ids non-empty),
  * ND_STORE_REPLACE, ND_STORE_AMEND (audit: its audit event or NULL; the
  * records rec->supersede names go with it) or
  * ND_STORE_DELETE (rec: id and registered_at_us only). Returns 0 with *out
