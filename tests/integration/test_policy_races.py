@@ -15,7 +15,8 @@ made, against the real neardupd (LMDB, a named token):
   superseded (audit F12);
 - on replicas (3 NATS servers, 3 nodes; skipped without nats-server),
   PATCHes of different fields sent at once to two nodes both survive on
-  every node, and every node's audit entries chain the same way."""
+  every node, and every node's audit entries chain the same way; a
+  restore supersedes the same documents on every node."""
 
 import json
 import os
@@ -359,6 +360,50 @@ def concurrent_patches_on_two_replicas(_srv):
             check(compact(final) == json.dumps(prev, separators=(",", ":")), "%s: %r != %r",
                   names[k], final, prev)
         check(chains[0] == chains[1] == chains[2], "the nodes' audit chains differ")
+
+
+@T.test
+def restore_supersedes_on_replicas(_srv):
+    """A (alice) revoked on nd-1, B (bob, the same text) registered on nd-2,
+    A restored on nd-3: every node shows B superseded by A; B restored on
+    nd-2: active on every node (audit F12, with the stream)."""
+    if shutil.which("nats-server") is None:
+        print("     skipped: nats-server not installed")
+        return
+    from cluster import ReplicaCluster, wait_converged  # noqa: E402
+    t = TEXTS["en4"]
+    with ReplicaCluster(n=3, haproxy=False, tmp_prefix="neardup-policy-replicas-") as cl:
+        nodes = cl.nodes
+        names = [cl.name(i) for i in range(3)]
+
+        def ok(node, method, url, body=None):
+            st, r = node.json(method, url, body)
+            check(st == 200, "%s %s: %s %r", method, url, st, r)
+            return r
+
+        ok(nodes[0], "POST", "/check-original",
+           {"id": "A", "text": t, "account": "alice", "register": True})
+        ok(nodes[0], "POST", path("A", "/revoke"))
+        wait_converged(nodes, 30, names)
+        r = ok(nodes[1], "POST", "/check-original",
+               {"id": "B", "text": t, "account": "bob", "register": True})
+        check(r["registered"] and r["original"], "B: %r", r)
+        wait_converged(nodes, 30, names)
+        r = ok(nodes[2], "POST", path("A", "/restore"))
+        check([x["id"] for x in r["predates"]] == ["B"], "restore of A: %r", r)
+        wait_converged(nodes, 30, names)
+        a_at = ok(nodes[0], "GET", path("A"))["registered_at"]
+        for k, node in enumerate(nodes):
+            doc = ok(node, "GET", path("B"))
+            check(doc["status"] == "superseded"
+                  and doc.get("superseded_by") == {"id": "A", "registered_at": a_at},
+                  "%s: B %r", names[k], doc)
+        ok(nodes[1], "POST", path("B", "/restore"))
+        wait_converged(nodes, 30, names)
+        for k, node in enumerate(nodes):
+            doc = ok(node, "GET", path("B"))
+            check(doc["status"] == "active" and "superseded_by" not in doc,
+                  "%s: B %r", names[k], doc)
 
 
 def main():
