@@ -115,7 +115,7 @@ static void refuses_bad_bytes(void)
     memcpy(pad, buf, len);
     pad[len] = 0;
     CHECK(nd_change_decode(pad, len + 1, &ch) == -EBADMSG); /* trailing bytes */
-    pad[0] = 2;                                             /* a layout this build does not know */
+    pad[0] = 3;                                             /* a layout this build does not know */
     CHECK(nd_change_decode(pad, len, &ch) == -EPROTO);
     memcpy(pad, buf, len);
     pad[1] = 9; /* an unknown kind */
@@ -143,6 +143,7 @@ static void supersede_fields(void)
     REQUIRE(nd_change_encode(ND_STORE_AMEND, &r, NULL, &buf, &len) == 0);
     static nd_change ch;
     REQUIRE(nd_change_decode(buf, len, &ch) == 0);
+    CHECK(buf[0] == 2, "layout %u: a layout-1 node refuses it as newer", buf[0]);
     CHECK(ch.rec.status == ND_CLAIM_SUPERSEDED && ch.rec.superseded_by_us == r.superseded_by_us);
     CHECK(ch.rec.nsupersede == 2 && ch.rec.supersede);
     for (size_t i = 0; i < 2 && ch.rec.supersede; i++)
@@ -159,7 +160,10 @@ static void supersede_fields(void)
     r.nsupersede = 0;
     REQUIRE(nd_change_encode(ND_STORE_AMEND, &r, NULL, &buf, &len) == 0);
     REQUIRE(nd_change_decode(buf, len, &ch) == 0);
-    CHECK(ch.rec.superseded_by_us == 0 && !ch.rec.supersede && ch.rec.nsupersede == 0);
+    CHECK(buf[0] == 1 && ch.rec.superseded_by_us == 0 && !ch.rec.supersede &&
+          ch.rec.nsupersede == 0);
+    buf[0] = 2; /* layout 2 without either field: malformed */
+    CHECK(nd_change_decode(buf, len, &ch) == -EBADMSG);
     free(buf);
     r.supersede = refs;
     r.nsupersede = ND_STORE_SUPERSEDE_MAX + 1;

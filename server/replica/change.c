@@ -1,8 +1,8 @@
 /* change.c - the replication stream's entry layout (change.h).
  *
- *   u8 layout (1), u8 kind, u8 status, u8 flags (1: audit follows, 2:
- *   superseded_by follows, 4: supersede follows; a node that knows only
- *   bit 1 refuses an entry with the others as malformed)
+ *   u8 layout (1; 2 when flag 2 or 4 is set), u8 kind, u8 status, u8 flags
+ *   (1: audit follows; layout 2: 2 superseded_by follows, 4 supersede
+ *   follows, at least one of them)
  *   i64 registered_at_us, u64 simhash, u32 chars, 16 bytes text hash
  *   u16 id_len, id; u8 version_len, version, a NUL byte
  *   u32 meta_len + 1 (0: none), meta; u16 account_len, account;
@@ -19,6 +19,11 @@
 #include <string.h>
 
 #define LAYOUT 1u
+#define LAYOUT_SUPERSEDE                                                                           \
+    2u /* layout 1 with flag bits 2 and 4 (written only
+                             * when one is set, so that a node that knows
+                             * only layout 1 reads every other entry and
+                             * refuses these as newer: -EPROTO) */
 #define FLAG_AUDIT 1u
 #define FLAG_SUPERSEDED_BY 2u
 #define FLAG_SUPERSEDE 4u
@@ -70,7 +75,7 @@ int nd_change_encode(int kind, const nd_record *rec, const nd_store_event *audit
     if (!buf)
         return -ENOMEM;
     writer w = {buf};
-    put_u(&w, LAYOUT, 1);
+    put_u(&w, by || nsup ? LAYOUT_SUPERSEDE : LAYOUT, 1);
     put_u(&w, (uint64_t)kind, 1);
     put_u(&w, rec->status, 1);
     put_u(&w,
@@ -163,14 +168,17 @@ int nd_change_decode(const uint8_t *buf, size_t len, nd_change *ch)
 {
     reader r = {buf, buf + len, false};
     memset(ch, 0, sizeof(*ch));
-    if (get_u(&r, 1) != LAYOUT)
+    unsigned layout = (unsigned)get_u(&r, 1);
+    if (layout != LAYOUT && layout != LAYOUT_SUPERSEDE)
         return r.bad ? -EBADMSG : -EPROTO;
     ch->kind = (int)get_u(&r, 1);
     nd_record *rec = &ch->rec;
     rec->status = (uint8_t)get_u(&r, 1);
     unsigned flags = (unsigned)get_u(&r, 1);
-    if (flags & ~(FLAG_AUDIT | FLAG_SUPERSEDED_BY | FLAG_SUPERSEDE) ||
-        !(flags & FLAG_SUPERSEDED_BY) != (rec->status != ND_CLAIM_SUPERSEDED))
+    unsigned known = layout == LAYOUT ? FLAG_AUDIT
+                                      : FLAG_AUDIT | FLAG_SUPERSEDED_BY | FLAG_SUPERSEDE;
+    if ((flags & ~known) || !(flags & FLAG_SUPERSEDED_BY) != (rec->status != ND_CLAIM_SUPERSEDED) ||
+        (layout == LAYOUT_SUPERSEDE && !(flags & (FLAG_SUPERSEDED_BY | FLAG_SUPERSEDE))))
         r.bad = true;
     rec->registered_at_us = (int64_t)get_u(&r, 8);
     rec->simhash = get_u(&r, 8);

@@ -401,7 +401,8 @@ static inline int nd_store_replace(nd_store *st, const nd_record *rec, nd_store_
  * ND_STORE_SUPERSEDE_MAX or naming an id not 1..ND_ID_MAX bytes, or audit not an
  * ND_EVENT_AUDIT event valid for nd_store_event_put), -ENOMEM, -ESHUTDOWN;
  * blocks like put when the queue is full. The observer sees ND_STORE_AMEND
- * (rec without sketch), then the event observer the audit event. */
+ * (rec without sketch; not the records it superseded), then the event
+ * observer the audit event. */
 static inline int nd_store_amend(nd_store *st, const nd_record *rec, const nd_store_event *audit,
                                  nd_store_done_fn done, void *arg)
 {
