@@ -115,7 +115,7 @@ static void refuses_bad_bytes(void)
     memcpy(pad, buf, len);
     pad[len] = 0;
     CHECK(nd_change_decode(pad, len + 1, &ch) == -EBADMSG); /* trailing bytes */
-    pad[0] = 2;                                             /* a layout this build does not know */
+    pad[0] = 3;                                             /* a layout this build does not know */
     CHECK(nd_change_decode(pad, len, &ch) == -EPROTO);
     memcpy(pad, buf, len);
     pad[1] = 9; /* an unknown kind */
@@ -127,10 +127,57 @@ static void refuses_bad_bytes(void)
     CHECK(nd_change_encode(ND_STORE_PUT, &big, NULL, &buf, &len) == -EINVAL);
 }
 
+/* A superseded record keeps whom it is superseded by; an amendment
+ * carries the records it supersedes; every cut of one is refused. */
+static void supersede_fields(void)
+{
+    nd_record r = full_record();
+    r.status = ND_CLAIM_SUPERSEDED;
+    r.superseded_by_us = 1764115100000001ll;
+    nd_record_ref refs[2] = {{.registered_at_us = 5, .id = "B", .id_len = 1},
+                             {.registered_at_us = 1764115300000000ll, .id = "doc-C", .id_len = 5}};
+    r.supersede = refs;
+    r.nsupersede = 2;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    REQUIRE(nd_change_encode(ND_STORE_AMEND, &r, NULL, &buf, &len) == 0);
+    static nd_change ch;
+    REQUIRE(nd_change_decode(buf, len, &ch) == 0);
+    CHECK(buf[0] == 2, "layout %u: a layout-1 node refuses it as newer", buf[0]);
+    CHECK(ch.rec.status == ND_CLAIM_SUPERSEDED && ch.rec.superseded_by_us == r.superseded_by_us);
+    CHECK(ch.rec.nsupersede == 2 && ch.rec.supersede);
+    for (size_t i = 0; i < 2 && ch.rec.supersede; i++)
+        CHECK(ch.rec.supersede[i].registered_at_us == refs[i].registered_at_us &&
+              same_bytes(ch.rec.supersede[i].id, ch.rec.supersede[i].id_len, refs[i].id,
+                         refs[i].id_len));
+    int cut_refused = 0;
+    for (size_t n = 0; n < len; n++)
+        cut_refused += nd_change_decode(buf, n, &ch) == -EBADMSG;
+    CHECK(cut_refused == (int)len, "%d of %zu cuts refused", cut_refused, len);
+    free(buf);
+    r.status = ND_CLAIM_ACTIVE; /* no superseded_by with another status */
+    r.supersede = NULL;
+    r.nsupersede = 0;
+    REQUIRE(nd_change_encode(ND_STORE_AMEND, &r, NULL, &buf, &len) == 0);
+    REQUIRE(nd_change_decode(buf, len, &ch) == 0);
+    CHECK(buf[0] == 1 && ch.rec.superseded_by_us == 0 && !ch.rec.supersede &&
+          ch.rec.nsupersede == 0);
+    buf[0] = 2; /* layout 2 without either field: malformed */
+    CHECK(nd_change_decode(buf, len, &ch) == -EBADMSG);
+    free(buf);
+    r.supersede = refs;
+    r.nsupersede = ND_STORE_SUPERSEDE_MAX + 1;
+    CHECK(nd_change_encode(ND_STORE_AMEND, &r, NULL, &buf, &len) == -EINVAL);
+    refs[1].id_len = 0;
+    r.nsupersede = 2;
+    CHECK(nd_change_encode(ND_STORE_AMEND, &r, NULL, &buf, &len) == -EINVAL);
+}
+
 int main(void)
 {
     UNIT_RUN(round_trip);
     UNIT_RUN(empty_fields);
     UNIT_RUN(refuses_bad_bytes);
+    UNIT_RUN(supersede_fields);
     return unit_summary("change");
 }

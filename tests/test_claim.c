@@ -41,6 +41,7 @@ static void names(void)
     CHECK(nd_reprint_name(ND_REPRINT_UNSET) == NULL);
     CHECK(strcmp(nd_status_name(ND_STATUS_ACTIVE), "active") == 0);
     CHECK(strcmp(nd_status_name(ND_STATUS_REVOKED), "revoked") == 0);
+    CHECK(strcmp(nd_status_name(ND_STATUS_SUPERSEDED), "superseded") == 0);
 }
 
 static void parse_and_serialize(void)
@@ -296,6 +297,8 @@ static void decide_edges(void)
     CHECK(!nd_claim_same_account(&x, NULL, 0) && nd_claim_is_evidence(&x, NULL, 0));
     x.status = ND_STATUS_REVOKED;
     CHECK(!nd_claim_is_evidence(&x, S("b")));
+    x.status = ND_STATUS_SUPERSEDED; /* a later original: evidence still */
+    CHECK(nd_claim_is_evidence(&x, S("b")) && !nd_claim_is_evidence(&x, S("a")));
 }
 
 int main(void)

@@ -915,6 +915,195 @@ static void digest_follows_commits(void)
     world_close(&w, false);
 }
 
+
+/* A decide callback that records what it saw and sets a policy. */
+typedef struct decider {
+    char saw[64];       /* the current policy it was called on ("" none) */
+    const char *policy; /* what it sets */
+    int calls;
+    int fail; /* returned instead when not 0 */
+    nd_store_event ev;
+    char predated[8][32];
+    size_t npredated;
+    bool truncated;
+} decider;
+
+static int decide_rec(void *arg, nd_claim_change *c)
+{
+    decider *dc = arg;
+    dc->calls++;
+    snprintf(dc->saw, sizeof(dc->saw), "%.*s", c->doc->policy ? (int)c->doc->policy_len : 0,
+             c->doc->policy ? c->doc->policy : "");
+    dc->npredated = 0;
+    for (size_t i = 0; i < c->npredated && i < 8; i++, dc->npredated++)
+        snprintf(dc->predated[i], sizeof(dc->predated[i]), "%.*s", (int)c->predated[i]->id_len,
+                 c->predated[i]->id);
+    dc->truncated = c->predated_truncated;
+    if (dc->fail)
+        return dc->fail;
+    dc->ev = audit_event("change");
+    c->policy = dc->policy;
+    c->policy_len = dc->policy ? strlen(dc->policy) : 0;
+    c->audit = &dc->ev;
+    return 0;
+}
+
+/* A policy change is decided on the policy current when it is made: a
+ * second change queued behind a first one in flight waits (its decide is
+ * not called), and asked again it sees the first one's policy; a decide
+ * that refuses changes nothing. */
+static void change_decided_on_current_policy(void)
+{
+    world w;
+    world_open(&w, true, ND_REPRINT_ALLOW);
+    REQUIRE(w.reg);
+    REQUIRE(put_doc(&w, "P", Q, "alice", ALLOW, 0) > 0);
+    decider d1 = {.policy = FORBID}, d2 = {.policy = WL_DAVE};
+    done_box b1 = BOX_INIT, b2 = BOX_INIT;
+    int rc1 = nd_registry_change_policy(w.reg, "P", 1, decide_rec, &d1, box_done, &b1);
+    REQUIRE(rc1 == ND_REG_QUEUED, "%d", rc1);
+    CHECK(d1.calls == 1 && strcmp(d1.saw, ALLOW) == 0, "%s", d1.saw);
+    CHECK(nd_registry_change_policy(w.reg, "P", 1, decide_rec, &d2, box_done, &b2) == ND_REG_WAIT);
+    CHECK(d2.calls == 0);
+    CHECK(settle(&w, rc1, &b1) == 0);
+    box_wait(&b2); /* woken */
+    done_box b3 = BOX_INIT;
+    CHECK(settle(&w, nd_registry_change_policy(w.reg, "P", 1, decide_rec, &d2, box_done, &b3),
+                 &b3) == 0);
+    CHECK(d2.calls == 1 && strcmp(d2.saw, FORBID) == 0, "the second saw %s", d2.saw);
+    nd_doc *d = NULL;
+    REQUIRE(nd_registry_get(w.reg, "P", 1, &d) == 0);
+    CHECK(d->policy_len == strlen(WL_DAVE) && memcmp(d->policy, WL_DAVE, d->policy_len) == 0);
+    nd_doc_release(d);
+    int n0 = audit_count(&w);
+    decider bad = {.policy = FORBID, .fail = -EPROTO};
+    CHECK(nd_registry_change_policy(w.reg, "P", 1, decide_rec, &bad, box_done, &b3) == -EPROTO);
+    static char big[ND_POLICY_MAX + 2];
+    memset(big, ' ', sizeof(big) - 1);
+    decider over = {.policy = big};
+    CHECK(nd_registry_change_policy(w.reg, "P", 1, decide_rec, &over, box_done, &b3) == -EINVAL);
+    CHECK(audit_count(&w) == n0);
+    REQUIRE(nd_registry_get(w.reg, "P", 1, &d) == 0);
+    CHECK(d->policy_len == strlen(WL_DAVE), "unchanged");
+    nd_doc_release(d);
+    decider none = {.policy = FORBID};
+    CHECK(nd_registry_change_policy(w.reg, "nope", 4, decide_rec, &none, box_done, &b3) ==
+              -ENOENT &&
+          none.calls == 0);
+    world_close(&w, false);
+}
+
+/* Restores id (status ACTIVE, k 3) with dc; returns its result. */
+static int restore_with(world *w, const char *id, decider *dc)
+{
+    done_box b = BOX_INIT;
+    return settle(w,
+                  nd_registry_change_status(w->reg, id, strlen(id), ND_CLAIM_ACTIVE, 3, NULL,
+                                            decide_rec, dc, box_done, &b),
+                  &b);
+}
+
+/* The status of id and whom it is superseded by (its registered_at, 0:
+ * none); -1 when not found. */
+static int status_of(world *w, const char *id, int64_t *by)
+{
+    nd_doc *d = NULL;
+    if (nd_registry_get(w->reg, id, strlen(id), &d) < 0)
+        return -1;
+    int st = d->status;
+    *by = d->superseded_by_us;
+    nd_doc_release(d);
+    return st;
+}
+
+/* A restore of a revoked claim is given the documents it now predates:
+ * active, of another account, registered after it, a match (here: the
+ * same text, the tests' documents have no sketches); not itself, not the
+ * same account, not a revoked one, not one registered before it, not
+ * another text within k. A revoke and a restore of an active claim are
+ * given none. The restore makes the ones it predates superseded (by it),
+ * in its store transaction (kept across a restart); they are still
+ * evidence; a second restore of an earlier claim leaves them superseded
+ * by the first; revoking the restored claim again changes none; a
+ * superseded claim is restored to active explicitly (audit F12). */
+static void restore_supersedes(bool lmdb)
+{
+    world w;
+    world_open(&w, lmdb, ND_REPRINT_ALLOW);
+    REQUIRE(w.reg);
+    /* Ids sharing their first 16 bytes have the same text here. */
+    REQUIRE(put_doc(&w, "same-text-000000-early", Q ^ 1, "erin", NULL, 0) > 0);
+    int64_t ta = put_doc(&w, "same-text-000000-A", Q ^ 1, "erin", NULL, 0); /* own re-post */
+    REQUIRE(ta > 0);
+    REQUIRE(set_status(&w, "same-text-000000-A", ND_CLAIM_REVOKED, NULL) == 0);
+    decider rv = {0};
+    done_box b = BOX_INIT;
+    CHECK(settle(&w,
+                 nd_registry_change_status(w.reg, "same-text-000000-early", 22, ND_CLAIM_REVOKED, 3,
+                                           NULL, decide_rec, &rv, box_done, &b),
+                 &b) == 0);
+    CHECK(rv.calls == 1 && rv.npredated == 0);
+    REQUIRE(put_doc(&w, "same-text-000000-B", Q ^ 1, "bob", NULL, 0) > 0);
+    REQUIRE(put_doc(&w, "same-text-000000-B2", Q ^ 1, "bob", NULL, 0) > 0); /* bob's own */
+    REQUIRE(set_status(&w, "same-text-000000-B2", ND_CLAIM_REVOKED, NULL) == 0);
+    REQUIRE(put_doc(&w, "other-text", Q ^ 3, "dan", NULL, 0) > 0);
+    int n0 = audit_count(&w);
+    decider ra = {0}, re = {0}, rb = {0}, again = {0}, rb2 = {0};
+    CHECK(restore_with(&w, "same-text-000000-A", &ra) == 0);
+    CHECK(ra.calls == 1 && ra.npredated == 1 && strcmp(ra.predated[0], "same-text-000000-B") == 0 &&
+              !ra.truncated,
+          "%zu: %s", ra.npredated, ra.npredated ? ra.predated[0] : "");
+    CHECK(audit_count(&w) == n0 + 1, "one audit entry");
+    int64_t by = 0;
+    for (int round = 0; round < (lmdb ? 2 : 1); round++) {
+        if (round)
+            world_restart(&w);
+        CHECK(status_of(&w, "same-text-000000-B", &by) == ND_CLAIM_SUPERSEDED && by == ta,
+              "round %d: B superseded by A", round);
+        CHECK(status_of(&w, "same-text-000000-A", &by) == ND_CLAIM_ACTIVE && by == 0);
+        CHECK(status_of(&w, "same-text-000000-B2", &by) == ND_CLAIM_REVOKED);
+        CHECK(status_of(&w, "other-text", &by) == ND_CLAIM_ACTIVE);
+        /* B is still evidence: a third account's check names the earliest
+         * active claim (A; "early" is revoked) as its source. */
+        answer an;
+        CHECK(check(&w, &an, "same-text-000000-C", Q ^ 1, 3, 0, "carol", NULL, 0) == 0);
+        CHECK(!an.res.original && is_id(an.res.source, "same-text-000000-A"));
+        for (size_t i = 0; i < an.res.nmatches; i++)
+            if (is_id(an.res.matches[i].doc, "same-text-000000-B"))
+                CHECK(an.res.matches[i].evidence, "a superseded claim is evidence");
+        nd_check_res_release(&an.res);
+    }
+    CHECK(restore_with(&w, "same-text-000000-early", &re) == 0);
+    CHECK(re.calls == 1 && re.npredated == 0, "%zu: B is superseded already", re.npredated);
+    CHECK(status_of(&w, "same-text-000000-B", &by) == ND_CLAIM_SUPERSEDED && by == ta);
+    CHECK(restore_with(&w, "same-text-000000-B2", &rb) == 0);
+    CHECK(rb.calls == 1 && rb.npredated == 0, "%zu", rb.npredated);
+    CHECK(restore_with(&w, "same-text-000000-A", &again) == 0 && again.calls == 0);
+    /* Revoking A again leaves B superseded. */
+    CHECK(set_status(&w, "same-text-000000-A", ND_CLAIM_REVOKED, NULL) == 0);
+    CHECK(status_of(&w, "same-text-000000-B", &by) == ND_CLAIM_SUPERSEDED && by == ta);
+    /* B restored explicitly: active again, audited. */
+    int n1 = audit_count(&w);
+    CHECK(restore_with(&w, "same-text-000000-B", &rb2) == 0 && rb2.calls == 1);
+    CHECK(audit_count(&w) == n1 + 1);
+    CHECK(status_of(&w, "same-text-000000-B", &by) == ND_CLAIM_ACTIVE && by == 0);
+    if (lmdb) {
+        world_restart(&w);
+        CHECK(status_of(&w, "same-text-000000-B", &by) == ND_CLAIM_ACTIVE && by == 0);
+    }
+    world_close(&w, false);
+}
+
+static void restore_supersedes_memory(void)
+{
+    restore_supersedes(false);
+}
+
+static void restore_supersedes_lmdb(void)
+{
+    restore_supersedes(true);
+}
+
 int main(void)
 {
     UNIT_RUN(memory_store_answers_at_once);
@@ -929,5 +1118,9 @@ int main(void)
     UNIT_RUN(claim_bounds);
     UNIT_RUN(pending_evidence_waits_with_its_time);
     UNIT_RUN(digest_follows_commits);
+
+    UNIT_RUN(change_decided_on_current_policy);
+    UNIT_RUN(restore_supersedes_memory);
+    UNIT_RUN(restore_supersedes_lmdb);
     return unit_summary("registry");
 }

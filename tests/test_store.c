@@ -2136,6 +2136,67 @@ static void test_old_layout(void)
         free_rec(&x[i]);
 }
 
+/* An amendment supersedes the records it names that are stored with that
+ * id and active, in its transaction: their status and superseded_by come
+ * back (after a reopen too); a revoked one, another id at the time, a time
+ * without a record are left; a superseded record amended to active loses
+ * superseded_by. */
+static void test_supersede(void)
+{
+    char dir[512];
+    path_in(dir, sizeof(dir), "supersede");
+    nd_store_options o = opts_fast();
+    nd_store *st = open_ok(dir, &o);
+    rec_buf x[4];
+    for (unsigned i = 0; i < 4; i++) {
+        make_rec(&x[i], "sup-", i, 0);
+        x[i].r.status = i == 2 ? ND_CLAIM_REVOKED : ND_CLAIM_ACTIVE;
+        CHECK_RC(put_sync(st, &x[i].r), 0);
+    }
+    nd_record_ref refs[] = {
+        {x[1].r.registered_at_us, x[1].r.id, x[1].r.id_len},
+        {x[2].r.registered_at_us, x[2].r.id, x[2].r.id_len}, /* revoked: left */
+        {x[3].r.registered_at_us, "other", 5},               /* another id: left */
+        {x[3].r.registered_at_us + 1000, "gone", 4},         /* no record: left */
+    };
+    nd_record a = x[0].r;
+    a.supersede = refs;
+    a.nsupersede = 4;
+    nd_store_event au = {.kind = ND_EVENT_AUDIT, .at_us = 78, .value = "{}", .value_len = 2};
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    CHECK_RC(waiter_finish(&w, nd_store_amend(st, &a, &au, waiter_cb, &w)), 0);
+    for (int round = 0; round < 2; round++) {
+        if (round) {
+            nd_store_close(st);
+            st = open_ok(dir, &o);
+        }
+        rec_copy c = {0};
+        CHECK_RC(nd_store_get(st, x[1].r.registered_at_us, copy_visit, &c), 0);
+        CHECK(c.b.r.status == ND_CLAIM_SUPERSEDED &&
+                  c.b.r.superseded_by_us == x[0].r.registered_at_us && !c.b.r.supersede,
+              "round %d: %d %lld", round, c.b.r.status, (long long)c.b.r.superseded_by_us);
+        x[1].r.status = ND_CLAIM_SUPERSEDED;
+        CHECK(rec_equal(&c.b.r, &x[1].r));
+        free_rec(&c.b);
+        check_stored(st, &x[0].r);
+        check_stored(st, &x[2].r);
+        check_stored(st, &x[3].r);
+    }
+    nd_record b = x[1].r; /* superseded -> active */
+    b.status = ND_CLAIM_ACTIVE;
+    w = (waiter){PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    CHECK_RC(waiter_finish(&w, nd_store_amend(st, &b, NULL, waiter_cb, &w)), 0);
+    rec_copy c = {0};
+    CHECK_RC(nd_store_get(st, b.registered_at_us, copy_visit, &c), 0);
+    CHECK(c.b.r.status == ND_CLAIM_ACTIVE && c.b.r.superseded_by_us == 0);
+    free_rec(&c.b);
+    a.nsupersede = ND_STORE_SUPERSEDE_MAX + 1;
+    CHECK_RC(nd_store_amend(st, &a, NULL, waiter_cb, &w), -EINVAL);
+    nd_store_close(st);
+    for (unsigned i = 0; i < 4; i++)
+        free_rec(&x[i]);
+}
+
 /* ---- issue 13: events on disk --------------------------------------------- */
 
 static int event_sync(nd_store *st, const nd_store_event *ev)
@@ -2614,6 +2675,7 @@ int main(void)
         {"events_durable", test_events_durable},
         {"audit_index_upgrade", test_audit_index_upgrade},
         {"amend_crash", test_amend_crash},
+        {"supersede", test_supersede},
         {"backup_events", test_backup_events},
     };
     for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)

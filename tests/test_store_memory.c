@@ -671,7 +671,7 @@ static void check_claim_fields(const impl *im)
         else if (k == 3)
             r.policy = NULL, r.policy_len = 2;
         else
-            r.status = 2;
+            r.status = 3; /* past ND_CLAIM_SUPERSEDED */
         CHECK(nd_store_replace(st, &r, waiter_cb, &w) == -EINVAL, "%d", k);
         CHECK(nd_store_amend(st, &r, NULL, waiter_cb, &w) == -EINVAL, "%d", k);
         r.registered_at_us = 1100;

@@ -19,14 +19,27 @@
 
 #include <event2/buffer.h>
 #include <jansson.h>
+#include <xxhash.h>
 
-/* A policy change or a revoke/restore waiting for the store. */
+/* A policy change or a revoke/restore waiting for the store. What it
+ * writes is decided by wf_decide_*() with the registry's writer held, on
+ * the document as it is then (again after a wait or a replica's retry). */
 typedef struct wf_op {
     char *id; /* decoded, NUL-terminated */
     size_t id_len;
+    /* A policy change: the fields sent (the whitelist copied), merged into
+     * the current policy (PATCH) or replacing it (PUT). */
+    bool patch;
+    nd_policy_fields fields;
     char *policy; /* the new policy (compact JSON) or NULL */
     size_t policy_len;
-    int status; /* revoke/restore: the status asked for */
+    bool refused; /* the merge refused the fields: err says why */
+    nd_request_error err;
+    int status;   /* revoke/restore: the status asked for */
+    char *reason; /* revoke/restore: the reason given, or NULL */
+    size_t reason_len;
+    char *predates; /* restore: the documents it predates (a JSON array) */
+    bool predates_truncated;
     bool is_policy;
     char *audit_value;
     nd_store_event audit;
@@ -40,7 +53,10 @@ static void wf_free(wf_op *op)
     if (!op)
         return;
     free(op->id);
+    free((char *)op->fields.whitelist_raw);
     free(op->policy);
+    free(op->reason);
+    free(op->predates);
     free(op->audit_value);
     free(op);
 }
@@ -113,7 +129,39 @@ static void add_policy(nd_reply *w, const nd_config *cfg, const char *policy, si
 
 static const char *status_name(int status)
 {
-    return status == ND_CLAIM_REVOKED ? "revoked" : "active";
+    return nd_status_name(status); /* claim.h: the same values as the store's */
+}
+
+/* The id of the record stored at a time (copied). */
+typedef struct id_at {
+    char id[ND_ID_MAX];
+    size_t len;
+} id_at;
+
+static int visit_id(void *arg, const nd_record *rec)
+{
+    id_at *a = arg;
+    if (rec->id_len <= sizeof(a->id)) {
+        memcpy(a->id, rec->id, rec->id_len);
+        a->len = rec->id_len;
+    }
+    return 0;
+}
+
+/* "superseded_by": {"id" (while that document is stored),
+ * "registered_at"} of superseded document d: one store read. */
+static void add_superseded_by(nd_req *r, nd_reply *w, const nd_doc *d)
+{
+    id_at a = {.len = 0};
+    nd_reply_key(w, "superseded_by");
+    nd_reply_object(w);
+    if (nd_store_get(nd_api_of(r)->store, d->superseded_by_us, visit_id, &a) == 0 && a.len) {
+        nd_reply_key(w, "id");
+        nd_reply_string(w, a.id, a.len);
+    }
+    nd_reply_key(w, "registered_at");
+    nd_reply_time(w, d->superseded_by_us);
+    nd_reply_object_end(w);
 }
 
 /* Whether a document carries any of the workflow's state: answers about a
@@ -137,6 +185,8 @@ void nd_workflow_add_document(nd_req *r, nd_reply *w, const nd_doc *d)
     nd_reply_key(w, "status");
     const char *s = status_name(d->status);
     nd_reply_plain(w, s, strlen(s));
+    if (d->status == ND_CLAIM_SUPERSEDED)
+        add_superseded_by(r, w, d);
 }
 
 static const char *action_name(int action)
@@ -356,23 +406,210 @@ static void wf_reply(nd_req *r, wf_op *op)
         nd_reply_key(&w, "status");
         const char *s = status_name(op->status);
         nd_reply_plain(&w, s, strlen(s));
+        if (op->status == ND_CLAIM_ACTIVE) { /* a restore */
+            nd_reply_key(&w, "predates");
+            if (op->predates)
+                nd_reply_raw(&w, op->predates, strlen(op->predates));
+            else
+                nd_reply_raw(&w, "[]", 2);
+            nd_reply_key(&w, "predates_truncated");
+            nd_reply_bool(&w, op->predates_truncated);
+        }
         nd_reply_object_end(&w);
     }
     nd_api_body_send(r, &w, 200);
+}
+
+/* ---- what a change writes, decided on the current document ---- */
+
+/* A policy in an audit entry's detail: its text, or when omitted (the
+ * entry would be over ND_EVENT_VALUE_MAX) {"omitted":true,"bytes":N,
+ * "xxh3_128":"<32 hex digits>"} (the digest of its text). */
+static void audit_policy(nd_reply *w, const char *p, size_t len, bool omit)
+{
+    if (!p) {
+        nd_reply_null(w);
+        return;
+    }
+    if (!omit) {
+        nd_reply_raw(w, p, len);
+        return;
+    }
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(p, len));
+    char hex[33];
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", c.digest[i]);
+    nd_reply_object(w);
+    nd_reply_key(w, "omitted");
+    nd_reply_bool(w, true);
+    nd_reply_key(w, "bytes");
+    nd_reply_u64(w, len);
+    nd_reply_key(w, "xxh3_128");
+    nd_reply_plain(w, hex, 32);
+    nd_reply_object_end(w);
+}
+
+/* Builds op's audit entry (action, detail as written into buf); frees
+ * buf. Returns whether it fits the store (ND_EVENT_VALUE_MAX); when not,
+ * nothing is kept. */
+static bool audit_fits(nd_req *r, wf_op *op, const char *action, struct evbuffer *buf)
+{
+    size_t dlen;
+    char *detail = take_text(buf, &dlen);
+    evbuffer_free(buf);
+    free(op->audit_value);
+    op->audit_value = nd_workflow_audit_event(r, action, op->id, op->id_len, detail, dlen,
+                                              &op->audit);
+    free(detail);
+    if (op->audit.value_len <= ND_EVENT_VALUE_MAX)
+        return true;
+    free(op->audit_value);
+    op->audit_value = NULL;
+    return false;
+}
+
+static struct evbuffer *detail_begin(nd_reply *w)
+{
+    struct evbuffer *buf = evbuffer_new();
+    if (!buf)
+        nd_die_oom(__func__);
+    nd_reply_init(w, buf);
+    nd_reply_object(w);
+    return buf;
+}
+
+/* A policy change: op's fields over the current policy (PATCH) or in its
+ * place (PUT); the audit entry's detail holds the policy replaced and the
+ * new one, the larger first given as its digest when both do not fit. */
+static int wf_decide_policy(void *arg, nd_claim_change *c)
+{
+    nd_req *r = arg;
+    wf_op *op = r->op;
+    const nd_doc *d = c->doc;
+    free(op->policy);
+    if (nd_request_policy_merge(op->patch ? d->policy : NULL, op->patch ? d->policy_len : 0,
+                                &op->fields, &op->policy, &op->policy_len, &op->err) < 0) {
+        op->refused = true;
+        return -EPROTO;
+    }
+    for (int omit = 0;; omit++) { /* 0: both; 1: the previous one digested; 2: both */
+        nd_reply w;
+        struct evbuffer *buf = detail_begin(&w);
+        nd_reply_key(&w, "method");
+        nd_reply_plain(&w, op->patch ? "PATCH" : "PUT", op->patch ? 5 : 3);
+        nd_reply_key(&w, "previous");
+        audit_policy(&w, d->policy, d->policy_len, omit >= 1);
+        nd_reply_key(&w, "policy");
+        audit_policy(&w, op->policy, op->policy_len, omit >= 2);
+        nd_reply_object_end(&w);
+        if (w.failed)
+            nd_die_oom(__func__);
+        if (audit_fits(r, op, "policy", buf))
+            break;
+        if (omit == 2)
+            return -EMSGSIZE; /* an id and a client name never take 64 KiB */
+    }
+    c->policy = op->policy;
+    c->policy_len = op->policy_len;
+    c->audit = &op->audit;
+    return 0;
+}
+
+/* {"id","account"?,"registered_at"} of docs[0..n). */
+static void write_predates(nd_reply *w, nd_doc *const *docs, size_t n)
+{
+    nd_reply_array(w);
+    for (size_t i = 0; i < n; i++) {
+        nd_reply_object(w);
+        nd_reply_key(w, "id");
+        nd_reply_string(w, docs[i]->id, docs[i]->id_len);
+        if (docs[i]->account) {
+            nd_reply_key(w, "account");
+            nd_reply_string(w, docs[i]->account, docs[i]->account_len);
+        }
+        nd_reply_key(w, "registered_at");
+        nd_reply_time(w, docs[i]->registered_at_us);
+        nd_reply_object_end(w);
+    }
+    nd_reply_array_end(w);
+}
+
+/* A revoke or restore: the audit entry's detail holds the status, the
+ * reason, "previous": "superseded" when the claim was, and (a restore) the
+ * documents it now predates, as many as fit. */
+static int wf_decide_status(void *arg, nd_claim_change *c)
+{
+    nd_req *r = arg;
+    wf_op *op = r->op;
+    bool restore = op->status == ND_CLAIM_ACTIVE;
+    free(op->predates);
+    op->predates = NULL;
+    op->predates_truncated = c->predated_truncated;
+    if (restore) {
+        nd_reply w;
+        struct evbuffer *buf = evbuffer_new();
+        if (!buf)
+            nd_die_oom(__func__);
+        nd_reply_init(&w, buf);
+        write_predates(&w, c->predated, c->npredated);
+        if (w.failed)
+            nd_die_oom(__func__);
+        size_t len;
+        op->predates = take_text(buf, &len);
+        evbuffer_free(buf);
+    }
+    for (size_t keep = c->npredated;; keep /= 2) {
+        nd_reply w;
+        struct evbuffer *buf = detail_begin(&w);
+        nd_reply_key(&w, "status");
+        nd_reply_plain(&w, restore ? "active" : "revoked", restore ? 6 : 7);
+        if (c->doc->status == ND_CLAIM_SUPERSEDED) { /* else implied by the change */
+            nd_reply_key(&w, "previous");
+            nd_reply_plain(&w, "superseded", 10);
+        }
+        if (op->reason) {
+            nd_reply_key(&w, "reason");
+            nd_reply_string(&w, op->reason, op->reason_len);
+        }
+        if (restore && c->npredated) {
+            nd_reply_key(&w, "predates");
+            write_predates(&w, c->predated, keep);
+            nd_reply_key(&w, "predates_truncated");
+            nd_reply_bool(&w, keep < c->npredated || c->predated_truncated);
+        }
+        nd_reply_object_end(&w);
+        if (w.failed)
+            nd_die_oom(__func__);
+        if (audit_fits(r, op, restore ? "restore" : "revoke", buf))
+            break;
+        if (keep == 0)
+            return -EMSGSIZE; /* a reason is at most 1024 characters */
+    }
+    c->audit = &op->audit;
+    return 0;
 }
 
 static void wf_run(nd_req *r)
 {
     nd_api *api = nd_api_of(r);
     wf_op *op = r->op;
-    int rc = op->is_policy ? nd_registry_set_policy(api->reg, op->id, op->id_len, op->policy,
-                                                    op->policy_len, &op->audit, wf_done, r)
-                           : nd_registry_set_status(api->reg, op->id, op->id_len, op->status,
-                                                    &op->audit, wf_done, r);
+    nd_verdict_params params;
+    nd_verdict_params_default(&params);
+    params.min_resemblance = api->cfg->min_resemblance;
+    params.min_containment = api->cfg->min_containment;
+    op->refused = false;
+    int rc = op->is_policy
+                 ? nd_registry_change_policy(api->reg, op->id, op->id_len, wf_decide_policy, r,
+                                             wf_done, r)
+                 : nd_registry_change_status(api->reg, op->id, op->id_len, op->status, api->cfg->k,
+                                             &params, wf_decide_status, r, wf_done, r);
     if (rc == ND_REG_QUEUED || rc == ND_REG_WAIT)
         return; /* wf_resume() answers */
     r->op = NULL;
-    if (rc == 0)
+    if (op->refused)
+        nd_api_request_error(r, &op->err);
+    else if (rc == 0)
         wf_reply(r, op);
     else if (rc == -ENOENT)
         nd_api_id_error(r, 404, "not_found", op->id, op->id_len, "no document with this id");
@@ -433,7 +670,6 @@ static wf_op *wf_op_new(nd_req *r, const char *id_enc, size_t id_enc_len)
 
 static void handle_policy(nd_req *r, wf_op *op)
 {
-    nd_api *api = nd_api_of(r);
     if (!nd_api_json_body(r)) {
         wf_free(op);
         return;
@@ -452,54 +688,19 @@ static void handle_policy(nd_req *r, wf_op *op)
         wf_free(op);
         return;
     }
-    nd_doc *d = NULL;
-    int rc = nd_registry_get(api->reg, op->id, op->id_len, &d);
-    if (rc < 0) {
-        if (rc == -EAGAIN)
-            nd_api_loading(r);
-        else
-            nd_api_id_error(r, 404, "not_found", op->id, op->id_len, "no document with this id");
-        wf_free(op);
-        return;
-    }
     /* PUT replaces the policy (a field absent is unset), PATCH changes the
-     * fields given. */
-    bool patch = r->method == EVHTTP_REQ_PATCH;
-    rc = nd_request_policy_merge(patch ? d->policy : NULL, patch ? d->policy_len : 0, &f,
-                                 &op->policy, &op->policy_len, &e);
-    /* The audit entry's detail: the policy before and after. */
-    struct evbuffer *buf = evbuffer_new();
-    if (!buf)
-        nd_die_oom(__func__);
-    nd_reply w;
-    nd_reply_init(&w, buf);
-    nd_reply_object(&w);
-    nd_reply_key(&w, "method");
-    nd_reply_plain(&w, patch ? "PATCH" : "PUT", patch ? 5 : 3);
-    nd_reply_key(&w, "previous");
-    if (d->policy)
-        nd_reply_raw(&w, d->policy, d->policy_len);
-    else
-        nd_reply_null(&w);
-    nd_reply_key(&w, "policy");
-    if (op->policy)
-        nd_reply_raw(&w, op->policy, op->policy_len);
-    else
-        nd_reply_null(&w);
-    nd_reply_object_end(&w);
-    nd_doc_release(d);
-    if (rc < 0) {
-        evbuffer_free(buf);
-        nd_api_request_error(r, &e);
-        wf_free(op);
-        return;
+     * fields given: merged under the registry's writer, on the policy
+     * current then (wf_decide_policy()). */
+    op->patch = r->method == EVHTTP_REQ_PATCH;
+    op->fields = f;
+    if (f.whitelist_raw) {
+        char *wl = malloc(f.whitelist_raw_len + 1);
+        if (!wl)
+            nd_die_oom(__func__);
+        memcpy(wl, f.whitelist_raw, f.whitelist_raw_len);
+        wl[f.whitelist_raw_len] = 0;
+        op->fields.whitelist_raw = wl;
     }
-    size_t dlen;
-    char *detail = take_text(buf, &dlen);
-    evbuffer_free(buf);
-    op->audit_value = nd_workflow_audit_event(r, "policy", op->id, op->id_len, detail, dlen,
-                                              &op->audit);
-    free(detail);
     op->is_policy = true;
     r->op = op;
     wf_run(r);
@@ -527,25 +728,13 @@ static void handle_status(nd_req *r, wf_op *op, bool revoke)
         wf_free(op);
         return;
     }
-    struct evbuffer *buf = evbuffer_new();
-    if (!buf)
-        nd_die_oom(__func__);
-    nd_reply w;
-    nd_reply_init(&w, buf);
-    nd_reply_object(&w);
-    nd_reply_key(&w, "status");
-    nd_reply_plain(&w, revoke ? "revoked" : "active", revoke ? 7 : 6);
     if (reason) {
-        nd_reply_key(&w, "reason");
-        nd_reply_string(&w, reason, reason_len);
+        if (!(op->reason = malloc(reason_len + 1)))
+            nd_die_oom(__func__);
+        memcpy(op->reason, reason, reason_len);
+        op->reason[reason_len] = 0;
+        op->reason_len = reason_len;
     }
-    nd_reply_object_end(&w);
-    size_t dlen;
-    char *detail = take_text(buf, &dlen);
-    evbuffer_free(buf);
-    op->audit_value = nd_workflow_audit_event(r, revoke ? "revoke" : "restore", op->id, op->id_len,
-                                              detail, dlen, &op->audit);
-    free(detail);
     op->status = revoke ? ND_CLAIM_REVOKED : ND_CLAIM_ACTIVE;
     r->op = op;
     wf_run(r);

@@ -25,7 +25,9 @@ const char *nd_action_name(int action)
 
 const char *nd_status_name(int status)
 {
-    return status == ND_STATUS_REVOKED ? "revoked" : "active";
+    return status == ND_STATUS_REVOKED      ? "revoked"
+           : status == ND_STATUS_SUPERSEDED ? "superseded"
+                                            : "active";
 }
 
 /* ---- the parsed policy ---- */

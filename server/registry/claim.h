@@ -12,7 +12,7 @@
  *
  * The decision (nd_claim_decide(), pure):
  * - a verified match is evidence unless it has the request's (non-empty)
- *   account or its claim is revoked;
+ *   account or its claim is revoked (a superseded claim is evidence);
  * - no evidence: publish;
  * - else the source is the evidence with the smallest registered_at (the
  *   earliest claim, not the most similar); its whitelist entry for the
@@ -36,10 +36,13 @@ enum nd_reprint {
     ND_REPRINT_FORBID = 2,
 };
 
-/* A claim's status (the store's ND_CLAIM_ACTIVE / ND_CLAIM_REVOKED). */
+/* A claim's status (the store's ND_CLAIM_ACTIVE / _REVOKED /
+ * _SUPERSEDED). A superseded claim is a later original of a text whose
+ * earlier claim was restored: still evidence, as an active one. */
 enum nd_claim_status {
     ND_STATUS_ACTIVE = 0,
     ND_STATUS_REVOKED = 1,
+    ND_STATUS_SUPERSEDED = 2,
 };
 
 /* What the submitting account may do with the article. */
@@ -54,7 +57,8 @@ enum nd_action {
 #define ND_POLICY_ACCOUNT_MAX 1024     /* an account, bytes (ND_ACCOUNT_MAX) */
 
 /* The names of the enums in answers: "allow"/"forbid" (unset: NULL),
- * "publish"/"publish_as_reprint"/"block", "active"/"revoked". */
+ * "publish"/"publish_as_reprint"/"block", "active"/"revoked"/"superseded"
+ * (any other status: "active"). */
 const char *nd_reprint_name(int reprint);
 const char *nd_action_name(int action);
 const char *nd_status_name(int status);

@@ -486,6 +486,8 @@ static int load_build(load_ctx *lc, const nd_record *rec)
         return -ENOMEM;
     doc_init(d, rec->id, rec->id_len, rec->meta, meta_len);
     doc_set_claim(d, rec->account, account_len, rec->policy, policy_len, rec->status);
+    if (rec->status == ND_CLAIM_SUPERSEDED)
+        d->superseded_by_us = rec->superseded_by_us;
     d->arena = true;
     d->simhash = rec->simhash;
     d->registered_at_us = rec->registered_at_us;

@@ -44,6 +44,11 @@ struct nd_reg_change {
     void *arg;
     _Atomic int phase; /* enum change_phase: did the store commit within its call? */
     int status;        /* the store's status, when it did */
+    /* CHANGE_AMEND, a restore: the live documents it supersedes
+     * (references; DOC_AMENDING while it is in flight) and their
+     * superseded copies (each holds the reference it is linked with). */
+    nd_doc **sup_old, **sup_new;
+    size_t nsup;
 };
 
 /* A store that commits a change within the call that queues it (the
@@ -1008,7 +1013,8 @@ static void record_of(const nd_doc *d, nd_record *rec, uint8_t *abuf)
                        .account_len = d->account_len,
                        .policy = d->policy,
                        .policy_len = d->policy_len,
-                       .status = d->status};
+                       .status = d->status,
+                       .superseded_by_us = d->superseded_by_us};
     memcpy(rec->text_hash, d->text_hash, 16);
     if (d->extra) {
         for (unsigned i = 0; i < d->nanchors; i++) {
@@ -1039,6 +1045,8 @@ static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const char
                                rq->account_len, rq->policy, rq->policy_len, ND_CLAIM_ACTIVE);
     if (!d)
         return -ENOMEM;
+    if (like)
+        d->superseded_by_us = like->superseded_by_us;
     d->simhash = rq->simhash;
     d->chars = rq->chars;
     memcpy(d->text_hash, rq->text_hash, 16);
@@ -1302,7 +1310,22 @@ static void change_free(nd_reg_change *ch)
 {
     nd_doc_release(ch->doc);
     nd_doc_release(ch->old);
+    for (size_t i = 0; i < ch->nsup; i++) {
+        nd_doc_release(ch->sup_old[i]);
+        nd_doc_release(ch->sup_new[i]); /* not linked: the change failed */
+    }
+    free(ch->sup_old);
+    free(ch->sup_new);
     free(ch);
+}
+
+/* Appends the waiters of d to *list. */
+static void take_waiters(nd_doc *d, nd_waiter **list)
+{
+    while (*list)
+        list = &(*list)->next;
+    *list = d->waiters;
+    d->waiters = NULL;
 }
 
 /* Makes ch take effect or undoes it; the waiters of its document go to
@@ -1339,6 +1362,16 @@ static int complete_locked(nd_registry *reg, nd_reg_change *ch, int status, nd_w
         }
         *woken = old->waiters;
         old->waiters = NULL;
+        for (size_t i = 0; i < ch->nsup; i++) { /* in the same transaction */
+            if (status == 0) {
+                digest_change(reg, ch->sup_new[i], ch->sup_old[i]);
+                swap_doc(reg, ch->sup_old[i], ch->sup_new[i]);
+                ch->sup_new[i] = NULL; /* linked */
+            } else {
+                ch->sup_old[i]->state = DOC_LIVE;
+            }
+            take_waiters(ch->sup_old[i], woken);
+        }
         return rc;
     } else if (status == 0 || status == -ENOENT) {
         digest_change(reg, NULL, d);
@@ -1451,14 +1484,10 @@ static int copy_anchors(void *arg, const nd_record *rec)
     return 0;
 }
 
-/* Queues the amendment ch of live document d (ch->doc: its amended copy,
- * unlinked, with the new claim; seq: its stream entry, 0 for a local
- * change). Writer held. Returns as nd_registry_set_policy(); on an error
- * ch and its document are freed. */
-static int queue_amend(nd_registry *reg, nd_doc *d, nd_reg_change *ch, const nd_store_event *audit,
-                       uint64_t seq)
+/* Gives amended copy nd (made by doc_new() with the new claim) the fields
+ * of d that a claim change keeps; it stays unlinked (pending). */
+static void amended_from(nd_doc *nd, const nd_doc *d)
 {
-    nd_doc *nd = ch->doc;
     nd->simhash = d->simhash;
     nd->registered_at_us = d->registered_at_us;
     nd->chars = d->chars;
@@ -1467,6 +1496,56 @@ static int queue_amend(nd_registry *reg, nd_doc *d, nd_reg_change *ch, const nd_
     nd->version = d->version;
     atomic_init(&nd->sk_size, atomic_load_explicit(&d->sk_size, memory_order_relaxed));
     nd->state = DOC_PENDING; /* not linked until committed */
+}
+
+/* Makes amendment ch (of the document registered at by_us) supersede the
+ * live active documents docs[0..n): their superseded copies are made here
+ * and linked when it commits. Writer held. Returns 0 or -ENOMEM (ch then
+ * supersedes none). */
+static int change_supersede(nd_reg_change *ch, nd_doc *const *docs, size_t n, int64_t by_us)
+{
+    if (!n)
+        return 0;
+    ch->sup_old = calloc(n, sizeof(*ch->sup_old));
+    ch->sup_new = calloc(n, sizeof(*ch->sup_new));
+    int rc = ch->sup_old && ch->sup_new ? 0 : -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const nd_doc *b = docs[i];
+        nd_doc *nb = doc_new(b->id, b->id_len, b->meta, b->meta_len, b->account, b->account_len,
+                             b->policy, b->policy_len, ND_CLAIM_SUPERSEDED);
+        if (!nb) {
+            rc = -ENOMEM;
+            break;
+        }
+        amended_from(nb, b);
+        nb->superseded_by_us = by_us;
+        ch->sup_old[i] = doc_ref(docs[i]);
+        ch->sup_new[i] = nb;
+        ch->nsup = i + 1;
+    }
+    if (rc < 0) {
+        for (size_t i = 0; i < ch->nsup; i++) {
+            nd_doc_release(ch->sup_old[i]);
+            nd_doc_release(ch->sup_new[i]);
+        }
+        free(ch->sup_old);
+        free(ch->sup_new);
+        ch->sup_old = ch->sup_new = NULL;
+        ch->nsup = 0;
+    }
+    return rc;
+}
+
+/* Queues the amendment ch of live document d (ch->doc: its amended copy,
+ * unlinked, with the new claim; seq: its stream entry, 0 for a local
+ * change), with the documents ch supersedes (change_supersede()) in the
+ * same store transaction. Writer held. Returns as nd_registry_set_policy(); on an error
+ * ch and its document are freed. */
+static int queue_amend(nd_registry *reg, nd_doc *d, nd_reg_change *ch, const nd_store_event *audit,
+                       uint64_t seq)
+{
+    nd_doc *nd = ch->doc;
+    amended_from(nd, d);
     ch->old = doc_ref(d);
     /* The record as stored, with the new claim: its anchors are read
      * back (a loaded document does not keep them); its sketch stays. */
@@ -1477,28 +1556,173 @@ static int queue_amend(nd_registry *reg, nd_doc *d, nd_reg_change *ch, const nd_
     rec.anchors = sa.n ? sa.bytes : NULL;
     rec.nanchors = (unsigned)sa.n;
     rec.stream_seq = seq;
+    size_t nsup = ch->nsup;
+    nd_record_ref *refs = nsup ? malloc(nsup * sizeof(*refs)) : NULL;
+    if (nsup && !refs && (rc == 0 || rc == -ENOENT))
+        rc = -ENOMEM;
+    for (size_t i = 0; refs && i < nsup; i++)
+        refs[i] = (nd_record_ref){.registered_at_us = ch->sup_old[i]->registered_at_us,
+                                  .id = ch->sup_old[i]->id,
+                                  .id_len = ch->sup_old[i]->id_len};
+    rec.supersede = refs;
+    rec.nsupersede = nsup;
     if (rc == 0 || rc == -ENOENT) { /* -ENOENT: the amend says so */
         phase_begin(reg, ch);
         rc = nd_store_amend(reg->store, &rec, audit, store_done, ch);
     }
+    free(refs); /* the store keeps its copy */
     if (rc < 0) {
         change_free(ch);
         nd_doc_release(nd); /* the reference it would have linked with */
         return rc;
     }
     d->state = DOC_AMENDING;
+    /* ch is not completed before the writer is released (or by
+     * finish_in_call() below): its documents stay readable here. */
+    for (size_t i = 0; i < nsup; i++)
+        ch->sup_old[i]->state = DOC_AMENDING;
     if (done_in_call(reg, ch))
         return finish_in_call(reg, ch); /* amended (0) or kept */
     atomic_fetch_add_explicit(&reg->npending, 1, memory_order_relaxed);
     return ND_REG_QUEUED;
 }
 
-/* A policy or status change of id (see nd_registry_set_policy()): the
- * amended copy of the live document is written with nd_store_amend() and
- * put in its place by complete_locked(). Writer taken here. */
-static int amend(nd_registry *reg, const char *id, size_t id_len, bool set_policy,
-                 const char *policy, size_t policy_len, int status, const nd_store_event *audit,
-                 nd_registry_done_fn fn, void *arg)
+/* The documents a restore of d now predates (nd_claim_change.predated):
+ * the SimHash hits within k of d that are live, active, of another
+ * account than d's, registered after d and verified as matches of d
+ * (their stored sketch compared with d's as a check of their text would,
+ * or the same text). Writer held. *out gets new references (the caller
+ * releases each and frees the array), earliest first, at most
+ * max_matches (more: *truncated). Returns 0 or -errno. */
+typedef struct predate_ctx {
+    nd_doc *const *cand; /* cand[0]: d */
+    const nd_verdict_params *params;
+    bool *listed;
+    nd_sketch self;
+    bool have_self;
+} predate_ctx;
+
+static int predate_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
+{
+    predate_ctx *pc = arg;
+    if (i == 0) {
+        pc->have_self = buf && nd_sketch_decode(buf, len, &pc->self) == 0;
+        return 0;
+    }
+    if (memcmp(pc->cand[i]->text_hash, pc->cand[0]->text_hash, 16) == 0) {
+        pc->listed[i] = true;
+        return 0;
+    }
+    nd_sketch q;
+    if (!pc->have_self || !buf || nd_sketch_decode(buf, len, &q) < 0 || q.mode != pc->self.mode)
+        return 0; /* nothing to verify with: not listed */
+    nd_sketch_estimate e;
+    nd_sketch_compare(&q, &pc->self, &e);
+    pc->listed[i] = nd_match_classify(&e, 0, pc->params) != ND_MATCH_NONE;
+    return 0;
+}
+
+static int registered_cmp(const void *a, const void *b)
+{
+    const nd_doc *x = *(nd_doc *const *)a, *y = *(nd_doc *const *)b;
+    return x->registered_at_us < y->registered_at_us ? -1
+                                                     : x->registered_at_us > y->registered_at_us;
+}
+
+static int doc_addr_cmp(const void *a, const void *b)
+{
+    const nd_doc *x = *(nd_doc *const *)a, *y = *(nd_doc *const *)b;
+    return (uintptr_t)x < (uintptr_t)y ? -1 : (uintptr_t)x > (uintptr_t)y;
+}
+
+static int find_predated(nd_registry *reg, nd_doc *d, unsigned k, const nd_verdict_params *params,
+                         nd_doc ***out, size_t *nout, bool *truncated)
+{
+    *out = NULL;
+    *nout = 0;
+    *truncated = false;
+    if (d->stale) /* not in the index */
+        return 0;
+    nd_verdict_params def;
+    if (!params) {
+        nd_verdict_params_default(&def);
+        params = &def;
+    }
+    size_t cap = 64, found = 0;
+    nd_index_hit *hits = NULL;
+    int rc;
+    for (;;) {
+        nd_index_hit *h = realloc(hits, cap * sizeof(*h));
+        if (!h) {
+            free(hits);
+            return -ENOMEM;
+        }
+        hits = h;
+        if ((rc = nd_index_query(reg->index, d->simhash, k, hits, cap, &found)) != -E2BIG)
+            break;
+        cap = found + found / 4 + 64;
+    }
+    nd_doc **cand = rc == 0 ? malloc((found + 1) * sizeof(*cand)) : NULL;
+    int64_t *keys = rc == 0 ? malloc((found + 1) * sizeof(*keys)) : NULL;
+    bool *listed = rc == 0 ? calloc(found + 1, sizeof(*listed)) : NULL;
+    if (rc == 0 && (!cand || !keys || !listed))
+        rc = -ENOMEM;
+    size_t n = 0;
+    if (rc == 0) {
+        cand[n++] = d;
+        for (size_t i = 0; i < found; i++) {
+            nd_doc *e = hits[i].slot < reg->nslots ? reg->slots[hits[i].slot] : NULL;
+            int st = e ? atomic_load(&e->state) : DOC_GONE;
+            if (!e || e == d || (st != DOC_LIVE && st != DOC_AMENDING) || e->stale ||
+                e->status != ND_CLAIM_ACTIVE || e->registered_at_us <= d->registered_at_us ||
+                (e->account_len && e->account_len == d->account_len &&
+                 memcmp(e->account, d->account, d->account_len) == 0))
+                continue;
+            cand[n++] = e;
+        }
+        /* The same document twice (a reused slot): once. */
+        qsort(cand + 1, n - 1, sizeof(*cand), doc_addr_cmp);
+        size_t u = 1;
+        for (size_t i = 1; i < n; i++)
+            if (cand[i] != cand[u - 1])
+                cand[u++] = cand[i];
+        n = u;
+        for (size_t i = 0; i < n; i++)
+            keys[i] = cand[i]->registered_at_us;
+        predate_ctx pc = {.cand = cand, .params = params, .listed = listed};
+        if (n > 1)
+            rc = nd_store_sketches(reg->store, keys, n, predate_visit, &pc);
+    }
+    size_t u = 0;
+    for (size_t i = 1; rc == 0 && i < n; i++)
+        if (listed[i])
+            cand[u++] = doc_ref(cand[i]);
+    if (u) {
+        qsort(cand, u, sizeof(*cand), registered_cmp);
+        if (u > ND_STORE_SUPERSEDE_MAX) {
+            for (size_t i = ND_STORE_SUPERSEDE_MAX; i < u; i++)
+                nd_doc_release(cand[i]);
+            u = ND_STORE_SUPERSEDE_MAX;
+            *truncated = true;
+        }
+        *out = cand;
+        *nout = u;
+        cand = NULL;
+    }
+    free(cand);
+    free(keys);
+    free(listed);
+    free(hits);
+    return rc;
+}
+
+/* A policy or status change of id (see nd_registry_change_policy()): the
+ * amended copy of the live document, as decide makes it on the document
+ * as it is now, is written with nd_store_amend() and put in its place by
+ * complete_locked(). Writer taken here. */
+static int amend(nd_registry *reg, const char *id, size_t id_len, bool set_policy, int status,
+                 unsigned k, const nd_verdict_params *params, nd_claim_decide_fn decide,
+                 void *decide_arg, nd_registry_done_fn fn, void *arg)
 {
     if (atomic_load(&reg->shutdown)) /* the store may be gone */
         return -ESHUTDOWN;
@@ -1506,12 +1730,11 @@ static int amend(nd_registry *reg, const char *id, size_t id_len, bool set_polic
         return -EAGAIN;
     if (!set_policy && status != ND_CLAIM_ACTIVE && status != ND_CLAIM_REVOKED)
         return -EINVAL;
-    if (set_policy && (policy_len > ND_POLICY_MAX || (policy_len && !policy)))
-        return -EINVAL;
     pthread_mutex_lock(&reg->writer);
     int rc = 0;
     nd_doc *d = map_find(reg, id, id_len), *nd = NULL;
     nd_reg_change *ch = NULL;
+    nd_claim_change c = {.doc = d};
     if (!d) {
         rc = -ENOENT;
     } else if (d->state != DOC_LIVE) {
@@ -1519,31 +1742,94 @@ static int amend(nd_registry *reg, const char *id, size_t id_len, bool set_polic
     } else if (!set_policy && d->status == status) {
         rc = 0; /* unchanged: nothing written */
     } else {
-        nd = doc_new(d->id, d->id_len, d->meta, d->meta_len, d->account, d->account_len,
-                     set_policy ? policy : d->policy, set_policy ? policy_len : d->policy_len,
-                     set_policy ? d->status : status);
-        ch = nd ? change_new(reg, nd, CHANGE_AMEND, fn, arg) : NULL;
-        rc = ch ? 0 : -ENOMEM;
+        nd_doc **pre = NULL;
+        size_t npre = 0;
+        bool more = false;
+        if (!set_policy && status == ND_CLAIM_ACTIVE)
+            rc = find_predated(reg, d, k, params, &pre, &npre, &more);
+        /* A document it supersedes with a change in flight: after it. */
+        for (size_t i = 0; rc == 0 && i < npre; i++)
+            if (pre[i]->state != DOC_LIVE)
+                rc = add_waiter(pre[i], fn, arg);
+        c.predated = pre;
+        c.npredated = npre < reg->opts.max_matches ? npre : reg->opts.max_matches;
+        c.predated_truncated = more || npre > c.npredated;
+        if (rc == 0)
+            rc = decide(decide_arg, &c);
+        if (rc == 0 && set_policy && (c.policy_len > ND_POLICY_MAX || (c.policy_len && !c.policy)))
+            rc = -EINVAL;
+        if (rc == 0) {
+            nd = doc_new(d->id, d->id_len, d->meta, d->meta_len, d->account, d->account_len,
+                         set_policy ? c.policy : d->policy,
+                         set_policy ? (c.policy ? c.policy_len : 0) : d->policy_len,
+                         set_policy ? d->status : status);
+            if (nd && set_policy)
+                nd->superseded_by_us = d->superseded_by_us;
+            ch = nd ? change_new(reg, nd, CHANGE_AMEND, fn, arg) : NULL;
+            rc = ch ? change_supersede(ch, pre, npre, d->registered_at_us) : -ENOMEM;
+            if (rc < 0 && ch) {
+                change_free(ch);
+                ch = NULL;
+            }
+        }
+        for (size_t i = 0; i < npre; i++)
+            nd_doc_release(pre[i]);
+        free(pre);
     }
     if (ch)
-        rc = queue_amend(reg, d, ch, audit, 0);
+        rc = queue_amend(reg, d, ch, c.audit, 0);
     else if (nd)
         nd_doc_release(nd);
     pthread_mutex_unlock(&reg->writer);
     return rc;
 }
 
+/* The fixed outputs of nd_registry_set_policy() / _set_status(). */
+typedef struct fixed_claim {
+    const char *policy;
+    size_t policy_len;
+    const nd_store_event *audit;
+} fixed_claim;
+
+static int decide_fixed(void *arg, nd_claim_change *c)
+{
+    const fixed_claim *f = arg;
+    c->policy = f->policy;
+    c->policy_len = f->policy_len;
+    c->audit = f->audit;
+    return 0;
+}
+
 int nd_registry_set_policy(nd_registry *reg, const char *id, size_t id_len, const char *policy,
                            size_t policy_len, const nd_store_event *audit, nd_registry_done_fn done,
                            void *arg)
 {
-    return amend(reg, id, id_len, true, policy, policy ? policy_len : 0, 0, audit, done, arg);
+    fixed_claim f = {.policy = policy, .policy_len = policy ? policy_len : 0, .audit = audit};
+    if (f.policy_len > ND_POLICY_MAX || (policy_len && !policy))
+        return -EINVAL;
+    return amend(reg, id, id_len, true, 0, 0, NULL, decide_fixed, &f, done, arg);
 }
 
 int nd_registry_set_status(nd_registry *reg, const char *id, size_t id_len, int status,
                            const nd_store_event *audit, nd_registry_done_fn done, void *arg)
 {
-    return amend(reg, id, id_len, false, NULL, 0, status, audit, done, arg);
+    fixed_claim f = {.audit = audit};
+    return amend(reg, id, id_len, false, status, 0, NULL, decide_fixed, &f, done, arg);
+}
+
+int nd_registry_change_policy(nd_registry *reg, const char *id, size_t id_len,
+                              nd_claim_decide_fn decide, void *decide_arg, nd_registry_done_fn done,
+                              void *arg)
+{
+    return amend(reg, id, id_len, true, 0, 0, NULL, decide, decide_arg, done, arg);
+}
+
+int nd_registry_change_status(nd_registry *reg, const char *id, size_t id_len, int status,
+                              unsigned k, const nd_verdict_params *params,
+                              nd_claim_decide_fn decide, void *decide_arg, nd_registry_done_fn done,
+                              void *arg)
+{
+    return amend(reg, id, id_len, false, status, k, params, decide, decide_arg, done, arg);
 }
 
 int nd_registry_get(nd_registry *reg, const char *id, size_t id_len, nd_doc **out)
@@ -1569,6 +1855,8 @@ static nd_doc *doc_of_record(nd_registry *reg, const nd_record *rec)
                         rec->account, rec->account_len, rec->policy, rec->policy_len, rec->status);
     if (!d)
         return NULL;
+    if (rec->status == ND_CLAIM_SUPERSEDED)
+        d->superseded_by_us = rec->superseded_by_us;
     d->simhash = rec->simhash;
     d->chars = rec->chars;
     memcpy(d->text_hash, rec->text_hash, 16);
@@ -1632,12 +1920,38 @@ static int apply_put(nd_registry *reg, nd_doc *old, const nd_record *rec,
 static int apply_amend(nd_registry *reg, nd_doc *d, const nd_record *rec,
                        const nd_store_event *audit, nd_registry_done_fn fn, void *arg)
 {
+    /* The documents it supersedes: those held here with the id and time
+     * named, and active (as the store decides on the records). */
+    size_t nsup = rec->supersede ? rec->nsupersede : 0, n = 0;
+    if (nsup > ND_STORE_SUPERSEDE_MAX)
+        return -EINVAL;
+    nd_doc **sup = nsup ? malloc(nsup * sizeof(*sup)) : NULL;
+    if (nsup && !sup)
+        return -ENOMEM;
+    for (size_t i = 0; i < nsup; i++) {
+        const nd_record_ref *ref = &rec->supersede[i];
+        nd_doc *b = ref->id ? map_find(reg, ref->id, ref->id_len) : NULL;
+        if (!b || b == d || b->registered_at_us != ref->registered_at_us)
+            continue;
+        if (b->state != DOC_LIVE) { /* a local change of it in flight */
+            free(sup);
+            return add_waiter(b, fn, arg);
+        }
+        if (b->status == ND_CLAIM_ACTIVE)
+            sup[n++] = b;
+    }
     nd_doc *nd = doc_new(d->id, d->id_len, d->meta, d->meta_len, rec->account, rec->account_len,
                          rec->policy, rec->policy_len, rec->status);
+    if (nd && rec->status == ND_CLAIM_SUPERSEDED)
+        nd->superseded_by_us = rec->superseded_by_us;
     nd_reg_change *ch = nd ? change_new(reg, nd, CHANGE_AMEND, fn, arg) : NULL;
-    if (!ch) {
+    int rc = ch ? change_supersede(ch, sup, n, d->registered_at_us) : -ENOMEM;
+    free(sup);
+    if (rc < 0) {
+        if (ch)
+            change_free(ch);
         nd_doc_release(nd);
-        return -ENOMEM;
+        return rc;
     }
     return queue_amend(reg, d, ch, audit, rec->stream_seq);
 }

@@ -59,13 +59,17 @@ typedef struct nd_doc {
     uint8_t text_hash[16]; /* XXH3-128 of the text, canonical byte order */
     const char *meta;      /* compact JSON object, meta_len bytes; NULL if none */
     size_t meta_len;
-    bool stale;           /* fingerprint version differs: not in the index */
-    uint8_t status;       /* the claim: ND_CLAIM_ACTIVE or ND_CLAIM_REVOKED
-                           * (issue 13; revoked: never evidence) */
-    uint16_t account_len; /* 0: no account */
-    uint32_t policy_len;  /* 0: no policy */
-    const char *version;  /* fingerprint version, NUL-terminated; borrowed
+    bool stale;               /* fingerprint version differs: not in the index */
+    uint8_t status;           /* the claim: ND_CLAIM_ACTIVE, ND_CLAIM_REVOKED
+                           * (issue 13; revoked: never evidence) or
+                           * ND_CLAIM_SUPERSEDED (evidence as an active one) */
+    uint16_t account_len;     /* 0: no account */
+    uint32_t policy_len;      /* 0: no policy */
+    const char *version;      /* fingerprint version, NUL-terminated; borrowed
                                * from the registry, valid while it is */
+    int64_t superseded_by_us; /* ND_CLAIM_SUPERSEDED: the registered_at_us of
+                               * the document whose restore superseded it
+                               * (0 otherwise) */
     /* Issue 13: the registering account (account_len bytes, not
      * NUL-terminated; NULL: none) and the reprint policy (compact JSON,
      * policy_len bytes, not NUL-terminated; NULL: none, the server's default
@@ -317,18 +321,72 @@ int nd_registry_set_policy(nd_registry *reg, const char *id, size_t id_len, cons
                            void *arg);
 
 /* Sets the claim status of document id (ND_CLAIM_ACTIVE: restore,
- * ND_CLAIM_REVOKED: revoke) as nd_registry_set_policy() sets a policy.
+ * ND_CLAIM_REVOKED: revoke) as nd_registry_set_policy() sets a policy. A
+ * restore also supersedes the documents it predates (nd_claim_change);
+ * while it is in flight their changes wait behind it too.
  * When the document has that status already: 0 at once, nothing written
  * (no audit entry). -EINVAL for another status value. */
 int nd_registry_set_status(nd_registry *reg, const char *id, size_t id_len, int status,
                            const nd_store_event *audit, nd_registry_done_fn done, void *arg);
 
+/* A change of a document's claim decided on the document as it is when the
+ * change is made (writer held), not as a caller read it before: a policy
+ * PATCH merges into the current policy, and its audit entry names the
+ * policy actually replaced; a restore lists the documents it now predates.
+ * The registry fills the inputs and calls decide(decide_arg, c) once per
+ * attempt (again after ND_REG_WAIT or a retry: on the newer state). */
+typedef struct nd_claim_change {
+    /* In: */
+    const nd_doc *doc; /* the live document: its policy and status now */
+    /* A restore (of a revoked or superseded claim): the active documents
+     * of other accounts registered after it that are near-duplicates of it
+     * (SimHash within the k given, verified with the sketches), earliest
+     * first, at most the registry's max_matches (more: predated_truncated).
+     * The restore makes them (up to ND_STORE_SUPERSEDE_MAX, the listed ones
+     * first) ND_CLAIM_SUPERSEDED in its store transaction; checks of their
+     * texts name this document as the source again. Borrowed for the
+     * call. */
+    nd_doc *const *predated;
+    size_t npredated;
+    bool predated_truncated;
+    /* Out: */
+    const char *policy; /* a policy change: the new policy, policy_len bytes
+                         * (NULL: none), valid until the change's done */
+    size_t policy_len;
+    const nd_store_event *audit; /* the audit entry (NULL: none), valid
+                                  * until the change's done */
+} nd_claim_change;
+
+/* Sets *c's outputs; returns 0, or a negative value the change call
+ * returns as it is (nothing changed). */
+typedef int (*nd_claim_decide_fn)(void *arg, nd_claim_change *c);
+
+/* nd_registry_set_policy() with the policy and the audit entry decided by
+ * decide on the current document (its output policy over ND_POLICY_MAX:
+ * -EINVAL). Returns as nd_registry_set_policy(), or decide's error. */
+int nd_registry_change_policy(nd_registry *reg, const char *id, size_t id_len,
+                              nd_claim_decide_fn decide, void *decide_arg, nd_registry_done_fn done,
+                              void *arg);
+
+/* nd_registry_set_status() with the audit entry decided by decide on the
+ * current document; a restore of a revoked claim fills c->predated (k:
+ * the SimHash distance, params: the thresholds a check verifies with;
+ * params NULL: the defaults). decide is not called when the status is
+ * already the one asked for (0, nothing written). Returns as
+ * nd_registry_set_status(), or decide's error. */
+int nd_registry_change_status(nd_registry *reg, const char *id, size_t id_len, int status,
+                              unsigned k, const nd_verdict_params *params,
+                              nd_claim_decide_fn decide, void *decide_arg, nd_registry_done_fn done,
+                              void *arg);
+
 /* Applies a change read from the replication stream (issue 14), decided by
  * the node that published it: kind ND_STORE_PUT (a registration; rec
  * complete, with anchors and sketch), ND_STORE_REPLACE (an upgrade of the
  * id's document at rec->registered_at_us), ND_STORE_DELETE (rec: id,
- * registered_at_us) or ND_STORE_AMEND (rec: the record with its new claim);
- * audit: the change's audit event (a put, delete or amend) or NULL. rec->stream_seq (> 0, required) is
+ * registered_at_us) or ND_STORE_AMEND (rec: the record with its new claim;
+ * rec->supersede: the documents it supersedes, each only when held with
+ * that id and time and active); audit: the change's audit event (a put,
+ * delete or amend) or NULL. rec->stream_seq (> 0, required) is
  * written with the change in the same store transaction. No verdict is
  * made: the stream's order decided. Returns:
  *   ND_REG_QUEUED  applied in memory (pending), store write queued: done

@@ -156,6 +156,7 @@ static inline void doc_set_claim(nd_doc *d, const char *account, size_t account_
         d->policy_len = (uint32_t)policy_len;
     }
     d->status = (uint8_t)status;
+    d->superseded_by_us = 0; /* the caller sets it with ND_CLAIM_SUPERSEDED */
 }
 
 /* The hash of one committed document in the registry's digest: XXH3-64

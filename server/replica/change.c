@@ -1,11 +1,15 @@
 /* change.c - the replication stream's entry layout (change.h).
  *
- *   u8 layout (1), u8 kind, u8 status, u8 flags (1: audit follows)
+ *   u8 layout (1; 2 when flag 2 or 4 is set), u8 kind, u8 status, u8 flags
+ *   (1: audit follows; layout 2: 2 superseded_by follows, 4 supersede
+ *   follows, at least one of them)
  *   i64 registered_at_us, u64 simhash, u32 chars, 16 bytes text hash
  *   u16 id_len, id; u8 version_len, version, a NUL byte
  *   u32 meta_len + 1 (0: none), meta; u16 account_len, account;
  *   u32 policy_len + 1 (0: none), policy
  *   u16 nanchors, anchors (4 bytes each, as stored); u16 sketch_len, sketch
+ *   superseded_by: i64 (status ND_CLAIM_SUPERSEDED only)
+ *   supersede: u16 n, n x (i64 registered_at_us, u16 id_len, id)
  *   audit: u8 kind, i64 owner_at, i64 at_us, u32 value_len + 1 (0: none), value */
 #include "change.h"
 
@@ -15,7 +19,14 @@
 #include <string.h>
 
 #define LAYOUT 1u
+#define LAYOUT_SUPERSEDE                                                                           \
+    2u /* layout 1 with flag bits 2 and 4 (written only
+                             * when one is set, so that a node that knows
+                             * only layout 1 reads every other entry and
+                             * refuses these as newer: -EPROTO) */
 #define FLAG_AUDIT 1u
+#define FLAG_SUPERSEDED_BY 2u
+#define FLAG_SUPERSEDE 4u
 
 typedef struct writer {
     uint8_t *p;
@@ -47,19 +58,29 @@ int nd_change_encode(int kind, const nd_record *rec, const nd_store_event *audit
     size_t pol = opt_len(rec->policy, rec->policy_len);
     size_t na = rec->anchors ? rec->nanchors : 0, sk = opt_len(rec->sketch, rec->sketch_len);
     size_t val = audit ? opt_len(audit->value, audit->value_len) : 0;
+    size_t nsup = rec->supersede ? rec->nsupersede : 0, sup = nsup ? 2 : 0;
+    bool by = rec->status == ND_CLAIM_SUPERSEDED;
     if (rec->id_len > 0xFFFF || vlen > 0xFF || meta >= 0xFFFFFFFFu || acc > 0xFFFF ||
-        pol >= 0xFFFFFFFFu || na > 0xFFFF || sk > 0xFFFF || val >= 0xFFFFFFFFu)
+        pol >= 0xFFFFFFFFu || na > 0xFFFF || sk > 0xFFFF || val >= 0xFFFFFFFFu ||
+        nsup > ND_STORE_SUPERSEDE_MAX)
         return -EINVAL;
+    for (size_t i = 0; i < nsup; i++) {
+        if (!rec->supersede[i].id || !rec->supersede[i].id_len || rec->supersede[i].id_len > 0xFFFF)
+            return -EINVAL;
+        sup += 8 + 2 + rec->supersede[i].id_len;
+    }
     size_t n = 4 + 8 + 8 + 4 + 16 + 2 + rec->id_len + 1 + vlen + 1 + 4 + meta + 2 + acc + 4 + pol +
-               2 + 4 * na + 2 + sk + (audit ? 1 + 8 + 8 + 4 + val : 0);
+               2 + 4 * na + 2 + sk + (by ? 8 : 0) + sup + (audit ? 1 + 8 + 8 + 4 + val : 0);
     uint8_t *buf = malloc(n);
     if (!buf)
         return -ENOMEM;
     writer w = {buf};
-    put_u(&w, LAYOUT, 1);
+    put_u(&w, by || nsup ? LAYOUT_SUPERSEDE : LAYOUT, 1);
     put_u(&w, (uint64_t)kind, 1);
     put_u(&w, rec->status, 1);
-    put_u(&w, audit ? FLAG_AUDIT : 0, 1);
+    put_u(&w,
+          (audit ? FLAG_AUDIT : 0) | (by ? FLAG_SUPERSEDED_BY : 0) | (nsup ? FLAG_SUPERSEDE : 0),
+          1);
     put_u(&w, (uint64_t)rec->registered_at_us, 8);
     put_u(&w, rec->simhash, 8);
     put_u(&w, rec->chars, 4);
@@ -79,6 +100,16 @@ int nd_change_encode(int kind, const nd_record *rec, const nd_store_event *audit
     put_bytes(&w, rec->anchors, 4 * na);
     put_u(&w, sk, 2);
     put_bytes(&w, rec->sketch, sk);
+    if (by)
+        put_u(&w, (uint64_t)rec->superseded_by_us, 8);
+    if (nsup) {
+        put_u(&w, nsup, 2);
+        for (size_t i = 0; i < nsup; i++) {
+            put_u(&w, (uint64_t)rec->supersede[i].registered_at_us, 8);
+            put_u(&w, rec->supersede[i].id_len, 2);
+            put_bytes(&w, rec->supersede[i].id, rec->supersede[i].id_len);
+        }
+    }
     if (audit) {
         put_u(&w, (uint64_t)audit->kind, 1);
         put_u(&w, (uint64_t)audit->owner_at, 8);
@@ -137,13 +168,17 @@ int nd_change_decode(const uint8_t *buf, size_t len, nd_change *ch)
 {
     reader r = {buf, buf + len, false};
     memset(ch, 0, sizeof(*ch));
-    if (get_u(&r, 1) != LAYOUT)
+    unsigned layout = (unsigned)get_u(&r, 1);
+    if (layout != LAYOUT && layout != LAYOUT_SUPERSEDE)
         return r.bad ? -EBADMSG : -EPROTO;
     ch->kind = (int)get_u(&r, 1);
     nd_record *rec = &ch->rec;
     rec->status = (uint8_t)get_u(&r, 1);
     unsigned flags = (unsigned)get_u(&r, 1);
-    if (flags & ~FLAG_AUDIT)
+    unsigned known = layout == LAYOUT ? FLAG_AUDIT
+                                      : FLAG_AUDIT | FLAG_SUPERSEDED_BY | FLAG_SUPERSEDE;
+    if ((flags & ~known) || !(flags & FLAG_SUPERSEDED_BY) != (rec->status != ND_CLAIM_SUPERSEDED) ||
+        (layout == LAYOUT_SUPERSEDE && !(flags & (FLAG_SUPERSEDED_BY | FLAG_SUPERSEDE))))
         r.bad = true;
     rec->registered_at_us = (int64_t)get_u(&r, 8);
     rec->simhash = get_u(&r, 8);
@@ -165,6 +200,24 @@ int nd_change_decode(const uint8_t *buf, size_t len, nd_change *ch)
     rec->anchors = rec->nanchors ? get_bytes(&r, 4 * (size_t)rec->nanchors) : NULL;
     rec->sketch_len = (size_t)get_u(&r, 2);
     rec->sketch = rec->sketch_len ? get_bytes(&r, rec->sketch_len) : NULL;
+    if (flags & FLAG_SUPERSEDED_BY)
+        rec->superseded_by_us = (int64_t)get_u(&r, 8);
+    if (flags & FLAG_SUPERSEDE) {
+        size_t nsup = (size_t)get_u(&r, 2);
+        /* The refs live in the nd_change (ND_STORE_SUPERSEDE_MAX of them). */
+        if (nsup == 0 || nsup > ND_STORE_SUPERSEDE_MAX)
+            r.bad = true;
+        for (size_t i = 0; i < nsup && !r.bad; i++) {
+            nd_record_ref *ref = &ch->supersede[i];
+            ref->registered_at_us = (int64_t)get_u(&r, 8);
+            ref->id_len = (size_t)get_u(&r, 2);
+            ref->id = get_bytes(&r, ref->id_len);
+            if (!ref->id_len)
+                r.bad = true;
+        }
+        rec->supersede = ch->supersede;
+        rec->nsupersede = nsup;
+    }
     if (flags & FLAG_AUDIT) {
         ch->has_audit = 1;
         ch->audit.kind = (nd_event_kind)get_u(&r, 1);

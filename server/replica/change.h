@@ -23,10 +23,13 @@ typedef struct nd_change {
     nd_record rec;
     nd_store_event audit; /* when has_audit */
     int has_audit;
+    nd_record_ref supersede[ND_STORE_SUPERSEDE_MAX]; /* rec.supersede points here */
 } nd_change;
 
 /* Encodes a change into a new buffer (free() it): kind ND_STORE_PUT,
- * ND_STORE_REPLACE, ND_STORE_AMEND (audit: its audit event or NULL) or
+ * (rec->supersede: at most ND_STORE_SUPERSEDE_MAX, ids non-empty),
+ * ND_STORE_REPLACE, ND_STORE_AMEND (audit: its audit event or NULL; the
+ * records rec->supersede names go with it) or
  * ND_STORE_DELETE (rec: id and registered_at_us only). Returns 0 with *out
  * and *len, -EINVAL (a field over its limit), -ENOMEM. */
 int nd_change_encode(int kind, const nd_record *rec, const nd_store_event *audit, uint8_t **out,

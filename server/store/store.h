@@ -64,6 +64,19 @@ typedef struct nd_store nd_store;
 /* A claim's status (nd_record.status). */
 #define ND_CLAIM_ACTIVE 0
 #define ND_CLAIM_REVOKED 1
+#define ND_CLAIM_SUPERSEDED                                                                        \
+    2 /* a later original of a text whose earlier
+                               * claim was restored (still evidence) */
+
+/* The most records one amendment supersedes (nd_record.supersede). */
+#define ND_STORE_SUPERSEDE_MAX 256
+
+/* A stored record named by its key and id. */
+typedef struct nd_record_ref {
+    int64_t registered_at_us;
+    const char *id; /* id_len bytes, 1..ND_ID_MAX */
+    size_t id_len;
+} nd_record_ref;
 
 /* One registered document. In calls that take a record, every pointer is
  * borrowed for the duration of the call (the store copies what it keeps). */
@@ -81,8 +94,8 @@ typedef struct nd_record {
                                * the record (a scan hands them out: start-up
                                * rebuilds the anchor index); NULL when none */
     uint32_t nanchors;      /* 0..ND_STORE_ANCHORS_MAX */
-    uint8_t status;         /* ND_CLAIM_ACTIVE (older layouts) or
-                             * ND_CLAIM_REVOKED (here: in nanchors' padding) */
+    uint8_t status;         /* ND_CLAIM_ACTIVE (older layouts),
+                             * ND_CLAIM_REVOKED or ND_CLAIM_SUPERSEDED */
     const uint8_t *sketch;  /* put/replace only: the encoded sketch, stored in
                                * the "sketches" database under the same key in
                                * the same transaction (scans never read it:
@@ -99,12 +112,25 @@ typedef struct nd_record {
                                * policy_len bytes (0..ND_POLICY_MAX; handed out
                                * NUL-terminated), or NULL (none) */
     size_t policy_len;
-    uint64_t stream_seq; /* put/replace/amend only: the replication stream's
+    uint64_t stream_seq;            /* put/replace/amend only: the replication stream's
                           * sequence of this change (issue 14), written with
                           * it in the same transaction (nd_store_stream_seq()
                           * returns the greatest committed); 0: a local change
                           * (a replicated store publishes it first). Scans
                           * and gets hand out 0 */
+    int64_t superseded_by_us;       /* ND_CLAIM_SUPERSEDED: the registered_at_us
+                               * of the record whose amendment superseded
+                               * it (kept with it); else ignored (handed out 0) */
+    const nd_record_ref *supersede; /* amend only: the records (at most
+                               * ND_STORE_SUPERSEDE_MAX) whose status becomes
+                               * ND_CLAIM_SUPERSEDED (superseded_by_us: this
+                               * record's time) in the amendment's
+                               * transaction, each only if it is stored with
+                               * that id and is ND_CLAIM_ACTIVE then (others
+                               * are left as they are); NULL with 0: none
+                               * (put and replace ignore it). Scans and
+                               * gets hand out NULL, 0 */
+    size_t nsupersede;
 } nd_record;
 
 /* ---- the interface ---- */
@@ -340,8 +366,8 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
  * 1..ND_VERSION_MAX bytes, meta_len over ND_META_MAX or set with meta
  * NULL, account_len over ND_ACCOUNT_MAX or set with account NULL (0: no
  * account, whatever account points at), policy_len over
- * ND_POLICY_MAX or set with policy NULL, status not ND_CLAIM_ACTIVE or
- * ND_CLAIM_REVOKED), -ENOMEM, -ESHUTDOWN (nd_store_close() has begun).
+ * ND_POLICY_MAX or set with policy NULL, status not ND_CLAIM_ACTIVE,
+ * ND_CLAIM_REVOKED or ND_CLAIM_SUPERSEDED), -ENOMEM, -ESHUTDOWN (nd_store_close() has begun).
  * The queue is bounded (max(4 x max_batch, 1024) changes and 64 MiB): when
  * it is full this call blocks until the commit thread takes a batch (about
  * one commit), so never call it from a done callback; with opts.shed it
@@ -424,13 +450,16 @@ static inline int nd_store_replace(nd_store *st, const nd_record *rec, nd_store_
  * sketch is left as it is (rec->sketch and sketch_len are ignored), and,
  * when audit is not NULL, the audit event is written in the same
  * transaction (both or neither: a crash never keeps one without the
- * other). How a document's policy, account or status changes. done gets 0
+ * other), and so are the records rec->supersede names. How a document's
+ * policy, account or status changes. done gets 0
  * (both durable), -ENOENT (no record under that time, or its id differs:
  * nothing written, no audit), -EBADMSG, or an error as for put. Returns 0
- * if queued, or -EINVAL (bad record as for put, or audit not an
+ * if queued, or -EINVAL (bad record as for put, rec->supersede over
+ * ND_STORE_SUPERSEDE_MAX or naming an id not 1..ND_ID_MAX bytes, or audit not an
  * ND_EVENT_AUDIT event valid for nd_store_event_put), -ENOMEM, -ESHUTDOWN;
  * blocks like put when the queue is full. The observer sees ND_STORE_AMEND
- * (rec without sketch), then the event observer the audit event. */
+ * (rec without sketch; not the records it superseded), then the event
+ * observer the audit event. */
 static inline int nd_store_amend(nd_store *st, const nd_record *rec, const nd_store_event *audit,
                                  nd_store_done_fn done, void *arg)
 {

@@ -31,8 +31,12 @@
  *     0    1  format       ND_LAYOUT_4 (or 3, 2); a reader refuses any other value
  *     1    1  flags        bit 0: meta present; layout 4 only: bit 1 account
  *                          present, bit 2 policy present, bit 3 revoked
- *                          (status ND_CLAIM_REVOKED; clear: active); a
- *                          layout-4 reader refuses bits 4-7
+ *                          (status ND_CLAIM_REVOKED; clear: active), bit 4
+ *                          superseded (status ND_CLAIM_SUPERSEDED, not
+ *                          with bit 3); a layout-4 reader refuses bits
+ *                          5-7 (one before bit 4 existed refuses 4-7: a
+ *                          store holding a superseded record does not
+ *                          open with a build older than that status)
  *     2    1  version_len  1..ND_VERSION_MAX
  *     3    1  nanchors     0..255 (layout 2: 0)
  *     4    2  id_len       u16, 1..ND_ID_MAX
@@ -48,6 +52,8 @@
  *     .    .  account bytes, NUL                    (only with flag bit 1)
  *     .    4  policy_len   u32, 0..ND_POLICY_MAX    (only with flag bit 2)
  *     .    .  policy bytes, NUL                     (only with flag bit 2)
+ *     .    8  superseded_by  i64, the registered_at_us of the record whose
+ *                            restore superseded this one (only with bit 4)
  *
  * A record without account, policy and revoked status is written in
  * layout 3 (the same bytes), so a store keeps opening with the build before
@@ -153,18 +159,19 @@
 #define HDR_SIZE 38u       /* value header, layout 2 */
 #define KEY_SIZE 8u        /* big-endian registered_at_us */
 #define FLAG_META 0x01u
-#define FLAG_ACCOUNT 0x02u /* layout 4 */
-#define FLAG_POLICY 0x04u  /* layout 4 */
-#define FLAG_REVOKED 0x08u /* layout 4 */
-#define FLAGS_4 0x0fu      /* the flags layout 4 knows */
-#define EV_LAYOUT 1u       /* first byte of an event's value */
-#define EV_HDR 3u          /* event value: layout byte, u16 copy_id_len */
-#define EV_PREFIX 17u      /* an event in a change: kind byte, key (16) */
-#define EV_KEY 16u         /* owner_at, at_us: big-endian */
-#define IDX_KEY 24u        /* detection_ids: owner_at, XXH3-128 of the copy id */
-#define AIDX_KEY 32u       /* audit_documents: XXH3-128 of the document, owner_at, at_us */
-#define TRIM_SLACK 64u     /* audit entries a commit may drop beyond those it adds */
-#define SUBJECT_MEMBERS 16 /* members read of an audit value for its document */
+#define FLAG_ACCOUNT 0x02u    /* layout 4 */
+#define FLAG_POLICY 0x04u     /* layout 4 */
+#define FLAG_REVOKED 0x08u    /* layout 4 */
+#define FLAG_SUPERSEDED 0x10u /* layout 4 */
+#define FLAGS_4 0x1fu         /* the flags layout 4 knows */
+#define EV_LAYOUT 1u          /* first byte of an event's value */
+#define EV_HDR 3u             /* event value: layout byte, u16 copy_id_len */
+#define EV_PREFIX 17u         /* an event in a change: kind byte, key (16) */
+#define EV_KEY 16u            /* owner_at, at_us: big-endian */
+#define IDX_KEY 24u           /* detection_ids: owner_at, XXH3-128 of the copy id */
+#define AIDX_KEY 32u          /* audit_documents: XXH3-128 of the document, owner_at, at_us */
+#define TRIM_SLACK 64u        /* audit entries a commit may drop beyond those it adds */
+#define SUBJECT_MEMBERS 16    /* members read of an audit value for its document */
 
 #define DB_INFO "info"
 #define DB_RECORDS "records"
@@ -198,8 +205,10 @@ enum change_kind {
                         * the audit event (ev_len bytes, 0: none) */
     CHANGE_DELETE_AT,  /* data: key, the id, then the audit event (ev_len) */
     CHANGE_REPLACE_AT, /* data: key, then value (as CHANGE_PUT) */
-    CHANGE_AMEND,      /* data: key, value, then the audit event (ev_len
-                        * bytes, 0: none); the sketch stays (keep_sketch) */
+    CHANGE_AMEND,      /* data: key, value, the records it supersedes
+                        * (sup_len bytes: each key, u16 id_len, id), then
+                        * the audit event (ev_len bytes, 0: none); the
+                        * sketch stays (keep_sketch) */
     CHANGE_EVENT,      /* data: the event (ev_len == len) */
 };
 
@@ -217,6 +226,8 @@ typedef struct change {
     uint32_t ev_len;     /* the last bytes of data are an event (encoded
                                  * by encode_event; 0: none); a put's sketch
                                  * comes before it */
+    uint32_t sup_len;    /* amend: the bytes before the event naming the
+                          * records it supersedes (0: none) */
     uint64_t stream_seq; /* the replication stream's entry (0: none) */
     size_t size;         /* bytes charged to the queue */
     unsigned char data[];
@@ -438,14 +449,15 @@ static size_t value_size(const nd_record *r, size_t vlen)
 {
     return HDR_SIZE + r->id_len + vlen + 1 + (r->meta ? r->meta_len + 1 : 0) +
            4 * (size_t)r->nanchors + (has_account(r) ? 2 + r->account_len + 1 : 0) +
-           (r->policy ? 4 + r->policy_len + 1 : 0);
+           (r->policy ? 4 + r->policy_len + 1 : 0) + (r->status == ND_CLAIM_SUPERSEDED ? 8 : 0);
 }
 
 static void encode_value(unsigned char *p, const nd_record *r, size_t vlen)
 {
     p[1] = (unsigned char)((r->meta ? FLAG_META : 0) | (has_account(r) ? FLAG_ACCOUNT : 0) |
                            (r->policy ? FLAG_POLICY : 0) |
-                           (r->status == ND_CLAIM_REVOKED ? FLAG_REVOKED : 0));
+                           (r->status == ND_CLAIM_REVOKED ? FLAG_REVOKED : 0) |
+                           (r->status == ND_CLAIM_SUPERSEDED ? FLAG_SUPERSEDED : 0));
     p[0] = p[1] & ~FLAG_META ? ND_LAYOUT_4 : ND_LAYOUT_3; /* see "Value layout" */
     p[2] = (unsigned char)vlen;
     p[3] = (unsigned char)r->nanchors;
@@ -482,7 +494,10 @@ static void encode_value(unsigned char *p, const nd_record *r, size_t vlen)
         if (r->policy_len)
             memcpy(q + 4, r->policy, r->policy_len);
         q[4 + r->policy_len] = '\0';
+        q += 4 + r->policy_len + 1;
     }
+    if (r->status == ND_CLAIM_SUPERSEDED)
+        wr64(q, (uint64_t)r->superseded_by_us);
 }
 
 /* Points *id at the id inside value v. Returns its length, or 0 when v is
@@ -516,7 +531,8 @@ static int decode_value(const MDB_val *k, const MDB_val *v, nd_record *r)
     const unsigned char *ver = id + idlen;
     size_t body = HDR_SIZE + idlen + vlen + 1 + (has_meta ? mlen + 1 : 0);
     if (vlen == 0 || vlen > ND_VERSION_MAX || mlen > n || n < body + 4 * nanchors ||
-        ver[vlen] != '\0' || (has_meta && p[body - 1] != '\0') || (flags & ~FLAGS_4))
+        ver[vlen] != '\0' || (has_meta && p[body - 1] != '\0') || (flags & ~FLAGS_4) ||
+        ((flags & FLAG_REVOKED) && (flags & FLAG_SUPERSEDED)))
         return -EBADMSG;
     size_t at = body + 4 * nanchors, alen = 0, plen = 0;
     const unsigned char *acc = NULL, *pol = NULL;
@@ -533,6 +549,13 @@ static int decode_value(const MDB_val *k, const MDB_val *v, nd_record *r)
             return -EBADMSG;
         pol = p + at + 4;
         at += 4 + plen + 1;
+    }
+    int64_t by = 0;
+    if (flags & FLAG_SUPERSEDED) {
+        if (n - at < 8)
+            return -EBADMSG;
+        by = (int64_t)rd64(p + at);
+        at += 8;
     }
     if (at != n)
         return -EBADMSG;
@@ -553,7 +576,12 @@ static int decode_value(const MDB_val *k, const MDB_val *v, nd_record *r)
     r->account_len = alen;
     r->policy = (const char *)pol;
     r->policy_len = plen;
-    r->status = flags & FLAG_REVOKED ? ND_CLAIM_REVOKED : ND_CLAIM_ACTIVE;
+    r->status = flags & FLAG_REVOKED      ? ND_CLAIM_REVOKED
+                : flags & FLAG_SUPERSEDED ? ND_CLAIM_SUPERSEDED
+                                          : ND_CLAIM_ACTIVE;
+    r->superseded_by_us = by;
+    r->supersede = NULL;
+    r->nsupersede = 0;
     return 0;
 }
 
@@ -978,7 +1006,7 @@ static void remove_new_data(const char *dir)
  * sketch or the event). */
 static size_t change_value_len(const change *c)
 {
-    return c->len - KEY_SIZE - c->sketch_len - c->ev_len;
+    return c->len - KEY_SIZE - c->sketch_len - c->ev_len - c->sup_len;
 }
 
 /* A put's or replace's sketch (sketch_len bytes, before the event). */
@@ -1321,8 +1349,45 @@ static int apply_event(nd_store *st, MDB_txn *txn, unsigned char *e, size_t len,
     return mdb_put(txn, st->detidx_dbi, &ck, &cv, 0);
 }
 
+/* Marks superseded, by the record of amendment c, each record c names
+ * that is stored under its key with its id and active; leaves the others.
+ * Returns 0 or the LMDB error (-ENOMEM). */
+static int apply_supersede(nd_store *st, MDB_txn *txn, change *c)
+{
+    const unsigned char *q = c->data + KEY_SIZE + change_value_len(c);
+    const unsigned char *end = q + c->sup_len;
+    while (q < end) {
+        size_t id_len = rd16(q + KEY_SIZE);
+        const unsigned char *id = q + KEY_SIZE + 2;
+        MDB_val k = {KEY_SIZE, (void *)q}, v;
+        q += KEY_SIZE + 2 + id_len;
+        nd_record r;
+        int rc = mdb_get(txn, st->dbi, &k, &v);
+        if (rc == MDB_NOTFOUND || (rc == 0 && decode_value(&k, &v, &r) != 0))
+            continue; /* gone, or not ours to read: left */
+        if (rc)
+            return rc;
+        if (r.id_len != id_len || memcmp(r.id, id, id_len) != 0 || r.status != ND_CLAIM_ACTIVE)
+            continue;
+        r.status = ND_CLAIM_SUPERSEDED;
+        r.superseded_by_us = rd_key(c->data);
+        size_t vlen = strlen(r.version), vsize = value_size(&r, vlen);
+        unsigned char *buf = malloc(vsize);
+        if (!buf)
+            return ENOMEM;
+        encode_value(buf, &r, vlen); /* r points into the map: copied first */
+        MDB_val nv = {vsize, buf};
+        rc = mdb_put(txn, st->dbi, &k, &nv, 0);
+        free(buf);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* Applies a change to the record under its key (delete: with the
- * record's detections; delete or amend: with its audit event, if any, in
+ * record's detections; amend: with the records it supersedes; delete or
+ * amend: with its audit event, if any, in
  * the same transaction). */
 static int apply_at(nd_store *st, MDB_txn *txn, change *c, txn_result *res)
 {
@@ -1334,6 +1399,8 @@ static int apply_at(nd_store *st, MDB_txn *txn, change *c, txn_result *res)
     mdb_cursor_close(cur);
     if (rc == 0 && c->status == 0 && c->kind == CHANGE_DELETE_AT && !c->keep_sketch)
         rc = detections_drop(st, txn, c->data);
+    if (rc == 0 && c->status == 0 && c->kind == CHANGE_AMEND && c->sup_len)
+        rc = apply_supersede(st, txn, c);
     if (rc == 0 && c->status == 0 && c->kind != CHANGE_REPLACE_AT && c->ev_len)
         rc = apply_event(st, txn, c->data + c->len - c->ev_len, c->ev_len, res);
     return rc;
@@ -1900,6 +1967,7 @@ static change *change_new(enum change_kind kind, size_t len, nd_store_done_fn do
     c->sketch_len = 0;
     c->keep_sketch = false;
     c->ev_len = 0;
+    c->sup_len = 0;
     c->stream_seq = 0;
     c->size = size;
     return c;
@@ -1921,7 +1989,7 @@ static size_t record_ok(const nd_record *rec)
         (!rec->anchors && rec->nanchors) || rec->sketch_len > ND_STORE_SKETCH_MAX ||
         (!rec->sketch && rec->sketch_len) || rec->account_len > ND_ACCOUNT_MAX ||
         (!rec->account && rec->account_len) || rec->policy_len > ND_POLICY_MAX ||
-        (!rec->policy && rec->policy_len) || rec->status > ND_CLAIM_REVOKED)
+        (!rec->policy && rec->policy_len) || rec->status > ND_CLAIM_SUPERSEDED)
         return 0;
     return vlen;
 }
@@ -1976,15 +2044,32 @@ static int lmdb_amend(nd_store *st, const nd_record *rec, const nd_store_event *
     size_t vlen = record_ok(&r);
     if (!vlen)
         return -EINVAL;
-    size_t vsize = value_size(&r, vlen), esize = audit ? event_size(audit) : 0;
-    change *c = change_new(CHANGE_AMEND, KEY_SIZE + vsize + esize, done, arg);
+    size_t vsize = value_size(&r, vlen), esize = audit ? event_size(audit) : 0, ssize = 0;
+    size_t nsup = r.supersede ? r.nsupersede : 0;
+    if (nsup > ND_STORE_SUPERSEDE_MAX)
+        return -EINVAL;
+    for (size_t i = 0; i < nsup; i++) {
+        if (!id_ok(r.supersede[i].id, r.supersede[i].id_len) || r.supersede[i].registered_at_us < 0)
+            return -EINVAL;
+        ssize += KEY_SIZE + 2 + r.supersede[i].id_len;
+    }
+    change *c = change_new(CHANGE_AMEND, KEY_SIZE + vsize + ssize + esize, done, arg);
     if (!c)
         return -ENOMEM;
     wr_key(c->data, r.registered_at_us);
     encode_value(c->data + KEY_SIZE, &r, vlen);
+    unsigned char *q = c->data + KEY_SIZE + vsize;
+    for (size_t i = 0; i < nsup; i++) {
+        wr_key(q, r.supersede[i].registered_at_us);
+        q[KEY_SIZE] = (unsigned char)r.supersede[i].id_len;
+        q[KEY_SIZE + 1] = (unsigned char)(r.supersede[i].id_len >> 8);
+        memcpy(q + KEY_SIZE + 2, r.supersede[i].id, r.supersede[i].id_len);
+        q += KEY_SIZE + 2 + r.supersede[i].id_len;
+    }
     if (audit)
-        encode_event(c->data + KEY_SIZE + vsize, audit);
+        encode_event(q, audit);
     c->ev_len = (uint32_t)esize;
+    c->sup_len = (uint32_t)ssize;
     c->keep_sketch = true;
     c->stream_seq = rec->stream_seq;
     return enqueue(st, c);

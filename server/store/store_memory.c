@@ -112,7 +112,7 @@ static bool record_ok(const nd_record *r)
            (r->anchors || !r->nanchors) && r->sketch_len <= ND_STORE_SKETCH_MAX &&
            (r->sketch || !r->sketch_len) && r->account_len <= ND_ACCOUNT_MAX &&
            (r->account || !r->account_len) && r->policy_len <= ND_POLICY_MAX &&
-           (r->policy || !r->policy_len) && r->status <= ND_CLAIM_REVOKED;
+           (r->policy || !r->policy_len) && r->status <= ND_CLAIM_SUPERSEDED;
 }
 
 /* The checks of the LMDB store's event_ok(). */
@@ -138,6 +138,10 @@ static mem_rec *rec_copy(const nd_record *r)
         return NULL;
     m->next = NULL;
     m->rec = *r;
+    m->rec.supersede = NULL;
+    m->rec.nsupersede = 0;
+    if (r->status != ND_CLAIM_SUPERSEDED)
+        m->rec.superseded_by_us = 0;
     unsigned char *p = m->data;
     memcpy(p, r->id, r->id_len);
     m->rec.id = (const char *)p;
@@ -667,8 +671,13 @@ static int mem_amend(nd_store *st, const nd_record *rec, const nd_store_event *a
     nd_record r = *rec;
     r.sketch = NULL;
     r.sketch_len = 0;
-    if (!record_ok(&r))
+    size_t nsup = r.supersede ? r.nsupersede : 0;
+    if (!record_ok(&r) || nsup > ND_STORE_SUPERSEDE_MAX)
         return -EINVAL;
+    for (size_t i = 0; i < nsup; i++)
+        if (!r.supersede[i].id || !r.supersede[i].id_len || r.supersede[i].id_len > ND_ID_MAX ||
+            r.supersede[i].registered_at_us < 0)
+            return -EINVAL;
     mem_ev *e = audit ? ev_copy(audit) : NULL;
     if (audit && !e)
         return -ENOMEM;
@@ -695,6 +704,14 @@ static int mem_amend(nd_store *st, const nd_record *rec, const nd_store_event *a
         seen.sketch_len = 0;
         seen.stream_seq = r.stream_seq;
         committed(ms, 0, ND_STORE_AMEND, &seen);
+        for (size_t i = 0; i < nsup; i++) { /* in place: same bytes */
+            mem_rec *b = *find(ms, r.supersede[i].registered_at_us);
+            if (b && same_id(&b->rec, r.supersede[i].id, r.supersede[i].id_len) &&
+                b->rec.status == ND_CLAIM_ACTIVE) {
+                b->rec.status = ND_CLAIM_SUPERSEDED;
+                b->rec.superseded_by_us = r.registered_at_us;
+            }
+        }
         if (e)
             journal_insert(ms, j, e);
     } else {

@@ -219,7 +219,8 @@ def revoke_then_restore(srv):
     check(status == 200 and body["status"] == "revoked", body)
     check(len(audit(srv, query="?document=claim-1")) == len(before), "audit entry for no change")
     status, body = post(srv, "claim-1", "restore")
-    check(status == 200 and body == {"id": "claim-1", "status": "active"}, body)
+    check(status == 200 and body == {"id": "claim-1", "status": "active", "predates": [],
+                                     "predates_truncated": False}, body)
     body = check_text(srv, copy, "c-1", "bob")
     check(not body["original"] and body["action"] == "block", body)
 
