@@ -915,7 +915,6 @@ static void digest_follows_commits(void)
     world_close(&w, false);
 }
 
-
 /* A decide callback that records what it saw and sets a policy. */
 typedef struct decider {
     char saw[64];       /* the current policy it was called on ("" none) */
