@@ -266,7 +266,7 @@ void nd_backfill_handle(nd_req *r)
 {
     nd_api *api = nd_api_of(r);
     nd_request_error e;
-    if (!nd_api_authorized(r))
+    if (!nd_api_operator(r))
         return;
     if (!nd_request_lines_kind(nd_req_header(r, "Content-Type"), &e)) {
         nd_api_request_error(r, &e);

@@ -325,6 +325,18 @@ static void wf_run(nd_req *r)
 {
     nd_api *api = nd_api_of(r);
     wf_op *op = r->op;
+    /* Asked again on every run: the document may have changed while this
+     * change waited behind another. */
+    nd_doc *d = NULL;
+    if (nd_registry_get(api->reg, op->id, op->id_len, &d) == 0) {
+        bool may = nd_api_may_change(r, d); /* else answered 403 */
+        nd_doc_release(d);
+        if (!may) {
+            r->op = NULL;
+            wf_free(op);
+            return;
+        }
+    }
     int rc = op->is_policy ? nd_registry_set_policy(api->reg, op->id, op->id_len, op->policy,
                                                     op->policy_len, &op->audit, wf_done, r)
                            : nd_registry_set_status(api->reg, op->id, op->id_len, op->status,
@@ -419,6 +431,11 @@ static void handle_policy(nd_req *r, wf_op *op)
             nd_api_loading(r);
         else
             nd_api_id_error(r, 404, "not_found", op->id, op->id_len, "no document with this id");
+        wf_free(op);
+        return;
+    }
+    if (!nd_api_may_change(r, d)) {
+        nd_doc_release(d);
         wf_free(op);
         return;
     }
@@ -521,7 +538,29 @@ typedef struct page_walk {
     const char *document; /* audit: only entries of this document (NULL: all) */
     size_t document_len;
     nd_request_parser *parser;
+    nd_req *viewer; /* audit: only entries this caller may see (NULL: all) */
 } page_walk;
+
+/* Whether the caller of pw may see the audit entry whose members are
+ * mem[0..n): one it made itself (its client), or one about a document of
+ * an account it acts for (the document's account now). */
+static bool entry_visible(page_walk *pw, const nd_json_member *mem, size_t n)
+{
+    nd_req *r = pw->viewer;
+    const nd_json_member *client = nd_json_find(mem, n, "client");
+    if (client && client->value.type == ND_JSON_STRING && r->client &&
+        client->value.str_len == strlen(r->client) &&
+        memcmp(client->value.str, r->client, client->value.str_len) == 0)
+        return true;
+    const nd_json_member *doc = nd_json_find(mem, n, "document");
+    nd_doc *d = NULL;
+    if (!doc || doc->value.type != ND_JSON_STRING ||
+        nd_registry_get(nd_api_of(r)->reg, doc->value.str, doc->value.str_len, &d) < 0)
+        return false;
+    bool visible = d->account && nd_api_may_act_for(r, d->account, d->account_len);
+    nd_doc_release(d);
+    return visible;
+}
 
 /* Writes one stored value (a compact JSON object) with its time member
  * first (audit: "at") or last (copies: "detected_at"). */
@@ -530,7 +569,7 @@ static int visit_entry(void *arg, const nd_store_event *ev)
     page_walk *pw = arg;
     if (ev->value_len < 2 || ev->value[0] != '{' || ev->value[ev->value_len - 1] != '}')
         return 0; /* not written by this server: skipped */
-    if (pw->document) {
+    if (pw->document || pw->viewer) {
         size_t n;
         nd_json_member *mem = pw->parser->members;
         nd_json_error jerr;
@@ -538,8 +577,11 @@ static int visit_entry(void *arg, const nd_store_event *ev)
                                 ND_REQUEST_MAX_MEMBERS, &n, &jerr) < 0)
             return 0;
         const nd_json_member *doc = nd_json_find(mem, n, "document");
-        if (!doc || doc->value.type != ND_JSON_STRING || doc->value.str_len != pw->document_len ||
-            memcmp(doc->value.str, pw->document, pw->document_len) != 0)
+        if (pw->document &&
+            (!doc || doc->value.type != ND_JSON_STRING || doc->value.str_len != pw->document_len ||
+             memcmp(doc->value.str, pw->document, pw->document_len) != 0))
+            return 0;
+        if (pw->viewer && !entry_visible(pw, mem, n))
             return 0;
     }
     if (pw->seen == pw->limit) {
@@ -588,10 +630,13 @@ static void reply_page(nd_req *r, const char *name, nd_event_kind kind, int64_t 
                     .limit = pg->limit,
                     .document = pg->document,
                     .document_len = pg->document_len,
-                    .parser = nd_api_parser(r)};
+                    .parser = nd_api_parser(r),
+                    .viewer = kind == ND_EVENT_AUDIT && !nd_api_is_operator(r) ? r : NULL};
     /* One more than asked, to know whether a next page exists; a filter
-     * (document=) reads on until it has them. */
-    int rc = nd_store_events(api->store, kind, owner, before, pg->document ? 0 : pg->limit + 1,
+     * (document=, or a caller who sees only some entries) reads on until
+     * it has them. */
+    bool filtered = pg->document || pw.viewer;
+    int rc = nd_store_events(api->store, kind, owner, before, filtered ? 0 : pg->limit + 1,
                              visit_entry, &pw);
     nd_reply_array_end(&w);
     if (rc < 0) {
@@ -636,7 +681,9 @@ static void handle_copies(nd_req *r, wf_op *op)
 
 void nd_workflow_audit(nd_req *r)
 {
-    /* Guarded whenever a token is set: it names clients. */
+    /* Guarded whenever a token is set: it names clients. An operator sees
+     * every entry, an account token those about documents of its accounts
+     * and those it made (reply_page()). */
     if (!nd_api_authorized(r))
         return;
     nd_page_req pg;

@@ -112,6 +112,7 @@
  * spare. LMDB never reads past its last page, so the zeros are invisible to
  * it, to readers and to backups (mdb_env_copy copies used pages only). */
 #include "store.h"
+#include "retention.h"
 #include "readahead.h"
 #include "clock.h"
 
@@ -1048,8 +1049,58 @@ static int detection_forget(nd_store *st, MDB_txn *txn, const unsigned char *ike
     return rc;
 }
 
-/* Drops the oldest detections of owner (8 key bytes) while it has more
- * than detections_max; *count follows. */
+/* Deletes the detection of owner at cursor cur (positioned on it, key k,
+ * value v) and its detection_ids entry; *count follows. */
+static int detection_drop(nd_store *st, MDB_txn *txn, MDB_cursor *cur, const unsigned char *owner,
+                          const MDB_val *k, const MDB_val *v, uint64_t *count)
+{
+    nd_store_event ev;
+    unsigned char ikey[IDX_KEY];
+    MDB_val iv;
+    int rc = 0;
+    if (decode_event(ND_EVENT_DETECTION, k, v, &ev) == 0 && ev.copy_id_len) {
+        index_key(ikey, owner, ev.copy_id, ev.copy_id_len);
+        MDB_val ik = {IDX_KEY, ikey};
+        if (mdb_get(txn, st->detidx_dbi, &ik, &iv) == 0 && iv.mv_size == 8 &&
+            memcmp(iv.mv_data, (const unsigned char *)k->mv_data + 8, 8) == 0)
+            rc = mdb_del(txn, st->detidx_dbi, &ik, NULL);
+    }
+    if (rc == 0 && (rc = mdb_cursor_del(cur, 0)) == 0)
+        (*count)--;
+    return rc;
+}
+
+/* The detection of owner to drop (retention.h): one pass over its list
+ * into a tally. Sets *at (-1: none left) or returns ENOMEM or the LMDB
+ * error (positive, as LMDB's). */
+static int detection_victim(MDB_cursor *cur, const unsigned char *owner, uint64_t count,
+                            int64_t *at)
+{
+    nd_retention *t = nd_retention_new(count);
+    if (!t)
+        return ENOMEM;
+    unsigned char first[EV_KEY] = {0};
+    memcpy(first, owner, 8);
+    MDB_val k = {EV_KEY, first}, v;
+    int rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    while (rc == 0 && k.mv_size == EV_KEY && memcmp(k.mv_data, owner, 8) == 0) {
+        nd_store_event ev;
+        bool ok = decode_event(ND_EVENT_DETECTION, &k, &v, &ev) == 0;
+        if (nd_retention_add(t, ok ? ev.value : "", ok ? ev.value_len : 0,
+                             rd_key((const unsigned char *)k.mv_data + 8)) < 0)
+            rc = ENOMEM;
+        if (rc == 0)
+            rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    }
+    *at = nd_retention_pick(t);
+    nd_retention_free(t);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* Drops detections of owner (8 key bytes) while it has more than
+ * detections_max, each the one retention.h picks; *count follows. A list
+ * longer by more than one (detections_max lowered since) first drops its
+ * oldest down to one over. */
 static int detection_retain(nd_store *st, MDB_txn *txn, const unsigned char *owner, uint64_t *count)
 {
     uint64_t max = st->base.detections_max;
@@ -1062,25 +1113,26 @@ static int detection_retain(nd_store *st, MDB_txn *txn, const unsigned char *own
     unsigned char first[EV_KEY] = {0};
     memcpy(first, owner, 8);
     while (rc == 0 && *count > max) {
-        MDB_val k = {EV_KEY, first}, v, iv;
-        nd_store_event ev;
-        unsigned char ikey[IDX_KEY];
-        rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+        MDB_val k = {EV_KEY, first}, v;
+        int64_t at = -1;
+        if (*count == max + 1 && (rc = detection_victim(cur, owner, *count, &at)))
+            break;
+        if (at >= 0) {
+            wr_key(first + 8, at);
+            k = (MDB_val){EV_KEY, first};
+            rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY);
+            wr_key(first + 8, 0);
+        } else {
+            rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+        }
         if (rc == MDB_NOTFOUND ||
             (rc == 0 && (k.mv_size != EV_KEY || memcmp(k.mv_data, owner, 8)))) {
             *count = 0; /* counted more than there are: none left */
             rc = 0;
             break;
         }
-        if (rc == 0 && decode_event(ND_EVENT_DETECTION, &k, &v, &ev) == 0 && ev.copy_id_len) {
-            index_key(ikey, owner, ev.copy_id, ev.copy_id_len);
-            MDB_val ik = {IDX_KEY, ikey};
-            if (mdb_get(txn, st->detidx_dbi, &ik, &iv) == 0 && iv.mv_size == 8 &&
-                memcmp(iv.mv_data, (const unsigned char *)k.mv_data + 8, 8) == 0)
-                rc = mdb_del(txn, st->detidx_dbi, &ik, NULL);
-        }
-        if (rc == 0 && (rc = mdb_cursor_del(cur, 0)) == 0)
-            (*count)--;
+        if (rc == 0)
+            rc = detection_drop(st, txn, cur, owner, &k, &v, count);
     }
     mdb_cursor_close(cur);
     return rc;

@@ -1,5 +1,6 @@
 /* store_memory.c - the memory store (see store_memory.h). */
 #include "store_memory.h"
+#include "retention.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -360,8 +361,23 @@ static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e)
     j->n++;
     uint64_t max = ms->base.detections_max;
     nd_store_event seen = e->ev; /* e may be dropped below */
-    while (e->ev.kind == ND_EVENT_DETECTION && max && j->n > max)
+    /* As the LMDB store: down to one over by the oldest (a lowered max),
+     * then the entry retention.h picks. */
+    while (e->ev.kind == ND_EVENT_DETECTION && max && j->n > max + 1)
         journal_remove(j, 0);
+    if (e->ev.kind == ND_EVENT_DETECTION && max && j->n > max) {
+        nd_retention *t = nd_retention_new(j->n);
+        int64_t at = -1;
+        for (size_t k = 0; t && k < j->n; k++)
+            if (nd_retention_add(t, j->ev[k]->ev.value, j->ev[k]->ev.value_len,
+                                 j->ev[k]->ev.at_us) < 0)
+                break;
+        if (t)
+            at = nd_retention_pick(t);
+        nd_retention_free(t);
+        size_t k = at >= 0 ? journal_lower(j, at) : 0;
+        journal_remove(j, k < j->n ? k : 0);
+    }
     if (ms->base.event_observer)
         ms->base.event_observer(ms->base.event_observer_arg, &seen);
 }
