@@ -419,11 +419,8 @@ static void handle_policy(nd_req *r, wf_op *op)
         wf_free(op);
         return;
     }
-    if (nd_request_parse_policy(nd_api_parser(r), body, len, &f, &e) < 0) {
-        nd_api_request_error(r, &e);
-        wf_free(op);
-        return;
-    }
+    /* Who may change it before what it says: a caller without the right
+     * learns nothing from the body's checks. */
     nd_doc *d = NULL;
     int rc = nd_registry_get(api->reg, op->id, op->id_len, &d);
     if (rc < 0) {
@@ -436,6 +433,12 @@ static void handle_policy(nd_req *r, wf_op *op)
     }
     if (!nd_api_may_change(r, d)) {
         nd_doc_release(d);
+        wf_free(op);
+        return;
+    }
+    if (nd_request_parse_policy(nd_api_parser(r), body, len, &f, &e) < 0) {
+        nd_doc_release(d);
+        nd_api_request_error(r, &e);
         wf_free(op);
         return;
     }

@@ -59,14 +59,15 @@ struct nd_req {
     nd_worker *worker; /* the worker that accepted it (worker.h) */
     const nd_route_def *route;
     enum evhttp_cmd_type method;
-    const char *path;                   /* request path, still percent-encoded (borrowed from ev) */
-    int64_t start_ns;                   /* CLOCK_MONOTONIC at dispatch */
-    char rid[ND_RID_MAX];               /* request id: X-Request-Id or generated */
-    nd_task task;                       /* for hand-offs back to this worker */
-    void *op;                           /* the handler's state while the reply waits */
-    const char *client;                 /* the client named by its token once authorized (borrowed
+    const char *path;     /* request path, still percent-encoded (borrowed from ev) */
+    int64_t start_ns;     /* CLOCK_MONOTONIC at dispatch */
+    char rid[ND_RID_MAX]; /* request id: X-Request-Id or generated */
+    nd_task task;         /* for hand-offs back to this worker */
+    void *op;             /* the handler's state while the reply waits */
+    const char *client;   /* the client named by its token once authorized (borrowed
                            * from the nd_auth), else NULL: the access log's "client" */
-    const struct nd_auth_identity *who; /* that token's identity (auth.h), else NULL */
+    /* That token's identity (auth.h), else NULL. */
+    const struct nd_auth_identity *who;
     bool replied;
     /* Private to http.c: a reply being written, until libevent reports it
      * complete or the connection closes (drain waits for these too). */

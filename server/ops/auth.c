@@ -241,25 +241,29 @@ static int named_token(auth_token *t, const line_span *l, const char *where, cha
                  l->lineno, where, ND_AUTH_NAME_MAX);
         return -EINVAL;
     }
-    size_t tok = i;
-    while (i < l->n && !is_space(l->s[i]))
-        i++;
-    size_t tok_len = i - tok;
-    while (i < l->n && is_space(l->s[i]))
-        i++;
-    size_t role = i;
-    while (i < l->n && !is_space(l->s[i]))
-        i++;
-    size_t role_len = i - role;
+    /* TOKEN, then a ROLE when the last field is one; anything else after
+     * the name is the token, which may not hold white space. */
+    size_t tok = i, end = l->n, role = l->n;
+    while (role > tok && !is_space(l->s[role - 1]))
+        role--;
+    bool has_role = role > tok && ((end - role >= 9 && memcmp(l->s + role, "accounts=", 9) == 0) ||
+                                   (end - role == 8 && memcmp(l->s + role, "operator", 8) == 0));
+    size_t tok_end = has_role ? role : end;
+    while (tok_end > tok && is_space(l->s[tok_end - 1]))
+        tok_end--;
     char what[4200];
     snprintf(what, sizeof(what), "line %u of %s", l->lineno, where);
-    if (i < l->n) {
-        snprintf(err, cap, "%s has more than three fields (NAME TOKEN ROLE)", what);
-        return -EINVAL;
-    }
-    int rc = set_token(t, l->s + tok, tok_len, what, err, cap);
-    if (rc == 0 && role_len)
-        rc = parse_role(&t->id, l->s + role, role_len, what, err, cap);
+    int rc = set_token(t, l->s + tok, tok_end - tok, what, err, cap);
+    bool spaced = false;
+    for (size_t k = tok; k < end && !spaced; k++)
+        spaced = is_space(l->s[k]);
+    if (rc < 0 && !has_role && spaced)
+        snprintf(err, cap,
+                 "the token in %s may hold only A-Z a-z 0-9 - . _ ~ + / and trailing '=' (the "
+                 "third field, a role, is \"operator\" or \"accounts=ACCOUNT[,ACCOUNT...]\")",
+                 what);
+    if (rc == 0 && has_role)
+        rc = parse_role(&t->id, l->s + role, end - role, what, err, cap);
     else if (rc == 0)
         t->id.is_operator = true; /* "NAME TOKEN": an operator, as before roles */
     if (rc == 0) {
