@@ -1070,37 +1070,50 @@ static int detection_drop(nd_store *st, MDB_txn *txn, MDB_cursor *cur, const uns
     return rc;
 }
 
-/* The detection of owner to drop (retention.h): one pass over its list
- * into a tally. Sets *at (-1: none left) or returns ENOMEM or the LMDB
- * error (positive, as LMDB's). */
-static int detection_victim(MDB_cursor *cur, const unsigned char *owner, uint64_t count,
-                            int64_t *at)
+/* The detections of owner to drop (retention.h): one pass over its list
+ * (*listed: how many it holds) into a tally, then those beyond target
+ * picked into *at (new; free it); *n how many. Returns 0, ENOMEM or the
+ * LMDB error (positive, as LMDB's). */
+static int detection_victims(MDB_cursor *cur, const unsigned char *owner, uint64_t count,
+                             uint64_t target, uint64_t *listed, int64_t **at, size_t *n)
 {
+    *n = 0;
+    *listed = 0;
+    *at = NULL;
     nd_retention *t = nd_retention_new(count);
     if (!t)
         return ENOMEM;
     unsigned char first[EV_KEY] = {0};
     memcpy(first, owner, 8);
-    MDB_val k = {EV_KEY, first}, v;
-    int rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    while (rc == 0 && k.mv_size == EV_KEY && memcmp(k.mv_data, owner, 8) == 0) {
+    MDB_val key = {EV_KEY, first}, v;
+    int rc = mdb_cursor_get(cur, &key, &v, MDB_SET_RANGE);
+    while (rc == 0 && key.mv_size == EV_KEY && memcmp(key.mv_data, owner, 8) == 0) {
         nd_store_event ev;
-        bool ok = decode_event(ND_EVENT_DETECTION, &k, &v, &ev) == 0;
+        bool ok = decode_event(ND_EVENT_DETECTION, &key, &v, &ev) == 0;
         if (nd_retention_add(t, ok ? ev.value : "", ok ? ev.value_len : 0,
-                             rd_key((const unsigned char *)k.mv_data + 8)) < 0)
+                             rd_key((const unsigned char *)key.mv_data + 8)) < 0)
             rc = ENOMEM;
-        if (rc == 0)
-            rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        if (rc == 0) {
+            (*listed)++;
+            rc = mdb_cursor_get(cur, &key, &v, MDB_NEXT);
+        }
     }
-    *at = nd_retention_pick(t);
+    if (rc == MDB_NOTFOUND)
+        rc = 0;
+    size_t k = rc == 0 && *listed > target ? (size_t)(*listed - target) : 0;
+    if (k && !(*at = malloc(k * sizeof(int64_t))))
+        rc = ENOMEM;
+    int64_t got = rc == 0 && k ? nd_retention_victims(t, k, *at) : 0;
     nd_retention_free(t);
-    return rc == MDB_NOTFOUND ? 0 : rc;
+    if (got < 0)
+        return ENOMEM;
+    *n = (size_t)got;
+    return rc;
 }
 
-/* Drops detections of owner (8 key bytes) while it has more than
- * detections_max, each the one retention.h picks; *count follows. A list
- * longer by more than one (detections_max lowered since) first drops its
- * oldest down to one over. */
+/* Cuts the detections of owner (8 key bytes) to nd_retention_target()
+ * once it has more than detections_max, dropping the ones retention.h
+ * picks; *count follows (set to what the list holds). */
 static int detection_retain(nd_store *st, MDB_txn *txn, const unsigned char *owner, uint64_t *count)
 {
     uint64_t max = st->base.detections_max;
@@ -1110,30 +1123,19 @@ static int detection_retain(nd_store *st, MDB_txn *txn, const unsigned char *own
         return 0;
     if ((rc = mdb_cursor_open(txn, st->det_dbi, &cur)))
         return rc;
-    unsigned char first[EV_KEY] = {0};
-    memcpy(first, owner, 8);
-    while (rc == 0 && *count > max) {
-        MDB_val k = {EV_KEY, first}, v;
-        int64_t at = -1;
-        if (*count == max + 1 && (rc = detection_victim(cur, owner, *count, &at)))
-            break;
-        if (at >= 0) {
-            wr_key(first + 8, at);
-            k = (MDB_val){EV_KEY, first};
-            rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY);
-            wr_key(first + 8, 0);
-        } else {
-            rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-        }
-        if (rc == MDB_NOTFOUND ||
-            (rc == 0 && (k.mv_size != EV_KEY || memcmp(k.mv_data, owner, 8)))) {
-            *count = 0; /* counted more than there are: none left */
-            rc = 0;
-            break;
-        }
+    int64_t *at = NULL;
+    size_t n = 0;
+    rc = detection_victims(cur, owner, *count, nd_retention_target(max), count, &at, &n);
+    unsigned char dk[EV_KEY];
+    memcpy(dk, owner, 8);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        wr_key(dk + 8, at[i]);
+        MDB_val key = {EV_KEY, dk}, v;
+        rc = mdb_cursor_get(cur, &key, &v, MDB_SET_KEY);
         if (rc == 0)
-            rc = detection_drop(st, txn, cur, owner, &k, &v, count);
+            rc = detection_drop(st, txn, cur, owner, &key, &v, count);
     }
+    free(at);
     mdb_cursor_close(cur);
     return rc;
 }

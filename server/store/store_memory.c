@@ -339,6 +339,41 @@ static mem_ev *ev_copy(const nd_store_event *ev)
     return e;
 }
 
+/* Cuts detection journal j to target entries, dropping the ones
+ * retention.h picks (as the LMDB store does). Out of memory: the oldest. */
+static void journal_retain(mem_journal *j, uint64_t target)
+{
+    size_t k = (size_t)(j->n - target), n = 0;
+    nd_retention *t = nd_retention_new(j->n);
+    int64_t *at = malloc(k * sizeof(int64_t));
+    bool ok = t && at;
+    for (size_t i = 0; ok && i < j->n; i++)
+        ok = nd_retention_add(t, j->ev[i]->ev.value, j->ev[i]->ev.value_len, j->ev[i]->ev.at_us) ==
+             0;
+    int64_t got = ok ? nd_retention_victims(t, k, at) : -1;
+    nd_retention_free(t);
+    if (got < 0) { /* out of memory: the oldest, as before */
+        free(at);
+        while (j->n > target)
+            journal_remove(j, 0);
+        return;
+    }
+    n = (size_t)got;
+    /* Drop them in one pass: at_us is unique in a journal. */
+    size_t w = 0;
+    for (size_t i = 0; i < j->n; i++) {
+        bool drop = false;
+        for (size_t v = 0; v < n && !drop; v++)
+            drop = at[v] == j->ev[i]->ev.at_us;
+        if (drop)
+            free(j->ev[i]);
+        else
+            j->ev[w++] = j->ev[i];
+    }
+    j->n = w;
+    free(at);
+}
+
 /* Inserts e into j (reserved by journal_reserve): replaces a detection of
  * the same copy id, raises at_us while taken, drops the oldest beyond
  * detections_max; then tells the event observer. Write lock held. */
@@ -361,23 +396,8 @@ static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e)
     j->n++;
     uint64_t max = ms->base.detections_max;
     nd_store_event seen = e->ev; /* e may be dropped below */
-    /* As the LMDB store: down to one over by the oldest (a lowered max),
-     * then the entry retention.h picks. */
-    while (e->ev.kind == ND_EVENT_DETECTION && max && j->n > max + 1)
-        journal_remove(j, 0);
-    if (e->ev.kind == ND_EVENT_DETECTION && max && j->n > max) {
-        nd_retention *t = nd_retention_new(j->n);
-        int64_t at = -1;
-        for (size_t k = 0; t && k < j->n; k++)
-            if (nd_retention_add(t, j->ev[k]->ev.value, j->ev[k]->ev.value_len,
-                                 j->ev[k]->ev.at_us) < 0)
-                break;
-        if (t)
-            at = nd_retention_pick(t);
-        nd_retention_free(t);
-        size_t k = at >= 0 ? journal_lower(j, at) : 0;
-        journal_remove(j, k < j->n ? k : 0);
-    }
+    if (e->ev.kind == ND_EVENT_DETECTION && max && j->n > max)
+        journal_retain(j, nd_retention_target(max));
     if (ms->base.event_observer)
         ms->base.event_observer(ms->base.event_observer_arg, &seen);
 }
