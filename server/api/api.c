@@ -921,7 +921,8 @@ static int fingerprint_check(nd_req *r, op_state *op, nd_fingerprint_result *fr)
  * anything: the check is judged as if it named none. A write without an
  * account from a token that acts for exactly one account is that
  * account's; from a token of several, a registration is refused (400
- * invalid_field account) and a detection not recorded. Without a token
+ * invalid_field account) and a detection not recorded. Registering an id
+ * that exists needs the right to change that document. Without a token
  * configured every caller may do everything. Returns false once answered. */
 static bool check_rights(nd_req *r, nd_check_req *rq, bool *no_record)
 {
@@ -953,6 +954,16 @@ static bool check_rights(nd_req *r, nd_check_req *rq, bool *no_record)
     if (rq->id && !(rq->account ? nd_api_may_act_for(r, rq->account, rq->account_len)
                                 : nd_api_is_operator(r)))
         *no_record = true;
+    /* Registering an id that is registered already writes to that
+     * document (an upgrade in place takes the request's meta): its
+     * account's right too. */
+    nd_doc *d = NULL;
+    if (rq->do_register && rq->id &&
+        nd_registry_get(nd_api_of(r)->reg, rq->id, rq->id_len, &d) == 0) {
+        bool may = nd_api_may_change(r, d); /* else answered 403 */
+        nd_doc_release(d);
+        return may;
+    }
     return true;
 }
 

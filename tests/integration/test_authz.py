@@ -167,6 +167,14 @@ def registration_needs_the_account():
         registered(srv, "m-1", TEXTS["en4"], "carol", who="multi")
         registered(srv, "n-1", TEXTS["en5"], None, who="op")
         check("account" not in get_doc(srv, "n-1")[1], get_doc(srv, "n-1"))
+        # An id registered already is its account's: bob may not register
+        # it again (even with his own account), alice may (same answer).
+        status, body = register(srv, "a-1", TEXTS["en1"], "bob", who="bob")
+        err = refused(status, body, "bob", "bob registers alice's id")
+        check(err.get("id") == "a-1", err)
+        status, body = register(srv, "a-1", TEXTS["en1"], "alice", who="alice",
+                                meta={"title": "x"})
+        check(status == 200 and body["registered"], body)
 
 
 # ---- document writes ----
