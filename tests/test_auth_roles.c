@@ -49,16 +49,21 @@ static void test_roles(void)
     REQUIRE(al && bo && op && le);
     CHECK(strcmp(al->name, "alice-cms") == 0 && !al->is_operator && al->naccounts == 1);
     CHECK(strcmp(bo->name, "bob-cms") == 0 && bo->naccounts == 3);
-    CHECK(op->is_operator && le->is_operator && strcmp(le->name, "legacy") == 0);
+    /* A named token without a role: a client, which acts for no account
+     * (it owns what it registers: the API's business). */
+    CHECK(op->is_operator && !op->is_client && strcmp(le->name, "legacy") == 0);
+    CHECK(le->is_client && !le->is_operator && le->naccounts == 0);
+    CHECK(!al->is_client && !bo->is_client);
     CHECK(nd_auth_may_act_for(al, "alice", 5) && !nd_auth_may_act_for(al, "bob", 3));
     CHECK(!nd_auth_may_act_for(al, "alic", 4) && !nd_auth_may_act_for(al, "alice2", 6));
     CHECK(nd_auth_may_act_for(bo, "bob-2", 5) && nd_auth_may_act_for(bo, "b\xc3\xa9", 3));
     CHECK(!nd_auth_may_act_for(bo, "alice", 5) && !nd_auth_may_act_for(NULL, "bob", 3));
-    CHECK(nd_auth_may_act_for(op, "anyone", 6) && nd_auth_may_act_for(le, "x", 1));
+    CHECK(nd_auth_may_act_for(op, "anyone", 6) && !nd_auth_may_act_for(le, "x", 1));
     size_t len = 0;
     const char *acc = nd_auth_account(bo, 1, &len);
     CHECK(acc && len == 5 && memcmp(acc, "bob-2", 5) == 0);
-    CHECK(!nd_auth_account(bo, 3, &len) && !nd_auth_account(op, 0, &len));
+    CHECK(!nd_auth_account(bo, 3, &len) && !nd_auth_account(op, 0, &len) &&
+          !nd_auth_account(le, 0, &len));
     /* The name check of before: the same client names. */
     const char *name = NULL;
     CHECK(nd_auth_check_named(a, "Bearer " TB, &name) == ND_AUTH_OK && name &&
@@ -70,7 +75,8 @@ static void test_roles(void)
     /* A bare token and NEARDUP_TOKEN: the operator "default". */
     a = parse(TO "\n", err, sizeof(err));
     REQUIRE(a, "%s", err);
-    CHECK(who_of(a, TO)->is_operator && strcmp(who_of(a, TO)->name, "default") == 0);
+    CHECK(who_of(a, TO)->is_operator && !who_of(a, TO)->is_client &&
+          strcmp(who_of(a, TO)->name, "default") == 0);
     nd_auth_destroy(a);
     bool loose;
     CHECK(nd_auth_create(&a, "", TO, &loose, err, sizeof(err)) == 0 && a);

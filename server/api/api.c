@@ -915,21 +915,23 @@ static int fingerprint_check(nd_req *r, op_state *op, nd_fingerprint_result *fr)
 }
 
 /* What the caller of a check may write (answer.h): a registration needs
- * the right to act for its account (403 forbidden), a detection is
- * recorded only when the caller may act for the check's account (else
- * *no_record). An account the caller may not act for is not evidence of
- * anything: the check is judged as if it named none. A write without an
- * account from a token that acts for exactly one account is that
- * account's; from a token of several, a registration is refused (400
- * invalid_field account) and a detection not recorded. Registering an id
- * that exists needs the right to change that document. Without a token
- * configured every caller may do everything. Returns false once answered. */
+ * the right to name its account (403 forbidden), a detection is recorded
+ * only when the caller may name the check's account (else *no_record).
+ * An account the caller may not name is not evidence of anything: the
+ * check is judged as if it named none. A client (a token without a role)
+ * names any account, and its registrations are stored with its name: it
+ * owns them. A write without an account from a token that acts for
+ * exactly one account is that account's; from a token of several, a
+ * registration is refused (400 invalid_field account) and a detection not
+ * recorded. Registering an id that exists needs the right to change that
+ * document. Without a token configured every caller may do everything.
+ * Returns false once answered. */
 static bool check_rights(nd_req *r, nd_check_req *rq, bool *no_record)
 {
     nd_api_identify(r);
     *no_record = false;
     const nd_auth_identity *who = r->who;
-    if (!rq->account && (rq->do_register || rq->id) && who && !who->is_operator) {
+    if (!rq->account && (rq->do_register || rq->id) && who && who->naccounts) {
         size_t len;
         const char *account = nd_auth_account(who, 0, &len);
         if (who->naccounts == 1) {
@@ -943,7 +945,7 @@ static bool check_rights(nd_req *r, nd_check_req *rq, bool *no_record)
             return false;
         }
     }
-    if (rq->account && !nd_api_may_act_for(r, rq->account, rq->account_len)) {
+    if (rq->account && !nd_api_may_name(r, rq->account, rq->account_len)) {
         if (rq->do_register) {
             nd_api_forbidden(r, "the token \"%s\" does not act for this account", r->client);
             return false;
@@ -951,9 +953,13 @@ static bool check_rights(nd_req *r, nd_check_req *rq, bool *no_record)
         rq->account = NULL; /* judged as a check without an account */
         rq->account_len = 0;
     }
-    if (rq->id && !(rq->account ? nd_api_may_act_for(r, rq->account, rq->account_len)
-                                : nd_api_is_operator(r)))
+    if (rq->id && !(rq->account ? nd_api_may_name(r, rq->account, rq->account_len)
+                                : nd_api_is_operator(r) || nd_api_is_client(r)))
         *no_record = true;
+    if (rq->do_register && nd_api_is_client(r)) {
+        rq->client = who->name;
+        rq->client_len = strlen(who->name);
+    }
     /* Registering an id that is registered already writes to that
      * document (an upgrade in place takes the request's meta): its
      * account's right too. */

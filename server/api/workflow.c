@@ -546,7 +546,8 @@ typedef struct page_walk {
 
 /* Whether the caller of pw may see the audit entry whose members are
  * mem[0..n): one it made itself (its client), or one about a document of
- * an account it acts for (the document's account now). */
+ * an account it acts for (the document's account now), or, for a client,
+ * one about a document it registered (read from the store). */
 static bool entry_visible(page_walk *pw, const nd_json_member *mem, size_t n)
 {
     nd_req *r = pw->viewer;
@@ -560,7 +561,9 @@ static bool entry_visible(page_walk *pw, const nd_json_member *mem, size_t n)
     if (!doc || doc->value.type != ND_JSON_STRING ||
         nd_registry_get(nd_api_of(r)->reg, doc->value.str, doc->value.str_len, &d) < 0)
         return false;
-    bool visible = d->account && nd_api_may_act_for(r, d->account, d->account_len);
+    bool visible = nd_api_is_client(r)
+                       ? nd_api_registered(r, d)
+                       : d->account && nd_api_may_act_for(r, d->account, d->account_len);
     nd_doc_release(d);
     return visible;
 }
@@ -685,8 +688,9 @@ static void handle_copies(nd_req *r, wf_op *op)
 void nd_workflow_audit(nd_req *r)
 {
     /* Guarded whenever a token is set: it names clients. An operator sees
-     * every entry, an account token those about documents of its accounts
-     * and those it made (reply_page()). */
+     * every entry, an account token those about documents of its accounts,
+     * a client those about documents it registered, and both those they
+     * made (reply_page()). */
     if (!nd_api_authorized(r))
         return;
     nd_page_req pg;

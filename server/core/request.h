@@ -139,6 +139,11 @@ typedef struct nd_check_req {
     char *policy;
     size_t policy_len;
     int64_t registered_at_us;
+    /* The registering client (the name of a token without a role; set by
+     * the handler, borrowed from the server's tokens), stored with a
+     * registration; NULL with 0: none. */
+    const char *client;
+    size_t client_len;
     /* Stage 1: the fingerprint of the text (the handler). */
     uint64_t simhash;
     uint32_t chars;

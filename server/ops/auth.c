@@ -265,7 +265,7 @@ static int named_token(auth_token *t, const line_span *l, const char *where, cha
     if (rc == 0 && has_role)
         rc = parse_role(&t->id, l->s + role, end - role, what, err, cap);
     else if (rc == 0)
-        t->id.is_operator = true; /* "NAME TOKEN": an operator, as before roles */
+        t->id.is_client = true; /* "NAME TOKEN": a client, owner of what it registers */
     if (rc == 0) {
         memcpy(t->id.name, l->s, name_len);
         t->id.name[name_len] = 0;

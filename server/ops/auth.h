@@ -15,7 +15,11 @@
  * the audit log and the access log; a token is never logged.
  *
  * Roles: a named line may end in a third field, the token's role:
- *   NAME TOKEN                     an operator (as before the field existed)
+ *   NAME TOKEN                     a client (the tenant model): names any
+ *                                  account in its checks and registrations,
+ *                                  changes only the documents it registered
+ *                                  (the API keeps the registering client
+ *                                  with the stored record)
  *   NAME TOKEN operator            an operator: acts for every account, and
  *                                  may use the admin calls
  *   NAME TOKEN accounts=A[,B...]   acts for the accounts listed only (1 to
@@ -53,7 +57,8 @@ typedef struct nd_auth nd_auth;
 typedef struct nd_auth_identity {
     char name[ND_AUTH_NAME_MAX + 1];
     bool is_operator;   /* acts for every account, may use admin calls */
-    unsigned naccounts; /* without operator: the accounts listed (>= 1) */
+    bool is_client;     /* a named token without a role: owns what it registers */
+    unsigned naccounts; /* an account token: the accounts listed (>= 1); else 0 */
     uint16_t account_off[ND_AUTH_ACCOUNTS_MAX], account_len[ND_AUTH_ACCOUNTS_MAX];
     char accounts[ND_AUTH_ACCOUNTS_TEXT_MAX]; /* the list as given; off/len index it */
 } nd_auth_identity;
@@ -110,11 +115,12 @@ int nd_auth_check_identity(const nd_auth *a, const char *authorization,
 const nd_auth_identity *nd_auth_identity_at(const nd_auth *a, size_t i);
 
 /* True when who may act for account[0..len): an operator for every
- * account, an account token for the accounts it lists. who NULL: false. */
+ * account, an account token for the accounts it lists; a client for none
+ * (it changes the documents it registered only). who NULL: false. */
 bool nd_auth_may_act_for(const nd_auth_identity *who, const char *account, size_t len);
 
 /* The i-th account of who (borrowed, not NUL-terminated; *len set), or NULL
- * past the last (and for an operator). */
+ * past the last (and for an operator or a client). */
 const char *nd_auth_account(const nd_auth_identity *who, unsigned i, size_t *len);
 
 /* Compares a[0..n) with b[0..n) in time that depends on n only (no early

@@ -64,6 +64,10 @@ typedef struct nd_import_params {
      * (server/api: nd_backfill_detection()): the value (new, freed by the
      * import) with *ev filled, or NULL for none. NULL: none recorded. */
     char *(*detection)(const nd_check_req *rq, const nd_check_res *res, nd_store_event *ev);
+    /* The registering client stored with every document imported
+     * (nd_check_req.client; borrowed for the import), or NULL with 0. */
+    const char *client;
+    size_t client_len;
 } nd_import_params;
 
 /* Fills p from a server configuration (the daemon's, or the defaults for

@@ -1,12 +1,15 @@
 /* change.c - the replication stream's entry layout (change.h).
  *
- *   u8 layout (1), u8 kind, u8 status, u8 flags (1: audit follows)
+ *   u8 layout (1), u8 kind, u8 status, u8 flags (1: audit follows, 2: the
+ *   registering client ends the entry)
  *   i64 registered_at_us, u64 simhash, u32 chars, 16 bytes text hash
  *   u16 id_len, id; u8 version_len, version, a NUL byte
  *   u32 meta_len + 1 (0: none), meta; u16 account_len, account;
  *   u32 policy_len + 1 (0: none), policy
  *   u16 nanchors, anchors (4 bytes each, as stored); u16 sketch_len, sketch
- *   audit: u8 kind, i64 owner_at, i64 at_us, u32 value_len + 1 (0: none), value */
+ *   audit: u8 kind, i64 owner_at, i64 at_us, u32 value_len + 1 (0: none), value
+ *   client: u8 client_len (1..ND_CLIENT_MAX), client
+ * An entry without a client is the same bytes as before that flag. */
 #include "change.h"
 
 #include <errno.h>
@@ -16,6 +19,7 @@
 
 #define LAYOUT 1u
 #define FLAG_AUDIT 1u
+#define FLAG_CLIENT 2u
 
 typedef struct writer {
     uint8_t *p;
@@ -47,11 +51,13 @@ int nd_change_encode(int kind, const nd_record *rec, const nd_store_event *audit
     size_t pol = opt_len(rec->policy, rec->policy_len);
     size_t na = rec->anchors ? rec->nanchors : 0, sk = opt_len(rec->sketch, rec->sketch_len);
     size_t val = audit ? opt_len(audit->value, audit->value_len) : 0;
+    size_t cl = opt_len(rec->client, rec->client_len);
     if (rec->id_len > 0xFFFF || vlen > 0xFF || meta >= 0xFFFFFFFFu || acc > 0xFFFF ||
-        pol >= 0xFFFFFFFFu || na > 0xFFFF || sk > 0xFFFF || val >= 0xFFFFFFFFu)
+        pol >= 0xFFFFFFFFu || na > 0xFFFF || sk > 0xFFFF || val >= 0xFFFFFFFFu ||
+        cl > ND_CLIENT_MAX)
         return -EINVAL;
     size_t n = 4 + 8 + 8 + 4 + 16 + 2 + rec->id_len + 1 + vlen + 1 + 4 + meta + 2 + acc + 4 + pol +
-               2 + 4 * na + 2 + sk + (audit ? 1 + 8 + 8 + 4 + val : 0);
+               2 + 4 * na + 2 + sk + (audit ? 1 + 8 + 8 + 4 + val : 0) + (cl ? 1 + cl : 0);
     uint8_t *buf = malloc(n);
     if (!buf)
         return -ENOMEM;
@@ -59,7 +65,7 @@ int nd_change_encode(int kind, const nd_record *rec, const nd_store_event *audit
     put_u(&w, LAYOUT, 1);
     put_u(&w, (uint64_t)kind, 1);
     put_u(&w, rec->status, 1);
-    put_u(&w, audit ? FLAG_AUDIT : 0, 1);
+    put_u(&w, (audit ? FLAG_AUDIT : 0) | (cl ? FLAG_CLIENT : 0), 1);
     put_u(&w, (uint64_t)rec->registered_at_us, 8);
     put_u(&w, rec->simhash, 8);
     put_u(&w, rec->chars, 4);
@@ -85,6 +91,10 @@ int nd_change_encode(int kind, const nd_record *rec, const nd_store_event *audit
         put_u(&w, (uint64_t)audit->at_us, 8);
         put_u(&w, audit->value ? val + 1 : 0, 4);
         put_bytes(&w, audit->value, val);
+    }
+    if (cl) {
+        put_u(&w, cl, 1);
+        put_bytes(&w, rec->client, cl);
     }
     *out = buf;
     *len = n;
@@ -143,7 +153,7 @@ int nd_change_decode(const uint8_t *buf, size_t len, nd_change *ch)
     nd_record *rec = &ch->rec;
     rec->status = (uint8_t)get_u(&r, 1);
     unsigned flags = (unsigned)get_u(&r, 1);
-    if (flags & ~FLAG_AUDIT)
+    if (flags & ~(FLAG_AUDIT | FLAG_CLIENT))
         r.bad = true;
     rec->registered_at_us = (int64_t)get_u(&r, 8);
     rec->simhash = get_u(&r, 8);
@@ -171,6 +181,12 @@ int nd_change_decode(const uint8_t *buf, size_t len, nd_change *ch)
         ch->audit.owner_at = (int64_t)get_u(&r, 8);
         ch->audit.at_us = (int64_t)get_u(&r, 8);
         ch->audit.value = get_opt(&r, 4, &ch->audit.value_len);
+    }
+    if (flags & FLAG_CLIENT) {
+        rec->client_len = (size_t)get_u(&r, 1);
+        rec->client = get_bytes(&r, rec->client_len);
+        if (rec->client_len == 0 || rec->client_len > ND_CLIENT_MAX)
+            r.bad = true;
     }
     if (r.bad || r.p != r.end || ch->kind < ND_CHANGE_NOOP || ch->kind > ND_STORE_AMEND)
         return -EBADMSG;

@@ -30,8 +30,9 @@
  *     0    1  format       ND_LAYOUT_4 (or 3, 2); a reader refuses any other value
  *     1    1  flags        bit 0: meta present; layout 4 only: bit 1 account
  *                          present, bit 2 policy present, bit 3 revoked
- *                          (status ND_CLAIM_REVOKED; clear: active); a
- *                          layout-4 reader refuses bits 4-7
+ *                          (status ND_CLAIM_REVOKED; clear: active), bit 7
+ *                          registering client present; a layout-4 reader
+ *                          refuses the bits it does not know (4-6)
  *     2    1  version_len  1..ND_VERSION_MAX
  *     3    1  nanchors     0..255 (layout 2: 0)
  *     4    2  id_len       u16, 1..ND_ID_MAX
@@ -47,12 +48,17 @@
  *     .    .  account bytes, NUL                    (only with flag bit 1)
  *     .    4  policy_len   u32, 0..ND_POLICY_MAX    (only with flag bit 2)
  *     .    .  policy bytes, NUL                     (only with flag bit 2)
+ *     .    1  client_len   u8, 1..ND_CLIENT_MAX     (only with flag bit 7)
+ *     .    .  client bytes, NUL                     (only with flag bit 7)
  *
  * A record without account, policy and revoked status is written in
  * layout 3 (the same bytes), so a store keeps opening with the build before
  * layout 4 (a rollback) until a record uses them; it costs 0 bytes more.
- * An account costs 3 bytes plus its text, a policy 5 plus its text. The store format (info/format) stays 2: it names the keys and
- * databases, and a store written by an older build opens and reads as it
+ * An account costs 3 bytes plus its text, a policy 5 plus its text, the
+ * registering client (the name of a token without a role; records of
+ * operators, account tokens and anonymous callers have none) 2 plus its
+ * name; it is last, so a value without it reads as before. The store
+ * format (info/format) stays 2: it names the keys and databases, and a store written by an older build opens and reads as it
  * is (a build older than layout 4 reports -EBADMSG for a layout-4 value).
  *
  * Events (nd_store_event_put) live in their own databases, keyed by
@@ -142,7 +148,8 @@
 #define FLAG_ACCOUNT 0x02u /* layout 4 */
 #define FLAG_POLICY 0x04u  /* layout 4 */
 #define FLAG_REVOKED 0x08u /* layout 4 */
-#define FLAGS_4 0x0fu      /* the flags layout 4 knows */
+#define FLAG_CLIENT 0x80u  /* layout 4: the registering client, last */
+#define FLAGS_4 0x8fu      /* the flags layout 4 knows */
 #define EV_LAYOUT 1u       /* first byte of an event's value */
 #define EV_HDR 3u          /* event value: layout byte, u16 copy_id_len */
 #define EV_PREFIX 17u      /* an event in a change: kind byte, key (16) */
@@ -416,14 +423,15 @@ static size_t value_size(const nd_record *r, size_t vlen)
 {
     return HDR_SIZE + r->id_len + vlen + 1 + (r->meta ? r->meta_len + 1 : 0) +
            4 * (size_t)r->nanchors + (has_account(r) ? 2 + r->account_len + 1 : 0) +
-           (r->policy ? 4 + r->policy_len + 1 : 0);
+           (r->policy ? 4 + r->policy_len + 1 : 0) + (r->client_len ? 1 + r->client_len + 1 : 0);
 }
 
 static void encode_value(unsigned char *p, const nd_record *r, size_t vlen)
 {
     p[1] = (unsigned char)((r->meta ? FLAG_META : 0) | (has_account(r) ? FLAG_ACCOUNT : 0) |
                            (r->policy ? FLAG_POLICY : 0) |
-                           (r->status == ND_CLAIM_REVOKED ? FLAG_REVOKED : 0));
+                           (r->status == ND_CLAIM_REVOKED ? FLAG_REVOKED : 0) |
+                           (r->client_len ? FLAG_CLIENT : 0));
     p[0] = p[1] & ~FLAG_META ? ND_LAYOUT_4 : ND_LAYOUT_3; /* see "Value layout" */
     p[2] = (unsigned char)vlen;
     p[3] = (unsigned char)r->nanchors;
@@ -460,6 +468,12 @@ static void encode_value(unsigned char *p, const nd_record *r, size_t vlen)
         if (r->policy_len)
             memcpy(q + 4, r->policy, r->policy_len);
         q[4 + r->policy_len] = '\0';
+        q += 4 + r->policy_len + 1;
+    }
+    if (r->client_len) {
+        q[0] = (unsigned char)r->client_len;
+        memcpy(q + 1, r->client, r->client_len);
+        q[1 + r->client_len] = '\0';
     }
 }
 
@@ -496,8 +510,8 @@ static int decode_value(const MDB_val *k, const MDB_val *v, nd_record *r)
     if (vlen == 0 || vlen > ND_VERSION_MAX || mlen > n || n < body + 4 * nanchors ||
         ver[vlen] != '\0' || (has_meta && p[body - 1] != '\0') || (flags & ~FLAGS_4))
         return -EBADMSG;
-    size_t at = body + 4 * nanchors, alen = 0, plen = 0;
-    const unsigned char *acc = NULL, *pol = NULL;
+    size_t at = body + 4 * nanchors, alen = 0, plen = 0, clen = 0;
+    const unsigned char *acc = NULL, *pol = NULL, *cli = NULL;
     if (flags & FLAG_ACCOUNT) {
         if (n - at < 3 || (alen = rd16(p + at)) == 0 || alen > ND_ACCOUNT_MAX ||
             n - at - 2 < alen + 1 || p[at + 2 + alen] != '\0')
@@ -511,6 +525,13 @@ static int decode_value(const MDB_val *k, const MDB_val *v, nd_record *r)
             return -EBADMSG;
         pol = p + at + 4;
         at += 4 + plen + 1;
+    }
+    if (flags & FLAG_CLIENT) {
+        if (n - at < 3 || (clen = p[at]) == 0 || clen > ND_CLIENT_MAX || n - at - 1 < clen + 1 ||
+            p[at + 1 + clen] != '\0')
+            return -EBADMSG;
+        cli = p + at + 1;
+        at += 1 + clen + 1;
     }
     if (at != n)
         return -EBADMSG;
@@ -531,6 +552,8 @@ static int decode_value(const MDB_val *k, const MDB_val *v, nd_record *r)
     r->account_len = alen;
     r->policy = (const char *)pol;
     r->policy_len = plen;
+    r->client = (const char *)cli;
+    r->client_len = clen;
     r->status = flags & FLAG_REVOKED ? ND_CLAIM_REVOKED : ND_CLAIM_ACTIVE;
     return 0;
 }
@@ -1781,7 +1804,8 @@ static size_t record_ok(const nd_record *rec)
         (!rec->anchors && rec->nanchors) || rec->sketch_len > ND_STORE_SKETCH_MAX ||
         (!rec->sketch && rec->sketch_len) || rec->account_len > ND_ACCOUNT_MAX ||
         (!rec->account && rec->account_len) || rec->policy_len > ND_POLICY_MAX ||
-        (!rec->policy && rec->policy_len) || rec->status > ND_CLAIM_REVOKED)
+        (!rec->policy && rec->policy_len) || rec->status > ND_CLAIM_REVOKED ||
+        rec->client_len > ND_CLIENT_MAX || (!rec->client && rec->client_len))
         return 0;
     return vlen;
 }

@@ -9,8 +9,8 @@
 #include <string.h>
 
 /* One record: rec's pointers point into data (id, version, meta, anchors,
- * sketch, account, policy; version, meta, account and policy
- * NUL-terminated as the LMDB store gives them). */
+ * sketch, account, policy, client; version, meta, account, policy and
+ * client NUL-terminated as the LMDB store gives them). */
 typedef struct mem_rec {
     struct mem_rec *next; /* hash chain */
     nd_record rec;
@@ -99,7 +99,8 @@ static bool record_ok(const nd_record *r)
            (r->anchors || !r->nanchors) && r->sketch_len <= ND_STORE_SKETCH_MAX &&
            (r->sketch || !r->sketch_len) && r->account_len <= ND_ACCOUNT_MAX &&
            (r->account || !r->account_len) && r->policy_len <= ND_POLICY_MAX &&
-           (r->policy || !r->policy_len) && r->status <= ND_CLAIM_REVOKED;
+           (r->policy || !r->policy_len) && r->status <= ND_CLAIM_REVOKED &&
+           r->client_len <= ND_CLIENT_MAX && (r->client || !r->client_len);
 }
 
 /* The checks of the LMDB store's event_ok(). */
@@ -119,7 +120,8 @@ static mem_rec *rec_copy(const nd_record *r)
     size_t vlen = strlen(r->version);
     size_t alen = 4 * (size_t)r->nanchors;
     size_t size = r->id_len + vlen + 1 + (r->meta ? r->meta_len + 1 : 0) + alen + r->sketch_len +
-                  (r->account_len ? r->account_len + 1 : 0) + (r->policy ? r->policy_len + 1 : 0);
+                  (r->account_len ? r->account_len + 1 : 0) + (r->policy ? r->policy_len + 1 : 0) +
+                  (r->client_len ? r->client_len + 1 : 0);
     mem_rec *m = malloc(sizeof(*m) + size);
     if (!m)
         return NULL;
@@ -159,6 +161,13 @@ static mem_rec *rec_copy(const nd_record *r)
             memcpy(p, r->policy, r->policy_len);
         p[r->policy_len] = '\0';
         m->rec.policy = (const char *)p;
+        p += r->policy_len + 1;
+    }
+    m->rec.client = NULL;
+    if (r->client_len) {
+        memcpy(p, r->client, r->client_len);
+        p[r->client_len] = '\0';
+        m->rec.client = (const char *)p;
     }
     return m;
 }

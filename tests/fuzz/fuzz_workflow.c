@@ -206,12 +206,15 @@ static void token_file(const char *text, size_t len)
         FUZZ_CHECK(name && name[0] && strlen(name) <= ND_AUTH_NAME_MAX, "name");
         for (size_t j = 0; j < i; j++)
             FUZZ_CHECK(strcmp(name, nd_auth_name(a, j)) != 0, "name twice");
-        /* Its role: an operator, or 1..ND_AUTH_ACCOUNTS_MAX accounts, each
-         * one it acts for, none with a separator inside, no other. */
+        /* Its role: an operator, a client (no role given), or
+         * 1..ND_AUTH_ACCOUNTS_MAX accounts, each one it acts for, none with
+         * a separator inside, no other. */
         const nd_auth_identity *id = nd_auth_identity_at(a, i);
         FUZZ_CHECK(id && strcmp(id->name, name) == 0, "identity");
-        FUZZ_CHECK(id->is_operator == (id->naccounts == 0) && id->naccounts <= ND_AUTH_ACCOUNTS_MAX,
-                   "role: operator %d, %u accounts", id->is_operator, id->naccounts);
+        FUZZ_CHECK((id->is_operator + id->is_client + (id->naccounts > 0)) == 1 &&
+                       id->naccounts <= ND_AUTH_ACCOUNTS_MAX,
+                   "role: operator %d, client %d, %u accounts", id->is_operator, id->is_client,
+                   id->naccounts);
         for (unsigned k = 0; k < id->naccounts; k++) {
             size_t alen = 0;
             const char *acc = nd_auth_account(id, k, &alen);

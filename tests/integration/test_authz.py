@@ -1,7 +1,11 @@
-"""Authorization (audit F06, F02): tokens bound to accounts.
+"""Authorization (audit F06, F02): tokens bound to accounts or documents.
 
-A token file's third field is the token's role: "operator" (also a line
-without one, and a bare token) or "accounts=A,B". Every endpoint is walked
+A token file's third field is the token's role: "operator" (also a bare
+token) or "accounts=A,B"; a named line without one is a client, which owns
+the documents it registers (kept with the stored record): only it, a token
+of the document's account or an operator changes them, and GET /audit
+shows it the entries it made and those about its documents (the F06 repro's
+token file, alice-cms and bob-cms without roles). Every endpoint is walked
 with an operator token, an account token for alice, one for bob and no
 token: document writes (registration with an account, policy PUT/PATCH,
 revoke, restore, DELETE) need the right to act for the document's account
@@ -45,7 +49,7 @@ def write_file(name, lines):
 
 
 TOKEN_FILE = write_file("tokens", ["%s-app %s %s" % (n, TOKENS[n], ROLES[n]) for n in TOKENS])
-# The same names without roles: every token an operator (the format before roles).
+# The same names without roles: every token a client (the format before roles).
 LEGACY_FILE = write_file("legacy", ["%s-app %s" % (n, TOKENS[n]) for n in TOKENS])
 
 
@@ -357,6 +361,151 @@ def anonymous_detections_with_legacy_tokens():
         check([c["id"] for c in copies(srv, "orig")] == ["x-2"], copies(srv, "orig"))
 
 
+# ---- clients: named tokens without a role (the F06 repro's token file) ----
+
+CLIENT_TOKENS = {"alice-cms": "tokenAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+                 "bob-cms": "tokenBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB",
+                 "ops": "tokenOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO",
+                 "alice-acct": "tokenCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCC"}
+CLIENT_FILE = write_file("clients", ["alice-cms " + CLIENT_TOKENS["alice-cms"],
+                                     "bob-cms " + CLIENT_TOKENS["bob-cms"],
+                                     "ops %s operator" % CLIENT_TOKENS["ops"],
+                                     "alice-acct %s accounts=alice" % CLIENT_TOKENS["alice-acct"]])
+
+
+def ccall(srv, method, path, obj=None, who=None):
+    h = {"Authorization": "Bearer " + CLIENT_TOKENS[who]} if who else {}
+    return srv.json(method, path, obj, headers=h)
+
+
+def cforbidden(status, body, what):
+    err = expect_error(status, body, 403, "forbidden")
+    check(not any(t in json.dumps(body) for t in CLIENT_TOKENS.values()), "%s: a token", what)
+    return err
+
+
+def clients_own_their_documents(in_memory):
+    """Audit F06 with its own token file (alice-cms, bob-cms: no role):
+    bob-cms replaced alice's policy, revoked her claim and read every
+    client's audit entries, because a line without a role was an
+    operator."""
+    with fresh(token_file=CLIENT_FILE, in_memory=in_memory) as srv:
+        def reg(doc, text, who, account="alice", **extra):
+            req = dict({"id": doc, "text": text, "register": True, "account": account}, **extra)
+            status, body = ccall(srv, "POST", "/check-original", req, who)
+            check(status == 200 and body["registered"], "%s by %s: %s %r", doc, who, status, body)
+
+        def audit(who, query=""):
+            status, body = ccall(srv, "GET", "/audit" + query, None, who)
+            check(status == 200, "audit as %s: %s %r", who, status, body)
+            return [(e["document"], e["action"], e["client"]) for e in body["entries"]]
+
+        def bob_refused(phase):
+            evil = {"reprint": "allow",
+                    "whitelist": [{"account": "mallory", "may_hide_source": True,
+                                   "may_modify": True}]}
+            for method, path, obj in (("PUT", doc_path("a-1", "/policy"), evil),
+                                      ("PATCH", doc_path("a-1", "/policy"), {"reprint": "allow"}),
+                                      ("POST", doc_path("a-1", "/revoke"), {"reason": "x"}),
+                                      ("POST", doc_path("a-1", "/restore"), None),
+                                      ("DELETE", doc_path("a-1"), None),
+                                      ("POST", "/check-original",
+                                       {"id": "a-1", "text": TEXTS["en1"], "register": True,
+                                        "account": "bob", "meta": {"title": "bob's"}})):
+                status, body = ccall(srv, method, path, obj, "bob-cms")
+                err = cforbidden(status, body, "%s %s" % (method, path))
+                check("bob-cms" in err["message"] and err.get("id") == "a-1",
+                      "%s: %s %s: %r" % (phase, method, path, err))
+            status, doc = get_doc(srv, "a-1")
+            check(status == 200 and doc["policy"]["reprint"] == "forbid" and
+                  doc["policy"]["whitelist"] == [] and doc["status"] == "active" and
+                  not doc.get("meta"),
+                  "%s: a-1 changed by bob-cms: %r", phase, doc)
+            check(audit("bob-cms") == [e for e in audit("bob-cms") if e[2] == "bob-cms" or
+                                       e[0] == "b-1"], "%s: bob-cms reads others' entries" % phase)
+            check(audit("bob-cms", "?document=a-1") == [], "%s: bob-cms reads a-1's entries" % phase)
+
+        reg("a-1", TEXTS["en1"], "alice-cms", reprint="forbid")
+        reg("a-2", TEXTS["en2"], "alice-cms")
+        reg("b-1", TEXTS["en3"], "bob-cms", account="bob")
+        status, body = ccall(srv, "PATCH", doc_path("a-2", "/policy"), {"reprint": "forbid"},
+                             "alice-cms")
+        check(status == 200 and body["reprint"] == "forbid", "alice-cms: %s %r", status, body)
+        status, _ = ccall(srv, "PATCH", doc_path("b-1", "/policy"), {"reprint": "forbid"},
+                          "bob-cms")
+        check(status == 200, "bob-cms on his own document: %s", status)
+        bob_refused("first")
+        check(audit("bob-cms") == [("b-1", "policy", "bob-cms")], audit("bob-cms"))
+        check(audit("alice-cms") == [("a-2", "policy", "alice-cms")], audit("alice-cms"))
+        # alice-cms revokes and restores its own; an explicit operator
+        # line changes it; so does a token of its account. The client
+        # stays with the record through those rewrites.
+        for sub in ("revoke", "restore"):
+            status, body = ccall(srv, "POST", doc_path("a-1", "/" + sub), {"reason": "x"},
+                                 "alice-cms")
+            check(status == 200, "alice-cms %s: %s %r", sub, status, body)
+        status, _ = ccall(srv, "PATCH", doc_path("a-1", "/policy"), {"reprint": "allow"}, "ops")
+        check(status == 200, "operator PATCH: %s", status)
+        status, _ = ccall(srv, "PATCH", doc_path("a-1", "/policy"), {"reprint": "forbid"},
+                          "alice-acct")
+        check(status == 200, "account token PATCH: %s", status)
+        al = audit("alice-cms")
+        check(("a-1", "policy", "ops") in al and ("a-1", "revoke", "alice-cms") in al and
+              ("a-1", "policy", "alice-acct") in al and all(e[0] != "b-1" for e in al), al)
+        check(("b-1", "policy", "bob-cms") in audit("ops"), audit("ops"))
+        # A client names any account in a check (the platform vouches for
+        # its authors), records its detection; reads no admin call.
+        status, body = ccall(srv, "POST", "/check-original",
+                             {"account": "alice", "text": TEXTS["en1"]}, "bob-cms")
+        check(status == 200 and body["matches"][0]["same_account"] is True, body)
+        status, body = ccall(srv, "POST", "/check-original",
+                             {"id": "copy-1", "account": "carol", "text": TEXTS["en1"]}, "bob-cms")
+        check(status == 200 and not body["original"] and body["recorded"] is True, body)
+        status, body = ccall(srv, "GET", "/replica", None, "alice-cms")
+        cforbidden(status, body, "replica as a client")
+        # A client imports; what it imports is its own.
+        line = json.dumps({"id": "imp-1", "text": TEXTS["en4"], "account": "alice",
+                           "registered_at": "2020-01-02T03:04:05Z"}) + "\n"
+        status, _, data = srv.request("POST", "/import", line.encode(),
+                                      {"Authorization": "Bearer " + CLIENT_TOKENS["alice-cms"],
+                                       "Content-Type": "application/x-ndjson"})
+        check(status == 200 and json.loads(data)["summary"]["imported"] == 1, "%s %s", status,
+              data[:300])
+        status, body = ccall(srv, "POST", doc_path("imp-1", "/revoke"), {"reason": "x"}, "bob-cms")
+        cforbidden(status, body, "bob-cms revokes an import of alice-cms")
+        if not in_memory:
+            srv.restart()  # ownership is read from the store: it holds after a restart
+        bob_refused("after a restart" if not in_memory else "again")
+        status, body = ccall(srv, "POST", doc_path("imp-1", "/revoke"), {"reason": "x"}, "bob-cms")
+        cforbidden(status, body, "bob-cms revokes an import of alice-cms")
+        for who, reprint in (("alice-cms", "allow"), ("ops", "forbid")):
+            status, body = ccall(srv, "PATCH", doc_path("a-1", "/policy"), {"reprint": reprint},
+                                 who)
+            check(status == 200 and body["reprint"] == reprint, "%s: %s %r", who, status, body)
+        status, body = ccall(srv, "POST", doc_path("imp-1", "/revoke"), {"reason": "x"},
+                             "alice-cms")
+        check(status == 200, "alice-cms revokes its import: %s %r", status, body)
+        # alice-cms may re-register its id (same text, new meta) and delete it.
+        status, body = ccall(srv, "POST", "/check-original",
+                             {"id": "a-1", "text": TEXTS["en1"], "register": True,
+                              "account": "alice", "meta": {"title": "t"}}, "alice-cms")
+        check(status == 200 and body["registered"], body)
+        status, body = ccall(srv, "DELETE", doc_path("a-1"), None, "alice-cms")
+        check(status == 200 and body.get("deleted") is True, "alice-cms DELETE: %s %r", status,
+              body)
+        check(get_doc(srv, "a-1")[0] == 404, "a-1 still there")
+
+
+@T.test
+def clients_own_their_documents_lmdb():
+    clients_own_their_documents(False)
+
+
+@T.test
+def clients_own_their_documents_memory():
+    clients_own_their_documents(True)
+
+
 # ---- admin calls ----
 
 @T.test
@@ -376,9 +525,12 @@ def admin_calls_for_operators():
                                       dict(hdr("op"), **{"Content-Type": "application/x-ndjson"}))
         check(status == 200, "%s %s", status, data[:300])
         check(get_doc(srv, "imp-1")[1]["account"] == "alice", get_doc(srv, "imp-1"))
-        for who in ("op", "legacy"):
-            status, body = call(srv, "GET", "/replica", None, who)
-            check(status == 200 and "digest" in body, "%s: %s %r", who, status, body)
+        status, body = call(srv, "GET", "/replica", None, "op")
+        check(status == 200 and "digest" in body, "op: %s %r", status, body)
+        # A client (a line without a role) imports, but reads no admin call.
+        status, body = call(srv, "GET", "/replica", None, "legacy")
+        err = refused(status, body, "legacy", "replica as a client")
+        check("a client" in err["message"], err)
 
 
 @T.test
