@@ -506,6 +506,52 @@ def clients_own_their_documents_memory():
     clients_own_their_documents(True)
 
 
+@T.test
+def clients_own_their_documents_on_replicas():
+    """The registering client travels with the replication change: on the
+    node that did not take the registration, and after a policy change
+    made there (which rewrites the record on both), only alice-cms (or an
+    operator) changes alice-cms's document; the same after that node
+    restarts. Skipped without nats-server."""
+    import shutil
+    if shutil.which("nats-server") is None:
+        print("  skipped: nats-server not installed")
+        return
+    from cluster import ReplicaCluster
+    with ReplicaCluster(n=2, haproxy=False, node_extra=["--token-file", CLIENT_FILE, "--stream-replicas", "2"],
+                        tmp_prefix="neardup-authz-replicas-") as cl:
+        a, b = cl.nodes
+        status, body = ccall(a, "POST", "/check-original",
+                             {"id": "r-1", "text": TEXTS["en1"], "register": True,
+                              "account": "alice"}, "alice-cms")
+        check(status == 200 and body["registered"], "%s %r", status, body)
+        status, _ = ccall(b, "GET", doc_path("r-1") + "?consistency=latest")
+        check(status == 200, "r-1 not on the other node: %s", status)
+
+        def owner_only(node, phase, reprint):
+            status, body = ccall(node, "PATCH", doc_path("r-1", "/policy"),
+                                 {"reprint": "allow"}, "bob-cms")
+            cforbidden(status, body, "%s: bob-cms" % phase)
+            status, body = ccall(node, "POST", doc_path("r-1", "/revoke"), {"reason": "x"},
+                                 "bob-cms")
+            cforbidden(status, body, "%s: bob-cms revokes" % phase)
+            status, body = ccall(node, "PATCH", doc_path("r-1", "/policy"),
+                                 {"reprint": reprint}, "alice-cms")
+            check(status == 200 and body["reprint"] == reprint, "%s: alice-cms: %s %r", phase,
+                  status, body)
+
+        owner_only(b, "the other node", "forbid")
+        # The change made on b rewrote the record on a too: the client stayed.
+        status, doc = ccall(a, "GET", doc_path("r-1") + "?consistency=latest")
+        check(status == 200 and doc["policy"]["reprint"] == "forbid", doc)
+        owner_only(a, "the registering node after an amendment elsewhere", "allow")
+        cl.restart_node(1)
+        owner_only(cl.nodes[1], "the other node after a restart", "forbid")
+        status, _ = ccall(cl.nodes[1], "PATCH", doc_path("r-1", "/policy"), {"reprint": "allow"},
+                          "ops")
+        check(status == 200, "operator on a replica: %s", status)
+
+
 # ---- admin calls ----
 
 @T.test
