@@ -31,6 +31,8 @@ static nd_record full_record(void)
                    .account_len = 4,
                    .policy = "{\"reprint\":\"forbid\"}",
                    .policy_len = 20,
+                   .client = "alice-cms",
+                   .client_len = 9,
                    .stream_seq = 99};
     for (int i = 0; i < 16; i++)
         r.text_hash[i] = (uint8_t)(0xF0 + i);
@@ -67,6 +69,7 @@ static void round_trip(void)
         CHECK(same_bytes(d->meta, d->meta_len, r.meta, r.meta_len));
         CHECK(same_bytes(d->account, d->account_len, r.account, r.account_len));
         CHECK(same_bytes(d->policy, d->policy_len, r.policy, r.policy_len));
+        CHECK(same_bytes(d->client, d->client_len, r.client, r.client_len));
         CHECK(d->nanchors == 3 && same_bytes(d->anchors, 12, anchors, 12));
         CHECK(same_bytes(d->sketch, d->sketch_len, sketch, sizeof(sketch)));
         CHECK(d->stream_seq == 0); /* the stream gives it, not the bytes */
@@ -91,6 +94,7 @@ static void empty_fields(void)
     REQUIRE(nd_change_decode(buf, len, &ch) == 0);
     CHECK(ch.kind == ND_STORE_DELETE && ch.rec.registered_at_us == 7);
     CHECK(!ch.rec.meta && !ch.rec.policy && !ch.rec.account && !ch.rec.anchors && !ch.rec.sketch);
+    CHECK(!ch.rec.client && ch.rec.client_len == 0);
     free(buf);
     r.meta = "";
     r.policy = "";
@@ -125,6 +129,33 @@ static void refuses_bad_bytes(void)
     nd_record big = r;
     big.id_len = 70000; /* over the u16 field: refused, not cut */
     CHECK(nd_change_encode(ND_STORE_PUT, &big, NULL, &buf, &len) == -EINVAL);
+    big = r;
+    big.client_len = ND_CLIENT_MAX + 1; /* over the store's limit */
+    CHECK(nd_change_encode(ND_STORE_PUT, &big, NULL, &buf, &len) == -EINVAL);
+}
+
+/* The registering client is an optional trailing field: an entry without
+ * one is the bytes of before (layout 1, flags 0), one with it is layout 2
+ * (a node of layout 1 refuses it as newer) with flag 8, a length byte and
+ * the name at the end. */
+static void client_field(void)
+{
+    nd_record r = full_record();
+    uint8_t *with = NULL, *without = NULL;
+    size_t wlen = 0, olen = 0;
+    REQUIRE(nd_change_encode(ND_STORE_PUT, &r, NULL, &with, &wlen) == 0);
+    r.client = NULL;
+    r.client_len = 0;
+    REQUIRE(nd_change_encode(ND_STORE_PUT, &r, NULL, &without, &olen) == 0);
+    CHECK(wlen == olen + 1 + 9, "%zu vs %zu", wlen, olen);
+    CHECK(without[0] == 1 && with[0] == 2 && without[3] == 0 && with[3] == 8);
+    CHECK(memcmp(with + 4, without + 4, olen - 4) == 0);
+    CHECK(with[olen] == 9 && memcmp(with + olen + 1, "alice-cms", 9) == 0);
+    nd_change ch;
+    with[olen] = 0; /* an empty name is refused */
+    CHECK(nd_change_decode(with, wlen - 9, &ch) == -EBADMSG);
+    free(with);
+    free(without);
 }
 
 /* A superseded record keeps whom it is superseded by; an amendment
@@ -132,6 +163,8 @@ static void refuses_bad_bytes(void)
 static void supersede_fields(void)
 {
     nd_record r = full_record();
+    r.client = NULL; /* (a client alone makes layout 2 too: client_field) */
+    r.client_len = 0;
     r.status = ND_CLAIM_SUPERSEDED;
     r.superseded_by_us = 1764115100000001ll;
     nd_record_ref refs[2] = {{.registered_at_us = 5, .id = "B", .id_len = 1},
@@ -179,5 +212,6 @@ int main(void)
     UNIT_RUN(empty_fields);
     UNIT_RUN(refuses_bad_bytes);
     UNIT_RUN(supersede_fields);
+    UNIT_RUN(client_field);
     return unit_summary("change");
 }

@@ -89,7 +89,8 @@ typedef struct rec_buf {
     char id[ND_ID_MAX + 1];
     char version[ND_VERSION_MAX + 1];
     char *meta;
-    char *account, *policy; /* copy_visit's copies (free_rec frees) */
+    char *account, *policy;         /* copy_visit's copies (free_rec frees) */
+    char client[ND_CLIENT_MAX + 1]; /* copy_visit's copy */
     nd_record r;
 } rec_buf;
 
@@ -152,7 +153,8 @@ static bool rec_equal(const nd_record *a, const nd_record *b)
            (a->account_len == 0 || memcmp(a->account, b->account, a->account_len) == 0) &&
            (a->policy == NULL) == (b->policy == NULL) && a->policy_len == b->policy_len &&
            (a->policy == NULL || memcmp(a->policy, b->policy, a->policy_len) == 0) &&
-           a->status == b->status;
+           a->status == b->status && a->client_len == b->client_len &&
+           (a->client_len == 0 || memcmp(a->client, b->client, a->client_len) == 0);
 }
 
 /* The test's copy of a record (nd_store_get hands out borrowed pointers). */
@@ -193,6 +195,13 @@ static int copy_visit(void *arg, const nd_record *r)
         c->b.policy = malloc(r->policy_len + 1);
         memcpy(c->b.policy, r->policy, r->policy_len + 1);
         c->b.r.policy = c->b.policy;
+    }
+    CHECK((r->client == NULL) == (r->client_len == 0) && r->client_len <= ND_CLIENT_MAX);
+    c->b.r.client = NULL;
+    if (r->client && r->client_len <= ND_CLIENT_MAX) {
+        CHECK(r->client[r->client_len] == '\0');
+        memcpy(c->b.client, r->client, r->client_len + 1);
+        c->b.r.client = c->b.client;
     }
     return 0;
 }
@@ -2016,6 +2025,137 @@ static void test_layout_claims(void)
     free_rec(&x);
 }
 
+/* Reads the raw value under the 8-byte key key of the store in dir into
+ * out[cap]; returns its size (0 when absent). */
+static size_t raw_value(const char *dir, const char *key, unsigned char *out, size_t cap)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_val k = {8, (void *)key}, v = {0, NULL};
+    size_t n = 0;
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 8) == 0 &&
+          mdb_env_open(env, dir, MDB_RDONLY, 0600) == 0);
+    if (mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0) {
+        if (mdb_dbi_open(txn, "records", 0, &dbi) == 0 && mdb_get(txn, dbi, &k, &v) == 0 &&
+            v.mv_size <= cap) {
+            memcpy(out, v.mv_data, v.mv_size);
+            n = v.mv_size;
+        }
+        mdb_txn_abort(txn);
+    }
+    mdb_env_close(env);
+    return n;
+}
+
+/* The registering client: an optional trailing field (flag bit 7, u8
+ * client_len, the name, NUL) after the account and the policy; a record
+ * without one is the bytes of before. It survives a reopen and an amend
+ * that carries it; a value with a bad client tail, or an unknown flag
+ * bit, is refused. */
+static void test_layout_client(void)
+{
+    char dir[128];
+    path_in(dir, sizeof(dir), "layoutcl");
+    nd_store_options o = opts_fast();
+    nd_store *st = open_ok(dir, &o);
+    rec_buf x, y;
+    make_rec(&x, "LC-", 1, 0);
+    x.r.registered_at_us = 0x0102030405060801ll;
+    x.r.account = "alice";
+    x.r.account_len = 5;
+    x.r.policy = "{\"reprint\":\"forbid\"}";
+    x.r.policy_len = strlen(x.r.policy);
+    x.r.client = "alice-cms";
+    x.r.client_len = 9;
+    make_rec(&y, "LC-", 2, 0); /* a client alone: layout 4, flag bit 7 only */
+    y.r.registered_at_us = 0x0102030405060802ll;
+    y.r.client = "bob-cms";
+    y.r.client_len = 7;
+    CHECK_RC(put_sync(st, &x.r), 0);
+    CHECK_RC(put_sync(st, &y.r), 0);
+    check_stored(st, &x.r);
+    check_stored(st, &y.r);
+    nd_store_close(st);
+    st = open_ok(dir, &o);
+    check_stored(st, &x.r); /* after a reopen */
+    check_stored(st, &y.r);
+    nd_store_close(st);
+    unsigned char v[8192];
+    size_t n = raw_value(dir, "\1\2\3\4\5\6\x08\x01", v, sizeof(v));
+    size_t base = 38 + x.r.id_len + strlen(x.version) + 1, plen = x.r.policy_len;
+    size_t tail = base + 2 + 5 + 1 + 4 + plen + 1; /* where the client begins */
+    CHECK(n == tail + 1 + 9 + 1, "%zu", n);
+    CHECK(v[0] == 4 && v[1] == (0x80 | 2 | 4));
+    CHECK(v[tail] == 9 && memcmp(v + tail + 1, "alice-cms", 10) == 0);
+    n = raw_value(dir, "\1\2\3\4\5\6\x08\x02", v, sizeof(v));
+    base = 38 + y.r.id_len + strlen(y.version) + 1;
+    CHECK(n == base + 1 + 7 + 1 && v[0] == 4 && v[1] == 0x80, "%zu %u", n, v[1]);
+    CHECK(v[base] == 7 && memcmp(v + base + 1, "bob-cms", 8) == 0);
+    unit_note("registering client: +2 B + name per record that has one (here %zu B), "
+              "+0 B without",
+              (size_t)9 + 2);
+
+    /* An amend writes what it is given: the registry passes the stored
+     * client along, so the claim changes and the client stays. */
+    st = open_ok(dir, &o);
+    rec_buf a = x;
+    a.r.status = ND_CLAIM_REVOKED;
+    a.r.policy = NULL;
+    a.r.policy_len = 0;
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    CHECK_RC(waiter_finish(&w, nd_store_amend(st, &a.r, NULL, waiter_cb, &w)), 0);
+    check_stored(st, &a.r);
+    nd_store_close(st);
+
+    /* Bad client tails and an unknown flag bit: refused as -EBADMSG. */
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    n = raw_value(dir, "\1\2\3\4\5\6\x08\x02", v, sizeof(v));
+    struct {
+        const char *what;
+        size_t at;
+        unsigned char byte;
+        size_t size;
+    } bad[] = {
+        {"client_len 0", base, 0, n},
+        {"client_len past the end", base, 9, n},
+        {"client_len over ND_CLIENT_MAX", base, ND_CLIENT_MAX + 1, n},
+        {"no NUL after the name", base + 8, 'x', n},
+        {"cut", 0, 4, n - 1},
+        {"flag bit 4", 1, 0x90, n},
+    };
+    char key[8] = {1, 2, 3, 4, 5, 6, 9, 0};
+    for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        unsigned char b[8192];
+        memcpy(b, v, n);
+        b[bad[i].at] = bad[i].byte;
+        key[7] = (char)i;
+        MDB_val k = {8, key}, bv = {bad[i].size, b};
+        CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 8) == 0 &&
+              mdb_env_open(env, dir, 0, 0600) == 0);
+        CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0 &&
+              mdb_dbi_open(txn, "records", 0, &dbi) == 0 && mdb_put(txn, dbi, &k, &bv, 0) == 0 &&
+              mdb_txn_commit(txn) == 0);
+        mdb_env_close(env);
+        st = open_ok(dir, &o);
+        rec_copy c = {0};
+        int64_t at = 0;
+        for (int j = 0; j < 8; j++)
+            at = at << 8 | (unsigned char)key[j];
+        CHECK(nd_store_get(st, at, copy_visit, &c) == -EBADMSG, "%s", bad[i].what);
+        free_rec(&c.b);
+        /* Its id reads: deleting it still works (the next case writes its own). */
+        w = (waiter){PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+        CHECK_RC(waiter_finish(&w, nd_store_delete_at(st, y.r.id, y.r.id_len, at, waiter_cb, &w)),
+                 0);
+        nd_store_close(st);
+    }
+    free_rec(&x);
+    free_rec(&y);
+}
+
 /* The value encoder of ec95674 (layout 3), byte for byte, to write a store
  * as the build before layout 4 did. */
 static size_t old_encode_v3(unsigned char *p, const nd_record *r)
@@ -2131,7 +2271,20 @@ static void test_old_layout(void)
     check_stored(st, &a.r);
     check_stored(st, &x[4].r);
     CHECK_RC(nd_store_count(st), N);
+    /* The old store takes a record with a registering client next to its
+     * records without one, and reads both after a reopen. */
+    rec_buf cl;
+    make_rec(&cl, "old-client-", 1, 0);
+    cl.r.client = "alice-cms";
+    cl.r.client_len = 9;
+    CHECK_RC(put_sync(st, &cl.r), 0);
     nd_store_close(st);
+    st = open_ok(dir, &o);
+    check_stored(st, &cl.r);
+    check_stored(st, &x[6].r); /* no client */
+    CHECK_RC(nd_store_count(st), N + 1);
+    nd_store_close(st);
+    free_rec(&cl);
     for (unsigned i = 0; i < N; i++)
         free_rec(&x[i]);
 }
@@ -2672,6 +2825,7 @@ int main(void)
         {"delete_at", test_delete_at},
         {"layout_claims", test_layout_claims},
         {"old_layout", test_old_layout},
+        {"layout_client", test_layout_client},
         {"events_durable", test_events_durable},
         {"audit_index_upgrade", test_audit_index_upgrade},
         {"amend_crash", test_amend_crash},

@@ -162,7 +162,8 @@ bool nd_api_authorized(nd_req *r)
     nd_api *api = nd_api_of(r);
     if (!api->auth)
         return true;
-    int rc = nd_auth_check_named(api->auth, nd_req_header(r, "Authorization"), &r->client);
+    int rc = nd_auth_check_identity(api->auth, nd_req_header(r, "Authorization"), &r->who);
+    r->client = r->who ? r->who->name : NULL;
     if (rc == ND_AUTH_OK)
         return true;
     bool invalid = rc == ND_AUTH_INVALID;
@@ -172,6 +173,109 @@ bool nd_api_authorized(nd_req *r)
     nd_api_error(r, 401, "unauthorized", "%s",
                  invalid ? "the bearer token is not valid"
                          : "this request needs \"Authorization: Bearer <token>\"");
+    return false;
+}
+
+void nd_api_identify(nd_req *r)
+{
+    nd_api *api = nd_api_of(r);
+    if (api->auth && !r->who &&
+        nd_auth_check_identity(api->auth, nd_req_header(r, "Authorization"), &r->who) == ND_AUTH_OK)
+        r->client = r->who->name;
+}
+
+bool nd_api_may_act_for(nd_req *r, const char *account, size_t len)
+{
+    return !nd_api_of(r)->auth || nd_auth_may_act_for(r->who, account, len);
+}
+
+bool nd_api_is_operator(nd_req *r)
+{
+    return !nd_api_of(r)->auth || (r->who && r->who->is_operator);
+}
+
+bool nd_api_is_client(nd_req *r)
+{
+    return nd_api_of(r)->auth && r->who && r->who->is_client;
+}
+
+bool nd_api_may_name(nd_req *r, const char *account, size_t len)
+{
+    return nd_api_is_client(r) || nd_api_may_act_for(r, account, len);
+}
+
+/* nd_store_get() visitor: whether the record's client is the name in arg. */
+typedef struct client_match {
+    const char *name;
+    size_t len;
+    bool same;
+} client_match;
+
+static int match_client(void *arg, const nd_record *rec)
+{
+    client_match *m = arg;
+    m->same = rec->client && rec->client_len == m->len && memcmp(rec->client, m->name, m->len) == 0;
+    return 0;
+}
+
+bool nd_api_registered(nd_req *r, const nd_doc *d)
+{
+    if (!nd_api_is_client(r))
+        return false;
+    client_match m = {r->who->name, strlen(r->who->name), false};
+    return nd_store_get(nd_api_of(r)->store, d->registered_at_us, match_client, &m) == 0 && m.same;
+}
+
+bool nd_api_owns(nd_req *r, const nd_doc *d)
+{
+    if (nd_api_is_operator(r))
+        return true;
+    if (nd_api_is_client(r))
+        return nd_api_registered(r, d);
+    return d->account && nd_api_may_act_for(r, d->account, d->account_len);
+}
+
+void nd_api_forbidden(nd_req *r, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    nd_api_error(r, 403, "forbidden", "%s", msg);
+}
+
+bool nd_api_operator(nd_req *r)
+{
+    if (!nd_api_authorized(r))
+        return false;
+    if (nd_api_is_operator(r))
+        return true;
+    nd_api_forbidden(r, "this call is for operators; the token \"%s\" is %s", r->client,
+                     nd_api_is_client(r) ? "a client" : "an account token");
+    return false;
+}
+
+bool nd_api_may_change(nd_req *r, const nd_doc *d)
+{
+    if (nd_api_owns(r, d))
+        return true;
+    nd_reply w;
+    if (nd_api_is_client(r))
+        nd_api_error_begin(r, &w, "forbidden",
+                           "the client \"%s\" did not register this document: only the client "
+                           "that did, a token of its account or an operator may change it",
+                           r->client);
+    else if (d->account)
+        nd_api_error_begin(r, &w, "forbidden",
+                           "the token \"%s\" does not act for the account of this document",
+                           r->client ? r->client : "");
+    else
+        nd_api_error_begin(r, &w, "forbidden",
+                           "this document has no account: only an operator may change it");
+    nd_reply_key(&w, "id");
+    nd_reply_string(&w, d->id, d->id_len);
+    nd_api_error_send(r, &w, 403);
     return false;
 }
 

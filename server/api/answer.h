@@ -82,6 +82,40 @@ const char *nd_api_query(nd_req *r);
 bool nd_api_authorized(nd_req *r);
 bool nd_api_authorized_read(nd_req *r);
 
+/* The rights of the token a request carried (auth.h: operator, or the
+ * accounts it acts for). Without a token configured every caller is an
+ * operator.
+ * identify: sets r->client and r->who when a valid token was sent (a
+ * request that needs none); answers nothing, an absent or wrong token
+ * leaves the request anonymous.
+ * may_act_for: true when the caller may write for account[0..len) (call
+ * after authorized or identify; an anonymous caller may not).
+ * is_operator: true when the caller is an operator (no answer).
+ * operator: nd_api_authorized(), then true for an operator, else answers
+ * 403 forbidden and returns false (admin calls).
+ * is_client: true when the caller's token is a client (a named token
+ * without a role, auth.h).
+ * may_name: true when the caller may name account[0..len) in a check or a
+ * registration: may_act_for, or a client (any account: the platform
+ * vouches for its authors).
+ * registered: true when the caller is the client that registered d (read
+ * from the store: memory does not keep it).
+ * owns: true when the caller may change document d: an operator, a token
+ * of its account, or the client that registered it (no answer).
+ * may_change: owns, else answers 403 forbidden naming the id and returns
+ * false.
+ * forbidden: answers 403 {"error":{"code":"forbidden","message"}}. */
+void nd_api_identify(nd_req *r);
+bool nd_api_may_act_for(nd_req *r, const char *account, size_t len);
+bool nd_api_is_operator(nd_req *r);
+bool nd_api_is_client(nd_req *r);
+bool nd_api_may_name(nd_req *r, const char *account, size_t len);
+bool nd_api_registered(nd_req *r, const nd_doc *d);
+bool nd_api_owns(nd_req *r, const nd_doc *d);
+bool nd_api_operator(nd_req *r);
+bool nd_api_may_change(nd_req *r, const nd_doc *d);
+void nd_api_forbidden(nd_req *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Accepts application/json; else answers 415 and returns false. */
 bool nd_api_json_body(nd_req *r);
 

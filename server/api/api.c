@@ -65,6 +65,8 @@ typedef struct op_state {
     int sketched;    /* the text's sketch mode + 1 while the worker's scratch holds it, else 0 */
     bool on_heap;    /* waits for the store: allocated, freed by op_free() */
     char *journaled; /* the detection being written (issue 13) */
+    bool no_record;  /* the caller may not record a detection: answered without */
+    bool recorded;   /* the detection was written */
     /* Decided again after losing a race to another replica (issue 14). */
     unsigned stale_tries;
     /* Consistency "latest": runs once the replica caught up (issue 14). */
@@ -258,7 +260,7 @@ static void handle_metrics(nd_req *r)
 static void handle_replica(nd_req *r)
 {
     nd_api *api = nd_api_of(r);
-    if (!nd_api_authorized(r))
+    if (!nd_api_operator(r))
         return;
     uint64_t n = 0, digest = 0;
     if (nd_registry_digest(api->reg, &n, &digest) < 0) {
@@ -516,6 +518,10 @@ static void reply_check(nd_req *r, op_state *op)
         nd_reply_key(&w, "registered_at");
         nd_reply_time(&w, res->doc->registered_at_us);
     }
+    if (rq->id) {
+        nd_reply_key(&w, "recorded");
+        nd_reply_bool(&w, op->recorded);
+    }
     nd_reply_key(&w, "matches");
     nd_reply_array(&w);
     for (size_t i = 0; i < res->nmatches; i++)
@@ -552,6 +558,7 @@ static void journal_resume(nd_task *t)
     op_state *op = r->op;
     r->op = NULL;
     if (op->status == 0) {
+        op->recorded = true;
         reply_check(r, op);
     } else {
         nd_api_store_error(r, op->status, "the detection");
@@ -620,7 +627,7 @@ static op_state *op_keep(op_state *op)
 static void answer_check(nd_req *r, op_state *op)
 {
     nd_store_event ev;
-    char *value = nd_workflow_detection(&op->rq, &op->res, &ev);
+    char *value = op->no_record ? NULL : nd_workflow_detection(&op->rq, &op->res, &ev);
     if (!value) {
         reply_check(r, op);
         op_free(op);
@@ -884,6 +891,65 @@ static int fingerprint_check(nd_req *r, op_state *op, nd_fingerprint_result *fr)
     return 0;
 }
 
+/* What the caller of a check may write (answer.h): a registration needs
+ * the right to name its account (403 forbidden), a detection is recorded
+ * only when the caller may name the check's account (else *no_record).
+ * An account the caller may not name is not evidence of anything: the
+ * check is judged as if it named none. A client (a token without a role)
+ * names any account, and its registrations are stored with its name: it
+ * owns them. A write without an account from a token that acts for
+ * exactly one account is that account's; from a token of several, a
+ * registration is refused (400 invalid_field account) and a detection not
+ * recorded. Registering an id that exists needs the right to change that
+ * document. Without a token configured every caller may do everything.
+ * Returns false once answered. */
+static bool check_rights(nd_req *r, nd_check_req *rq, bool *no_record)
+{
+    nd_api_identify(r);
+    *no_record = false;
+    const nd_auth_identity *who = r->who;
+    if (!rq->account && (rq->do_register || rq->id) && who && who->naccounts) {
+        size_t len;
+        const char *account = nd_auth_account(who, 0, &len);
+        if (who->naccounts == 1) {
+            rq->account = account;
+            rq->account_len = len;
+        } else if (rq->do_register) {
+            nd_api_invalid_field(r, "account",
+                                 "the token \"%s\" acts for %u accounts: name the one this "
+                                 "document is registered for in account",
+                                 who->name, who->naccounts);
+            return false;
+        }
+    }
+    if (rq->account && !nd_api_may_name(r, rq->account, rq->account_len)) {
+        if (rq->do_register) {
+            nd_api_forbidden(r, "the token \"%s\" does not act for this account", r->client);
+            return false;
+        }
+        rq->account = NULL; /* judged as a check without an account */
+        rq->account_len = 0;
+    }
+    if (rq->id && !(rq->account ? nd_api_may_name(r, rq->account, rq->account_len)
+                                : nd_api_is_operator(r) || nd_api_is_client(r)))
+        *no_record = true;
+    if (rq->do_register && nd_api_is_client(r)) {
+        rq->client = who->name;
+        rq->client_len = strlen(who->name);
+    }
+    /* Registering an id that is registered already writes to that
+     * document (an upgrade in place takes the request's meta): its
+     * account's right too. */
+    nd_doc *d = NULL;
+    if (rq->do_register && rq->id &&
+        nd_registry_get(nd_api_of(r)->reg, rq->id, rq->id_len, &d) == 0) {
+        bool may = nd_api_may_change(r, d); /* else answered 403 */
+        nd_doc_release(d);
+        return may;
+    }
+    return true;
+}
+
 static void handle_check(nd_req *r)
 {
     nd_api *api = nd_api_of(r);
@@ -908,6 +974,8 @@ static void handle_check(nd_req *r)
         return;
     }
     if (rq->do_register && !nd_api_authorized(r)) /* before any work is done */
+        return;
+    if (!check_rights(r, rq, &query.no_record))
         return;
     /* meta is read into a tree only for an authorized registration (and
      * bounded before that); a query ignores it. */
@@ -995,6 +1063,16 @@ static void run_delete(nd_req *r)
 {
     nd_api *api = nd_api_of(r);
     op_state *op = r->op;
+    nd_doc *d = NULL;
+    if (nd_registry_get(api->reg, op->rq.id, op->rq.id_len, &d) == 0) {
+        bool may = nd_api_may_change(r, d); /* else answered 403 */
+        nd_doc_release(d);
+        if (!may) {
+            r->op = NULL;
+            op_free(op);
+            return;
+        }
+    }
     int rc = nd_registry_delete(api->reg, op->rq.id, op->rq.id_len, nd_workflow_delete_audit, r,
                                 op_done, r);
     if (rc == ND_REG_QUEUED || rc == ND_REG_WAIT)

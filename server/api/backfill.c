@@ -265,6 +265,10 @@ static void *job_main(void *arg)
     nd_backfill *bf = j->bf;
     nd_import_params p;
     nd_import_params_init(&p, j->api->cfg);
+    if (j->r->who && j->r->who->is_client) { /* its documents are registered under it */
+        p.client = j->r->who->name;
+        p.client_len = strlen(p.client);
+    }
     p.threads = 0; /* this thread alone: the workers keep the other core */
     p.stop = &bf->stop;
     p.detection = nd_backfill_detection;
@@ -362,6 +366,13 @@ void nd_backfill_handle(nd_req *r)
     nd_request_error e;
     if (!nd_api_authorized(r))
         return;
+    if (!nd_api_is_operator(r) && !nd_api_is_client(r)) {
+        nd_api_forbidden(r,
+                         "importing is for operators and clients; the token \"%s\" is an "
+                         "account token",
+                         r->client);
+        return;
+    }
     if (!nd_request_lines_kind(nd_req_header(r, "Content-Type"), &e)) {
         nd_api_request_error(r, &e);
         return;

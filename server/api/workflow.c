@@ -594,6 +594,18 @@ static void wf_run(nd_req *r)
 {
     nd_api *api = nd_api_of(r);
     wf_op *op = r->op;
+    /* Asked again on every run: the document may have changed while this
+     * change waited behind another. */
+    nd_doc *d = NULL;
+    if (nd_registry_get(api->reg, op->id, op->id_len, &d) == 0) {
+        bool may = nd_api_may_change(r, d); /* else answered 403 */
+        nd_doc_release(d);
+        if (!may) {
+            r->op = NULL;
+            wf_free(op);
+            return;
+        }
+    }
     nd_verdict_params params;
     nd_verdict_params_default(&params);
     params.min_resemblance = api->cfg->min_resemblance;
@@ -683,6 +695,24 @@ static void handle_policy(nd_req *r, wf_op *op)
         wf_free(op);
         return;
     }
+    /* Who may change it before what it says: a caller without the right
+     * learns nothing from the body's checks. */
+    nd_doc *d = NULL;
+    int rc = nd_registry_get(nd_api_of(r)->reg, op->id, op->id_len, &d);
+    if (rc < 0) {
+        if (rc == -EAGAIN)
+            nd_api_loading(r);
+        else
+            nd_api_id_error(r, 404, "not_found", op->id, op->id_len, "no document with this id");
+        wf_free(op);
+        return;
+    }
+    bool may = nd_api_may_change(r, d); /* else answered 403 */
+    nd_doc_release(d);
+    if (!may) {
+        wf_free(op);
+        return;
+    }
     if (nd_request_parse_policy(nd_api_parser(r), body, len, &f, &e) < 0) {
         nd_api_request_error(r, &e);
         wf_free(op);
@@ -750,7 +780,32 @@ typedef struct page_walk {
     const char *document; /* audit: only entries of this document (NULL: all) */
     size_t document_len;
     nd_request_parser *parser;
+    nd_req *viewer; /* audit: only entries this caller may see (NULL: all) */
 } page_walk;
+
+/* Whether the caller of pw may see the audit entry whose members are
+ * mem[0..n): one it made itself (its client), or one about a document of
+ * an account it acts for (the document's account now), or, for a client,
+ * one about a document it registered (read from the store). */
+static bool entry_visible(page_walk *pw, const nd_json_member *mem, size_t n)
+{
+    nd_req *r = pw->viewer;
+    const nd_json_member *client = nd_json_find(mem, n, "client");
+    if (client && client->value.type == ND_JSON_STRING && r->client &&
+        client->value.str_len == strlen(r->client) &&
+        memcmp(client->value.str, r->client, client->value.str_len) == 0)
+        return true;
+    const nd_json_member *doc = nd_json_find(mem, n, "document");
+    nd_doc *d = NULL;
+    if (!doc || doc->value.type != ND_JSON_STRING ||
+        nd_registry_get(nd_api_of(r)->reg, doc->value.str, doc->value.str_len, &d) < 0)
+        return false;
+    bool visible = nd_api_is_client(r)
+                       ? nd_api_registered(r, d)
+                       : d->account && nd_api_may_act_for(r, d->account, d->account_len);
+    nd_doc_release(d);
+    return visible;
+}
 
 /* Writes one stored value (a compact JSON object) with its time member
  * first (audit: "at") or last (copies: "detected_at"). */
@@ -759,7 +814,7 @@ static int visit_entry(void *arg, const nd_store_event *ev)
     page_walk *pw = arg;
     if (ev->value_len < 2 || ev->value[0] != '{' || ev->value[ev->value_len - 1] != '}')
         return 0; /* not written by this server: skipped */
-    if (pw->document) {
+    if (pw->document || pw->viewer) {
         size_t n;
         nd_json_member *mem = pw->parser->members;
         nd_json_error jerr;
@@ -767,8 +822,11 @@ static int visit_entry(void *arg, const nd_store_event *ev)
                                 ND_REQUEST_MAX_MEMBERS, &n, &jerr) < 0)
             return 0;
         const nd_json_member *doc = nd_json_find(mem, n, "document");
-        if (!doc || doc->value.type != ND_JSON_STRING || doc->value.str_len != pw->document_len ||
-            memcmp(doc->value.str, pw->document, pw->document_len) != 0)
+        if (pw->document &&
+            (!doc || doc->value.type != ND_JSON_STRING || doc->value.str_len != pw->document_len ||
+             memcmp(doc->value.str, pw->document, pw->document_len) != 0))
+            return 0;
+        if (pw->viewer && !entry_visible(pw, mem, n))
             return 0;
     }
     if (pw->seen == pw->limit) {
@@ -817,13 +875,16 @@ static void reply_page(nd_req *r, const char *name, nd_event_kind kind, int64_t 
                     .limit = pg->limit,
                     .document = pg->document,
                     .document_len = pg->document_len,
-                    .parser = nd_api_parser(r)};
+                    .parser = nd_api_parser(r),
+                    .viewer = kind == ND_EVENT_AUDIT && !nd_api_is_operator(r) ? r : NULL};
     /* One more than asked, to know whether a next page exists; a filter
-     * (document=) reads the audit log's index by document. */
-    int rc = pg->document ? nd_store_audit_of(api->store, owner, pg->document, pg->document_len,
-                                              before, pg->limit + 1, visit_entry, &pw)
-                          : nd_store_events(api->store, kind, owner, before, pg->limit + 1,
-                                            visit_entry, &pw);
+     * (document=) reads the audit log's index by document; a caller who
+     * sees only some entries reads on until it has them. */
+    size_t want = pw.viewer ? 0 : pg->limit + 1;
+    int rc = pg->document
+                 ? nd_store_audit_of(api->store, owner, pg->document, pg->document_len, before,
+                                     want, visit_entry, &pw)
+                 : nd_store_events(api->store, kind, owner, before, want, visit_entry, &pw);
     nd_reply_array_end(&w);
     if (rc < 0) {
         struct evbuffer *out = w.out; /* drop what was written */
@@ -867,7 +928,10 @@ static void handle_copies(nd_req *r, wf_op *op)
 
 void nd_workflow_audit(nd_req *r)
 {
-    /* Guarded whenever a token is set: it names clients. */
+    /* Guarded whenever a token is set: it names clients. An operator sees
+     * every entry, an account token those about documents of its accounts,
+     * a client those about documents it registered, and both those they
+     * made (reply_page()). */
     if (!nd_api_authorized(r))
         return;
     nd_page_req pg;

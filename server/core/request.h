@@ -146,6 +146,11 @@ typedef struct nd_check_req {
      * does (a backdated line never outranks a stored document it copies),
      * instead of only those registered before it (an archive's backfill). */
     bool judge_live;
+    /* The registering client (the name of a token without a role; set by
+     * the handler, borrowed from the server's tokens), stored with a
+     * registration; NULL with 0: none. */
+    const char *client;
+    size_t client_len;
     /* Stage 1: the fingerprint of the text (the handler). */
     uint64_t simhash;
     uint32_t chars;

@@ -66,6 +66,8 @@ struct nd_req {
     void *op;             /* the handler's state while the reply waits */
     const char *client;   /* the client named by its token once authorized (borrowed
                            * from the nd_auth), else NULL: the access log's "client" */
+    /* That token's identity (auth.h), else NULL. */
+    const struct nd_auth_identity *who;
     bool replied;
     /* Private to http.c: a reply being written, until libevent reports it
      * complete or the connection closes (drain waits for these too). */

@@ -16,7 +16,7 @@
 typedef struct auth_token {
     size_t len;
     unsigned char token[ND_AUTH_TOKEN_MAX]; /* zero-padded */
-    char name[ND_AUTH_NAME_MAX + 1];
+    nd_auth_identity id;
 } auth_token;
 
 struct nd_auth {
@@ -155,7 +155,69 @@ static size_t split_lines(const char *text, size_t len, line_span *out, size_t c
     return count;
 }
 
-/* "NAME TOKEN" into t; where names the file. */
+/* An account of a token file: no white space, ',' or control character. */
+static bool account_char(unsigned char c)
+{
+    return c > 0x20 && c != 0x7f && c != ',';
+}
+
+/* The role field of a named line, s[0..n): "operator" or "accounts=A,B"
+ * into id. what names the line. */
+static int parse_role(nd_auth_identity *id, const char *s, size_t n, const char *what, char *err,
+                      size_t cap)
+{
+    static const char acc[] = "accounts=";
+    if (n == 8 && memcmp(s, "operator", 8) == 0) {
+        id->is_operator = true;
+        return 0;
+    }
+    if (n < sizeof(acc) - 1 || memcmp(s, acc, sizeof(acc) - 1) != 0) {
+        snprintf(err, cap,
+                 "the role on %s must be \"operator\" or \"accounts=ACCOUNT[,ACCOUNT...]\"", what);
+        return -EINVAL;
+    }
+    s += sizeof(acc) - 1;
+    n -= sizeof(acc) - 1;
+    if (n == 0 || n >= ND_AUTH_ACCOUNTS_TEXT_MAX) {
+        snprintf(err, cap, "the accounts on %s must be 1 to %d bytes in all", what,
+                 ND_AUTH_ACCOUNTS_TEXT_MAX - 1);
+        return -EINVAL;
+    }
+    memcpy(id->accounts, s, n);
+    id->accounts[n] = 0;
+    for (size_t pos = 0; pos <= n;) {
+        size_t end = pos;
+        while (end < n && s[end] != ',')
+            end++;
+        size_t len = end - pos;
+        bool ok = len > 0 && len <= ND_AUTH_ACCOUNT_MAX;
+        for (size_t k = pos; ok && k < end; k++)
+            ok = account_char((unsigned char)s[k]);
+        if (!ok) {
+            snprintf(err, cap,
+                     "account %u on %s must be 1 to %d bytes without white space, ',' or "
+                     "control characters",
+                     id->naccounts + 1, what, ND_AUTH_ACCOUNT_MAX);
+            return -EINVAL;
+        }
+        if (id->naccounts == ND_AUTH_ACCOUNTS_MAX) {
+            snprintf(err, cap, "%s lists more than %d accounts", what, ND_AUTH_ACCOUNTS_MAX);
+            return -EINVAL;
+        }
+        for (unsigned j = 0; j < id->naccounts; j++)
+            if (id->account_len[j] == len && memcmp(s + id->account_off[j], s + pos, len) == 0) {
+                snprintf(err, cap, "account %u on %s is listed twice", id->naccounts + 1, what);
+                return -EINVAL;
+            }
+        id->account_off[id->naccounts] = (uint16_t)pos;
+        id->account_len[id->naccounts] = (uint16_t)len;
+        id->naccounts++;
+        pos = end + 1;
+    }
+    return 0;
+}
+
+/* "NAME TOKEN [ROLE]" into t; where names the file. */
 static int named_token(auth_token *t, const line_span *l, const char *where, char *err, size_t cap)
 {
     size_t i = 0;
@@ -165,7 +227,8 @@ static int named_token(auth_token *t, const line_span *l, const char *where, cha
     while (i < l->n && is_space(l->s[i]))
         i++;
     if (i == l->n) {
-        snprintf(err, cap, "line %u of %s must be \"NAME TOKEN\" (or the file one bare token)",
+        snprintf(err, cap,
+                 "line %u of %s must be \"NAME TOKEN [ROLE]\" (or the file one bare token)",
                  l->lineno, where);
         return -EINVAL;
     }
@@ -178,12 +241,34 @@ static int named_token(auth_token *t, const line_span *l, const char *where, cha
                  l->lineno, where, ND_AUTH_NAME_MAX);
         return -EINVAL;
     }
+    /* TOKEN, then a ROLE when the last field is one; anything else after
+     * the name is the token, which may not hold white space. */
+    size_t tok = i, end = l->n, role = l->n;
+    while (role > tok && !is_space(l->s[role - 1]))
+        role--;
+    bool has_role = role > tok && ((end - role >= 9 && memcmp(l->s + role, "accounts=", 9) == 0) ||
+                                   (end - role == 8 && memcmp(l->s + role, "operator", 8) == 0));
+    size_t tok_end = has_role ? role : end;
+    while (tok_end > tok && is_space(l->s[tok_end - 1]))
+        tok_end--;
     char what[4200];
     snprintf(what, sizeof(what), "line %u of %s", l->lineno, where);
-    int rc = set_token(t, l->s + i, l->n - i, what, err, cap);
+    int rc = set_token(t, l->s + tok, tok_end - tok, what, err, cap);
+    bool spaced = false;
+    for (size_t k = tok; k < end && !spaced; k++)
+        spaced = is_space(l->s[k]);
+    if (rc < 0 && !has_role && spaced)
+        snprintf(err, cap,
+                 "the token in %s may hold only A-Z a-z 0-9 - . _ ~ + / and trailing '=' (the "
+                 "third field, a role, is \"operator\" or \"accounts=ACCOUNT[,ACCOUNT...]\")",
+                 what);
+    if (rc == 0 && has_role)
+        rc = parse_role(&t->id, l->s + role, end - role, what, err, cap);
+    else if (rc == 0)
+        t->id.is_client = true; /* "NAME TOKEN": a client, owner of what it registers */
     if (rc == 0) {
-        memcpy(t->name, l->s, name_len);
-        t->name[name_len] = 0;
+        memcpy(t->id.name, l->s, name_len);
+        t->id.name[name_len] = 0;
     }
     return rc;
 }
@@ -209,13 +294,14 @@ int nd_auth_parse(nd_auth **out, const char *text, size_t len, const char *where
     int rc = 0;
     if (bare) {
         a->n = 1;
-        strcpy(a->t[0].name, "default");
+        strcpy(a->t[0].id.name, "default");
+        a->t[0].id.is_operator = true;
         rc = set_token(&a->t[0], n ? lines[0].s : "", n ? lines[0].n : 0, where, err, cap);
     }
     for (size_t i = 0; !bare && i < n && rc == 0; i++) {
         rc = named_token(&a->t[i], &lines[i], where, err, cap);
         for (size_t j = 0; rc == 0 && j < i; j++) {
-            if (strcmp(a->t[j].name, a->t[i].name) == 0) {
+            if (strcmp(a->t[j].id.name, a->t[i].id.name) == 0) {
                 snprintf(err, cap, "the name on line %u of %s is used twice", lines[i].lineno,
                          where);
                 rc = -EINVAL;
@@ -264,7 +350,8 @@ int nd_auth_create(nd_auth **out, const char *path, const char *env_token, bool 
         return -ENOMEM;
     }
     a->n = 1;
-    strcpy(a->t[0].name, "default");
+    strcpy(a->t[0].id.name, "default");
+    a->t[0].id.is_operator = true;
     rc = set_token(&a->t[0], env_token, strlen(env_token), "NEARDUP_TOKEN", err, cap);
     if (rc < 0) {
         nd_auth_destroy(a);
@@ -281,7 +368,33 @@ size_t nd_auth_count(const nd_auth *a)
 
 const char *nd_auth_name(const nd_auth *a, size_t i)
 {
-    return a && i < a->n ? a->t[i].name : NULL;
+    return a && i < a->n ? a->t[i].id.name : NULL;
+}
+
+const nd_auth_identity *nd_auth_identity_at(const nd_auth *a, size_t i)
+{
+    return a && i < a->n ? &a->t[i].id : NULL;
+}
+
+bool nd_auth_may_act_for(const nd_auth_identity *who, const char *account, size_t len)
+{
+    if (!who)
+        return false;
+    if (who->is_operator)
+        return true;
+    for (unsigned i = 0; i < who->naccounts; i++)
+        if (who->account_len[i] == len &&
+            memcmp(who->accounts + who->account_off[i], account, len) == 0)
+            return true;
+    return false;
+}
+
+const char *nd_auth_account(const nd_auth_identity *who, unsigned i, size_t *len)
+{
+    if (!who || who->is_operator || i >= who->naccounts)
+        return NULL;
+    *len = who->account_len[i];
+    return who->accounts + who->account_off[i];
 }
 
 void nd_auth_destroy(nd_auth *a)
@@ -298,6 +411,15 @@ int nd_auth_check(const nd_auth *a, const char *h)
 }
 
 int nd_auth_check_named(const nd_auth *a, const char *h, const char **name)
+{
+    const nd_auth_identity *who = NULL;
+    int rc = nd_auth_check_identity(a, h, &who);
+    if (name)
+        *name = who ? who->name : NULL;
+    return rc;
+}
+
+int nd_auth_check_identity(const nd_auth *a, const char *h, const nd_auth_identity **name)
 {
     if (name)
         *name = NULL;
@@ -333,6 +455,6 @@ int nd_auth_check_named(const nd_auth *a, const char *h, const char **name)
     if (!any)
         return ND_AUTH_INVALID;
     if (name)
-        *name = a->t[which].name;
+        *name = &a->t[which].id;
     return ND_AUTH_OK;
 }

@@ -14,8 +14,24 @@
  * "default". The name of the token a request carried is its client, kept in
  * the audit log and the access log; a token is never logged.
  *
- * Which requests need it is the API's business (api.c): registering, DELETE
- * and admin endpoints; with --auth-all everything but /healthz and /readyz.
+ * Roles: a named line may end in a third field, the token's role:
+ *   NAME TOKEN                     a client (the tenant model): names any
+ *                                  account in its checks and registrations,
+ *                                  changes only the documents it registered
+ *                                  (the API keeps the registering client
+ *                                  with the stored record)
+ *   NAME TOKEN operator            an operator: acts for every account, and
+ *                                  may use the admin calls
+ *   NAME TOKEN accounts=A[,B...]   acts for the accounts listed only (1 to
+ *                                  ND_AUTH_ACCOUNTS_MAX, each 1 to
+ *                                  ND_AUTH_ACCOUNT_MAX bytes without white
+ *                                  space, ',' or control characters; unique;
+ *                                  the list at most ND_AUTH_ACCOUNTS_TEXT_MAX)
+ * A bare token (and NEARDUP_TOKEN) is the operator "default".
+ *
+ * Which requests need which right is the API's business (answer.c, api.c,
+ * workflow.c, backfill.c); with --auth-all every request but /healthz and
+ * /readyz needs a token.
  *
  * The object is immutable after nd_auth_create() and may be shared by any
  * number of threads. */
@@ -24,13 +40,28 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define ND_AUTH_TOKEN_MIN 16
 #define ND_AUTH_TOKEN_MAX 256
-#define ND_AUTH_NAME_MAX 64    /* longest client name */
-#define ND_AUTH_TOKENS_MAX 64  /* most named tokens in one file */
+#define ND_AUTH_NAME_MAX 64            /* longest client name */
+#define ND_AUTH_TOKENS_MAX 64          /* most named tokens in one file */
+#define ND_AUTH_ACCOUNTS_MAX 32        /* most accounts one token acts for */
+#define ND_AUTH_ACCOUNT_MAX 256        /* longest account in a token file, bytes */
+#define ND_AUTH_ACCOUNTS_TEXT_MAX 1024 /* longest "A,B,..." list of one token */
 
 typedef struct nd_auth nd_auth;
+
+/* Who a token is: its client name and its role. Lives inside its nd_auth
+ * (borrowed, valid for the nd_auth's life). */
+typedef struct nd_auth_identity {
+    char name[ND_AUTH_NAME_MAX + 1];
+    bool is_operator;   /* acts for every account, may use admin calls */
+    bool is_client;     /* a named token without a role: owns what it registers */
+    unsigned naccounts; /* an account token: the accounts listed (>= 1); else 0 */
+    uint16_t account_off[ND_AUTH_ACCOUNTS_MAX], account_len[ND_AUTH_ACCOUNTS_MAX];
+    char accounts[ND_AUTH_ACCOUNTS_TEXT_MAX]; /* the list as given; off/len index it */
+} nd_auth_identity;
 
 enum nd_auth_result {
     ND_AUTH_OK = 0,      /* the right token */
@@ -73,6 +104,24 @@ int nd_auth_check(const nd_auth *a, const char *authorization);
  * a, valid for its life); otherwise NULL. Every token is compared (the time
  * depends on how many there are, not on which one matched). */
 int nd_auth_check_named(const nd_auth *a, const char *authorization, const char **name);
+
+/* nd_auth_check_named() that reports the whole identity of the token that
+ * matched: on ND_AUTH_OK, *who (when who is not NULL) is it (borrowed from
+ * a); otherwise NULL. Constant time over the tokens as above. */
+int nd_auth_check_identity(const nd_auth *a, const char *authorization,
+                           const nd_auth_identity **who);
+
+/* The identity of the i-th token (borrowed), or NULL past the last. */
+const nd_auth_identity *nd_auth_identity_at(const nd_auth *a, size_t i);
+
+/* True when who may act for account[0..len): an operator for every
+ * account, an account token for the accounts it lists; a client for none
+ * (it changes the documents it registered only). who NULL: false. */
+bool nd_auth_may_act_for(const nd_auth_identity *who, const char *account, size_t len);
+
+/* The i-th account of who (borrowed, not NUL-terminated; *len set), or NULL
+ * past the last (and for an operator or a client). */
+const char *nd_auth_account(const nd_auth_identity *who, unsigned i, size_t *len);
 
 /* Compares a[0..n) with b[0..n) in time that depends on n only (no early
  * exit). Returns 1 when equal, else 0. */

@@ -612,6 +612,8 @@ static void prepare_line(import_ctx *c, tools *t, prep *pr, const line_ref *ref)
         pr->account[rq->account_len] = 0;
         rq->account = pr->account;
     }
+    rq->client = p->client;
+    rq->client_len = p->client ? p->client_len : 0;
     if (prc < 0) {
         pr->code = e.code;
         snprintf(pr->message, sizeof(pr->message), "%s", e.message);

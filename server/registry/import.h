@@ -82,6 +82,10 @@ typedef struct nd_import_params {
      * (-ESTALE) is judged again on the newer state before the import
      * stops with -ESTALE (0: never, for a store without replicas). */
     unsigned stale_tries;
+    /* The registering client stored with every document imported
+     * (nd_check_req.client; borrowed for the import), or NULL with 0. */
+    const char *client;
+    size_t client_len;
 } nd_import_params;
 
 /* Fills p from a server configuration (the daemon's, or the defaults for

@@ -997,6 +997,29 @@ static nd_reg_change *change_new(nd_registry *reg, nd_doc *d, enum change_kind k
     return ch;
 }
 
+/* The registering client of a stored record (nd_record.client): the
+ * documents in memory do not keep it, so a write that rewrites a record
+ * (an upgrade, an amendment) reads it back first. */
+typedef struct stored_client {
+    char name[ND_CLIENT_MAX];
+    size_t len; /* 0: none */
+} stored_client;
+
+/* Copies rec's client into *sc. Returns 0. */
+static int copy_client(stored_client *sc, const nd_record *rec)
+{
+    sc->len = rec->client && rec->client_len <= ND_CLIENT_MAX ? rec->client_len : 0;
+    if (sc->len)
+        memcpy(sc->name, rec->client, sc->len);
+    return 0;
+}
+
+/* nd_store_get() visitor of copy_client(). */
+static int get_client(void *arg, const nd_record *rec)
+{
+    return copy_client(arg, rec);
+}
+
 /* The store record of d; abuf (4 * ND_ANCHORS_MAX bytes) receives its
  * anchors in the store's byte order. */
 static void record_of(const nd_doc *d, nd_record *rec, uint8_t *abuf)
@@ -1080,14 +1103,15 @@ static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const char
 }
 
 /* Queues the store write of pending document d: a put, or with old the
- * replacement of old's record (an upgrade). Writer held. Returns
- * ND_REG_QUEUED; 0 when the store committed it within the call (d is live,
+ * replacement of old's record (an upgrade), with the registering client
+ * client[0..client_len) (NULL: none; only the store keeps it). Writer
+ * held. Returns ND_REG_QUEUED; 0 when the store committed it within the call (d is live,
  * *finished set); -errno with *finished set when the store refused it
  * within the call (d is undone); or -errno with nothing queued (the caller
  * undoes d). */
-static int queue_write(nd_registry *reg, nd_doc *d, nd_doc *old, uint64_t seq,
-                       const nd_store_event *audit, nd_registry_done_fn fn, void *arg,
-                       bool *finished)
+static int queue_write(nd_registry *reg, nd_doc *d, nd_doc *old, uint64_t seq, const char *client,
+                       size_t client_len, const nd_store_event *audit, nd_registry_done_fn fn,
+                       void *arg, bool *finished)
 {
     *finished = false;
     nd_reg_change *ch = change_new(reg, d, old ? CHANGE_UPGRADE : CHANGE_PUT, fn, arg);
@@ -1098,6 +1122,8 @@ static int queue_write(nd_registry *reg, nd_doc *d, nd_doc *old, uint64_t seq,
     uint8_t abuf[4 * ND_ANCHORS_MAX];
     record_of(d, &rec, abuf);
     rec.stream_seq = seq;
+    rec.client = client_len ? client : NULL;
+    rec.client_len = client_len;
     /* Its time is taken from now on (until complete): a given time must
      * not take it. The commit thread's done cannot complete it before the
      * writer is released. */
@@ -1136,7 +1162,8 @@ static int do_register(nd_registry *reg, const nd_check_req *rq, int64_t at, nd_
     bool finished;
     nd_store_event ev;
     char *audit = rq->audit ? rq->audit(rq->audit_arg, d, &ev) : NULL;
-    rc = queue_write(reg, d, NULL, 0, audit ? &ev : NULL, fn, arg, &finished);
+    rc = queue_write(reg, d, NULL, 0, rq->client, rq->client_len, audit ? &ev : NULL, fn, arg,
+                     &finished);
     free(audit); /* the store copied it */
     if (rc < 0) {
         nd_doc_release(res->doc);
@@ -1202,7 +1229,11 @@ static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, nd_
     res->existing = true;
     res->registered = true;
     bool finished;
-    rc = queue_write(reg, d, old, 0, NULL, fn, arg, &finished);
+    /* The document keeps the client that registered it. */
+    stored_client sc = {.len = 0};
+    if (nd_store_get(reg->store, old->registered_at_us, get_client, &sc) < 0)
+        sc.len = 0;
+    rc = queue_write(reg, d, old, 0, sc.name, sc.len, NULL, fn, arg, &finished);
     if (rc < 0) {
         nd_check_res_release(res);
         res_clear(res);
@@ -1473,6 +1504,7 @@ int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len, nd_reg_a
 typedef struct stored_anchors {
     uint8_t bytes[4 * ND_STORE_ANCHORS_MAX];
     size_t n;
+    stored_client client; /* kept by the amendment */
 } stored_anchors;
 
 static int copy_anchors(void *arg, const nd_record *rec)
@@ -1481,7 +1513,7 @@ static int copy_anchors(void *arg, const nd_record *rec)
     sa->n = rec->anchors && rec->nanchors <= ND_STORE_ANCHORS_MAX ? rec->nanchors : 0;
     if (sa->n)
         memcpy(sa->bytes, rec->anchors, 4 * sa->n);
-    return 0;
+    return copy_client(&sa->client, rec);
 }
 
 /* Gives amended copy nd (made by doc_new() with the new claim) the fields
@@ -1555,6 +1587,8 @@ static int queue_amend(nd_registry *reg, nd_doc *d, nd_reg_change *ch, const nd_
     record_of(nd, &rec, NULL);
     rec.anchors = sa.n ? sa.bytes : NULL;
     rec.nanchors = (unsigned)sa.n;
+    rec.client = sa.client.len ? sa.client.name : NULL; /* its registering client stays */
+    rec.client_len = sa.client.len;
     rec.stream_seq = seq;
     size_t nsup = ch->nsup;
     nd_record_ref *refs = nsup ? malloc(nsup * sizeof(*refs)) : NULL;
@@ -1909,7 +1943,8 @@ static int apply_put(nd_registry *reg, nd_doc *old, const nd_record *rec,
         return rc;
     }
     bool finished;
-    rc = queue_write(reg, d, old, rec->stream_seq, old ? NULL : audit, fn, arg, &finished);
+    rc = queue_write(reg, d, old, rec->stream_seq, rec->client, rec->client_len, old ? NULL : audit,
+                     fn, arg, &finished);
     if (rc < 0 && !finished)
         unlink_doc(reg, d);
     return rc;

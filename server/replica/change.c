@@ -1,8 +1,9 @@
 /* change.c - the replication stream's entry layout (change.h).
  *
- *   u8 layout (1; 2 when flag 2 or 4 is set), u8 kind, u8 status, u8 flags
- *   (1: audit follows; layout 2: 2 superseded_by follows, 4 supersede
- *   follows, at least one of them)
+ *   u8 layout (1; 2 when flag 2, 4 or 8 is set), u8 kind, u8 status,
+ *   u8 flags (1: audit follows; layout 2: 2 superseded_by follows, 4
+ *   supersede follows, 8 the registering client ends the entry; at least
+ *   one of them)
  *   i64 registered_at_us, u64 simhash, u32 chars, 16 bytes text hash
  *   u16 id_len, id; u8 version_len, version, a NUL byte
  *   u32 meta_len + 1 (0: none), meta; u16 account_len, account;
@@ -10,7 +11,9 @@
  *   u16 nanchors, anchors (4 bytes each, as stored); u16 sketch_len, sketch
  *   superseded_by: i64 (status ND_CLAIM_SUPERSEDED only)
  *   supersede: u16 n, n x (i64 registered_at_us, u16 id_len, id)
- *   audit: u8 kind, i64 owner_at, i64 at_us, u32 value_len + 1 (0: none), value */
+ *   audit: u8 kind, i64 owner_at, i64 at_us, u32 value_len + 1 (0: none), value
+ *   client: u8 client_len (1..ND_CLIENT_MAX), client
+ * An entry with none of flags 2, 4 and 8 is the same bytes as layout 1. */
 #include "change.h"
 
 #include <errno.h>
@@ -19,14 +22,15 @@
 #include <string.h>
 
 #define LAYOUT 1u
-#define LAYOUT_SUPERSEDE                                                                           \
-    2u /* layout 1 with flag bits 2 and 4 (written only
-                             * when one is set, so that a node that knows
-                             * only layout 1 reads every other entry and
-                             * refuses these as newer: -EPROTO) */
+/* Layout 1 with flag bits 2, 4 and 8, written only when one is set, so
+ * that a node that knows only layout 1 reads every other entry and refuses
+ * these as newer (-EPROTO). */
+#define LAYOUT_SUPERSEDE 2u
 #define FLAG_AUDIT 1u
 #define FLAG_SUPERSEDED_BY 2u
 #define FLAG_SUPERSEDE 4u
+#define FLAG_CLIENT 8u
+#define FLAGS_2 (FLAG_SUPERSEDED_BY | FLAG_SUPERSEDE | FLAG_CLIENT) /* layout 2's own */
 
 typedef struct writer {
     uint8_t *p;
@@ -60,9 +64,10 @@ int nd_change_encode(int kind, const nd_record *rec, const nd_store_event *audit
     size_t val = audit ? opt_len(audit->value, audit->value_len) : 0;
     size_t nsup = rec->supersede ? rec->nsupersede : 0, sup = nsup ? 2 : 0;
     bool by = rec->status == ND_CLAIM_SUPERSEDED;
+    size_t cl = opt_len(rec->client, rec->client_len);
     if (rec->id_len > 0xFFFF || vlen > 0xFF || meta >= 0xFFFFFFFFu || acc > 0xFFFF ||
         pol >= 0xFFFFFFFFu || na > 0xFFFF || sk > 0xFFFF || val >= 0xFFFFFFFFu ||
-        nsup > ND_STORE_SUPERSEDE_MAX)
+        nsup > ND_STORE_SUPERSEDE_MAX || cl > ND_CLIENT_MAX)
         return -EINVAL;
     for (size_t i = 0; i < nsup; i++) {
         if (!rec->supersede[i].id || !rec->supersede[i].id_len || rec->supersede[i].id_len > 0xFFFF)
@@ -70,16 +75,18 @@ int nd_change_encode(int kind, const nd_record *rec, const nd_store_event *audit
         sup += 8 + 2 + rec->supersede[i].id_len;
     }
     size_t n = 4 + 8 + 8 + 4 + 16 + 2 + rec->id_len + 1 + vlen + 1 + 4 + meta + 2 + acc + 4 + pol +
-               2 + 4 * na + 2 + sk + (by ? 8 : 0) + sup + (audit ? 1 + 8 + 8 + 4 + val : 0);
+               2 + 4 * na + 2 + sk + (by ? 8 : 0) + sup + (audit ? 1 + 8 + 8 + 4 + val : 0) +
+               (cl ? 1 + cl : 0);
     uint8_t *buf = malloc(n);
     if (!buf)
         return -ENOMEM;
     writer w = {buf};
-    put_u(&w, by || nsup ? LAYOUT_SUPERSEDE : LAYOUT, 1);
+    put_u(&w, by || nsup || cl ? LAYOUT_SUPERSEDE : LAYOUT, 1);
     put_u(&w, (uint64_t)kind, 1);
     put_u(&w, rec->status, 1);
     put_u(&w,
-          (audit ? FLAG_AUDIT : 0) | (by ? FLAG_SUPERSEDED_BY : 0) | (nsup ? FLAG_SUPERSEDE : 0),
+          (audit ? FLAG_AUDIT : 0) | (by ? FLAG_SUPERSEDED_BY : 0) | (nsup ? FLAG_SUPERSEDE : 0) |
+              (cl ? FLAG_CLIENT : 0),
           1);
     put_u(&w, (uint64_t)rec->registered_at_us, 8);
     put_u(&w, rec->simhash, 8);
@@ -116,6 +123,10 @@ int nd_change_encode(int kind, const nd_record *rec, const nd_store_event *audit
         put_u(&w, (uint64_t)audit->at_us, 8);
         put_u(&w, audit->value ? val + 1 : 0, 4);
         put_bytes(&w, audit->value, val);
+    }
+    if (cl) {
+        put_u(&w, cl, 1);
+        put_bytes(&w, rec->client, cl);
     }
     *out = buf;
     *len = n;
@@ -175,10 +186,9 @@ int nd_change_decode(const uint8_t *buf, size_t len, nd_change *ch)
     nd_record *rec = &ch->rec;
     rec->status = (uint8_t)get_u(&r, 1);
     unsigned flags = (unsigned)get_u(&r, 1);
-    unsigned known = layout == LAYOUT ? FLAG_AUDIT
-                                      : FLAG_AUDIT | FLAG_SUPERSEDED_BY | FLAG_SUPERSEDE;
+    unsigned known = layout == LAYOUT ? FLAG_AUDIT : FLAG_AUDIT | FLAGS_2;
     if ((flags & ~known) || !(flags & FLAG_SUPERSEDED_BY) != (rec->status != ND_CLAIM_SUPERSEDED) ||
-        (layout == LAYOUT_SUPERSEDE && !(flags & (FLAG_SUPERSEDED_BY | FLAG_SUPERSEDE))))
+        (layout == LAYOUT_SUPERSEDE && !(flags & FLAGS_2)))
         r.bad = true;
     rec->registered_at_us = (int64_t)get_u(&r, 8);
     rec->simhash = get_u(&r, 8);
@@ -224,6 +234,12 @@ int nd_change_decode(const uint8_t *buf, size_t len, nd_change *ch)
         ch->audit.owner_at = (int64_t)get_u(&r, 8);
         ch->audit.at_us = (int64_t)get_u(&r, 8);
         ch->audit.value = get_opt(&r, 4, &ch->audit.value_len);
+    }
+    if (flags & FLAG_CLIENT) {
+        rec->client_len = (size_t)get_u(&r, 1);
+        rec->client = get_bytes(&r, rec->client_len);
+        if (rec->client_len == 0 || rec->client_len > ND_CLIENT_MAX)
+            r.bad = true;
     }
     if (r.bad || r.p != r.end || ch->kind < ND_CHANGE_NOOP || ch->kind > ND_STORE_AMEND)
         return -EBADMSG;

@@ -58,6 +58,7 @@ typedef struct nd_store nd_store;
 #define ND_STORE_SKETCH_MAX 4096  /* longest encoded sketch, bytes */
 #define ND_ACCOUNT_MAX 1024       /* longest account, bytes (the API takes 256 characters) */
 #define ND_POLICY_MAX (64u << 10) /* longest policy text, bytes */
+#define ND_CLIENT_MAX 64          /* longest registering client's name, bytes */
 #define ND_EVENT_VALUE_MAX (64u << 10)     /* longest event value text, bytes */
 #define ND_EVENT_AT_MAX ((int64_t)1 << 62) /* latest event time, us */
 
@@ -112,6 +113,14 @@ typedef struct nd_record {
                                * policy_len bytes (0..ND_POLICY_MAX; handed out
                                * NUL-terminated), or NULL (none) */
     size_t policy_len;
+    const char *client; /* the named client (a token without a role) that
+                         * registered it, client_len bytes (1..ND_CLIENT_MAX;
+                         * a scan or get hands it out NUL-terminated), or
+                         * NULL with 0 (none: registered by an operator, an
+                         * account token or anonymously, or an older layout).
+                         * Only the store keeps it: read it back with
+                         * nd_store_get() when ownership matters */
+    size_t client_len;
     uint64_t stream_seq;            /* put/replace/amend only: the replication stream's
                           * sequence of this change (issue 14), written with
                           * it in the same transaction (nd_store_stream_seq()

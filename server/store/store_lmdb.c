@@ -33,10 +33,12 @@
  *                          present, bit 2 policy present, bit 3 revoked
  *                          (status ND_CLAIM_REVOKED; clear: active), bit 4
  *                          superseded (status ND_CLAIM_SUPERSEDED, not
- *                          with bit 3); a layout-4 reader refuses bits
- *                          5-7 (one before bit 4 existed refuses 4-7: a
- *                          store holding a superseded record does not
- *                          open with a build older than that status)
+ *                          with bit 3), bit 7 registering client present;
+ *                          a layout-4 reader refuses the bits it does not
+ *                          know (5-6; one before bit 4 existed refuses 4-7,
+ *                          one before bit 7 refuses 7: a store holding such
+ *                          a record does not open with a build older than
+ *                          the field)
  *     2    1  version_len  1..ND_VERSION_MAX
  *     3    1  nanchors     0..255 (layout 2: 0)
  *     4    2  id_len       u16, 1..ND_ID_MAX
@@ -54,12 +56,17 @@
  *     .    .  policy bytes, NUL                     (only with flag bit 2)
  *     .    8  superseded_by  i64, the registered_at_us of the record whose
  *                            restore superseded this one (only with bit 4)
+ *     .    1  client_len   u8, 1..ND_CLIENT_MAX     (only with flag bit 7)
+ *     .    .  client bytes, NUL                     (only with flag bit 7)
  *
  * A record without account, policy and revoked status is written in
  * layout 3 (the same bytes), so a store keeps opening with the build before
  * layout 4 (a rollback) until a record uses them; it costs 0 bytes more.
- * An account costs 3 bytes plus its text, a policy 5 plus its text. The store format (info/format) stays 2: it names the keys and
- * databases, and a store written by an older build opens and reads as it
+ * An account costs 3 bytes plus its text, a policy 5 plus its text, the
+ * registering client (the name of a token without a role; records of
+ * operators, account tokens and anonymous callers have none) 2 plus its
+ * name; it is last, so a value without it reads as before. The store
+ * format (info/format) stays 2: it names the keys and databases, and a store written by an older build opens and reads as it
  * is (a build older than layout 4 reports -EBADMSG for a layout-4 value).
  *
  * Events (nd_store_event_put) live in their own databases, keyed by
@@ -132,6 +139,7 @@
  * spare. LMDB never reads past its last page, so the zeros are invisible to
  * it, to readers and to backups (mdb_env_copy copies used pages only). */
 #include "store.h"
+#include "retention.h"
 #include "readahead.h"
 #include "clock.h"
 #include "json.h"
@@ -163,7 +171,8 @@
 #define FLAG_POLICY 0x04u     /* layout 4 */
 #define FLAG_REVOKED 0x08u    /* layout 4 */
 #define FLAG_SUPERSEDED 0x10u /* layout 4 */
-#define FLAGS_4 0x1fu         /* the flags layout 4 knows */
+#define FLAG_CLIENT 0x80u     /* layout 4: the registering client, last */
+#define FLAGS_4 0x9fu         /* the flags layout 4 knows */
 #define EV_LAYOUT 1u          /* first byte of an event's value */
 #define EV_HDR 3u             /* event value: layout byte, u16 copy_id_len */
 #define EV_PREFIX 17u         /* an event in a change: kind byte, key (16) */
@@ -449,7 +458,8 @@ static size_t value_size(const nd_record *r, size_t vlen)
 {
     return HDR_SIZE + r->id_len + vlen + 1 + (r->meta ? r->meta_len + 1 : 0) +
            4 * (size_t)r->nanchors + (has_account(r) ? 2 + r->account_len + 1 : 0) +
-           (r->policy ? 4 + r->policy_len + 1 : 0) + (r->status == ND_CLAIM_SUPERSEDED ? 8 : 0);
+           (r->policy ? 4 + r->policy_len + 1 : 0) + (r->status == ND_CLAIM_SUPERSEDED ? 8 : 0) +
+           (r->client_len ? 1 + r->client_len + 1 : 0);
 }
 
 static void encode_value(unsigned char *p, const nd_record *r, size_t vlen)
@@ -457,7 +467,8 @@ static void encode_value(unsigned char *p, const nd_record *r, size_t vlen)
     p[1] = (unsigned char)((r->meta ? FLAG_META : 0) | (has_account(r) ? FLAG_ACCOUNT : 0) |
                            (r->policy ? FLAG_POLICY : 0) |
                            (r->status == ND_CLAIM_REVOKED ? FLAG_REVOKED : 0) |
-                           (r->status == ND_CLAIM_SUPERSEDED ? FLAG_SUPERSEDED : 0));
+                           (r->status == ND_CLAIM_SUPERSEDED ? FLAG_SUPERSEDED : 0) |
+                           (r->client_len ? FLAG_CLIENT : 0));
     p[0] = p[1] & ~FLAG_META ? ND_LAYOUT_4 : ND_LAYOUT_3; /* see "Value layout" */
     p[2] = (unsigned char)vlen;
     p[3] = (unsigned char)r->nanchors;
@@ -496,8 +507,15 @@ static void encode_value(unsigned char *p, const nd_record *r, size_t vlen)
         q[4 + r->policy_len] = '\0';
         q += 4 + r->policy_len + 1;
     }
-    if (r->status == ND_CLAIM_SUPERSEDED)
+    if (r->status == ND_CLAIM_SUPERSEDED) {
         wr64(q, (uint64_t)r->superseded_by_us);
+        q += 8;
+    }
+    if (r->client_len) {
+        q[0] = (unsigned char)r->client_len;
+        memcpy(q + 1, r->client, r->client_len);
+        q[1 + r->client_len] = '\0';
+    }
 }
 
 /* Points *id at the id inside value v. Returns its length, or 0 when v is
@@ -534,8 +552,8 @@ static int decode_value(const MDB_val *k, const MDB_val *v, nd_record *r)
         ver[vlen] != '\0' || (has_meta && p[body - 1] != '\0') || (flags & ~FLAGS_4) ||
         ((flags & FLAG_REVOKED) && (flags & FLAG_SUPERSEDED)))
         return -EBADMSG;
-    size_t at = body + 4 * nanchors, alen = 0, plen = 0;
-    const unsigned char *acc = NULL, *pol = NULL;
+    size_t at = body + 4 * nanchors, alen = 0, plen = 0, clen = 0;
+    const unsigned char *acc = NULL, *pol = NULL, *cli = NULL;
     if (flags & FLAG_ACCOUNT) {
         if (n - at < 3 || (alen = rd16(p + at)) == 0 || alen > ND_ACCOUNT_MAX ||
             n - at - 2 < alen + 1 || p[at + 2 + alen] != '\0')
@@ -556,6 +574,13 @@ static int decode_value(const MDB_val *k, const MDB_val *v, nd_record *r)
             return -EBADMSG;
         by = (int64_t)rd64(p + at);
         at += 8;
+    }
+    if (flags & FLAG_CLIENT) {
+        if (n - at < 3 || (clen = p[at]) == 0 || clen > ND_CLIENT_MAX || n - at - 1 < clen + 1 ||
+            p[at + 1 + clen] != '\0')
+            return -EBADMSG;
+        cli = p + at + 1;
+        at += 1 + clen + 1;
     }
     if (at != n)
         return -EBADMSG;
@@ -582,6 +607,8 @@ static int decode_value(const MDB_val *k, const MDB_val *v, nd_record *r)
     r->superseded_by_us = by;
     r->supersede = NULL;
     r->nsupersede = 0;
+    r->client = (const char *)cli;
+    r->client_len = clen;
     return 0;
 }
 
@@ -1253,8 +1280,71 @@ static int audit_trim(nd_store *st, MDB_txn *txn, size_t budget)
     return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
-/* Drops the oldest detections of owner (8 key bytes) while it has more
- * than detections_max; *count follows. */
+/* Deletes the detection of owner at cursor cur (positioned on it, key k,
+ * value v) and its detection_ids entry; *count follows. */
+static int detection_drop(nd_store *st, MDB_txn *txn, MDB_cursor *cur, const unsigned char *owner,
+                          const MDB_val *k, const MDB_val *v, uint64_t *count)
+{
+    nd_store_event ev;
+    unsigned char ikey[IDX_KEY];
+    MDB_val iv;
+    int rc = 0;
+    if (decode_event(ND_EVENT_DETECTION, k, v, &ev) == 0 && ev.copy_id_len) {
+        index_key(ikey, owner, ev.copy_id, ev.copy_id_len);
+        MDB_val ik = {IDX_KEY, ikey};
+        if (mdb_get(txn, st->detidx_dbi, &ik, &iv) == 0 && iv.mv_size == 8 &&
+            memcmp(iv.mv_data, (const unsigned char *)k->mv_data + 8, 8) == 0)
+            rc = mdb_del(txn, st->detidx_dbi, &ik, NULL);
+    }
+    if (rc == 0 && (rc = mdb_cursor_del(cur, 0)) == 0)
+        (*count)--;
+    return rc;
+}
+
+/* The detections of owner to drop (retention.h): one pass over its list
+ * (*listed: how many it holds) into a tally, then those beyond target
+ * picked into *at (new; free it); *n how many. Returns 0, ENOMEM or the
+ * LMDB error (positive, as LMDB's). */
+static int detection_victims(MDB_cursor *cur, const unsigned char *owner, uint64_t count,
+                             uint64_t target, uint64_t *listed, int64_t **at, size_t *n)
+{
+    *n = 0;
+    *listed = 0;
+    *at = NULL;
+    nd_retention *t = nd_retention_new(count);
+    if (!t)
+        return ENOMEM;
+    unsigned char first[EV_KEY] = {0};
+    memcpy(first, owner, 8);
+    MDB_val key = {EV_KEY, first}, v;
+    int rc = mdb_cursor_get(cur, &key, &v, MDB_SET_RANGE);
+    while (rc == 0 && key.mv_size == EV_KEY && memcmp(key.mv_data, owner, 8) == 0) {
+        nd_store_event ev;
+        bool ok = decode_event(ND_EVENT_DETECTION, &key, &v, &ev) == 0;
+        if (nd_retention_add(t, ok ? ev.value : "", ok ? ev.value_len : 0,
+                             rd_key((const unsigned char *)key.mv_data + 8)) < 0)
+            rc = ENOMEM;
+        if (rc == 0) {
+            (*listed)++;
+            rc = mdb_cursor_get(cur, &key, &v, MDB_NEXT);
+        }
+    }
+    if (rc == MDB_NOTFOUND)
+        rc = 0;
+    size_t k = rc == 0 && *listed > target ? (size_t)(*listed - target) : 0;
+    if (k && !(*at = malloc(k * sizeof(int64_t))))
+        rc = ENOMEM;
+    int64_t got = rc == 0 && k ? nd_retention_victims(t, k, *at) : 0;
+    nd_retention_free(t);
+    if (got < 0)
+        return ENOMEM;
+    *n = (size_t)got;
+    return rc;
+}
+
+/* Cuts the detections of owner (8 key bytes) to nd_retention_target()
+ * once it has more than detections_max, dropping the ones retention.h
+ * picks; *count follows (set to what the list holds). */
 static int detection_retain(nd_store *st, MDB_txn *txn, const unsigned char *owner, uint64_t *count)
 {
     uint64_t max = st->base.detections_max;
@@ -1264,29 +1354,19 @@ static int detection_retain(nd_store *st, MDB_txn *txn, const unsigned char *own
         return 0;
     if ((rc = mdb_cursor_open(txn, st->det_dbi, &cur)))
         return rc;
-    unsigned char first[EV_KEY] = {0};
-    memcpy(first, owner, 8);
-    while (rc == 0 && *count > max) {
-        MDB_val k = {EV_KEY, first}, v, iv;
-        nd_store_event ev;
-        unsigned char ikey[IDX_KEY];
-        rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-        if (rc == MDB_NOTFOUND ||
-            (rc == 0 && (k.mv_size != EV_KEY || memcmp(k.mv_data, owner, 8)))) {
-            *count = 0; /* counted more than there are: none left */
-            rc = 0;
-            break;
-        }
-        if (rc == 0 && decode_event(ND_EVENT_DETECTION, &k, &v, &ev) == 0 && ev.copy_id_len) {
-            index_key(ikey, owner, ev.copy_id, ev.copy_id_len);
-            MDB_val ik = {IDX_KEY, ikey};
-            if (mdb_get(txn, st->detidx_dbi, &ik, &iv) == 0 && iv.mv_size == 8 &&
-                memcmp(iv.mv_data, (const unsigned char *)k.mv_data + 8, 8) == 0)
-                rc = mdb_del(txn, st->detidx_dbi, &ik, NULL);
-        }
-        if (rc == 0 && (rc = mdb_cursor_del(cur, 0)) == 0)
-            (*count)--;
+    int64_t *at = NULL;
+    size_t n = 0;
+    rc = detection_victims(cur, owner, *count, nd_retention_target(max), count, &at, &n);
+    unsigned char dk[EV_KEY];
+    memcpy(dk, owner, 8);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        wr_key(dk + 8, at[i]);
+        MDB_val key = {EV_KEY, dk}, v;
+        rc = mdb_cursor_get(cur, &key, &v, MDB_SET_KEY);
+        if (rc == 0)
+            rc = detection_drop(st, txn, cur, owner, &key, &v, count);
     }
+    free(at);
     mdb_cursor_close(cur);
     return rc;
 }
@@ -1989,7 +2069,8 @@ static size_t record_ok(const nd_record *rec)
         (!rec->anchors && rec->nanchors) || rec->sketch_len > ND_STORE_SKETCH_MAX ||
         (!rec->sketch && rec->sketch_len) || rec->account_len > ND_ACCOUNT_MAX ||
         (!rec->account && rec->account_len) || rec->policy_len > ND_POLICY_MAX ||
-        (!rec->policy && rec->policy_len) || rec->status > ND_CLAIM_SUPERSEDED)
+        (!rec->policy && rec->policy_len) || rec->status > ND_CLAIM_SUPERSEDED ||
+        rec->client_len > ND_CLIENT_MAX || (!rec->client && rec->client_len))
         return 0;
     return vlen;
 }

@@ -1,6 +1,7 @@
 /* store_memory.c - the memory store (see store_memory.h). */
 #include "store_memory.h"
 #include "json.h"
+#include "retention.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -13,8 +14,8 @@
 #define TRIM_SLACK 64u /* audit entries a change may drop beyond its own */
 
 /* One record: rec's pointers point into data (id, version, meta, anchors,
- * sketch, account, policy; version, meta, account and policy
- * NUL-terminated as the LMDB store gives them). */
+ * sketch, account, policy, client; version, meta, account, policy and
+ * client NUL-terminated as the LMDB store gives them). */
 typedef struct mem_rec {
     struct mem_rec *next; /* hash chain */
     nd_record rec;
@@ -112,7 +113,8 @@ static bool record_ok(const nd_record *r)
            (r->anchors || !r->nanchors) && r->sketch_len <= ND_STORE_SKETCH_MAX &&
            (r->sketch || !r->sketch_len) && r->account_len <= ND_ACCOUNT_MAX &&
            (r->account || !r->account_len) && r->policy_len <= ND_POLICY_MAX &&
-           (r->policy || !r->policy_len) && r->status <= ND_CLAIM_SUPERSEDED;
+           (r->policy || !r->policy_len) && r->status <= ND_CLAIM_SUPERSEDED &&
+           r->client_len <= ND_CLIENT_MAX && (r->client || !r->client_len);
 }
 
 /* The checks of the LMDB store's event_ok(). */
@@ -132,7 +134,8 @@ static mem_rec *rec_copy(const nd_record *r)
     size_t vlen = strlen(r->version);
     size_t alen = 4 * (size_t)r->nanchors;
     size_t size = r->id_len + vlen + 1 + (r->meta ? r->meta_len + 1 : 0) + alen + r->sketch_len +
-                  (r->account_len ? r->account_len + 1 : 0) + (r->policy ? r->policy_len + 1 : 0);
+                  (r->account_len ? r->account_len + 1 : 0) + (r->policy ? r->policy_len + 1 : 0) +
+                  (r->client_len ? r->client_len + 1 : 0);
     mem_rec *m = malloc(sizeof(*m) + size);
     if (!m)
         return NULL;
@@ -176,6 +179,13 @@ static mem_rec *rec_copy(const nd_record *r)
             memcpy(p, r->policy, r->policy_len);
         p[r->policy_len] = '\0';
         m->rec.policy = (const char *)p;
+        p += r->policy_len + 1;
+    }
+    m->rec.client = NULL;
+    if (r->client_len) {
+        memcpy(p, r->client, r->client_len);
+        p[r->client_len] = '\0';
+        m->rec.client = (const char *)p;
     }
     return m;
 }
@@ -551,6 +561,42 @@ static void audit_trim(mem_store *ms, mem_journal *j, size_t budget)
     }
 }
 
+/* Cuts detection journal j to target entries, dropping the ones
+ * retention.h picks (as the LMDB store does). Out of memory: the oldest. */
+static void journal_retain(mem_journal *j, uint64_t target)
+{
+    size_t len = journal_len(j), k = (size_t)(len - target), n = 0;
+    nd_retention *t = nd_retention_new(len);
+    int64_t *at = malloc(k * sizeof(int64_t));
+    bool ok = t && at;
+    for (size_t i = j->first; ok && i < j->n; i++)
+        ok = nd_retention_add(t, j->ev[i]->ev.value, j->ev[i]->ev.value_len, j->ev[i]->ev.at_us) ==
+             0;
+    int64_t got = ok ? nd_retention_victims(t, k, at) : -1;
+    nd_retention_free(t);
+    if (got < 0) { /* out of memory: the oldest, as before */
+        free(at);
+        while (journal_len(j) > target)
+            journal_remove(j, j->first);
+        return;
+    }
+    n = (size_t)got;
+    /* Drop them in one pass: at_us is unique in a journal. */
+    size_t w = 0;
+    for (size_t i = j->first; i < j->n; i++) {
+        bool drop = false;
+        for (size_t v = 0; v < n && !drop; v++)
+            drop = at[v] == j->ev[i]->ev.at_us;
+        if (drop)
+            free(j->ev[i]);
+        else
+            j->ev[w++] = j->ev[i];
+    }
+    j->first = 0;
+    j->n = w;
+    free(at);
+}
+
 /* Inserts e into j (reserved by journal_reserve): updates a detection of
  * the same copy id in place (its at_us kept), else raises at_us while
  * taken and drops the oldest beyond detections_max (audit: retention);
@@ -580,8 +626,8 @@ static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e)
         doclist_insert(ms, e);
     uint64_t max = ms->base.detections_max;
     nd_store_event seen = e->ev; /* e may be dropped below */
-    while (e->ev.kind == ND_EVENT_DETECTION && max && journal_len(j) > max)
-        journal_remove(j, j->first);
+    if (e->ev.kind == ND_EVENT_DETECTION && max && journal_len(j) > max)
+        journal_retain(j, nd_retention_target(max));
     if (e->ev.kind == ND_EVENT_AUDIT)
         audit_trim(ms, j, 1 + TRIM_SLACK);
     if (ms->base.event_observer)

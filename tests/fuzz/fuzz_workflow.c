@@ -206,6 +206,23 @@ static void token_file(const char *text, size_t len)
         FUZZ_CHECK(name && name[0] && strlen(name) <= ND_AUTH_NAME_MAX, "name");
         for (size_t j = 0; j < i; j++)
             FUZZ_CHECK(strcmp(name, nd_auth_name(a, j)) != 0, "name twice");
+        /* Its role: an operator, a client (no role given), or
+         * 1..ND_AUTH_ACCOUNTS_MAX accounts, each one it acts for, none with
+         * a separator inside, no other. */
+        const nd_auth_identity *id = nd_auth_identity_at(a, i);
+        FUZZ_CHECK(id && strcmp(id->name, name) == 0, "identity");
+        FUZZ_CHECK((id->is_operator + id->is_client + (id->naccounts > 0)) == 1 &&
+                       id->naccounts <= ND_AUTH_ACCOUNTS_MAX,
+                   "role: operator %d, client %d, %u accounts", id->is_operator, id->is_client,
+                   id->naccounts);
+        for (unsigned k = 0; k < id->naccounts; k++) {
+            size_t alen = 0;
+            const char *acc = nd_auth_account(id, k, &alen);
+            FUZZ_CHECK(acc && alen >= 1 && alen <= ND_AUTH_ACCOUNT_MAX, "account %u", k);
+            FUZZ_CHECK(!memchr(acc, ',', alen) && !memchr(acc, ' ', alen), "separator");
+            FUZZ_CHECK(nd_auth_may_act_for(id, acc, alen), "may not act for its account");
+        }
+        FUZZ_CHECK(id->is_operator || !nd_auth_may_act_for(id, "", 0), "the empty account");
     }
     /* A header quoting a line's last word: accepted exactly under that
      * line's name when that word is one of the tokens. */

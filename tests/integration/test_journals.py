@@ -26,8 +26,9 @@ TMP = tempfile.mkdtemp(prefix="neardup-journals-")
 TOKENS = {"alice-cms": "alice-token-0123456789abcdef", "bob-cms": "bob-token-fedcba9876543210"}
 TOKEN_FILE = os.path.join(TMP, "tokens")
 with open(TOKEN_FILE, "w") as f:
-    for name, tok in TOKENS.items():
-        f.write("%s %s\n" % (name, tok))
+    # alice-cms is a client (owns what it registers), bob-cms an operator
+    # (deletes anyone's documents, records detections for any account).
+    f.write("alice-cms %s\nbob-cms %s operator\n" % (TOKENS["alice-cms"], TOKENS["bob-cms"]))
 os.chmod(TOKEN_FILE, 0o600)
 
 
@@ -48,7 +49,8 @@ def register(srv, doc, text, account, client="alice-cms"):
 
 
 def audit(srv, query=""):
-    status, body = srv.json("GET", "/audit" + query, headers=auth())
+    """A page of the log, read by the operator (who sees every entry)."""
+    status, body = srv.json("GET", "/audit" + query, headers=auth("bob-cms"))
     check(status == 200, "audit: %s %r", status, body)
     return body
 
@@ -94,7 +96,7 @@ def both_stores(fn):
 
 @both_stores
 def delete_registration_import_are_audited(srv, in_memory):
-    """audit F07: bob-cms deletes alice's original; the log names him, the
+    """audit F07: bob-cms (an operator) deletes alice's original; the log names him, the
     document's account and registered_at, next to alice's registration."""
     reg = register(srv, "A", TEXTS["en1"], "alice")
     status, body = srv.json("DELETE", path("A"), headers=auth("bob-cms"))
@@ -139,7 +141,8 @@ def deleted_originals_detections_go_with_it(srv, _in_memory):
     body = register(srv, "X", TEXTS["en1"], "alice")
     at = body["registered_at"]
     status, body = srv.json("POST", "/check-original", {"id": "copy-of-X", "text": TEXTS["en1"],
-                                                         "account": "bob"})
+                                                         "account": "bob"},
+                            headers=auth("bob-cms"))
     check(status == 200 and not body["original"], body)
     status, body = srv.json("GET", path("X", "/copies"))
     check([c["id"] for c in body["copies"]] == ["copy-of-X"], body)
@@ -168,7 +171,7 @@ def copies_walk_during_retries_lists_all(_srv):
 
         def send(c, cid):
             c.request("POST", "/check-original", body=json.dumps({"id": cid, "text": original}),
-                      headers={"Content-Type": "application/json"})
+                      headers=dict(auth("bob-cms"), **{"Content-Type": "application/json"}))
             r = c.getresponse()
             r.read()
             check(r.status == 200, "check %s: %s", cid, r.status)

@@ -23,10 +23,13 @@ TEXTS = load_texts()
 TMP = tempfile.mkdtemp(prefix="neardup-workflow-")
 TOKENS = {"alice-app": "alice-token-0123456789abcdef", "bob-app": "bob-token-fedcba9876543210"}
 TOKEN_FILE = os.path.join(TMP, "tokens")
+# alice-app is a client (no role: it owns what it registers); bob-app, who
+# handles appeals and changes alice-app's documents, is an operator.
+ROLES = {"alice-app": "", "bob-app": " operator"}
 with open(TOKEN_FILE, "w") as f:
-    f.write("# name token\n")
+    f.write("# name token [role]\n")
     for name, tok in TOKENS.items():
-        f.write("%s %s\n" % (name, tok))
+        f.write("%s %s%s\n" % (name, tok, ROLES[name]))
 os.chmod(TOKEN_FILE, 0o600)
 
 
@@ -381,9 +384,10 @@ def every_change_is_audited_with_its_client(srv):
     check(anonymous, "no anonymous request logged")
     for tok in TOKENS.values():
         check(tok not in log, "a token in the log")
-    # Durable: after a restart the log is the same, the deletion first.
+    # Durable: after a restart the log is the same, the deletion first
+    # (read by bob-app, an operator).
     srv.restart()
-    after = audit(srv, query="?document=aud-1")
+    after = audit(srv, "bob-app", query="?document=aud-1")
     check(after[1:] == entries, after)
     check((after[0]["action"], after[0]["client"]) == ("delete", "bob-app"), after[0])
 
