@@ -17,9 +17,9 @@ test_pkgs=(python3 python3-yaml python3-jsonschema curl gzip procps lmdb-utils h
            debootstrap podman runc systemd-container) # tests/fresh/run.sh
 
 # tests/integration/test_contract.py reads proto/openapi.yaml with tools
-# from npm (tests/contract/package-lock.json, installed below) on Debian's
-# Node.js, unless the machine has node and npm already (NodeSource's nodejs
-# bundles npm and conflicts with Debian's npm package).
+# from npm (pinned by tests/contract/package-lock.json; tests/contract/install.sh
+# installs them) on Debian's Node.js, unless the machine has node and npm
+# already (NodeSource's nodejs bundles npm and conflicts with Debian's npm).
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     test_pkgs+=(nodejs npm)
 fi
@@ -50,23 +50,4 @@ if ((${#missing[@]})); then
     fi
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
-
-# The npm packages of tests/contract (an OpenAPI validator, openapi-typescript,
-# openapi-fetch, TypeScript), exactly as its package-lock.json pins them, into
-# tests/contract/node_modules (not in git); again only when the lock changed
-# (the lock's sha256 is kept beside them). Never run by the server. If npm
-# fails, test_contract reports it (and fails under CI); the rest goes on.
-if [[ "${1:-}" == "--test" ]]; then
-    contract="$(cd "$(dirname "$0")/.." && pwd)/tests/contract"
-    lock_sum="$(sha256sum "$contract/package-lock.json" | cut -d' ' -f1)"
-    stamp="$contract/node_modules/.neardup-lock-sha256"
-    if [[ "$(cat "$stamp" 2>/dev/null)" != "$lock_sum" ]]; then
-        echo "install-deps: npm ci in tests/contract"
-        if (cd "$contract" && npm ci --ignore-scripts --no-audit --no-fund); then
-            echo "$lock_sum" >"$stamp"
-        else
-            echo "install-deps: npm ci failed in tests/contract (test_contract needs it)" >&2
-        fi
-    fi
 fi
