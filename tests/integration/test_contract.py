@@ -271,14 +271,14 @@ def generated_client_against_the_server():
 
 
 if __name__ == "__main__":
-    reason = why_not_ready()
-    if reason:
-        if os.environ.get("ND_CONTRACT_REQUIRED") == "1":
-            print("FAIL: %s; ND_CONTRACT_REQUIRED=1: this test must run" % reason)
-            sys.exit(1)
-        print("SKIP: %s" % reason)
-        sys.exit(77)
     try:
+        reason = why_not_ready()
+        if reason:
+            if os.environ.get("ND_CONTRACT_REQUIRED") == "1":
+                print("FAIL: %s; ND_CONTRACT_REQUIRED=1: this test must run" % reason)
+                sys.exit(1)
+            print("SKIP: %s" % reason)
+            sys.exit(77)
         T.run()
     finally:
         if os.environ.get("ND_KEEP_TMP") is None:
