@@ -156,7 +156,7 @@ def walk_schema(schema, where, seen, out):
         out.append((where, name, prop))
         walk_schema(prop, "%s.%s" % (where, name), seen, out)
     for key in ("allOf", "oneOf", "anyOf"):
-        for i, sub in enumerate(schema.get(key) or []):
+        for sub in schema.get(key) or []:
             walk_schema(sub, where, seen, out)
     for key in ("if", "then", "else", "not", "items", "additionalProperties"):
         walk_schema(schema.get(key), where, seen, out)
