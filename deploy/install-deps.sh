@@ -16,6 +16,14 @@ test_pkgs=(python3 python3-yaml python3-jsonschema curl gzip procps lmdb-utils h
            clang libclang-rt-14-dev # clang + libFuzzer runtime: tests/fuzz/run.sh
            debootstrap podman runc systemd-container) # tests/fresh/run.sh
 
+# tests/integration/test_contract.py reads proto/openapi.yaml with tools
+# from npm (pinned by tests/contract/package-lock.json; tests/contract/install.sh
+# installs them) on Debian's Node.js, unless the machine has node and npm
+# already (NodeSource's nodejs bundles npm and conflicts with Debian's npm).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    test_pkgs+=(nodejs npm)
+fi
+
 pkgs=("${build_pkgs[@]}")
 if [[ "${1:-}" == "--test" ]]; then
     pkgs+=("${test_pkgs[@]}")
