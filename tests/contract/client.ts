@@ -187,6 +187,7 @@ step = "duplicate";
 {
   const { data } = await api.POST("/check-original", {
     body: { id: "aggregator-77", account: "aggregator", text: repost },
+    headers: auth, // a detection is recorded for a caller who may act for the account
   });
   expect(data && !data.original && data.verdict === "duplicate" && !data.registered, "duplicate", data);
   const m = data.matches[0];
@@ -197,7 +198,9 @@ step = "duplicate";
   // The original forbids reprints and aggregator is on no whitelist.
   expect(data.action === "block" && data.source?.id === river, "action", data);
 
-  const partner = await api.POST("/check-original", { body: { account: "partner", text: repost } });
+  // A named account counts only for a caller who may act for it: the
+  // platform's token (a client may name its authors' accounts).
+  const partner = await api.POST("/check-original", { body: { account: "partner", text: repost }, headers: auth });
   expect(partner.data?.action === "publish_as_reprint", "whitelisted", partner.data);
   expect(partner.data.show_source === true && partner.data.may_modify === false, "as reprint", partner.data);
 }
@@ -207,7 +210,10 @@ const paras = en1.split("\n").filter((p) => p.trim() !== "");
 const excerpt = `${paras[4]}\n\n${paras[5]}\n\nThis excerpt was quoted in a forum thread about provisioning, with a sentence of its own.`;
 step = "partial_copy";
 {
-  const { data } = await api.POST("/check-original", { body: { id: "forum-9", account: "reader", text: excerpt } });
+  const { data } = await api.POST("/check-original", {
+    body: { id: "forum-9", account: "reader", text: excerpt },
+    headers: auth,
+  });
   expect(data && data.verdict === "partial_copy" && !data.original, "partial copy", data);
   expect(data.matches[0]?.kind === "partial_copy" && data.matches[0].containment >= 0.5, "match", data.matches);
   expect(data.passages.length > 0, "passages", data);
@@ -259,7 +265,10 @@ step = "revoke";
 step = "copies";
 {
   // A second copy of the same original, then a page of one and the next.
-  const c = await api.POST("/check-original", { body: { id: "aggregator-78", text: repost } });
+  const c = await api.POST("/check-original", {
+    body: { id: "aggregator-78", account: "aggregator", text: repost },
+    headers: auth,
+  });
   expect(c.data?.verdict === "duplicate", "second copy", c.data);
   const page1 = await api.GET("/documents/{id}/copies", { params: { path: { id: river }, query: { limit: 1 } } });
   expect(page1.data?.copies.length === 1 && page1.data.next_cursor !== null, "page 1", page1.data);
@@ -279,7 +288,7 @@ step = "audit";
   const { data } = await api.GET("/audit", { params: { query: { document: river, limit: 10 } }, headers: auth });
   expect(data, "audit");
   const actions = data.entries.map((e) => e.action);
-  expect(JSON.stringify(actions) === JSON.stringify(["restore", "revoke", "policy", "policy"]), "actions", actions);
+  expect(JSON.stringify(actions) === JSON.stringify(["restore", "revoke", "policy", "policy", "register"]), "actions", actions);
   for (const e of data.entries) {
     expect(e.client === "platform" && e.document === river && timestamp.test(e.at), "entry", e);
   }

@@ -228,7 +228,7 @@ def generated_client_against_the_server():
     check(rc == 0, "tsc failed on the generated types:\n%s", out)
 
     with open(os.path.join(WORK, "tokens"), "w") as f:
-        f.write("platform %s\n" % TOKEN)
+        f.write("platform %s operator\n" % TOKEN)  # operator: /replica too
     os.chmod(os.path.join(WORK, "tokens"), 0o600)
     with Server(["--token-file", os.path.join(WORK, "tokens"), "--max-body", "64K"]) as srv:
         env = dict(os.environ, ND_URL="http://127.0.0.1:%d" % srv.port, ND_TOKEN=TOKEN,
