@@ -1,7 +1,7 @@
 /* replica.c - a node of a replicated neardup on NATS JetStream (replica.h). */
 #include "replica.h"
 
-#include "change.h"
+#include "entry.h"
 #include "clock.h"
 #include "log.h"
 
@@ -43,7 +43,7 @@ typedef struct pub_item {
     uint64_t based;   /* the last entry applied when it was decided */
     uint64_t seq;     /* its entry, once acknowledged (0 before) */
     int64_t acked_ms; /* when acknowledged (0 before) */
-    uint8_t *bytes;   /* nd_change_encode() */
+    uint8_t *bytes;   /* nd_entry_encode() */
     size_t len;
     nd_store_done_fn done;
     void *arg;
@@ -206,7 +206,7 @@ static int queue_local(nd_replica *r, int kind, const nd_record *rec, const nd_s
     pub_item *it = calloc(1, sizeof(*it));
     if (!it)
         return -ENOMEM;
-    int rc = nd_change_encode(kind, rec, audit, &it->bytes, &it->len);
+    int rc = nd_entry_encode(kind, rec, audit, &it->bytes, &it->len);
     if (rc < 0) {
         free(it);
         return rc;
@@ -383,14 +383,14 @@ static uint8_t *entry_of(pub_item **items, size_t n, size_t *len)
 {
     size_t total = 0;
     for (size_t i = 0; i < n; i++)
-        total += ND_CHANGE_FRAME_HEAD + items[i]->len;
+        total += ND_ENTRY_FRAME_HEAD + items[i]->len;
     uint8_t *buf = malloc(total ? total : 1), *p = buf;
     if (!buf)
         return NULL;
     for (size_t i = 0; i < n; i++) {
-        nd_change_frame_head(p, items[i]->token, (uint32_t)items[i]->len);
-        memcpy(p + ND_CHANGE_FRAME_HEAD, items[i]->bytes, items[i]->len);
-        p += ND_CHANGE_FRAME_HEAD + items[i]->len;
+        nd_entry_frame_head(p, items[i]->token, (uint32_t)items[i]->len);
+        memcpy(p + ND_ENTRY_FRAME_HEAD, items[i]->bytes, items[i]->len);
+        p += ND_ENTRY_FRAME_HEAD + items[i]->len;
     }
     *len = total;
     return buf;
@@ -503,7 +503,7 @@ static void publish_queued(nd_replica *r)
             stale[nstale++] = it;
         } else {
             items[n++] = it;
-            bytes += ND_CHANGE_FRAME_HEAD + it->len;
+            bytes += ND_ENTRY_FRAME_HEAD + it->len;
         }
     }
     pthread_mutex_unlock(&r->mu);
@@ -558,7 +558,7 @@ static void fail(nd_replica *r, uint64_t seq, const char *what, int rc)
 /* Writes one of this node's own changes (pending in the registry) to the
  * local store at position pos; the registry's done callback answers the
  * client. */
-static void apply_own(nd_replica *r, pub_item *it, const nd_change *ch, uint64_t pos)
+static void apply_own(nd_replica *r, pub_item *it, const nd_entry *ch, uint64_t pos)
 {
     const nd_record *rec = &ch->rec;
     int rc;
@@ -613,9 +613,9 @@ static void apply_done(void *arg, nd_reg_change *ch, int status)
 
 /* Applies another node's change at position pos through the registry.
  * Returns false when applying stopped (failed, or stopping). */
-static bool apply_other(nd_replica *r, const nd_change *ch, uint64_t pos)
+static bool apply_other(nd_replica *r, const nd_entry *ch, uint64_t pos)
 {
-    if (ch->kind == ND_CHANGE_NOOP)
+    if (ch->kind == ND_ENTRY_NOOP)
         return true;
     int rc;
     for (;;) {
@@ -674,14 +674,14 @@ static void apply_entry(nd_replica *r, uint64_t seq, int64_t ts_ns, const char *
     const uint8_t *body;
     unsigned idx = 0;
     int rc;
-    while ((rc = nd_change_frame_next(data, len, &off, &token, &body, &blen)) == 1) {
+    while ((rc = nd_entry_frame_next(data, len, &off, &token, &body, &blen)) == 1) {
         uint64_t pos = seq << POS_SHIFT | idx++;
         if (idx > POS_MAX) {
             rc = -E2BIG;
             break;
         }
-        nd_change ch;
-        if ((rc = nd_change_decode(body, blen, &ch)) < 0)
+        nd_entry ch;
+        if ((rc = nd_entry_decode(body, blen, &ch)) < 0)
             break;
         ch.rec.stream_seq = pos;
         pub_item *it = take_own(r, from_here, token);

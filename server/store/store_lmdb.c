@@ -21,58 +21,13 @@
  * Store format 1 (keyed by id, value layout 1) is refused at open. There is
  * no id index on disk: the daemon keeps id -> record in memory.
  *
- * Value layout 4 (written when a claim field is set, else layout 3; layouts
- * 3 and 2, read too, are the same without
- * the optional tail and flag bits 1-3: no account, no policy, active; layout
- * 2 has byte 3 reserved 0 and no anchors), little-endian, fixed 38-byte
- * header then the id, two strings, the anchors and the optional tail:
- *
- *   off size
- *     0    1  format       ND_LAYOUT_4 (or 3, 2); a reader refuses any other value
- *     1    1  flags        bit 0: meta present; layout 4 only: bit 1 account
- *                          present, bit 2 policy present, bit 3 revoked
- *                          (status ND_CLAIM_REVOKED; clear: active), bit 4
- *                          superseded (status ND_CLAIM_SUPERSEDED, not
- *                          with bit 3), bit 7 registering client present;
- *                          a layout-4 reader refuses the bits it does not
- *                          know (5-6; one before bit 4 existed refuses 4-7,
- *                          one before bit 7 refuses 7: a store holding such
- *                          a record does not open with a build older than
- *                          the field)
- *     2    1  version_len  1..ND_VERSION_MAX
- *     3    1  nanchors     0..255 (layout 2: 0)
- *     4    2  id_len       u16, 1..ND_ID_MAX
- *     6    4  chars        u32
- *    10    8  simhash      u64
- *    18   16  text_hash
- *    34    4  meta_len     u32, 0 without meta
- *    38    .  id bytes     (id_len, no NUL)
- *     .    .  version bytes, NUL
- *     .    .  meta bytes, NUL       (only with flag bit 0)
- *     .  4*n  anchors      u32 each (sketch.h), for the anchor index at start
- *     .    2  account_len  u16, 1..ND_ACCOUNT_MAX   (only with flag bit 1)
- *     .    .  account bytes, NUL                    (only with flag bit 1)
- *     .    4  policy_len   u32, 0..ND_POLICY_MAX    (only with flag bit 2)
- *     .    .  policy bytes, NUL                     (only with flag bit 2)
- *     .    8  superseded_by  i64, the registered_at_us of the record whose
- *                            restore superseded this one (only with bit 4)
- *     .    1  client_len   u8, 1..ND_CLIENT_MAX     (only with flag bit 7)
- *     .    .  client bytes, NUL                     (only with flag bit 7)
- *
- * A record without account, policy and revoked status is written in
- * layout 3 (the same bytes), so a store keeps opening with the build before
- * layout 4 (a rollback) until a record uses them; it costs 0 bytes more.
- * An account costs 3 bytes plus its text, a policy 5 plus its text, the
- * registering client (the name of a token without a role; records of
- * operators, account tokens and anonymous callers have none) 2 plus its
- * name; it is last, so a value without it reads as before. The store
- * format (info/format) stays 2: it names the keys and databases, and a store written by an older build opens and reads as it
- * is (a build older than layout 4 reports -EBADMSG for a layout-4 value).
+ * Values. A record's value is in value layout 4 (3 and 2 read too), an
+ * event's in event value layout 1: both are described and coded in
+ * record.c, with the checks every record and event passes first.
  *
  * Events (nd_store_event_put) live in their own databases, keyed by
  * owner_at then at_us (8 bytes big-endian each): "detections" and "audit".
- * Their value: byte 0 the event layout (1), u16 copy_id_len, the copy id,
- * the value text, NUL. "detection_ids" indexes detections: the key owner_at
+ * Their value: event value layout 1 (record.c). "detection_ids" indexes detections: the key owner_at
  * (8) + XXH3-128 of the copy id (16) -> its at_us (8, big-endian); the
  * 8-byte key owner_at alone -> the number of detections of that owner
  * (u64), which retention (detections_max) reads. A detection of a copy id
@@ -94,10 +49,6 @@
  * The "sketches" database holds each record's encoded sketch (sketch.h;
  * read only for the candidates of a query, so start-up scans stay small)
  * under the record's key, written and deleted in the record's transaction.
- *
- * registered_at_us is not repeated in the value: it is the key. Both strings
- * are stored NUL-terminated so a scan hands out pointers into the map
- * without copying (the id is handed out with its length).
  *
  * Concurrency. One mutex (mu) guards the FIFO of queued changes; submitters
  * append and signal `work`; the commit thread takes up to max_batch changes
@@ -139,6 +90,7 @@
  * spare. LMDB never reads past its last page, so the zeros are invisible to
  * it, to readers and to backups (mdb_env_copy copies used pages only). */
 #include "store.h"
+#include "record.h"
 #include "retention.h"
 #include "readahead.h"
 #include "clock.h"
@@ -160,21 +112,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#define ND_LAYOUT_2 2      /* value layout version (first byte), read */
-#define ND_LAYOUT_3 3      /* ... read: layout 2 plus anchors */
-#define ND_LAYOUT_4 4      /* ... written: layout 3 plus account, policy, status */
 #define ND_STORE_FORMAT 2u /* store format in info/format */
-#define HDR_SIZE 38u       /* value header, layout 2 */
 #define KEY_SIZE 8u        /* big-endian registered_at_us */
-#define FLAG_META 0x01u
-#define FLAG_ACCOUNT 0x02u    /* layout 4 */
-#define FLAG_POLICY 0x04u     /* layout 4 */
-#define FLAG_REVOKED 0x08u    /* layout 4 */
-#define FLAG_SUPERSEDED 0x10u /* layout 4 */
-#define FLAG_CLIENT 0x80u     /* layout 4: the registering client, last */
-#define FLAGS_4 0x9fu         /* the flags layout 4 knows */
-#define EV_LAYOUT 1u          /* first byte of an event's value */
-#define EV_HDR 3u             /* event value: layout byte, u16 copy_id_len */
 #define EV_PREFIX 17u         /* an event in a change: kind byte, key (16) */
 #define EV_KEY 16u            /* owner_at, at_us: big-endian */
 #define IDX_KEY 24u           /* detection_ids: owner_at, XXH3-128 of the copy id */
@@ -449,167 +388,20 @@ static int dir_parent_sync(const char *dir)
 
 /* ---- value layout -------------------------------------------------------- */
 
-static bool has_account(const nd_record *r)
-{
-    return r->account_len > 0;
-}
-
-static size_t value_size(const nd_record *r, size_t vlen)
-{
-    return HDR_SIZE + r->id_len + vlen + 1 + (r->meta ? r->meta_len + 1 : 0) +
-           4 * (size_t)r->nanchors + (has_account(r) ? 2 + r->account_len + 1 : 0) +
-           (r->policy ? 4 + r->policy_len + 1 : 0) + (r->status == ND_CLAIM_SUPERSEDED ? 8 : 0) +
-           (r->client_len ? 1 + r->client_len + 1 : 0);
-}
-
-static void encode_value(unsigned char *p, const nd_record *r, size_t vlen)
-{
-    p[1] = (unsigned char)((r->meta ? FLAG_META : 0) | (has_account(r) ? FLAG_ACCOUNT : 0) |
-                           (r->policy ? FLAG_POLICY : 0) |
-                           (r->status == ND_CLAIM_REVOKED ? FLAG_REVOKED : 0) |
-                           (r->status == ND_CLAIM_SUPERSEDED ? FLAG_SUPERSEDED : 0) |
-                           (r->client_len ? FLAG_CLIENT : 0));
-    p[0] = p[1] & ~FLAG_META ? ND_LAYOUT_4 : ND_LAYOUT_3; /* see "Value layout" */
-    p[2] = (unsigned char)vlen;
-    p[3] = (unsigned char)r->nanchors;
-    p[4] = (unsigned char)r->id_len;
-    p[5] = (unsigned char)(r->id_len >> 8);
-    wr32(p + 6, r->chars);
-    wr64(p + 10, r->simhash);
-    memcpy(p + 18, r->text_hash, 16);
-    wr32(p + 34, r->meta ? (uint32_t)r->meta_len : 0);
-    unsigned char *q = p + HDR_SIZE;
-    memcpy(q, r->id, r->id_len);
-    q += r->id_len;
-    memcpy(q, r->version, vlen);
-    q[vlen] = '\0';
-    q += vlen + 1;
-    if (r->meta) {
-        if (r->meta_len)
-            memcpy(q, r->meta, r->meta_len);
-        q[r->meta_len] = '\0';
-        q += r->meta_len + 1;
-    }
-    if (r->nanchors)
-        memcpy(q, r->anchors, 4 * (size_t)r->nanchors);
-    q += 4 * (size_t)r->nanchors;
-    if (has_account(r)) {
-        q[0] = (unsigned char)r->account_len;
-        q[1] = (unsigned char)(r->account_len >> 8);
-        memcpy(q + 2, r->account, r->account_len);
-        q[2 + r->account_len] = '\0';
-        q += 2 + r->account_len + 1;
-    }
-    if (r->policy) {
-        wr32(q, (uint32_t)r->policy_len);
-        if (r->policy_len)
-            memcpy(q + 4, r->policy, r->policy_len);
-        q[4 + r->policy_len] = '\0';
-        q += 4 + r->policy_len + 1;
-    }
-    if (r->status == ND_CLAIM_SUPERSEDED) {
-        wr64(q, (uint64_t)r->superseded_by_us);
-        q += 8;
-    }
-    if (r->client_len) {
-        q[0] = (unsigned char)r->client_len;
-        memcpy(q + 1, r->client, r->client_len);
-        q[1 + r->client_len] = '\0';
-    }
-}
-
-/* Points *id at the id inside value v. Returns its length, or 0 when v is
- * not a value of layout 2, 3 or 4 (checks only what reaching the id needs). */
-static size_t value_id(const MDB_val *v, const unsigned char **id)
-{
-    const unsigned char *p = v->mv_data;
-    if (v->mv_size < HDR_SIZE || p[0] < ND_LAYOUT_2 || p[0] > ND_LAYOUT_4)
-        return 0;
-    size_t n = rd16(p + 4);
-    if (n == 0 || n > ND_ID_MAX || HDR_SIZE + n > v->mv_size)
-        return 0;
-    *id = p + HDR_SIZE;
-    return n;
-}
-
-/* Fills r with pointers into v (and the time in key k). Returns 0 or
- * -EBADMSG. */
+/* Fills r from the value v stored under key k (pointers into v). Returns
+ * 0 or -EBADMSG. */
 static int decode_value(const MDB_val *k, const MDB_val *v, nd_record *r)
 {
-    const unsigned char *p = v->mv_data, *id = NULL;
-    size_t n = v->mv_size;
-    size_t idlen = value_id(v, &id);
-    if (k->mv_size != KEY_SIZE || idlen == 0 || n < HDR_SIZE + idlen + 2)
+    if (k->mv_size != KEY_SIZE)
         return -EBADMSG;
-    size_t vlen = p[2];
-    size_t mlen = rd32(p + 34);
-    size_t nanchors = p[0] >= ND_LAYOUT_3 ? p[3] : 0;
-    unsigned flags = p[0] == ND_LAYOUT_4 ? p[1] : p[1] & FLAG_META;
-    bool has_meta = flags & FLAG_META;
-    const unsigned char *ver = id + idlen;
-    size_t body = HDR_SIZE + idlen + vlen + 1 + (has_meta ? mlen + 1 : 0);
-    if (vlen == 0 || vlen > ND_VERSION_MAX || mlen > n || n < body + 4 * nanchors ||
-        ver[vlen] != '\0' || (has_meta && p[body - 1] != '\0') || (flags & ~FLAGS_4) ||
-        ((flags & FLAG_REVOKED) && (flags & FLAG_SUPERSEDED)))
-        return -EBADMSG;
-    size_t at = body + 4 * nanchors, alen = 0, plen = 0, clen = 0;
-    const unsigned char *acc = NULL, *pol = NULL, *cli = NULL;
-    if (flags & FLAG_ACCOUNT) {
-        if (n - at < 3 || (alen = rd16(p + at)) == 0 || alen > ND_ACCOUNT_MAX ||
-            n - at - 2 < alen + 1 || p[at + 2 + alen] != '\0')
-            return -EBADMSG;
-        acc = p + at + 2;
-        at += 2 + alen + 1;
-    }
-    if (flags & FLAG_POLICY) {
-        if (n - at < 5 || (plen = rd32(p + at)) > ND_POLICY_MAX || n - at - 4 < plen + 1 ||
-            p[at + 4 + plen] != '\0')
-            return -EBADMSG;
-        pol = p + at + 4;
-        at += 4 + plen + 1;
-    }
-    int64_t by = 0;
-    if (flags & FLAG_SUPERSEDED) {
-        if (n - at < 8)
-            return -EBADMSG;
-        by = (int64_t)rd64(p + at);
-        at += 8;
-    }
-    if (flags & FLAG_CLIENT) {
-        if (n - at < 3 || (clen = p[at]) == 0 || clen > ND_CLIENT_MAX || n - at - 1 < clen + 1 ||
-            p[at + 1 + clen] != '\0')
-            return -EBADMSG;
-        cli = p + at + 1;
-        at += 1 + clen + 1;
-    }
-    if (at != n)
-        return -EBADMSG;
-    r->id = (const char *)id;
-    r->id_len = idlen;
-    r->registered_at_us = rd_key(k->mv_data);
-    r->chars = rd32(p + 6);
-    r->simhash = rd64(p + 10);
-    memcpy(r->text_hash, p + 18, 16);
-    r->version = (const char *)ver;
-    r->meta = has_meta ? (const char *)ver + vlen + 1 : NULL;
-    r->meta_len = has_meta ? mlen : 0;
-    r->anchors = nanchors ? p + body : NULL;
-    r->nanchors = (uint32_t)nanchors;
-    r->sketch = NULL;
-    r->sketch_len = 0;
-    r->account = (const char *)acc;
-    r->account_len = alen;
-    r->policy = (const char *)pol;
-    r->policy_len = plen;
-    r->status = flags & FLAG_REVOKED      ? ND_CLAIM_REVOKED
-                : flags & FLAG_SUPERSEDED ? ND_CLAIM_SUPERSEDED
-                                          : ND_CLAIM_ACTIVE;
-    r->superseded_by_us = by;
-    r->supersede = NULL;
-    r->nsupersede = 0;
-    r->client = (const char *)cli;
-    r->client_len = clen;
-    return 0;
+    return nd_record_value_decode(nd_key_get(k->mv_data), v->mv_data, v->mv_size, r);
+}
+
+/* Points *id at the id inside value v. Returns its length, or 0 (see
+ * nd_record_value_id()). */
+static size_t value_id(const MDB_val *v, const unsigned char **id)
+{
+    return nd_record_value_id(v->mv_data, v->mv_size, id);
 }
 
 /* ---- events ----------------------------------------------------------------- */
@@ -617,49 +409,27 @@ static int decode_value(const MDB_val *k, const MDB_val *v, nd_record *r)
 /* Bytes encode_event() writes for ev. */
 static size_t event_size(const nd_store_event *ev)
 {
-    return EV_PREFIX + EV_HDR + ev->copy_id_len + ev->value_len + 1;
+    return EV_PREFIX + nd_event_value_size(ev);
 }
 
-/* An event in a change: its kind (1 byte), its key (owner_at, at_us, 16
- * bytes big-endian), then its value as stored: EV_LAYOUT, u16
- * copy_id_len, the copy id, the value text, NUL. */
+/* An event in a queued write: its kind (1 byte), its key (owner_at, at_us,
+ * 16 bytes big-endian), then its value as stored (record.h). */
 static void encode_event(unsigned char *p, const nd_store_event *ev)
 {
     p[0] = (unsigned char)ev->kind;
     wr_key(p + 1, ev->owner_at);
     wr_key(p + 9, ev->at_us);
-    unsigned char *q = p + EV_PREFIX;
-    q[0] = EV_LAYOUT;
-    q[1] = (unsigned char)ev->copy_id_len;
-    q[2] = (unsigned char)(ev->copy_id_len >> 8);
-    q += EV_HDR;
-    if (ev->copy_id_len)
-        memcpy(q, ev->copy_id, ev->copy_id_len);
-    q += ev->copy_id_len;
-    if (ev->value_len)
-        memcpy(q, ev->value, ev->value_len);
-    q[ev->value_len] = '\0';
+    nd_event_value_encode(p + EV_PREFIX, ev);
 }
 
 /* Fills ev from a stored key and value (pointers into them). Returns 0 or
  * -EBADMSG. */
 static int decode_event(nd_event_kind kind, const MDB_val *k, const MDB_val *v, nd_store_event *ev)
 {
-    const unsigned char *p = v->mv_data;
-    size_t n = v->mv_size;
-    if (k->mv_size != EV_KEY || n < EV_HDR + 1 || p[0] != EV_LAYOUT || p[n - 1] != '\0')
+    if (k->mv_size != EV_KEY)
         return -EBADMSG;
-    size_t clen = rd16(p + 1);
-    if (clen > ND_ID_MAX || EV_HDR + clen + 1 > n)
-        return -EBADMSG;
-    ev->kind = kind;
-    ev->owner_at = rd_key(k->mv_data);
-    ev->at_us = rd_key((const unsigned char *)k->mv_data + 8);
-    ev->copy_id = clen ? (const char *)p + EV_HDR : NULL;
-    ev->copy_id_len = clen;
-    ev->value = (const char *)p + EV_HDR + clen;
-    ev->value_len = n - EV_HDR - clen - 1;
-    return 0;
+    const unsigned char *key = k->mv_data;
+    return nd_event_value_decode(kind, rd_key(key), rd_key(key + 8), v->mv_data, v->mv_size, ev);
 }
 
 int nd_store_audit_subject(const char *value, size_t len, nd_json_scratch *scratch,
@@ -1379,7 +1149,7 @@ static int apply_event(nd_store *st, MDB_txn *txn, unsigned char *e, size_t len,
 {
     bool det = e[0] == ND_EVENT_DETECTION, found = false;
     MDB_dbi dbi = det ? st->det_dbi : st->audit_dbi;
-    const unsigned char *val = e + EV_PREFIX, *id = val + EV_HDR;
+    const unsigned char *val = e + EV_PREFIX, *id = val + ND_EVENT_VALUE_HDR;
     size_t id_len = rd16(val + 1);
     unsigned char ikey[IDX_KEY], dk[EV_KEY];
     int rc = 0;
@@ -1451,11 +1221,11 @@ static int apply_supersede(nd_store *st, MDB_txn *txn, change *c)
             continue;
         r.status = ND_CLAIM_SUPERSEDED;
         r.superseded_by_us = rd_key(c->data);
-        size_t vlen = strlen(r.version), vsize = value_size(&r, vlen);
+        size_t vlen = strlen(r.version), vsize = nd_record_value_size(&r, vlen);
         unsigned char *buf = malloc(vsize);
         if (!buf)
             return ENOMEM;
-        encode_value(buf, &r, vlen); /* r points into the map: copied first */
+        nd_record_value_encode(buf, &r, vlen); /* r points into the map: copied first */
         MDB_val nv = {vsize, buf};
         rc = mdb_put(txn, st->dbi, &k, &nv, 0);
         free(buf);
@@ -2053,57 +1823,18 @@ static change *change_new(enum change_kind kind, size_t len, nd_store_done_fn do
     return c;
 }
 
-static bool id_ok(const char *id, size_t id_len)
-{
-    return id && id_len > 0 && id_len <= ND_ID_MAX;
-}
-
-/* Checks rec for put and replace; returns its version's length, or 0. */
-static size_t record_ok(const nd_record *rec)
-{
-    if (!rec || !id_ok(rec->id, rec->id_len) || !rec->version || rec->registered_at_us < 0)
-        return 0;
-    size_t vlen = strnlen(rec->version, ND_VERSION_MAX + 1);
-    if (vlen == 0 || vlen > ND_VERSION_MAX || rec->meta_len > ND_META_MAX ||
-        (!rec->meta && rec->meta_len) || rec->nanchors > ND_STORE_ANCHORS_MAX ||
-        (!rec->anchors && rec->nanchors) || rec->sketch_len > ND_STORE_SKETCH_MAX ||
-        (!rec->sketch && rec->sketch_len) || rec->account_len > ND_ACCOUNT_MAX ||
-        (!rec->account && rec->account_len) || rec->policy_len > ND_POLICY_MAX ||
-        (!rec->policy && rec->policy_len) || rec->status > ND_CLAIM_SUPERSEDED ||
-        rec->client_len > ND_CLIENT_MAX || (!rec->client && rec->client_len))
-        return 0;
-    return vlen;
-}
-
-/* Checks ev for event_put and amend (audit). */
-static bool event_ok(const nd_store_event *ev)
-{
-    if (!ev || ev->owner_at < 0 || ev->at_us < 0 || ev->at_us > ND_EVENT_AT_MAX ||
-        ev->value_len > ND_EVENT_VALUE_MAX || (!ev->value && ev->value_len))
-        return false;
-    if (ev->kind == ND_EVENT_DETECTION)
-        return id_ok(ev->copy_id, ev->copy_id_len);
-    return ev->kind == ND_EVENT_AUDIT && !ev->copy_id && !ev->copy_id_len;
-}
-
-/* True for an audit event that may go with a record change (NULL: none). */
-static bool audit_ok(const nd_store_event *audit)
-{
-    return !audit || (event_ok(audit) && audit->kind == ND_EVENT_AUDIT);
-}
-
 static int queue_record(nd_store *st, enum change_kind kind, const nd_record *rec,
                         const nd_store_event *audit, nd_store_done_fn done, void *arg)
 {
-    size_t vlen = record_ok(rec);
-    if (!st || !vlen || !audit_ok(audit))
+    size_t vlen = nd_record_check(rec);
+    if (!st || !vlen || !nd_record_audit_ok(audit))
         return -EINVAL;
-    size_t vsize = value_size(rec, vlen), esize = audit ? event_size(audit) : 0;
+    size_t vsize = nd_record_value_size(rec, vlen), esize = audit ? event_size(audit) : 0;
     change *c = change_new(kind, KEY_SIZE + vsize + rec->sketch_len + esize, done, arg);
     if (!c)
         return -ENOMEM;
     wr_key(c->data, rec->registered_at_us);
-    encode_value(c->data + KEY_SIZE, rec, vlen);
+    nd_record_value_encode(c->data + KEY_SIZE, rec, vlen);
     if (rec->sketch_len)
         memcpy(c->data + KEY_SIZE + vsize, rec->sketch, rec->sketch_len);
     if (audit)
@@ -2117,28 +1848,25 @@ static int queue_record(nd_store *st, enum change_kind kind, const nd_record *re
 static int lmdb_amend(nd_store *st, const nd_record *rec, const nd_store_event *audit,
                       nd_store_done_fn done, void *arg)
 {
-    if (!st || !rec || !audit_ok(audit))
+    if (!st || !rec || !nd_record_audit_ok(audit))
         return -EINVAL;
     nd_record r = *rec;
     r.sketch = NULL; /* kept as stored */
     r.sketch_len = 0;
-    size_t vlen = record_ok(&r);
+    size_t vlen = nd_record_check(&r);
     if (!vlen)
         return -EINVAL;
-    size_t vsize = value_size(&r, vlen), esize = audit ? event_size(audit) : 0, ssize = 0;
-    size_t nsup = r.supersede ? r.nsupersede : 0;
-    if (nsup > ND_STORE_SUPERSEDE_MAX)
+    if (!nd_record_refs_ok(&r))
         return -EINVAL;
-    for (size_t i = 0; i < nsup; i++) {
-        if (!id_ok(r.supersede[i].id, r.supersede[i].id_len) || r.supersede[i].registered_at_us < 0)
-            return -EINVAL;
+    size_t vsize = nd_record_value_size(&r, vlen), esize = audit ? event_size(audit) : 0, ssize = 0;
+    size_t nsup = r.supersede ? r.nsupersede : 0;
+    for (size_t i = 0; i < nsup; i++)
         ssize += KEY_SIZE + 2 + r.supersede[i].id_len;
-    }
     change *c = change_new(CHANGE_AMEND, KEY_SIZE + vsize + ssize + esize, done, arg);
     if (!c)
         return -ENOMEM;
     wr_key(c->data, r.registered_at_us);
-    encode_value(c->data + KEY_SIZE, &r, vlen);
+    nd_record_value_encode(c->data + KEY_SIZE, &r, vlen);
     unsigned char *q = c->data + KEY_SIZE + vsize;
     for (size_t i = 0; i < nsup; i++) {
         wr_key(q, r.supersede[i].registered_at_us);
@@ -2158,7 +1886,7 @@ static int lmdb_amend(nd_store *st, const nd_record *rec, const nd_store_event *
 
 static int lmdb_event_put(nd_store *st, const nd_store_event *ev, nd_store_done_fn done, void *arg)
 {
-    if (!st || !event_ok(ev))
+    if (!st || !nd_record_event_ok(ev))
         return -EINVAL;
     size_t esize = event_size(ev);
     change *c = change_new(CHANGE_EVENT, esize, done, arg);
@@ -2184,7 +1912,7 @@ static int lmdb_delete_at(nd_store *st, const char *id, size_t id_len, int64_t r
                           uint64_t stream_seq, const nd_store_event *audit, nd_store_done_fn done,
                           void *arg)
 {
-    if (!st || !id_ok(id, id_len) || registered_at_us < 0 || !audit_ok(audit))
+    if (!st || !nd_record_id_ok(id, id_len) || registered_at_us < 0 || !nd_record_audit_ok(audit))
         return -EINVAL;
     size_t esize = audit ? event_size(audit) : 0;
     change *c = change_new(CHANGE_DELETE_AT, KEY_SIZE + id_len + esize, done, arg);

@@ -1,5 +1,6 @@
 /* store_memory.c - the memory store (see store_memory.h). */
 #include "store_memory.h"
+#include "record.h"
 #include "json.h"
 #include "retention.h"
 
@@ -101,33 +102,6 @@ static void grow(mem_store *ms)
     ms->nbuckets = nb;
 }
 
-/* The checks of the LMDB store's record_ok(). */
-static bool record_ok(const nd_record *r)
-{
-    if (!r || !r->id || r->id_len == 0 || r->id_len > ND_ID_MAX || !r->version ||
-        r->registered_at_us < 0)
-        return false;
-    size_t vlen = strnlen(r->version, ND_VERSION_MAX + 1);
-    return vlen > 0 && vlen <= ND_VERSION_MAX && r->meta_len <= ND_META_MAX &&
-           (r->meta || !r->meta_len) && r->nanchors <= ND_STORE_ANCHORS_MAX &&
-           (r->anchors || !r->nanchors) && r->sketch_len <= ND_STORE_SKETCH_MAX &&
-           (r->sketch || !r->sketch_len) && r->account_len <= ND_ACCOUNT_MAX &&
-           (r->account || !r->account_len) && r->policy_len <= ND_POLICY_MAX &&
-           (r->policy || !r->policy_len) && r->status <= ND_CLAIM_SUPERSEDED &&
-           r->client_len <= ND_CLIENT_MAX && (r->client || !r->client_len);
-}
-
-/* The checks of the LMDB store's event_ok(). */
-static bool event_ok(const nd_store_event *ev)
-{
-    if (!ev || ev->owner_at < 0 || ev->at_us < 0 || ev->at_us > ND_EVENT_AT_MAX ||
-        ev->value_len > ND_EVENT_VALUE_MAX || (!ev->value && ev->value_len))
-        return false;
-    if (ev->kind == ND_EVENT_DETECTION)
-        return ev->copy_id && ev->copy_id_len > 0 && ev->copy_id_len <= ND_ID_MAX;
-    return ev->kind == ND_EVENT_AUDIT && !ev->copy_id && !ev->copy_id_len;
-}
-
 /* A copy of r in one allocation, or NULL. */
 static mem_rec *rec_copy(const nd_record *r)
 {
@@ -222,18 +196,13 @@ static mem_ev *ev_copy(const nd_store_event *ev);
 static mem_journal *event_reserve(mem_store *ms, mem_ev *e);
 static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e);
 
-/* The checks of the LMDB store's audit_ok(): NULL or an audit event. */
-static bool audit_ok(const nd_store_event *audit)
-{
-    return !audit || (event_ok(audit) && audit->kind == ND_EVENT_AUDIT);
-}
 
 /* put (replace false, with audit, or NULL) or replace (true). */
 static int mem_write(nd_store *st, const nd_record *r, const nd_store_event *audit, bool replace,
                      nd_store_done_fn done, void *arg)
 {
     mem_store *ms = ms_of(st);
-    if (!record_ok(r) || !audit_ok(audit))
+    if (!nd_record_check(r) || !nd_record_audit_ok(audit))
         return -EINVAL;
     mem_rec *m = rec_copy(r);
     mem_ev *e = audit ? ev_copy(audit) : NULL;
@@ -637,7 +606,7 @@ static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e)
 static int mem_event_put(nd_store *st, const nd_store_event *ev, nd_store_done_fn done, void *arg)
 {
     mem_store *ms = ms_of(st);
-    if (!event_ok(ev))
+    if (!nd_record_event_ok(ev))
         return -EINVAL;
     mem_ev *e = ev_copy(ev);
     if (!e)
@@ -712,18 +681,14 @@ static int mem_amend(nd_store *st, const nd_record *rec, const nd_store_event *a
                      nd_store_done_fn done, void *arg)
 {
     mem_store *ms = ms_of(st);
-    if (!rec || (audit && (!event_ok(audit) || audit->kind != ND_EVENT_AUDIT)))
+    if (!rec || !nd_record_audit_ok(audit))
         return -EINVAL;
     nd_record r = *rec;
     r.sketch = NULL;
     r.sketch_len = 0;
-    size_t nsup = r.supersede ? r.nsupersede : 0;
-    if (!record_ok(&r) || nsup > ND_STORE_SUPERSEDE_MAX)
+    if (!nd_record_check(&r) || !nd_record_refs_ok(&r))
         return -EINVAL;
-    for (size_t i = 0; i < nsup; i++)
-        if (!r.supersede[i].id || !r.supersede[i].id_len || r.supersede[i].id_len > ND_ID_MAX ||
-            r.supersede[i].registered_at_us < 0)
-            return -EINVAL;
+    size_t nsup = r.supersede ? r.nsupersede : 0;
     mem_ev *e = audit ? ev_copy(audit) : NULL;
     if (audit && !e)
         return -ENOMEM;
@@ -788,7 +753,7 @@ static int mem_delete_at(nd_store *st, const char *id, size_t id_len, int64_t at
                          const nd_store_event *audit, nd_store_done_fn done, void *arg)
 {
     mem_store *ms = ms_of(st);
-    if (!id || id_len == 0 || id_len > ND_ID_MAX || at < 0 || !audit_ok(audit))
+    if (!nd_record_id_ok(id, id_len) || at < 0 || !nd_record_audit_ok(audit))
         return -EINVAL;
     mem_ev *e = audit ? ev_copy(audit) : NULL;
     if (audit && !e)
