@@ -196,7 +196,6 @@ static mem_ev *ev_copy(const nd_store_event *ev);
 static mem_journal *event_reserve(mem_store *ms, mem_ev *e);
 static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e);
 
-
 /* put (replace false, with audit, or NULL) or replace (true). */
 static int mem_write(nd_store *st, const nd_record *r, const nd_store_event *audit, bool replace,
                      nd_store_done_fn done, void *arg)
