@@ -287,7 +287,7 @@ static int apply_txn(nd_store *st, write_op *first, size_t n, txn_result *res)
         rc = put_sketches(st, txn, run, c, res);
     if (rc == 0) /* retention: bounded by what this commit added */
         rc = lmdb_audit_trim(st, txn, res->audits + TRIM_SLACK);
-    if (rc == 0 && seq > atomic_load(&st->stream_seq)) /* same transaction (issue 14) */
+    if (rc == 0 && seq > atomic_load(&st->stream_seq)) /* same transaction as the write */
         rc = put_stream_seq(txn, st->info_dbi, seq);
     if (rc) {
         mdb_txn_abort(txn);

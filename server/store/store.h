@@ -122,7 +122,7 @@ typedef struct nd_record {
                          * nd_store_get() when ownership matters */
     size_t client_len;
     uint64_t stream_seq;            /* put/replace/amend only: the replication stream's
-                          * sequence of this change (issue 14), written with
+                          * sequence of this write, written with
                           * it in the same transaction (nd_store_stream_seq()
                           * returns the greatest committed); 0: a local change
                           * (a replicated store publishes it first). Scans
@@ -418,7 +418,7 @@ static inline int nd_store_delete_at(nd_store *st, const char *id, size_t id_len
 
 /* nd_store_delete_at() of a change that is the replication stream's entry
  * stream_seq (> 0; 0: as nd_store_delete_at()): the sequence is written in
- * the same transaction, as a record's stream_seq is (issue 14). */
+ * the same transaction, as a record's stream_seq is. */
 static inline int nd_store_delete_at_seq(nd_store *st, const char *id, size_t id_len,
                                          int64_t registered_at_us, uint64_t stream_seq,
                                          nd_store_done_fn done, void *arg)
@@ -591,7 +591,7 @@ nd_store_sketches(nd_store *st, const int64_t *at, size_t n,
 
 /* The greatest replication stream sequence committed with a change
  * (nd_record.stream_seq, nd_store_delete_at_seq()), 0 when none: where a
- * replica resumes tailing the stream after a restart (issue 14). A
+ * replica resumes tailing the stream after a restart. A
  * backup carries it. Any thread; does not allocate. */
 static inline uint64_t nd_store_stream_seq(nd_store *st)
 {

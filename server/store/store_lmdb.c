@@ -230,7 +230,7 @@ static int claim_lock_file(const char *dir, char *err, size_t errlen)
 }
 
 /* Opens (creating them if missing) the databases added after records:
- * sketches (issue 12), detections, detection_ids and audit (issue 13), and
+ * sketches, then detections, detection_ids and audit (the journals), and
  * audit_documents (built from the audit log when it is missing). */
 static int open_added_dbs(MDB_txn *txn, nd_store *st, const char *dir, char *err, size_t errlen)
 {
