@@ -2,8 +2,8 @@
  * append to (put, replace, amend, delete, event), and the group-commit
  * thread that applies a batch of them in one write transaction, retries a
  * batch that does not fit one write at a time, probes for space while not
- * writable, keeps zeroed headroom past the last page, tells the on-commit
- * observers and runs the callbacks (store_lmdb.c: "Concurrency", "Space",
+ * writable, keeps zeroed headroom past the last page and runs the
+ * callbacks (store_lmdb.c: "Concurrency", "Space",
  * "Headroom"). */
 #include "store_lmdb_internal.h"
 
@@ -531,55 +531,6 @@ static void keep_headroom(nd_store *st)
     st->zeroed_end = end;
 }
 
-/* Tells the on-commit observer about c, committed (status 0). */
-static void observe_record(nd_store *st, const write_op *c, nd_store_observer_fn fn);
-
-/* Tells the event observer about the event encoded at e (len bytes). */
-static void observe_event(nd_store *st, const unsigned char *e, size_t len)
-{
-    nd_store_event ev;
-    MDB_val k = {EV_KEY, (void *)(e + 1)}, v = {len - EV_PREFIX, (void *)(e + EV_PREFIX)};
-    if (st->base.event_observer && decode_event((nd_event_kind)e[0], &k, &v, &ev) == 0)
-        st->base.event_observer(st->base.event_observer_arg, &ev);
-}
-
-static void observe(nd_store *st, const write_op *c)
-{
-    nd_store_observer_fn fn = st->base.observer;
-    if (c->kind == OP_EVENT) {
-        observe_event(st, c->data, c->len);
-        return;
-    }
-    if (fn)
-        observe_record(st, c, fn);
-    if (c->kind != OP_REPLACE_AT && c->ev_len)
-        observe_event(st, c->data + c->len - c->ev_len, c->ev_len);
-}
-
-/* Tells the record observer fn about c (a record write). */
-static void observe_record(nd_store *st, const write_op *c, nd_store_observer_fn fn)
-{
-    nd_record rec = {.id = NULL};
-    if (c->kind == OP_DELETE_AT) {
-        rec.id = (const char *)c->data + KEY_SIZE;
-        rec.id_len = c->len - KEY_SIZE - c->ev_len;
-        rec.registered_at_us = rd_key(c->data);
-        fn(st->base.observer_arg, ND_STORE_DELETE, &rec);
-        return;
-    }
-    MDB_val k = {KEY_SIZE, (void *)c->data};
-    MDB_val v = {op_value_len(c), (void *)(c->data + KEY_SIZE)};
-    if (decode_value(&k, &v, &rec) != 0)
-        return; /* cannot happen: encoded by queue_record() */
-    rec.sketch = c->sketch_len ? op_sketch(c) : NULL;
-    rec.sketch_len = c->sketch_len;
-    fn(st->base.observer_arg,
-       c->kind == OP_PUT     ? ND_STORE_PUT
-       : c->kind == OP_AMEND ? ND_STORE_AMEND
-                             : ND_STORE_REPLACE,
-       &rec);
-}
-
 void *lmdb_commit_main(void *arg)
 {
     nd_store *st = arg;
@@ -602,8 +553,6 @@ void *lmdb_commit_main(void *arg)
             write_op *next = batch->next;
             if (batch->status && batch->status != -ENOENT)
                 atomic_fetch_add(&st->failed_writes, 1);
-            if (batch->status == 0)
-                observe(st, batch);
             if (batch->done)
                 batch->done(batch->arg, batch->status);
             free(batch);

@@ -1,6 +1,5 @@
 /* store_lmdb.c - the durable registry of documents, on LMDB: the LMDB
- * implementation of store.h's interface (lmdb_ops; nd_store_open()), and
- * its on-commit observer, called from the commit thread (see store.h).
+ * implementation of store.h's interface (lmdb_ops; nd_store_open()).
  * This file holds the environment (open, reopen, reads, scans, backup,
  * stats, close); lmdb_commit.c the queued writes and the commit thread;
  * lmdb_journals.c the journals; record.c the value layouts

@@ -169,8 +169,6 @@ static bool same_id(const nd_record *r, const char *id, size_t id_len)
     return r->id_len == id_len && memcmp(r->id, id, id_len) == 0;
 }
 
-/* Ends a change: counts it and, when it committed, tells the observer
- * (write lock held: commit order). */
 /* Notes the stream sequence of a change that was applied (or refused for
  * good: it is not tried again) under the lock. */
 static void note_seq(mem_store *ms, uint64_t seq)
@@ -179,12 +177,11 @@ static void note_seq(mem_store *ms, uint64_t seq)
         atomic_store_explicit(&ms->stream_seq, seq, memory_order_relaxed);
 }
 
-static void committed(mem_store *ms, int status, nd_store_change kind, const nd_record *rec)
+/* Ends a write: counts it (write lock held). */
+static void committed(mem_store *ms, int status)
 {
     if (status == 0) {
         atomic_fetch_add_explicit(&ms->commits, 1, memory_order_relaxed);
-        if (ms->base.observer)
-            ms->base.observer(ms->base.observer_arg, kind, rec);
     } else if (status != -ENOENT) {
         atomic_fetch_add_explicit(&ms->failed, 1, memory_order_relaxed);
     }
@@ -233,9 +230,8 @@ static int mem_write(nd_store *st, const nd_record *r, const nd_store_event *aud
     }
     if (status != -ENOMEM)
         note_seq(ms, r->stream_seq);
-    m->rec.stream_seq = r->stream_seq; /* the observer sees it ... */
-    committed(ms, status, replace ? ND_STORE_REPLACE : ND_STORE_PUT, &m->rec);
-    m->rec.stream_seq = 0; /* ... scans and gets do not */
+    committed(ms, status);
+    m->rec.stream_seq = 0; /* scans and gets do not see it */
     if (status == 0 && e)
         journal_insert(ms, j, e);
     pthread_rwlock_unlock(&ms->lock);
@@ -568,7 +564,7 @@ static void journal_retain(mem_journal *j, uint64_t target)
 /* Inserts e into j (reserved by journal_reserve): updates a detection of
  * the same copy id in place (its at_us kept), else raises at_us while
  * taken and drops the oldest beyond detections_max (audit: retention);
- * then tells the event observer. Write lock held. */
+ * Write lock held. */
 static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e)
 {
     if (e->ev.kind == ND_EVENT_DETECTION)
@@ -578,8 +574,6 @@ static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e)
                 e->ev.at_us = j->ev[i]->ev.at_us;
                 free(j->ev[i]);
                 j->ev[i] = e;
-                if (ms->base.event_observer)
-                    ms->base.event_observer(ms->base.event_observer_arg, &e->ev);
                 return;
             }
     size_t i = journal_lower(j, e->ev.at_us);
@@ -593,13 +587,11 @@ static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e)
     if (e->has_doc)
         doclist_insert(ms, e);
     uint64_t max = ms->base.detections_max;
-    nd_store_event seen = e->ev; /* e may be dropped below */
-    if (e->ev.kind == ND_EVENT_DETECTION && max && journal_len(j) > max)
+    nd_event_kind kind = e->ev.kind; /* e may be dropped below */
+    if (kind == ND_EVENT_DETECTION && max && journal_len(j) > max)
         journal_retain(j, nd_retention_target(max));
-    if (e->ev.kind == ND_EVENT_AUDIT)
+    if (kind == ND_EVENT_AUDIT)
         audit_trim(ms, j, 1 + TRIM_SLACK);
-    if (ms->base.event_observer)
-        ms->base.event_observer(ms->base.event_observer_arg, &seen);
 }
 
 static int mem_event_put(nd_store *st, const nd_store_event *ev, nd_store_done_fn done, void *arg)
@@ -709,11 +701,7 @@ static int mem_amend(nd_store *st, const nd_record *rec, const nd_store_event *a
         *pp = m;
         free(old);
         m->rec.stream_seq = 0;
-        nd_record seen = m->rec;
-        seen.sketch = NULL; /* as the LMDB store's observer: not rewritten */
-        seen.sketch_len = 0;
-        seen.stream_seq = r.stream_seq;
-        committed(ms, 0, ND_STORE_AMEND, &seen);
+        committed(ms, 0);
         for (size_t i = 0; i < nsup; i++) { /* in place: same bytes */
             mem_rec *b = *find(ms, r.supersede[i].registered_at_us);
             if (b && same_id(&b->rec, r.supersede[i].id, r.supersede[i].id_len) &&
@@ -725,7 +713,7 @@ static int mem_amend(nd_store *st, const nd_record *rec, const nd_store_event *a
         if (e)
             journal_insert(ms, j, e);
     } else {
-        committed(ms, status, ND_STORE_AMEND, &r);
+        committed(ms, status);
     }
     note_seq(ms, r.stream_seq);
     pthread_rwlock_unlock(&ms->lock);
@@ -773,9 +761,8 @@ static int mem_delete_at(nd_store *st, const char *id, size_t id_len, int64_t at
         detections_drop(ms, at);
         status = 0;
     }
-    nd_record rec = {.id = id, .id_len = id_len, .registered_at_us = at, .stream_seq = seq};
     note_seq(ms, seq);
-    committed(ms, status, ND_STORE_DELETE, &rec);
+    committed(ms, status);
     if (status == 0 && e) {
         journal_insert(ms, j, e);
         e = NULL;
