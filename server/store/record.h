@@ -79,6 +79,7 @@ typedef struct nd_rec_writer {
     unsigned char *p;
 } nd_rec_writer;
 
+/* Writes n bytes of b (b may be NULL when n is 0). */
 static inline void nd_rec_put_bytes(nd_rec_writer *w, const void *b, size_t n)
 {
     if (n)
@@ -86,6 +87,7 @@ static inline void nd_rec_put_bytes(nd_rec_writer *w, const void *b, size_t n)
     w->p += n;
 }
 
+/* Writes v as n little-endian bytes. */
 static inline void nd_rec_put_u(nd_rec_writer *w, uint64_t v, unsigned n)
 {
     nd_le_put(w->p, v, n);
@@ -99,6 +101,7 @@ typedef struct nd_rec_reader {
     bool bad;
 } nd_rec_reader;
 
+/* Reads n little-endian bytes (0 past the end). */
 static inline uint64_t nd_rec_get_u(nd_rec_reader *r, unsigned n)
 {
     if ((size_t)(r->end - r->p) < n) {
@@ -111,6 +114,7 @@ static inline uint64_t nd_rec_get_u(nd_rec_reader *r, unsigned n)
     return v;
 }
 
+/* Points at the next n bytes (NULL past the end). */
 static inline const void *nd_rec_get_bytes(nd_rec_reader *r, size_t n)
 {
     if ((size_t)(r->end - r->p) < n) {

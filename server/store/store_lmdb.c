@@ -30,8 +30,9 @@
  *
  * Events (nd_store_event_put) live in their own databases, keyed by
  * owner_at then at_us (8 bytes big-endian each): "detections" and "audit".
- * Their value: event value layout 1 (record.c). "detection_ids" indexes detections: the key owner_at
- * (8) + XXH3-128 of the copy id (16) -> its at_us (8, big-endian); the
+ * Their value: event value layout 1 (record.c). "detection_ids" indexes
+ * detections: the key owner_at (8) + XXH3-128 of the copy id (16) -> its
+ * at_us (8, big-endian); the
  * 8-byte key owner_at alone -> the number of detections of that owner
  * (u64), which retention (detections_max) reads. A detection of a copy id
  * detected before overwrites that entry's value under its key (its first

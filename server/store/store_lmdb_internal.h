@@ -273,35 +273,68 @@ typedef struct txn_result {
     size_t audits;   /* audit entries written (retention may drop as many) */
 } txn_result;
 
-/* ---- across the files (each defined, and described, where it lives) ---- */
+/* ---- across the files (each described in full where it lives) ---- */
 
 /* store_lmdb.c */
+
+/* Begins a read transaction with env_lock held shared; the caller ends it
+ * with lmdb_read_end(). Returns 0 or -errno (lock released). */
 int lmdb_read_begin(nd_store *st, MDB_txn **txn);
-int lmdb_env_reopen(nd_store *st);
+
+/* Ends a read transaction of lmdb_read_begin(). */
 void lmdb_read_end(nd_store *st, MDB_txn *txn);
 
+/* Commit thread: closes and reopens the environment after MDB_PANIC.
+ * Returns 0 or -errno (st->env NULL then). */
+int lmdb_env_reopen(nd_store *st);
+
 /* lmdb_commit.c */
+
+/* The commit thread (arg: the store). Returns NULL at close. */
+void *lmdb_commit_main(void *arg);
+
+/* Finds out whether the store can take writes (open, and the idle commit
+ * thread while not writable); sets st->writable. */
 void lmdb_probe_space(nd_store *st);
+
+/* The ops table's writes (store.h: put, replace, amend, delete_at,
+ * event_put, hurry): each queues a write_op. Return 0 (queued), -EINVAL,
+ * -ENOMEM, -EBUSY (shed) or -ESHUTDOWN. */
 int lmdb_put(nd_store *st, const nd_record *rec, const nd_store_event *audit, nd_store_done_fn done,
              void *arg);
+int lmdb_replace(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg);
+int lmdb_amend(nd_store *st, const nd_record *rec, const nd_store_event *audit,
+               nd_store_done_fn done, void *arg);
 int lmdb_delete_at(nd_store *st, const char *id, size_t id_len, int64_t registered_at_us,
                    uint64_t stream_seq, const nd_store_event *audit, nd_store_done_fn done,
                    void *arg);
 int lmdb_event_put(nd_store *st, const nd_store_event *ev, nd_store_done_fn done, void *arg);
-int lmdb_amend(nd_store *st, const nd_record *rec, const nd_store_event *audit,
-               nd_store_done_fn done, void *arg);
-void *lmdb_commit_main(void *arg);
 void lmdb_hurry(nd_store *st);
-int lmdb_replace(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg);
 
 /* lmdb_journals.c */
-int lmdb_detections_drop(nd_store *st, MDB_txn *txn, const unsigned char *owner);
-int lmdb_audit_of(nd_store *st, int64_t owner_at, const char *doc, size_t len, int64_t before_at,
-                  size_t limit, int (*visit)(void *arg, const nd_store_event *ev), void *arg);
+
+/* Writes the event encoded at e (len bytes, encode_event) into its journal
+ * in txn, with its index, count and retention. Returns 0 or the LMDB
+ * error. */
 int lmdb_apply_event(nd_store *st, MDB_txn *txn, unsigned char *e, size_t len, txn_result *res);
-int lmdb_audit_index_all(nd_store *st, MDB_txn *txn);
+
+/* Drops the detections of owner (its 8 key bytes) with their index
+ * entries and count, in txn. Returns 0 or the LMDB error. */
+int lmdb_detections_drop(nd_store *st, MDB_txn *txn, const unsigned char *owner);
+
+/* Drops audit entries beyond the audit limits, at most budget, in txn.
+ * Returns 0 or the LMDB error. */
 int lmdb_audit_trim(nd_store *st, MDB_txn *txn, size_t budget);
+
+/* Indexes every stored audit entry by its document (a store opened without
+ * audit_documents). Returns 0 or the LMDB error. */
+int lmdb_audit_index_all(nd_store *st, MDB_txn *txn);
+
+/* The ops table's journal reads (store.h: list_events, list_audit). Return
+ * 0, a visit's non-zero value, or -errno. */
 int lmdb_events(nd_store *st, nd_event_kind kind, int64_t owner_at, int64_t before_at, size_t limit,
                 int (*visit)(void *arg, const nd_store_event *ev), void *arg);
+int lmdb_audit_of(nd_store *st, int64_t owner_at, const char *doc, size_t len, int64_t before_at,
+                  size_t limit, int (*visit)(void *arg, const nd_store_event *ev), void *arg);
 
 #endif
