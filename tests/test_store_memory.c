@@ -1,9 +1,7 @@
 /* test_store_memory.c - the store interface (server/store/store.h) through both
  * implementations: the memory store's contract (the LMDB store's statuses,
- * order, sketches), and the on-commit observer of both, through real commits
- * (a real LMDB store in a mkdtemp() directory): once per committed change,
- * none for a refused one, in commit order, before the change's done callback,
- * with the record as written; replaying what it saw rebuilds the store. */
+ * order, sketches), and claim fields, amend and the journals through both
+ * (a real LMDB store in a mkdtemp() directory). */
 #include "store.h"
 #include "store_memory.h"
 
@@ -63,58 +61,16 @@ static void make(rec_buf *b, unsigned i, unsigned v)
     b->r.text_hash[0] = (uint8_t)i;
 }
 
-/* ---- the observer's log ---- */
-
-#define LOG_MAX 20000
-
-typedef struct entry {
-    nd_store_change kind;
-    int64_t at;
-    char id[32];
-    uint64_t simhash;
-    char meta[64];
-    uint8_t sketch[12];
-    size_t sketch_len;
-} entry;
-
-typedef struct obs_log {
-    entry e[LOG_MAX];
-    _Atomic size_t n;
-} obs_log;
-
-static void observer(void *arg, nd_store_change kind, const nd_record *rec)
-{
-    obs_log *l = arg;
-    size_t i = atomic_load(&l->n);
-    if (i >= LOG_MAX)
-        return;
-    entry *e = &l->e[i];
-    memset(e, 0, sizeof(*e));
-    e->kind = kind;
-    e->at = rec->registered_at_us;
-    memcpy(e->id, rec->id, rec->id_len < 31 ? rec->id_len : 31);
-    e->simhash = rec->simhash;
-    if (rec->meta)
-        memcpy(e->meta, rec->meta, rec->meta_len < 63 ? rec->meta_len : 63);
-    e->sketch_len = rec->sketch_len;
-    if (rec->sketch)
-        memcpy(e->sketch, rec->sketch, rec->sketch_len < 12 ? rec->sketch_len : 12);
-    atomic_store(&l->n, i + 1); /* one committing thread at a time per store */
-}
-
 /* One queued change and what its done callback saw. */
 typedef struct op {
     nd_store_change kind;
     unsigned i, v;
-    _Atomic int status;    /* 1: not done yet */
-    _Atomic long seen_log; /* log length when done ran */
-    obs_log *log;
+    _Atomic int status; /* 1: not done yet */
 } op;
 
 static void op_done(void *arg, int status)
 {
     op *o = arg;
-    atomic_store(&o->seen_log, (long)atomic_load(&o->log->n));
     atomic_store(&o->status, status);
 }
 
@@ -128,59 +84,6 @@ static int submit(nd_store *st, op *o)
     case ND_STORE_REPLACE: return nd_store_replace(st, &b.r, op_done, o);
     default: return nd_store_delete_at(st, b.id, strlen(b.id), b.r.registered_at_us, op_done, o);
     }
-}
-
-static void wait_all(op *ops, size_t n)
-{
-    for (size_t k = 0; k < n; k++)
-        while (atomic_load(&ops[k].status) == 1)
-            usleep(100);
-}
-
-/* A mix over records 0..nrec: puts, puts of a time held (-EEXIST),
- * replaces and deletes of held and missing records (-ENOENT). */
-static size_t plan(op *ops, size_t cap, unsigned nrec, unsigned seed, obs_log *log)
-{
-    size_t n = 0;
-    unit_rng_state = 0x9E3779B97F4A7C15ull ^ seed;
-    for (unsigned i = 0; i < nrec && n < cap; i++) {
-        ops[n++] = (op){.kind = ND_STORE_PUT, .i = i, .log = log};
-        if (unit_rng() % 5 == 0 && n < cap)
-            ops[n++] = (op){.kind = ND_STORE_PUT, .i = i, .v = 9, .log = log}; /* -EEXIST */
-        if (i > 3 && unit_rng() % 3 == 0 && n < cap)
-            ops[n++] = (op){.kind = ND_STORE_REPLACE,
-                            .i = (unsigned)(unit_rng() % (i + 5)),
-                            .v = 1 + (unsigned)(unit_rng() % 7),
-                            .log = log};
-        if (i > 3 && unit_rng() % 4 == 0 && n < cap)
-            ops[n++] = (op){
-                .kind = ND_STORE_DELETE, .i = (unsigned)(unit_rng() % (i + 5)), .log = log};
-    }
-    return n;
-}
-
-/* Replays log into a fresh memory store: the state a follower would have. */
-static nd_store *replay(const obs_log *log)
-{
-    nd_store *m = NULL;
-    if (nd_store_memory_open(&m) < 0)
-        return NULL;
-    for (size_t k = 0; k < atomic_load(&log->n); k++) {
-        const entry *e = &log->e[k];
-        unsigned i = (unsigned)(e->at - 1000);
-        rec_buf b;
-        make(&b, i, 0);
-        b.r.simhash = e->simhash;
-        memcpy(b.meta, e->meta, sizeof(b.meta));
-        b.r.meta_len = strlen(b.meta);
-        memcpy(b.sketch, e->sketch, sizeof(b.sketch));
-        int rc = e->kind == ND_STORE_PUT ? nd_store_put(m, &b.r, NULL, NULL)
-                 : e->kind == ND_STORE_REPLACE
-                     ? nd_store_replace(m, &b.r, NULL, NULL)
-                     : nd_store_delete_at(m, e->id, strlen(e->id), e->at, NULL, NULL);
-        CHECK(rc == 0);
-    }
-    return m;
 }
 
 /* A store's content as text: one line per record, in scan order, with its
@@ -263,17 +166,16 @@ static void test_memory_contract(void)
     CHECK(!nd_store_durable(st) && strcmp(nd_store_kind(st), "memory") == 0);
     CHECK(nd_store_writable(st));
     op o[8];
-    obs_log *log = calloc(1, sizeof(*log));
     for (unsigned i = 0; i < 3; i++) {
-        o[i] = (op){.kind = ND_STORE_PUT, .i = 2 - i, .log = log};
+        o[i] = (op){.kind = ND_STORE_PUT, .i = 2 - i};
         CHECK(submit(st, &o[i]) == 0);
         CHECK(atomic_load(&o[i].status) == 0, "committed within the call");
     }
-    o[3] = (op){.kind = ND_STORE_PUT, .i = 1, .v = 4, .log = log};
+    o[3] = (op){.kind = ND_STORE_PUT, .i = 1, .v = 4};
     CHECK(submit(st, &o[3]) == 0 && atomic_load(&o[3].status) == -EEXIST);
-    o[4] = (op){.kind = ND_STORE_REPLACE, .i = 5, .log = log};
+    o[4] = (op){.kind = ND_STORE_REPLACE, .i = 5};
     CHECK(submit(st, &o[4]) == 0 && atomic_load(&o[4].status) == -ENOENT);
-    o[5] = (op){.kind = ND_STORE_DELETE, .i = 6, .log = log};
+    o[5] = (op){.kind = ND_STORE_DELETE, .i = 6};
     CHECK(submit(st, &o[5]) == 0 && atomic_load(&o[5].status) == -ENOENT);
     rec_buf b;
     make(&b, 1, 0);
@@ -316,159 +218,6 @@ static void test_memory_contract(void)
     make(&b, 4000, 0);
     CHECK(nd_store_get(st, 5000, get_visit, &b) == 7);
     nd_store_close(st);
-    free(log);
-}
-
-/* The observer of store st (open, empty) through nops changes from nthreads
- * threads, each submitting its part of the plan in order. */
-typedef struct feeder {
-    nd_store *st;
-    op *ops;
-    size_t n;
-} feeder;
-
-static void *feed(void *arg)
-{
-    feeder *f = arg;
-    for (size_t k = 0; k < f->n; k++) {
-        int rc;
-        while ((rc = submit(f->st, &f->ops[k])) == -EBUSY)
-            usleep(200);
-        CHECK(rc == 0, "%d", rc);
-        if (rc)
-            atomic_store(&f->ops[k].status, -1000);
-    }
-    return NULL;
-}
-
-static void check_observer(nd_store *st, unsigned nthreads, const char *what)
-{
-    enum { PER = 700 };
-    obs_log *log = calloc(1, sizeof(*log));
-    op *ops = calloc((size_t)nthreads * PER * 3, sizeof(*ops));
-    REQUIRE(log && ops);
-    nd_store_set_observer(st, observer, log);
-    feeder f[8];
-    pthread_t th[8];
-    size_t total = 0;
-    for (unsigned t = 0; t < nthreads; t++) {
-        /* Thread t owns records t*100000 + ..., so its own order is the
-         * only order among its changes. */
-        op *mine = ops + total;
-        size_t n = plan(mine, (size_t)PER * 3, PER, t + 1, log);
-        for (size_t k = 0; k < n; k++)
-            mine[k].i += t * 100000;
-        f[t] = (feeder){st, mine, n};
-        total += n;
-    }
-    for (unsigned t = 0; t < nthreads; t++)
-        pthread_create(&th[t], NULL, feed, &f[t]);
-    for (unsigned t = 0; t < nthreads; t++)
-        pthread_join(th[t], NULL);
-    wait_all(ops, total);
-
-    /* Exactly once: one entry per change whose done got 0, none for others;
-     * each change's entry was in the log before its done ran; per thread,
-     * the entries come in the order of its submissions (a change's entry
-     * is found after the previous committed change's). */
-    size_t committed = 0, refused = 0, bad_order = 0, missing = 0, late = 0;
-    size_t nlog = atomic_load(&log->n);
-    char *used = calloc(nlog ? nlog : 1, 1);
-    for (unsigned t = 0; t < nthreads; t++) {
-        size_t pos = 0; /* where the previous committed change of t was found */
-        bool first = true;
-        for (size_t k = 0; k < f[t].n; k++) {
-            op *o = &f[t].ops[k];
-            int status = atomic_load(&o->status);
-            if (status != 0) {
-                refused++;
-                continue;
-            }
-            committed++;
-            rec_buf b;
-            make(&b, o->i, o->v);
-            size_t at = first ? 0 : pos + 1, found = SIZE_MAX;
-            for (size_t j = at; j < nlog; j++) {
-                const entry *e = &log->e[j];
-                if (!used[j] && e->kind == o->kind && e->at == b.r.registered_at_us &&
-                    strcmp(e->id, b.id) == 0 &&
-                    (o->kind == ND_STORE_DELETE ||
-                     (e->simhash == b.r.simhash && strcmp(e->meta, b.meta) == 0 &&
-                      e->sketch_len == 12 && memcmp(e->sketch, b.sketch, 12) == 0))) {
-                    found = j;
-                    break;
-                }
-            }
-            if (found == SIZE_MAX) {
-                /* Earlier than the previous one of this thread, or absent. */
-                bool anywhere = false;
-                for (size_t j = 0; j < nlog && !anywhere; j++)
-                    anywhere = !used[j] && log->e[j].kind == o->kind &&
-                               log->e[j].at == b.r.registered_at_us;
-                if (anywhere)
-                    bad_order++;
-                else
-                    missing++;
-                continue;
-            }
-            used[found] = 1;
-            if ((long)found >= atomic_load(&o->seen_log))
-                late++; /* done ran before the observer saw it */
-            pos = found;
-            first = false;
-        }
-    }
-    CHECK(committed == nlog, "%s: %zu committed changes, %zu observed", what, committed, nlog);
-    CHECK(missing == 0 && bad_order == 0 && late == 0,
-          "%s: missing %zu, out of order %zu, observed after done %zu", what, missing, bad_order,
-          late);
-    CHECK(refused > 50 && committed > 500, "%s: refused %zu committed %zu (a real mix)", what,
-          refused, committed);
-    unit_note("%s, %u threads: %zu changes, %zu committed and observed once each, %zu refused",
-              what, nthreads, total, committed, refused);
-
-    /* What the observer saw, replayed, is the store. */
-    nd_store *copy = replay(log);
-    char *a = dump_store(st), *b = copy ? dump_store(copy) : NULL;
-    CHECK(a && b && strcmp(a, b) == 0, "%s: replaying the observer's log gives another store",
-          what);
-    free(a);
-    free(b);
-    nd_store_close(copy);
-    nd_store_set_observer(st, NULL, NULL);
-    free(used);
-    free(ops);
-    free(log);
-}
-
-static void test_observer_memory(void)
-{
-    nd_store *st = NULL;
-    REQUIRE(nd_store_memory_open(&st) == 0);
-    check_observer(st, 1, "memory");
-    nd_store_close(st);
-    REQUIRE(nd_store_memory_open(&st) == 0);
-    check_observer(st, 4, "memory");
-    nd_store_close(st);
-}
-
-static void test_observer_lmdb(void)
-{
-    for (unsigned threads = 1; threads <= 4; threads += 3) {
-        char dir[128];
-        snprintf(dir, sizeof(dir), "%s/lmdb-%u", root, threads);
-        nd_store_options o;
-        nd_store_options_default(&o);
-        o.sync = false;
-        o.map_size = (size_t)64 << 20;
-        o.max_batch = 64; /* many group commits */
-        char err[256];
-        nd_store *st = NULL;
-        REQUIRE(nd_store_open(&st, dir, &o, err, sizeof(err)) == 0, "%s", err);
-        CHECK(nd_store_durable(st) && strcmp(nd_store_kind(st), "lmdb") == 0);
-        check_observer(st, threads, threads == 1 ? "lmdb" : "lmdb, concurrent");
-        nd_store_close(st);
-    }
 }
 
 /* ---- issue 13: claim fields, amend, events, through both stores ---- */
@@ -1239,105 +988,6 @@ static void test_audit_index_retention(void)
         check_audit_index_retention(&impls[i]);
 }
 
-/* What the observers saw, as text lines. */
-typedef struct seq_log {
-    char buf[1 << 16];
-    size_t len;
-    ev_list evs;
-} seq_log;
-
-static void seq_record(void *arg, nd_store_change kind, const nd_record *rec)
-{
-    seq_log *l = arg;
-    l->len += (size_t)snprintf(l->buf + l->len, sizeof(l->buf) - l->len, "R%d %lld %s\n", kind,
-                               (long long)rec->registered_at_us, rec->sketch ? "sk" : "-");
-}
-
-static void seq_event(void *arg, const nd_store_event *ev)
-{
-    seq_log *l = arg;
-    l->len += (size_t)snprintf(l->buf + l->len, sizeof(l->buf) - l->len, "E%d %lld %lld\n",
-                               ev->kind, (long long)ev->owner_at, (long long)ev->at_us);
-    list_visit(&l->evs, ev);
-    l->evs.owner[l->evs.n - 1] = ev->owner_at * 4 + ev->kind; /* keep the kind */
-}
-
-/* The event observer: once per committed event, in commit order with the
- * record changes (an amend's record, then its audit), the time as stored;
- * replaying what it saw into an empty store gives the same journals. */
-static void check_event_observer(const impl *im)
-{
-    nd_store *st = im->open("evobs", 4);
-    REQUIRE(st != NULL);
-    seq_log *lg = calloc(1, sizeof(*lg));
-    nd_store_set_observer(st, seq_record, lg);
-    nd_store_set_event_observer(st, seq_event, lg);
-    rec_buf b;
-    make(&b, 1, 0);
-    CHECK(put_w(st, &b.r) == 0);
-    nd_store_event e = det_ev(1001, 50, "x", "{}");
-    CHECK(event_w(st, &e) == 0);
-    CHECK(event_w(st, &e) == 0); /* replaces: same time again */
-    e = det_ev(1001, 50, "y", "{}");
-    CHECK(event_w(st, &e) == 0); /* bumped to 51 */
-    nd_store_event a = audit_ev(60, "{\"action\":\"policy\"}");
-    b.r.status = ND_CLAIM_REVOKED;
-    CHECK(amend_w(st, &b.r, &a) == 0);
-    CHECK(amend_w(st, &b.r, &a) == 0); /* audit bumped to 61 */
-    make(&b, 9, 0);
-    CHECK(amend_w(st, &b.r, &a) == -ENOENT); /* not seen */
-    char copy[16];
-    for (unsigned i = 0; i < 10; i++) {
-        snprintf(copy, sizeof(copy), "z%u", i % 6);
-        e = det_ev(1001, 40 + 3 * i, copy, NULL);
-        CHECK(event_w(st, &e) == 0);
-    }
-    const char *want = "R1 1001 sk\nE1 1001 50\nE1 1001 50\nE1 1001 51\n"
-                       "R4 1001 -\nE2 0 60\nR4 1001 -\nE2 0 61\n";
-    CHECK(strncmp(lg->buf, want, strlen(want)) == 0, "%s", lg->buf);
-    /* Replay the events into an empty memory store of the same copies_max. */
-    nd_store_options o;
-    nd_store_options_default(&o);
-    o.detections_max = 4;
-    nd_store *rp = NULL;
-    REQUIRE(nd_store_memory_open_with(&rp, &o) == 0);
-    for (size_t i = 0; i < lg->evs.n; i++) {
-        nd_event_kind kind = (nd_event_kind)(lg->evs.owner[i] % 4);
-        nd_store_event r = {.kind = kind,
-                            .owner_at = lg->evs.owner[i] / 4,
-                            .at_us = lg->evs.at[i],
-                            .copy_id = lg->evs.copy[i],
-                            .copy_id_len = lg->evs.copy[i] ? strlen(lg->evs.copy[i]) : 0,
-                            .value = lg->evs.value[i],
-                            .value_len = strlen(lg->evs.value[i])};
-        CHECK(event_w(rp, &r) == 0);
-    }
-    for (int kind = 1; kind <= 2; kind++) {
-        int64_t owner = kind == 1 ? 1001 : 0;
-        ev_list x = {0}, y = {0};
-        CHECK(nd_store_events(st, kind, owner, -1, 0, list_visit, &x) == 0);
-        CHECK(nd_store_events(rp, kind, owner, -1, 0, list_visit, &y) == 0);
-        bool same = x.n == y.n && x.n == (kind == 1 ? 4u : 2u);
-        for (size_t i = 0; same && i < x.n; i++)
-            same = x.at[i] == y.at[i] && strcmp(x.value[i], y.value[i]) == 0 &&
-                   (x.copy[i] == NULL) == (y.copy[i] == NULL) &&
-                   (!x.copy[i] || strcmp(x.copy[i], y.copy[i]) == 0);
-        CHECK(same, "kind %d: %zu vs %zu", kind, x.n, y.n);
-        list_free(&x);
-        list_free(&y);
-    }
-    nd_store_close(rp);
-    nd_store_close(st);
-    list_free(&lg->evs);
-    free(lg);
-}
-
-static void test_event_observer(void)
-{
-    for (size_t i = 0; i < 2; i++)
-        check_event_observer(&impls[i]);
-}
-
 int main(void)
 {
     snprintf(root, sizeof(root), "/tmp/nd-store-mem-XXXXXX");
@@ -1346,15 +996,12 @@ int main(void)
         return 1;
     }
     UNIT_RUN(test_memory_contract);
-    UNIT_RUN(test_observer_memory);
-    UNIT_RUN(test_observer_lmdb);
     UNIT_RUN(test_claim_fields);
     UNIT_RUN(test_amend);
     UNIT_RUN(test_events_paging);
     UNIT_RUN(test_events_replace);
     UNIT_RUN(test_journals_with_records);
     UNIT_RUN(test_audit_index_retention);
-    UNIT_RUN(test_event_observer);
     nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return unit_summary("store_memory");
 }

@@ -1,4 +1,4 @@
-/* replica.h - a node of a replicated neardup (issue 14): the registry's
+/* replica.h - a node of a replicated neardup: the registry's
  * store, in front of the local store, with every change going through one
  * NATS JetStream stream.
  *

@@ -1,8 +1,8 @@
 /* store.h - where registered documents are kept: one interface, two
  * implementations.
  *
- * The interface (nd_store_put() .. nd_store_close() below, and the on-commit
- * observers) is what the registry and the API use. Besides the records it
+ * The interface (nd_store_put() .. nd_store_close() below) is what the
+ * registry and the API use. Besides the records it
  * keeps two journals of events (detections of copies per original, and the
  * audit log of changes of state: nd_store_event_put(), nd_store_events()),
  * written through the same queue and group commit. Each call dispatches
@@ -122,7 +122,7 @@ typedef struct nd_record {
                          * nd_store_get() when ownership matters */
     size_t client_len;
     uint64_t stream_seq;            /* put/replace/amend only: the replication stream's
-                          * sequence of this change (issue 14), written with
+                          * sequence of this write, written with
                           * it in the same transaction (nd_store_stream_seq()
                           * returns the greatest committed); 0: a local change
                           * (a replicated store publishes it first). Scans
@@ -144,7 +144,7 @@ typedef struct nd_record {
 
 /* ---- the interface ---- */
 
-/* What a committed change did (the on-commit observer's kind). */
+/* What a write does (a replication stream write's kind, replica/entry.h). */
 typedef enum nd_store_change {
     ND_STORE_PUT = 1,
     ND_STORE_REPLACE = 2,
@@ -165,14 +165,14 @@ typedef enum nd_event_kind {
 } nd_event_kind;
 
 /* One journal entry. In calls that take one, every pointer is borrowed for
- * the call (the store copies it); one handed to a visit or an observer
- * points into the store and is valid only during that call. */
+ * the call (the store copies it); one handed to a visit points into the
+ * store and is valid only during that call. */
 typedef struct nd_store_event {
     nd_event_kind kind;
     int64_t owner_at;    /* the journal it belongs to, >= 0 */
     int64_t at_us;       /* when, 0..ND_EVENT_AT_MAX; the store makes (kind, owner_at, at_us)
                        * unique by raising at_us by 1 us while it is taken
-                       * (a visit or the observer sees the time stored) */
+                       * (a visit sees the time stored) */
     const char *copy_id; /* DETECTION: the copy's id, 1..ND_ID_MAX bytes; an
                           * earlier detection of the same (owner_at, copy_id)
                           * is updated in place: its value is replaced, its
@@ -183,27 +183,6 @@ typedef struct nd_store_event {
                         * handed out never NULL, NUL-terminated */
     size_t value_len;
 } nd_store_event;
-
-/* The on-commit observer (the hook a replication log uses): called once per
- * committed change (a put, replace, amend or delete whose done callback
- * gets 0),
- * in commit order, on the committing thread (LMDB: the commit thread; the
- * memory store: the caller's), just before that change's done callback.
- * rec is the record as written (sketch included; an amend's without it) or, for a delete, only
- * id, id_len and registered_at_us (the rest zero); its pointers are valid
- * during the call. Must be quick and must not call into the store. */
-typedef void (*nd_store_observer_fn)(void *arg, nd_store_change kind, const nd_record *rec);
-
-/* The on-commit observer of events: called once per committed event (an
- * nd_store_event_put() whose done gets 0, or the audit event of a committed
- * nd_store_amend(), nd_store_put_audited() or nd_store_delete_audited()), in commit order with the record changes (an amend's
- * record first, then its audit event), on the committing thread, just
- * before the done callback. ev is the event as stored (at_us after the
- * uniqueness bump). A replica applies it with nd_store_event_put() under
- * the same detections_max: the replacement of an earlier detection of the same
- * copy and the retention drop are deterministic, so they are not reported
- * separately. Same rules as nd_store_observer_fn. */
-typedef void (*nd_store_event_observer_fn)(void *arg, const nd_store_event *ev);
 
 typedef struct nd_store_stats nd_store_stats;
 typedef void (*nd_store_done_fn)(void *arg, int status);
@@ -247,10 +226,6 @@ typedef struct nd_store_ops {
  * at it). */
 typedef struct nd_store_base {
     const nd_store_ops *ops;
-    nd_store_observer_fn observer; /* NULL: none */
-    void *observer_arg;
-    nd_store_event_observer_fn event_observer; /* NULL: none */
-    void *event_observer_arg;
     uint64_t detections_max;    /* detections kept per owner_at (0: all) */
     uint64_t audit_max_entries; /* audit entries kept (0: all) */
     int64_t audit_max_age_us;   /* audit entries older than this are dropped (0: none) */
@@ -259,23 +234,6 @@ typedef struct nd_store_base {
 static inline nd_store_base *nd_store_base_of(const nd_store *st)
 {
     return (nd_store_base *)(void *)(uintptr_t)st;
-}
-
-/* Sets the on-commit observer (NULL: none). Call before any change is
- * queued: it is read by the committing thread without a lock. */
-static inline void nd_store_set_observer(nd_store *st, nd_store_observer_fn fn, void *arg)
-{
-    nd_store_base_of(st)->observer = fn;
-    nd_store_base_of(st)->observer_arg = arg;
-}
-
-/* Sets the on-commit observer of events (NULL: none); as
- * nd_store_set_observer(). */
-static inline void nd_store_set_event_observer(nd_store *st, nd_store_event_observer_fn fn,
-                                               void *arg)
-{
-    nd_store_base_of(st)->event_observer = fn;
-    nd_store_base_of(st)->event_observer_arg = arg;
 }
 
 /* The implementation's name ("lmdb", "memory"). */
@@ -390,8 +348,7 @@ static inline int nd_store_put(nd_store *st, const nd_record *rec, nd_store_done
 /* nd_store_put() with, when audit is not NULL (an ND_EVENT_AUDIT event
  * valid for nd_store_event_put), that audit entry written in the same
  * transaction as the record (both or neither; a refused put (-EEXIST)
- * writes no entry). -EINVAL also for an invalid audit. The observer sees
- * ND_STORE_PUT, then the event observer the audit event. */
+ * writes no entry). -EINVAL also for an invalid audit. */
 static inline int nd_store_put_audited(nd_store *st, const nd_record *rec,
                                        const nd_store_event *audit, nd_store_done_fn done,
                                        void *arg)
@@ -418,7 +375,7 @@ static inline int nd_store_delete_at(nd_store *st, const char *id, size_t id_len
 
 /* nd_store_delete_at() of a change that is the replication stream's entry
  * stream_seq (> 0; 0: as nd_store_delete_at()): the sequence is written in
- * the same transaction, as a record's stream_seq is (issue 14). */
+ * the same transaction, as a record's stream_seq is. */
 static inline int nd_store_delete_at_seq(nd_store *st, const char *id, size_t id_len,
                                          int64_t registered_at_us, uint64_t stream_seq,
                                          nd_store_done_fn done, void *arg)
@@ -429,8 +386,7 @@ static inline int nd_store_delete_at_seq(nd_store *st, const char *id, size_t id
 
 /* nd_store_delete_at_seq() with, when audit is not NULL (as for
  * nd_store_put_audited()), that audit entry written in the deletion's
- * transaction (none when the deletion finds nothing: -ENOENT). The
- * observer sees ND_STORE_DELETE, then the event observer the audit event. */
+ * transaction (none when the deletion finds nothing: -ENOENT). */
 static inline int nd_store_delete_audited(nd_store *st, const char *id, size_t id_len,
                                           int64_t registered_at_us, uint64_t stream_seq,
                                           const nd_store_event *audit, nd_store_done_fn done,
@@ -466,9 +422,7 @@ static inline int nd_store_replace(nd_store *st, const nd_record *rec, nd_store_
  * if queued, or -EINVAL (bad record as for put, rec->supersede over
  * ND_STORE_SUPERSEDE_MAX or naming an id not 1..ND_ID_MAX bytes, or audit not an
  * ND_EVENT_AUDIT event valid for nd_store_event_put), -ENOMEM, -ESHUTDOWN;
- * blocks like put when the queue is full. The observer sees ND_STORE_AMEND
- * (rec without sketch; not the records it superseded), then the event
- * observer the audit event. */
+ * blocks like put when the queue is full. */
 static inline int nd_store_amend(nd_store *st, const nd_record *rec, const nd_store_event *audit,
                                  nd_store_done_fn done, void *arg)
 {
@@ -482,7 +436,7 @@ static inline int nd_store_amend(nd_store *st, const nd_record *rec, const nd_st
  * of a (owner_at, copy_id) detected before updates that entry in place:
  * its value becomes ev's, its at_us stays the first detection's (retries
  * of one check leave one entry, which never moves: a walk by before_at
- * lists it once; the observer sees the stored at_us); a DETECTION that
+ * lists it once); a DETECTION that
  * makes more than detections_max of its owner_at drops the oldest ones in the
  * same transaction. An AUDIT beyond audit_max_entries or audit_max_age_us
  * has the oldest entries dropped by this and later commits (see
@@ -591,7 +545,7 @@ nd_store_sketches(nd_store *st, const int64_t *at, size_t n,
 
 /* The greatest replication stream sequence committed with a change
  * (nd_record.stream_seq, nd_store_delete_at_seq()), 0 when none: where a
- * replica resumes tailing the stream after a restart (issue 14). A
+ * replica resumes tailing the stream after a restart. A
  * backup carries it. Any thread; does not allocate. */
 static inline uint64_t nd_store_stream_seq(nd_store *st)
 {

@@ -1,5 +1,6 @@
 /* store_memory.c - the memory store (see store_memory.h). */
 #include "store_memory.h"
+#include "record.h"
 #include "json.h"
 #include "retention.h"
 
@@ -101,33 +102,6 @@ static void grow(mem_store *ms)
     ms->nbuckets = nb;
 }
 
-/* The checks of the LMDB store's record_ok(). */
-static bool record_ok(const nd_record *r)
-{
-    if (!r || !r->id || r->id_len == 0 || r->id_len > ND_ID_MAX || !r->version ||
-        r->registered_at_us < 0)
-        return false;
-    size_t vlen = strnlen(r->version, ND_VERSION_MAX + 1);
-    return vlen > 0 && vlen <= ND_VERSION_MAX && r->meta_len <= ND_META_MAX &&
-           (r->meta || !r->meta_len) && r->nanchors <= ND_STORE_ANCHORS_MAX &&
-           (r->anchors || !r->nanchors) && r->sketch_len <= ND_STORE_SKETCH_MAX &&
-           (r->sketch || !r->sketch_len) && r->account_len <= ND_ACCOUNT_MAX &&
-           (r->account || !r->account_len) && r->policy_len <= ND_POLICY_MAX &&
-           (r->policy || !r->policy_len) && r->status <= ND_CLAIM_SUPERSEDED &&
-           r->client_len <= ND_CLIENT_MAX && (r->client || !r->client_len);
-}
-
-/* The checks of the LMDB store's event_ok(). */
-static bool event_ok(const nd_store_event *ev)
-{
-    if (!ev || ev->owner_at < 0 || ev->at_us < 0 || ev->at_us > ND_EVENT_AT_MAX ||
-        ev->value_len > ND_EVENT_VALUE_MAX || (!ev->value && ev->value_len))
-        return false;
-    if (ev->kind == ND_EVENT_DETECTION)
-        return ev->copy_id && ev->copy_id_len > 0 && ev->copy_id_len <= ND_ID_MAX;
-    return ev->kind == ND_EVENT_AUDIT && !ev->copy_id && !ev->copy_id_len;
-}
-
 /* A copy of r in one allocation, or NULL. */
 static mem_rec *rec_copy(const nd_record *r)
 {
@@ -195,8 +169,6 @@ static bool same_id(const nd_record *r, const char *id, size_t id_len)
     return r->id_len == id_len && memcmp(r->id, id, id_len) == 0;
 }
 
-/* Ends a change: counts it and, when it committed, tells the observer
- * (write lock held: commit order). */
 /* Notes the stream sequence of a change that was applied (or refused for
  * good: it is not tried again) under the lock. */
 static void note_seq(mem_store *ms, uint64_t seq)
@@ -205,12 +177,11 @@ static void note_seq(mem_store *ms, uint64_t seq)
         atomic_store_explicit(&ms->stream_seq, seq, memory_order_relaxed);
 }
 
-static void committed(mem_store *ms, int status, nd_store_change kind, const nd_record *rec)
+/* Ends a write: counts it (write lock held). */
+static void committed(mem_store *ms, int status)
 {
     if (status == 0) {
         atomic_fetch_add_explicit(&ms->commits, 1, memory_order_relaxed);
-        if (ms->base.observer)
-            ms->base.observer(ms->base.observer_arg, kind, rec);
     } else if (status != -ENOENT) {
         atomic_fetch_add_explicit(&ms->failed, 1, memory_order_relaxed);
     }
@@ -222,18 +193,12 @@ static mem_ev *ev_copy(const nd_store_event *ev);
 static mem_journal *event_reserve(mem_store *ms, mem_ev *e);
 static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e);
 
-/* The checks of the LMDB store's audit_ok(): NULL or an audit event. */
-static bool audit_ok(const nd_store_event *audit)
-{
-    return !audit || (event_ok(audit) && audit->kind == ND_EVENT_AUDIT);
-}
-
 /* put (replace false, with audit, or NULL) or replace (true). */
 static int mem_write(nd_store *st, const nd_record *r, const nd_store_event *audit, bool replace,
                      nd_store_done_fn done, void *arg)
 {
     mem_store *ms = ms_of(st);
-    if (!record_ok(r) || !audit_ok(audit))
+    if (!nd_record_check(r) || !nd_record_audit_ok(audit))
         return -EINVAL;
     mem_rec *m = rec_copy(r);
     mem_ev *e = audit ? ev_copy(audit) : NULL;
@@ -265,9 +230,8 @@ static int mem_write(nd_store *st, const nd_record *r, const nd_store_event *aud
     }
     if (status != -ENOMEM)
         note_seq(ms, r->stream_seq);
-    m->rec.stream_seq = r->stream_seq; /* the observer sees it ... */
-    committed(ms, status, replace ? ND_STORE_REPLACE : ND_STORE_PUT, &m->rec);
-    m->rec.stream_seq = 0; /* ... scans and gets do not */
+    committed(ms, status);
+    m->rec.stream_seq = 0; /* scans and gets do not see it */
     if (status == 0 && e)
         journal_insert(ms, j, e);
     pthread_rwlock_unlock(&ms->lock);
@@ -600,7 +564,7 @@ static void journal_retain(mem_journal *j, uint64_t target)
 /* Inserts e into j (reserved by journal_reserve): updates a detection of
  * the same copy id in place (its at_us kept), else raises at_us while
  * taken and drops the oldest beyond detections_max (audit: retention);
- * then tells the event observer. Write lock held. */
+ * Write lock held. */
 static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e)
 {
     if (e->ev.kind == ND_EVENT_DETECTION)
@@ -610,8 +574,6 @@ static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e)
                 e->ev.at_us = j->ev[i]->ev.at_us;
                 free(j->ev[i]);
                 j->ev[i] = e;
-                if (ms->base.event_observer)
-                    ms->base.event_observer(ms->base.event_observer_arg, &e->ev);
                 return;
             }
     size_t i = journal_lower(j, e->ev.at_us);
@@ -625,19 +587,17 @@ static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e)
     if (e->has_doc)
         doclist_insert(ms, e);
     uint64_t max = ms->base.detections_max;
-    nd_store_event seen = e->ev; /* e may be dropped below */
-    if (e->ev.kind == ND_EVENT_DETECTION && max && journal_len(j) > max)
+    nd_event_kind kind = e->ev.kind; /* e may be dropped below */
+    if (kind == ND_EVENT_DETECTION && max && journal_len(j) > max)
         journal_retain(j, nd_retention_target(max));
-    if (e->ev.kind == ND_EVENT_AUDIT)
+    if (kind == ND_EVENT_AUDIT)
         audit_trim(ms, j, 1 + TRIM_SLACK);
-    if (ms->base.event_observer)
-        ms->base.event_observer(ms->base.event_observer_arg, &seen);
 }
 
 static int mem_event_put(nd_store *st, const nd_store_event *ev, nd_store_done_fn done, void *arg)
 {
     mem_store *ms = ms_of(st);
-    if (!event_ok(ev))
+    if (!nd_record_event_ok(ev))
         return -EINVAL;
     mem_ev *e = ev_copy(ev);
     if (!e)
@@ -712,18 +672,14 @@ static int mem_amend(nd_store *st, const nd_record *rec, const nd_store_event *a
                      nd_store_done_fn done, void *arg)
 {
     mem_store *ms = ms_of(st);
-    if (!rec || (audit && (!event_ok(audit) || audit->kind != ND_EVENT_AUDIT)))
+    if (!rec || !nd_record_audit_ok(audit))
         return -EINVAL;
     nd_record r = *rec;
     r.sketch = NULL;
     r.sketch_len = 0;
-    size_t nsup = r.supersede ? r.nsupersede : 0;
-    if (!record_ok(&r) || nsup > ND_STORE_SUPERSEDE_MAX)
+    if (!nd_record_check(&r) || !nd_record_refs_ok(&r))
         return -EINVAL;
-    for (size_t i = 0; i < nsup; i++)
-        if (!r.supersede[i].id || !r.supersede[i].id_len || r.supersede[i].id_len > ND_ID_MAX ||
-            r.supersede[i].registered_at_us < 0)
-            return -EINVAL;
+    size_t nsup = r.supersede ? r.nsupersede : 0;
     mem_ev *e = audit ? ev_copy(audit) : NULL;
     if (audit && !e)
         return -ENOMEM;
@@ -745,11 +701,7 @@ static int mem_amend(nd_store *st, const nd_record *rec, const nd_store_event *a
         *pp = m;
         free(old);
         m->rec.stream_seq = 0;
-        nd_record seen = m->rec;
-        seen.sketch = NULL; /* as the LMDB store's observer: not rewritten */
-        seen.sketch_len = 0;
-        seen.stream_seq = r.stream_seq;
-        committed(ms, 0, ND_STORE_AMEND, &seen);
+        committed(ms, 0);
         for (size_t i = 0; i < nsup; i++) { /* in place: same bytes */
             mem_rec *b = *find(ms, r.supersede[i].registered_at_us);
             if (b && same_id(&b->rec, r.supersede[i].id, r.supersede[i].id_len) &&
@@ -761,7 +713,7 @@ static int mem_amend(nd_store *st, const nd_record *rec, const nd_store_event *a
         if (e)
             journal_insert(ms, j, e);
     } else {
-        committed(ms, status, ND_STORE_AMEND, &r);
+        committed(ms, status);
     }
     note_seq(ms, r.stream_seq);
     pthread_rwlock_unlock(&ms->lock);
@@ -788,7 +740,7 @@ static int mem_delete_at(nd_store *st, const char *id, size_t id_len, int64_t at
                          const nd_store_event *audit, nd_store_done_fn done, void *arg)
 {
     mem_store *ms = ms_of(st);
-    if (!id || id_len == 0 || id_len > ND_ID_MAX || at < 0 || !audit_ok(audit))
+    if (!nd_record_id_ok(id, id_len) || at < 0 || !nd_record_audit_ok(audit))
         return -EINVAL;
     mem_ev *e = audit ? ev_copy(audit) : NULL;
     if (audit && !e)
@@ -809,9 +761,8 @@ static int mem_delete_at(nd_store *st, const char *id, size_t id_len, int64_t at
         detections_drop(ms, at);
         status = 0;
     }
-    nd_record rec = {.id = id, .id_len = id_len, .registered_at_us = at, .stream_seq = seq};
     note_seq(ms, seq);
-    committed(ms, status, ND_STORE_DELETE, &rec);
+    committed(ms, status);
     if (status == 0 && e) {
         journal_insert(ms, j, e);
         e = NULL;

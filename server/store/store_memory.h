@@ -4,9 +4,8 @@
  * Records (and their sketches) live in a hash table by registered_at_us,
  * guarded by a read-write lock: any number of threads may read (scan, get,
  * sketches, count) while one changes it. Each change commits within the call
- * that queues it: put, replace and delete_at apply it, call the on-commit
- * observer (under the lock, so in commit order) and then the done callback,
- * all before they return 0. Nothing survives the process (nd_store_durable()
+ * that queues it: put, replace and delete_at apply it under the lock and
+ * then call the done callback, all before they return 0. Nothing survives the process (nd_store_durable()
  * is false). The statuses are the LMDB store's: -EEXIST for a put of a time
  * already held, -ENOENT for a replace or delete whose time is not held or
  * holds another id; -EINVAL (bad record, as for LMDB; done not called).

@@ -1,7 +1,7 @@
-/* test_change.c - the replication stream's entry layout (server/replica/
- * change.c): every kind of change comes back field for field; a cut or
+/* test_entry.c - the replication stream's entry layout (server/replica/
+ * entry.c): every kind of change comes back field for field; a cut or
  * padded entry, or one of another layout, is refused, never half read. */
-#include "change.h"
+#include "entry.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -56,9 +56,9 @@ static void round_trip(void)
         uint8_t *buf = NULL;
         size_t len = 0;
         const nd_store_event *ev = kind == ND_STORE_AMEND ? &audit : NULL;
-        REQUIRE(nd_change_encode(kind, &r, ev, &buf, &len) == 0);
-        nd_change ch;
-        CHECK(nd_change_decode(buf, len, &ch) == 0, "kind %d", kind);
+        REQUIRE(nd_entry_encode(kind, &r, ev, &buf, &len) == 0);
+        nd_entry ch;
+        CHECK(nd_entry_decode(buf, len, &ch) == 0, "kind %d", kind);
         CHECK(ch.kind == kind);
         const nd_record *d = &ch.rec;
         CHECK(same_bytes(d->id, d->id_len, r.id, r.id_len));
@@ -89,17 +89,17 @@ static void empty_fields(void)
     nd_record r = {.id = "x", .id_len = 1, .version = "v", .registered_at_us = 7};
     uint8_t *buf = NULL;
     size_t len = 0;
-    REQUIRE(nd_change_encode(ND_STORE_DELETE, &r, NULL, &buf, &len) == 0);
-    nd_change ch;
-    REQUIRE(nd_change_decode(buf, len, &ch) == 0);
+    REQUIRE(nd_entry_encode(ND_STORE_DELETE, &r, NULL, &buf, &len) == 0);
+    nd_entry ch;
+    REQUIRE(nd_entry_decode(buf, len, &ch) == 0);
     CHECK(ch.kind == ND_STORE_DELETE && ch.rec.registered_at_us == 7);
     CHECK(!ch.rec.meta && !ch.rec.policy && !ch.rec.account && !ch.rec.anchors && !ch.rec.sketch);
     CHECK(!ch.rec.client && ch.rec.client_len == 0);
     free(buf);
     r.meta = "";
     r.policy = "";
-    REQUIRE(nd_change_encode(ND_STORE_PUT, &r, NULL, &buf, &len) == 0);
-    REQUIRE(nd_change_decode(buf, len, &ch) == 0);
+    REQUIRE(nd_entry_encode(ND_STORE_PUT, &r, NULL, &buf, &len) == 0);
+    REQUIRE(nd_entry_decode(buf, len, &ch) == 0);
     CHECK(ch.rec.meta && ch.rec.meta_len == 0 && ch.rec.policy && ch.rec.policy_len == 0);
     free(buf);
 }
@@ -109,29 +109,29 @@ static void refuses_bad_bytes(void)
     nd_record r = full_record();
     uint8_t *buf = NULL;
     size_t len = 0;
-    REQUIRE(nd_change_encode(ND_STORE_PUT, &r, NULL, &buf, &len) == 0);
-    nd_change ch;
+    REQUIRE(nd_entry_encode(ND_STORE_PUT, &r, NULL, &buf, &len) == 0);
+    nd_entry ch;
     int cut_refused = 0;
     for (size_t n = 0; n < len; n++) /* every cut is refused */
-        cut_refused += nd_change_decode(buf, n, &ch) == -EBADMSG;
+        cut_refused += nd_entry_decode(buf, n, &ch) == -EBADMSG;
     CHECK(cut_refused == (int)len, "%d of %zu cuts refused", cut_refused, len);
     uint8_t *pad = malloc(len + 1);
     memcpy(pad, buf, len);
     pad[len] = 0;
-    CHECK(nd_change_decode(pad, len + 1, &ch) == -EBADMSG); /* trailing bytes */
+    CHECK(nd_entry_decode(pad, len + 1, &ch) == -EBADMSG); /* trailing bytes */
     pad[0] = 3;                                             /* a layout this build does not know */
-    CHECK(nd_change_decode(pad, len, &ch) == -EPROTO);
+    CHECK(nd_entry_decode(pad, len, &ch) == -EPROTO);
     memcpy(pad, buf, len);
     pad[1] = 9; /* an unknown kind */
-    CHECK(nd_change_decode(pad, len, &ch) == -EBADMSG);
+    CHECK(nd_entry_decode(pad, len, &ch) == -EBADMSG);
     free(pad);
     free(buf);
     nd_record big = r;
     big.id_len = 70000; /* over the u16 field: refused, not cut */
-    CHECK(nd_change_encode(ND_STORE_PUT, &big, NULL, &buf, &len) == -EINVAL);
+    CHECK(nd_entry_encode(ND_STORE_PUT, &big, NULL, &buf, &len) == -EINVAL);
     big = r;
     big.client_len = ND_CLIENT_MAX + 1; /* over the store's limit */
-    CHECK(nd_change_encode(ND_STORE_PUT, &big, NULL, &buf, &len) == -EINVAL);
+    CHECK(nd_entry_encode(ND_STORE_PUT, &big, NULL, &buf, &len) == -EINVAL);
 }
 
 /* The registering client is an optional trailing field: an entry without
@@ -143,17 +143,17 @@ static void client_field(void)
     nd_record r = full_record();
     uint8_t *with = NULL, *without = NULL;
     size_t wlen = 0, olen = 0;
-    REQUIRE(nd_change_encode(ND_STORE_PUT, &r, NULL, &with, &wlen) == 0);
+    REQUIRE(nd_entry_encode(ND_STORE_PUT, &r, NULL, &with, &wlen) == 0);
     r.client = NULL;
     r.client_len = 0;
-    REQUIRE(nd_change_encode(ND_STORE_PUT, &r, NULL, &without, &olen) == 0);
+    REQUIRE(nd_entry_encode(ND_STORE_PUT, &r, NULL, &without, &olen) == 0);
     CHECK(wlen == olen + 1 + 9, "%zu vs %zu", wlen, olen);
     CHECK(without[0] == 1 && with[0] == 2 && without[3] == 0 && with[3] == 8);
     CHECK(memcmp(with + 4, without + 4, olen - 4) == 0);
     CHECK(with[olen] == 9 && memcmp(with + olen + 1, "alice-cms", 9) == 0);
-    nd_change ch;
+    nd_entry ch;
     with[olen] = 0; /* an empty name is refused */
-    CHECK(nd_change_decode(with, wlen - 9, &ch) == -EBADMSG);
+    CHECK(nd_entry_decode(with, wlen - 9, &ch) == -EBADMSG);
     free(with);
     free(without);
 }
@@ -173,9 +173,9 @@ static void supersede_fields(void)
     r.nsupersede = 2;
     uint8_t *buf = NULL;
     size_t len = 0;
-    REQUIRE(nd_change_encode(ND_STORE_AMEND, &r, NULL, &buf, &len) == 0);
-    static nd_change ch;
-    REQUIRE(nd_change_decode(buf, len, &ch) == 0);
+    REQUIRE(nd_entry_encode(ND_STORE_AMEND, &r, NULL, &buf, &len) == 0);
+    static nd_entry ch;
+    REQUIRE(nd_entry_decode(buf, len, &ch) == 0);
     CHECK(buf[0] == 2, "layout %u: a layout-1 node refuses it as newer", buf[0]);
     CHECK(ch.rec.status == ND_CLAIM_SUPERSEDED && ch.rec.superseded_by_us == r.superseded_by_us);
     CHECK(ch.rec.nsupersede == 2 && ch.rec.supersede);
@@ -185,25 +185,25 @@ static void supersede_fields(void)
                          refs[i].id_len));
     int cut_refused = 0;
     for (size_t n = 0; n < len; n++)
-        cut_refused += nd_change_decode(buf, n, &ch) == -EBADMSG;
+        cut_refused += nd_entry_decode(buf, n, &ch) == -EBADMSG;
     CHECK(cut_refused == (int)len, "%d of %zu cuts refused", cut_refused, len);
     free(buf);
     r.status = ND_CLAIM_ACTIVE; /* no superseded_by with another status */
     r.supersede = NULL;
     r.nsupersede = 0;
-    REQUIRE(nd_change_encode(ND_STORE_AMEND, &r, NULL, &buf, &len) == 0);
-    REQUIRE(nd_change_decode(buf, len, &ch) == 0);
+    REQUIRE(nd_entry_encode(ND_STORE_AMEND, &r, NULL, &buf, &len) == 0);
+    REQUIRE(nd_entry_decode(buf, len, &ch) == 0);
     CHECK(buf[0] == 1 && ch.rec.superseded_by_us == 0 && !ch.rec.supersede &&
           ch.rec.nsupersede == 0);
     buf[0] = 2; /* layout 2 without either field: malformed */
-    CHECK(nd_change_decode(buf, len, &ch) == -EBADMSG);
+    CHECK(nd_entry_decode(buf, len, &ch) == -EBADMSG);
     free(buf);
     r.supersede = refs;
     r.nsupersede = ND_STORE_SUPERSEDE_MAX + 1;
-    CHECK(nd_change_encode(ND_STORE_AMEND, &r, NULL, &buf, &len) == -EINVAL);
+    CHECK(nd_entry_encode(ND_STORE_AMEND, &r, NULL, &buf, &len) == -EINVAL);
     refs[1].id_len = 0;
     r.nsupersede = 2;
-    CHECK(nd_change_encode(ND_STORE_AMEND, &r, NULL, &buf, &len) == -EINVAL);
+    CHECK(nd_entry_encode(ND_STORE_AMEND, &r, NULL, &buf, &len) == -EINVAL);
 }
 
 int main(void)
@@ -213,5 +213,5 @@ int main(void)
     UNIT_RUN(refuses_bad_bytes);
     UNIT_RUN(supersede_fields);
     UNIT_RUN(client_field);
-    return unit_summary("change");
+    return unit_summary("entry");
 }
