@@ -23,9 +23,6 @@ void nd_workflow_document(nd_req *r, const char *sub, const char *id_enc, size_t
  * else NULL. */
 const char *nd_workflow_sub(const char *path, size_t *id_len);
 
-/* GET /audit. */
-void nd_workflow_audit(nd_req *r);
-
 /* GET /documents/{id}'s added members: "account" (when any), "policy"
  * ({"reprint","explicit","whitelist"}) and "status"; none for a document
  * without an account, a policy or a revoked claim (its answer keeps the
@@ -62,5 +59,16 @@ char *nd_workflow_audit_event(nd_req *r, const char *action, const char *id, siz
  * *ev. Any thread (reads req's client only). */
 char *nd_workflow_register_audit(void *req, const struct nd_doc *d, struct nd_store_event *ev);
 char *nd_workflow_delete_audit(void *req, const nd_doc *d, nd_store_event *ev);
+
+/* Copies what buf holds into a new NUL-terminated string (the caller
+ * frees; aborts when out of memory) and empties buf; *len set. */
+char *take_text(struct evbuffer *buf, size_t *len);
+
+/* A claim status's name (static). */
+const char *status_name(int status);
+
+/* {"reprint": effective, "explicit": bool, "whitelist": [...]} of the
+ * policy text (NULL: none), as GET /documents shows it. */
+void add_policy(nd_reply *w, const nd_config *cfg, const char *policy, size_t len);
 
 #endif
