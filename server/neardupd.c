@@ -549,6 +549,7 @@ static int init(daemon_t *d)
                       .replica = d->replica,
                       .start_ns = nd_clock_ns()};
     nd_http_hooks hooks = {.routes = nd_api_routes,
+                           .admit = nd_api_admit,
                            .app = &d->api,
                            .worker_init = nd_api_worker_init,
                            .worker_finish = nd_api_worker_finish};

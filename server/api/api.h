@@ -38,6 +38,10 @@ typedef struct nd_api {
 /* The route table (ends with a NULL path), for nd_http_hooks.routes. */
 extern const nd_route_def nd_api_routes[];
 
+/* nd_http_hooks.admit: asks for what the route's auth level needs (routes.h).
+ * Returns true to run the handler, false once answered 401 or 403. */
+bool nd_api_admit(nd_req *r);
+
 /* nd_http_hooks.worker_init: creates a worker's scratch (fingerprint scratch,
  * match arrays, reply buffer). app is the nd_api. Returns 0 or -ENOMEM. */
 int nd_api_worker_init(void *app, unsigned index, void **user);

@@ -82,8 +82,6 @@ static void fingerprint_batch(nd_req *r, const nd_json_value *texts)
 
 void handle_fingerprint(nd_req *r)
 {
-    if (!nd_api_authorized_read(r))
-        return;
     int kind = nd_api_content_kind(r, true);
     if (!kind)
         return;

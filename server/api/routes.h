@@ -6,6 +6,18 @@
 
 #include "http.h"
 
+/* A route's auth level (nd_route_def.auth), asked by nd_api_admit() before
+ * its handler runs. With no token configured every level admits all. */
+enum nd_api_auth {
+    ND_API_AUTH_NONE,     /* anyone (the probes) */
+    ND_API_AUTH_READ,     /* anyone, unless --auth-all: then a valid token */
+    ND_API_AUTH_TOKEN,    /* a valid token; the handler narrows by role (audit, import) */
+    ND_API_AUTH_ACCOUNT,  /* reads as READ, writes need the right to act for the
+                           * account or document: the handler asks once it
+                           * knows which (check, documents) */
+    ND_API_AUTH_OPERATOR, /* an operator's token (401 without one, 403 with another) */
+};
+
 /* The methods of /documents/{id} itself (its sub-resources take others). */
 #define DOCUMENT_METHODS (EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_DELETE)
 #define DOCUMENT_ALLOW "GET, HEAD, DELETE"

@@ -24,6 +24,9 @@ enum nd_route {
     ND_ROUTE_FINGERPRINT,
     ND_ROUTE_CHECK,
     ND_ROUTE_DOCUMENTS,
+    ND_ROUTE_REPLICA,
+    ND_ROUTE_AUDIT,
+    ND_ROUTE_IMPORT,
     ND_ROUTE_OTHER, /* unknown paths and requests libevent refused itself */
     ND_ROUTE_COUNT
 };

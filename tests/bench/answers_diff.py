@@ -23,7 +23,7 @@ import harness  # noqa: E402
 
 OPERATOR = "op-" + "o" * 29
 ALICE = "alice-" + "a" * 26
-VOLATILE_HEADERS = {"date", "connection", "keep-alive", "x-request-id"}  # x-request-id: worker-request
+VOLATILE_HEADERS = {"date", "connection", "keep-alive", "x-request-id"}  # x-request-id names the worker that took the connection
 TIME = re.compile(rb'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z')
 NUMBER_FIELDS = re.compile(rb'"(took_us|uptime_s|seconds|elapsed_ms|lines_per_s|ms)":\s*[0-9.e+-]+')
 CURSOR = re.compile(rb'"(next|cursor|after)":\s*"[^"]*"')
