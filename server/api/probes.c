@@ -53,8 +53,6 @@ void handle_metrics(nd_req *r)
     nd_api *api = nd_api_of(r);
     nd_registry_stats st;
     nd_registry_stats_get(api->reg, &st);
-    nd_store_stats sst;
-    nd_store_get_stats(api->store, &sst);
     nd_metrics_gauges g = {
         .documents = st.documents,
         .index_entries = st.index_entries,
@@ -70,26 +68,7 @@ void handle_metrics(nd_req *r)
         .store_writable = nd_store_writable(api->store),
         .in_memory = !nd_store_durable(api->store),
         .uptime_s = (double)(nd_clock_ns() - api->start_ns) / 1e9,
-        .store = nd_store_durable(api->store) ? &sst : NULL, /* the memory store: none */
     };
-    nd_metrics_replica mr;
-    if (api->replica) {
-        nd_replica_stats rs;
-        nd_replica_stats_get(api->replica, &rs);
-        mr = (nd_metrics_replica){.applied_seq = rs.applied_seq,
-                                  .stream_seq = rs.stream_seq,
-                                  .lag = rs.lag,
-                                  .lag_seconds = rs.lag_seconds,
-                                  .connected = rs.connected,
-                                  .writable = rs.writable,
-                                  .published = rs.published,
-                                  .applied = rs.applied,
-                                  .conflicts = rs.conflicts,
-                                  .unavailable = rs.unavailable,
-                                  .entries = rs.entries,
-                                  .gap_fills = rs.gap_fills};
-        g.replica = &mr;
-    }
     api_worker *aw = aw_of(r);
     if (nd_metrics_render(api->metrics, &g, aw->sh.out) < 0) {
         evbuffer_drain(aw->sh.out, evbuffer_get_length(aw->sh.out));
