@@ -2,9 +2,9 @@
  * a document's copies are read from (nd_audit_page()), one read
  * transaction of the store each. */
 #include "answer.h"
+#include "api.h"
 #include "audit.h"
 #include "routes.h"
-#include "workflow.h"
 
 #include <errno.h>
 #include <stdlib.h>

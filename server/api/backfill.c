@@ -1,7 +1,7 @@
 /* backfill.c - POST /import (backfill.h). */
 #include "backfill.h"
 #include "answer.h"
-#include "workflow.h"
+#include "api.h"
 #include "import.h"
 #include "log.h"
 

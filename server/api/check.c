@@ -3,11 +3,11 @@
  * its matches, passages and action; a check with an id judged not original
  * is answered once its detection is durable (pending.c). */
 #include "answer.h"
+#include "api.h"
 #include "api_worker.h"
 #include "log.h"
 #include "pending.h"
 #include "routes.h"
-#include "workflow.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -77,7 +77,7 @@ static enum nd_event verdict_event(int verdict)
     }
 }
 
-void reply_check(nd_req *r, op_state *op)
+static void reply_check(nd_req *r, op_state *op)
 {
     nd_api *api = nd_api_of(r);
     nd_check_res *res = &op->res;
@@ -134,9 +134,63 @@ void reply_check(nd_req *r, op_state *op)
     nd_api_body_send(r, &w, 200);
 }
 
+/* Moves what a waiting answer needs out of the stack and the worker's
+ * scratch: op itself (a query's lives on the handler's stack), its id and
+ * account, its matches. Returns the op on the heap. */
+static op_state *op_keep(op_state *op)
+{
+    if (!op->on_heap) {
+        op_state *h = malloc(sizeof(*h));
+        char *id = op->rq.id ? malloc(op->rq.id_len + 1) : NULL;
+        char *account = op->rq.account ? malloc(op->rq.account_len + 1) : NULL;
+        if (!h || (op->rq.id && !id) || (op->rq.account && !account))
+            nd_die_oom(__func__);
+        *h = *op;
+        h->on_heap = true;
+        if (id) {
+            memcpy(id, op->rq.id, op->rq.id_len);
+            id[op->rq.id_len] = 0;
+        }
+        if (account) {
+            memcpy(account, op->rq.account, op->rq.account_len);
+            account[op->rq.account_len] = 0;
+        }
+        h->rq.id = id;
+        h->rq.account = account;
+        h->rq.text = NULL; /* answered without it */
+        h->res.passages = h->passages;
+        op = h;
+    }
+    if (op->res.nmatches && op->res.matches != op->own_matches) {
+        if (!(op->own_matches = malloc(op->res.nmatches * sizeof(nd_match))))
+            nd_die_oom(__func__);
+        memcpy(op->own_matches, op->res.matches, op->res.nmatches * sizeof(nd_match));
+        op->res.matches = op->own_matches;
+    }
+    op->res.hits = NULL;
+    op->res.keys = NULL;
+    op->res.ahits = NULL;
+    return op;
+}
+
+/* A check with an id judged not original is answered once its detection
+ * is durable: the store's commit of it, back on the request's loop. */
+static void journal_resume(nd_req *r, int status)
+{
+    op_state *op = r->op;
+    r->op = NULL;
+    if (status == 0) {
+        op->recorded = true;
+        reply_check(r, op);
+    } else {
+        nd_api_store_error(r, status, "the detection");
+    }
+    op_free(op);
+}
+
 /* Answers a decided check (op is taken): at once, or, for a check with an
  * id judged not original, once its detection is durable. */
-void answer_check(nd_req *r, op_state *op)
+static void answer_check(nd_req *r, op_state *op)
 {
     nd_store_event ev;
     char *value = op->no_record ? NULL : nd_workflow_detection(&op->rq, &op->res, &ev);
@@ -147,8 +201,9 @@ void answer_check(nd_req *r, op_state *op)
     }
     op = op_keep(op);
     op->journaled = value;
+    op->pend.next = journal_resume;
     r->op = op;
-    int rc = nd_store_event_put(nd_api_of(r)->store, &ev, journal_done, r);
+    int rc = nd_store_event_put(nd_api_of(r)->store, &ev, nd_pending_after, r);
     if (rc < 0) {
         r->op = NULL;
         nd_api_store_error(r, rc, "the detection");
@@ -204,7 +259,8 @@ static int sketch_check(nd_api *api, api_worker *aw, op_state *op)
     return 0;
 }
 
-void run_check(nd_req *r)
+/* The check's ask: the registry decides (and registers when asked). */
+static int ask_check(nd_req *r)
 {
     nd_api *api = nd_api_of(r);
     op_state *op = r->op;
@@ -219,7 +275,7 @@ void run_check(nd_req *r)
     op->res.passages_cap = API_PASSAGES;
     int rc = sketch_check(api, aw, op);
     if (rc == 0)
-        rc = nd_registry_check(api->reg, &op->rq, &op->res, op_done, r);
+        rc = nd_registry_check(api->reg, &op->rq, &op->res, nd_pending_done, r);
     if (rc == ND_REG_QUEUED && op->res.nmatches) {
         /* Answered after the commit: keep the matches out of the worker's
          * scratch, which the requests meanwhile reuse. */
@@ -228,10 +284,30 @@ void run_check(nd_req *r)
         memcpy(op->own_matches, op->res.matches, op->res.nmatches * sizeof(nd_match));
         op->res.matches = op->own_matches;
     }
-    if (rc == ND_REG_QUEUED || rc == ND_REG_WAIT)
-        return; /* op_resume() answers */
-    r->op = NULL;
-    if (rc == 0) {
+    return rc;
+}
+
+/* Drops the last answer before the registry is asked again. */
+static void again_check(nd_req *r)
+{
+    op_state *op = r->op;
+    nd_check_res_release(&op->res);
+    free(op->own_matches);
+    op->own_matches = NULL;
+}
+
+static void check_answer(nd_req *r, void *state, int rc, bool completed)
+{
+    nd_api *api = nd_api_of(r);
+    op_state *op = state;
+    if (completed) {
+        nd_metrics_event(api->metrics, rc == 0 ? ND_EV_REGISTERED : ND_EV_REGISTER_FAILED);
+        if (rc == 0) {
+            answer_check(r, op);
+            return;
+        }
+        nd_api_store_error(r, rc, "the registration");
+    } else if (rc == 0) {
         answer_check(r, op);
         return;
     } else if (rc == -EEXIST) {
@@ -246,6 +322,17 @@ void run_check(nd_req *r)
         nd_api_store_error(r, rc, "the registration");
     }
     op_free(op);
+}
+
+static const nd_pending_steps nd_check_steps = {ask_check, again_check, check_answer};
+
+/* Asks the registry for the check in r->op and answers, now or after the
+ * commit (pending.c). */
+static void run_check(nd_req *r)
+{
+    op_state *op = r->op;
+    op->pend.steps = &nd_check_steps;
+    nd_pending_run(r);
 }
 
 static void reply_too_short(nd_req *r, uint32_t chars)

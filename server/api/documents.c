@@ -7,12 +7,12 @@
  * store amend its record and append the audit entry in one transaction)
  * and are answered after their commit, like a registration. */
 #include "answer.h"
+#include "api.h"
 #include "audit.h"
 #include "clock.h"
 #include "log.h"
 #include "pending.h"
 #include "routes.h"
-#include "workflow.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -26,7 +26,8 @@
  * writes is decided by wf_decide_*() with the registry's writer held, on
  * the document as it is then (again after a wait or a replica's retry). */
 typedef struct wf_op {
-    char *id; /* decoded, NUL-terminated */
+    nd_pending pend; /* first */
+    char *id;        /* decoded, NUL-terminated */
     size_t id_len;
     /* A policy change: the fields sent (the whitelist copied), merged into
      * the current policy (PATCH) or replacing it (PUT). */
@@ -44,9 +45,6 @@ typedef struct wf_op {
     bool is_policy;
     char *audit_value;
     nd_store_event audit;
-    nd_reg_change *ch;
-    int done_status;
-    unsigned stale_tries; /* decided again after another replica wrote first */
 } wf_op;
 
 static void wf_free(wf_op *op)
@@ -101,16 +99,17 @@ static void reply_method(nd_req *r, const char *allow)
 
 /* ---- policy, revoke, restore: changes through the registry ---- */
 
-static void wf_resume(nd_task *t);
-
-static void wf_done(void *arg, nd_reg_change *ch, int status)
+/* Whether the caller may change the document id holds now (true when none
+ * does: the registry answers that); false once answered 403. Asked on
+ * every run of a write: the document may have changed while it waited. */
+static bool may_change_id(nd_req *r, const char *id, size_t id_len)
 {
-    nd_req *r = arg;
-    wf_op *op = r->op;
-    op->ch = ch;
-    op->done_status = status;
-    r->task.fn = wf_resume;
-    nd_worker_post(r->worker, &r->task);
+    nd_doc *d = NULL;
+    if (nd_registry_get(nd_api_of(r)->reg, id, id_len, &d) != 0)
+        return true;
+    bool may = nd_api_may_change(r, d); /* else answered 403 */
+    nd_doc_release(d);
+    return may;
 }
 
 /* Answers a change that is done: the policy as GET /documents shows it, or
@@ -312,72 +311,57 @@ static int wf_decide_status(void *arg, nd_claim_change *c)
     return 0;
 }
 
-static void wf_run(nd_req *r)
+/* A policy change's or a revoke/restore's ask: who may change the
+ * document is asked on every run (it may have changed while this change
+ * waited behind another). */
+static int wf_ask(nd_req *r)
 {
     nd_api *api = nd_api_of(r);
     wf_op *op = r->op;
-    /* Asked again on every run: the document may have changed while this
-     * change waited behind another. */
-    nd_doc *d = NULL;
-    if (nd_registry_get(api->reg, op->id, op->id_len, &d) == 0) {
-        bool may = nd_api_may_change(r, d); /* else answered 403 */
-        nd_doc_release(d);
-        if (!may) {
-            r->op = NULL;
-            wf_free(op);
-            return;
-        }
+    if (!may_change_id(r, op->id, op->id_len)) {
+        r->op = NULL;
+        wf_free(op);
+        return ND_PENDING_ANSWERED;
     }
     nd_verdict_params params;
     nd_verdict_params_default(&params);
     params.min_resemblance = api->cfg->min_resemblance;
     params.min_containment = api->cfg->min_containment;
     op->refused = false;
-    int rc = op->is_policy
-                 ? nd_registry_change_policy(api->reg, op->id, op->id_len, wf_decide_policy, r,
-                                             wf_done, r)
-                 : nd_registry_change_status(api->reg, op->id, op->id_len, op->status, api->cfg->k,
-                                             &params, wf_decide_status, r, wf_done, r);
-    if (rc == ND_REG_QUEUED || rc == ND_REG_WAIT)
-        return; /* wf_resume() answers */
-    r->op = NULL;
-    if (op->refused)
+    return op->is_policy
+               ? nd_registry_change_policy(api->reg, op->id, op->id_len, wf_decide_policy, r,
+                                           nd_pending_done, r)
+               : nd_registry_change_status(api->reg, op->id, op->id_len, op->status, api->cfg->k,
+                                           &params, wf_decide_status, r, nd_pending_done, r);
+}
+
+static void wf_answer(nd_req *r, void *state, int rc, bool completed)
+{
+    wf_op *op = state;
+    if (!completed && op->refused)
         nd_api_request_error(r, &op->err);
     else if (rc == 0)
         wf_reply(r, op);
-    else if (rc == -ENOENT)
+    else if (rc == -ENOENT) /* completed: deleted meanwhile */
         nd_api_id_error(r, 404, "not_found", op->id, op->id_len, "no document with this id");
-    else if (rc == -EAGAIN)
+    else if (!completed && rc == -EAGAIN)
         nd_api_loading(r);
-    else if (rc == -ENOMEM)
+    else if (!completed && rc == -ENOMEM)
         nd_api_error(r, 500, "internal", "out of memory");
     else
         nd_api_store_error(r, rc, op->is_policy ? "the policy change" : "the status change");
     wf_free(op);
 }
 
-static void wf_resume(nd_task *t)
+static const nd_pending_steps wf_steps = {wf_ask, NULL, wf_answer};
+
+/* Asks the registry for the change in r->op and answers, now or after the
+ * commit (pending.c). */
+static void wf_run(nd_req *r)
 {
-    nd_req *r = (nd_req *)((char *)t - offsetof(nd_req, task));
     wf_op *op = r->op;
-    if (!op->ch) { /* waited behind another change of this id: ask again */
-        wf_run(r);
-        return;
-    }
-    int rc = nd_registry_complete(nd_api_of(r)->reg, op->ch, op->done_status);
-    op->ch = NULL;
-    if (rc == -ESTALE && op->stale_tries++ < ND_API_STALE_TRIES) {
-        wf_run(r); /* another replica wrote first: again, on the newer state */
-        return;
-    }
-    r->op = NULL;
-    if (rc == 0)
-        wf_reply(r, op);
-    else if (rc == -ENOENT) /* deleted meanwhile */
-        nd_api_id_error(r, 404, "not_found", op->id, op->id_len, "no document with this id");
-    else
-        nd_api_store_error(r, rc, op->is_policy ? "the policy change" : "the status change");
-    wf_free(op);
+    op->pend.steps = &wf_steps;
+    nd_pending_run(r);
 }
 
 /* Decodes the id of /documents/{id}/SUB; answers and returns NULL on error. */
@@ -537,7 +521,7 @@ void nd_workflow_document(nd_req *r, const char *sub, const char *id_enc, size_t
         handle_status(r, op, strcmp(sub, "revoke") == 0);
 }
 
-void reply_deleted(nd_req *r, const op_state *op)
+static void reply_deleted(nd_req *r, const op_state *op)
 {
     nd_reply w;
     nd_reply_object(nd_api_body_begin(r, &w));
@@ -565,26 +549,32 @@ static int document_id(nd_req *r, op_state *op)
     return 0;
 }
 
-void run_delete(nd_req *r)
+/* The deletion's ask: who may change the document is asked on every run
+ * (it may have changed while this waited behind another change). */
+static int ask_delete(nd_req *r)
 {
     nd_api *api = nd_api_of(r);
     op_state *op = r->op;
-    nd_doc *d = NULL;
-    if (nd_registry_get(api->reg, op->rq.id, op->rq.id_len, &d) == 0) {
-        bool may = nd_api_may_change(r, d); /* else answered 403 */
-        nd_doc_release(d);
-        if (!may) {
-            r->op = NULL;
-            op_free(op);
-            return;
-        }
+    if (!may_change_id(r, op->rq.id, op->rq.id_len)) {
+        r->op = NULL;
+        op_free(op);
+        return ND_PENDING_ANSWERED;
     }
-    int rc = nd_registry_delete(api->reg, op->rq.id, op->rq.id_len, nd_workflow_delete_audit, r,
-                                op_done, r);
-    if (rc == ND_REG_QUEUED || rc == ND_REG_WAIT)
-        return;
-    r->op = NULL;
-    if (rc == 0) {
+    return nd_registry_delete(api->reg, op->rq.id, op->rq.id_len, nd_workflow_delete_audit, r,
+                              nd_pending_done, r);
+}
+
+static void delete_answer(nd_req *r, void *state, int rc, bool completed)
+{
+    nd_api *api = nd_api_of(r);
+    op_state *op = state;
+    if (completed) {
+        nd_metrics_event(api->metrics, rc == 0 ? ND_EV_DELETED : ND_EV_DELETE_FAILED);
+        if (rc == 0)
+            reply_deleted(r, op);
+        else
+            nd_api_store_error(r, rc, "the deletion");
+    } else if (rc == 0) {
         nd_metrics_event(api->metrics, ND_EV_DELETED);
         reply_deleted(r, op);
     } else if (rc == -ENOENT) {
@@ -596,6 +586,8 @@ void run_delete(nd_req *r)
     }
     op_free(op);
 }
+
+static const nd_pending_steps nd_delete_steps = {ask_delete, NULL, delete_answer};
 
 /* Answers 200 with the stored record of d. */
 static void reply_document(nd_req *r, const nd_doc *d)
@@ -639,7 +631,7 @@ static void run_get(nd_req *r)
 
 void handle_document(nd_req *r)
 {
-    /* /documents/{id}/policy, /revoke, /restore, /copies (issue 13). */
+    /* /documents/{id}/policy, /revoke, /restore, /copies. */
     const char *rest = r->path + strlen("/documents/");
     size_t id_enc_len;
     const char *sub = nd_workflow_sub(rest, &id_enc_len);
@@ -668,8 +660,9 @@ void handle_document(nd_req *r)
     }
     if (r->method == EVHTTP_REQ_DELETE) {
         op->is_delete = true;
+        op->pend.steps = &nd_delete_steps;
         r->op = op;
-        run_delete(r);
+        nd_pending_run(r);
         return;
     }
     bool latest;

@@ -1,6 +1,7 @@
 /* fingerprint.c - POST /fingerprint: the fingerprint of one text (JSON or
  * plain) or of a batch. */
 #include "answer.h"
+#include "api.h"
 #include "api_worker.h"
 #include "routes.h"
 

@@ -1,10 +1,10 @@
-/* pending.c - a request that waits: for the registry's change of its
- * document (ND_REG_QUEUED: answered after the commit; ND_REG_WAIT: asked
- * again behind another change of the id), for the store's commit of a
- * detection, for the replica's catch-up (consistency "latest"), asked
- * again after losing a race to another replica (-ESTALE). The callbacks
- * come from other threads; each posts the request back to its worker. */
+/* pending.c - the one continuation of a request that waits (pending.h):
+ * the registry's hand-off and a store's or replica's callback post the
+ * request back to its worker; there the change is completed or asked again
+ * and the request answered once. Also the state a check or a document
+ * request keeps while it waits (op_state), and consistency "latest". */
 #include "answer.h"
+#include "api.h"
 #include "log.h"
 #include "pending.h"
 #include "replica.h"
@@ -12,6 +12,77 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+static nd_req *req_of(nd_task *t)
+{
+    return (nd_req *)((char *)t - offsetof(nd_req, task));
+}
+
+void nd_pending_run(nd_req *r)
+{
+    nd_pending *p = r->op;
+    int rc = p->steps->ask(r);
+    if (rc == ND_REG_QUEUED || rc == ND_REG_WAIT || rc == ND_PENDING_ANSWERED)
+        return; /* resume() answers, or the ask did */
+    r->op = NULL;
+    p->steps->answer(r, p, rc, false);
+}
+
+/* Asks the registry again: after a wait, or on the newer state after
+ * another replica wrote first. */
+static void again(nd_req *r, nd_pending *p)
+{
+    if (p->steps->again)
+        p->steps->again(r);
+    nd_pending_run(r);
+}
+
+/* The request's own loop, after the registry's hand-off. */
+static void resume(nd_task *t)
+{
+    nd_req *r = req_of(t);
+    nd_pending *p = r->op;
+    if (!p->ch) { /* waited behind another change of this id: ask again */
+        again(r, p);
+        return;
+    }
+    int rc = nd_registry_complete(nd_api_of(r)->reg, p->ch, p->status);
+    p->ch = NULL;
+    if (rc == -ESTALE && p->stale_tries++ < ND_API_STALE_TRIES) {
+        again(r, p); /* another replica wrote first: on the newer state */
+        return;
+    }
+    r->op = NULL;
+    p->steps->answer(r, p, rc, true);
+}
+
+void nd_pending_done(void *arg, nd_reg_change *ch, int status)
+{
+    nd_req *r = arg;
+    nd_pending *p = r->op;
+    p->ch = ch;
+    p->status = status;
+    r->task.fn = resume;
+    nd_worker_post(r->worker, &r->task);
+}
+
+static void resume_after(nd_task *t)
+{
+    nd_req *r = req_of(t);
+    nd_pending *p = r->op;
+    p->next(r, p->status);
+}
+
+void nd_pending_after(void *arg, int status)
+{
+    nd_req *r = arg;
+    nd_pending *p = r->op;
+    p->status = status;
+    r->task.fn = resume_after;
+    nd_worker_post(r->worker, &r->task);
+}
+
+/* ---- a check's or a document request's state ---- */
 
 void op_free(op_state *op)
 {
@@ -30,110 +101,19 @@ void op_free(op_state *op)
     }
 }
 
-/* ---- the detections (issue 13): a check with an id judged not original
- * is answered once its detection is durable ---- */
+/* ---- consistency "latest": a read waits until this replica has applied
+ * the stream's last entry ---- */
 
-static void journal_resume(nd_task *t)
-{
-    nd_req *r = (nd_req *)((char *)t - offsetof(nd_req, task));
-    op_state *op = r->op;
-    r->op = NULL;
-    if (op->status == 0) {
-        op->recorded = true;
-        reply_check(r, op);
-    } else {
-        nd_api_store_error(r, op->status, "the detection");
-    }
-    op_free(op);
-}
-
-/* From another thread: keeps status in r's op and runs resume on the
- * request's own loop. */
-void op_post(nd_req *r, int status, void (*resume)(nd_task *t))
+static void latest_resume(nd_req *r, int status)
 {
     op_state *op = r->op;
-    op->status = status;
-    r->task.fn = resume;
-    nd_worker_post(r->worker, &r->task);
-}
-
-/* The store's commit of the journal entry (its thread, or this one for the
- * memory store): back to the request's own loop. */
-void journal_done(void *arg, int status)
-{
-    op_post(arg, status, journal_resume);
-}
-
-/* Moves what a waiting answer needs out of the stack and the worker's
- * scratch: op itself (a query's lives on the handler's stack), its id and
- * account, its matches. Returns the op on the heap. */
-op_state *op_keep(op_state *op)
-{
-    if (!op->on_heap) {
-        op_state *h = malloc(sizeof(*h));
-        char *id = op->rq.id ? malloc(op->rq.id_len + 1) : NULL;
-        char *account = op->rq.account ? malloc(op->rq.account_len + 1) : NULL;
-        if (!h || (op->rq.id && !id) || (op->rq.account && !account))
-            nd_die_oom(__func__);
-        *h = *op;
-        h->on_heap = true;
-        if (id) {
-            memcpy(id, op->rq.id, op->rq.id_len);
-            id[op->rq.id_len] = 0;
-        }
-        if (account) {
-            memcpy(account, op->rq.account, op->rq.account_len);
-            account[op->rq.account_len] = 0;
-        }
-        h->rq.id = id;
-        h->rq.account = account;
-        h->rq.text = NULL; /* answered without it */
-        h->res.passages = h->passages;
-        op = h;
-    }
-    if (op->res.nmatches && op->res.matches != op->own_matches) {
-        if (!(op->own_matches = malloc(op->res.nmatches * sizeof(nd_match))))
-            nd_die_oom(__func__);
-        memcpy(op->own_matches, op->res.matches, op->res.nmatches * sizeof(nd_match));
-        op->res.matches = op->own_matches;
-    }
-    op->res.hits = NULL;
-    op->res.keys = NULL;
-    op->res.ahits = NULL;
-    return op;
-}
-
-/* Registry hand-off (another thread): back to the request's own loop. */
-void op_done(void *arg, nd_reg_change *ch, int status)
-{
-    nd_req *r = arg;
-    op_state *op = r->op;
-    op->ch = ch;
-    op->status = status;
-    r->task.fn = op_resume;
-    nd_worker_post(r->worker, &r->task);
-}
-
-/* ---- consistency "latest" (issue 14): a read waits until this replica
- * has applied the stream's last entry ---- */
-
-static void latest_resume(nd_task *t)
-{
-    nd_req *r = (nd_req *)((char *)t - offsetof(nd_req, task));
-    op_state *op = r->op;
-    if (op->status == 0) {
+    if (status == 0) {
         op->when_latest(r);
         return;
     }
     r->op = NULL;
-    nd_api_latest_error(r, op->status);
+    nd_api_latest_error(r, status);
     op_free(op);
-}
-
-/* The replica's thread: back to the request's own loop. */
-static void latest_done(void *arg, int status)
-{
-    op_post(arg, status, latest_resume);
 }
 
 /* Runs then(r) on r->op (on the heap) once this node holds the stream's
@@ -148,55 +128,11 @@ void when_latest(nd_req *r, op_state *op, void (*then)(nd_req *r))
         return;
     }
     op->when_latest = then;
-    int rc = nd_replica_sync(api->replica, latest_done, r);
+    op->pend.next = latest_resume;
+    int rc = nd_replica_sync(api->replica, nd_pending_after, r);
     if (rc < 0) {
         r->op = NULL;
         nd_api_latest_error(r, rc);
         op_free(op);
     }
-}
-
-/* Drops the last answer and asks the registry again. */
-static void op_again(nd_req *r, op_state *op)
-{
-    nd_check_res_release(&op->res);
-    free(op->own_matches);
-    op->own_matches = NULL;
-    if (op->is_delete)
-        run_delete(r);
-    else
-        run_check(r);
-}
-
-void op_resume(nd_task *t)
-{
-    nd_req *r = (nd_req *)((char *)t - offsetof(nd_req, task));
-    nd_api *api = nd_api_of(r);
-    op_state *op = r->op;
-    if (!op->ch) { /* waited behind another change of this id: ask again */
-        op_again(r, op);
-        return;
-    }
-    int rc = nd_registry_complete(api->reg, op->ch, op->status);
-    op->ch = NULL;
-    if (rc == -ESTALE && op->stale_tries++ < ND_API_STALE_TRIES) {
-        op_again(r, op); /* another replica wrote first: on the newer state */
-        return;
-    }
-    r->op = NULL;
-    if (op->is_delete) {
-        nd_metrics_event(api->metrics, rc == 0 ? ND_EV_DELETED : ND_EV_DELETE_FAILED);
-        if (rc == 0)
-            reply_deleted(r, op);
-        else
-            nd_api_store_error(r, rc, "the deletion");
-    } else {
-        nd_metrics_event(api->metrics, rc == 0 ? ND_EV_REGISTERED : ND_EV_REGISTER_FAILED);
-        if (rc == 0) {
-            answer_check(r, op);
-            return;
-        }
-        nd_api_store_error(r, rc, "the registration");
-    }
-    op_free(op);
 }

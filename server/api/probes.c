@@ -2,6 +2,7 @@
  * (nd_api_ready()), /metrics (Prometheus text) and /replica (this node's
  * place in the stream). */
 #include "answer.h"
+#include "api.h"
 #include "api_worker.h"
 #include "clock.h"
 #include "replica.h"
@@ -79,7 +80,7 @@ void handle_metrics(nd_req *r)
     evbuffer_drain(aw->sh.out, evbuffer_get_length(aw->sh.out));
 }
 
-/* ---- /replica (issue 14) ---- */
+/* ---- /replica ---- */
 
 /* GET /replica: this node's place in the stream, and the digest of its
  * committed documents (kept by the registry as changes commit: O(1), so
