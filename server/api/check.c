@@ -330,9 +330,7 @@ static const nd_pending_steps nd_check_steps = {ask_check, again_check, check_an
  * commit (pending.c). */
 static void run_check(nd_req *r)
 {
-    op_state *op = r->op;
-    op->pend.steps = &nd_check_steps;
-    nd_pending_run(r);
+    nd_pending_start(r, &nd_check_steps);
 }
 
 static void reply_too_short(nd_req *r, uint32_t chars)

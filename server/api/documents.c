@@ -359,9 +359,7 @@ static const nd_pending_steps wf_steps = {wf_ask, NULL, wf_answer};
  * commit (pending.c). */
 static void wf_run(nd_req *r)
 {
-    wf_op *op = r->op;
-    op->pend.steps = &wf_steps;
-    nd_pending_run(r);
+    nd_pending_start(r, &wf_steps);
 }
 
 /* Decodes the id of /documents/{id}/SUB; answers and returns NULL on error. */
@@ -660,9 +658,8 @@ void handle_document(nd_req *r)
     }
     if (r->method == EVHTTP_REQ_DELETE) {
         op->is_delete = true;
-        op->pend.steps = &nd_delete_steps;
         r->op = op;
-        nd_pending_run(r);
+        nd_pending_start(r, &nd_delete_steps);
         return;
     }
     bool latest;

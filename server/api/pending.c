@@ -18,7 +18,7 @@ static nd_req *req_of(nd_task *t)
     return (nd_req *)((char *)t - offsetof(nd_req, task));
 }
 
-void nd_pending_run(nd_req *r)
+static void run(nd_req *r)
 {
     nd_pending *p = r->op;
     int rc = p->steps->ask(r);
@@ -34,7 +34,14 @@ static void again(nd_req *r, nd_pending *p)
 {
     if (p->steps->again)
         p->steps->again(r);
-    nd_pending_run(r);
+    run(r);
+}
+
+void nd_pending_start(nd_req *r, const nd_pending_steps *steps)
+{
+    nd_pending *p = r->op;
+    p->steps = steps;
+    run(r);
 }
 
 /* The request's own loop, after the registry's hand-off. */

@@ -42,9 +42,9 @@ typedef struct nd_pending {
     void (*next)(nd_req *r, int status); /* what nd_pending_after() resumes */
 } nd_pending;
 
-/* Runs r's steps (r->op set, its nd_pending's steps set): asks, and
- * answers now unless the registry will call back. */
-void nd_pending_run(nd_req *r);
+/* Runs steps for r (r->op set: its state, an nd_pending first): asks,
+ * and answers now unless the registry will call back. */
+void nd_pending_start(nd_req *r, const nd_pending_steps *steps);
 
 /* The registry's hand-off (nd_reg_done_fn; another thread): posts r (arg)
  * back to its worker, which completes the change or asks again, then
