@@ -31,6 +31,8 @@
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
+#include "replica_metrics.h"
+#include "store_metrics.h"
 #include "registry.h"
 #include "replica.h"
 #include "store.h"
@@ -548,7 +550,13 @@ static int init(daemon_t *d)
                       .backfill = d->backfill,
                       .replica = d->replica,
                       .start_ns = nd_clock_ns()};
+    /* The subsystems' figures on /metrics, in this order after the gauges. */
+    if ((rc = nd_metrics_register(d->metrics, nd_store_metrics_collect, d->store)) < 0 ||
+        (d->replica &&
+         (rc = nd_metrics_register(d->metrics, nd_replica_metrics_collect, d->replica)) < 0))
+        return rc;
     nd_http_hooks hooks = {.routes = nd_api_routes,
+                           .admit = nd_api_admit,
                            .app = &d->api,
                            .worker_init = nd_api_worker_init,
                            .worker_finish = nd_api_worker_finish};

@@ -1,6 +1,10 @@
-/* api.h - the HTTP API of neardupd: the route table and its handlers
- * (/fingerprint, /check-original, /documents/{id}, /import, /healthz,
- * /readyz, /metrics). The contract is proto/openapi.yaml.
+/* api.h - the HTTP API of neardupd as the server sees it: the route table
+ * (routes.c: path, methods, auth level, metric label, handler) and the
+ * workers' scratch. The handlers live by resource: probes.c (/healthz,
+ * /readyz, /metrics, /replica), fingerprint.c, check.c (/check-original),
+ * documents.c (/documents/{id} and its policy, revoke, restore, copies),
+ * audit.c (/audit), backfill.c (/import); a request that waits goes
+ * through pending.c. The contract is proto/openapi.yaml.
  *
  * Handlers run on the worker threads of http.c; the state they share lives in
  * one nd_api, filled by neardupd.c before the workers start and read-only
@@ -29,7 +33,7 @@ typedef struct nd_api {
     nd_http *http;                /* borrowed; set before nd_http_start() */
     const nd_auth *auth;          /* borrowed; NULL: no token, nothing guarded */
     struct nd_backfill *backfill; /* borrowed: POST /import's one slot (backfill.h) */
-    struct nd_replica *replica;   /* borrowed; NULL: one node (issue 14, replica.h) */
+    struct nd_replica *replica;   /* borrowed; NULL: one node (replica.h) */
     int64_t start_ns;             /* CLOCK_MONOTONIC at start */
     _Atomic uint64_t load_done, load_total;
     _Atomic bool load_failed; /* the store could not be read: never ready */
@@ -37,6 +41,10 @@ typedef struct nd_api {
 
 /* The route table (ends with a NULL path), for nd_http_hooks.routes. */
 extern const nd_route_def nd_api_routes[];
+
+/* nd_http_hooks.admit: asks for what the route's auth level needs (routes.h).
+ * Returns true to run the handler, false once answered 401 or 403. */
+bool nd_api_admit(nd_req *r);
 
 /* nd_http_hooks.worker_init: creates a worker's scratch (fingerprint scratch,
  * match arrays, reply buffer). app is the nd_api. Returns 0 or -ENOMEM. */

@@ -1,4 +1,4 @@
-/* backfill.h - POST /import (issue 13): a running server takes the JSON
+/* backfill.h - POST /import: a running server takes the JSON
  * lines of an archive, as `neardup import` reads them (import.h), and
  * answers once every registration and detection of them is durable.
  *

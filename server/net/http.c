@@ -504,7 +504,7 @@ static void dispatch(struct evhttp_request *ev, void *arg)
         reply_not_found(r);
     else if (!(route->methods & r->method))
         reply_method(r, route);
-    else
+    else if (!w->h->hooks.admit || w->h->hooks.admit(r))
         route->handler(r);
 }
 

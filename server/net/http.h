@@ -50,6 +50,7 @@ typedef struct nd_route_def {
     enum nd_route label; /* metrics label */
     uint16_t methods;    /* EVHTTP_REQ_* bits accepted */
     const char *allow;   /* the Allow header of the 405 answer */
+    unsigned auth;       /* the application's auth level (nd_http_hooks.admit) */
     nd_handler_fn handler;
 } nd_route_def;
 
@@ -88,6 +89,9 @@ typedef struct nd_http_hooks {
     int (*worker_init)(void *app, unsigned index, void **user);
     /* Frees per-worker state; called after the worker stopped. */
     void (*worker_finish)(void *app, void *user);
+    /* Asked before a route's handler (the method accepted): true lets the
+     * handler run; false once it answered (401, 403). NULL: all admitted. */
+    bool (*admit)(nd_req *r);
 } nd_http_hooks;
 
 /* Creates the server (no sockets, no threads yet). cfg, hooks and metrics are

@@ -22,11 +22,16 @@ struct nd_metrics {
     unsigned nworkers;
     nd_metrics_worker *workers; /* nworkers, cache-line aligned */
     _Atomic uint64_t events[ND_EV_COUNT];
+    struct {
+        nd_metrics_collect_fn fn;
+        void *arg;
+    } collectors[ND_METRICS_COLLECTORS];
+    unsigned ncollectors;
 };
 
 static const char *const route_names[ND_ROUTE_COUNT] = {
-    "/healthz",        "/readyz",         "/metrics", "/fingerprint",
-    "/check-original", "/documents/{id}", "other",
+    "/healthz",        "/readyz",  "/metrics", "/fingerprint", "/check-original",
+    "/documents/{id}", "/replica", "/audit",   "/import",      "other",
 };
 
 static const int statuses[ND_METRICS_STATUSES] = {
@@ -116,6 +121,16 @@ void nd_metrics_request(nd_metrics_worker *w, enum nd_route route, int status, u
     bump(&w->latency_sum_us[route], latency_us);
     bump(&w->bytes_in, bytes_in);
     bump(&w->bytes_out, bytes_out);
+}
+
+int nd_metrics_register(nd_metrics *m, nd_metrics_collect_fn fn, void *arg)
+{
+    if (m->ncollectors == ND_METRICS_COLLECTORS)
+        return -ENOSPC;
+    m->collectors[m->ncollectors].fn = fn;
+    m->collectors[m->ncollectors].arg = arg;
+    m->ncollectors++;
+    return 0;
 }
 
 void nd_metrics_event(nd_metrics *m, enum nd_event ev)
@@ -218,59 +233,16 @@ static int render_events(nd_metrics *m, struct evbuffer *out)
     return rc;
 }
 
-static int gauge(struct evbuffer *out, const char *name, const char *help, double v)
+int nd_metrics_gauge(struct evbuffer *out, const char *name, const char *help, double v)
 {
     return evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.15g\n", name, help, name,
                                name, v) < 0;
 }
 
-static int counter(struct evbuffer *out, const char *name, const char *help, uint64_t v)
+int nd_metrics_counter(struct evbuffer *out, const char *name, const char *help, uint64_t v)
 {
     return evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name,
                                name, (unsigned long long)v) < 0;
-}
-
-static int render_store(const nd_store_stats *st, struct evbuffer *out)
-{
-    int rc = 0;
-    rc |= evbuffer_add_printf(out,
-                              "# HELP neardup_store_commits_total Write transactions of the "
-                              "store, by result.\n"
-                              "# TYPE neardup_store_commits_total counter\n"
-                              "neardup_store_commits_total{result=\"ok\"} %llu\n"
-                              "neardup_store_commits_total{result=\"failed\"} %llu\n",
-                              (unsigned long long)st->commits,
-                              (unsigned long long)st->failed_commits) < 0;
-    rc |= counter(out, "neardup_store_changes_total",
-                  "Registrations and deletions committed durably.", st->changes);
-    rc |= counter(out, "neardup_store_failed_changes_total",
-                  "Changes the store refused (storage full, I/O error).", st->failed_changes);
-    rc |= counter(out, "neardup_store_reopens_total",
-                  "Times the store reopened its environment after a fatal error.", st->reopens);
-    rc |= gauge(out, "neardup_store_queued_changes", "Changes waiting for the commit thread.",
-                (double)st->queued);
-    rc |= gauge(out, "neardup_store_max_batch_changes",
-                "Most changes committed in one transaction since start.", (double)st->max_batch);
-    rc |= evbuffer_add_printf(out, "# HELP neardup_store_commit_duration_seconds Time of a "
-                                   "committed write transaction, fsync included.\n"
-                                   "# TYPE neardup_store_commit_duration_seconds histogram\n") < 0;
-    uint64_t run = 0;
-    for (unsigned b = 0; b < ND_STORE_COMMIT_BUCKETS; b++) {
-        run += st->commit_buckets[b];
-        rc |= evbuffer_add_printf(out,
-                                  "neardup_store_commit_duration_seconds_bucket{le=\"%g\"} "
-                                  "%llu\n",
-                                  (double)nd_store_commit_bucket_us[b] / 1e6,
-                                  (unsigned long long)run) < 0;
-    }
-    run += st->commit_buckets[ND_STORE_COMMIT_BUCKETS];
-    rc |= evbuffer_add_printf(out,
-                              "neardup_store_commit_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
-                              "neardup_store_commit_duration_seconds_sum %.6f\n"
-                              "neardup_store_commit_duration_seconds_count %llu\n",
-                              (unsigned long long)run, (double)st->commit_us_sum / 1e6,
-                              (unsigned long long)run) < 0;
-    return rc;
 }
 
 /* neardup_build_info: versions as labels, value 1 (label values are fixed
@@ -304,40 +276,6 @@ static unsigned count_open_fds(void)
 }
 
 /* The usual process_* metrics of Prometheus clients. */
-static int render_replica(const nd_metrics_replica *r, struct evbuffer *out)
-{
-    int rc = 0;
-    rc |= gauge(out, "neardup_replica_applied_seq", "Last stream entry applied on this node.",
-                (double)r->applied_seq);
-    rc |= gauge(out, "neardup_replica_stream_seq", "Last stream entry known on this node.",
-                (double)r->stream_seq);
-    rc |= gauge(out, "neardup_replica_lag", "Stream entries not yet applied on this node.",
-                (double)r->lag);
-    rc |= gauge(out, "neardup_replica_lag_seconds",
-                "Seconds from publication to application of the last entry applied.",
-                r->lag_seconds);
-    rc |= gauge(out, "neardup_replica_connected", "1 while the NATS connection is up.",
-                r->connected);
-    rc |= gauge(out, "neardup_replica_writable", "1 while the stream answers (writes taken).",
-                r->writable);
-    rc |= counter(out, "neardup_replica_published_total", "Changes this node published.",
-                  r->published);
-    rc |= counter(out, "neardup_replica_entries_total",
-                  "Stream entries this node published (each holds one or more changes).",
-                  r->entries);
-    rc |= counter(out, "neardup_replica_gap_fills_total",
-                  "Entries read directly from the stream because the subscription lagged.",
-                  r->gap_fills);
-    rc |= counter(out, "neardup_replica_applied_total", "Entries applied on this node.",
-                  r->applied);
-    rc |= counter(out, "neardup_replica_conflicts_total",
-                  "Local changes refused because another node wrote first (asked again).",
-                  r->conflicts);
-    rc |= counter(out, "neardup_replica_unavailable_total",
-                  "Local changes refused because the stream did not answer.", r->unavailable);
-    return rc;
-}
-
 static int render_process(const nd_metrics_gauges *g, struct evbuffer *out)
 {
     int rc = 0;
@@ -357,20 +295,20 @@ static int render_process(const nd_metrics_gauges *g, struct evbuffer *out)
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     double start = (double)now.tv_sec + (double)now.tv_nsec / 1e9 - g->uptime_s;
-    rc |= gauge(out, "process_resident_memory_bytes", "Resident memory size in bytes.",
-                (double)resident * (double)page);
-    rc |= gauge(out, "process_virtual_memory_bytes", "Virtual memory size in bytes.",
-                (double)size * (double)page);
+    rc |= nd_metrics_gauge(out, "process_resident_memory_bytes", "Resident memory size in bytes.",
+                           (double)resident * (double)page);
+    rc |= nd_metrics_gauge(out, "process_virtual_memory_bytes", "Virtual memory size in bytes.",
+                           (double)size * (double)page);
     rc |= evbuffer_add_printf(out,
                               "# HELP process_cpu_seconds_total Total user and system CPU "
                               "time spent in seconds.\n"
                               "# TYPE process_cpu_seconds_total counter\n"
                               "process_cpu_seconds_total %.6f\n",
                               cpu) < 0;
-    rc |= gauge(out, "process_open_fds", "Number of open file descriptors.",
-                (double)count_open_fds());
-    rc |= gauge(out, "process_start_time_seconds",
-                "Start time of the process since unix epoch in seconds.", start);
+    rc |= nd_metrics_gauge(out, "process_open_fds", "Number of open file descriptors.",
+                           (double)count_open_fds());
+    rc |= nd_metrics_gauge(out, "process_start_time_seconds",
+                           "Start time of the process since unix epoch in seconds.", start);
     return rc;
 }
 
@@ -378,34 +316,35 @@ int nd_metrics_render(nd_metrics *m, const nd_metrics_gauges *g, struct evbuffer
 {
     int rc = render_requests(m, out);
     rc |= render_events(m, out);
-    rc |= gauge(out, "neardup_documents", "Registered documents held in memory.",
-                (double)g->documents);
-    rc |= gauge(out, "neardup_index_entries", "Fingerprints in the index.",
-                (double)g->index_entries);
-    rc |= gauge(out, "neardup_stale_documents",
-                "Documents with another fingerprint version (kept out of the index).",
-                (double)g->stale_documents);
-    rc |= gauge(out, "neardup_pending_changes",
-                "Registrations and deletions waiting for a durable commit.",
-                (double)g->pending_changes);
-    rc |= gauge(out, "neardup_inflight_requests", "Requests accepted and not yet answered.",
-                (double)g->inflight);
-    rc |= gauge(out, "neardup_load_documents", "Documents loaded from the store at start-up.",
-                (double)g->load_done);
-    rc |= gauge(out, "neardup_load_expected_documents", "Documents in the store at start-up.",
-                (double)g->load_total);
-    rc |= gauge(out, "neardup_worker_threads", "Worker threads (event loops).", (double)g->threads);
-    rc |= gauge(out, "neardup_ready", "1 when /readyz answers 200.", g->ready);
-    rc |= gauge(out, "neardup_loading", "1 while the index is being rebuilt.", g->loading);
-    rc |= gauge(out, "neardup_draining", "1 after SIGTERM/SIGINT.", g->draining);
-    rc |= gauge(out, "neardup_store_writable", "1 while the last commit succeeded.",
-                g->store_writable);
-    rc |= gauge(out, "neardup_in_memory", "1 when registrations are not stored.", g->in_memory);
-    rc |= gauge(out, "neardup_uptime_seconds", "Seconds since start.", g->uptime_s);
-    if (g->store)
-        rc |= render_store(g->store, out);
-    if (g->replica)
-        rc |= render_replica(g->replica, out);
+    rc |= nd_metrics_gauge(out, "neardup_documents", "Registered documents held in memory.",
+                           (double)g->documents);
+    rc |= nd_metrics_gauge(out, "neardup_index_entries", "Fingerprints in the index.",
+                           (double)g->index_entries);
+    rc |= nd_metrics_gauge(out, "neardup_stale_documents",
+                           "Documents with another fingerprint version (kept out of the index).",
+                           (double)g->stale_documents);
+    rc |= nd_metrics_gauge(out, "neardup_pending_changes",
+                           "Registrations and deletions waiting for a durable commit.",
+                           (double)g->pending_changes);
+    rc |= nd_metrics_gauge(out, "neardup_inflight_requests",
+                           "Requests accepted and not yet answered.", (double)g->inflight);
+    rc |= nd_metrics_gauge(out, "neardup_load_documents",
+                           "Documents loaded from the store at start-up.", (double)g->load_done);
+    rc |= nd_metrics_gauge(out, "neardup_load_expected_documents",
+                           "Documents in the store at start-up.", (double)g->load_total);
+    rc |= nd_metrics_gauge(out, "neardup_worker_threads", "Worker threads (event loops).",
+                           (double)g->threads);
+    rc |= nd_metrics_gauge(out, "neardup_ready", "1 when /readyz answers 200.", g->ready);
+    rc |= nd_metrics_gauge(out, "neardup_loading", "1 while the index is being rebuilt.",
+                           g->loading);
+    rc |= nd_metrics_gauge(out, "neardup_draining", "1 after SIGTERM/SIGINT.", g->draining);
+    rc |= nd_metrics_gauge(out, "neardup_store_writable", "1 while the last commit succeeded.",
+                           g->store_writable);
+    rc |= nd_metrics_gauge(out, "neardup_in_memory", "1 when registrations are not stored.",
+                           g->in_memory);
+    rc |= nd_metrics_gauge(out, "neardup_uptime_seconds", "Seconds since start.", g->uptime_s);
+    for (unsigned i = 0; i < m->ncollectors; i++)
+        rc |= m->collectors[i].fn(m->collectors[i].arg, out) < 0;
     rc |= render_build_info(out);
     rc |= render_process(g, out);
     return rc ? -ENOMEM : 0;

@@ -12,8 +12,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "store.h"
-
 struct evbuffer;
 
 /* Route labels of the request counters. */
@@ -24,6 +22,9 @@ enum nd_route {
     ND_ROUTE_FINGERPRINT,
     ND_ROUTE_CHECK,
     ND_ROUTE_DOCUMENTS,
+    ND_ROUTE_REPLICA,
+    ND_ROUTE_AUDIT,
+    ND_ROUTE_IMPORT,
     ND_ROUTE_OTHER, /* unknown paths and requests libevent refused itself */
     ND_ROUTE_COUNT
 };
@@ -58,14 +59,6 @@ enum nd_event {
 typedef struct nd_metrics nd_metrics;
 
 /* Values read at scrape time. */
-/* A replicated node's figures (issue 14; replica.h's, copied). */
-typedef struct nd_metrics_replica {
-    uint64_t applied_seq, stream_seq, lag;
-    double lag_seconds;
-    bool connected, writable;
-    uint64_t published, applied, conflicts, unavailable, entries, gap_fills;
-} nd_metrics_replica;
-
 typedef struct nd_metrics_gauges {
     uint64_t documents;       /* registered documents in memory */
     uint64_t index_entries;   /* fingerprints in the index */
@@ -77,9 +70,14 @@ typedef struct nd_metrics_gauges {
     unsigned threads;
     bool ready, draining, loading, store_writable, in_memory;
     double uptime_s;
-    const nd_store_stats *store;       /* borrowed; NULL when in memory */
-    const nd_metrics_replica *replica; /* borrowed; NULL: one node */
 } nd_metrics_gauges;
+
+/* A subsystem's collector: appends its metric families (HELP, TYPE and
+ * samples, names that pass `promtool check metrics`) to out at scrape time,
+ * from any worker thread. Returns 0 or -ENOMEM. arg is what was registered. */
+typedef int (*nd_metrics_collect_fn)(void *arg, struct evbuffer *out);
+
+#define ND_METRICS_COLLECTORS 8 /* collectors one nd_metrics holds */
 
 /* Creates the counters for nworkers worker threads. Returns 0 and a new
  * object (free with nd_metrics_destroy()), or -ENOMEM. */
@@ -96,6 +94,17 @@ nd_metrics_worker *nd_metrics_worker_get(nd_metrics *m, unsigned i);
 void nd_metrics_request(nd_metrics_worker *w, enum nd_route route, int status, uint64_t latency_us,
                         uint64_t bytes_in, uint64_t bytes_out);
 
+/* Registers a collector, rendered after the gauges in registration order
+ * (before neardup_build_info and process_*). Before the workers start: not
+ * thread-safe. arg is borrowed and must outlive m's scrapes. Returns 0, or
+ * -ENOSPC past ND_METRICS_COLLECTORS. */
+int nd_metrics_register(nd_metrics *m, nd_metrics_collect_fn fn, void *arg);
+
+/* Appends one gauge or counter family (HELP, TYPE, one sample) to out, as
+ * the collectors write theirs. Return 0, or 1 when out of memory. */
+int nd_metrics_gauge(struct evbuffer *out, const char *name, const char *help, double v);
+int nd_metrics_counter(struct evbuffer *out, const char *name, const char *help, uint64_t v);
+
 /* Counts an event; any thread. */
 void nd_metrics_event(nd_metrics *m, enum nd_event ev);
 
@@ -103,8 +112,8 @@ void nd_metrics_event(nd_metrics *m, enum nd_event ev);
 void nd_metrics_add(nd_metrics *m, enum nd_event ev, uint64_t n);
 
 /* Appends the Prometheus text exposition (format 0.0.4) of every counter, of
- * the gauges, of the store's commit counters and latency histogram (when
- * g->store is set), of neardup_build_info and of the process_* metrics
+ * the gauges, of the registered collectors (the store's, a replica's), of
+ * neardup_build_info and of the process_* metrics
  * (resident memory, CPU time, open files, start time; read from /proc and
  * getrusage) to out. Every name passes `promtool check metrics`. Returns 0
  * or -ENOMEM. */

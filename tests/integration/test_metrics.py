@@ -99,6 +99,9 @@ def promtool_accepts_a_live_scrape_with_the_store():
     with Server(threads=2) as srv:
         promtool(scrape(srv))  # before any traffic but the probes
         fp_bytes = exercise(srv)
+        for path in ("/replica", "/audit", "/import"):
+            status, _, _ = srv.request("PUT", path, b"")
+            check(status == 405, "PUT %s: %s", path, status)
         text = scrape(srv)
         promtool(text)
         fam = families(text)
@@ -128,6 +131,10 @@ def promtool_accepts_a_live_scrape_with_the_store():
                     'neardup_http_requests_total{route="/fingerprint",code="400"}'):
             check(m.get(key, 0) >= 1, "no %s", key)
         check(m['neardup_http_requests_total{route="/check-original",code="200"}'] == 5, m)
+        # /replica, /audit and /import count under their own labels.
+        for path in ("/replica", "/audit", "/import"):
+            check(m.get('neardup_http_requests_total{route="%s",code="405"}' % path) == 1,
+                  "%s: %r", path, m)
         n = check_histogram(m, "neardup_http_request_duration_seconds",
                             'route="/check-original"')
         check(n == 6, "check-original latency count %r", n)

@@ -1,0 +1,528 @@
+/* check.c - POST /check-original: parse, fingerprint and sketch the text
+ * once, ask the registry (registering when asked), answer the verdict with
+ * its matches, passages and action; a check with an id judged not original
+ * is answered once its detection is durable (pending.c). */
+#include "answer.h"
+#include "api.h"
+#include "api_worker.h"
+#include "log.h"
+#include "pending.h"
+#include "routes.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The similarity 1 - distance / 64 of each distance, as JSON numbers
+ * (nd_reply_format_real()), made once. */
+static char similarity_text[65][32];
+static size_t similarity_len[65];
+static pthread_once_t similarity_once = PTHREAD_ONCE_INIT;
+
+static void similarity_init(void)
+{
+    for (unsigned d = 0; d <= 64; d++)
+        similarity_len[d] = nd_reply_format_real(1.0 - (double)d / 64.0, similarity_text[d]);
+}
+
+static void add_similarity(nd_reply *w, unsigned distance)
+{
+    pthread_once(&similarity_once, similarity_init);
+    unsigned d = distance > 64 ? 64 : distance;
+    nd_reply_raw(w, similarity_text[d], similarity_len[d]);
+}
+
+static const char *verdict_name(int v)
+{
+    return v == ND_VERDICT_DUPLICATE ? "duplicate"
+           : v == ND_VERDICT_PARTIAL ? "partial_copy"
+                                     : "original";
+}
+
+static void add_match(nd_reply *w, const nd_match *m, bool account_given)
+{
+    const nd_doc *d = m->doc;
+    nd_reply_object(w);
+    nd_reply_key(w, "id");
+    nd_reply_string(w, d->id, d->id_len);
+    nd_reply_key(w, "simhash");
+    nd_reply_simhash(w, d->simhash);
+    nd_reply_key(w, "distance");
+    nd_reply_u64(w, m->distance);
+    nd_reply_key(w, "similarity");
+    add_similarity(w, m->distance);
+    nd_reply_key(w, "resemblance");
+    nd_reply_fraction(w, m->resemblance);
+    nd_reply_key(w, "containment");
+    nd_reply_fraction(w, m->containment);
+    nd_reply_key(w, "kind");
+    const char *kind = nd_match_kind_name((nd_match_kind)m->kind);
+    nd_reply_plain(w, kind, strlen(kind));
+    nd_reply_key(w, "registered_at");
+    nd_reply_time(w, d->registered_at_us);
+    nd_reply_key(w, "meta");
+    nd_api_add_meta(w, d);
+    nd_workflow_add_match(w, m, account_given);
+    nd_reply_object_end(w);
+}
+
+/* The counter of neardup_checks_total a verdict (enum nd_verdict) adds to. */
+static enum nd_event verdict_event(int verdict)
+{
+    switch (verdict) {
+    case ND_VERDICT_DUPLICATE: return ND_EV_CHECK_DUPLICATE;
+    case ND_VERDICT_PARTIAL: return ND_EV_CHECK_PARTIAL;
+    default: return ND_EV_CHECK_ORIGINAL;
+    }
+}
+
+static void reply_check(nd_req *r, op_state *op)
+{
+    nd_api *api = nd_api_of(r);
+    nd_check_res *res = &op->res;
+    const nd_check_req *rq = &op->rq;
+    nd_reply w;
+    nd_reply_object(nd_api_body_begin(r, &w));
+    nd_reply_key(&w, "original");
+    nd_reply_bool(&w, res->original);
+    nd_reply_key(&w, "verdict");
+    const char *verdict = verdict_name(res->verdict);
+    nd_reply_plain(&w, verdict, strlen(verdict));
+    nd_reply_key(&w, "simhash");
+    nd_reply_simhash(&w, rq->simhash);
+    nd_reply_key(&w, "chars");
+    nd_reply_u64(&w, rq->chars);
+    nd_reply_key(&w, "version");
+    nd_reply_plain(&w, ND_RECORD_VERSION, strlen(ND_RECORD_VERSION));
+    if (rq->id) {
+        nd_reply_key(&w, "id");
+        nd_reply_string(&w, rq->id, rq->id_len);
+    }
+    nd_reply_key(&w, "registered");
+    nd_reply_bool(&w, res->registered);
+    if (res->registered && res->doc) {
+        nd_reply_key(&w, "registered_at");
+        nd_reply_time(&w, res->doc->registered_at_us);
+    }
+    if (rq->id) {
+        nd_reply_key(&w, "recorded");
+        nd_reply_bool(&w, op->recorded);
+    }
+    nd_reply_key(&w, "matches");
+    nd_reply_array(&w);
+    for (size_t i = 0; i < res->nmatches; i++)
+        add_match(&w, &res->matches[i], rq->account != NULL);
+    nd_reply_array_end(&w);
+    nd_reply_key(&w, "truncated");
+    nd_reply_bool(&w, res->truncated);
+    nd_reply_key(&w, "passages");
+    nd_reply_array(&w);
+    size_t np = res->npassages < API_PASSAGES ? res->npassages : API_PASSAGES;
+    for (size_t i = 0; i < np; i++) {
+        nd_reply_object(&w);
+        nd_reply_key(&w, "start");
+        nd_reply_u64(&w, res->passages[i].start);
+        nd_reply_key(&w, "end");
+        nd_reply_u64(&w, res->passages[i].end);
+        nd_reply_object_end(&w);
+    }
+    nd_reply_array_end(&w);
+    nd_workflow_add_action(&w, res);
+    nd_reply_object_end(&w);
+    nd_metrics_event(api->metrics, verdict_event(res->verdict));
+    nd_api_body_send(r, &w, 200);
+}
+
+/* Moves what a waiting answer needs out of the stack and the worker's
+ * scratch: op itself (a query's lives on the handler's stack), its id and
+ * account, its matches. Returns the op on the heap. */
+static op_state *op_keep(op_state *op)
+{
+    if (!op->on_heap) {
+        op_state *h = malloc(sizeof(*h));
+        char *id = op->rq.id ? malloc(op->rq.id_len + 1) : NULL;
+        char *account = op->rq.account ? malloc(op->rq.account_len + 1) : NULL;
+        if (!h || (op->rq.id && !id) || (op->rq.account && !account))
+            nd_die_oom(__func__);
+        *h = *op;
+        h->on_heap = true;
+        if (id) {
+            memcpy(id, op->rq.id, op->rq.id_len);
+            id[op->rq.id_len] = 0;
+        }
+        if (account) {
+            memcpy(account, op->rq.account, op->rq.account_len);
+            account[op->rq.account_len] = 0;
+        }
+        h->rq.id = id;
+        h->rq.account = account;
+        h->rq.text = NULL; /* answered without it */
+        h->res.passages = h->passages;
+        op = h;
+    }
+    if (op->res.nmatches && op->res.matches != op->own_matches) {
+        if (!(op->own_matches = malloc(op->res.nmatches * sizeof(nd_match))))
+            nd_die_oom(__func__);
+        memcpy(op->own_matches, op->res.matches, op->res.nmatches * sizeof(nd_match));
+        op->res.matches = op->own_matches;
+    }
+    op->res.hits = NULL;
+    op->res.keys = NULL;
+    op->res.ahits = NULL;
+    return op;
+}
+
+/* A check with an id judged not original is answered once its detection
+ * is durable: the store's commit of it, back on the request's loop. */
+static void journal_resume(nd_req *r, int status)
+{
+    op_state *op = r->op;
+    r->op = NULL;
+    if (status == 0) {
+        op->recorded = true;
+        reply_check(r, op);
+    } else {
+        nd_api_store_error(r, status, "the detection");
+    }
+    op_free(op);
+}
+
+/* Answers a decided check (op is taken): at once, or, for a check with an
+ * id judged not original, once its detection is durable. */
+static void answer_check(nd_req *r, op_state *op)
+{
+    nd_store_event ev;
+    char *value = op->no_record ? NULL : nd_workflow_detection(&op->rq, &op->res, &ev);
+    if (!value) {
+        reply_check(r, op);
+        op_free(op);
+        return;
+    }
+    op = op_keep(op);
+    op->journaled = value;
+    op->pend.next = journal_resume;
+    r->op = op;
+    int rc = nd_store_event_put(nd_api_of(r)->store, &ev, nd_pending_after, r);
+    if (rc < 0) {
+        r->op = NULL;
+        nd_api_store_error(r, rc, "the detection");
+        op_free(op);
+    }
+}
+
+/* Sketches the text into the worker's scratch and points the question's
+ * stage-2 fields at it (valid until this worker sketches another text).
+ * Returns 0 or -errno. */
+static int sketch_check(nd_api *api, api_worker *aw, op_state *op)
+{
+    /* The anchors now; the sketches when stage 1 finds candidates (most
+     * queries find none), or now for a registration, which stores one. */
+    int mode = op->sketched ? op->sketched - 1
+                            : nd_sketch_query(aw->sk, aw->sks, op->rq.text, op->rq.text_len,
+                                              aw->anchors, ND_ANCHORS_QUERY, NULL);
+    op->sketched = 0; /* a run after a wait sketches again */
+    if (mode < 0)
+        return mode;
+    nd_check_req *rq = &op->rq;
+    rq->sketch = aw->sketch;
+    rq->sketch_lazy = NULL;
+    rq->sketch_out = NULL;
+    if (rq->do_register) {
+        int rc = nd_sketch_query_finish(aw->sks, aw->sketch);
+        if (rc < 0)
+            return rc;
+    } else {
+        rq->sketch_lazy = aw->sks;
+        rq->sketch_out = aw->sketch;
+    }
+    uint32_t n = 0; /* both modes' anchors: a document of either mode is found */
+    for (int m = 0; m < 2; m++)
+        for (uint32_t i = 0; i < aw->anchors[m].n && i < ND_ANCHORS_QUERY; i++)
+            aw->probe[n++] = aw->anchors[m].a[i];
+    rq->anchors = aw->probe;
+    rq->nanchors_query = n;
+    const nd_anchors *own = &aw->anchors[mode];
+    rq->store_anchors = own->a;
+    rq->nanchors_store = own->n < ND_ANCHORS_STORE ? own->n : ND_ANCHORS_STORE;
+    rq->scratch = aw->sks;
+    rq->sketch_enc = NULL;
+    rq->sketch_enc_len = 0;
+    if (rq->do_register) {
+        rq->sketch_enc_len = nd_sketch_encode(&aw->sketch[mode], aw->enc, sizeof(aw->enc));
+        rq->sketch_enc = rq->sketch_enc_len ? aw->enc : NULL;
+    }
+    nd_verdict_params_default(&rq->params);
+    rq->params.min_resemblance = api->cfg->min_resemblance;
+    rq->params.min_containment = api->cfg->min_containment;
+    rq->max_verify = api->cfg->max_verify;
+    return 0;
+}
+
+/* The check's ask: the registry decides (and registers when asked). */
+static int ask_check(nd_req *r)
+{
+    nd_api *api = nd_api_of(r);
+    op_state *op = r->op;
+    api_worker *aw = aw_of(r);
+    op->res.hits = aw->hits;
+    op->res.matches = aw->matches;
+    op->res.keys = aw->keys;
+    op->res.cap = aw->cap;
+    op->res.ahits = aw->ahits;
+    op->res.acap = API_ANCHOR_HITS;
+    op->res.passages = op->passages;
+    op->res.passages_cap = API_PASSAGES;
+    int rc = sketch_check(api, aw, op);
+    if (rc == 0)
+        rc = nd_registry_check(api->reg, &op->rq, &op->res, nd_pending_done, r);
+    if (rc == ND_REG_QUEUED && op->res.nmatches) {
+        /* Answered after the commit: keep the matches out of the worker's
+         * scratch, which the requests meanwhile reuse. */
+        if (!(op->own_matches = malloc(op->res.nmatches * sizeof(nd_match))))
+            nd_die_oom(__func__);
+        memcpy(op->own_matches, op->res.matches, op->res.nmatches * sizeof(nd_match));
+        op->res.matches = op->own_matches;
+    }
+    return rc;
+}
+
+/* Drops the last answer before the registry is asked again. */
+static void again_check(nd_req *r)
+{
+    op_state *op = r->op;
+    nd_check_res_release(&op->res);
+    free(op->own_matches);
+    op->own_matches = NULL;
+}
+
+static void check_answer(nd_req *r, void *state, int rc, bool completed)
+{
+    nd_api *api = nd_api_of(r);
+    op_state *op = state;
+    if (completed) {
+        nd_metrics_event(api->metrics, rc == 0 ? ND_EV_REGISTERED : ND_EV_REGISTER_FAILED);
+        if (rc == 0) {
+            answer_check(r, op);
+            return;
+        }
+        nd_api_store_error(r, rc, "the registration");
+    } else if (rc == 0) {
+        answer_check(r, op);
+        return;
+    } else if (rc == -EEXIST) {
+        nd_metrics_event(api->metrics, ND_EV_ID_CONFLICT);
+        nd_api_id_error(r, 409, "id_conflict", op->rq.id, op->rq.id_len,
+                        "this id is registered with a different text");
+    } else if (rc == -EAGAIN) {
+        nd_api_loading(r);
+    } else if (rc == -ENOMEM) {
+        nd_api_error(r, 500, "internal", "out of memory");
+    } else {
+        nd_api_store_error(r, rc, "the registration");
+    }
+    op_free(op);
+}
+
+static const nd_pending_steps nd_check_steps = {ask_check, again_check, check_answer};
+
+/* Asks the registry for the check in r->op and answers, now or after the
+ * commit (pending.c). */
+static void run_check(nd_req *r)
+{
+    nd_pending_start(r, &nd_check_steps);
+}
+
+static void reply_too_short(nd_req *r, uint32_t chars)
+{
+    nd_api *api = nd_api_of(r);
+    nd_metrics_event(api->metrics, ND_EV_TOO_SHORT);
+    nd_reply w;
+    nd_api_error_begin(r, &w, "text_too_short",
+                       "the text has %u characters after normalization; at least %u are needed to "
+                       "judge it",
+                       chars, api->cfg->min_chars);
+    nd_reply_key(&w, "chars");
+    nd_reply_u64(&w, chars);
+    nd_reply_key(&w, "min_chars");
+    nd_reply_u64(&w, api->cfg->min_chars);
+    nd_api_error_send(r, &w, 422);
+}
+
+/* Tokenizes the text once for both stages (issue 12 cost): the sketch's
+ * anchors into the worker's scratch (op->sketched, for sketch_check()) and
+ * the fingerprint from the same tokens. Returns 0, -EILSEQ or -ENOMEM. */
+static int fingerprint_check(nd_req *r, op_state *op, nd_fingerprint_result *fr)
+{
+    nd_api *api = nd_api_of(r);
+    api_worker *aw = aw_of(r);
+    const char *text = op->rq.text;
+    size_t len = op->rq.text_len;
+    int mode = nd_sketch_query(aw->sk, aw->sks, text, len, aw->anchors, ND_ANCHORS_QUERY, NULL);
+    if (mode < 0)
+        return mode;
+    nd_fp_tokens tk;
+    int rc = nd_sketch_fp_tokens(aw->sks, &tk);
+    if (rc == 0)
+        rc = nd_fingerprint_tokens(api->fp, aw->fps, &tk, fr);
+    if (rc == -ENOTSUP) /* a tuned fingerprinter that keeps URLs: from the text */
+        rc = nd_fingerprint(api->fp, aw->fps, text, len, fr);
+    if (rc < 0)
+        return rc;
+    nd_metrics_event(api->metrics, ND_EV_FINGERPRINTS);
+    nd_metrics_add(api->metrics, ND_EV_FINGERPRINT_BYTES, len);
+    op->sketched = mode + 1;
+    return 0;
+}
+
+/* What the caller of a check may write (answer.h): a registration needs
+ * the right to name its account (403 forbidden), a detection is recorded
+ * only when the caller may name the check's account (else *no_record).
+ * An account the caller may not name is not evidence of anything: the
+ * check is judged as if it named none. A client (a token without a role)
+ * names any account, and its registrations are stored with its name: it
+ * owns them. A write without an account from a token that acts for
+ * exactly one account is that account's; from a token of several, a
+ * registration is refused (400 invalid_field account) and a detection not
+ * recorded. Registering an id that exists needs the right to change that
+ * document. Without a token configured every caller may do everything.
+ * Returns false once answered. */
+static bool check_rights(nd_req *r, nd_check_req *rq, bool *no_record)
+{
+    nd_api_identify(r);
+    *no_record = false;
+    const nd_auth_identity *who = r->who;
+    if (!rq->account && (rq->do_register || rq->id) && who && who->naccounts) {
+        size_t len;
+        const char *account = nd_auth_account(who, 0, &len);
+        if (who->naccounts == 1) {
+            rq->account = account;
+            rq->account_len = len;
+        } else if (rq->do_register) {
+            nd_api_invalid_field(r, "account",
+                                 "the token \"%s\" acts for %u accounts: name the one this "
+                                 "document is registered for in account",
+                                 who->name, who->naccounts);
+            return false;
+        }
+    }
+    if (rq->account && !nd_api_may_name(r, rq->account, rq->account_len)) {
+        if (rq->do_register) {
+            nd_api_forbidden(r, "the token \"%s\" does not act for this account", r->client);
+            return false;
+        }
+        rq->account = NULL; /* judged as a check without an account */
+        rq->account_len = 0;
+    }
+    if (rq->id && !(rq->account ? nd_api_may_name(r, rq->account, rq->account_len)
+                                : nd_api_is_operator(r) || nd_api_is_client(r)))
+        *no_record = true;
+    if (rq->do_register && nd_api_is_client(r)) {
+        rq->client = who->name;
+        rq->client_len = strlen(who->name);
+    }
+    /* Registering an id that is registered already writes to that
+     * document (an upgrade in place takes the request's meta): its
+     * account's right too. */
+    nd_doc *d = NULL;
+    if (rq->do_register && rq->id &&
+        nd_registry_get(nd_api_of(r)->reg, rq->id, rq->id_len, &d) == 0) {
+        bool may = nd_api_may_change(r, d); /* else answered 403 */
+        nd_doc_release(d);
+        return may;
+    }
+    return true;
+}
+
+void handle_check(nd_req *r)
+{
+    nd_api *api = nd_api_of(r);
+    if (!nd_api_authorized_read(r) || !nd_api_content_kind(r, false))
+        return;
+    size_t len;
+    const char *body = nd_req_body(r, &len);
+    if (!body) {
+        nd_api_error(r, 500, "internal", "out of memory");
+        return;
+    }
+    nd_request_limits lim = nd_api_limits(api->cfg);
+    nd_request_error e;
+    /* The request is parsed into its one shape, which goes to the registry
+     * as it is. Only a registration can wait for the store and outlive this
+     * call; a query is answered now, from state on the stack (no
+     * allocation). */
+    op_state query = {0}, *op = &query;
+    nd_check_req *rq = &query.rq;
+    if (nd_request_parse_check(&aw_of(r)->sh.parser, body, len, &lim, rq, &e) < 0) {
+        nd_api_request_error(r, &e);
+        return;
+    }
+    if (rq->do_register && !nd_api_authorized(r)) /* before any work is done */
+        return;
+    if (!check_rights(r, rq, &query.no_record))
+        return;
+    /* meta is read into a tree only for an authorized registration (and
+     * bounded before that); a query ignores it. */
+    if (rq->do_register && nd_request_check_meta(rq, &lim, &e) < 0) {
+        nd_api_request_error(r, &e);
+        return;
+    }
+    /* reprint/whitelist: validated on every check, kept by a registration
+     * (only requests that carry them pay for it). */
+    if ((rq->policy_in.reprint || rq->policy_in.whitelist_raw) &&
+        nd_request_check_policy(rq, &e) < 0) {
+        free(rq->meta);
+        nd_api_request_error(r, &e);
+        return;
+    }
+    bool wait_latest = rq->latest && !rq->do_register && api->replica;
+    if (rq->do_register || wait_latest) {
+        /* It may be decided again once the worker's parser has served other
+         * requests (a query waits for the replica to catch up): its own
+         * copies of the text and the id. */
+        char *id = NULL, *text;
+        if (!(op = calloc(1, sizeof(*op))) || (rq->id && !(id = malloc(rq->id_len + 1))) ||
+            !(text = malloc(rq->text_len + 1)))
+            nd_die_oom(__func__);
+        *op = query; /* the meta and the policy are op's from here */
+        op->on_heap = true;
+        if (id) {
+            memcpy(id, rq->id, rq->id_len);
+            id[rq->id_len] = 0;
+        }
+        memcpy(text, rq->text, rq->text_len);
+        op->rq.id = id;
+        op->rq.text = text;
+        if (rq->do_register) { /* its audit entry, in its transaction */
+            op->rq.audit = nd_workflow_register_audit;
+            op->rq.audit_arg = r;
+        }
+        if (rq->account) {
+            char *account = malloc(rq->account_len + 1);
+            if (!account)
+                nd_die_oom(__func__);
+            memcpy(account, rq->account, rq->account_len);
+            account[rq->account_len] = 0;
+            op->rq.account = account;
+        }
+    }
+    nd_fingerprint_result fr;
+    int rc = fingerprint_check(r, op, &fr);
+    if (rc < 0) {
+        fingerprint_failed(r, rc, "text");
+    } else if (fr.chars < api->cfg->min_chars) {
+        reply_too_short(r, fr.chars);
+    } else {
+        op->rq.simhash = fr.simhash;
+        op->rq.chars = fr.chars;
+        if (wait_latest) {
+            op->sketched = 0; /* the worker's scratch serves others meanwhile */
+            when_latest(r, op, run_check);
+            return;
+        }
+        r->op = op;
+        run_check(r);
+        return;
+    }
+    op_free(op);
+}

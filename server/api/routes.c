@@ -1,0 +1,43 @@
+/* routes.c - the route table: each row's path (or prefix), methods, auth
+ * level, metric label and handler. http.c finds the row and answers 404 and
+ * 405 itself; nd_api_admit() asks for what the row's auth level needs before
+ * the handler runs. */
+#include "answer.h"
+#include "api.h"
+#include "audit.h"
+#include "backfill.h"
+#include "routes.h"
+
+#define GET_HEAD (EVHTTP_REQ_GET | EVHTTP_REQ_HEAD)
+#define DOCUMENTS_ALL (DOCUMENT_METHODS | EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH | EVHTTP_REQ_POST)
+
+/* clang-format off */
+const nd_route_def nd_api_routes[] = {
+    /* path, prefix, metric label, methods, Allow, auth level, handler */
+    {"/healthz", false, ND_ROUTE_HEALTHZ, GET_HEAD, "GET, HEAD", ND_API_AUTH_NONE, handle_healthz},
+    {"/readyz", false, ND_ROUTE_READYZ, GET_HEAD, "GET, HEAD", ND_API_AUTH_NONE, handle_readyz},
+    {"/metrics", false, ND_ROUTE_METRICS, GET_HEAD, "GET, HEAD", ND_API_AUTH_READ, handle_metrics},
+    {"/replica", false, ND_ROUTE_REPLICA, GET_HEAD, "GET, HEAD", ND_API_AUTH_OPERATOR,
+     handle_replica},
+    {"/fingerprint", false, ND_ROUTE_FINGERPRINT, EVHTTP_REQ_POST, "POST", ND_API_AUTH_READ,
+     handle_fingerprint},
+    {"/check-original", false, ND_ROUTE_CHECK, EVHTTP_REQ_POST, "POST", ND_API_AUTH_ACCOUNT,
+     handle_check},
+    {"/documents/", true, ND_ROUTE_DOCUMENTS, DOCUMENTS_ALL, DOCUMENT_ALLOW, ND_API_AUTH_ACCOUNT,
+     handle_document},
+    {"/audit", false, ND_ROUTE_AUDIT, GET_HEAD, "GET, HEAD", ND_API_AUTH_TOKEN, nd_workflow_audit},
+    {"/import", false, ND_ROUTE_IMPORT, EVHTTP_REQ_POST, "POST", ND_API_AUTH_TOKEN,
+     nd_backfill_handle},
+    {NULL, false, ND_ROUTE_OTHER, 0, NULL, ND_API_AUTH_NONE, NULL},
+};
+/* clang-format on */
+
+bool nd_api_admit(nd_req *r)
+{
+    switch (r->route->auth) {
+    case ND_API_AUTH_READ: return nd_api_authorized_read(r);
+    case ND_API_AUTH_TOKEN: return nd_api_authorized(r);
+    case ND_API_AUTH_OPERATOR: return nd_api_operator(r);
+    default: /* none; account: the handler asks, knowing the account */ return true;
+    }
+}
