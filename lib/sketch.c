@@ -1265,7 +1265,7 @@ int nd_sketch_decode(const uint8_t *buf, size_t len, nd_sketch *out)
     return sketch_valid(out) ? 0 : -EINVAL;
 }
 
-/* ---- bounded comparison (issue 12: registrations verify many candidates
+/* ---- bounded comparison (registrations verify many candidates
  * that cannot be listed; these skip or cut short the work on them) ---- */
 
 /* Values of s with level >= shift. */

@@ -11,7 +11,7 @@
  * - 05:25 ND_ANCHORS_QUERY 16 per mode (32 probes; 32 per mode measured the
  *   same on every row, at twice the probe cost).
  *
- * sketch.h - the verification signature of a document (issue 12, stage 2):
+ * sketch.h - the verification signature of a document (the verdict's stage 2):
  * weighted-token shingles, a consistent nested sample of them (the sketch),
  * resemblance / containment estimates, copied passages, and anchors (the
  * candidates for partial copies, see anchor_index.h).
@@ -283,7 +283,7 @@ size_t nd_sketch_encode(const nd_sketch *s, uint8_t *buf, size_t cap);
  * *out is then unspecified). */
 int nd_sketch_decode(const uint8_t *buf, size_t len, nd_sketch *out);
 
-/* Bounds for verifying many candidates (issue 12). Both are exact: they
+/* Bounds for verifying many candidates. Both are exact: they
  * never drop a pair that nd_match_classify(&e, 0, p) would list for the
  * nd_sketch_compare() estimate e (same_text pairs are the caller's: they are
  * listed whatever the figures).

@@ -587,7 +587,7 @@ static int cmd_import(int argc, char **argv)
         nd_import_input_close(&in);
         return 1;
     }
-    if (nd_store_stream_seq(st) > 0) { /* issue 14: its peers would never see them */
+    if (nd_store_stream_seq(st) > 0) { /* a replica's: its peers would never see them */
         fprintf(stderr,
                 "neardup import: %s is a replica's store (it applied a replication stream up to "
                 "entry %llu): documents written here would not reach the other replicas; send "

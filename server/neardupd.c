@@ -450,7 +450,7 @@ static int open_store(daemon_t *d)
         opts.map_size = d->cfg.map_size;
     opts.sync = d->cfg.sync;
     opts.shed = true; /* a full queue (slow disk) answers 503, never stalls a loop */
-    opts.detections_max = d->cfg.copies_max;           /* detections kept per original (issue 13) */
+    opts.detections_max = d->cfg.copies_max;           /* detections kept per original */
     opts.audit_max_entries = d->cfg.audit_max_entries; /* audit retention */
     opts.audit_max_age_us = (int64_t)d->cfg.audit_max_age_s * 1000000;
     char err[512] = "";
@@ -604,7 +604,7 @@ static int start(daemon_t *d)
 #define SETTLE_MS 2000 /* after the store's close, for its last replies to be written */
 
 /* The order keeps every object alive while anything can reach it
- * (issue 16, item 2: the store was freed while a request that waited
+ * (the store was once freed while a request that waited
  * behind a change retried into it):
  * 1. new requests are refused (503 shutting_down) and no handler is
  *    running any more (nd_http_refuse()'s barrier), the worker loops still

@@ -349,7 +349,7 @@ static void reply_too_short(nd_req *r, uint32_t chars)
     nd_api_error_send(r, &w, 422);
 }
 
-/* Tokenizes the text once for both stages (issue 12 cost): the sketch's
+/* Tokenizes the text once for both stages (the check's cost): the sketch's
  * anchors into the worker's scratch (op->sketched, for sketch_check()) and
  * the fingerprint from the same tokens. Returns 0, -EILSEQ or -ENOMEM. */
 static int fingerprint_check(nd_req *r, op_state *op, nd_fingerprint_result *fr)

@@ -34,7 +34,7 @@
 
 #define TICK_MS 100 /* heartbeat, access-log flush, request deadlines */
 #define LISTEN_BACKLOG 1024
-/* Replies (issue 16, item 4). libevent reads no next request on a
+/* Replies. libevent reads no next request on a
  * connection until its reply is written, so a connection holds at most one
  * reply; but a client that does not read keeps it, and many such clients
  * added up without bound. A reply still unwritten after a tick stops the

@@ -7,7 +7,7 @@
  * (A-Z a-z 0-9 - . _ ~ + / then optional trailing '='); a file may end in
  * white space (a newline), which is dropped.
  *
- * Named tokens (issue 13): a token file may instead hold up to
+ * Named tokens: a token file may instead hold up to
  * ND_AUTH_TOKENS_MAX lines "NAME TOKEN" (NAME: 1 to 64 of A-Z a-z 0-9 - . _;
  * blank lines and lines starting with '#' are skipped; names and tokens
  * unique). A file of one bare token (and NEARDUP_TOKEN) is the client named

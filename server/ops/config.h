@@ -53,14 +53,14 @@ typedef struct nd_config {
     int log_level;              /* enum nd_log_level (info) */
     bool access_log;            /* one JSON line per request (true; needs level info) */
     int default_reprint;        /* a document without its own reprint rule: enum
-                                 * nd_config_reprint (allow; issue 13) */
+                                 * nd_config_reprint (allow) */
     unsigned copies_max;        /* detections kept per original, the oldest dropped
                                  * (10000; 0 = unbounded) */
     unsigned audit_max_entries; /* audit entries kept, the oldest dropped by later
                                  * commits (10000000; 0 = unbounded) */
     unsigned audit_max_age_s;   /* audit entries older than this dropped by later
                                  * commits, seconds (0 = kept whatever their age) */
-    /* Replicas (issue 14, server/replica): */
+    /* Replicas (server/replica): */
     char nats[4096];          /* NATS server URLs, comma-separated; "": one node (default) */
     char stream[4096];        /* JetStream stream name ("neardup") */
     char node_name[4096];     /* this node's name ("": the host name) */

@@ -26,12 +26,12 @@ ALICE = "alice-" + "a" * 26
 VOLATILE_HEADERS = {"date", "connection", "keep-alive", "x-request-id"}
 TIME = re.compile(rb'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z')
 NUMBER_FIELDS = re.compile(rb'"(took_us|uptime_s|seconds|elapsed_ms|lines_per_s|ms)":\s*[0-9.e+-]+')
-CURSOR = re.compile(rb'"(next|cursor|after)":\s*"[^"]*"')
+CURSOR = re.compile(rb'"(next|next_cursor|cursor|after|digest)":\s*"[^"]*"')  # times inside
 
 
 def texts():
-    base = harness.load_texts()
-    return [t for t in base if len(t) >= 400][:24]
+    base = harness.load_texts()  # name -> text
+    return [t for _, t in sorted(base.items()) if len(t) >= 400][:24]
 
 
 def script():
