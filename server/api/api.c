@@ -986,7 +986,7 @@ static void handle_check(nd_req *r)
     /* reprint/whitelist: validated on every check, kept by a registration
      * (only requests that carry them pay for it). */
     if ((rq->policy_in.reprint || rq->policy_in.whitelist_raw) &&
-        nd_request_check_policy(rq, &e) < 0) {
+        nd_policy_of_check(rq, &e) < 0) {
         free(rq->meta);
         nd_api_request_error(r, &e);
         return;

@@ -646,7 +646,7 @@ static void prepare_line(import_ctx *c, tools *t, prep *pr, const line_ref *ref)
     rq->do_register = true;
     rq->registered_at_us = ref->at == AT_NONE ? 0 : ref->at; /* 0: the clock's */
     rq->judge_live = !c->archive;
-    if (nd_request_check_meta(rq, &p->lim, &e) < 0 || nd_request_check_policy(rq, &e) < 0) {
+    if (nd_request_check_meta(rq, &p->lim, &e) < 0 || nd_policy_of_check(rq, &e) < 0) {
         pr->code = e.code;
         snprintf(pr->message, sizeof(pr->message), "%s", e.message);
         return;

@@ -99,18 +99,37 @@ static bool cannot_match(const nd_check_req *rq, const nd_doc *d)
                                 &rq->params);
 }
 
-/* Whether d has the request's (non-empty) account (claim.h's rule). */
-static inline bool same_account(const nd_doc *d, const nd_check_req *rq)
+/* d as a claim (claim.h); pointers borrowed from d. */
+static inline nd_claim claim_of(const nd_doc *d)
 {
-    return rq->account_len && d->account_len == rq->account_len &&
-           memcmp(d->account, rq->account, rq->account_len) == 0;
+    return (nd_claim){.registered_at_us = d->registered_at_us,
+                      .account = d->account,
+                      .account_len = d->account_len,
+                      .policy = d->policy,
+                      .policy_len = d->policy_len,
+                      .status = d->status};
 }
 
-/* Whether d, verified as a match, makes rq's article not original: not the
- * same account, claim not revoked (nd_claim_is_evidence()). */
+/* Whether d has the request's (non-empty) account: the claim rule's. */
+static inline bool same_account(const nd_doc *d, const nd_check_req *rq)
+{
+    nd_claim c = claim_of(d);
+    return nd_claim_same_account(&c, rq->account, rq->account_len);
+}
+
+/* Whether e and d have the same (non-empty) account: the claim rule's. */
+static inline bool same_claimant(const nd_doc *e, const nd_doc *d)
+{
+    nd_claim c = claim_of(e);
+    return nd_claim_same_account(&c, d->account, d->account_len);
+}
+
+/* Whether d, verified as a match, makes rq's article not original: the
+ * claim rule's (nd_claim_is_evidence()). */
 static inline bool is_evidence(const nd_doc *d, const nd_check_req *rq)
 {
-    return d->status != ND_CLAIM_REVOKED && !same_account(d, rq);
+    nd_claim c = claim_of(d);
+    return nd_claim_is_evidence(&c, rq->account, rq->account_len);
 }
 
 /* Most documents holding a single query anchor verified per anchor. */
@@ -206,12 +225,7 @@ static void decide(const nd_registry *reg, const nd_check_req *rq, nd_doc *sourc
     res->source = NULL;
     if (!source)
         return;
-    nd_claim c = {.registered_at_us = source->registered_at_us,
-                  .account = source->account,
-                  .account_len = source->account_len,
-                  .policy = source->policy,
-                  .policy_len = source->policy_len,
-                  .status = source->status};
+    nd_claim c = claim_of(source);
     nd_claim_decision dec;
     nd_claim_action(&c, rq->account, rq->account_len, reg->opts.default_reprint, &dec);
     res->action = dec.action;
@@ -480,8 +494,7 @@ int nd_verdict_find_predated(nd_registry *reg, nd_doc *d, unsigned k,
             int st = e ? atomic_load(&e->state) : DOC_GONE;
             if (!e || e == d || (st != DOC_LIVE && st != DOC_AMENDING) || e->stale ||
                 e->status != ND_CLAIM_ACTIVE || e->registered_at_us <= d->registered_at_us ||
-                (e->account_len && e->account_len == d->account_len &&
-                 memcmp(e->account, d->account, d->account_len) == 0))
+                same_claimant(e, d))
                 continue;
             cand[n++] = e;
         }
