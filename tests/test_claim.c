@@ -214,6 +214,27 @@ static void lookup_agrees(void)
     CHECK(nd_policy_lookup(S("{\"reprint\":\"allow\"} x"), S("a"), &v) == -EINVAL, "trailing");
 }
 
+/* A stored policy as answers show it. */
+static void describe(void)
+{
+    nd_policy_desc d;
+    CHECK(nd_policy_describe(NULL, 0, ND_REPRINT_FORBID, &d) == 0 &&
+          strcmp(d.reprint, "forbid") == 0 && !d.explicit_rule && !d.whitelist);
+    CHECK(nd_policy_describe(NULL, 0, ND_REPRINT_UNSET, &d) == 0 &&
+          strcmp(d.reprint, "allow") == 0 && !d.explicit_rule);
+    const char *pol = "{\"reprint\":\"allow\",\"whitelist\":[{\"account\":\"a\","
+                      "\"may_modify\":false,\"may_hide_source\":true}]}";
+    REQUIRE(nd_policy_describe(S(pol), ND_REPRINT_FORBID, &d) == 0 && d.whitelist);
+    CHECK(strcmp(d.reprint, "allow") == 0 && d.explicit_rule &&
+              strcmp(d.whitelist, "[{\"account\":\"a\",\"may_modify\":false,"
+                                  "\"may_hide_source\":true}]") == 0,
+          "%s", d.whitelist);
+    free(d.whitelist);
+    CHECK(nd_policy_describe(S("{\"reprint\":"), ND_REPRINT_FORBID, &d) == 0 &&
+              strcmp(d.reprint, "forbid") == 0 && !d.explicit_rule && !d.whitelist,
+          "a policy that does not parse: none");
+}
+
 /* The decision, edge by edge. Times: smaller = earlier. */
 static void decide_edges(void)
 {
@@ -325,6 +346,7 @@ int main(void)
     UNIT_RUN(merge_makes_policy);
     UNIT_RUN(merge_refuses);
     UNIT_RUN(lookup_agrees);
+    UNIT_RUN(describe);
     UNIT_RUN(decide_edges);
     return unit_summary("claim");
 }

@@ -168,6 +168,23 @@ int nd_policy_of_check(nd_check_req *out, nd_request_error *err)
     return nd_policy_merge(NULL, 0, &out->policy_in, &out->policy, &out->policy_len, err);
 }
 
+int nd_policy_describe(const char *policy, size_t len, int default_reprint, nd_policy_desc *out)
+{
+    json_t *p = policy ? json_loadb(policy, len, JSON_ALLOW_NUL, NULL) : NULL;
+    json_t *rp = json_object_get(p, "reprint");
+    json_t *wl = json_object_get(p, "whitelist");
+    const char *rule = json_is_string(rp) ? json_string_value(rp) : NULL;
+    out->explicit_rule = rule && (strcmp(rule, "allow") == 0 || strcmp(rule, "forbid") == 0);
+    out->reprint = out->explicit_rule
+                       ? nd_reprint_name(rule[0] == 'f' ? ND_REPRINT_FORBID : ND_REPRINT_ALLOW)
+                   : default_reprint == ND_REPRINT_FORBID ? "forbid"
+                                                          : "allow";
+    out->whitelist = json_is_array(wl) ? json_dumps(wl, JSON_COMPACT) : NULL;
+    int rc = json_is_array(wl) && !out->whitelist ? -ENOMEM : 0;
+    json_decref(p);
+    return rc;
+}
+
 /* ---- the check's scan of a stored policy (no allocation) ---- */
 
 typedef struct scan {

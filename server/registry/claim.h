@@ -93,6 +93,21 @@ int nd_policy_merge(const char *old, size_t old_len, const nd_policy_fields *f, 
  * or NULL when neither is given. Returns 0, or -1 with *err set. */
 int nd_policy_of_check(nd_check_req *out, nd_request_error *err);
 
+/* A stored policy as an answer shows it. */
+typedef struct nd_policy_desc {
+    const char *reprint; /* the rule in effect: "allow" or "forbid" (static) */
+    bool explicit_rule;  /* the policy sets it (else the server's default) */
+    char *whitelist;     /* its whitelist as compact JSON (new, the caller
+                          * frees), or NULL: none ("[]" in answers) */
+} nd_policy_desc;
+
+/* Describes the stored policy policy[0..len) (NULL: none) with the
+ * server's default_reprint (enum nd_reprint; UNSET counts as allow) into
+ * *out. A stored policy that does not parse counts as none. Uses jansson
+ * (off the hot path: GET /documents and the answers of a change). Returns
+ * 0, or -ENOMEM (out->whitelist then NULL). */
+int nd_policy_describe(const char *policy, size_t len, int default_reprint, nd_policy_desc *out);
+
 /* What a check needs of a stored policy, for one account. */
 typedef struct nd_policy_view {
     int reprint;     /* enum nd_reprint as stored (UNSET: not given) */
