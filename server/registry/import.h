@@ -1,4 +1,4 @@
-/* import.h - the day-one backfill (issue 13): JSON lines of an existing
+/* import.h - the day-one backfill of an archive: JSON lines of an existing
  * archive registered through the same registry check as /check-original.
  *
  * A line is {"id", "text", "account"?, "registered_at"?, "meta"?,

@@ -1081,7 +1081,7 @@ int nd_registry_change_status(nd_registry *reg, const char *id, size_t id_len, i
     return amend(reg, id, id_len, false, status, k, params, decide, decide_arg, done, arg);
 }
 
-/* ---- changes read from the replication stream (issue 14) ---- */
+/* ---- changes read from the replication stream ---- */
 
 /* A registration (old NULL) or an upgrade of old from the stream. Writer
  * held. */

@@ -43,7 +43,7 @@ static int doc_ptr_cmp(const void *a, const void *b)
 /* Queries the index for every entry within k of simhash into res->hits, or,
  * when there are more than res->cap of them, into a heap array of all of
  * them (*heap, the caller frees; the rare path of a dense cluster: the
- * verdict must not depend on which hits a cut kept, issue 16). Returns the
+ * verdict must not depend on which hits a cut kept). Returns the
  * number of hits, or -errno. */
 static long query_all(nd_registry *reg, uint64_t simhash, unsigned k, nd_check_res *res,
                       nd_index_hit **hits, nd_index_hit **heap)
@@ -237,9 +237,9 @@ static void decide(const nd_registry *reg, const nd_check_req *rq, nd_doc *sourc
 /* Answers a check: candidates from the SimHash index within k and from the
  * anchor index, each verified with the sketches (stage 2); res->matches
  * gets the verified documents: live ones (a document waiting for its first
- * commit is never listed, issue 16), except self and anything registered
+ * commit is never listed), except self and anything registered
  * at or after before_us (INT64_MAX: none). Each is marked same_account /
- * evidence (issue 13); the evidence comes first, and the verdict, original
+ * evidence (the claim rule); the evidence comes first, and the verdict, original
  * and the action (with its source, the earliest evidence) come from the
  * evidence only. Sorted and cut to max_matches (then truncated is set); the
  * verdict and the source are exact whatever the cut (every SimHash hit is
