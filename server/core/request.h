@@ -109,8 +109,9 @@ int nd_request_parse_fingerprint(nd_request_parser *p, const char *body, size_t 
 
 /* POST /check-original: the one shape of a check, from the body to the
  * registry. nd_request_parse_check() fills the request's own fields, the
- * handler the fingerprint and the sketch, and nd_registry_check() reads it
- * whole. Pointers are borrowed (from the body, the parser's scratch or the
+ * question (registry/question.h) the fingerprint and the sketch, and
+ * nd_registry_check() reads it whole (the verdict's settings are the
+ * registry's options, not the request's). Pointers are borrowed (from the body, the parser's scratch or the
  * handler's) unless said otherwise; a request that outlives its body (a
  * registration waiting for the store) points them at copies of its own. */
 struct nd_doc;         /* registry.h */
@@ -154,10 +155,10 @@ typedef struct nd_check_req {
      * registration; NULL with 0: none. */
     const char *client;
     size_t client_len;
-    /* Stage 1: the fingerprint of the text (the handler). */
+    /* Stage 1: the fingerprint of the text (nd_question_make()). */
     uint64_t simhash;
     uint32_t chars;
-    /* Stage 2, the handler's sketch of the text. Without sketches
+    /* Stage 2, the sketch of the text (nd_question_sketch()). Without sketches
      * (NULL), every SimHash hit within k counts, unverified (kind
      * near_duplicate, figures 0). */
     const nd_sketch *sketch;   /* the text's sketches in both modes, [word,
@@ -175,8 +176,6 @@ typedef struct nd_check_req {
      * nd_sketch_query_finish(sketch_lazy, sketch_out) before reading it. */
     nd_sk_scratch *sketch_lazy;
     nd_sketch *sketch_out;
-    nd_verdict_params params;
-    unsigned max_verify; /* anchor candidates verified (V) */
     /* A registration's audit entry: when not NULL, called once the new
      * document d holds its time (writer held, before the store write):
      * fills *ev (an ND_EVENT_AUDIT event) and returns its value (new, the

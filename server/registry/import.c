@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "json.h"
 #include "log.h"
+#include "question.h"
 #include "sketch.h"
 
 #define BATCH 32        /* lines a thread prepares at a time */
@@ -30,9 +31,6 @@ void nd_import_params_init(nd_import_params *p, const nd_config *cfg)
                 .max_text = cfg->max_text,
                 .default_k = cfg->k},
         .min_chars = cfg->min_chars,
-        .max_verify = cfg->max_verify,
-        .min_resemblance = cfg->min_resemblance,
-        .min_containment = cfg->min_containment,
     };
 }
 
@@ -262,63 +260,32 @@ static void prepare_line(import_ctx *c, tools *t, prep *pr, const line_ref *ref)
         snprintf(pr->message, sizeof(pr->message), "%s", e.message);
         return;
     }
-    /* The text is tokenized once for both stages, as /check-original does
-     * (api.c fingerprint_check()): the sketch's tokens give the
-     * fingerprint. */
-    int mode = nd_sketch_query(t->sk, t->sks, rq->text, rq->text_len, t->anchors, ND_ANCHORS_QUERY,
-                               NULL);
-    if (mode < 0) {
-        refuse(pr, mode == -EILSEQ ? "invalid_field" : "internal", "%s",
-               mode == -EILSEQ ? "text is not valid UTF-8" : strerror(-mode));
-        return;
-    }
-    nd_fingerprint_result fr;
-    nd_fp_tokens tk;
-    int rc = nd_sketch_fp_tokens(t->sks, &tk);
-    if (rc == 0)
-        rc = nd_fingerprint_tokens(c->fp, t->fps, &tk, &fr);
-    if (rc == -ENOTSUP) /* a tuned fingerprinter that keeps URLs: from the text */
-        rc = nd_fingerprint(c->fp, t->fps, rq->text, rq->text_len, &fr);
+    /* The question, as /check-original makes it (question.h). */
+    int mode;
+    nd_question_tools qt = {
+        .fp = c->fp, .sk = t->sk, .fps = t->fps, .sks = t->sks, .anchors = t->anchors};
+    int rc = nd_question_make(&qt, rq, p->min_chars, &mode);
     if (rc < 0) {
-        refuse(pr, "internal", "%s", strerror(-rc));
+        refuse(pr, rc == -EILSEQ ? "invalid_field" : "internal", "%s",
+               rc == -EILSEQ ? "text is not valid UTF-8" : strerror(-rc));
         return;
     }
-    if (fr.chars < p->min_chars) {
+    if (rc == ND_QUESTION_TOO_SHORT) {
         pr->code = "text_too_short";
         snprintf(pr->message, sizeof(pr->message),
                  "the text has %u characters after normalization; at least %u are needed to "
                  "judge it",
-                 fr.chars, p->min_chars);
+                 rq->chars, p->min_chars);
         return;
     }
-    rq->simhash = fr.simhash;
-    rq->chars = fr.chars;
-    rc = nd_sketch_query_finish(t->sks, pr->sketch);
-    if (rc < 0) {
+    nd_question_room room = {.sketch = pr->sketch,
+                             .probe = pr->probe,
+                             .store_anchors = pr->store_anchors,
+                             .enc = pr->enc};
+    if ((rc = nd_question_sketch(&qt, rq, mode, true, true, &room)) < 0) {
         refuse(pr, "internal", "sketching failed: %s", strerror(-rc));
         return;
     }
-    uint32_t n = 0;
-    for (int m = 0; m < 2; m++)
-        for (uint32_t i = 0; i < t->anchors[m].n && i < ND_ANCHORS_QUERY; i++)
-            pr->probe[n++] = t->anchors[m].a[i];
-    const nd_anchors *own = &t->anchors[mode];
-    uint32_t ns = own->n < ND_ANCHORS_STORE ? own->n : ND_ANCHORS_STORE;
-    memcpy(pr->store_anchors, own->a, ns * sizeof(uint32_t));
-    rq->sketch = pr->sketch;
-    rq->sketch_lazy = NULL;
-    rq->sketch_out = NULL;
-    rq->anchors = pr->probe;
-    rq->nanchors_query = n;
-    rq->store_anchors = pr->store_anchors;
-    rq->nanchors_store = ns;
-    rq->scratch = NULL; /* no passages in an import */
-    rq->sketch_enc_len = nd_sketch_encode(&pr->sketch[mode], pr->enc, sizeof(pr->enc));
-    rq->sketch_enc = rq->sketch_enc_len ? pr->enc : NULL;
-    nd_verdict_params_default(&rq->params);
-    rq->params.min_resemblance = p->min_resemblance;
-    rq->params.min_containment = p->min_containment;
-    rq->max_verify = p->max_verify;
     rq->text = NULL; /* borrowed from the parser: gone after the next line */
     rq->text_len = 0;
 }

@@ -180,6 +180,19 @@ static int given_time(nd_registry *reg, int64_t at, int64_t *out)
 
 /* ---- life cycle ---- */
 
+void nd_registry_options_from_config(nd_registry_options *o, const nd_config *cfg)
+{
+    *o = (nd_registry_options){
+        .max_matches = cfg->max_matches,
+        .default_reprint = cfg->default_reprint == ND_CONFIG_REPRINT_FORBID ? ND_REPRINT_FORBID
+                                                                            : ND_REPRINT_ALLOW,
+        .max_verify = cfg->max_verify,
+    };
+    nd_verdict_params_default(&o->params);
+    o->params.min_resemblance = cfg->min_resemblance;
+    o->params.min_containment = cfg->min_containment;
+}
+
 int nd_registry_create(nd_registry **out, nd_store *store, const nd_registry_options *opts)
 {
     if (!store)

@@ -34,6 +34,7 @@
 
 #include "anchor_index.h"
 #include "claim.h"
+#include "config.h"
 #include "fingerprint.h"
 #include "index.h"
 #include "request.h"
@@ -128,7 +129,16 @@ typedef struct nd_registry_options {
     unsigned max_matches; /* most matches returned (more sets truncated) */
     int default_reprint;  /* enum nd_reprint (claim.h) for documents whose
                            * policy has no rule; ND_REPRINT_UNSET (0) = allow */
+    /* The verdict's settings, the same for every check: the thresholds a
+     * verified match must reach, and the anchor candidates verified per
+     * check (0: the anchor index is not asked). */
+    nd_verdict_params params;
+    unsigned max_verify;
 } nd_registry_options;
+
+/* The options of the server's configuration cfg (max_matches,
+ * default_reprint, the verdict's thresholds and max_verify). */
+void nd_registry_options_from_config(nd_registry_options *o, const nd_config *cfg);
 
 /* A /check-original question: nd_check_req, request.h (one shape from the
  * body to here; nd_registry_check() reads it, borrowed for the call). */

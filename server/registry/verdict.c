@@ -90,13 +90,13 @@ static void add_candidate(nd_doc *d, const nd_doc *self, int64_t before_us, uint
 /* True when d's sketch size is known and rules out listing it for rq
  * (nd_sketch_reachable(): exact, so the answer is the same as after a full
  * comparison). A document with the query's text is always verified. */
-static bool cannot_match(const nd_check_req *rq, const nd_doc *d)
+static bool cannot_match(const nd_registry *reg, const nd_check_req *rq, const nd_doc *d)
 {
     uint32_t z = atomic_load_explicit(&d->sk_size, memory_order_relaxed);
     if (!(z & ND_DOC_SK_KNOWN) || memcmp(d->text_hash, rq->text_hash, 16) == 0)
         return false;
     return !nd_sketch_reachable(&rq->sketch[(z >> 30) & 1], (z >> 16) & 31, z & 0xFFFF,
-                                &rq->params);
+                                &reg->opts.params);
 }
 
 /* d as a claim (claim.h); pointers borrowed from d. */
@@ -137,6 +137,7 @@ static inline bool is_evidence(const nd_doc *d, const nd_check_req *rq)
 
 typedef struct verify_ctx {
     const nd_check_req *rq;
+    const nd_verdict_params *params; /* the registry's */
     nd_check_res *res;
     nd_match *m;
     double best_partial; /* containment of the match the passages come from */
@@ -158,10 +159,10 @@ static void verify_one(verify_ctx *v, size_t i, const uint8_t *buf, size_t len)
     if (have && same)
         nd_sketch_compare(nd_sketch_for(rq->sketch, &dsk), &dsk, &e);
     else if (have) /* cut short when it cannot be listed: then kind none */
-        nd_sketch_compare_bounded(nd_sketch_for(rq->sketch, &dsk), &dsk, &rq->params, &e);
+        nd_sketch_compare_bounded(nd_sketch_for(rq->sketch, &dsk), &dsk, v->params, &e);
     else if (same)
         e.resemblance = e.containment = e.containment_r = 1.0;
-    m->kind = have || same ? (uint8_t)nd_match_classify(&e, same, &rq->params) : ND_MATCH_NONE;
+    m->kind = have || same ? (uint8_t)nd_match_classify(&e, same, v->params) : ND_MATCH_NONE;
     m->resemblance = e.resemblance;
     m->containment = e.containment;
     if (m->kind == ND_MATCH_PARTIAL_COPY && have && rq->scratch && !(m->flags & MF_PENDING) &&
@@ -191,11 +192,16 @@ static int verify_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
 static int verify_all(nd_registry *reg, const nd_check_req *rq, nd_check_res *res, nd_match *m,
                       int64_t *keys, size_t n)
 {
-    verify_ctx v = {.rq = rq, .res = res, .m = m, .best_partial = -1.0, .best_at = INT64_MAX};
+    verify_ctx v = {.rq = rq,
+                    .params = &reg->opts.params,
+                    .res = res,
+                    .m = m,
+                    .best_partial = -1.0,
+                    .best_at = INT64_MAX};
     size_t from_store = 0;
     for (size_t i = 0; i < n; i++) {
         nd_doc *d = m[i].doc;
-        if (cannot_match(rq, d)) { /* its size alone rules it out: not read */
+        if (cannot_match(reg, rq, d)) { /* its size alone rules it out: not read */
             m[i].flags |= MF_DIRECT;
             m[i].kind = ND_MATCH_NONE;
             keys[i] = -1;
@@ -252,13 +258,14 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_doc *self
                     nd_check_res *res, bool locked, nd_doc **wait_on)
 {
     uint64_t simhash = rq->simhash;
+    unsigned max_verify = reg->opts.max_verify;
     nd_index_hit *hits, *heap_hits;
     long nh = query_all(reg, simhash, rq->k, res, &hits, &heap_hits);
     if (nh < 0)
         return (int)nh;
     size_t nhits = (size_t)nh, nah = 0, nmulti = 0, q = 0;
     bool verify = rq->sketch != NULL;
-    if (verify && rq->anchors && rq->nanchors_query && res->ahits && rq->max_verify) {
+    if (verify && rq->anchors && rq->nanchors_query && res->ahits && max_verify) {
         q = rq->nanchors_query < ND_ANCHOR_QUERY_MAX ? rq->nanchors_query : ND_ANCHOR_QUERY_MAX;
         nah = nd_anchor_index_query(reg->anchors, rq->anchors, q, res->ahits, res->acap, NULL);
         nah = nah < res->acap ? nah : res->acap;
@@ -270,7 +277,7 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_doc *self
      * one, the `per` registered first under each anchor (max_verify in all,
      * at least one per anchor): documents added later cannot push an
      * earlier one out, nor can one anchor's holders crowd out another's. */
-    size_t per = q ? (rq->max_verify < ND_VERIFY_MAX ? rq->max_verify : ND_VERIFY_MAX) / q : 0;
+    size_t per = q ? (max_verify < ND_VERIFY_MAX ? max_verify : ND_VERIFY_MAX) / q : 0;
     per = q && per < 1 ? 1 : per > SINGLE_PER_ANCHOR_MAX ? SINGLE_PER_ANCHOR_MAX : per;
     size_t nsingle = nah - nmulti < q * per ? nah - nmulti : q * per;
     nd_match *m = res->matches, *heap_m = NULL;
