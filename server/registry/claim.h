@@ -12,7 +12,11 @@
  * by scanning the text once, without allocating. The text is what the
  * store, the digest and the answers hold; a check reads it only for the
  * source of a verdict (one lookup per check with evidence), so it is not
- * kept parsed beside it.
+ * kept parsed beside it (measured: 0.1 us for a reprint rule, 0.6 us for 3
+ * whitelist entries, 52 us for the full 256, against ~60 us of CPU for a
+ * whole check). The scan is its own reader, not core/json.c's: that one
+ * reads the policy, then each entry again, and took 2.2 us for 3 entries
+ * and 274 us for 256 (allocating past 4 KiB).
  *
  * The claim rule:
  * - a verified match is evidence unless it has the request's (non-empty)
