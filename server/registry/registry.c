@@ -275,19 +275,6 @@ void nd_registry_shutdown(nd_registry *reg)
     atomic_store(&reg->shutdown, true);
 }
 
-static void res_clear(nd_check_res *res)
-{
-    res->original = res->registered = res->existing = res->truncated = false;
-    res->nmatches = 0;
-    res->npassages = 0;
-    res->verdict = ND_VERDICT_ORIGINAL;
-    res->doc = NULL;
-    res->action = ND_ACTION_PUBLISH;
-    res->source = NULL;
-    res->show_source = res->may_modify = false;
-    res->wait_at_us = 0;
-}
-
 static void store_done(void *arg, int status)
 {
     nd_reg_change *ch = arg;
@@ -557,7 +544,7 @@ static int answer_existing(nd_registry *reg, nd_doc *d, const nd_check_req *rq, 
                              locked ? &wait_on : NULL);
     if (rc == 0 && wait_on) {
         nd_check_res_release(res);
-        res_clear(res);
+        nd_verdict_clear(res);
         return add_waiter(wait_on, fn, arg);
     }
     if (rc < 0) {
@@ -591,7 +578,7 @@ static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, nd_
         unlink_doc(reg, d);
         if (rc == 0) { /* its verdict depends on a pending document */
             nd_check_res_release(res);
-            res_clear(res);
+            nd_verdict_clear(res);
             rc = add_waiter(wait_on, fn, arg);
         }
         return rc;
@@ -607,7 +594,7 @@ static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, nd_
     rc = queue_write(reg, d, old, 0, sc.name, sc.len, NULL, fn, arg, &finished);
     if (rc < 0) {
         nd_check_res_release(res);
-        res_clear(res);
+        nd_verdict_clear(res);
         if (!finished)
             unlink_doc(reg, d);
     }
@@ -638,7 +625,7 @@ static int check_register(nd_registry *reg, const nd_check_req *rq, nd_check_res
         if (rc == 0 && wait_on) {
             /* original unless the pending one commits: asked again then */
             nd_check_res_release(res);
-            res_clear(res);
+            nd_verdict_clear(res);
             res->wait_at_us = before;
             rc = add_waiter(wait_on, fn, arg);
         } else if (rc == 0 && res->original) {
@@ -652,7 +639,7 @@ static int check_register(nd_registry *reg, const nd_check_req *rq, nd_check_res
 int nd_registry_check(nd_registry *reg, const nd_check_req *rq, nd_check_res *res,
                       nd_registry_done_fn fn, void *arg)
 {
-    res_clear(res);
+    nd_verdict_clear(res);
     if (atomic_load(&reg->shutdown)) /* the store may be gone */
         return -ESHUTDOWN;
     if (!nd_registry_loaded(reg))

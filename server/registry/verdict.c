@@ -551,3 +551,16 @@ void nd_check_res_release(nd_check_res *res)
     nd_doc_release(res->source);
     res->source = NULL;
 }
+
+void nd_verdict_clear(nd_check_res *res)
+{
+    res->original = res->registered = res->existing = res->truncated = false;
+    res->nmatches = 0;
+    res->npassages = 0;
+    res->verdict = ND_VERDICT_ORIGINAL;
+    res->doc = NULL;
+    res->action = ND_ACTION_PUBLISH;
+    res->source = NULL;
+    res->show_source = res->may_modify = false;
+    res->wait_at_us = 0;
+}

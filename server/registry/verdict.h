@@ -41,4 +41,8 @@ int nd_verdict_find_predated(nd_registry *reg, nd_doc *d, unsigned k,
                              const nd_verdict_params *params, nd_doc ***out, size_t *nout,
                              bool *truncated);
 
+/* Empties the answer res (no matches, no documents, original, publish)
+ * without releasing anything: for an answer not yet given, or released. */
+void nd_verdict_clear(nd_check_res *res);
+
 #endif
