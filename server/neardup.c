@@ -602,7 +602,8 @@ static int cmd_import(int argc, char **argv)
         nd_die_oom("neardup import");
     nd_config cfg;
     nd_config_defaults(&cfg);
-    nd_registry_options ro = {.max_matches = cfg.max_matches};
+    nd_registry_options ro;
+    nd_registry_options_from_config(&ro, &cfg);
     nd_registry *reg = NULL;
     rc = nd_registry_create(&reg, st, &ro);
     if (rc == 0) {

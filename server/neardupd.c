@@ -524,11 +524,8 @@ static int init(daemon_t *d)
     raise_nofile(d);
     if ((rc = load_auth(d)) < 0)
         return rc;
-    nd_registry_options ropts = {
-        .max_matches = d->cfg.max_matches,
-        .default_reprint = d->cfg.default_reprint == ND_CONFIG_REPRINT_FORBID ? ND_REPRINT_FORBID
-                                                                              : ND_REPRINT_ALLOW,
-    };
+    nd_registry_options ropts;
+    nd_registry_options_from_config(&ropts, &d->cfg);
     if ((rc = nd_fingerprinter_create(&d->fp)) < 0 ||
         (rc = nd_metrics_create(&d->metrics, d->cfg.threads)) < 0 ||
         (rc = nd_backfill_create(&d->backfill)) < 0) {

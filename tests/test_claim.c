@@ -1,14 +1,16 @@
-/* test_claim.c - server/registry/claim.c: reprint policies (parse, validate,
- * serialize, the check's allocation-free scan agreeing with the parse) and
- * the action rule of issue 13 at every edge: the earliest claim decides
- * (not the most similar), same-account and revoked claims are not
- * evidence, a whitelist entry beats forbid, may_hide_source, the server's
- * default for a policy without a rule, a request without an account. */
+/* test_claim.c - server/registry/claim.c: the policy format (a request's
+ * fields made into the stored policy: validated, merged, compact; the
+ * check's allocation-free scan agreeing with it) and the claim rule at
+ * every edge: the earliest claim decides (not the most similar),
+ * same-account and revoked claims are not evidence, a whitelist entry
+ * beats forbid, may_hide_source, the server's default for a policy without
+ * a rule, a request without an account. */
 #include "claim.h"
 #include "unit.h"
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,11 +26,37 @@ static nd_claim claim(int64_t at, const char *account, const char *policy, int s
                       .status = status};
 }
 
-static nd_claim_decision decide(const nd_claim *c, size_t n, const char *account, int def)
+/* A check's decision as the registry's verdict makes it from the claim
+ * rule: the earliest evidence is the source (d.source its index, SIZE_MAX:
+ * none, publish), nd_claim_action() its action. */
+typedef struct decision {
+    int action;
+    size_t source;
+    bool show_source, may_modify;
+} decision;
+
+static decision decide(const nd_claim *c, size_t n, const char *account, int def)
 {
+    size_t alen = account ? strlen(account) : 0, src = SIZE_MAX;
+    for (size_t i = 0; i < n; i++)
+        if (nd_claim_is_evidence(&c[i], account, alen) &&
+            (src == SIZE_MAX || c[i].registered_at_us < c[src].registered_at_us))
+            src = i;
+    if (src == SIZE_MAX)
+        return (decision){.action = ND_ACTION_PUBLISH, .source = SIZE_MAX};
     nd_claim_decision d;
-    nd_claim_decide(c, n, account, account ? strlen(account) : 0, def, &d);
-    return d;
+    nd_claim_action(&c[src], account, alen, def, &d);
+    return (decision){d.action, src, d.show_source, d.may_modify};
+}
+
+/* nd_policy_merge() of reprint and whitelist (NULL: not given) over old. */
+static int merge(const char *old, int reprint, const char *whitelist, char **out, size_t *len,
+                 nd_request_error *e)
+{
+    nd_policy_fields f = {.reprint = reprint,
+                          .whitelist_raw = whitelist,
+                          .whitelist_raw_len = whitelist ? strlen(whitelist) : 0};
+    return nd_policy_merge(old, old ? strlen(old) : 0, &f, out, len, e);
 }
 
 static void names(void)
@@ -44,123 +72,107 @@ static void names(void)
     CHECK(strcmp(nd_status_name(ND_STATUS_SUPERSEDED), "superseded") == 0);
 }
 
-static void parse_and_serialize(void)
+static void merge_makes_policy(void)
 {
-    nd_policy p;
-    char err[256], *out;
+    char *out;
     size_t len;
-    CHECK(nd_policy_parse(NULL, 0, &p, err, sizeof(err)) == 0 && p.reprint == 0 &&
-          !p.has_whitelist);
-    CHECK(nd_policy_serialize(&p, &out, &len) == 0 && out == NULL && len == 0, "no policy: NULL");
-    const char *in = "{ \"whitelist\": [ {\"account\": \"b\\u00e9\", \"may_hide_source\": true},"
-                     " {\"account\": \"c\", \"may_modify\": true, \"x\": [1, {}]} ],"
-                     " \"reprint\": \"forbid\", \"other\": null }";
-    REQUIRE(nd_policy_parse(S(in), &p, err, sizeof(err)) == 0, "%s", err);
-    CHECK(p.reprint == ND_REPRINT_FORBID && p.has_whitelist && p.n == 2);
-    CHECK(strcmp(p.entries[0].account, "b\xc3\xa9") == 0 && !p.entries[0].may_modify &&
-          p.entries[0].may_hide_source);
-    CHECK(strcmp(p.entries[1].account, "c") == 0 && p.entries[1].may_modify &&
-          !p.entries[1].may_hide_source);
-    REQUIRE(nd_policy_serialize(&p, &out, &len) == 0 && out);
+    nd_request_error e;
+    CHECK(merge(NULL, 0, NULL, &out, &len, &e) == 0 && out == NULL && len == 0, "no policy: NULL");
+    const char *wl = "[ {\"account\": \"b\\u00e9\", \"may_hide_source\": true},"
+                     " {\"account\": \"c\", \"may_modify\": true, \"x\": [1, {}]} ]";
+    REQUIRE(merge(NULL, ND_REQUEST_REPRINT_FORBID, wl, &out, &len, &e) == 0 && out, "%s",
+            e.message);
     const char *want = "{\"reprint\":\"forbid\",\"whitelist\":[{\"account\":\"b\xc3\xa9\","
                        "\"may_modify\":false,\"may_hide_source\":true},{\"account\":\"c\","
                        "\"may_modify\":true,\"may_hide_source\":false}]}";
     CHECK(strcmp(out, want) == 0 && len == strlen(want), "%s", out);
-    nd_policy q;
-    CHECK(nd_policy_parse(out, len, &q, err, sizeof(err)) == 0 && q.n == 2, "round trip");
-    nd_policy_finish(&q);
+    /* A PATCH of the reprint rule keeps the stored whitelist; a PUT does not. */
+    char *again;
+    REQUIRE(merge(out, ND_REQUEST_REPRINT_ALLOW, NULL, &again, &len, &e) == 0 && again);
+    CHECK(strstr(again, "\"reprint\":\"allow\"") && strstr(again, "\"account\":\"c\""), "%s",
+          again);
+    free(again);
+    REQUIRE(merge(NULL, ND_REQUEST_REPRINT_ALLOW, NULL, &again, &len, &e) == 0 && again);
+    CHECK(strcmp(again, "{\"reprint\":\"allow\"}") == 0, "%s", again);
+    free(again);
+    /* Merging nothing over a policy gives it back. */
+    REQUIRE(merge(out, 0, NULL, &again, &len, &e) == 0 && again);
+    CHECK(strcmp(again, out) == 0, "%s", again);
+    free(again);
     free(out);
-    nd_policy_finish(&p);
-    CHECK(p.n == 0 && p.entries == NULL, "finish zeroes");
-    nd_policy_finish(NULL);
-
-    /* Only the fields given. */
-    REQUIRE(nd_policy_parse(S("{\"reprint\":\"allow\"}"), &p, err, sizeof(err)) == 0);
-    REQUIRE(nd_policy_serialize(&p, &out, &len) == 0);
-    CHECK(strcmp(out, "{\"reprint\":\"allow\"}") == 0, "%s", out);
+    /* Only the fields given; an empty list is kept. */
+    REQUIRE(merge(NULL, 0, "[]", &out, &len, &e) == 0 && out);
+    CHECK(strcmp(out, "{\"whitelist\":[]}") == 0, "%s", out);
     free(out);
-    nd_policy_finish(&p);
-    REQUIRE(nd_policy_parse(S("{\"whitelist\":[]}"), &p, err, sizeof(err)) == 0);
-    CHECK(p.has_whitelist && p.n == 0 && p.reprint == ND_REPRINT_UNSET);
-    REQUIRE(nd_policy_serialize(&p, &out, &len) == 0);
-    CHECK(strcmp(out, "{\"whitelist\":[]}") == 0, "an empty list is kept: %s", out);
+    /* A stored policy that does not parse counts as none. */
+    REQUIRE(merge("{\"reprint\":", 0, "[]", &out, &len, &e) == 0 && out);
+    CHECK(strcmp(out, "{\"whitelist\":[]}") == 0, "%s", out);
     free(out);
-    nd_policy_finish(&p);
-    REQUIRE(nd_policy_parse(S("{}"), &p, err, sizeof(err)) == 0);
-    REQUIRE(nd_policy_serialize(&p, &out, &len) == 0);
-    CHECK(out == NULL, "{} sets nothing: no policy");
-    nd_policy_finish(&p);
 }
 
-static void parse_refuses(void)
+static void merge_refuses(void)
 {
     static const struct {
-        const char *in;
-        int rc;
-        const char *field; /* in the message */
+        const char *whitelist;
+        const char *field;
     } bad[] = {
-        {"[]", -EINVAL, "object"},
-        {"{\"reprint\":\"maybe\"}", -EINVAL, "reprint"},
-        {"{\"reprint\":null}", -EINVAL, "reprint"},
-        {"{\"reprint\":\"allow\",\"reprint\":\"forbid\"}", -EINVAL, "policy"},
-        {"{\"whitelist\":{}}", -EINVAL, "whitelist"},
-        {"{\"whitelist\":[1]}", -EINVAL, "whitelist[0]"},
-        {"{\"whitelist\":[{\"may_modify\":true}]}", -EINVAL, "whitelist[0].account"},
-        {"{\"whitelist\":[{\"account\":\"\"}]}", -EINVAL, "whitelist[0].account"},
-        {"{\"whitelist\":[{\"account\":\"a\\u0001\"}]}", -EINVAL, "whitelist[0].account"},
-        {"{\"whitelist\":[{\"account\":\"a\\u0000b\"}]}", -EINVAL, "policy"},
-        {"{\"whitelist\":[{\"account\":\"a\",\"may_modify\":1}]}", -EINVAL,
-         "whitelist[0].may_modify"},
-        {"{\"whitelist\":[{\"account\":\"a\",\"may_hide_source\":\"yes\"}]}", -EINVAL,
-         "whitelist[0].may_hide_source"},
-        {"{\"whitelist\":[{\"account\":\"a\"},{\"account\":\"b\"},{\"account\":\"a\"}]}", -EEXIST,
-         "whitelist[2].account"},
-        {"{\"reprint\":", -EINVAL, "policy"},
+        {"{}", "whitelist"},
+        {"[1]", "whitelist[0]"},
+        {"[{\"may_modify\":true}]", "whitelist[0].account"},
+        {"[{\"account\":\"\"}]", "whitelist[0].account"},
+        {"[{\"account\":\"a\\u0001\"}]", "whitelist[0].account"},
+        {"[{\"account\":\"a\\u0000b\"}]", "whitelist[0].account"},
+        {"[{\"account\":\"a\",\"may_modify\":1}]", "whitelist[0].may_modify"},
+        {"[{\"account\":\"a\",\"may_hide_source\":\"yes\"}]", "whitelist[0].may_hide_source"},
+        {"[{\"account\":\"a\"},{\"account\":\"b\"},{\"account\":\"a\"}]", "whitelist[2].account"},
+        {"[{\"account\":\"a\",\"account\":\"b\"}]", "whitelist"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        nd_policy p;
-        char err[256];
-        int rc = nd_policy_parse(S(bad[i].in), &p, err, sizeof(err));
-        CHECK(rc == bad[i].rc && strstr(err, bad[i].field) && p.n == 0 && p.entries == NULL,
-              "%s: %d %s", bad[i].in, rc, err);
-        nd_policy_view v;
-        if (bad[i].rc == -EINVAL && i != 3 && i != 7 && i != 8 &&
-            i != 9) /* the scan checks syntax and types */
-            CHECK(nd_policy_lookup(S(bad[i].in), S("a"), &v) == -EINVAL && !v.listed, "%s",
-                  bad[i].in);
+        char *out = (char *)"x";
+        size_t len = 1;
+        nd_request_error e;
+        int rc = merge(NULL, 0, bad[i].whitelist, &out, &len, &e);
+        CHECK(rc == -1 && e.status == 400 && strcmp(e.code, "invalid_field") == 0 &&
+                  strcmp(e.field, bad[i].field) == 0 && out == NULL && len == 0,
+              "%s: %d %s %s", bad[i].whitelist, rc, e.field, e.message);
     }
-    /* 256 entries are taken, 257 are not; the 257th add too. */
+    /* The scan refuses what is not a policy. */
+    static const char *const notpol[] = {"[]",
+                                         "{\"reprint\":\"maybe\"}",
+                                         "{\"reprint\":null}",
+                                         "{\"whitelist\":{}}",
+                                         "{\"whitelist\":[1]}",
+                                         "{\"whitelist\":[{\"may_modify\":true}]}",
+                                         "{\"reprint\":"};
+    for (size_t i = 0; i < sizeof(notpol) / sizeof(notpol[0]); i++) {
+        nd_policy_view v;
+        CHECK(nd_policy_lookup(S(notpol[i]), S("a"), &v) == -EINVAL && !v.listed, "%s", notpol[i]);
+    }
+    /* 256 entries are taken, 257 are not. */
     size_t cap = 300 * 40 + 64;
     char *buf = malloc(cap);
     REQUIRE(buf);
     for (int n = 256; n <= 257; n++) {
-        size_t o = (size_t)snprintf(buf, cap, "{\"whitelist\":[");
+        size_t o = (size_t)snprintf(buf, cap, "[");
         for (int i = 0; i < n; i++)
             o += (size_t)snprintf(buf + o, cap - o, "%s{\"account\":\"acct-%d\"}", i ? "," : "", i);
-        o += (size_t)snprintf(buf + o, cap - o, "]}");
-        nd_policy p;
-        char err[128];
-        int rc = nd_policy_parse(buf, o, &p, err, sizeof(err));
-        CHECK(n == 256 ? rc == 0 && p.n == 256 : rc == -E2BIG, "%d entries: %d", n, rc);
+        snprintf(buf + o, cap - o, "]");
+        char *out = NULL;
+        size_t len;
+        nd_request_error e;
+        int rc = merge(NULL, 0, buf, &out, &len, &e);
+        CHECK(n == 256 ? rc == 0 && out : rc == -1 && strcmp(e.field, "whitelist") == 0,
+              "%d entries: %d", n, rc);
         if (rc == 0) {
-            CHECK(nd_policy_add(&p, S("one-more"), false, false) == -E2BIG);
-            CHECK(nd_policy_add(&p, S("acct-7"), false, false) == -EEXIST);
             nd_policy_view v;
-            CHECK(nd_policy_lookup(buf, o, S("acct-255"), &v) == 0 && v.listed);
+            CHECK(nd_policy_lookup(out, len, S("acct-255"), &v) == 0 && v.listed);
         }
-        nd_policy_finish(&p);
+        free(out);
     }
     free(buf);
-    nd_policy p = {0};
-    CHECK(nd_policy_add(&p, "", 0, false, false) == -EINVAL);
-    char big[ND_POLICY_ACCOUNT_MAX + 2];
-    memset(big, 'x', sizeof(big));
-    CHECK(nd_policy_add(&p, big, ND_POLICY_ACCOUNT_MAX + 1, false, false) == -EINVAL);
-    CHECK(nd_policy_add(&p, big, ND_POLICY_ACCOUNT_MAX, false, false) == 0);
-    nd_policy_finish(&p);
 }
 
-/* The check's scan reads what the parse reads. */
+/* The check's scan reads what the merge writes. */
 static void lookup_agrees(void)
 {
     nd_policy_view v;
@@ -179,28 +191,55 @@ static void lookup_agrees(void)
     CHECK(nd_policy_lookup(S(pol), S("a\"qq"), &v) == 0 && !v.listed);
     CHECK(nd_policy_lookup(S(pol), NULL, 0, &v) == 0 && !v.listed && v.reprint == ND_REPRINT_FORBID,
           "anonymous: never listed");
-    /* Every entry of a parsed policy is found by the scan of its serialization. */
-    nd_policy p;
-    char err[128], *out;
+    /* Every entry of a whitelist is found by the scan of the policy it makes. */
+    static const struct {
+        const char *account;
+        bool mm, mh;
+    } entries[] = {{"a\"q", true, false},
+                   {"\xe5\xbc\xa0\xe4\xb8\x89", false, true},
+                   {"\xf0\x9f\x98\x80", false, false}};
+    char *out;
     size_t len;
-    REQUIRE(nd_policy_parse(S(pol), &p, err, sizeof(err)) == 0, "%s", err);
-    REQUIRE(nd_policy_serialize(&p, &out, &len) == 0);
-    for (size_t i = 0; i < p.n; i++) {
-        CHECK(nd_policy_lookup(out, len, p.entries[i].account, p.entries[i].account_len, &v) == 0 &&
-                  v.listed && v.may_modify == p.entries[i].may_modify &&
-                  v.may_hide_source == p.entries[i].may_hide_source,
+    nd_request_error e;
+    REQUIRE(merge(NULL, 0,
+                  "[{\"account\":\"a\\\"q\",\"may_modify\":true},{\"may_hide_source\":true,"
+                  "\"account\":\"\\u5f20\\u4e09\"},{\"account\":\"\\ud83d\\ude00\"}]",
+                  &out, &len, &e) == 0,
+            "%s", e.message);
+    for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++)
+        CHECK(nd_policy_lookup(out, len, S(entries[i].account), &v) == 0 && v.listed &&
+                  v.may_modify == entries[i].mm && v.may_hide_source == entries[i].mh,
               "entry %zu", i);
-    }
     free(out);
-    nd_policy_finish(&p);
     CHECK(nd_policy_lookup(S("{\"reprint\":\"allow\"} x"), S("a"), &v) == -EINVAL, "trailing");
+}
+
+/* A stored policy as answers show it. */
+static void describe(void)
+{
+    nd_policy_desc d;
+    CHECK(nd_policy_describe(NULL, 0, ND_REPRINT_FORBID, &d) == 0 &&
+          strcmp(d.reprint, "forbid") == 0 && !d.explicit_rule && !d.whitelist);
+    CHECK(nd_policy_describe(NULL, 0, ND_REPRINT_UNSET, &d) == 0 &&
+          strcmp(d.reprint, "allow") == 0 && !d.explicit_rule);
+    const char *pol = "{\"reprint\":\"allow\",\"whitelist\":[{\"account\":\"a\","
+                      "\"may_modify\":false,\"may_hide_source\":true}]}";
+    REQUIRE(nd_policy_describe(S(pol), ND_REPRINT_FORBID, &d) == 0 && d.whitelist);
+    CHECK(strcmp(d.reprint, "allow") == 0 && d.explicit_rule &&
+              strcmp(d.whitelist, "[{\"account\":\"a\",\"may_modify\":false,"
+                                  "\"may_hide_source\":true}]") == 0,
+          "%s", d.whitelist);
+    free(d.whitelist);
+    CHECK(nd_policy_describe(S("{\"reprint\":"), ND_REPRINT_FORBID, &d) == 0 &&
+              strcmp(d.reprint, "forbid") == 0 && !d.explicit_rule && !d.whitelist,
+          "a policy that does not parse: none");
 }
 
 /* The decision, edge by edge. Times: smaller = earlier. */
 static void decide_edges(void)
 {
     const char *allow = "{\"reprint\":\"allow\"}", *forbid = "{\"reprint\":\"forbid\"}";
-    nd_claim_decision d;
+    decision d;
 
     /* No matches: publish, whoever asks. */
     d = decide(NULL, 0, "u", ND_REPRINT_FORBID);
@@ -304,9 +343,10 @@ static void decide_edges(void)
 int main(void)
 {
     UNIT_RUN(names);
-    UNIT_RUN(parse_and_serialize);
-    UNIT_RUN(parse_refuses);
+    UNIT_RUN(merge_makes_policy);
+    UNIT_RUN(merge_refuses);
     UNIT_RUN(lookup_agrees);
+    UNIT_RUN(describe);
     UNIT_RUN(decide_edges);
     return unit_summary("claim");
 }

@@ -119,7 +119,7 @@ static void refuses_bad_bytes(void)
     memcpy(pad, buf, len);
     pad[len] = 0;
     CHECK(nd_entry_decode(pad, len + 1, &ch) == -EBADMSG); /* trailing bytes */
-    pad[0] = 3;                                             /* a layout this build does not know */
+    pad[0] = 3;                                            /* a layout this build does not know */
     CHECK(nd_entry_decode(pad, len, &ch) == -EPROTO);
     memcpy(pad, buf, len);
     pad[1] = 9; /* an unknown kind */

@@ -354,27 +354,23 @@ void nd_api_add_meta(nd_reply *w, const nd_doc *d)
  * stored policy text (NULL: none). */
 void add_policy(nd_reply *w, const nd_config *cfg, const char *policy, size_t len)
 {
-    json_t *p = policy ? json_loadb(policy, len, JSON_ALLOW_NUL, NULL) : NULL;
-    json_t *rp = json_object_get(p, "reprint");
-    json_t *wl = json_object_get(p, "whitelist");
-    bool explicit_rule = json_is_string(rp);
-    const char *reprint = explicit_rule                                      ? json_string_value(rp)
-                          : cfg->default_reprint == ND_CONFIG_REPRINT_FORBID ? "forbid"
-                                                                             : "allow";
+    nd_policy_desc pd;
+    nd_policy_describe(policy, len,
+                       cfg->default_reprint == ND_CONFIG_REPRINT_FORBID ? ND_REPRINT_FORBID
+                                                                        : ND_REPRINT_ALLOW,
+                       &pd);
     nd_reply_object(w);
     nd_reply_key(w, "reprint");
-    nd_reply_string(w, reprint, strlen(reprint));
+    nd_reply_string(w, pd.reprint, strlen(pd.reprint));
     nd_reply_key(w, "explicit");
-    nd_reply_bool(w, explicit_rule);
+    nd_reply_bool(w, pd.explicit_rule);
     nd_reply_key(w, "whitelist");
-    char *text = json_is_array(wl) ? json_dumps(wl, JSON_COMPACT) : NULL;
-    if (text)
-        nd_reply_raw(w, text, strlen(text));
+    if (pd.whitelist)
+        nd_reply_raw(w, pd.whitelist, strlen(pd.whitelist));
     else
         nd_reply_raw(w, "[]", 2);
-    free(text);
+    free(pd.whitelist);
     nd_reply_object_end(w);
-    json_decref(p);
 }
 
 const char *status_name(int status)
@@ -441,9 +437,7 @@ void nd_workflow_add_document(nd_req *r, nd_reply *w, const nd_doc *d)
 
 static const char *action_name(int action)
 {
-    return action == ND_ACTION_REPRINT ? "publish_as_reprint"
-           : action == ND_ACTION_BLOCK ? "block"
-                                       : "publish";
+    return nd_action_name(action); /* claim.h */
 }
 
 void nd_workflow_add_action(nd_reply *w, const nd_check_res *res)

@@ -9,6 +9,7 @@
 #include "pending.h"
 #include "routes.h"
 
+#include "question.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -211,6 +212,13 @@ static void answer_check(nd_req *r, op_state *op)
     }
 }
 
+/* The worker's tools for making a question (question.h). */
+static nd_question_tools question_tools(nd_api *api, api_worker *aw)
+{
+    return (nd_question_tools){
+        .fp = api->fp, .sk = aw->sk, .fps = aw->fps, .sks = aw->sks, .anchors = aw->anchors};
+}
+
 /* Sketches the text into the worker's scratch and points the question's
  * stage-2 fields at it (valid until this worker sketches another text).
  * Returns 0 or -errno. */
@@ -218,45 +226,11 @@ static int sketch_check(nd_api *api, api_worker *aw, op_state *op)
 {
     /* The anchors now; the sketches when stage 1 finds candidates (most
      * queries find none), or now for a registration, which stores one. */
-    int mode = op->sketched ? op->sketched - 1
-                            : nd_sketch_query(aw->sk, aw->sks, op->rq.text, op->rq.text_len,
-                                              aw->anchors, ND_ANCHORS_QUERY, NULL);
-    op->sketched = 0; /* a run after a wait sketches again */
-    if (mode < 0)
-        return mode;
-    nd_check_req *rq = &op->rq;
-    rq->sketch = aw->sketch;
-    rq->sketch_lazy = NULL;
-    rq->sketch_out = NULL;
-    if (rq->do_register) {
-        int rc = nd_sketch_query_finish(aw->sks, aw->sketch);
-        if (rc < 0)
-            return rc;
-    } else {
-        rq->sketch_lazy = aw->sks;
-        rq->sketch_out = aw->sketch;
-    }
-    uint32_t n = 0; /* both modes' anchors: a document of either mode is found */
-    for (int m = 0; m < 2; m++)
-        for (uint32_t i = 0; i < aw->anchors[m].n && i < ND_ANCHORS_QUERY; i++)
-            aw->probe[n++] = aw->anchors[m].a[i];
-    rq->anchors = aw->probe;
-    rq->nanchors_query = n;
-    const nd_anchors *own = &aw->anchors[mode];
-    rq->store_anchors = own->a;
-    rq->nanchors_store = own->n < ND_ANCHORS_STORE ? own->n : ND_ANCHORS_STORE;
-    rq->scratch = aw->sks;
-    rq->sketch_enc = NULL;
-    rq->sketch_enc_len = 0;
-    if (rq->do_register) {
-        rq->sketch_enc_len = nd_sketch_encode(&aw->sketch[mode], aw->enc, sizeof(aw->enc));
-        rq->sketch_enc = rq->sketch_enc_len ? aw->enc : NULL;
-    }
-    nd_verdict_params_default(&rq->params);
-    rq->params.min_resemblance = api->cfg->min_resemblance;
-    rq->params.min_containment = api->cfg->min_containment;
-    rq->max_verify = api->cfg->max_verify;
-    return 0;
+    int mode = op->sketched - 1; /* -1: tokenized again (question.h) */
+    op->sketched = 0;            /* a run after a wait sketches again */
+    nd_question_tools qt = question_tools(api, aw);
+    nd_question_room room = {.sketch = aw->sketch, .probe = aw->probe, .enc = aw->enc};
+    return nd_question_sketch(&qt, &op->rq, mode, false, false, &room);
 }
 
 /* The check's ask: the registry decides (and registers when asked). */
@@ -349,30 +323,23 @@ static void reply_too_short(nd_req *r, uint32_t chars)
     nd_api_error_send(r, &w, 422);
 }
 
-/* Tokenizes the text once for both stages (the check's cost): the sketch's
- * anchors into the worker's scratch (op->sketched, for sketch_check()) and
- * the fingerprint from the same tokens. Returns 0, -EILSEQ or -ENOMEM. */
-static int fingerprint_check(nd_req *r, op_state *op, nd_fingerprint_result *fr)
+/* Makes the question of the text (question.h): tokenized once for both
+ * stages, the anchors in the worker's scratch (op->sketched, for
+ * sketch_check()) and the fingerprint from the same tokens. Returns 0,
+ * ND_QUESTION_TOO_SHORT, -EILSEQ or -ENOMEM. */
+static int fingerprint_check(nd_req *r, op_state *op)
 {
     nd_api *api = nd_api_of(r);
     api_worker *aw = aw_of(r);
-    const char *text = op->rq.text;
-    size_t len = op->rq.text_len;
-    int mode = nd_sketch_query(aw->sk, aw->sks, text, len, aw->anchors, ND_ANCHORS_QUERY, NULL);
-    if (mode < 0)
-        return mode;
-    nd_fp_tokens tk;
-    int rc = nd_sketch_fp_tokens(aw->sks, &tk);
-    if (rc == 0)
-        rc = nd_fingerprint_tokens(api->fp, aw->fps, &tk, fr);
-    if (rc == -ENOTSUP) /* a tuned fingerprinter that keeps URLs: from the text */
-        rc = nd_fingerprint(api->fp, aw->fps, text, len, fr);
+    nd_question_tools qt = question_tools(api, aw);
+    int mode;
+    int rc = nd_question_make(&qt, &op->rq, api->cfg->min_chars, &mode);
     if (rc < 0)
         return rc;
     nd_metrics_event(api->metrics, ND_EV_FINGERPRINTS);
-    nd_metrics_add(api->metrics, ND_EV_FINGERPRINT_BYTES, len);
+    nd_metrics_add(api->metrics, ND_EV_FINGERPRINT_BYTES, op->rq.text_len);
     op->sketched = mode + 1;
-    return 0;
+    return rc;
 }
 
 /* What the caller of a check may write (answer.h): a registration needs
@@ -469,8 +436,7 @@ void handle_check(nd_req *r)
     }
     /* reprint/whitelist: validated on every check, kept by a registration
      * (only requests that carry them pay for it). */
-    if ((rq->policy_in.reprint || rq->policy_in.whitelist_raw) &&
-        nd_request_check_policy(rq, &e) < 0) {
+    if ((rq->policy_in.reprint || rq->policy_in.whitelist_raw) && nd_policy_of_check(rq, &e) < 0) {
         free(rq->meta);
         nd_api_request_error(r, &e);
         return;
@@ -506,15 +472,12 @@ void handle_check(nd_req *r)
             op->rq.account = account;
         }
     }
-    nd_fingerprint_result fr;
-    int rc = fingerprint_check(r, op, &fr);
+    int rc = fingerprint_check(r, op);
     if (rc < 0) {
         fingerprint_failed(r, rc, "text");
-    } else if (fr.chars < api->cfg->min_chars) {
-        reply_too_short(r, fr.chars);
+    } else if (rc == ND_QUESTION_TOO_SHORT) {
+        reply_too_short(r, op->rq.chars);
     } else {
-        op->rq.simhash = fr.simhash;
-        op->rq.chars = fr.chars;
         if (wait_latest) {
             op->sketched = 0; /* the worker's scratch serves others meanwhile */
             when_latest(r, op, run_check);

@@ -209,8 +209,8 @@ static int wf_decide_policy(void *arg, nd_claim_change *c)
     wf_op *op = r->op;
     const nd_doc *d = c->doc;
     free(op->policy);
-    if (nd_request_policy_merge(op->patch ? d->policy : NULL, op->patch ? d->policy_len : 0,
-                                &op->fields, &op->policy, &op->policy_len, &op->err) < 0) {
+    if (nd_policy_merge(op->patch ? d->policy : NULL, op->patch ? d->policy_len : 0, &op->fields,
+                        &op->policy, &op->policy_len, &op->err) < 0) {
         op->refused = true;
         return -EPROTO;
     }

@@ -13,14 +13,11 @@
 #include <jansson.h>
 #include <xxhash.h>
 
-static int refuse(nd_request_error *err, int status, const char *code, const char *field,
-                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
-/* Fills *err; returns -1. Messages are ASCII but for what the formats add,
- * which is validated UTF-8 (field names, jansson's error text), so a cut at
- * the buffer's end is moved back to a character boundary. */
-static int refuse(nd_request_error *err, int status, const char *code, const char *field,
-                  const char *fmt, ...)
+/* Messages are ASCII but for what the formats add, which is validated
+ * UTF-8 (field names, jansson's error text), so a cut at the buffer's end is
+ * moved back to a character boundary. */
+int nd_request_refuse(nd_request_error *err, int status, const char *code, const char *field,
+                      const char *fmt, ...)
 {
     memset(err, 0, sizeof(*err));
     err->status = status;
@@ -45,6 +42,7 @@ static int refuse(nd_request_error *err, int status, const char *code, const cha
     return -1;
 }
 
+#define refuse nd_request_refuse
 #define invalid_field(err, field, ...) refuse((err), 400, "invalid_field", (field), __VA_ARGS__)
 
 bool nd_request_id_valid(const char *id, size_t len)
@@ -330,7 +328,7 @@ static bool integer_in(const char *raw, size_t len, long lo, long hi, long *out)
 }
 
 /* "reprint" and "whitelist" of a check or a policy body, checked for type
- * (the whitelist's items by nd_request_policy_merge()). */
+ * (the whitelist's items by nd_policy_merge(), claim.c). */
 static int policy_fields(nd_request_parser *p, size_t n, nd_policy_fields *out,
                          nd_request_error *err)
 {
@@ -358,7 +356,7 @@ static int policy_fields(nd_request_parser *p, size_t n, nd_policy_fields *out,
     return 0;
 }
 
-#define ID_RULE "1 to %d characters without control characters"
+#define ID_RULE ND_REQUEST_ID_RULE
 
 int nd_request_consistency(const char *s, size_t len, bool *latest, nd_request_error *err)
 {
@@ -466,140 +464,7 @@ int nd_request_parse_document_id(const char *encoded, char **id, size_t *len, nd
     return 0;
 }
 
-/* ---- issue 13: policies, reasons, pages and cursors ---- */
-
-/* Validates one whitelist (raw JSON array) into a new normalized jansson
- * array of {"account","may_modify","may_hide_source"}; NULL with *err. */
-static json_t *whitelist_normalize(const char *raw, size_t len, nd_request_error *err)
-{
-    if (nd_request_compact_bound(raw, len, ND_REQUEST_POLICY_MAX) > ND_REQUEST_POLICY_MAX) {
-        invalid_field(err, "whitelist", "whitelist is over %d bytes as compact JSON",
-                      ND_REQUEST_POLICY_MAX);
-        return NULL;
-    }
-    json_error_t jerr;
-    json_t *in = json_loadb(raw, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
-    if (!in || !json_is_array(in)) {
-        json_decref(in);
-        invalid_field(err, "whitelist", "whitelist is not valid: %s",
-                      in ? "not an array" : jerr.text);
-        return NULL;
-    }
-    size_t n = json_array_size(in);
-    json_t *out = n <= ND_REQUEST_WHITELIST_MAX ? json_array() : NULL;
-    if (n > ND_REQUEST_WHITELIST_MAX)
-        invalid_field(err, "whitelist", "whitelist holds more than %d entries",
-                      ND_REQUEST_WHITELIST_MAX);
-    else if (!out)
-        refuse(err, 500, "internal", NULL, "out of memory");
-    for (size_t i = 0; out && i < n; i++) {
-        json_t *e = json_array_get(in, i);
-        json_t *acc = json_object_get(e, "account");
-        json_t *mm = json_object_get(e, "may_modify");
-        json_t *mh = json_object_get(e, "may_hide_source");
-        char name[64];
-        const char *bad = NULL;
-        if (!json_is_object(e))
-            bad = "";
-        else if (!json_is_string(acc) ||
-                 !nd_request_id_valid(json_string_value(acc), json_string_length(acc)))
-            bad = ".account";
-        else if (mm && !json_is_boolean(mm))
-            bad = ".may_modify";
-        else if (mh && !json_is_boolean(mh))
-            bad = ".may_hide_source";
-        for (size_t j = 0; !bad && j < i; j++) {
-            json_t *other = json_object_get(json_array_get(out, j), "account");
-            if (json_string_length(other) == json_string_length(acc) &&
-                memcmp(json_string_value(other), json_string_value(acc), json_string_length(acc)) ==
-                    0)
-                bad = ".account";
-        }
-        if (bad) {
-            snprintf(name, sizeof(name), "whitelist[%zu]%s", i, bad);
-            if (!*bad)
-                invalid_field(err, name, "%s must be an object with an account", name);
-            else if (bad[1] == 'a')
-                invalid_field(err, name,
-                              "%s must be a string of " ID_RULE ", listed once in the whitelist",
-                              name, ND_ID_MAX_CHARS);
-            else
-                invalid_field(err, name, "%s must be true or false", name);
-            json_decref(out);
-            out = NULL;
-            break;
-        }
-        json_t *o = json_object();
-        if (!o || json_object_set(o, "account", acc) ||
-            json_object_set_new(o, "may_modify", json_boolean(json_is_true(mm))) ||
-            json_object_set_new(o, "may_hide_source", json_boolean(json_is_true(mh))) ||
-            json_array_append_new(out, o)) {
-            refuse(err, 500, "internal", NULL, "out of memory");
-            json_decref(out);
-            out = NULL;
-        }
-    }
-    json_decref(in);
-    return out;
-}
-
-int nd_request_policy_merge(const char *old, size_t old_len, const nd_policy_fields *f, char **out,
-                            size_t *out_len, nd_request_error *err)
-{
-    *out = NULL;
-    *out_len = 0;
-    json_t *prev = old ? json_loadb(old, old_len, JSON_ALLOW_NUL, NULL) : NULL;
-    const char *reprint = f->reprint == ND_REQUEST_REPRINT_ALLOW    ? "allow"
-                          : f->reprint == ND_REQUEST_REPRINT_FORBID ? "forbid"
-                                                                    : NULL;
-    json_t *wl = NULL;
-    if (!reprint && json_is_string(json_object_get(prev, "reprint")))
-        reprint = json_string_value(json_object_get(prev, "reprint"));
-    if (f->whitelist_raw) {
-        if (!(wl = whitelist_normalize(f->whitelist_raw, f->whitelist_raw_len, err))) {
-            json_decref(prev);
-            return -1;
-        }
-    } else if (json_is_array(json_object_get(prev, "whitelist"))) {
-        wl = json_incref(json_object_get(prev, "whitelist"));
-    }
-    int rc = 0;
-    json_t *o = (reprint || wl) ? json_object() : NULL;
-    if ((reprint || wl) &&
-        (!o || (reprint && json_object_set_new(o, "reprint", json_string(reprint))) ||
-         (wl && json_object_set(o, "whitelist", wl))))
-        rc = refuse(err, 500, "internal", NULL, "out of memory");
-    if (rc == 0 && o) {
-        char *text = json_dumps(o, JSON_COMPACT);
-        size_t n = text ? strlen(text) : 0;
-        if (!text)
-            rc = refuse(err, 500, "internal", NULL, "out of memory");
-        else if (n > ND_REQUEST_POLICY_MAX)
-            rc = invalid_field(err, "whitelist",
-                               "the policy (reprint and whitelist) is %zu bytes as compact "
-                               "JSON; the limit is %d",
-                               n, ND_REQUEST_POLICY_MAX);
-        if (rc == 0) {
-            *out = text;
-            *out_len = n;
-        } else {
-            free(text);
-        }
-    }
-    json_decref(o);
-    json_decref(wl);
-    json_decref(prev);
-    return rc;
-}
-
-int nd_request_check_policy(nd_check_req *out, nd_request_error *err)
-{
-    out->policy = NULL;
-    out->policy_len = 0;
-    if (!out->policy_in.reprint && !out->policy_in.whitelist_raw)
-        return 0;
-    return nd_request_policy_merge(NULL, 0, &out->policy_in, &out->policy, &out->policy_len, err);
-}
+/* ---- policy bodies, reasons, pages and cursors ---- */
 
 int nd_request_parse_policy(nd_request_parser *p, const char *body, size_t len,
                             nd_policy_fields *out, nd_request_error *err)

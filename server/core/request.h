@@ -39,9 +39,9 @@ typedef struct nd_request_error {
     char message[256];     /* for people; valid UTF-8 */
 } nd_request_error;
 
-/* The policy fields of a request (issue 13): "reprint" and "whitelist",
- * on /check-original (and an import line) and on PUT/PATCH
- * /documents/{id}/policy. */
+/* The policy fields of a request as sent: "reprint" and "whitelist", on
+ * /check-original (and an import line) and on PUT/PATCH
+ * /documents/{id}/policy. What they make (the policy format) is claim.h's. */
 enum nd_request_reprint {
     ND_REQUEST_REPRINT_NONE = 0, /* not given */
     ND_REQUEST_REPRINT_ALLOW = 1,
@@ -51,6 +51,9 @@ enum nd_request_reprint {
 #define ND_REQUEST_WHITELIST_MAX 256 /* entries of a whitelist */
 #define ND_REQUEST_POLICY_MAX 65536  /* a policy as compact JSON, bytes (ND_POLICY_MAX) */
 #define ND_REQUEST_REASON_MAX 1024   /* characters of a revoke/restore "reason" */
+
+/* What a valid id or account is, for messages (with ND_ID_MAX_CHARS). */
+#define ND_REQUEST_ID_RULE "1 to %d characters without control characters"
 
 typedef struct nd_policy_fields {
     int reprint;               /* enum nd_request_reprint */
@@ -106,8 +109,9 @@ int nd_request_parse_fingerprint(nd_request_parser *p, const char *body, size_t 
 
 /* POST /check-original: the one shape of a check, from the body to the
  * registry. nd_request_parse_check() fills the request's own fields, the
- * handler the fingerprint and the sketch, and nd_registry_check() reads it
- * whole. Pointers are borrowed (from the body, the parser's scratch or the
+ * question (registry/question.h) the fingerprint and the sketch, and
+ * nd_registry_check() reads it whole (the verdict's settings are the
+ * registry's options, not the request's). Pointers are borrowed (from the body, the parser's scratch or the
  * handler's) unless said otherwise; a request that outlives its body (a
  * registration waiting for the store) points them at copies of its own. */
 struct nd_doc;         /* registry.h */
@@ -130,10 +134,10 @@ typedef struct nd_check_req {
                                * nd_request_check_meta() only), or NULL; kept
                                * if registered */
     size_t meta_len;
-    /* Issue 13: the submitting account (borrowed; NULL: none, an anonymous
+    /* The submitting account (borrowed; NULL: none, an anonymous
      * account), the policy fields as sent, and the policy as compact JSON
      * {"reprint"?,"whitelist"?} (new, the caller frees;
-     * nd_request_check_policy() only; NULL when neither field is given),
+     * nd_policy_of_check() only; NULL when neither field is given),
      * stored with a registration. registered_at_us: 0 = the server's clock
      * (an import sets it). */
     const char *account;
@@ -151,10 +155,10 @@ typedef struct nd_check_req {
      * registration; NULL with 0: none. */
     const char *client;
     size_t client_len;
-    /* Stage 1: the fingerprint of the text (the handler). */
+    /* Stage 1: the fingerprint of the text (nd_question_make()). */
     uint64_t simhash;
     uint32_t chars;
-    /* Stage 2 (issue 12), the handler's sketch of the text. Without sketches
+    /* Stage 2, the sketch of the text (nd_question_sketch()). Without sketches
      * (NULL), every SimHash hit within k counts, unverified (kind
      * near_duplicate, figures 0). */
     const nd_sketch *sketch;   /* the text's sketches in both modes, [word,
@@ -172,8 +176,6 @@ typedef struct nd_check_req {
      * nd_sketch_query_finish(sketch_lazy, sketch_out) before reading it. */
     nd_sk_scratch *sketch_lazy;
     nd_sketch *sketch_out;
-    nd_verdict_params params;
-    unsigned max_verify; /* anchor candidates verified (V) */
     /* A registration's audit entry: when not NULL, called once the new
      * document d holds its time (writer held, before the store write):
      * fills *ev (an ND_EVENT_AUDIT event) and returns its value (new, the
@@ -203,32 +205,20 @@ int nd_request_parse_check(nd_request_parser *p, const char *body, size_t len,
  * NULL. */
 int nd_request_check_meta(nd_check_req *out, const nd_request_limits *lim, nd_request_error *err);
 
-/* For a check with "reprint" or "whitelist" (every check: a query's are
- * validated and then ignored): validates the whitelist and sets
- * out->policy to the policy's compact JSON (new; the caller frees it), or
- * NULL when neither is given. Returns 0, or -1 with *err set (400
- * invalid_field "whitelist[i].account" and the like; 500 out of memory). */
-int nd_request_check_policy(nd_check_req *out, nd_request_error *err);
-
-/* The policy fields f applied over the stored policy old[0..old_len) (NULL:
- * none; a PATCH) or over nothing (old NULL: a PUT, a registration): a field
- * of f that is given replaces old's. Sets *out to the compact JSON
- * {"reprint":..,"whitelist":[{"account","may_modify","may_hide_source"}..]}
- * with only the fields set (new, caller frees), or NULL when none is.
- * Entries' booleans default false; an account listed twice, a wrong type,
- * more than ND_REQUEST_WHITELIST_MAX entries or a result over
- * ND_REQUEST_POLICY_MAX bytes: -1 with *err (400 invalid_field). A stored
- * policy that does not parse counts as none. Uses jansson (off the hot
- * path: only requests that carry these fields). */
-int nd_request_policy_merge(const char *old, size_t old_len, const nd_policy_fields *f, char **out,
-                            size_t *out_len, nd_request_error *err);
-
 /* PUT/PATCH /documents/{id}/policy: {"reprint"?: "allow"|"forbid",
- * "whitelist"?: [...]} (at least an object; unknown fields ignored).
- * Returns 0 and fills *out (whitelist borrowed from the body), or -1 with
- * *err set (400 invalid_json / invalid_field). */
+ * "whitelist"?: [...]} (at least an object; unknown fields ignored). Reads
+ * the two fields' types only, as a check body's: the whitelist's entries
+ * and the policy they make are the policy format's (nd_policy_merge(),
+ * claim.h). Returns 0 and fills *out (whitelist borrowed from the body), or
+ * -1 with *err set (400 invalid_json / invalid_field). */
 int nd_request_parse_policy(nd_request_parser *p, const char *body, size_t len,
                             nd_policy_fields *out, nd_request_error *err);
+
+/* Fills *err with status, code (static), field (NULL: none) and the
+ * message made of fmt; returns -1. For the modules that validate what a
+ * request carries beyond its shape (the policy format, claim.c). */
+int nd_request_refuse(nd_request_error *err, int status, const char *code, const char *field,
+                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* POST /documents/{id}/revoke|restore: an empty body, or {"reason"?: "..."}
  * of at most ND_REQUEST_REASON_MAX characters. Sets *reason (borrowed, NULL
@@ -282,7 +272,7 @@ int nd_request_cursor_decode(const char *cursor, int kind, int64_t owner, int64_
  * else 1 byte per byte. Stops counting past stop. */
 size_t nd_request_compact_bound(const char *raw, size_t len, size_t stop);
 
-/* Reads a "consistency" value (issue 14): "local" (*latest = false) or
+/* Reads a "consistency" value (a replica's read): "local" (*latest = false) or
  * "latest" (true). s NULL: not a string. Returns 0, or -1 with *err set
  * (400 invalid_field "consistency"). */
 int nd_request_consistency(const char *s, size_t len, bool *latest, nd_request_error *err);

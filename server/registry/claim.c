@@ -1,12 +1,11 @@
-/* claim.c - reprint policies (parse, serialize, the check's scan) and the
- * action rule. See claim.h. */
+/* claim.c - the claim rule and the policy format: a request's policy
+ * fields made into the stored policy (validated, merged, compact JSON), the
+ * check's read of a stored policy, and the action rule. See claim.h. */
 #include "claim.h"
 #include "request.h"
 
 #include <errno.h>
 #include <jansson.h>
-#include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,168 +29,160 @@ const char *nd_status_name(int status)
                                             : "active";
 }
 
-/* ---- the parsed policy ---- */
+/* ---- the policy format: a request's fields made into a stored policy ---- */
 
-void nd_policy_finish(nd_policy *p)
+#define refuse nd_request_refuse
+#define invalid_field(err, field, ...) refuse((err), 400, "invalid_field", (field), __VA_ARGS__)
+#define ID_RULE ND_REQUEST_ID_RULE
+
+/* Validates one whitelist (raw JSON array) into a new normalized jansson
+ * array of {"account","may_modify","may_hide_source"}; NULL with *err. */
+static json_t *whitelist_normalize(const char *raw, size_t len, nd_request_error *err)
 {
-    if (!p)
-        return;
-    for (size_t i = 0; i < p->n; i++)
-        free(p->entries[i].account);
-    free(p->entries);
-    memset(p, 0, sizeof(*p));
+    if (nd_request_compact_bound(raw, len, ND_REQUEST_POLICY_MAX) > ND_REQUEST_POLICY_MAX) {
+        invalid_field(err, "whitelist", "whitelist is over %d bytes as compact JSON",
+                      ND_REQUEST_POLICY_MAX);
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *in = json_loadb(raw, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+    if (!in || !json_is_array(in)) {
+        json_decref(in);
+        invalid_field(err, "whitelist", "whitelist is not valid: %s",
+                      in ? "not an array" : jerr.text);
+        return NULL;
+    }
+    size_t n = json_array_size(in);
+    json_t *out = n <= ND_REQUEST_WHITELIST_MAX ? json_array() : NULL;
+    if (n > ND_REQUEST_WHITELIST_MAX)
+        invalid_field(err, "whitelist", "whitelist holds more than %d entries",
+                      ND_REQUEST_WHITELIST_MAX);
+    else if (!out)
+        refuse(err, 500, "internal", NULL, "out of memory");
+    for (size_t i = 0; out && i < n; i++) {
+        json_t *e = json_array_get(in, i);
+        json_t *acc = json_object_get(e, "account");
+        json_t *mm = json_object_get(e, "may_modify");
+        json_t *mh = json_object_get(e, "may_hide_source");
+        char name[64];
+        const char *bad = NULL;
+        if (!json_is_object(e))
+            bad = "";
+        else if (!json_is_string(acc) ||
+                 !nd_request_id_valid(json_string_value(acc), json_string_length(acc)))
+            bad = ".account";
+        else if (mm && !json_is_boolean(mm))
+            bad = ".may_modify";
+        else if (mh && !json_is_boolean(mh))
+            bad = ".may_hide_source";
+        for (size_t j = 0; !bad && j < i; j++) {
+            json_t *other = json_object_get(json_array_get(out, j), "account");
+            if (json_string_length(other) == json_string_length(acc) &&
+                memcmp(json_string_value(other), json_string_value(acc), json_string_length(acc)) ==
+                    0)
+                bad = ".account";
+        }
+        if (bad) {
+            snprintf(name, sizeof(name), "whitelist[%zu]%s", i, bad);
+            if (!*bad)
+                invalid_field(err, name, "%s must be an object with an account", name);
+            else if (bad[1] == 'a')
+                invalid_field(err, name,
+                              "%s must be a string of " ID_RULE ", listed once in the whitelist",
+                              name, ND_ID_MAX_CHARS);
+            else
+                invalid_field(err, name, "%s must be true or false", name);
+            json_decref(out);
+            out = NULL;
+            break;
+        }
+        json_t *o = json_object();
+        if (!o || json_object_set(o, "account", acc) ||
+            json_object_set_new(o, "may_modify", json_boolean(json_is_true(mm))) ||
+            json_object_set_new(o, "may_hide_source", json_boolean(json_is_true(mh))) ||
+            json_array_append_new(out, o)) {
+            refuse(err, 500, "internal", NULL, "out of memory");
+            json_decref(out);
+            out = NULL;
+        }
+    }
+    json_decref(in);
+    return out;
 }
 
-int nd_policy_add(nd_policy *p, const char *account, size_t account_len, bool may_modify,
-                  bool may_hide_source)
-{
-    if (!account || account_len == 0 || account_len > ND_POLICY_ACCOUNT_MAX)
-        return -EINVAL;
-    for (size_t i = 0; i < p->n; i++)
-        if (p->entries[i].account_len == account_len &&
-            memcmp(p->entries[i].account, account, account_len) == 0)
-            return -EEXIST;
-    if (p->n == ND_POLICY_WHITELIST_MAX)
-        return -E2BIG;
-    /* Grown by doubling: at most 9 reallocations for a full list. */
-    if ((p->n & (p->n - 1)) == 0) {
-        size_t cap = p->n ? p->n * 2 : 4;
-        nd_policy_entry *e = realloc(p->entries, cap * sizeof(*e));
-        if (!e)
-            return -ENOMEM;
-        p->entries = e;
-    }
-    char *a = malloc(account_len + 1);
-    if (!a)
-        return -ENOMEM;
-    memcpy(a, account, account_len);
-    a[account_len] = '\0';
-    p->entries[p->n++] = (nd_policy_entry){.account = a,
-                                           .account_len = account_len,
-                                           .may_modify = may_modify,
-                                           .may_hide_source = may_hide_source};
-    p->has_whitelist = true;
-    return 0;
-}
-
-__attribute__((format(printf, 4, 5))) static int fail(int rc, char *err, size_t errcap,
-                                                      const char *fmt, ...)
-{
-    if (err && errcap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errcap, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
-static int parse_entry(nd_policy *out, json_t *e, size_t i, char *err, size_t errcap)
-{
-    if (!json_is_object(e))
-        return fail(-EINVAL, err, errcap, "whitelist[%zu] must be an object", i);
-    json_t *a = json_object_get(e, "account");
-    if (!json_is_string(a))
-        return fail(-EINVAL, err, errcap, "whitelist[%zu].account must be a string", i);
-    const char *s = json_string_value(a);
-    size_t len = json_string_length(a);
-    if (len > ND_POLICY_ACCOUNT_MAX || memchr(s, '\0', len) || !nd_request_id_valid(s, len))
-        return fail(-EINVAL, err, errcap,
-                    "whitelist[%zu].account must be 1 to %d characters without control "
-                    "characters",
-                    i, ND_ID_MAX_CHARS);
-    bool flag[2] = {false, false};
-    static const char *const names[2] = {"may_modify", "may_hide_source"};
-    for (int k = 0; k < 2; k++) {
-        json_t *b = json_object_get(e, names[k]);
-        if (b && !json_is_boolean(b))
-            return fail(-EINVAL, err, errcap, "whitelist[%zu].%s must be true or false", i,
-                        names[k]);
-        flag[k] = b && json_is_true(b);
-    }
-    int rc = nd_policy_add(out, s, len, flag[0], flag[1]);
-    if (rc == -EEXIST)
-        return fail(rc, err, errcap, "whitelist[%zu].account is listed twice", i);
-    return rc;
-}
-
-int nd_policy_parse(const char *json, size_t len, nd_policy *out, char *err, size_t errcap)
-{
-    memset(out, 0, sizeof(*out));
-    if (err && errcap)
-        err[0] = '\0';
-    if (!json || len == 0)
-        return 0;
-    if (len > ND_POLICY_TEXT_MAX)
-        return fail(-E2BIG, err, errcap, "policy over %u bytes", ND_POLICY_TEXT_MAX);
-    json_error_t je;
-    json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return fail(-EINVAL, err, errcap, "policy: %s", je.text);
-    int rc = 0;
-    json_t *r = json_object_get(root, "reprint"), *w = json_object_get(root, "whitelist");
-    if (!json_is_object(root)) {
-        rc = fail(-EINVAL, err, errcap, "policy must be an object");
-    } else if (r) {
-        const char *v = json_is_string(r) ? json_string_value(r) : "";
-        if (strcmp(v, "allow") == 0 && json_string_length(r) == 5)
-            out->reprint = ND_REPRINT_ALLOW;
-        else if (strcmp(v, "forbid") == 0 && json_string_length(r) == 6)
-            out->reprint = ND_REPRINT_FORBID;
-        else
-            rc = fail(-EINVAL, err, errcap, "reprint must be \"allow\" or \"forbid\"");
-    }
-    if (rc == 0 && w) {
-        if (!json_is_array(w))
-            rc = fail(-EINVAL, err, errcap, "whitelist must be an array");
-        else if (json_array_size(w) > ND_POLICY_WHITELIST_MAX)
-            rc = fail(-E2BIG, err, errcap, "whitelist has more than %d entries",
-                      ND_POLICY_WHITELIST_MAX);
-        out->has_whitelist = true;
-        for (size_t i = 0; rc == 0 && i < json_array_size(w); i++)
-            rc = parse_entry(out, json_array_get(w, i), i, err, errcap);
-    }
-    json_decref(root);
-    if (rc < 0)
-        nd_policy_finish(out);
-    return rc;
-}
-
-int nd_policy_serialize(const nd_policy *p, char **out, size_t *out_len)
+int nd_policy_merge(const char *old, size_t old_len, const nd_policy_fields *f, char **out,
+                    size_t *out_len, nd_request_error *err)
 {
     *out = NULL;
     *out_len = 0;
-    if (p->reprint == ND_REPRINT_UNSET && !p->has_whitelist)
-        return 0;
-    json_t *root = json_object();
-    int bad = !root;
-    if (!bad && p->reprint != ND_REPRINT_UNSET)
-        bad |= json_object_set_new(root, "reprint", json_string(nd_reprint_name(p->reprint)));
-    if (!bad && p->has_whitelist) {
-        json_t *w = json_array();
-        bad |= json_object_set_new(root, "whitelist", w);
-        for (size_t i = 0; !bad && i < p->n; i++) {
-            const nd_policy_entry *e = &p->entries[i];
-            json_t *o = json_object();
-            bad |= json_array_append_new(w, o);
-            if (!bad)
-                bad |= json_object_set_new(o, "account", json_stringn(e->account, e->account_len)) |
-                       json_object_set_new(o, "may_modify", json_boolean(e->may_modify)) |
-                       json_object_set_new(o, "may_hide_source", json_boolean(e->may_hide_source));
+    json_t *prev = old ? json_loadb(old, old_len, JSON_ALLOW_NUL, NULL) : NULL;
+    const char *reprint = f->reprint == ND_REQUEST_REPRINT_ALLOW    ? "allow"
+                          : f->reprint == ND_REQUEST_REPRINT_FORBID ? "forbid"
+                                                                    : NULL;
+    json_t *wl = NULL;
+    if (!reprint && json_is_string(json_object_get(prev, "reprint")))
+        reprint = json_string_value(json_object_get(prev, "reprint"));
+    if (f->whitelist_raw) {
+        if (!(wl = whitelist_normalize(f->whitelist_raw, f->whitelist_raw_len, err))) {
+            json_decref(prev);
+            return -1;
+        }
+    } else if (json_is_array(json_object_get(prev, "whitelist"))) {
+        wl = json_incref(json_object_get(prev, "whitelist"));
+    }
+    int rc = 0;
+    json_t *o = (reprint || wl) ? json_object() : NULL;
+    if ((reprint || wl) &&
+        (!o || (reprint && json_object_set_new(o, "reprint", json_string(reprint))) ||
+         (wl && json_object_set(o, "whitelist", wl))))
+        rc = refuse(err, 500, "internal", NULL, "out of memory");
+    if (rc == 0 && o) {
+        char *text = json_dumps(o, JSON_COMPACT);
+        size_t n = text ? strlen(text) : 0;
+        if (!text)
+            rc = refuse(err, 500, "internal", NULL, "out of memory");
+        else if (n > ND_REQUEST_POLICY_MAX)
+            rc = invalid_field(err, "whitelist",
+                               "the policy (reprint and whitelist) is %zu bytes as compact "
+                               "JSON; the limit is %d",
+                               n, ND_REQUEST_POLICY_MAX);
+        if (rc == 0) {
+            *out = text;
+            *out_len = n;
+        } else {
+            free(text);
         }
     }
-    char *s = bad ? NULL : json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(root);
-    if (!s)
-        return -ENOMEM;
-    size_t n = strlen(s);
-    if (n > ND_POLICY_TEXT_MAX) {
-        free(s);
-        return -E2BIG;
-    }
-    *out = s;
-    *out_len = n;
-    return 0;
+    json_decref(o);
+    json_decref(wl);
+    json_decref(prev);
+    return rc;
+}
+
+int nd_policy_of_check(nd_check_req *out, nd_request_error *err)
+{
+    out->policy = NULL;
+    out->policy_len = 0;
+    if (!out->policy_in.reprint && !out->policy_in.whitelist_raw)
+        return 0;
+    return nd_policy_merge(NULL, 0, &out->policy_in, &out->policy, &out->policy_len, err);
+}
+
+int nd_policy_describe(const char *policy, size_t len, int default_reprint, nd_policy_desc *out)
+{
+    json_t *p = policy ? json_loadb(policy, len, JSON_ALLOW_NUL, NULL) : NULL;
+    json_t *rp = json_object_get(p, "reprint");
+    json_t *wl = json_object_get(p, "whitelist");
+    const char *rule = json_is_string(rp) ? json_string_value(rp) : NULL;
+    out->explicit_rule = rule && (strcmp(rule, "allow") == 0 || strcmp(rule, "forbid") == 0);
+    out->reprint = out->explicit_rule
+                       ? nd_reprint_name(rule[0] == 'f' ? ND_REPRINT_FORBID : ND_REPRINT_ALLOW)
+                   : default_reprint == ND_REPRINT_FORBID ? "forbid"
+                                                          : "allow";
+    out->whitelist = json_is_array(wl) ? json_dumps(wl, JSON_COMPACT) : NULL;
+    int rc = json_is_array(wl) && !out->whitelist ? -ENOMEM : 0;
+    json_decref(p);
+    return rc;
 }
 
 /* ---- the check's scan of a stored policy (no allocation) ---- */
@@ -493,17 +484,6 @@ int nd_policy_lookup(const char *policy, size_t len, const char *account, size_t
 
 /* ---- the decision ---- */
 
-bool nd_claim_same_account(const nd_claim *c, const char *account, size_t account_len)
-{
-    return account && account_len && c->account && c->account_len == account_len &&
-           memcmp(c->account, account, account_len) == 0;
-}
-
-bool nd_claim_is_evidence(const nd_claim *c, const char *account, size_t account_len)
-{
-    return c->status != ND_STATUS_REVOKED && !nd_claim_same_account(c, account, account_len);
-}
-
 void nd_claim_action(const nd_claim *src, const char *account, size_t account_len,
                      int default_reprint, nd_claim_decision *out)
 {
@@ -523,17 +503,4 @@ void nd_claim_action(const nd_claim *src, const char *account, size_t account_le
         out->action = ND_ACTION_REPRINT;
         out->show_source = true;
     }
-}
-
-void nd_claim_decide(const nd_claim *claims, size_t n, const char *account, size_t account_len,
-                     int default_reprint, nd_claim_decision *out)
-{
-    *out = (nd_claim_decision){.action = ND_ACTION_PUBLISH, .source = SIZE_MAX};
-    for (size_t i = 0; i < n; i++)
-        if (nd_claim_is_evidence(&claims[i], account, account_len) &&
-            (out->source == SIZE_MAX ||
-             claims[i].registered_at_us < claims[out->source].registered_at_us))
-            out->source = i;
-    if (out->source != SIZE_MAX)
-        nd_claim_action(&claims[out->source], account, account_len, default_reprint, out);
 }

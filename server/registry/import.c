@@ -1,240 +1,27 @@
-/* import.c - the day-one backfill (import.h). */
+/* import.c - the day-one backfill (import.h): the lines prepared ahead
+ * (parsed, fingerprinted, sketched) by the threads, judged in order by the
+ * registry, parked behind a pending document, reported and summed up. The
+ * input and its lines are import_lines.c's. */
 #include "import.h"
+#include "import_internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <zlib.h>
 
 #include "clock.h"
 #include "json.h"
 #include "log.h"
+#include "question.h"
 #include "sketch.h"
 
-#define BATCH 32          /* lines a thread prepares at a time */
-#define PROGRESS_MS 250   /* progress bar redraws at most this often */
-#define AT_NONE INT64_MAX /* no registered_at: after every given one */
-/* registered_at refused (a given time is >= 1): */
-#define AT_BAD (-1)                    /* not a time */
-#define AT_RANGE (-2)                  /* the epoch or before, a leap second, after 9999 */
-#define AT_FUTURE (-3)                 /* later than the clock + ND_REGISTRY_AHEAD_US */
-#define LATEST_US 253402300799999999LL /* 9999-12-31T23:59:59.999999Z */
-#define MAX_THREADS 64
-#define RING_AHEAD 64 /* batches prepared ahead beyond 4 per thread (2,048 lines) */
-
-/* ---- registered_at ---- */
-
-/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant). */
-static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-/* Reads n digits at s[*i]; returns -1 when they are not all digits. */
-static int64_t digits(const char *s, size_t len, size_t *i, unsigned n)
-{
-    int64_t v = 0;
-    for (unsigned k = 0; k < n; k++, (*i)++) {
-        if (*i >= len || s[*i] < '0' || s[*i] > '9')
-            return -1;
-        v = v * 10 + (s[*i] - '0');
-    }
-    return v;
-}
-
-int nd_import_parse_time(const char *s, size_t len, bool is_int, int64_t v, int64_t *us)
-{
-    if (is_int) {
-        if (v <= 0 || v > LATEST_US)
-            return -ERANGE;
-        *us = v;
-        return 0;
-    }
-    if (!s)
-        return -EINVAL;
-    size_t i = 0;
-    int64_t y = digits(s, len, &i, 4);
-    if (y < 0 || i >= len || s[i++] != '-')
-        return -EINVAL;
-    int64_t mo = digits(s, len, &i, 2);
-    if (mo < 1 || mo > 12 || i >= len || s[i++] != '-')
-        return -EINVAL;
-    int64_t d = digits(s, len, &i, 2);
-    static const int mdays[12] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    if (d < 1 || d > mdays[mo - 1] || (mo == 2 && d == 29 && !leap))
-        return -EINVAL;
-    if (i >= len || (s[i] != 'T' && s[i] != 't' && s[i] != ' '))
-        return -EINVAL;
-    i++;
-    int64_t h = digits(s, len, &i, 2);
-    if (h < 0 || h > 23 || i >= len || s[i++] != ':')
-        return -EINVAL;
-    int64_t mi = digits(s, len, &i, 2);
-    if (mi < 0 || mi > 59 || i >= len || s[i++] != ':')
-        return -EINVAL;
-    int64_t se = digits(s, len, &i, 2);
-    if (se < 0 || se > 60)
-        return -EINVAL;
-    bool leap_second = se == 60; /* a time, refused (-ERANGE) once the rest is read */
-    int64_t frac = 0;
-    if (i < len && s[i] == '.') {
-        unsigned n = 0;
-        for (i++; i < len && s[i] >= '0' && s[i] <= '9'; i++, n++)
-            if (n < 6)
-                frac = frac * 10 + (s[i] - '0');
-        if (n == 0 || n > 9)
-            return -EINVAL;
-        for (; n < 6; n++)
-            frac *= 10;
-    }
-    int64_t off = 0;
-    if (i < len && (s[i] == 'Z' || s[i] == 'z')) {
-        i++;
-    } else if (i < len && (s[i] == '+' || s[i] == '-')) {
-        int sign = s[i++] == '-' ? -1 : 1;
-        int64_t oh = digits(s, len, &i, 2);
-        if (oh < 0 || oh > 23 || i >= len || s[i++] != ':')
-            return -EINVAL;
-        int64_t om = digits(s, len, &i, 2);
-        if (om < 0 || om > 59)
-            return -EINVAL;
-        off = sign * (oh * 3600 + om * 60);
-    } else {
-        return -EINVAL;
-    }
-    if (i != len)
-        return -EINVAL;
-    int64_t secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - off;
-    if (leap_second || secs < 0 || secs > LATEST_US / 1000000 || secs * 1000000 + frac == 0)
-        return -ERANGE;
-    *us = secs * 1000000 + frac;
-    return 0;
-}
-
-/* ---- input ---- */
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, const char *path)
-{
-    snprintf(err, errlen, fmt, path, strerror(-rc));
-    return rc;
-}
-
-/* Decompresses (or copies) fd into an unlinked temporary file; returns its
- * descriptor or -errno. */
-static int inflate_to_temp(int fd, const char *path, char *err, size_t errlen)
-{
-    const char *dir = getenv("TMPDIR");
-    char tmpl[4096];
-    snprintf(tmpl, sizeof(tmpl), "%s/neardup-import-XXXXXX", dir && *dir ? dir : "/tmp");
-    int out = mkstemp(tmpl);
-    if (out < 0)
-        return fail(err, errlen, -errno, "cannot make a temporary file for %s: %s", path);
-    unlink(tmpl);
-    gzFile gz = gzdopen(fd, "rb");
-    if (!gz) {
-        close(out);
-        return fail(err, errlen, -ENOMEM, "cannot read %s: %s", path);
-    }
-    gzbuffer(gz, 1 << 20);
-    size_t cap = 1 << 20;
-    char *buf = malloc(cap);
-    int rc = buf ? 0 : -ENOMEM;
-    while (rc == 0) {
-        int n = gzread(gz, buf, (unsigned)cap);
-        if (n < 0) {
-            int zerr;
-            const char *why = gzerror(gz, &zerr);
-            snprintf(err, errlen, "cannot decompress %s: %s", path, why);
-            rc = -EIO;
-            break;
-        }
-        if (n == 0)
-            break;
-        for (ssize_t w, off = 0; off < n; off += w) {
-            w = write(out, buf + off, (size_t)(n - off));
-            if (w < 0) {
-                rc = fail(err, errlen, -errno, "cannot write the temporary copy of %s: %s", path);
-                break;
-            }
-        }
-    }
-    free(buf);
-    gzclose(gz); /* closes fd */
-    if (rc < 0) {
-        close(out);
-        return rc;
-    }
-    return out;
-}
-
-int nd_import_input_open(nd_import_input *in, const char *path, char *err, size_t errlen)
-{
-    memset(in, 0, sizeof(*in));
-    bool is_stdin = strcmp(path, "-") == 0;
-    int fd = is_stdin ? dup(0) : open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fail(err, errlen, -errno, "cannot open %s: %s", path);
-    struct stat sb;
-    if (fstat(fd, &sb) < 0) {
-        int rc = -errno;
-        close(fd);
-        return fail(err, errlen, rc, "cannot read %s: %s", path);
-    }
-    unsigned char magic[2] = {0, 0};
-    bool regular = S_ISREG(sb.st_mode);
-    if (regular && pread(fd, magic, 2, 0) < 0) {
-        int rc = -errno;
-        close(fd);
-        return fail(err, errlen, rc, "cannot read %s: %s", path);
-    }
-    if (!regular || (magic[0] == 0x1f && magic[1] == 0x8b)) {
-        int tmp = inflate_to_temp(fd, path, err, errlen);
-        if (tmp < 0)
-            return tmp;
-        fd = tmp;
-        if (fstat(fd, &sb) < 0) {
-            int rc = -errno;
-            close(fd);
-            return fail(err, errlen, rc, "cannot read the temporary copy of %s: %s", path);
-        }
-    }
-    in->map_len = (size_t)sb.st_size;
-    if (in->map_len) {
-        in->map = mmap(NULL, in->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (in->map == MAP_FAILED) {
-            int rc = -errno;
-            in->map = NULL;
-            close(fd);
-            return fail(err, errlen, rc, "cannot map %s: %s", path);
-        }
-        madvise(in->map, in->map_len, MADV_WILLNEED);
-    }
-    close(fd);
-    in->buf = in->map ? in->map : "";
-    in->len = in->map_len;
-    return 0;
-}
-
-void nd_import_input_close(nd_import_input *in)
-{
-    if (in->map)
-        munmap(in->map, in->map_len);
-    memset(in, 0, sizeof(*in));
-}
+#define BATCH 32        /* lines a thread prepares at a time */
+#define PROGRESS_MS 250 /* progress bar redraws at most this often */
+#define RING_AHEAD 64   /* batches prepared ahead beyond 4 per thread (2,048 lines) */
 
 void nd_import_params_init(nd_import_params *p, const nd_config *cfg)
 {
@@ -244,185 +31,7 @@ void nd_import_params_init(nd_import_params *p, const nd_config *cfg)
                 .max_text = cfg->max_text,
                 .default_k = cfg->k},
         .min_chars = cfg->min_chars,
-        .max_verify = cfg->max_verify,
-        .min_resemblance = cfg->min_resemblance,
-        .min_containment = cfg->min_containment,
     };
-}
-
-/* ---- pass 1: the lines and their times ---- */
-
-typedef struct line_ref {
-    int64_t at;   /* registered_at_us, AT_NONE, or a refusal (AT_BAD, AT_RANGE, AT_FUTURE) */
-    uint64_t off; /* into the input */
-    uint32_t len; /* without the line end */
-    uint32_t no;  /* 1-based line number */
-} line_ref;
-
-typedef struct scan_part {
-    int64_t latest; /* later given times are AT_FUTURE */
-    const char *buf;
-    size_t from, to; /* [from, to): whole lines */
-    line_ref *refs;
-    size_t n, cap;
-    uint64_t starts; /* line starts in the part (blank lines too) */
-    int rc;
-} scan_part;
-
-/* The time of a registered_at value parsed by nd_import_parse_time()
- * (rc, us), or the refusal it gets. */
-static int64_t time_or_refusal(int rc, int64_t us, int64_t latest)
-{
-    if (rc == -ERANGE)
-        return AT_RANGE;
-    if (rc < 0)
-        return AT_BAD;
-    return us > latest ? AT_FUTURE : us;
-}
-
-static int64_t line_time(const char *s, size_t len, int64_t latest, nd_json_scratch *js,
-                         nd_json_member *mem)
-{
-    size_t n = 0;
-    nd_json_error jerr;
-    if (nd_json_read_object(s, len, js, mem, ND_REQUEST_MAX_MEMBERS, &n, &jerr) < 0)
-        return AT_NONE; /* refused when judged, with the reader's message */
-    const nd_json_member *m = nd_json_find(mem, n, "registered_at");
-    if (!m)
-        return AT_NONE;
-    int64_t us;
-    const nd_json_value *v = &m->value;
-    int rc;
-    if (v->type == ND_JSON_NUMBER && v->is_int)
-        rc = nd_import_parse_time(NULL, 0, true, v->i, &us);
-    else if (v->type == ND_JSON_STRING)
-        rc = nd_import_parse_time(v->str, v->str_len, false, 0, &us);
-    else
-        return AT_BAD;
-    return time_or_refusal(rc, us, latest);
-}
-
-static void *scan_main(void *arg)
-{
-    scan_part *sp = arg;
-    nd_json_scratch js = {0};
-    nd_json_member *mem = malloc(ND_REQUEST_MAX_MEMBERS * sizeof(*mem));
-    if (!mem) {
-        sp->rc = -ENOMEM;
-        return NULL;
-    }
-    size_t i = sp->from;
-    while (i < sp->to) {
-        const char *s = sp->buf + i;
-        const char *nl = memchr(s, '\n', sp->to - i);
-        size_t len = nl ? (size_t)(nl - s) : sp->to - i;
-        sp->starts++;
-        size_t next = i + len + (nl ? 1 : 0);
-        size_t l = len;
-        while (l && (s[l - 1] == '\r' || s[l - 1] == ' ' || s[l - 1] == '\t'))
-            l--;
-        size_t b = 0;
-        while (b < l && (s[b] == ' ' || s[b] == '\t'))
-            b++;
-        if (b < l) {
-            if (sp->n == sp->cap) {
-                size_t cap = sp->cap ? sp->cap * 2 : 4096;
-                line_ref *r = realloc(sp->refs, cap * sizeof(*r));
-                if (!r) {
-                    sp->rc = -ENOMEM;
-                    break;
-                }
-                sp->refs = r;
-                sp->cap = cap;
-            }
-            sp->refs[sp->n++] = (line_ref){.at = line_time(s, l, sp->latest, &js, mem),
-                                           .off = i,
-                                           .len = l > UINT32_MAX ? UINT32_MAX : (uint32_t)l,
-                                           .no = (uint32_t)sp->starts};
-        }
-        i = next;
-    }
-    free(mem);
-    nd_json_scratch_finish(&js);
-    return NULL;
-}
-
-static int64_t sort_key(const line_ref *r)
-{
-    return r->at < 0 ? AT_NONE : r->at; /* refused: with the lines without one */
-}
-
-static int ref_cmp(const void *a, const void *b)
-{
-    const line_ref *x = a, *y = b;
-    int64_t kx = sort_key(x), ky = sort_key(y);
-    if (kx != ky)
-        return kx < ky ? -1 : 1;
-    return x->no < y->no ? -1 : x->no > y->no;
-}
-
-/* Finds the lines of buf (split over nthreads), numbers them, reads their
- * times (those after latest refused) and sorts them in judging order. Returns 0 and a new array (caller
- * frees) of *n refs, or -ENOMEM. */
-static int scan_lines(const char *buf, size_t len, unsigned nthreads, int64_t latest,
-                      line_ref **out, size_t *n)
-{
-    unsigned np = nthreads ? nthreads : 1;
-    if (len < ((size_t)1 << 20))
-        np = 1;
-    scan_part parts[MAX_THREADS];
-    pthread_t th[MAX_THREADS];
-    size_t from = 0;
-    for (unsigned i = 0; i < np; i++) {
-        size_t to = i + 1 == np ? len : len / np * (i + 1);
-        if (to < from)
-            to = from;
-        const char *nl = to < len ? memchr(buf + to, '\n', len - to) : NULL;
-        to = i + 1 == np ? len : nl ? (size_t)(nl - buf) + 1 : len;
-        parts[i] = (scan_part){.latest = latest, .buf = buf, .from = from, .to = to};
-        from = to;
-    }
-    unsigned started = 0;
-    for (unsigned i = 1; i < np; i++, started++)
-        if (pthread_create(&th[i], NULL, scan_main, &parts[i]) != 0)
-            break;
-    for (unsigned i = 1 + started; i < np; i++)
-        scan_main(&parts[i]); /* could not start a thread: here */
-    scan_main(&parts[0]);
-    for (unsigned i = 1; i < 1 + started; i++)
-        pthread_join(th[i], NULL);
-    size_t total = 0;
-    int rc = 0;
-    for (unsigned i = 0; i < np; i++) {
-        total += parts[i].n;
-        rc = rc ? rc : parts[i].rc;
-    }
-    line_ref *all = rc == 0 ? malloc((total ? total : 1) * sizeof(*all)) : NULL;
-    if (!all)
-        rc = -ENOMEM;
-    size_t k = 0;
-    uint64_t base = 0;
-    bool sorted = true;
-    for (unsigned i = 0; i < np; i++) {
-        for (size_t j = 0; all && j < parts[i].n; j++) {
-            line_ref r = parts[i].refs[j];
-            r.no = (uint32_t)(r.no + base);
-            if (k && sort_key(&all[k - 1]) > sort_key(&r))
-                sorted = false;
-            all[k++] = r;
-        }
-        base += parts[i].starts;
-        free(parts[i].refs);
-    }
-    if (rc < 0) {
-        free(all);
-        return rc;
-    }
-    if (!sorted)
-        qsort(all, total, sizeof(*all), ref_cmp);
-    *out = all;
-    *n = total;
-    return 0;
 }
 
 /* ---- pass 2: lines parsed, fingerprinted and sketched ahead ---- */
@@ -646,68 +255,37 @@ static void prepare_line(import_ctx *c, tools *t, prep *pr, const line_ref *ref)
     rq->do_register = true;
     rq->registered_at_us = ref->at == AT_NONE ? 0 : ref->at; /* 0: the clock's */
     rq->judge_live = !c->archive;
-    if (nd_request_check_meta(rq, &p->lim, &e) < 0 || nd_request_check_policy(rq, &e) < 0) {
+    if (nd_request_check_meta(rq, &p->lim, &e) < 0 || nd_policy_of_check(rq, &e) < 0) {
         pr->code = e.code;
         snprintf(pr->message, sizeof(pr->message), "%s", e.message);
         return;
     }
-    /* The text is tokenized once for both stages, as /check-original does
-     * (api.c fingerprint_check()): the sketch's tokens give the
-     * fingerprint. */
-    int mode = nd_sketch_query(t->sk, t->sks, rq->text, rq->text_len, t->anchors, ND_ANCHORS_QUERY,
-                               NULL);
-    if (mode < 0) {
-        refuse(pr, mode == -EILSEQ ? "invalid_field" : "internal", "%s",
-               mode == -EILSEQ ? "text is not valid UTF-8" : strerror(-mode));
-        return;
-    }
-    nd_fingerprint_result fr;
-    nd_fp_tokens tk;
-    int rc = nd_sketch_fp_tokens(t->sks, &tk);
-    if (rc == 0)
-        rc = nd_fingerprint_tokens(c->fp, t->fps, &tk, &fr);
-    if (rc == -ENOTSUP) /* a tuned fingerprinter that keeps URLs: from the text */
-        rc = nd_fingerprint(c->fp, t->fps, rq->text, rq->text_len, &fr);
+    /* The question, as /check-original makes it (question.h). */
+    int mode;
+    nd_question_tools qt = {
+        .fp = c->fp, .sk = t->sk, .fps = t->fps, .sks = t->sks, .anchors = t->anchors};
+    int rc = nd_question_make(&qt, rq, p->min_chars, &mode);
     if (rc < 0) {
-        refuse(pr, "internal", "%s", strerror(-rc));
+        refuse(pr, rc == -EILSEQ ? "invalid_field" : "internal", "%s",
+               rc == -EILSEQ ? "text is not valid UTF-8" : strerror(-rc));
         return;
     }
-    if (fr.chars < p->min_chars) {
+    if (rc == ND_QUESTION_TOO_SHORT) {
         pr->code = "text_too_short";
         snprintf(pr->message, sizeof(pr->message),
                  "the text has %u characters after normalization; at least %u are needed to "
                  "judge it",
-                 fr.chars, p->min_chars);
+                 rq->chars, p->min_chars);
         return;
     }
-    rq->simhash = fr.simhash;
-    rq->chars = fr.chars;
-    rc = nd_sketch_query_finish(t->sks, pr->sketch);
-    if (rc < 0) {
+    nd_question_room room = {.sketch = pr->sketch,
+                             .probe = pr->probe,
+                             .store_anchors = pr->store_anchors,
+                             .enc = pr->enc};
+    if ((rc = nd_question_sketch(&qt, rq, mode, true, true, &room)) < 0) {
         refuse(pr, "internal", "sketching failed: %s", strerror(-rc));
         return;
     }
-    uint32_t n = 0;
-    for (int m = 0; m < 2; m++)
-        for (uint32_t i = 0; i < t->anchors[m].n && i < ND_ANCHORS_QUERY; i++)
-            pr->probe[n++] = t->anchors[m].a[i];
-    const nd_anchors *own = &t->anchors[mode];
-    uint32_t ns = own->n < ND_ANCHORS_STORE ? own->n : ND_ANCHORS_STORE;
-    memcpy(pr->store_anchors, own->a, ns * sizeof(uint32_t));
-    rq->sketch = pr->sketch;
-    rq->sketch_lazy = NULL;
-    rq->sketch_out = NULL;
-    rq->anchors = pr->probe;
-    rq->nanchors_query = n;
-    rq->store_anchors = pr->store_anchors;
-    rq->nanchors_store = ns;
-    rq->scratch = NULL; /* no passages in an import */
-    rq->sketch_enc_len = nd_sketch_encode(&pr->sketch[mode], pr->enc, sizeof(pr->enc));
-    rq->sketch_enc = rq->sketch_enc_len ? pr->enc : NULL;
-    nd_verdict_params_default(&rq->params);
-    rq->params.min_resemblance = p->min_resemblance;
-    rq->params.min_containment = p->min_containment;
-    rq->max_verify = p->max_verify;
     rq->text = NULL; /* borrowed from the parser: gone after the next line */
     rq->text_len = 0;
 }
@@ -1352,7 +930,8 @@ int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
     nd_registry_stats_get(reg, &rs);
     c->archive = p->predate || rs.documents == 0;
     line_ref *refs = NULL;
-    int rc = scan_lines(buf, len, nth, nd_log_now_us() + ND_REGISTRY_AHEAD_US, &refs, &c->nrefs);
+    int rc = nd_import_scan_lines(buf, len, nth, nd_log_now_us() + ND_REGISTRY_AHEAD_US, &refs,
+                                  &c->nrefs);
     c->refs = refs;
     c->nbatches = (c->nrefs + BATCH - 1) / BATCH;
     out->lines = c->nrefs;

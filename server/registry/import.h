@@ -1,4 +1,4 @@
-/* import.h - the day-one backfill (issue 13): JSON lines of an existing
+/* import.h - the day-one backfill of an archive: JSON lines of an existing
  * archive registered through the same registry check as /check-original.
  *
  * A line is {"id", "text", "account"?, "registered_at"?, "meta"?,
@@ -49,11 +49,8 @@
 #include "store.h"
 
 typedef struct nd_import_params {
-    nd_request_limits lim;  /* as the server's (nd_import_params_init()) */
-    unsigned min_chars;     /* shorter texts: error text_too_short */
-    unsigned max_verify;    /* anchor candidates verified per line */
-    double min_resemblance; /* verdict thresholds */
-    double min_containment;
+    nd_request_limits lim;   /* as the server's (nd_import_params_init()) */
+    unsigned min_chars;      /* shorter texts: error text_too_short */
     unsigned threads;        /* parsing and sketching threads; 0: the caller's */
     FILE *progress;          /* draw a progress bar here (a terminal), or NULL */
     const atomic_bool *stop; /* optional: stop taking lines once true */

@@ -476,7 +476,7 @@ static int load_build(load_ctx *lc, const nd_record *rec)
     if (rec->registered_at_us > reg->last_us)
         reg->last_us = rec->registered_at_us;
     size_t meta_len = rec->meta ? rec->meta_len : 0;
-    /* Issue 13: the claim (account, policy, status) after id and meta. */
+    /* The claim (account, policy, status) after id and meta. */
     size_t account_len = rec->account && rec->account_len <= ND_ACCOUNT_MAX ? rec->account_len : 0;
     size_t policy_len = rec->policy && rec->policy_len <= ND_POLICY_MAX ? rec->policy_len : 0;
     nd_doc *d = arena_alloc(reg, &lc->feed,

@@ -1,8 +1,11 @@
-/* registry.c - documents by id and by slot, the index, and the registration
- * path through the store. Locking is described in registry.h; loading at
- * start is in loader.c. */
+/* registry.c - the registry's change state machine: a registration, an
+ * upgrade, a deletion or a claim change queued to the store, completed
+ * when it commits (waiters woken) and applied from the replication stream.
+ * Documents and tables are docs.c's, the answer to a question verdict.c's;
+ * locking is described in registry.h; loading at start is in loader.c. */
 #include "registry.h"
 #include "registry_internal.h"
+#include "verdict.h"
 #include "fingerprint.h"
 #include "utf8.h"
 
@@ -60,210 +63,6 @@ enum change_phase {
     PHASE_RETURNED = 1, /* it returned first: done hands the change over */
     PHASE_DONE = 2,     /* done ran within the call: its caller finishes it */
 };
-
-/* ---- documents ---- */
-
-/* A new document with copies of id, meta, account and policy (NULL/0:
- * none) and status. Returns NULL when out of memory. */
-static nd_doc *doc_new(const char *id, size_t id_len, const char *meta, size_t meta_len,
-                       const char *account, size_t account_len, const char *policy,
-                       size_t policy_len, int status)
-{
-    account_len = account ? account_len : 0;
-    policy_len = policy ? policy_len : 0;
-    nd_doc *d = malloc(sizeof(*d) + id_len + meta_len + doc_claim_size(account_len, policy_len));
-    if (!d)
-        return NULL;
-    doc_init(d, id, id_len, meta, meta_len);
-    doc_set_claim(d, account, account_len, policy, policy_len, status);
-    return d;
-}
-
-static inline nd_doc *doc_ref(nd_doc *d)
-{
-    atomic_fetch_add_explicit(&d->refs, 1, memory_order_relaxed);
-    return d;
-}
-
-void nd_doc_release(nd_doc *d)
-{
-    if (d && atomic_fetch_sub_explicit(&d->refs, 1, memory_order_acq_rel) == 1 && !d->arena) {
-        free(d->extra);
-        free(d);
-    }
-}
-
-/* ---- tables (writer held; table write-locked where they change) ---- */
-
-/* The first document of id in its chain; with settled, the first that is
- * not waiting for its first commit: what a reader may be shown (an upgrade
- * in flight links its new document ahead of the old one, which stays the
- * durable answer until the commit). */
-static nd_doc *chain_find(const nd_registry *reg, const char *id, size_t len, bool settled)
-{
-    nd_doc *d = reg->buckets[id_hash(id, len) & (reg->nbuckets - 1)];
-    for (; d; d = d->next)
-        if (d->id_len == len && memcmp(d->id, id, len) == 0 &&
-            !(settled && d->state == DOC_PENDING))
-            return d;
-    return NULL;
-}
-
-static nd_doc *map_find(const nd_registry *reg, const char *id, size_t len)
-{
-    return chain_find(reg, id, len, false);
-}
-
-/* Grows the hash table so that extra more documents keep it at most 75%
- * full. Writer held, table unlocked. */
-int nd_reg_map_reserve(nd_registry *reg, uint64_t extra)
-{
-    uint64_t n = atomic_load_explicit(&reg->ndocs, memory_order_relaxed) + extra;
-    if (n * 4 <= reg->nbuckets * 3)
-        return 0;
-    size_t nb = reg->nbuckets * 2;
-    while (n * 4 > nb * 3)
-        nb *= 2;
-    nd_doc **b = calloc(nb, sizeof(*b));
-    if (!b)
-        return -ENOMEM;
-    prefault(b, nb * sizeof(*b));
-    pthread_rwlock_wrlock(&reg->table);
-    for (size_t i = 0; i < reg->nbuckets; i++) {
-        nd_doc *d = reg->buckets[i];
-        while (d) {
-            nd_doc *next = d->next;
-            size_t h = id_hash(d->id, d->id_len) & (nb - 1);
-            d->next = b[h];
-            b[h] = d;
-            d = next;
-        }
-    }
-    free(reg->buckets);
-    reg->buckets = b;
-    reg->nbuckets = nb;
-    pthread_rwlock_unlock(&reg->table);
-    return 0;
-}
-
-/* Grows the slot table so that extra more slots can be handed out without
- * reusing freed ones. Writer held, table unlocked. Returns 0, -ENOSPC or
- * -ENOMEM. */
-int nd_reg_slots_reserve(nd_registry *reg, uint64_t extra)
-{
-    uint64_t need = (uint64_t)reg->next_slot + extra;
-    if (need >= UINT32_MAX)
-        return -ENOSPC;
-    if (need > reg->nslots) {
-        uint64_t n = reg->nslots ? (uint64_t)reg->nslots * 2 : 1024;
-        if (n < need)
-            n = need;
-        if (n >= UINT32_MAX)
-            n = UINT32_MAX - 1;
-        nd_doc **s = calloc(n, sizeof(*s));
-        uint32_t *f = realloc(reg->free_slots, n * sizeof(*f));
-        if (!s || !f) {
-            free(s);
-            if (f)
-                reg->free_slots = f;
-            return -ENOMEM;
-        }
-        reg->free_slots = f;
-        prefault(s, need * sizeof(*s));
-        pthread_rwlock_wrlock(&reg->table);
-        if (reg->nslots)
-            memcpy(s, reg->slots, reg->nslots * sizeof(*s));
-        free(reg->slots);
-        reg->slots = s;
-        reg->nslots = (uint32_t)n;
-        pthread_rwlock_unlock(&reg->table);
-    }
-    return 0;
-}
-
-/* Picks a free slot, growing the slot table if needed. Writer held. */
-static int slot_alloc(nd_registry *reg, uint32_t *out)
-{
-    if (reg->nfree) {
-        *out = reg->free_slots[--reg->nfree];
-        return 0;
-    }
-    int rc = nd_reg_slots_reserve(reg, 1);
-    if (rc < 0)
-        return rc;
-    *out = reg->next_slot++;
-    return 0;
-}
-
-/* Makes d visible: slot, index (unless stale), id map. Takes over the
- * caller's reference as the registry's own. Writer held. */
-static int link_doc(nd_registry *reg, nd_doc *d)
-{
-    uint32_t slot = 0;
-    int rc = nd_reg_map_reserve(reg, 1);
-    if (rc == 0)
-        rc = slot_alloc(reg, &slot);
-    if (rc < 0)
-        return rc;
-    if (!d->stale) {
-        rc = nd_index_insert(reg->index, d->simhash, slot);
-        if (rc == 0 && d->extra && d->nanchors &&
-            (rc = nd_anchor_index_insert(reg->anchors, slot, d->extra, d->nanchors)) < 0)
-            nd_index_remove(reg->index, d->simhash, slot);
-        if (rc < 0) {
-            reg->free_slots[reg->nfree++] = slot;
-            return rc;
-        }
-    }
-    d->slot = slot;
-    size_t h = id_hash(d->id, d->id_len) & (reg->nbuckets - 1);
-    pthread_rwlock_wrlock(&reg->table);
-    reg->slots[slot] = d;
-    d->next = reg->buckets[h];
-    reg->buckets[h] = d;
-    pthread_rwlock_unlock(&reg->table);
-    atomic_fetch_add_explicit(&reg->ndocs, 1, memory_order_relaxed);
-    if (d->stale)
-        atomic_fetch_add_explicit(&reg->nstale, 1, memory_order_relaxed);
-    return 0;
-}
-
-/* Removes d from the indexes and the tables and drops the registry's
- * reference. Its anchors: d->extra's, else anchors[0..nanchors) (read from
- * its stored record). Writer held. */
-static void unlink_doc_anchors(nd_registry *reg, nd_doc *d, const uint32_t *anchors,
-                               size_t nanchors)
-{
-    if (!d->stale) {
-        nd_index_remove(reg->index, d->simhash, d->slot);
-        if (d->extra)
-            nd_anchor_index_remove(reg->anchors, d->slot, d->extra, d->nanchors);
-        else if (nanchors)
-            nd_anchor_index_remove(reg->anchors, d->slot, anchors, nanchors);
-    }
-    size_t h = id_hash(d->id, d->id_len) & (reg->nbuckets - 1);
-    pthread_rwlock_wrlock(&reg->table);
-    nd_doc **pp = &reg->buckets[h];
-    while (*pp && *pp != d)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = d->next;
-    reg->slots[d->slot] = NULL;
-    pthread_rwlock_unlock(&reg->table);
-    /* free_slots has room for every slot ever allocated. */
-    reg->free_slots[reg->nfree++] = d->slot;
-    d->state = DOC_GONE;
-    d->next = NULL;
-    atomic_fetch_sub_explicit(&reg->ndocs, 1, memory_order_relaxed);
-    if (d->stale)
-        atomic_fetch_sub_explicit(&reg->nstale, 1, memory_order_relaxed);
-    nd_doc_release(d);
-}
-
-static void unlink_doc(nd_registry *reg, nd_doc *d)
-{
-    unlink_doc_anchors(reg, d, NULL, 0);
-}
 
 static int64_t wall_us(void)
 {
@@ -379,30 +178,20 @@ static int given_time(nd_registry *reg, int64_t at, int64_t *out)
     return rc;
 }
 
-/* registry_internal.h (the loader's, and stream changes') */
-const char *nd_reg_version_intern(nd_registry *reg, const char *v)
-{
-    for (size_t i = 0; i < reg->nversions; i++)
-        if (strcmp(reg->versions[i].version, v) == 0) {
-            reg->versions[i].documents++;
-            return reg->versions[i].version;
-        }
-    if (reg->nversions == reg->versions_cap) {
-        size_t cap = reg->versions_cap ? reg->versions_cap * 2 : 4;
-        nd_registry_version_count *nv = realloc(reg->versions, cap * sizeof(*nv));
-        if (!nv)
-            return NULL;
-        reg->versions = nv;
-        reg->versions_cap = cap;
-    }
-    char *copy = strdup(v);
-    if (!copy)
-        return NULL;
-    reg->versions[reg->nversions++] = (nd_registry_version_count){copy, 1};
-    return copy;
-}
-
 /* ---- life cycle ---- */
+
+void nd_registry_options_from_config(nd_registry_options *o, const nd_config *cfg)
+{
+    *o = (nd_registry_options){
+        .max_matches = cfg->max_matches,
+        .default_reprint = cfg->default_reprint == ND_CONFIG_REPRINT_FORBID ? ND_REPRINT_FORBID
+                                                                            : ND_REPRINT_ALLOW,
+        .max_verify = cfg->max_verify,
+    };
+    nd_verdict_params_default(&o->params);
+    o->params.min_resemblance = cfg->min_resemblance;
+    o->params.min_containment = cfg->min_containment;
+}
 
 int nd_registry_create(nd_registry **out, nd_store *store, const nd_registry_options *opts)
 {
@@ -484,440 +273,6 @@ bool nd_registry_loaded(const nd_registry *reg)
 void nd_registry_shutdown(nd_registry *reg)
 {
     atomic_store(&reg->shutdown, true);
-}
-
-int nd_registry_digest(nd_registry *reg, uint64_t *documents, uint64_t *digest)
-{
-    if (!nd_registry_loaded(reg))
-        return -EAGAIN;
-    pthread_mutex_lock(&reg->digest_mu);
-    uint64_t v[2] = {reg->digest_sum, reg->digest_docs};
-    pthread_mutex_unlock(&reg->digest_mu);
-    *documents = v[1];
-    *digest = XXH3_64bits(v, sizeof(v));
-    return 0;
-}
-
-void nd_registry_stats_get(const nd_registry *reg, nd_registry_stats *out)
-{
-    out->documents = atomic_load_explicit(&reg->ndocs, memory_order_relaxed);
-    out->stale = atomic_load_explicit(&reg->nstale, memory_order_relaxed);
-    out->pending = atomic_load_explicit(&reg->npending, memory_order_relaxed);
-    out->duplicates = atomic_load_explicit(&reg->nduplicates, memory_order_relaxed);
-    out->index_entries = nd_index_count(reg->index);
-}
-
-/* ---- checking ---- */
-
-/* Final order: the evidence, then the other matches; in each, identical,
- * near duplicates, partial copies; each by resemblance (highest first),
- * containment, distance, time, id. */
-static int match_cmp(const void *a, const void *b)
-{
-    const nd_match *x = a, *y = b;
-    if (x->evidence != y->evidence)
-        return x->evidence ? -1 : 1;
-    if (x->kind != y->kind)
-        return x->kind < y->kind ? -1 : 1;
-    if (x->resemblance != y->resemblance)
-        return x->resemblance > y->resemblance ? -1 : 1;
-    if (x->containment != y->containment)
-        return x->containment > y->containment ? -1 : 1;
-    if (x->distance != y->distance)
-        return x->distance < y->distance ? -1 : 1;
-    if (x->doc->registered_at_us != y->doc->registered_at_us)
-        return x->doc->registered_at_us < y->doc->registered_at_us ? -1 : 1;
-    size_t n = x->doc->id_len < y->doc->id_len ? x->doc->id_len : y->doc->id_len;
-    int c = memcmp(x->doc->id, y->doc->id, n);
-    return c ? c : (x->doc->id_len < y->doc->id_len ? -1 : x->doc->id_len > y->doc->id_len);
-}
-
-static int doc_ptr_cmp(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t)((const nd_match *)a)->doc, y = (uintptr_t)((const nd_match *)b)->doc;
-    return x < y ? -1 : x > y;
-}
-
-/* Queries the index for every entry within k of simhash into res->hits, or,
- * when there are more than res->cap of them, into a heap array of all of
- * them (*heap, the caller frees; the rare path of a dense cluster: the
- * verdict must not depend on which hits a cut kept, issue 16). Returns the
- * number of hits, or -errno. */
-static long query_all(nd_registry *reg, uint64_t simhash, unsigned k, nd_check_res *res,
-                      nd_index_hit **hits, nd_index_hit **heap)
-{
-    size_t found = 0, cap = res->cap;
-    *hits = res->hits;
-    *heap = NULL;
-    for (;;) {
-        int rc = nd_index_query(reg->index, simhash, k, *hits, cap, &found);
-        if (rc == 0)
-            return (long)found;
-        if (rc != -E2BIG)
-            return rc;
-        cap = found + found / 4 + 64; /* entries come and go meanwhile */
-        nd_index_hit *h = realloc(*heap, cap * sizeof(*h));
-        if (!h)
-            return -ENOMEM;
-        *hits = *heap = h;
-    }
-}
-
-#define MF_PENDING 1u /* waiting for its first commit: never evidence */
-#define MF_DIRECT 2u  /* verified from its in-memory sketch, not the store's */
-
-/* A candidate found by either stage-1 index: a match if live, not self and
- * registered before before_us. Adds it to m[*n] (a new reference).
- * Table locked (or writer held). */
-static void add_candidate(nd_doc *d, const nd_doc *self, int64_t before_us, uint64_t simhash,
-                          bool locked, nd_match *m, size_t *n)
-{
-    if (d == self || d->registered_at_us >= before_us)
-        return;
-    uint8_t flags = 0;
-    if (atomic_load_explicit(&d->state, memory_order_acquire) == DOC_PENDING) {
-        if (!locked)
-            return; /* its extra may go at any moment; never evidence anyway */
-        flags = MF_PENDING;
-    }
-    m[*n] = (nd_match){
-        .doc = doc_ref(d), .distance = nd_simhash_distance(d->simhash, simhash), .flags = flags};
-    (*n)++;
-}
-
-/* The nd_doc.sk_size word of a sketch of mode, shift and n values. */
-static uint32_t sk_size_pack(unsigned mode, unsigned shift, unsigned n)
-{
-    return ND_DOC_SK_KNOWN | (uint32_t)(mode & 1) << 30 | (uint32_t)(shift & 31) << 16 |
-           (n & 0xFFFF);
-}
-
-/* True when d's sketch size is known and rules out listing it for rq
- * (nd_sketch_reachable(): exact, so the answer is the same as after a full
- * comparison). A document with the query's text is always verified. */
-static bool cannot_match(const nd_check_req *rq, const nd_doc *d)
-{
-    uint32_t z = atomic_load_explicit(&d->sk_size, memory_order_relaxed);
-    if (!(z & ND_DOC_SK_KNOWN) || memcmp(d->text_hash, rq->text_hash, 16) == 0)
-        return false;
-    return !nd_sketch_reachable(&rq->sketch[(z >> 30) & 1], (z >> 16) & 31, z & 0xFFFF,
-                                &rq->params);
-}
-
-/* Whether d has the request's (non-empty) account (claim.h's rule). */
-static inline bool same_account(const nd_doc *d, const nd_check_req *rq)
-{
-    return rq->account_len && d->account_len == rq->account_len &&
-           memcmp(d->account, rq->account, rq->account_len) == 0;
-}
-
-/* Whether d, verified as a match, makes rq's article not original: not the
- * same account, claim not revoked (nd_claim_is_evidence()). */
-static inline bool is_evidence(const nd_doc *d, const nd_check_req *rq)
-{
-    return d->status != ND_CLAIM_REVOKED && !same_account(d, rq);
-}
-
-/* Most documents holding a single query anchor verified per anchor. */
-#define SINGLE_PER_ANCHOR_MAX 4
-
-typedef struct verify_ctx {
-    const nd_check_req *rq;
-    nd_check_res *res;
-    nd_match *m;
-    double best_partial; /* containment of the match the passages come from */
-    int64_t best_at;     /* and its registration time (ties: the earliest) */
-} verify_ctx;
-
-/* Verifies candidate i against its encoded sketch (NULL: none stored). */
-static void verify_one(verify_ctx *v, size_t i, const uint8_t *buf, size_t len)
-{
-    nd_match *m = &v->m[i];
-    const nd_check_req *rq = v->rq;
-    bool same = memcmp(m->doc->text_hash, rq->text_hash, 16) == 0;
-    nd_sketch dsk;
-    nd_sketch_estimate e = {0};
-    bool have = buf && nd_sketch_decode(buf, len, &dsk) == 0;
-    if (have && !(atomic_load_explicit(&m->doc->sk_size, memory_order_relaxed) & ND_DOC_SK_KNOWN))
-        atomic_store_explicit(&m->doc->sk_size, sk_size_pack(dsk.mode, dsk.shift, dsk.n),
-                              memory_order_relaxed); /* a loaded document's, first read */
-    if (have && same)
-        nd_sketch_compare(nd_sketch_for(rq->sketch, &dsk), &dsk, &e);
-    else if (have) /* cut short when it cannot be listed: then kind none */
-        nd_sketch_compare_bounded(nd_sketch_for(rq->sketch, &dsk), &dsk, &rq->params, &e);
-    else if (same)
-        e.resemblance = e.containment = e.containment_r = 1.0;
-    m->kind = have || same ? (uint8_t)nd_match_classify(&e, same, &rq->params) : ND_MATCH_NONE;
-    m->resemblance = e.resemblance;
-    m->containment = e.containment;
-    if (m->kind == ND_MATCH_PARTIAL_COPY && have && rq->scratch && !(m->flags & MF_PENDING) &&
-        is_evidence(m->doc, rq) &&
-        (e.containment > v->best_partial ||
-         (e.containment == v->best_partial && m->doc->registered_at_us < v->best_at))) {
-        /* The most contained, then the earliest: not the order of the
-         * candidates (their addresses), so that passages are reproducible. */
-        v->best_partial = e.containment;
-        v->best_at = m->doc->registered_at_us;
-        v->res->npassages = nd_sketch_passages(rq->scratch, &dsk, v->res->passages,
-                                               v->res->passages_cap);
-    }
-}
-
-static int verify_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
-{
-    verify_ctx *v = arg;
-    if (!(v->m[i].flags & MF_DIRECT))
-        verify_one(v, i, buf, len);
-    return 0;
-}
-
-/* Stage 2: verifies m[0..n) in place (kind ND_MATCH_NONE: not a match).
- * A document's sketch is read from its extra (memory mode; pending ones,
- * writer held) or, in one read transaction, from the store. */
-static int verify_all(nd_registry *reg, const nd_check_req *rq, nd_check_res *res, nd_match *m,
-                      int64_t *keys, size_t n)
-{
-    verify_ctx v = {.rq = rq, .res = res, .m = m, .best_partial = -1.0, .best_at = INT64_MAX};
-    size_t from_store = 0;
-    for (size_t i = 0; i < n; i++) {
-        nd_doc *d = m[i].doc;
-        if (cannot_match(rq, d)) { /* its size alone rules it out: not read */
-            m[i].flags |= MF_DIRECT;
-            m[i].kind = ND_MATCH_NONE;
-            keys[i] = -1;
-        } else if (m[i].flags & MF_PENDING) {
-            m[i].flags |= MF_DIRECT;
-            keys[i] = -1;
-            verify_one(&v, i,
-                       d->extra && d->sketch_len ? (const uint8_t *)(d->extra + d->nanchors) : NULL,
-                       d->sketch_len);
-        } else {
-            keys[i] = d->registered_at_us;
-            from_store++;
-        }
-    }
-    if (!from_store)
-        return 0;
-    return nd_store_sketches(reg->store, keys, n, verify_visit, &v);
-}
-
-/* The action for rq's account given the source (the earliest evidence, or
- * NULL: original), with a new reference to it in res->source. */
-static void decide(const nd_registry *reg, const nd_check_req *rq, nd_doc *source,
-                   nd_check_res *res)
-{
-    res->action = ND_ACTION_PUBLISH;
-    res->show_source = res->may_modify = false;
-    res->source = NULL;
-    if (!source)
-        return;
-    nd_claim c = {.registered_at_us = source->registered_at_us,
-                  .account = source->account,
-                  .account_len = source->account_len,
-                  .policy = source->policy,
-                  .policy_len = source->policy_len,
-                  .status = source->status};
-    nd_claim_decision dec;
-    nd_claim_action(&c, rq->account, rq->account_len, reg->opts.default_reprint, &dec);
-    res->action = dec.action;
-    res->show_source = dec.show_source;
-    res->may_modify = dec.may_modify;
-    res->source = doc_ref(source);
-}
-
-/* Answers a check: candidates from the SimHash index within k and from the
- * anchor index, each verified with the sketches (stage 2); res->matches
- * gets the verified documents: live ones (a document waiting for its first
- * commit is never listed, issue 16), except self and anything registered
- * at or after before_us (INT64_MAX: none). Each is marked same_account /
- * evidence (issue 13); the evidence comes first, and the verdict, original
- * and the action (with its source, the earliest evidence) come from the
- * evidence only. Sorted and cut to max_matches (then truncated is set); the
- * verdict and the source are exact whatever the cut (every SimHash hit is
- * verified, however many). locked: the caller holds the writer (then the
- * tables are stable without the read lock). When wait_on is not NULL and no
- * evidence was found but a pending document verified as one, *wait_on gets
- * it (a borrowed pointer, valid while the writer is held): the caller
- * waits for its commit and decides again. */
-static int find_matches(nd_registry *reg, const nd_check_req *rq, const nd_doc *self,
-                        int64_t before_us, nd_check_res *res, bool locked, nd_doc **wait_on)
-{
-    uint64_t simhash = rq->simhash;
-    nd_index_hit *hits, *heap_hits;
-    long nh = query_all(reg, simhash, rq->k, res, &hits, &heap_hits);
-    if (nh < 0)
-        return (int)nh;
-    size_t nhits = (size_t)nh, nah = 0, nmulti = 0, q = 0;
-    bool verify = rq->sketch != NULL;
-    if (verify && rq->anchors && rq->nanchors_query && res->ahits && rq->max_verify) {
-        q = rq->nanchors_query < ND_ANCHOR_QUERY_MAX ? rq->nanchors_query : ND_ANCHOR_QUERY_MAX;
-        nah = nd_anchor_index_query(reg->anchors, rq->anchors, q, res->ahits, res->acap, NULL);
-        nah = nah < res->acap ? nah : res->acap;
-        while (nmulti < nah && res->ahits[nmulti].shared >= ND_VERDICT_MIN_SHARED)
-            nmulti++; /* best first: these lead */
-    }
-    /* Candidates from the anchors: every document holding at least
-     * ND_VERDICT_MIN_SHARED of the query's anchors, and of those holding
-     * one, the `per` registered first under each anchor (max_verify in all,
-     * at least one per anchor): documents added later cannot push an
-     * earlier one out, nor can one anchor's holders crowd out another's. */
-    size_t per = q ? (rq->max_verify < ND_VERIFY_MAX ? rq->max_verify : ND_VERIFY_MAX) / q : 0;
-    per = q && per < 1 ? 1 : per > SINGLE_PER_ANCHOR_MAX ? SINGLE_PER_ANCHOR_MAX : per;
-    size_t nsingle = nah - nmulti < q * per ? nah - nmulti : q * per;
-    nd_match *m = res->matches, *heap_m = NULL;
-    int64_t *keys = res->keys, *heap_keys = NULL;
-    if (nhits + nmulti + nsingle > res->cap) {
-        heap_m = malloc((nhits + nmulti + nsingle) * sizeof(*heap_m));
-        heap_keys = malloc((nhits + nmulti + nsingle) * sizeof(*heap_keys));
-        if (!heap_m || !heap_keys) {
-            free(heap_m);
-            free(heap_keys);
-            free(heap_hits);
-            return -ENOMEM;
-        }
-        m = heap_m;
-        keys = heap_keys;
-    }
-    size_t n = 0;
-    if (!locked)
-        pthread_rwlock_rdlock(&reg->table);
-    for (size_t i = 0; i < nhits; i++) {
-        uint32_t slot = hits[i].slot;
-        nd_doc *d = slot < reg->nslots ? reg->slots[slot] : NULL;
-        /* A slot freed and reused since the lock-free query: skip it unless
-         * its new document is as near (then it is a real hit, possibly
-         * reported twice: duplicates are dropped below). */
-        if (d && nd_simhash_distance(d->simhash, simhash) == hits[i].distance)
-            add_candidate(d, self, before_us, simhash, locked, m, &n);
-    }
-    for (size_t i = 0; i < nmulti; i++) {
-        uint32_t slot = res->ahits[i].slot;
-        nd_doc *d = slot < reg->nslots ? reg->slots[slot] : NULL;
-        if (d && !d->stale)
-            add_candidate(d, self, before_us, simhash, locked, m, &n);
-    }
-    /* The single-anchor ones: the earliest per under each anchor (insertion
-     * into pick[anchor], earliest first). */
-    nd_doc *pick[ND_ANCHOR_QUERY_MAX][SINGLE_PER_ANCHOR_MAX];
-    uint8_t npick[ND_ANCHOR_QUERY_MAX] = {0};
-    for (size_t i = nmulti; i < nah && nsingle; i++) {
-        uint32_t slot = res->ahits[i].slot, a = res->ahits[i].anchor;
-        nd_doc *d = slot < reg->nslots ? reg->slots[slot] : NULL;
-        if (!d || d->stale || d == self || d->registered_at_us >= before_us || a >= q)
-            continue;
-        nd_doc **p = pick[a];
-        if (npick[a] == per && d->registered_at_us >= p[per - 1]->registered_at_us)
-            continue;
-        size_t at = npick[a] < per ? npick[a]++ : per - 1;
-        for (; at && d->registered_at_us < p[at - 1]->registered_at_us; at--)
-            p[at] = p[at - 1];
-        p[at] = d;
-    }
-    for (size_t a = 0; a < q && nsingle; a++)
-        for (size_t k = 0; k < npick[a]; k++)
-            add_candidate(pick[a][k], self, before_us, simhash, locked, m, &n);
-    if (!locked)
-        pthread_rwlock_unlock(&reg->table);
-    free(heap_hits);
-    /* The same document twice (both indexes, or a reused slot): once. */
-    qsort(m, n, sizeof(nd_match), doc_ptr_cmp);
-    size_t u = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (u && m[u - 1].doc == m[i].doc) {
-            nd_doc_release(m[i].doc);
-            continue;
-        }
-        m[u++] = m[i];
-    }
-    n = u;
-    res->npassages = 0;
-    int rc = 0;
-    if (verify && n && rq->sketch_lazy) /* the query's sketches: needed now */
-        rc = nd_sketch_query_finish(rq->sketch_lazy, rq->sketch_out);
-    if (verify)
-        rc = rc ? rc : verify_all(reg, rq, res, m, keys, n);
-    else
-        for (size_t i = 0; i < n; i++)
-            m[i].kind = ND_MATCH_NEAR_DUPLICATE;
-    /* Keep the verified matches, marked; note a pending document that
-     * would be evidence. */
-    nd_doc *pending = NULL, *source = NULL;
-    size_t nev = 0;
-    u = 0;
-    for (size_t i = 0; i < n; i++) {
-        nd_doc *d = m[i].doc;
-        bool verified = rc == 0 && m[i].kind != ND_MATCH_NONE;
-        bool evidence = verified && is_evidence(d, rq);
-        if (evidence && (m[i].flags & MF_PENDING) && !pending)
-            pending = d; /* the registry's reference keeps it (writer held) */
-        if (!verified || (m[i].flags & MF_PENDING)) {
-            nd_doc_release(d);
-            continue;
-        }
-        m[i].same_account = same_account(d, rq);
-        m[i].evidence = evidence;
-        if (evidence) {
-            nev++;
-            if (!source || d->registered_at_us < source->registered_at_us)
-                source = d; /* the earliest claim decides */
-        }
-        m[u++] = m[i];
-    }
-    n = u;
-    free(heap_keys);
-    if (rc < 0) {
-        free(heap_m);
-        res->npassages = 0;
-        return rc;
-    }
-    qsort(m, n, sizeof(nd_match), match_cmp);
-    res->verdict = ND_VERDICT_ORIGINAL;
-    if (nev)
-        res->verdict = m[0].kind == ND_MATCH_PARTIAL_COPY ? ND_VERDICT_PARTIAL
-                                                          : ND_VERDICT_DUPLICATE;
-    decide(reg, rq, source, res);
-    if (res->verdict != ND_VERDICT_PARTIAL)
-        res->npassages = 0;
-    res->truncated = false;
-    if (n > reg->opts.max_matches) {
-        for (size_t i = reg->opts.max_matches; i < n; i++)
-            nd_doc_release(m[i].doc);
-        n = reg->opts.max_matches;
-        res->truncated = true;
-    }
-    if (heap_m) {
-        memcpy(res->matches, heap_m, n * sizeof(*heap_m));
-        free(heap_m);
-    }
-    res->nmatches = n;
-    res->original = nev == 0;
-    if (wait_on)
-        *wait_on = nev == 0 ? pending : NULL;
-    return 0;
-}
-
-void nd_check_res_release(nd_check_res *res)
-{
-    for (size_t i = 0; i < res->nmatches; i++)
-        nd_doc_release(res->matches[i].doc);
-    res->nmatches = 0;
-    nd_doc_release(res->doc);
-    res->doc = NULL;
-    nd_doc_release(res->source);
-    res->source = NULL;
-}
-
-static void res_clear(nd_check_res *res)
-{
-    res->original = res->registered = res->existing = res->truncated = false;
-    res->nmatches = 0;
-    res->npassages = 0;
-    res->verdict = ND_VERDICT_ORIGINAL;
-    res->doc = NULL;
-    res->action = ND_ACTION_PUBLISH;
-    res->source = NULL;
-    res->show_source = res->may_modify = false;
-    res->wait_at_us = 0;
 }
 
 static void store_done(void *arg, int status)
@@ -1062,10 +417,11 @@ static void record_of(const nd_doc *d, nd_record *rec, uint8_t *abuf)
 static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const char *meta,
                             size_t meta_len, const nd_doc *like, int64_t at, nd_doc **out)
 {
-    nd_doc *d = like ? doc_new(rq->id, rq->id_len, meta, meta ? meta_len : 0, like->account,
-                               like->account_len, like->policy, like->policy_len, like->status)
-                     : doc_new(rq->id, rq->id_len, meta, meta ? meta_len : 0, rq->account,
-                               rq->account_len, rq->policy, rq->policy_len, ND_CLAIM_ACTIVE);
+    nd_doc *d = like ? nd_reg_doc_new(rq->id, rq->id_len, meta, meta ? meta_len : 0, like->account,
+                                      like->account_len, like->policy, like->policy_len,
+                                      like->status)
+                     : nd_reg_doc_new(rq->id, rq->id_len, meta, meta ? meta_len : 0, rq->account,
+                                      rq->account_len, rq->policy, rq->policy_len, ND_CLAIM_ACTIVE);
     if (!d)
         return -ENOMEM;
     if (like)
@@ -1093,7 +449,7 @@ static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const char
                         sk_size_pack(e[1] >> 7, e[1] & 0x7F, (unsigned)e[2] | (unsigned)e[3] << 8));
     }
     d->state = DOC_PENDING; /* until the store commits it (maybe within its call) */
-    int rc = link_doc(reg, d);
+    int rc = nd_reg_link_doc(reg, d);
     if (rc < 0) {
         nd_doc_release(d);
         return rc;
@@ -1184,10 +540,11 @@ static int answer_existing(nd_registry *reg, nd_doc *d, const nd_check_req *rq, 
     if (memcmp(d->text_hash, rq->text_hash, 16) != 0)
         return -EEXIST;
     nd_doc *wait_on = NULL;
-    int rc = find_matches(reg, rq, d, d->registered_at_us, res, locked, locked ? &wait_on : NULL);
+    int rc = nd_verdict_find(reg, rq, d, d->registered_at_us, res, locked,
+                             locked ? &wait_on : NULL);
     if (rc == 0 && wait_on) {
         nd_check_res_release(res);
-        res_clear(res);
+        nd_verdict_clear(res);
         return add_waiter(wait_on, fn, arg);
     }
     if (rc < 0) {
@@ -1216,11 +573,12 @@ static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, nd_
     if (rc < 0)
         return rc;
     nd_doc *wait_on = NULL;
-    if ((rc = find_matches(reg, rq, d, d->registered_at_us, res, true, &wait_on)) < 0 || wait_on) {
+    if ((rc = nd_verdict_find(reg, rq, d, d->registered_at_us, res, true, &wait_on)) < 0 ||
+        wait_on) {
         unlink_doc(reg, d);
         if (rc == 0) { /* its verdict depends on a pending document */
             nd_check_res_release(res);
-            res_clear(res);
+            nd_verdict_clear(res);
             rc = add_waiter(wait_on, fn, arg);
         }
         return rc;
@@ -1236,7 +594,7 @@ static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, nd_
     rc = queue_write(reg, d, old, 0, sc.name, sc.len, NULL, fn, arg, &finished);
     if (rc < 0) {
         nd_check_res_release(res);
-        res_clear(res);
+        nd_verdict_clear(res);
         if (!finished)
             unlink_doc(reg, d);
     }
@@ -1263,11 +621,11 @@ static int check_register(nd_registry *reg, const nd_check_req *rq, nd_check_res
          * live) every document */
         int64_t before = at && !rq->judge_live ? at : INT64_MAX;
         if (rc == 0)
-            rc = find_matches(reg, rq, NULL, before, res, true, &wait_on);
+            rc = nd_verdict_find(reg, rq, NULL, before, res, true, &wait_on);
         if (rc == 0 && wait_on) {
             /* original unless the pending one commits: asked again then */
             nd_check_res_release(res);
-            res_clear(res);
+            nd_verdict_clear(res);
             res->wait_at_us = before;
             rc = add_waiter(wait_on, fn, arg);
         } else if (rc == 0 && res->original) {
@@ -1281,7 +639,7 @@ static int check_register(nd_registry *reg, const nd_check_req *rq, nd_check_res
 int nd_registry_check(nd_registry *reg, const nd_check_req *rq, nd_check_res *res,
                       nd_registry_done_fn fn, void *arg)
 {
-    res_clear(res);
+    nd_verdict_clear(res);
     if (atomic_load(&reg->shutdown)) /* the store may be gone */
         return -ESHUTDOWN;
     if (!nd_registry_loaded(reg))
@@ -1300,7 +658,7 @@ int nd_registry_check(nd_registry *reg, const nd_check_req *rq, nd_check_res *re
          * deleting one does until its deletion commits. */
         nd_doc *d = NULL;
         pthread_rwlock_rdlock(&reg->table);
-        d = chain_find(reg, rq->id, rq->id_len, true);
+        d = nd_reg_chain_find(reg, rq->id, rq->id_len, true);
         if (d)
             d = doc_ref(d);
         pthread_rwlock_unlock(&reg->table);
@@ -1310,7 +668,7 @@ int nd_registry_check(nd_registry *reg, const nd_check_req *rq, nd_check_res *re
             return rc;
         }
     }
-    return find_matches(reg, rq, NULL, INT64_MAX, res, false, NULL);
+    return nd_verdict_find(reg, rq, NULL, INT64_MAX, res, false, NULL);
 }
 
 /* Puts d (an amended copy of old, unlinked, with the reference it takes
@@ -1406,7 +764,7 @@ static int complete_locked(nd_registry *reg, nd_reg_change *ch, int status, nd_w
         return rc;
     } else if (status == 0 || status == -ENOENT) {
         digest_change(reg, NULL, d);
-        unlink_doc_anchors(reg, d, ch->anchors, ch->nanchors);
+        nd_reg_unlink_doc_anchors(reg, d, ch->anchors, ch->nanchors);
         rc = 0;
     } else {
         d->state = DOC_LIVE;
@@ -1516,20 +874,6 @@ static int copy_anchors(void *arg, const nd_record *rec)
     return copy_client(&sa->client, rec);
 }
 
-/* Gives amended copy nd (made by doc_new() with the new claim) the fields
- * of d that a claim change keeps; it stays unlinked (pending). */
-static void amended_from(nd_doc *nd, const nd_doc *d)
-{
-    nd->simhash = d->simhash;
-    nd->registered_at_us = d->registered_at_us;
-    nd->chars = d->chars;
-    memcpy(nd->text_hash, d->text_hash, 16);
-    nd->stale = d->stale;
-    nd->version = d->version;
-    atomic_init(&nd->sk_size, atomic_load_explicit(&d->sk_size, memory_order_relaxed));
-    nd->state = DOC_PENDING; /* not linked until committed */
-}
-
 /* Makes amendment ch (of the document registered at by_us) supersede the
  * live active documents docs[0..n): their superseded copies are made here
  * and linked when it commits. Writer held. Returns 0 or -ENOMEM (ch then
@@ -1543,13 +887,13 @@ static int change_supersede(nd_reg_change *ch, nd_doc *const *docs, size_t n, in
     int rc = ch->sup_old && ch->sup_new ? 0 : -ENOMEM;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const nd_doc *b = docs[i];
-        nd_doc *nb = doc_new(b->id, b->id_len, b->meta, b->meta_len, b->account, b->account_len,
-                             b->policy, b->policy_len, ND_CLAIM_SUPERSEDED);
+        nd_doc *nb = nd_reg_doc_new(b->id, b->id_len, b->meta, b->meta_len, b->account,
+                                    b->account_len, b->policy, b->policy_len, ND_CLAIM_SUPERSEDED);
         if (!nb) {
             rc = -ENOMEM;
             break;
         }
-        amended_from(nb, b);
+        nd_reg_amended_from(nb, b);
         nb->superseded_by_us = by_us;
         ch->sup_old[i] = doc_ref(docs[i]);
         ch->sup_new[i] = nb;
@@ -1577,7 +921,7 @@ static int queue_amend(nd_registry *reg, nd_doc *d, nd_reg_change *ch, const nd_
                        uint64_t seq)
 {
     nd_doc *nd = ch->doc;
-    amended_from(nd, d);
+    nd_reg_amended_from(nd, d);
     ch->old = doc_ref(d);
     /* The record as stored, with the new claim: its anchors are read
      * back (a loaded document does not keep them); its sketch stays. */
@@ -1621,135 +965,6 @@ static int queue_amend(nd_registry *reg, nd_doc *d, nd_reg_change *ch, const nd_
     return ND_REG_QUEUED;
 }
 
-/* The documents a restore of d now predates (nd_claim_change.predated):
- * the SimHash hits within k of d that are live, active, of another
- * account than d's, registered after d and verified as matches of d
- * (their stored sketch compared with d's as a check of their text would,
- * or the same text). Writer held. *out gets new references (the caller
- * releases each and frees the array), earliest first, at most
- * max_matches (more: *truncated). Returns 0 or -errno. */
-typedef struct predate_ctx {
-    nd_doc *const *cand; /* cand[0]: d */
-    const nd_verdict_params *params;
-    bool *listed;
-    nd_sketch self;
-    bool have_self;
-} predate_ctx;
-
-static int predate_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
-{
-    predate_ctx *pc = arg;
-    if (i == 0) {
-        pc->have_self = buf && nd_sketch_decode(buf, len, &pc->self) == 0;
-        return 0;
-    }
-    if (memcmp(pc->cand[i]->text_hash, pc->cand[0]->text_hash, 16) == 0) {
-        pc->listed[i] = true;
-        return 0;
-    }
-    nd_sketch q;
-    if (!pc->have_self || !buf || nd_sketch_decode(buf, len, &q) < 0 || q.mode != pc->self.mode)
-        return 0; /* nothing to verify with: not listed */
-    nd_sketch_estimate e;
-    nd_sketch_compare(&q, &pc->self, &e);
-    pc->listed[i] = nd_match_classify(&e, 0, pc->params) != ND_MATCH_NONE;
-    return 0;
-}
-
-static int registered_cmp(const void *a, const void *b)
-{
-    const nd_doc *x = *(nd_doc *const *)a, *y = *(nd_doc *const *)b;
-    return x->registered_at_us < y->registered_at_us ? -1
-                                                     : x->registered_at_us > y->registered_at_us;
-}
-
-static int doc_addr_cmp(const void *a, const void *b)
-{
-    const nd_doc *x = *(nd_doc *const *)a, *y = *(nd_doc *const *)b;
-    return (uintptr_t)x < (uintptr_t)y ? -1 : (uintptr_t)x > (uintptr_t)y;
-}
-
-static int find_predated(nd_registry *reg, nd_doc *d, unsigned k, const nd_verdict_params *params,
-                         nd_doc ***out, size_t *nout, bool *truncated)
-{
-    *out = NULL;
-    *nout = 0;
-    *truncated = false;
-    if (d->stale) /* not in the index */
-        return 0;
-    nd_verdict_params def;
-    if (!params) {
-        nd_verdict_params_default(&def);
-        params = &def;
-    }
-    size_t cap = 64, found = 0;
-    nd_index_hit *hits = NULL;
-    int rc;
-    for (;;) {
-        nd_index_hit *h = realloc(hits, cap * sizeof(*h));
-        if (!h) {
-            free(hits);
-            return -ENOMEM;
-        }
-        hits = h;
-        if ((rc = nd_index_query(reg->index, d->simhash, k, hits, cap, &found)) != -E2BIG)
-            break;
-        cap = found + found / 4 + 64;
-    }
-    nd_doc **cand = rc == 0 ? malloc((found + 1) * sizeof(*cand)) : NULL;
-    int64_t *keys = rc == 0 ? malloc((found + 1) * sizeof(*keys)) : NULL;
-    bool *listed = rc == 0 ? calloc(found + 1, sizeof(*listed)) : NULL;
-    if (rc == 0 && (!cand || !keys || !listed))
-        rc = -ENOMEM;
-    size_t n = 0;
-    if (rc == 0) {
-        cand[n++] = d;
-        for (size_t i = 0; i < found; i++) {
-            nd_doc *e = hits[i].slot < reg->nslots ? reg->slots[hits[i].slot] : NULL;
-            int st = e ? atomic_load(&e->state) : DOC_GONE;
-            if (!e || e == d || (st != DOC_LIVE && st != DOC_AMENDING) || e->stale ||
-                e->status != ND_CLAIM_ACTIVE || e->registered_at_us <= d->registered_at_us ||
-                (e->account_len && e->account_len == d->account_len &&
-                 memcmp(e->account, d->account, d->account_len) == 0))
-                continue;
-            cand[n++] = e;
-        }
-        /* The same document twice (a reused slot): once. */
-        qsort(cand + 1, n - 1, sizeof(*cand), doc_addr_cmp);
-        size_t u = 1;
-        for (size_t i = 1; i < n; i++)
-            if (cand[i] != cand[u - 1])
-                cand[u++] = cand[i];
-        n = u;
-        for (size_t i = 0; i < n; i++)
-            keys[i] = cand[i]->registered_at_us;
-        predate_ctx pc = {.cand = cand, .params = params, .listed = listed};
-        if (n > 1)
-            rc = nd_store_sketches(reg->store, keys, n, predate_visit, &pc);
-    }
-    size_t u = 0;
-    for (size_t i = 1; rc == 0 && i < n; i++)
-        if (listed[i])
-            cand[u++] = doc_ref(cand[i]);
-    if (u) {
-        qsort(cand, u, sizeof(*cand), registered_cmp);
-        if (u > ND_STORE_SUPERSEDE_MAX) {
-            for (size_t i = ND_STORE_SUPERSEDE_MAX; i < u; i++)
-                nd_doc_release(cand[i]);
-            u = ND_STORE_SUPERSEDE_MAX;
-            *truncated = true;
-        }
-        *out = cand;
-        *nout = u;
-        cand = NULL;
-    }
-    free(cand);
-    free(keys);
-    free(listed);
-    free(hits);
-    return rc;
-}
-
 /* A policy or status change of id (see nd_registry_change_policy()): the
  * amended copy of the live document, as decide makes it on the document
  * as it is now, is written with nd_store_amend() and put in its place by
@@ -1780,7 +995,7 @@ static int amend(nd_registry *reg, const char *id, size_t id_len, bool set_polic
         size_t npre = 0;
         bool more = false;
         if (!set_policy && status == ND_CLAIM_ACTIVE)
-            rc = find_predated(reg, d, k, params, &pre, &npre, &more);
+            rc = nd_verdict_find_predated(reg, d, k, params, &pre, &npre, &more);
         /* A document it supersedes with a change in flight: after it. */
         for (size_t i = 0; rc == 0 && i < npre; i++)
             if (pre[i]->state != DOC_LIVE)
@@ -1793,10 +1008,10 @@ static int amend(nd_registry *reg, const char *id, size_t id_len, bool set_polic
         if (rc == 0 && set_policy && (c.policy_len > ND_POLICY_MAX || (c.policy_len && !c.policy)))
             rc = -EINVAL;
         if (rc == 0) {
-            nd = doc_new(d->id, d->id_len, d->meta, d->meta_len, d->account, d->account_len,
-                         set_policy ? c.policy : d->policy,
-                         set_policy ? (c.policy ? c.policy_len : 0) : d->policy_len,
-                         set_policy ? d->status : status);
+            nd = nd_reg_doc_new(d->id, d->id_len, d->meta, d->meta_len, d->account, d->account_len,
+                                set_policy ? c.policy : d->policy,
+                                set_policy ? (c.policy ? c.policy_len : 0) : d->policy_len,
+                                set_policy ? d->status : status);
             if (nd && set_policy)
                 nd->superseded_by_us = d->superseded_by_us;
             ch = nd ? change_new(reg, nd, CHANGE_AMEND, fn, arg) : NULL;
@@ -1866,78 +1081,19 @@ int nd_registry_change_status(nd_registry *reg, const char *id, size_t id_len, i
     return amend(reg, id, id_len, false, status, k, params, decide, decide_arg, done, arg);
 }
 
-int nd_registry_get(nd_registry *reg, const char *id, size_t id_len, nd_doc **out)
-{
-    if (!nd_registry_loaded(reg))
-        return -EAGAIN;
-    pthread_rwlock_rdlock(&reg->table);
-    nd_doc *d = chain_find(reg, id, id_len, true);
-    if (d)
-        doc_ref(d);
-    pthread_rwlock_unlock(&reg->table);
-    *out = d;
-    return d ? 0 : -ENOENT;
-}
-
-/* ---- changes read from the replication stream (issue 14) ---- */
-
-/* The document of a stream record, pending, its anchors and sketch kept
- * in extra until committed (as a registration's). NULL: out of memory. */
-static nd_doc *doc_of_record(nd_registry *reg, const nd_record *rec)
-{
-    nd_doc *d = doc_new(rec->id, rec->id_len, rec->meta, rec->meta ? rec->meta_len : 0,
-                        rec->account, rec->account_len, rec->policy, rec->policy_len, rec->status);
-    if (!d)
-        return NULL;
-    if (rec->status == ND_CLAIM_SUPERSEDED)
-        d->superseded_by_us = rec->superseded_by_us;
-    d->simhash = rec->simhash;
-    d->chars = rec->chars;
-    memcpy(d->text_hash, rec->text_hash, 16);
-    d->registered_at_us = rec->registered_at_us;
-    d->stale = strcmp(rec->version, ND_RECORD_VERSION) != 0;
-    if (d->stale && !(d->version = nd_reg_version_intern(reg, rec->version))) {
-        nd_doc_release(d);
-        return NULL;
-    }
-    unsigned na = rec->anchors ? rec->nanchors : 0;
-    na = na < ND_ANCHORS_MAX ? na : ND_ANCHORS_MAX;
-    size_t sk = rec->sketch ? rec->sketch_len : 0;
-    if (na || sk) {
-        if (!(d->extra = malloc(4 * (size_t)na + sk))) {
-            nd_doc_release(d);
-            return NULL;
-        }
-        for (unsigned i = 0; i < na; i++) {
-            const uint8_t *b = rec->anchors + 4 * i;
-            d->extra[i] = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-                          (uint32_t)b[3] << 24;
-        }
-        if (sk)
-            memcpy(d->extra + na, rec->sketch, sk);
-        d->nanchors = (uint8_t)na;
-        d->sketch_len = (uint16_t)sk;
-        if (sk >= 8) {
-            const uint8_t *e = rec->sketch; /* nd_sketch_encode()'s header */
-            atomic_init(&d->sk_size,
-                        sk_size_pack(e[1] >> 7, e[1] & 0x7F, (unsigned)e[2] | (unsigned)e[3] << 8));
-        }
-    }
-    d->state = DOC_PENDING;
-    return d;
-}
+/* ---- changes read from the replication stream ---- */
 
 /* A registration (old NULL) or an upgrade of old from the stream. Writer
  * held. */
 static int apply_put(nd_registry *reg, nd_doc *old, const nd_record *rec,
                      const nd_store_event *audit, nd_registry_done_fn fn, void *arg)
 {
-    nd_doc *d = doc_of_record(reg, rec);
+    nd_doc *d = nd_reg_doc_of_record(reg, rec);
     if (!d)
         return -ENOMEM;
     if (!old) /* later clock times come after it (not beyond the clock + its skew) */
         nd_reg_clock_raise(reg, rec->registered_at_us);
-    int rc = link_doc(reg, d);
+    int rc = nd_reg_link_doc(reg, d);
     if (rc < 0) {
         nd_doc_release(d);
         return rc;
@@ -1975,8 +1131,8 @@ static int apply_amend(nd_registry *reg, nd_doc *d, const nd_record *rec,
         if (b->status == ND_CLAIM_ACTIVE)
             sup[n++] = b;
     }
-    nd_doc *nd = doc_new(d->id, d->id_len, d->meta, d->meta_len, rec->account, rec->account_len,
-                         rec->policy, rec->policy_len, rec->status);
+    nd_doc *nd = nd_reg_doc_new(d->id, d->id_len, d->meta, d->meta_len, rec->account,
+                                rec->account_len, rec->policy, rec->policy_len, rec->status);
     if (nd && rec->status == ND_CLAIM_SUPERSEDED)
         nd->superseded_by_us = rec->superseded_by_us;
     nd_reg_change *ch = nd ? change_new(reg, nd, CHANGE_AMEND, fn, arg) : NULL;

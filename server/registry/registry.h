@@ -34,6 +34,7 @@
 
 #include "anchor_index.h"
 #include "claim.h"
+#include "config.h"
 #include "fingerprint.h"
 #include "index.h"
 #include "request.h"
@@ -61,7 +62,7 @@ typedef struct nd_doc {
     size_t meta_len;
     bool stale;               /* fingerprint version differs: not in the index */
     uint8_t status;           /* the claim: ND_CLAIM_ACTIVE, ND_CLAIM_REVOKED
-                           * (issue 13; revoked: never evidence) or
+                           * (revoked: never evidence) or
                            * ND_CLAIM_SUPERSEDED (evidence as an active one) */
     uint16_t account_len;     /* 0: no account */
     uint32_t policy_len;      /* 0: no policy */
@@ -70,7 +71,7 @@ typedef struct nd_doc {
     int64_t superseded_by_us; /* ND_CLAIM_SUPERSEDED: the registered_at_us of
                                * the document whose restore superseded it
                                * (0 otherwise) */
-    /* Issue 13: the registering account (account_len bytes, not
+    /* The registering account (account_len bytes, not
      * NUL-terminated; NULL: none) and the reprint policy (compact JSON,
      * policy_len bytes, not NUL-terminated; NULL: none, the server's default
      * applies; claim.h reads it). Both live in the document's own memory
@@ -114,7 +115,7 @@ typedef struct nd_match {
     uint8_t flags;      /* private to the registry */
     bool same_account;  /* doc has the request's (non-empty) account */
     bool evidence;      /* makes the article not original: not the same
-                         * account and doc->status active (issue 13) */
+                         * account and doc->status active (the claim rule) */
 } nd_match;
 
 /* The verdict of a check. */
@@ -128,7 +129,16 @@ typedef struct nd_registry_options {
     unsigned max_matches; /* most matches returned (more sets truncated) */
     int default_reprint;  /* enum nd_reprint (claim.h) for documents whose
                            * policy has no rule; ND_REPRINT_UNSET (0) = allow */
+    /* The verdict's settings, the same for every check: the thresholds a
+     * verified match must reach, and the anchor candidates verified per
+     * check (0: the anchor index is not asked). */
+    nd_verdict_params params;
+    unsigned max_verify;
 } nd_registry_options;
+
+/* The options of the server's configuration cfg (max_matches,
+ * default_reprint, the verdict's thresholds and max_verify). */
+void nd_registry_options_from_config(nd_registry_options *o, const nd_config *cfg);
 
 /* A /check-original question: nd_check_req, request.h (one shape from the
  * body to here; nd_registry_check() reads it, borrowed for the call). */
@@ -164,7 +174,7 @@ typedef struct nd_check_res {
     size_t npassages; /* partial copy: the query's spans found in the best
                          * partial match (passages[0..min(npassages, cap))) */
     nd_doc *doc;      /* the document under this id (new reference) or NULL */
-    /* Issue 13: the action for the request's account (claim.h's rule):
+    /* The action for the request's account (claim.h's rule):
      * publish when original; else source is the earliest evidence (new
      * reference; it may lie beyond the matches returned), and show_source /
      * may_modify are set with ND_ACTION_REPRINT (false otherwise). */
@@ -235,7 +245,7 @@ void nd_registry_set_loaded(nd_registry *reg);
 /* True once loading has finished. */
 bool nd_registry_loaded(const nd_registry *reg);
 
-/* Shutdown (issue 16 item 2): from now on nd_registry_check() and
+/* Shutdown: from now on nd_registry_check() and
  * nd_registry_delete() return -ESHUTDOWN at once, without touching the
  * store, so that the store can be closed and freed while requests that
  * waited behind a change retry (they answer 503 shutting_down). Changes
@@ -379,7 +389,7 @@ int nd_registry_change_status(nd_registry *reg, const char *id, size_t id_len, i
                               nd_claim_decide_fn decide, void *decide_arg, nd_registry_done_fn done,
                               void *arg);
 
-/* Applies a change read from the replication stream (issue 14), decided by
+/* Applies a change read from the replication stream, decided by
  * the node that published it: kind ND_STORE_PUT (a registration; rec
  * complete, with anchors and sketch), ND_STORE_REPLACE (an upgrade of the
  * id's document at rec->registered_at_us), ND_STORE_DELETE (rec: id,

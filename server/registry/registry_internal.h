@@ -1,6 +1,7 @@
-/* registry_internal.h - what the registry (registry.c) and its start-up
- * loader (loader.c) share: the registry's state, the document states and
- * the few table helpers both use. Not for other modules: they see
+/* registry_internal.h - what the registry's rooms share: registry.c (the
+ * change state machine), docs.c (documents, ids, slots, the maps),
+ * verdict.c (the answer to a question) and the start-up loader (loader.c):
+ * the registry's state, the document states and the table helpers. Not for other modules: they see
  * registry.h. Same locking rules as registry.h describes. */
 #ifndef ND_REGISTRY_INTERNAL_H
 #define ND_REGISTRY_INTERNAL_H
@@ -133,7 +134,7 @@ static inline size_t doc_claim_size(size_t account_len, size_t policy_len)
     return account_len + policy_len;
 }
 
-/* Sets d's claim (issue 13): copies of account and policy placed after its
+/* Sets d's claim (account, policy, status): copies of account and policy placed after its
  * id and meta (room for doc_claim_size() bytes there), and status. NULL or
  * 0 lengths: none. */
 static inline void doc_set_claim(nd_doc *d, const char *account, size_t account_len,
@@ -213,13 +214,69 @@ static inline uint64_t id_hash(const char *id, size_t len)
     return XXH3_64bits(id, len);
 }
 
+static inline nd_doc *doc_ref(nd_doc *d)
+{
+    atomic_fetch_add_explicit(&d->refs, 1, memory_order_relaxed);
+    return d;
+}
+
+/* The nd_doc.sk_size word of a sketch of mode, shift and n values. */
+static inline uint32_t sk_size_pack(unsigned mode, unsigned shift, unsigned n)
+{
+    return ND_DOC_SK_KNOWN | (uint32_t)(mode & 1) << 30 | (uint32_t)(shift & 31) << 16 |
+           (n & 0xFFFF);
+}
+
+/* ---- documents and tables (docs.c) ---- */
+
+/* A new document with copies of id, meta, account and policy (NULL/0:
+ * none) and status, one reference. Returns NULL when out of memory. */
+nd_doc *nd_reg_doc_new(const char *id, size_t id_len, const char *meta, size_t meta_len,
+                       const char *account, size_t account_len, const char *policy,
+                       size_t policy_len, int status);
+
+/* The first document of id in its chain (borrowed); with settled, the
+ * first that is not waiting for its first commit: what a reader may be
+ * shown. NULL: none. Writer held or table read-locked. */
+nd_doc *nd_reg_chain_find(const nd_registry *reg, const char *id, size_t len, bool settled);
+
+static inline nd_doc *map_find(const nd_registry *reg, const char *id, size_t len)
+{
+    return nd_reg_chain_find(reg, id, len, false);
+}
+
+/* Makes d visible: slot, index (unless stale), id map. Takes over the
+ * caller's reference as the registry's own. Writer held. Returns 0,
+ * -ENOSPC or -ENOMEM (d then untouched). */
+int nd_reg_link_doc(nd_registry *reg, nd_doc *d);
+
+/* Removes d from the indexes and the tables and drops the registry's
+ * reference. Its anchors: d->extra's, else anchors[0..nanchors) (read from
+ * its stored record). Writer held. */
+void nd_reg_unlink_doc_anchors(nd_registry *reg, nd_doc *d, const uint32_t *anchors,
+                               size_t nanchors);
+
+static inline void unlink_doc(nd_registry *reg, nd_doc *d)
+{
+    nd_reg_unlink_doc_anchors(reg, d, NULL, 0);
+}
+
+/* Gives amended copy nd (made by nd_reg_doc_new() with the new claim) the
+ * fields of d that a claim change keeps; it stays unlinked (pending). */
+void nd_reg_amended_from(nd_doc *nd, const nd_doc *d);
+
+/* The document of a stream record (new, one reference), pending, its
+ * anchors and sketch kept in extra until committed (as a registration's).
+ * NULL: out of memory. */
+nd_doc *nd_reg_doc_of_record(nd_registry *reg, const nd_record *rec);
+
 /* Grows the hash table so that extra more documents keep it at most 75%
  * full. Writer held, table unlocked. Returns 0 or -ENOMEM. */
 int nd_reg_map_reserve(nd_registry *reg, uint64_t extra);
 
 /* The registry's copy of fingerprint version v (not the current one),
  * counted once more (nd_registry_stale_versions()). The loader, or the
- * writer held. Returns NULL when out of memory. (registry.c) */
+ * writer held. Returns NULL when out of memory. (docs.c) */
 const char *nd_reg_version_intern(nd_registry *reg, const char *v);
 
 /* Grows the slot table so that extra more slots can be handed out without

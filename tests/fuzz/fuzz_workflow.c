@@ -1,7 +1,7 @@
 /* fuzz_workflow - the inputs of the originality workflow (issue 13), byte 0
  * picks which; the rest is the input:
  *   0: a /check-original body with account/reprint/whitelist, then the
- *      policy it would store (nd_request_check_policy());
+ *      policy it would store (nd_policy_of_check());
  *   1: a PUT/PATCH /documents/{id}/policy body, merged over a stored policy;
  *   2: a revoke/restore body (the reason);
  *   3: a list's query string (limit, cursor, document) and its cursor;
@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "auth.h"
+#include "claim.h"
 #include "fuzz_body_common.h"
 
 static void check_policy(const char *policy, size_t len)
@@ -67,7 +68,7 @@ static void check_policy(const char *policy, size_t len)
     char *same = NULL;
     size_t same_len;
     nd_request_error e;
-    FUZZ_CHECK(nd_request_policy_merge(policy, len, &none, &same, &same_len, &e) == 0, "merge");
+    FUZZ_CHECK(nd_policy_merge(policy, len, &none, &same, &same_len, &e) == 0, "merge");
     FUZZ_CHECK(same && same_len == len && memcmp(same, policy, len) == 0, "merge changed it");
     free(same);
 }
@@ -83,7 +84,7 @@ static void check_body(const char *body, size_t len, const nd_request_limits *li
     if (cr.account)
         FUZZ_CHECK(nd_request_id_valid(cr.account, cr.account_len), "account");
     fingerprint_ok(cr.text, cr.text_len);
-    if (nd_request_check_policy(&cr, &e) < 0) {
+    if (nd_policy_of_check(&cr, &e) < 0) {
         fuzz_check_refusal(&e);
         FUZZ_CHECK(cr.policy == NULL, "policy left on a refusal");
         return;
@@ -107,8 +108,8 @@ static void policy_body(const char *body, size_t len)
     for (int patch = 0; patch < 2; patch++) {
         char *out = NULL;
         size_t n = 0;
-        int rc = nd_request_policy_merge(patch ? stored : NULL, patch ? sizeof(stored) - 1 : 0, &f,
-                                         &out, &n, &e);
+        int rc = nd_policy_merge(patch ? stored : NULL, patch ? sizeof(stored) - 1 : 0, &f,
+                                 &out, &n, &e);
         if (rc < 0) {
             fuzz_check_refusal(&e);
             FUZZ_CHECK(!out, "policy left on a refusal");

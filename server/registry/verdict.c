@@ -1,0 +1,566 @@
+/* verdict.c - the registry's answer to a question: candidates from the
+ * SimHash index and the anchor index, each verified against its sketch
+ * (stage 2), the verdict and the action from the evidence among them; and
+ * the documents a restored claim predates (the same comparison, the other
+ * way). Reads the tables registry.c and docs.c keep (registry_internal.h). */
+#include "verdict.h"
+#include "registry_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Final order: the evidence, then the other matches; in each, identical,
+ * near duplicates, partial copies; each by resemblance (highest first),
+ * containment, distance, time, id. */
+static int match_cmp(const void *a, const void *b)
+{
+    const nd_match *x = a, *y = b;
+    if (x->evidence != y->evidence)
+        return x->evidence ? -1 : 1;
+    if (x->kind != y->kind)
+        return x->kind < y->kind ? -1 : 1;
+    if (x->resemblance != y->resemblance)
+        return x->resemblance > y->resemblance ? -1 : 1;
+    if (x->containment != y->containment)
+        return x->containment > y->containment ? -1 : 1;
+    if (x->distance != y->distance)
+        return x->distance < y->distance ? -1 : 1;
+    if (x->doc->registered_at_us != y->doc->registered_at_us)
+        return x->doc->registered_at_us < y->doc->registered_at_us ? -1 : 1;
+    size_t n = x->doc->id_len < y->doc->id_len ? x->doc->id_len : y->doc->id_len;
+    int c = memcmp(x->doc->id, y->doc->id, n);
+    return c ? c : (x->doc->id_len < y->doc->id_len ? -1 : x->doc->id_len > y->doc->id_len);
+}
+
+static int doc_ptr_cmp(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)((const nd_match *)a)->doc, y = (uintptr_t)((const nd_match *)b)->doc;
+    return x < y ? -1 : x > y;
+}
+
+/* Queries the index for every entry within k of simhash into res->hits, or,
+ * when there are more than res->cap of them, into a heap array of all of
+ * them (*heap, the caller frees; the rare path of a dense cluster: the
+ * verdict must not depend on which hits a cut kept). Returns the
+ * number of hits, or -errno. */
+static long query_all(nd_registry *reg, uint64_t simhash, unsigned k, nd_check_res *res,
+                      nd_index_hit **hits, nd_index_hit **heap)
+{
+    size_t found = 0, cap = res->cap;
+    *hits = res->hits;
+    *heap = NULL;
+    for (;;) {
+        int rc = nd_index_query(reg->index, simhash, k, *hits, cap, &found);
+        if (rc == 0)
+            return (long)found;
+        if (rc != -E2BIG)
+            return rc;
+        cap = found + found / 4 + 64; /* entries come and go meanwhile */
+        nd_index_hit *h = realloc(*heap, cap * sizeof(*h));
+        if (!h)
+            return -ENOMEM;
+        *hits = *heap = h;
+    }
+}
+
+#define MF_PENDING 1u /* waiting for its first commit: never evidence */
+#define MF_DIRECT 2u  /* verified from its in-memory sketch, not the store's */
+
+/* A candidate found by either stage-1 index: a match if live, not self and
+ * registered before before_us. Adds it to m[*n] (a new reference).
+ * Table locked (or writer held). */
+static void add_candidate(nd_doc *d, const nd_doc *self, int64_t before_us, uint64_t simhash,
+                          bool locked, nd_match *m, size_t *n)
+{
+    if (d == self || d->registered_at_us >= before_us)
+        return;
+    uint8_t flags = 0;
+    if (atomic_load_explicit(&d->state, memory_order_acquire) == DOC_PENDING) {
+        if (!locked)
+            return; /* its extra may go at any moment; never evidence anyway */
+        flags = MF_PENDING;
+    }
+    m[*n] = (nd_match){
+        .doc = doc_ref(d), .distance = nd_simhash_distance(d->simhash, simhash), .flags = flags};
+    (*n)++;
+}
+
+/* True when d's sketch size is known and rules out listing it for rq
+ * (nd_sketch_reachable(): exact, so the answer is the same as after a full
+ * comparison). A document with the query's text is always verified. */
+static bool cannot_match(const nd_registry *reg, const nd_check_req *rq, const nd_doc *d)
+{
+    uint32_t z = atomic_load_explicit(&d->sk_size, memory_order_relaxed);
+    if (!(z & ND_DOC_SK_KNOWN) || memcmp(d->text_hash, rq->text_hash, 16) == 0)
+        return false;
+    return !nd_sketch_reachable(&rq->sketch[(z >> 30) & 1], (z >> 16) & 31, z & 0xFFFF,
+                                &reg->opts.params);
+}
+
+/* d as a claim (claim.h); pointers borrowed from d. */
+static inline nd_claim claim_of(const nd_doc *d)
+{
+    return (nd_claim){.registered_at_us = d->registered_at_us,
+                      .account = d->account,
+                      .account_len = d->account_len,
+                      .policy = d->policy,
+                      .policy_len = d->policy_len,
+                      .status = d->status};
+}
+
+/* Whether d has the request's (non-empty) account: the claim rule's. */
+static inline bool same_account(const nd_doc *d, const nd_check_req *rq)
+{
+    nd_claim c = claim_of(d);
+    return nd_claim_same_account(&c, rq->account, rq->account_len);
+}
+
+/* Whether e and d have the same (non-empty) account: the claim rule's. */
+static inline bool same_claimant(const nd_doc *e, const nd_doc *d)
+{
+    nd_claim c = claim_of(e);
+    return nd_claim_same_account(&c, d->account, d->account_len);
+}
+
+/* Whether d, verified as a match, makes rq's article not original: the
+ * claim rule's (nd_claim_is_evidence()). */
+static inline bool is_evidence(const nd_doc *d, const nd_check_req *rq)
+{
+    nd_claim c = claim_of(d);
+    return nd_claim_is_evidence(&c, rq->account, rq->account_len);
+}
+
+/* Most documents holding a single query anchor verified per anchor. */
+#define SINGLE_PER_ANCHOR_MAX 4
+
+typedef struct verify_ctx {
+    const nd_check_req *rq;
+    const nd_verdict_params *params; /* the registry's */
+    nd_check_res *res;
+    nd_match *m;
+    double best_partial; /* containment of the match the passages come from */
+    int64_t best_at;     /* and its registration time (ties: the earliest) */
+} verify_ctx;
+
+/* Verifies candidate i against its encoded sketch (NULL: none stored). */
+static void verify_one(verify_ctx *v, size_t i, const uint8_t *buf, size_t len)
+{
+    nd_match *m = &v->m[i];
+    const nd_check_req *rq = v->rq;
+    bool same = memcmp(m->doc->text_hash, rq->text_hash, 16) == 0;
+    nd_sketch dsk;
+    nd_sketch_estimate e = {0};
+    bool have = buf && nd_sketch_decode(buf, len, &dsk) == 0;
+    if (have && !(atomic_load_explicit(&m->doc->sk_size, memory_order_relaxed) & ND_DOC_SK_KNOWN))
+        atomic_store_explicit(&m->doc->sk_size, sk_size_pack(dsk.mode, dsk.shift, dsk.n),
+                              memory_order_relaxed); /* a loaded document's, first read */
+    if (have && same)
+        nd_sketch_compare(nd_sketch_for(rq->sketch, &dsk), &dsk, &e);
+    else if (have) /* cut short when it cannot be listed: then kind none */
+        nd_sketch_compare_bounded(nd_sketch_for(rq->sketch, &dsk), &dsk, v->params, &e);
+    else if (same)
+        e.resemblance = e.containment = e.containment_r = 1.0;
+    m->kind = have || same ? (uint8_t)nd_match_classify(&e, same, v->params) : ND_MATCH_NONE;
+    m->resemblance = e.resemblance;
+    m->containment = e.containment;
+    if (m->kind == ND_MATCH_PARTIAL_COPY && have && rq->scratch && !(m->flags & MF_PENDING) &&
+        is_evidence(m->doc, rq) &&
+        (e.containment > v->best_partial ||
+         (e.containment == v->best_partial && m->doc->registered_at_us < v->best_at))) {
+        /* The most contained, then the earliest: not the order of the
+         * candidates (their addresses), so that passages are reproducible. */
+        v->best_partial = e.containment;
+        v->best_at = m->doc->registered_at_us;
+        v->res->npassages = nd_sketch_passages(rq->scratch, &dsk, v->res->passages,
+                                               v->res->passages_cap);
+    }
+}
+
+static int verify_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
+{
+    verify_ctx *v = arg;
+    if (!(v->m[i].flags & MF_DIRECT))
+        verify_one(v, i, buf, len);
+    return 0;
+}
+
+/* Stage 2: verifies m[0..n) in place (kind ND_MATCH_NONE: not a match).
+ * A document's sketch is read from its extra (memory mode; pending ones,
+ * writer held) or, in one read transaction, from the store. */
+static int verify_all(nd_registry *reg, const nd_check_req *rq, nd_check_res *res, nd_match *m,
+                      int64_t *keys, size_t n)
+{
+    verify_ctx v = {.rq = rq,
+                    .params = &reg->opts.params,
+                    .res = res,
+                    .m = m,
+                    .best_partial = -1.0,
+                    .best_at = INT64_MAX};
+    size_t from_store = 0;
+    for (size_t i = 0; i < n; i++) {
+        nd_doc *d = m[i].doc;
+        if (cannot_match(reg, rq, d)) { /* its size alone rules it out: not read */
+            m[i].flags |= MF_DIRECT;
+            m[i].kind = ND_MATCH_NONE;
+            keys[i] = -1;
+        } else if (m[i].flags & MF_PENDING) {
+            m[i].flags |= MF_DIRECT;
+            keys[i] = -1;
+            verify_one(&v, i,
+                       d->extra && d->sketch_len ? (const uint8_t *)(d->extra + d->nanchors) : NULL,
+                       d->sketch_len);
+        } else {
+            keys[i] = d->registered_at_us;
+            from_store++;
+        }
+    }
+    if (!from_store)
+        return 0;
+    return nd_store_sketches(reg->store, keys, n, verify_visit, &v);
+}
+
+/* The action for rq's account given the source (the earliest evidence, or
+ * NULL: original), with a new reference to it in res->source. */
+static void decide(const nd_registry *reg, const nd_check_req *rq, nd_doc *source,
+                   nd_check_res *res)
+{
+    res->action = ND_ACTION_PUBLISH;
+    res->show_source = res->may_modify = false;
+    res->source = NULL;
+    if (!source)
+        return;
+    nd_claim c = claim_of(source);
+    nd_claim_decision dec;
+    nd_claim_action(&c, rq->account, rq->account_len, reg->opts.default_reprint, &dec);
+    res->action = dec.action;
+    res->show_source = dec.show_source;
+    res->may_modify = dec.may_modify;
+    res->source = doc_ref(source);
+}
+
+/* Answers a check: candidates from the SimHash index within k and from the
+ * anchor index, each verified with the sketches (stage 2); res->matches
+ * gets the verified documents: live ones (a document waiting for its first
+ * commit is never listed), except self and anything registered
+ * at or after before_us (INT64_MAX: none). Each is marked same_account /
+ * evidence (the claim rule); the evidence comes first, and the verdict, original
+ * and the action (with its source, the earliest evidence) come from the
+ * evidence only. Sorted and cut to max_matches (then truncated is set); the
+ * verdict and the source are exact whatever the cut (every SimHash hit is
+ * verified, however many). locked: the caller holds the writer (then the
+ * tables are stable without the read lock). When wait_on is not NULL and no
+ * evidence was found but a pending document verified as one, *wait_on gets
+ * it (a borrowed pointer, valid while the writer is held): the caller
+ * waits for its commit and decides again. */
+int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_doc *self, int64_t before_us,
+                    nd_check_res *res, bool locked, nd_doc **wait_on)
+{
+    uint64_t simhash = rq->simhash;
+    unsigned max_verify = reg->opts.max_verify;
+    nd_index_hit *hits, *heap_hits;
+    long nh = query_all(reg, simhash, rq->k, res, &hits, &heap_hits);
+    if (nh < 0)
+        return (int)nh;
+    size_t nhits = (size_t)nh, nah = 0, nmulti = 0, q = 0;
+    bool verify = rq->sketch != NULL;
+    if (verify && rq->anchors && rq->nanchors_query && res->ahits && max_verify) {
+        q = rq->nanchors_query < ND_ANCHOR_QUERY_MAX ? rq->nanchors_query : ND_ANCHOR_QUERY_MAX;
+        nah = nd_anchor_index_query(reg->anchors, rq->anchors, q, res->ahits, res->acap, NULL);
+        nah = nah < res->acap ? nah : res->acap;
+        while (nmulti < nah && res->ahits[nmulti].shared >= ND_VERDICT_MIN_SHARED)
+            nmulti++; /* best first: these lead */
+    }
+    /* Candidates from the anchors: every document holding at least
+     * ND_VERDICT_MIN_SHARED of the query's anchors, and of those holding
+     * one, the `per` registered first under each anchor (max_verify in all,
+     * at least one per anchor): documents added later cannot push an
+     * earlier one out, nor can one anchor's holders crowd out another's. */
+    size_t per = q ? (max_verify < ND_VERIFY_MAX ? max_verify : ND_VERIFY_MAX) / q : 0;
+    per = q && per < 1 ? 1 : per > SINGLE_PER_ANCHOR_MAX ? SINGLE_PER_ANCHOR_MAX : per;
+    size_t nsingle = nah - nmulti < q * per ? nah - nmulti : q * per;
+    nd_match *m = res->matches, *heap_m = NULL;
+    int64_t *keys = res->keys, *heap_keys = NULL;
+    if (nhits + nmulti + nsingle > res->cap) {
+        heap_m = malloc((nhits + nmulti + nsingle) * sizeof(*heap_m));
+        heap_keys = malloc((nhits + nmulti + nsingle) * sizeof(*heap_keys));
+        if (!heap_m || !heap_keys) {
+            free(heap_m);
+            free(heap_keys);
+            free(heap_hits);
+            return -ENOMEM;
+        }
+        m = heap_m;
+        keys = heap_keys;
+    }
+    size_t n = 0;
+    if (!locked)
+        pthread_rwlock_rdlock(&reg->table);
+    for (size_t i = 0; i < nhits; i++) {
+        uint32_t slot = hits[i].slot;
+        nd_doc *d = slot < reg->nslots ? reg->slots[slot] : NULL;
+        /* A slot freed and reused since the lock-free query: skip it unless
+         * its new document is as near (then it is a real hit, possibly
+         * reported twice: duplicates are dropped below). */
+        if (d && nd_simhash_distance(d->simhash, simhash) == hits[i].distance)
+            add_candidate(d, self, before_us, simhash, locked, m, &n);
+    }
+    for (size_t i = 0; i < nmulti; i++) {
+        uint32_t slot = res->ahits[i].slot;
+        nd_doc *d = slot < reg->nslots ? reg->slots[slot] : NULL;
+        if (d && !d->stale)
+            add_candidate(d, self, before_us, simhash, locked, m, &n);
+    }
+    /* The single-anchor ones: the earliest per under each anchor (insertion
+     * into pick[anchor], earliest first). */
+    nd_doc *pick[ND_ANCHOR_QUERY_MAX][SINGLE_PER_ANCHOR_MAX];
+    uint8_t npick[ND_ANCHOR_QUERY_MAX] = {0};
+    for (size_t i = nmulti; i < nah && nsingle; i++) {
+        uint32_t slot = res->ahits[i].slot, a = res->ahits[i].anchor;
+        nd_doc *d = slot < reg->nslots ? reg->slots[slot] : NULL;
+        if (!d || d->stale || d == self || d->registered_at_us >= before_us || a >= q)
+            continue;
+        nd_doc **p = pick[a];
+        if (npick[a] == per && d->registered_at_us >= p[per - 1]->registered_at_us)
+            continue;
+        size_t at = npick[a] < per ? npick[a]++ : per - 1;
+        for (; at && d->registered_at_us < p[at - 1]->registered_at_us; at--)
+            p[at] = p[at - 1];
+        p[at] = d;
+    }
+    for (size_t a = 0; a < q && nsingle; a++)
+        for (size_t k = 0; k < npick[a]; k++)
+            add_candidate(pick[a][k], self, before_us, simhash, locked, m, &n);
+    if (!locked)
+        pthread_rwlock_unlock(&reg->table);
+    free(heap_hits);
+    /* The same document twice (both indexes, or a reused slot): once. */
+    qsort(m, n, sizeof(nd_match), doc_ptr_cmp);
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (u && m[u - 1].doc == m[i].doc) {
+            nd_doc_release(m[i].doc);
+            continue;
+        }
+        m[u++] = m[i];
+    }
+    n = u;
+    res->npassages = 0;
+    int rc = 0;
+    if (verify && n && rq->sketch_lazy) /* the query's sketches: needed now */
+        rc = nd_sketch_query_finish(rq->sketch_lazy, rq->sketch_out);
+    if (verify)
+        rc = rc ? rc : verify_all(reg, rq, res, m, keys, n);
+    else
+        for (size_t i = 0; i < n; i++)
+            m[i].kind = ND_MATCH_NEAR_DUPLICATE;
+    /* Keep the verified matches, marked; note a pending document that
+     * would be evidence. */
+    nd_doc *pending = NULL, *source = NULL;
+    size_t nev = 0;
+    u = 0;
+    for (size_t i = 0; i < n; i++) {
+        nd_doc *d = m[i].doc;
+        bool verified = rc == 0 && m[i].kind != ND_MATCH_NONE;
+        bool evidence = verified && is_evidence(d, rq);
+        if (evidence && (m[i].flags & MF_PENDING) && !pending)
+            pending = d; /* the registry's reference keeps it (writer held) */
+        if (!verified || (m[i].flags & MF_PENDING)) {
+            nd_doc_release(d);
+            continue;
+        }
+        m[i].same_account = same_account(d, rq);
+        m[i].evidence = evidence;
+        if (evidence) {
+            nev++;
+            if (!source || d->registered_at_us < source->registered_at_us)
+                source = d; /* the earliest claim decides */
+        }
+        m[u++] = m[i];
+    }
+    n = u;
+    free(heap_keys);
+    if (rc < 0) {
+        free(heap_m);
+        res->npassages = 0;
+        return rc;
+    }
+    qsort(m, n, sizeof(nd_match), match_cmp);
+    res->verdict = ND_VERDICT_ORIGINAL;
+    if (nev)
+        res->verdict = m[0].kind == ND_MATCH_PARTIAL_COPY ? ND_VERDICT_PARTIAL
+                                                          : ND_VERDICT_DUPLICATE;
+    decide(reg, rq, source, res);
+    if (res->verdict != ND_VERDICT_PARTIAL)
+        res->npassages = 0;
+    res->truncated = false;
+    if (n > reg->opts.max_matches) {
+        for (size_t i = reg->opts.max_matches; i < n; i++)
+            nd_doc_release(m[i].doc);
+        n = reg->opts.max_matches;
+        res->truncated = true;
+    }
+    if (heap_m) {
+        memcpy(res->matches, heap_m, n * sizeof(*heap_m));
+        free(heap_m);
+    }
+    res->nmatches = n;
+    res->original = nev == 0;
+    if (wait_on)
+        *wait_on = nev == 0 ? pending : NULL;
+    return 0;
+}
+
+/* The documents a restore of d now predates (nd_claim_change.predated):
+ * the SimHash hits within k of d that are live, active, of another
+ * account than d's, registered after d and verified as matches of d
+ * (their stored sketch compared with d's as a check of their text would,
+ * or the same text). Writer held. *out gets new references (the caller
+ * releases each and frees the array), earliest first, at most
+ * max_matches (more: *truncated). Returns 0 or -errno. */
+typedef struct predate_ctx {
+    nd_doc *const *cand; /* cand[0]: d */
+    const nd_verdict_params *params;
+    bool *listed;
+    nd_sketch self;
+    bool have_self;
+} predate_ctx;
+
+static int predate_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
+{
+    predate_ctx *pc = arg;
+    if (i == 0) {
+        pc->have_self = buf && nd_sketch_decode(buf, len, &pc->self) == 0;
+        return 0;
+    }
+    if (memcmp(pc->cand[i]->text_hash, pc->cand[0]->text_hash, 16) == 0) {
+        pc->listed[i] = true;
+        return 0;
+    }
+    nd_sketch q;
+    if (!pc->have_self || !buf || nd_sketch_decode(buf, len, &q) < 0 || q.mode != pc->self.mode)
+        return 0; /* nothing to verify with: not listed */
+    nd_sketch_estimate e;
+    nd_sketch_compare(&q, &pc->self, &e);
+    pc->listed[i] = nd_match_classify(&e, 0, pc->params) != ND_MATCH_NONE;
+    return 0;
+}
+
+static int registered_cmp(const void *a, const void *b)
+{
+    const nd_doc *x = *(nd_doc *const *)a, *y = *(nd_doc *const *)b;
+    return x->registered_at_us < y->registered_at_us ? -1
+                                                     : x->registered_at_us > y->registered_at_us;
+}
+
+static int doc_addr_cmp(const void *a, const void *b)
+{
+    const nd_doc *x = *(nd_doc *const *)a, *y = *(nd_doc *const *)b;
+    return (uintptr_t)x < (uintptr_t)y ? -1 : (uintptr_t)x > (uintptr_t)y;
+}
+
+int nd_verdict_find_predated(nd_registry *reg, nd_doc *d, unsigned k,
+                             const nd_verdict_params *params, nd_doc ***out, size_t *nout,
+                             bool *truncated)
+{
+    *out = NULL;
+    *nout = 0;
+    *truncated = false;
+    if (d->stale) /* not in the index */
+        return 0;
+    nd_verdict_params def;
+    if (!params) {
+        nd_verdict_params_default(&def);
+        params = &def;
+    }
+    size_t cap = 64, found = 0;
+    nd_index_hit *hits = NULL;
+    int rc;
+    for (;;) {
+        nd_index_hit *h = realloc(hits, cap * sizeof(*h));
+        if (!h) {
+            free(hits);
+            return -ENOMEM;
+        }
+        hits = h;
+        if ((rc = nd_index_query(reg->index, d->simhash, k, hits, cap, &found)) != -E2BIG)
+            break;
+        cap = found + found / 4 + 64;
+    }
+    nd_doc **cand = rc == 0 ? malloc((found + 1) * sizeof(*cand)) : NULL;
+    int64_t *keys = rc == 0 ? malloc((found + 1) * sizeof(*keys)) : NULL;
+    bool *listed = rc == 0 ? calloc(found + 1, sizeof(*listed)) : NULL;
+    if (rc == 0 && (!cand || !keys || !listed))
+        rc = -ENOMEM;
+    size_t n = 0;
+    if (rc == 0) {
+        cand[n++] = d;
+        for (size_t i = 0; i < found; i++) {
+            nd_doc *e = hits[i].slot < reg->nslots ? reg->slots[hits[i].slot] : NULL;
+            int st = e ? atomic_load(&e->state) : DOC_GONE;
+            if (!e || e == d || (st != DOC_LIVE && st != DOC_AMENDING) || e->stale ||
+                e->status != ND_CLAIM_ACTIVE || e->registered_at_us <= d->registered_at_us ||
+                same_claimant(e, d))
+                continue;
+            cand[n++] = e;
+        }
+        /* The same document twice (a reused slot): once. */
+        qsort(cand + 1, n - 1, sizeof(*cand), doc_addr_cmp);
+        size_t u = 1;
+        for (size_t i = 1; i < n; i++)
+            if (cand[i] != cand[u - 1])
+                cand[u++] = cand[i];
+        n = u;
+        for (size_t i = 0; i < n; i++)
+            keys[i] = cand[i]->registered_at_us;
+        predate_ctx pc = {.cand = cand, .params = params, .listed = listed};
+        if (n > 1)
+            rc = nd_store_sketches(reg->store, keys, n, predate_visit, &pc);
+    }
+    size_t u = 0;
+    for (size_t i = 1; rc == 0 && i < n; i++)
+        if (listed[i])
+            cand[u++] = doc_ref(cand[i]);
+    if (u) {
+        qsort(cand, u, sizeof(*cand), registered_cmp);
+        if (u > ND_STORE_SUPERSEDE_MAX) {
+            for (size_t i = ND_STORE_SUPERSEDE_MAX; i < u; i++)
+                nd_doc_release(cand[i]);
+            u = ND_STORE_SUPERSEDE_MAX;
+            *truncated = true;
+        }
+        *out = cand;
+        *nout = u;
+        cand = NULL;
+    }
+    free(cand);
+    free(keys);
+    free(listed);
+    free(hits);
+    return rc;
+}
+
+void nd_check_res_release(nd_check_res *res)
+{
+    for (size_t i = 0; i < res->nmatches; i++)
+        nd_doc_release(res->matches[i].doc);
+    res->nmatches = 0;
+    nd_doc_release(res->doc);
+    res->doc = NULL;
+    nd_doc_release(res->source);
+    res->source = NULL;
+}
+
+void nd_verdict_clear(nd_check_res *res)
+{
+    res->original = res->registered = res->existing = res->truncated = false;
+    res->nmatches = 0;
+    res->npassages = 0;
+    res->verdict = ND_VERDICT_ORIGINAL;
+    res->doc = NULL;
+    res->action = ND_ACTION_PUBLISH;
+    res->source = NULL;
+    res->show_source = res->may_modify = false;
+    res->wait_at_us = 0;
+}
