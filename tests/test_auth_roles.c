@@ -134,7 +134,7 @@ static void test_refusals(void)
     nd_auth_destroy(a);
 }
 
-/* A tally over values written as workflow.c writes detections (at_us
+/* A tally over values written as the API writes detections (at_us
  * 100, 101, ...): the first k victims into at; returns how many. */
 static int64_t victims(const char *const *values, size_t n, size_t k, int64_t *at)
 {

@@ -29,8 +29,8 @@
  *                                  the list at most ND_AUTH_ACCOUNTS_TEXT_MAX)
  * A bare token (and NEARDUP_TOKEN) is the operator "default".
  *
- * Which requests need which right is the API's business (answer.c, api.c,
- * workflow.c, backfill.c); with --auth-all every request but /healthz and
+ * Which requests need which right is the API's business (its routes table,
+ * routes.c, and answer.c); with --auth-all every request but /healthz and
  * /readyz needs a token.
  *
  * The object is immutable after nd_auth_create() and may be shared by any

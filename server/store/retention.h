@@ -10,7 +10,7 @@
  * others drops its own). One account flooding an original's list thus
  * only ever drops its own entries. The account of a detection is the
  * "account" member of its value (the compact JSON object the API writes,
- * workflow.c); entries without one (or whose value is not such an object)
+ * check.c); entries without one (or whose value is not such an object)
  * form one group of their own.
  *
  * The LMDB and the memory store both use it, so they (and the replicas,
