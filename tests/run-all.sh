@@ -69,7 +69,7 @@ run_suite "normal build" build ""
 run_suite "AddressSanitizer + UBSan build" build-asan asan \
     -Db_sanitize=address,undefined -Db_lundef=false
 
-# ---- fuzz stage (issue 7) -------------------------------------------------
+# ---- fuzz stage -------------------------------------------------
 # libFuzzer targets built with clang (ASan + UBSan), each run for
 # FUZZ_SECONDS (60) on its seed corpus, two at a time; each target counts as
 # one test result. Details: tests/fuzz/run.sh; reports in build-fuzz/logs/.
@@ -82,7 +82,7 @@ failed=$((failed + ${fuzz_fail:-0}))
 ((${fuzz_pass:-0} + ${fuzz_fail:-0} > 0)) || failed=$((failed + 1)) # no result at all
 # ---- end of fuzz stage ----------------------------------------------------
 
-# ---- fresh-machine stage (issue 17) ----------------------------------------
+# ---- fresh-machine stage ----------------------------------------
 # A cached `debootstrap --variant=minbase bookworm` root: the README's first
 # command there (probes, round trip, SIGTERM), the unit and integration suites
 # there, the systemd unit booted with systemd-nspawn, the Dockerfile built and

@@ -12,7 +12,7 @@
  *     for a record of the current version, sketched: its anchors and
  *     sketch are stored as neardupd stores them, "sketch": false leaves
  *     them out) to "", meta, account and policy to none, status to
- *     "active" (issue 13's claim fields: stored in value layout 4). The simhash is taken as given (tests
+ *     "active" (the originality workflow's claim fields: stored in value layout 4). The simhash is taken as given (tests
  *     place documents at chosen distances). Prints "put N" and exits 0, or
  *     1 with a message.
  *   store_tool fill DIR N [VERSION]

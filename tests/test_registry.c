@@ -3,7 +3,7 @@
  * reach the store; and concurrency that HTTP
  * cannot reach in a bounded test.
  *
- * Slot reuse (issue 16, suspected): a query reads the index without a lock;
+ * Slot reuse (suspected): a query reads the index without a lock;
  * if meanwhile document A is deleted and document B registered into A's
  * freed slot, the query may report the slot under A's fingerprint and under
  * B's. Both hits then resolve to B, and when B lies as near to the query as
@@ -170,7 +170,7 @@ static void memory_store_answers_at_once(void)
     nd_store_close(st);
 }
 
-/* ---- issue 13: accounts, reprint policies, revoke/restore, given times ----
+/* ---- the originality workflow: accounts, reprint policies, revoke/restore, given times ----
  *
  * Through the memory store and the LMDB store (real files in a mkdtemp()
  * directory; changes complete through done -> nd_registry_complete() on

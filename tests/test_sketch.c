@@ -411,7 +411,7 @@ static size_t random_size(void)
 
 /* nd_sketch_compare_bounded() and nd_sketch_reachable() never drop a pair
  * that the full comparison lists, and a bounded comparison that finishes
- * gives the full comparison's figures bit for bit (issue 12). */
+ * gives the full comparison's figures bit for bit. */
 static void test_bounds(void)
 {
     static uint64_t qh[8192], dh[8192];
@@ -873,7 +873,7 @@ static void test_fp_tokens(void)
     nd_fp_scratch_destroy(fs);
 }
 
-/* The tokenizer checks UTF-8 as it goes (issue 12 cost: no separate pass):
+/* The tokenizer checks UTF-8 as it goes (the check's cost: no separate pass):
  * a text is refused (-EILSEQ, no tokens, no passages) exactly when
  * nd_utf8_validate() refuses it: truncated, overlong, surrogate, stray
  * continuation and out-of-range sequences in Chinese runs, ASCII runs, link

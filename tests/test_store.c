@@ -1958,7 +1958,7 @@ static void test_replace(void)
     free_rec(&bad);
 }
 
-/* ---- issue 13: layout 4 (account, policy, status), amend ---------------- */
+/* ---- the originality workflow: layout 4 (account, policy, status), amend ---------------- */
 
 /* A record with account, policy and status REVOKED: flags bits 1-3 and the
  * tail (u16 account_len, account, NUL, u32 policy_len, policy, NUL). */
@@ -2350,7 +2350,7 @@ static void test_supersede(void)
         free_rec(&x[i]);
 }
 
-/* ---- issue 13: events on disk --------------------------------------------- */
+/* ---- the originality workflow: events on disk --------------------------------------------- */
 
 static int event_sync(nd_store *st, const nd_store_event *ev)
 {
@@ -2684,7 +2684,7 @@ static void test_backup_events(void)
     free_rec(&x);
 }
 
-/* Issue 14: the replication stream's sequence is written with the changes
+/* Replicas: the replication stream's sequence is written with the changes
  * that carry one (put, replace, amend, delete_at_seq), in the same
  * transaction; it survives a reopen and a backup, and never goes back. */
 static void test_stream_seq(void)

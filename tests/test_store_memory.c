@@ -220,7 +220,7 @@ static void test_memory_contract(void)
     nd_store_close(st);
 }
 
-/* ---- issue 13: claim fields, amend, events, through both stores ---- */
+/* ---- the originality workflow: claim fields, amend, events, through both stores ---- */
 
 typedef struct impl {
     const char *name;

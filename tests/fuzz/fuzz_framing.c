@@ -1,5 +1,5 @@
 /* fuzz_framing.c - server/net/framing.c, the strict scan of every byte a client
- * sends before libevent parses it (issue 16). For arbitrary streams:
+ * sends before libevent parses it. For arbitrary streams:
  * - no crash, no out-of-bounds access, no undefined behaviour (ASan/UBSan);
  * - the verdict, the refused request and the cut position do not depend on
  *   how the stream is split into reads, nor on whether body bytes go

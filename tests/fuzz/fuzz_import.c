@@ -1,4 +1,4 @@
-/* fuzz_import - the day-one backfill (issue 13: neardup import and POST
+/* fuzz_import - the day-one backfill (the originality workflow: neardup import and POST
  * /import): any bytes as an archive of JSON lines, imported into a new
  * memory store through the real registry, then imported again.
  *

@@ -1,4 +1,4 @@
-/* fuzz_workflow - the inputs of the originality workflow (issue 13), byte 0
+/* fuzz_workflow - the inputs of the originality workflow, byte 0
  * picks which; the rest is the input:
  *   0: a /check-original body with account/reprint/whitelist, then the
  *      policy it would store (nd_policy_of_check());
@@ -108,8 +108,8 @@ static void policy_body(const char *body, size_t len)
     for (int patch = 0; patch < 2; patch++) {
         char *out = NULL;
         size_t n = 0;
-        int rc = nd_policy_merge(patch ? stored : NULL, patch ? sizeof(stored) - 1 : 0, &f,
-                                 &out, &n, &e);
+        int rc = nd_policy_merge(patch ? stored : NULL, patch ? sizeof(stored) - 1 : 0, &f, &out,
+                                 &n, &e);
         if (rc < 0) {
             fuzz_check_refusal(&e);
             FUZZ_CHECK(!out, "policy left on a refusal");
@@ -150,7 +150,7 @@ static void page_query(const char *q, size_t len, uint8_t b)
     nd_page_req pg;
     nd_request_error e;
     bool latest = true;
-    if (nd_request_query_consistency(s, &latest, &e) < 0) /* GET /documents/{id} (issue 14) */
+    if (nd_request_query_consistency(s, &latest, &e) < 0) /* GET /documents/{id} */
         fuzz_check_refusal(&e);
     else if (latest)
         FUZZ_CHECK(strstr(s, "consistency=latest") != NULL, "latest from %s", s);
