@@ -499,6 +499,24 @@ char *take_text(struct evbuffer *buf, size_t *len)
     return text;
 }
 
+struct evbuffer *nd_text_begin(nd_reply *w)
+{
+    struct evbuffer *buf = evbuffer_new();
+    if (!buf)
+        nd_die_oom(__func__);
+    nd_reply_init(w, buf);
+    return buf;
+}
+
+char *nd_text_done(nd_reply *w, struct evbuffer *buf, size_t *len)
+{
+    if (w->failed)
+        nd_die_oom(__func__);
+    char *text = take_text(buf, len);
+    evbuffer_free(buf);
+    return text;
+}
+
 char *nd_workflow_detection(const nd_check_req *rq, const nd_check_res *res, nd_store_event *ev)
 {
     if (!rq->id || res->original || !res->source)
@@ -507,11 +525,8 @@ char *nd_workflow_detection(const nd_check_req *rq, const nd_check_res *res, nd_
     for (size_t i = 0; i < res->nmatches && !m; i++)
         if (res->matches[i].doc == res->source)
             m = &res->matches[i];
-    struct evbuffer *buf = evbuffer_new();
-    if (!buf)
-        nd_die_oom(__func__);
     nd_reply w;
-    nd_reply_init(&w, buf);
+    struct evbuffer *buf = nd_text_begin(&w);
     nd_reply_object(&w);
     nd_reply_key(&w, "id");
     nd_reply_string(&w, rq->id, rq->id_len);
@@ -529,11 +544,8 @@ char *nd_workflow_detection(const nd_check_req *rq, const nd_check_res *res, nd_
     nd_reply_key(&w, "distance");
     nd_reply_u64(&w, m ? m->distance : 0);
     nd_reply_object_end(&w);
-    if (w.failed)
-        nd_die_oom(__func__);
     size_t len;
-    char *value = take_text(buf, &len);
-    evbuffer_free(buf);
+    char *value = nd_text_done(&w, buf, &len);
     *ev = (nd_store_event){.kind = ND_EVENT_DETECTION,
                            .owner_at = res->source->registered_at_us,
                            .at_us = nd_log_now_us(),
@@ -547,11 +559,8 @@ char *nd_workflow_detection(const nd_check_req *rq, const nd_check_res *res, nd_
 char *nd_workflow_audit_event(nd_req *r, const char *action, const char *id, size_t id_len,
                               const char *detail, size_t detail_len, nd_store_event *ev)
 {
-    struct evbuffer *buf = evbuffer_new();
-    if (!buf)
-        nd_die_oom(__func__);
     nd_reply w;
-    nd_reply_init(&w, buf);
+    struct evbuffer *buf = nd_text_begin(&w);
     nd_reply_object(&w);
     nd_reply_key(&w, "client");
     if (r->client)
@@ -570,11 +579,8 @@ char *nd_workflow_audit_event(nd_req *r, const char *action, const char *id, siz
     else
         nd_reply_raw(&w, "{}", 2);
     nd_reply_object_end(&w);
-    if (w.failed)
-        nd_die_oom(__func__);
     size_t len;
-    char *value = take_text(buf, &len);
-    evbuffer_free(buf);
+    char *value = nd_text_done(&w, buf, &len);
     *ev = (nd_store_event){.kind = ND_EVENT_AUDIT,
                            .owner_at = 0,
                            .at_us = nd_log_now_us(),
@@ -587,11 +593,8 @@ char *nd_workflow_audit_event(nd_req *r, const char *action, const char *id, siz
  * detail is d's account (or null) and registered_at. */
 static char *doc_audit(nd_req *r, const char *action, const nd_doc *d, nd_store_event *ev)
 {
-    struct evbuffer *buf = evbuffer_new();
-    if (!buf)
-        nd_die_oom(__func__);
     nd_reply w;
-    nd_reply_init(&w, buf);
+    struct evbuffer *buf = nd_text_begin(&w);
     nd_reply_object(&w);
     nd_reply_key(&w, "account");
     if (d->account)
@@ -601,11 +604,8 @@ static char *doc_audit(nd_req *r, const char *action, const nd_doc *d, nd_store_
     nd_reply_key(&w, "registered_at");
     nd_reply_time(&w, d->registered_at_us);
     nd_reply_object_end(&w);
-    if (w.failed)
-        nd_die_oom(__func__);
     size_t dlen;
-    char *detail = take_text(buf, &dlen);
-    evbuffer_free(buf);
+    char *detail = nd_text_done(&w, buf, &dlen);
     char *value = nd_workflow_audit_event(r, action, d->id, d->id_len, detail, dlen, ev);
     free(detail);
     return value;

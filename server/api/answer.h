@@ -193,6 +193,15 @@ char *nd_workflow_delete_audit(void *req, const nd_doc *d, nd_store_event *ev);
  * frees; aborts when out of memory) and empties buf; *len set. */
 char *take_text(struct evbuffer *buf, size_t *len);
 
+/* Starts a JSON value (an audit or journal value) in a new buffer that *w
+ * writes into; nd_text_done() takes it. Aborts on out of memory. */
+struct evbuffer *nd_text_begin(nd_reply *w);
+
+/* The value w wrote into buf (from nd_text_begin()): returns a new
+ * NUL-terminated string (the caller frees it) with *len set, and frees
+ * buf. Aborts on out of memory (w->failed). */
+char *nd_text_done(nd_reply *w, struct evbuffer *buf, size_t *len);
+
 /* A claim status's name (static). */
 const char *status_name(int status);
 

@@ -221,23 +221,16 @@ static void sync_done_cb(void *arg, int status)
  * lines judged are durable whatever becomes of the entry. */
 static void audit_import(job *j)
 {
-    struct evbuffer *buf = evbuffer_new();
-    if (!buf)
-        nd_die_oom(__func__);
     nd_reply w;
-    nd_reply_init(&w, buf);
+    struct evbuffer *buf = nd_text_begin(&w);
     nd_reply_object(&w);
     nd_backfill_write_summary(&w, &j->sum, j->rc == 0);
     nd_reply_object_end(&w);
-    if (w.failed)
-        nd_die_oom(__func__);
-    size_t dlen = evbuffer_get_length(buf);
-    const char *detail = (const char *)evbuffer_pullup(buf, -1);
-    if (!detail)
-        nd_die_oom(__func__);
+    size_t dlen;
+    char *detail = nd_text_done(&w, buf, &dlen);
     nd_store_event ev;
     char *value = nd_workflow_audit_event(j->r, "import", NULL, 0, detail, dlen, &ev);
-    evbuffer_free(buf);
+    free(detail);
     sync_done s = {.done = false};
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.cv, NULL);

@@ -192,10 +192,7 @@ static bool audit_fits(nd_req *r, wf_op *op, const char *action, struct evbuffer
 
 static struct evbuffer *detail_begin(nd_reply *w)
 {
-    struct evbuffer *buf = evbuffer_new();
-    if (!buf)
-        nd_die_oom(__func__);
-    nd_reply_init(w, buf);
+    struct evbuffer *buf = nd_text_begin(w);
     nd_reply_object(w);
     return buf;
 }
@@ -269,16 +266,10 @@ static int wf_decide_status(void *arg, nd_claim_change *c)
     op->predates_truncated = c->predated_truncated;
     if (restore) {
         nd_reply w;
-        struct evbuffer *buf = evbuffer_new();
-        if (!buf)
-            nd_die_oom(__func__);
-        nd_reply_init(&w, buf);
+        struct evbuffer *buf = nd_text_begin(&w);
         write_predates(&w, c->predated, c->npredated);
-        if (w.failed)
-            nd_die_oom(__func__);
         size_t len;
-        op->predates = take_text(buf, &len);
-        evbuffer_free(buf);
+        op->predates = nd_text_done(&w, buf, &len);
     }
     for (size_t keep = c->npredated;; keep /= 2) {
         nd_reply w;
