@@ -5,7 +5,9 @@
  * writable, keeps zeroed headroom past the last page and runs the
  * callbacks (store_lmdb.c: "Concurrency", "Space",
  * "Headroom"). */
-#include "store_lmdb_internal.h"
+#include "lmdb_commit.h"
+#include "lmdb_journals.h"
+#include "lmdb_open.h"
 
 const uint64_t nd_store_commit_bucket_us[ND_STORE_COMMIT_BUCKETS] = {
     100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 5000000,

@@ -2,7 +2,7 @@
  * writing an event into "detections" or "audit" in a write's transaction,
  * the detection_ids index and count, the audit_documents index, retention
  * of both, and reading them back (nd_store_events, nd_store_audit_of). */
-#include "store_lmdb_internal.h"
+#include "lmdb_journals.h"
 
 int nd_store_audit_subject(const char *value, size_t len, nd_json_scratch *scratch,
                            const char **doc, size_t *doc_len)

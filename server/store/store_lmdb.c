@@ -1,9 +1,10 @@
 /* store_lmdb.c - the durable registry of documents, on LMDB: the LMDB
  * implementation of store.h's interface (lmdb_ops; nd_store_open()).
- * This file holds the environment (open, reopen, reads, scans, backup,
- * stats, close); lmdb_commit.c the queued writes and the commit thread;
- * lmdb_journals.c the journals; record.c the value layouts
- * (store_lmdb_internal.h lists what they share).
+ * This file holds the store's face (open, reads, scans, backup, stats,
+ * close, the ops table); lmdb_commit.c the queued writes and the commit
+ * thread; lmdb_open.c opening and reopening the environment;
+ * lmdb_journals.c the journals; lmdb_env.h and lmdb_env.c what they all
+ * share; record.c the value layouts.
  *
  * Files. dir/data.mdb and dir/lock.mdb belong to LMDB. dir/neardup.lock is
  * ours: the open store holds flock(LOCK_EX) on it (and writes its pid into
@@ -93,7 +94,9 @@
  * between transactions (keep_headroom) while the filesystem has room to
  * spare. LMDB never reads past its last page, so the zeros are invisible to
  * it, to readers and to backups (mdb_env_copy copies used pages only). */
-#include "store_lmdb_internal.h"
+#include "lmdb_commit.h"
+#include "lmdb_journals.h"
+#include "lmdb_open.h"
 /* ---- helpers ------------------------------------------------------------ */
 
 /* fsyncs a directory so that entries created in it are durable. */
@@ -105,15 +108,6 @@ static int sync_dir(const char *path)
     int rc = fsync(fd) ? -errno : 0;
     close(fd);
     return rc;
-}
-
-static char *path_join(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + 1 + strlen(name) + 1;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/%s", dir, name);
-    return p;
 }
 
 /* Makes sure dir is a directory, creating it (one level) if missing.
@@ -164,234 +158,10 @@ static int dir_parent_sync(const char *dir)
 
 /* ---- environment ---------------------------------------------------------- */
 
-/* Refuses a data.mdb shorter than the pages its meta page references (a
- * truncated copy would otherwise crash with SIGBUS on first access). */
-static int check_size(MDB_env *env, const char *dir, char *err, size_t errlen)
-{
-    MDB_envinfo info;
-    MDB_stat est;
-    struct stat sb;
-    int fd;
-    if (mdb_env_info(env, &info) || mdb_env_stat(env, &est) || mdb_env_get_fd(env, &fd) ||
-        fstat(fd, &sb))
-        return set_err(err, errlen, -EIO, "cannot inspect %s/" DATA_NAME, dir);
-    unsigned long long need = ((unsigned long long)info.me_last_pgno + 1) * est.ms_psize;
-    if ((unsigned long long)sb.st_size < need)
-        return set_err(err, errlen, -EINVAL,
-                       "%s/" DATA_NAME " is truncated (%lld bytes, its pages need %llu)", dir,
-                       (long long)sb.st_size, need);
-    return 0;
-}
-
-static int open_err(int rc, const char *dir, const char *step, char *err, size_t errlen)
-{
-    if (is_corrupt_error(rc))
-        return set_err(err, errlen, -EINVAL,
-                       "%s/" DATA_NAME " is corrupt or not a neardup store (%s: %s)", dir, step,
-                       mdb_strerror(rc));
-    if (is_space_error(rc))
-        return set_err(err, errlen, -ENOSPC, "no space for the store in %s (%s: %s)", dir, step,
-                       mdb_strerror(rc));
-    if (rc == EACCES || rc == EPERM || rc == EROFS)
-        return set_err(err, errlen, rc == EROFS ? -EROFS : -EACCES,
-                       "data directory %s is not writable (%s: %s)", dir, step, mdb_strerror(rc));
-    if (rc == ENOMEM)
-        return set_err(err, errlen, -ENOMEM, "cannot map the store in %s (%s: %s); lower map_size?",
-                       dir, step, mdb_strerror(rc));
-    return set_err(err, errlen, mdb_errno(rc), "cannot open the store in %s (%s: %s)", dir, step,
-                   mdb_strerror(rc));
-}
-
-/* Reserves the blocks of lock.mdb before LMDB maps it. LMDB creates the
- * file sparse and writes its header and reader slots through a shared
- * mapping; touching a hole on a full disk raises SIGBUS. fallocate with
- * KEEP_SIZE reserves the space without changing the file's size, which
- * other processes that have it mapped rely on. Returns 0 or -ENOSPC. */
-static int claim_lock_file(const char *dir, char *err, size_t errlen)
-{
-    char *path = path_join(dir, "lock.mdb");
-    if (!path)
-        return set_err(err, errlen, -ENOMEM, "out of memory");
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, FILE_MODE);
-    free(path);
-    if (fd < 0)
-        return 0; /* read-only directory: LMDB runs without it */
-    struct stat sb;
-    off_t want = (off_t)MAX_READERS * 64 + 4096; /* slots + header, rounded up */
-    int rc = 0;
-    if (fstat(fd, &sb) == 0 && sb.st_size > want)
-        want = sb.st_size;
-    if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, want))
-        rc = errno;
-    close(fd);
-    if (rc == ENOSPC || rc == EDQUOT)
-        return set_err(err, errlen, -ENOSPC, "no space for %s/lock.mdb: %s", dir, strerror(rc));
-    return 0; /* EOPNOTSUPP etc.: nothing more to do */
-}
-
-/* Opens (creating them if missing) the databases added after records:
- * sketches, then detections, detection_ids and audit (the journals), and
- * audit_documents (built from the audit log when it is missing). */
-static int open_added_dbs(MDB_txn *txn, nd_store *st, const char *dir, char *err, size_t errlen)
-{
-    int rc = mdb_dbi_open(txn, DB_SKETCHES, MDB_CREATE, &st->sketch_dbi);
-    if (rc == 0)
-        rc = mdb_dbi_open(txn, DB_DETECTIONS, MDB_CREATE, &st->det_dbi);
-    if (rc == 0)
-        rc = mdb_dbi_open(txn, DB_DETECTION_IDS, MDB_CREATE, &st->detidx_dbi);
-    if (rc == 0)
-        rc = mdb_dbi_open(txn, DB_AUDIT, MDB_CREATE, &st->audit_dbi);
-    if (rc == 0 && (rc = mdb_dbi_open(txn, DB_AUDIT_DOCS, 0, &st->auditdoc_dbi)) == MDB_NOTFOUND) {
-        /* A store written before the index: index its audit log now, once. */
-        rc = mdb_dbi_open(txn, DB_AUDIT_DOCS, MDB_CREATE, &st->auditdoc_dbi);
-        if (rc == 0)
-            rc = lmdb_audit_index_all(st, txn);
-    }
-    return rc ? open_err(rc, dir, "journal databases", err, errlen) : 0;
-}
-
-/* Checks info/format, or creates info and records in a new environment;
- * then opens the added databases into st. */
-static int open_dbs(MDB_txn *txn, nd_store *st, const char *dir, char *err, size_t errlen)
-{
-    MDB_dbi *records = &st->dbi;
-    MDB_dbi info;
-    MDB_val k = {sizeof(INFO_KEY) - 1, INFO_KEY}, v;
-    unsigned char fmt[8];
-    int rc = mdb_dbi_open(txn, DB_INFO, 0, &info);
-    if (rc == MDB_NOTFOUND) {
-        MDB_dbi main;
-        MDB_stat ms;
-        if ((rc = mdb_dbi_open(txn, NULL, 0, &main)) || (rc = mdb_stat(txn, main, &ms)))
-            return open_err(rc, dir, "main database", err, errlen);
-        if (ms.ms_entries)
-            return set_err(err, errlen, -EINVAL,
-                           "%s/" DATA_NAME " is an LMDB file but not a neardup store", dir);
-        memcpy(fmt, INFO_MAGIC, 4);
-        wr32(fmt + 4, ND_STORE_FORMAT);
-        v.mv_size = sizeof(fmt);
-        v.mv_data = fmt;
-        if ((rc = mdb_dbi_open(txn, DB_INFO, MDB_CREATE, &info)) ||
-            (rc = mdb_put(txn, info, &k, &v, 0)) ||
-            (rc = mdb_dbi_open(txn, DB_RECORDS, MDB_CREATE, records)))
-            return open_err(rc, dir, "create", err, errlen);
-        st->info_dbi = info;
-        return open_added_dbs(txn, st, dir, err, errlen);
-    }
-    if (rc)
-        return open_err(rc, dir, "info database", err, errlen);
-    rc = mdb_get(txn, info, &k, &v);
-    if (rc || v.mv_size != 8 || memcmp(v.mv_data, INFO_MAGIC, 4))
-        return set_err(err, errlen, -EINVAL, "%s/" DATA_NAME " has no valid format marker", dir);
-    uint32_t f = rd32((const unsigned char *)v.mv_data + 4);
-    if (f == 1)
-        return set_err(err, errlen, -EINVAL,
-                       "%s/" DATA_NAME " has store format 1 (records keyed by id), created"
-                       " by an older neardup; this build reads format %u (keyed by"
-                       " registration time) and does not convert it: move the directory"
-                       " away and register the documents again",
-                       dir, ND_STORE_FORMAT);
-    if (f != ND_STORE_FORMAT)
-        return set_err(err, errlen, -EINVAL,
-                       "%s/" DATA_NAME " has store format %u%s; this build reads format %u", dir, f,
-                       f > ND_STORE_FORMAT ? ", created by a newer neardup" : "", ND_STORE_FORMAT);
-    rc = mdb_dbi_open(txn, DB_RECORDS, 0, records);
-    if (rc)
-        return open_err(rc, dir, "records database", err, errlen);
-    st->info_dbi = info;
-    /* Created in a store that has none. */
-    return open_added_dbs(txn, st, dir, err, errlen);
-}
-
-/* info/stream_seq, or 0 when it is not there. */
-static uint64_t read_stream_seq(MDB_txn *txn, MDB_dbi info)
-{
-    MDB_val k = {sizeof(SEQ_KEY) - 1, SEQ_KEY}, v;
-    if (mdb_get(txn, info, &k, &v) || v.mv_size != 8)
-        return 0;
-    return (uint64_t)rd_key(v.mv_data);
-}
-
-/* The greatest key in records, or -1 when it is empty (or its last key is
- * not a time: then MDB_APPEND is simply tried and LMDB decides). */
-static int64_t read_last_key(MDB_txn *txn, MDB_dbi dbi)
-{
-    MDB_cursor *cur;
-    MDB_val k, v;
-    int64_t last = -1;
-    if (mdb_cursor_open(txn, dbi, &cur))
-        return -1;
-    if (mdb_cursor_get(cur, &k, &v, MDB_LAST) == 0 && k.mv_size == KEY_SIZE)
-        last = rd_key(k.mv_data);
-    mdb_cursor_close(cur);
-    return last < 0 ? -1 : last;
-}
-
-/* Opens st->env and st->dbi and sets st->last_key. Returns 0 or -errno with
- * err set. */
-static int env_open(nd_store *st, char *err, size_t errlen)
-{
-    MDB_env *env = NULL;
-    MDB_txn *txn = NULL;
-    int rc = mdb_env_create(&env);
-    if (rc)
-        return open_err(rc, st->dir, "mdb_env_create", err, errlen);
-    mdb_env_set_maxdbs(env, MAX_DBS);
-    mdb_env_set_maxreaders(env, MAX_READERS);
-    if (st->opts.map_size)
-        mdb_env_set_mapsize(env, st->opts.map_size);
-    unsigned flags = MDB_NOTLS | (st->opts.sync ? 0 : MDB_NOSYNC);
-    if ((rc = claim_lock_file(st->dir, err, errlen)))
-        goto fail;
-    rc = mdb_env_open(env, st->dir, flags, FILE_MODE);
-    if (rc) {
-        rc = open_err(rc, st->dir, "mdb_env_open", err, errlen);
-        goto fail;
-    }
-    if ((rc = check_size(env, st->dir, err, errlen)))
-        goto fail;
-    int dead = 0;
-    mdb_reader_check(env, &dead); /* slots of crashed readers pin pages */
-    if ((rc = mdb_txn_begin(env, NULL, 0, &txn))) {
-        rc = open_err(rc, st->dir, "mdb_txn_begin", err, errlen);
-        goto fail;
-    }
-    if ((rc = open_dbs(txn, st, st->dir, err, errlen))) {
-        mdb_txn_abort(txn);
-        goto fail;
-    }
-    st->last_key = read_last_key(txn, st->dbi);
-    atomic_store(&st->stream_seq, read_stream_seq(txn, st->info_dbi));
-    if ((rc = mdb_txn_commit(txn))) {
-        rc = open_err(rc, st->dir, "mdb_txn_commit", err, errlen);
-        goto fail;
-    }
-    st->env = env;
-    return 0;
-fail:
-    mdb_env_close(env);
-    return rc;
-}
-
-/* Commit thread only: replaces an environment left unusable (MDB_PANIC). */
-int lmdb_env_reopen(nd_store *st)
-{
-    char err[256];
-    pthread_rwlock_wrlock(&st->env_lock);
-    if (st->env)
-        mdb_env_close(st->env);
-    st->env = NULL;
-    int rc = env_open(st, err, sizeof(err));
-    pthread_rwlock_unlock(&st->env_lock);
-    if (rc == 0)
-        atomic_fetch_add(&st->reopens, 1);
-    return rc;
-}
-
 /* Takes neardup.lock in dir (flock, non-blocking). Returns the fd or -errno. */
 static int take_lock(const char *dir, char *err, size_t errlen)
 {
-    char *path = path_join(dir, LOCK_NAME);
+    char *path = lmdb_path_join(dir, LOCK_NAME);
     if (!path)
         return set_err(err, errlen, -ENOMEM, "out of memory");
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, FILE_MODE);
@@ -429,7 +199,7 @@ static int take_lock(const char *dir, char *err, size_t errlen)
 /* 0 if dir/data.mdb is absent (*exists false) or non-empty, else -EINVAL. */
 static int check_data_file(const char *dir, bool *exists, char *err, size_t errlen)
 {
-    char *path = path_join(dir, DATA_NAME);
+    char *path = lmdb_path_join(dir, DATA_NAME);
     struct stat sb;
     if (!path)
         return set_err(err, errlen, -ENOMEM, "out of memory");
@@ -454,7 +224,7 @@ static int check_data_file(const char *dir, bool *exists, char *err, size_t errl
  * instead of finding an empty or half-initialised file. */
 static void remove_new_data(const char *dir)
 {
-    char *path = path_join(dir, DATA_NAME);
+    char *path = lmdb_path_join(dir, DATA_NAME);
     if (path)
         unlink(path);
     free(path);
@@ -540,7 +310,7 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
         nd_store_options_default(&d);
         st->opts.map_size = d.map_size;
     }
-    if (rc == 0 && (rc = env_open(st, err, errlen)) != 0 && !data_exists)
+    if (rc == 0 && (rc = lmdb_env_open(st, err, errlen)) != 0 && !data_exists)
         remove_new_data(dir); /* e.g. disk full: do not leave a stub */
     if (rc == 0 && !data_exists && (rc = sync_dir(dir)) != 0)
         set_err(err, errlen, rc, "cannot sync data directory %s: %s", dir, strerror(-rc));
@@ -559,25 +329,6 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
     st->thread_started = true;
     *out = st;
     return 0;
-}
-
-/* Begins a read transaction with env_lock held shared. On success the
- * caller ends with lmdb_read_end(). Returns 0 or -errno (lock released). */
-int lmdb_read_begin(nd_store *st, MDB_txn **txn)
-{
-    pthread_rwlock_rdlock(&st->env_lock);
-    int rc = st->env ? mdb_txn_begin(st->env, NULL, MDB_RDONLY, txn) : MDB_PANIC;
-    if (rc) {
-        pthread_rwlock_unlock(&st->env_lock);
-        return mdb_errno(rc);
-    }
-    return 0;
-}
-
-void lmdb_read_end(nd_store *st, MDB_txn *txn)
-{
-    mdb_txn_abort(txn);
-    pthread_rwlock_unlock(&st->env_lock);
 }
 
 /* Starts reading the records ahead (readahead.h) unless it runs already. */
@@ -710,8 +461,8 @@ static int copy_env(MDB_env *env, const char *dst_dir, char *err, size_t errlen)
     int rc = ensure_dir(dst_dir, "backup directory", &created, err, errlen);
     if (rc)
         return rc;
-    char *final = path_join(dst_dir, DATA_NAME);
-    char *tmp = path_join(dst_dir, DATA_NAME ".XXXXXX");
+    char *final = lmdb_path_join(dst_dir, DATA_NAME);
+    char *tmp = lmdb_path_join(dst_dir, DATA_NAME ".XXXXXX");
     int fd = -1;
     if (!final || !tmp) {
         rc = set_err(err, errlen, -ENOMEM, "out of memory");
@@ -776,15 +527,15 @@ int nd_store_backup_path(const char *src_dir, const char *dst_dir, char *err, si
     if (rc)
         return rc;
     if ((rc = mdb_env_create(&env)))
-        return open_err(rc, src_dir, "mdb_env_create", err, errlen);
+        return lmdb_open_err(rc, src_dir, "mdb_env_create", err, errlen);
     mdb_env_set_maxdbs(env, MAX_DBS);
-    if ((rc = claim_lock_file(src_dir, err, errlen)))
+    if ((rc = lmdb_claim_lock_file(src_dir, err, errlen)))
         goto out;
     if ((rc = mdb_env_open(env, src_dir, MDB_RDONLY | MDB_NOTLS, FILE_MODE))) {
-        rc = open_err(rc, src_dir, "mdb_env_open", err, errlen);
+        rc = lmdb_open_err(rc, src_dir, "mdb_env_open", err, errlen);
         goto out;
     }
-    if ((rc = check_size(env, src_dir, err, errlen)))
+    if ((rc = lmdb_check_size(env, src_dir, err, errlen)))
         goto out;
     rc = copy_env(env, dst_dir, err, errlen);
     if (rc == -EAGAIN) { /* the holder grew the map meanwhile */

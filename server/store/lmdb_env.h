@@ -1,17 +1,27 @@
-/* store_lmdb_internal.h - what the three files of the LMDB store share
- * (private to server/store/): the constants of its databases and queue,
- * the queued write (write_op), struct nd_store, the byte helpers and the
- * functions one file calls in another. store_lmdb.c describes the store
- * (files, keys, databases, concurrency, space, headroom); record.c the
- * value layouts.
+/* lmdb_env.h - the LMDB store's shared lower piece (private to
+ * server/store/): what every file of the LMDB store uses and owns none of
+ * the store's behaviour. It owns the constants of the databases and the
+ * write queue, the queued write (write_op), struct nd_store, the result of
+ * a write transaction (txn_result), the byte helpers, the LMDB error maps,
+ * the key and event codecs of a queued write (over record.h's value
+ * layouts) and, in lmdb_env.c, the environment's small helpers: read
+ * transactions, paths, open errors, the size check, the lock file claim.
  *
- *   store_lmdb.c     the environment: open, reopen, reads, scans, backup,
- *                    stats, close, the ops table
+ * The files of the LMDB store, from the top down (each uses only those
+ * below it):
+ *   store_lmdb.c     the store's face: open, reads, scans, backup, stats,
+ *                    close, the ops table
  *   lmdb_commit.c    the queued writes and the group-commit thread
+ *                    (lmdb_commit.h)
+ *   lmdb_open.c      opening and reopening the environment (lmdb_open.h)
  *   lmdb_journals.c  the journals: detections (index, retention), the
- *                    audit log (its index by document, retention) */
-#ifndef ND_STORE_LMDB_INTERNAL_H
-#define ND_STORE_LMDB_INTERNAL_H
+ *                    audit log (its index by document, retention)
+ *                    (lmdb_journals.h)
+ *   lmdb_env.c       this header's helpers
+ * store_lmdb.c describes the store (files, keys, databases, concurrency,
+ * space, headroom); record.c the value layouts. */
+#ifndef ND_LMDB_ENV_H
+#define ND_LMDB_ENV_H
 
 #include "store.h"
 #include "record.h"
@@ -273,9 +283,7 @@ typedef struct txn_result {
     size_t audits;   /* audit entries written (retention may drop as many) */
 } txn_result;
 
-/* ---- across the files (each described in full where it lives) ---- */
-
-/* store_lmdb.c */
+/* ---- lmdb_env.c ---- */
 
 /* Begins a read transaction with env_lock held shared; the caller ends it
  * with lmdb_read_end(). Returns 0 or -errno (lock released). */
@@ -284,57 +292,19 @@ int lmdb_read_begin(nd_store *st, MDB_txn **txn);
 /* Ends a read transaction of lmdb_read_begin(). */
 void lmdb_read_end(nd_store *st, MDB_txn *txn);
 
-/* Commit thread: closes and reopens the environment after MDB_PANIC.
- * Returns 0 or -errno (st->env NULL then). */
-int lmdb_env_reopen(nd_store *st);
+/* dir/name in a new string (caller frees), or NULL when out of memory. */
+char *lmdb_path_join(const char *dir, const char *name);
 
-/* lmdb_commit.c */
+/* Refuses a data.mdb in dir shorter than the pages its meta page
+ * references. Returns 0, or -EIO / -EINVAL with err set. */
+int lmdb_check_size(MDB_env *env, const char *dir, char *err, size_t errlen);
 
-/* The commit thread (arg: the store). Returns NULL at close. */
-void *lmdb_commit_main(void *arg);
+/* Describes the LMDB or system error rc of step in opening the store in dir
+ * into err. Returns the -errno it maps to. */
+int lmdb_open_err(int rc, const char *dir, const char *step, char *err, size_t errlen);
 
-/* Finds out whether the store can take writes (open, and the idle commit
- * thread while not writable); sets st->writable. */
-void lmdb_probe_space(nd_store *st);
-
-/* The ops table's writes (store.h: put, replace, amend, delete_at,
- * event_put, hurry): each queues a write_op. Return 0 (queued), -EINVAL,
- * -ENOMEM, -EBUSY (shed) or -ESHUTDOWN. */
-int lmdb_put(nd_store *st, const nd_record *rec, const nd_store_event *audit, nd_store_done_fn done,
-             void *arg);
-int lmdb_replace(nd_store *st, const nd_record *rec, nd_store_done_fn done, void *arg);
-int lmdb_amend(nd_store *st, const nd_record *rec, const nd_store_event *audit,
-               nd_store_done_fn done, void *arg);
-int lmdb_delete_at(nd_store *st, const char *id, size_t id_len, int64_t registered_at_us,
-                   uint64_t stream_seq, const nd_store_event *audit, nd_store_done_fn done,
-                   void *arg);
-int lmdb_event_put(nd_store *st, const nd_store_event *ev, nd_store_done_fn done, void *arg);
-void lmdb_hurry(nd_store *st);
-
-/* lmdb_journals.c */
-
-/* Writes the event encoded at e (len bytes, encode_event) into its journal
- * in txn, with its index, count and retention. Returns 0 or the LMDB
- * error. */
-int lmdb_apply_event(nd_store *st, MDB_txn *txn, unsigned char *e, size_t len, txn_result *res);
-
-/* Drops the detections of owner (its 8 key bytes) with their index
- * entries and count, in txn. Returns 0 or the LMDB error. */
-int lmdb_detections_drop(nd_store *st, MDB_txn *txn, const unsigned char *owner);
-
-/* Drops audit entries beyond the audit limits, at most budget, in txn.
- * Returns 0 or the LMDB error. */
-int lmdb_audit_trim(nd_store *st, MDB_txn *txn, size_t budget);
-
-/* Indexes every stored audit entry by its document (a store opened without
- * audit_documents). Returns 0 or the LMDB error. */
-int lmdb_audit_index_all(nd_store *st, MDB_txn *txn);
-
-/* The ops table's journal reads (store.h: list_events, list_audit). Return
- * 0, a visit's non-zero value, or -errno. */
-int lmdb_events(nd_store *st, nd_event_kind kind, int64_t owner_at, int64_t before_at, size_t limit,
-                int (*visit)(void *arg, const nd_store_event *ev), void *arg);
-int lmdb_audit_of(nd_store *st, int64_t owner_at, const char *doc, size_t len, int64_t before_at,
-                  size_t limit, int (*visit)(void *arg, const nd_store_event *ev), void *arg);
+/* Reserves the blocks of dir/lock.mdb before LMDB maps it. Returns 0 or
+ * -ENOMEM / -ENOSPC with err set. */
+int lmdb_claim_lock_file(const char *dir, char *err, size_t errlen);
 
 #endif
