@@ -2,10 +2,10 @@
  * document's memory and references, the id map (hash chains), the slot
  * table, linking into and unlinking from the SimHash and anchor indexes,
  * the fingerprint versions loaded, and the document of a stored record.
- * Shared with registry.c (changes) and verdict.c (checks) through
- * registry_internal.h; locking as registry.h describes. */
-#include "registry.h"
-#include "registry_internal.h"
+ * The registry's state and the document helpers are docs_internal.h's,
+ * shared with registry.c (changes), verdict.c (checks) and the loader;
+ * locking as registry.h describes. */
+#include "docs_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -212,6 +212,11 @@ void nd_reg_amended_from(nd_doc *nd, const nd_doc *d)
     nd->version = d->version;
     atomic_init(&nd->sk_size, atomic_load_explicit(&d->sk_size, memory_order_relaxed));
     nd->state = DOC_PENDING; /* not linked until committed */
+}
+
+bool nd_registry_loaded(const nd_registry *reg)
+{
+    return atomic_load(&reg->loaded);
 }
 
 int nd_registry_get(nd_registry *reg, const char *id, size_t id_len, nd_doc **out)

@@ -3,7 +3,7 @@
  * registry, parked behind a pending document, reported and summed up. The
  * input and its lines are import_lines.c's. */
 #include "import.h"
-#include "import_internal.h"
+#include "import_lines_internal.h"
 
 #include <errno.h>
 #include <pthread.h>

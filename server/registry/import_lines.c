@@ -2,12 +2,13 @@
  * (gzip inflated to a temporary file, then mapped), its lines found and
  * numbered over the threads, their registered_at read and checked, and
  * the judging order. The judging itself is import.c's. */
-#include "import.h"
-#include "import_internal.h"
+#include "import_lines.h"
+#include "import_lines_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -16,6 +17,7 @@
 
 #include <zlib.h>
 
+#include "bounds.h"
 #include "json.h"
 
 /* ---- registered_at ---- */
@@ -328,7 +330,7 @@ static int ref_cmp(const void *a, const void *b)
     return x->no < y->no ? -1 : x->no > y->no;
 }
 
-/* import_internal.h */
+/* import_lines_internal.h */
 int nd_import_scan_lines(const char *buf, size_t len, unsigned nthreads, int64_t latest,
                          line_ref **out, size_t *n)
 {

@@ -2,7 +2,8 @@
  * registry's tables (documents carved from large arena blocks, linked a
  * batch per hold of the locks; for a large store the blocks are prefaulted
  * and the anchors placed on two helper threads) and the bulk build of the
- * fingerprint and anchor indexes. Shares the registry's state through registry_internal.h. */
+ * fingerprint and anchor indexes. Shares the registry's state through
+ * docs_internal.h and registry_internal.h. */
 #include "registry.h"
 #include "registry_internal.h"
 #include "clock.h"

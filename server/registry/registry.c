@@ -5,7 +5,7 @@
  * locking is described in registry.h; loading at start is in loader.c. */
 #include "registry.h"
 #include "registry_internal.h"
-#include "verdict.h"
+#include "verdict_internal.h"
 #include "fingerprint.h"
 #include "utf8.h"
 
@@ -263,11 +263,6 @@ void nd_registry_destroy(nd_registry *reg)
 void nd_registry_set_loaded(nd_registry *reg)
 {
     atomic_store(&reg->loaded, true);
-}
-
-bool nd_registry_loaded(const nd_registry *reg)
-{
-    return atomic_load(&reg->loaded);
 }
 
 void nd_registry_shutdown(nd_registry *reg)

@@ -35,106 +35,20 @@
 #include "anchor_index.h"
 #include "claim.h"
 #include "config.h"
+#include "docs.h"
 #include "fingerprint.h"
 #include "index.h"
+#include "registry_options.h"
 #include "request.h"
 #include "sketch.h"
 #include "store.h"
+#include "verdict.h"
 
-/* The version of a registered document: its fingerprint and its sketch
- * (anchors and verification signature). Records of any other version are
- * stale: kept, never compared, upgraded by re-registering the same text. */
-#define ND_RECORD_VERSION ND_FINGERPRINT_VERSION "+" ND_SKETCH_VERSION
-
-typedef struct nd_registry nd_registry;
 typedef struct nd_reg_change nd_reg_change;
 
-/* One registered document. Every field above `refs` is immutable once the
- * document is visible, so a reference holder may read them without locks. */
-typedef struct nd_doc {
-    const char *id; /* id_len bytes, not NUL-terminated */
-    size_t id_len;
-    uint64_t simhash;
-    int64_t registered_at_us; /* server clock, UTC microseconds since the epoch */
-    uint32_t chars;
-    uint8_t text_hash[16]; /* XXH3-128 of the text, canonical byte order */
-    const char *meta;      /* compact JSON object, meta_len bytes; NULL if none */
-    size_t meta_len;
-    bool stale;               /* fingerprint version differs: not in the index */
-    uint8_t status;           /* the claim: ND_CLAIM_ACTIVE, ND_CLAIM_REVOKED
-                           * (revoked: never evidence) or
-                           * ND_CLAIM_SUPERSEDED (evidence as an active one) */
-    uint16_t account_len;     /* 0: no account */
-    uint32_t policy_len;      /* 0: no policy */
-    const char *version;      /* fingerprint version, NUL-terminated; borrowed
-                               * from the registry, valid while it is */
-    int64_t superseded_by_us; /* ND_CLAIM_SUPERSEDED: the registered_at_us of
-                               * the document whose restore superseded it
-                               * (0 otherwise) */
-    /* The registering account (account_len bytes, not
-     * NUL-terminated; NULL: none) and the reprint policy (compact JSON,
-     * policy_len bytes, not NUL-terminated; NULL: none, the server's default
-     * applies; claim.h reads it). Both live in the document's own memory
-     * (after id and meta). A policy change or a revoke/restore replaces the
-     * whole nd_doc by a new one with the same id, slot and registered_at:
-     * a reference holder sees one consistent version. */
-    const char *account;
-    const char *policy;
-    /* Private to the registry. */
-    bool arena; /* loaded at start: in the registry's arena */
-    _Atomic unsigned refs;
-    _Atomic int state; /* pending, live, deleting */
-    uint32_t slot;
-    struct nd_doc *next; /* hash chain */
-    struct nd_waiter *waiters;
-    /* A document registered by this process: its stored anchors
-     * (nanchors), then its encoded sketch (sketch_len bytes). Kept only
-     * until its first commit (then the store has them), changed and read
-     * under the writer only. NULL for loaded documents. */
-    uint32_t *extra;
-    uint16_t sketch_len;
-    uint8_t nanchors;
-    /* The size of its stored sketch once known (set at registration, or
-     * when the sketch is first read; 0: unknown): ND_DOC_SK_KNOWN | mode <<
-     * 30 | shift << 16 | n. Candidates whose size rules out a match are
-     * skipped before their sketch is read (nd_sketch_reachable()). Any
-     * thread may set it (always to the same value). */
-    _Atomic uint32_t sk_size;
-} nd_doc;
-
-#define ND_DOC_SK_KNOWN 0x80000000u
-
-/* A document found near the query and verified. */
-typedef struct nd_match {
-    nd_doc *doc;        /* new reference */
-    unsigned distance;  /* SimHash distance to the query (may exceed k: a
-                         * candidate found through the anchor index) */
-    double resemblance; /* estimated Jaccard of the shingle sets */
-    double containment; /* estimated share of the query's shingles in doc */
-    uint8_t kind;       /* nd_match_kind */
-    uint8_t flags;      /* private to the registry */
-    bool same_account;  /* doc has the request's (non-empty) account */
-    bool evidence;      /* makes the article not original: not the same
-                         * account and doc->status active (the claim rule) */
-} nd_match;
-
-/* The verdict of a check. */
-enum nd_verdict {
-    ND_VERDICT_ORIGINAL = 0,  /* no verified match registered earlier */
-    ND_VERDICT_DUPLICATE = 1, /* an identical or near-duplicate one */
-    ND_VERDICT_PARTIAL = 2,   /* only partial copies (the query is mostly in one) */
-};
-
-typedef struct nd_registry_options {
-    unsigned max_matches; /* most matches returned (more sets truncated) */
-    int default_reprint;  /* enum nd_reprint (claim.h) for documents whose
-                           * policy has no rule; ND_REPRINT_UNSET (0) = allow */
-    /* The verdict's settings, the same for every check: the thresholds a
-     * verified match must reach, and the anchor candidates verified per
-     * check (0: the anchor index is not asked). */
-    nd_verdict_params params;
-    unsigned max_verify;
-} nd_registry_options;
+/* The document (nd_doc, its references, lookups by id, the counts):
+ * docs.h. The answer to a check (nd_check_res, nd_match, the verdict):
+ * verdict.h. The options: registry_options.h. */
 
 /* The options of the server's configuration cfg (max_matches,
  * default_reprint, the verdict's thresholds and max_verify). */
@@ -142,52 +56,6 @@ void nd_registry_options_from_config(nd_registry_options *o, const nd_config *cf
 
 /* A /check-original question: nd_check_req, request.h (one shape from the
  * body to here; nd_registry_check() reads it, borrowed for the call). */
-
-/* The answer, and the caller's scratch for computing it. */
-typedef struct nd_check_res {
-    /* Scratch, provided by the caller (per thread): hits, matches and keys
-     * of cap entries (cap >= max_matches + max_verify; more anchor
-     * candidates than fit are held in a heap copy), anchor hits of acap
-     * (ND_ANCHOR_HITS_MAX: every hit a query can find; fewer: only the
-     * best acap are considered), passages of passages_cap. */
-    nd_index_hit *hits;
-    nd_match *matches;
-    int64_t *keys;
-    size_t cap;
-    nd_anchor_hit *ahits;
-    size_t acap;
-    nd_passage *passages;
-    size_t passages_cap;
-    /* Answer. */
-    bool original;    /* no evidence: no verified match registered earlier
-                       * with another account and an active claim */
-    bool registered;  /* the id holds this text now (just or earlier) */
-    bool existing;    /* the id held this text before this call */
-    bool truncated;   /* more matches than returned */
-    size_t nmatches;  /* matches[0..nmatches): the evidence first, then
-                         * the other matches (same account, revoked); each
-                         * group identical, then near duplicates, then
-                         * partial copies; each by resemblance (highest
-                         * first), distance, time */
-    int verdict;      /* enum nd_verdict, from the evidence only; original
-                         * == (verdict == ORIGINAL) */
-    size_t npassages; /* partial copy: the query's spans found in the best
-                         * partial match (passages[0..min(npassages, cap))) */
-    nd_doc *doc;      /* the document under this id (new reference) or NULL */
-    /* The action for the request's account (claim.h's rule):
-     * publish when original; else source is the earliest evidence (new
-     * reference; it may lie beyond the matches returned), and show_source /
-     * may_modify are set with ND_ACTION_REPRINT (false otherwise). */
-    int action; /* enum nd_action */
-    nd_doc *source;
-    bool show_source;
-    bool may_modify;
-    /* With ND_REG_WAIT for a new document whose verdict waits on a pending
-     * one (no document holds the id): the time it was judged at, so that
-     * only documents registered before it could be evidence (INT64_MAX:
-     * the clock's, any). 0 for any other wait (the id's change in flight). */
-    int64_t wait_at_us;
-} nd_check_res;
 
 /* The most a given registration time (rq->registered_at_us) may lie ahead
  * of the server's clock: 5 minutes, for the skew between the clock of the
@@ -242,9 +110,6 @@ int nd_registry_load(nd_registry *reg, nd_registry_progress_fn progress, void *a
 /* Marks an in-memory registry loaded. */
 void nd_registry_set_loaded(nd_registry *reg);
 
-/* True once loading has finished. */
-bool nd_registry_loaded(const nd_registry *reg);
-
 /* Shutdown: from now on nd_registry_check() and
  * nd_registry_delete() return -ESHUTDOWN at once, without touching the
  * store, so that the store can be closed and freed while requests that
@@ -291,9 +156,6 @@ int nd_registry_check(nd_registry *reg, const nd_check_req *rq, nd_check_res *re
  * held). Returns 0, -ENOSPC (past the slot limit) or -ENOMEM; either way
  * the documents are as they were. */
 int nd_registry_reserve(nd_registry *reg, uint64_t extra);
-
-/* Releases the references held by res and empties it (the scratch stays). */
-void nd_check_res_release(nd_check_res *res);
 
 /* Finishes a queued change with the store's status, on the caller's thread:
  * makes a registration live or undoes it, removes a deleted document or
@@ -412,41 +274,6 @@ int nd_registry_change_status(nd_registry *reg, const char *id, size_t id_len, i
  *                  -errno (nothing applied). */
 int nd_registry_apply(nd_registry *reg, nd_store_change kind, const nd_record *rec,
                       const nd_store_event *audit, nd_registry_done_fn done, void *arg);
-
-/* Looks up id. Returns 0 and a new reference in *out, -ENOENT, or -EAGAIN
- * while loading. A registration still waiting for its commit is not found. */
-int nd_registry_get(nd_registry *reg, const char *id, size_t id_len, nd_doc **out);
-
-/* Releases a reference; NULL is allowed. Any thread. */
-void nd_doc_release(nd_doc *doc);
-
-typedef struct nd_registry_stats {
-    uint64_t documents;     /* ids held, pending ones included (an upgrade
-                             * in flight counts its id twice) */
-    uint64_t index_entries; /* fingerprints in the index */
-    uint64_t stale;         /* documents of another fingerprint version */
-    uint64_t pending;       /* changes waiting for the store */
-    uint64_t duplicates;    /* records skipped at load: id stored twice */
-} nd_registry_stats;
-
-/* The digest of the committed documents (the records the store holds):
- * XXH3-64 of (the sum mod 2^64 of each document's hash, their number),
- * each document's hash covering its id, registered_at, SimHash, text hash,
- * status, account and policy (registry_internal.h, doc_digest()). It does
- * not depend on the order of commits: two registries holding the same
- * documents have the same digest. Kept as changes commit, so this is O(1):
- * takes one short lock, does not allocate; any thread. Returns 0 with
- * *documents and *digest, or -EAGAIN while loading. */
-int nd_registry_digest(nd_registry *reg, uint64_t *documents, uint64_t *digest);
-
-/* Reads the counts (a snapshot; no lock). */
-void nd_registry_stats_get(const nd_registry *reg, nd_registry_stats *out);
-
-/* Documents of another fingerprint version found by nd_registry_load(). */
-typedef struct nd_registry_version_count {
-    const char *version; /* borrowed, valid while the registry is */
-    uint64_t documents;  /* loaded with this version */
-} nd_registry_version_count;
 
 /* Fills out[0..cap) with the fingerprint versions other than the current
  * one that nd_registry_load() loaded documents of (a version seen only in

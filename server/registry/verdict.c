@@ -2,9 +2,9 @@
  * SimHash index and the anchor index, each verified against its sketch
  * (stage 2), the verdict and the action from the evidence among them; and
  * the documents a restored claim predates (the same comparison, the other
- * way). Reads the tables registry.c and docs.c keep (registry_internal.h). */
-#include "verdict.h"
-#include "registry_internal.h"
+ * way). Reads the tables docs.c keeps (docs_internal.h). */
+#include "verdict_internal.h"
+#include "claim.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,48 +1,89 @@
-/* verdict.h - the registry's answer to a question (verdict.c): which
- * registered documents match a question, verified by their sketches, and
- * the verdict and the action that follow from the evidence among them.
- * Internal to the registry (registry.c calls it with the tables as
- * registry_internal.h describes); other modules ask through
- * nd_registry_check(). */
+/* verdict.h - the answer to a check (verdict.c): the documents that match
+ * a question, verified by their sketches (nd_match), the verdict, and the
+ * answer with the action that follows from the evidence among them
+ * (nd_check_res), with the caller's scratch for computing it. Public
+ * through registry.h, which includes it; how the registry finds the
+ * answer is verdict_internal.h's. */
 #ifndef ND_VERDICT_H
 #define ND_VERDICT_H
 
-#include "registry.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
-/* Answers the check rq: candidates from the SimHash index within rq->k
- * and from the anchor index, each verified with the sketches (stage 2);
- * res->matches gets the verified documents (new references, released by
- * nd_check_res_release()): live ones (a document waiting for its first
- * commit is never listed), except self and anything registered at or
- * after before_us (INT64_MAX: none). Each is marked same_account /
- * evidence (the claim rule); the evidence comes first, and the verdict,
- * original and the action (with its source, the earliest evidence, a new
- * reference) come from the evidence only. Sorted and cut to max_matches
- * (then truncated is set); the verdict and the source are exact whatever
- * the cut (every SimHash hit is verified, however many). locked: the
- * caller holds the writer (then the tables are stable without the read
- * lock). When wait_on is not NULL and no evidence was found but a pending
- * document verified as one, *wait_on gets it (a borrowed pointer, valid
- * while the writer is held): the caller waits for its commit and decides
- * again. Allocates only when the candidates outgrow res's arrays. Returns
- * 0 or -errno (-ENOMEM, a store read error). */
-int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_doc *self, int64_t before_us,
-                    nd_check_res *res, bool locked, nd_doc **wait_on);
+#include "anchor_index.h"
+#include "docs.h"
+#include "index.h"
+#include "sketch.h"
 
-/* The documents a restore of d now predates (nd_claim_change.predated):
- * the SimHash hits within k of d that are live, active, of another
- * account than d's, registered after d and verified as matches of d
- * (their stored sketch compared with d's as a check of their text would,
- * or the same text); params NULL: the defaults. Writer held. *out gets
- * new references (the caller releases each and frees the array), earliest
- * first, at most ND_STORE_SUPERSEDE_MAX (more: *truncated). Returns 0 or
- * -errno. */
-int nd_verdict_find_predated(nd_registry *reg, nd_doc *d, unsigned k,
-                             const nd_verdict_params *params, nd_doc ***out, size_t *nout,
-                             bool *truncated);
+/* A document found near the query and verified. */
+typedef struct nd_match {
+    nd_doc *doc;        /* new reference */
+    unsigned distance;  /* SimHash distance to the query (may exceed k: a
+                         * candidate found through the anchor index) */
+    double resemblance; /* estimated Jaccard of the shingle sets */
+    double containment; /* estimated share of the query's shingles in doc */
+    uint8_t kind;       /* nd_match_kind */
+    uint8_t flags;      /* private to the registry */
+    bool same_account;  /* doc has the request's (non-empty) account */
+    bool evidence;      /* makes the article not original: not the same
+                         * account and doc->status active (the claim rule) */
+} nd_match;
 
-/* Empties the answer res (no matches, no documents, original, publish)
- * without releasing anything: for an answer not yet given, or released. */
-void nd_verdict_clear(nd_check_res *res);
+/* The verdict of a check. */
+enum nd_verdict {
+    ND_VERDICT_ORIGINAL = 0,  /* no verified match registered earlier */
+    ND_VERDICT_DUPLICATE = 1, /* an identical or near-duplicate one */
+    ND_VERDICT_PARTIAL = 2,   /* only partial copies (the query is mostly in one) */
+};
+
+/* The answer, and the caller's scratch for computing it. */
+typedef struct nd_check_res {
+    /* Scratch, provided by the caller (per thread): hits, matches and keys
+     * of cap entries (cap >= max_matches + max_verify; more anchor
+     * candidates than fit are held in a heap copy), anchor hits of acap
+     * (ND_ANCHOR_HITS_MAX: every hit a query can find; fewer: only the
+     * best acap are considered), passages of passages_cap. */
+    nd_index_hit *hits;
+    nd_match *matches;
+    int64_t *keys;
+    size_t cap;
+    nd_anchor_hit *ahits;
+    size_t acap;
+    nd_passage *passages;
+    size_t passages_cap;
+    /* Answer. */
+    bool original;    /* no evidence: no verified match registered earlier
+                       * with another account and an active claim */
+    bool registered;  /* the id holds this text now (just or earlier) */
+    bool existing;    /* the id held this text before this call */
+    bool truncated;   /* more matches than returned */
+    size_t nmatches;  /* matches[0..nmatches): the evidence first, then
+                         * the other matches (same account, revoked); each
+                         * group identical, then near duplicates, then
+                         * partial copies; each by resemblance (highest
+                         * first), distance, time */
+    int verdict;      /* enum nd_verdict, from the evidence only; original
+                         * == (verdict == ORIGINAL) */
+    size_t npassages; /* partial copy: the query's spans found in the best
+                         * partial match (passages[0..min(npassages, cap))) */
+    nd_doc *doc;      /* the document under this id (new reference) or NULL */
+    /* The action for the request's account (claim.h's rule):
+     * publish when original; else source is the earliest evidence (new
+     * reference; it may lie beyond the matches returned), and show_source /
+     * may_modify are set with ND_ACTION_REPRINT (false otherwise). */
+    int action; /* enum nd_action */
+    nd_doc *source;
+    bool show_source;
+    bool may_modify;
+    /* With ND_REG_WAIT for a new document whose verdict waits on a pending
+     * one (no document holds the id): the time it was judged at, so that
+     * only documents registered before it could be evidence (INT64_MAX:
+     * the clock's, any). 0 for any other wait (the id's change in flight). */
+    int64_t wait_at_us;
+} nd_check_res;
+
+/* Releases the references held by res and empties it (the scratch stays). */
+void nd_check_res_release(nd_check_res *res);
 
 #endif

@@ -1,8 +1,8 @@
-/* import_internal.h - what the two rooms of an import share: the lines
- * found in the input and their times (import_lines.c), judged in order by
- * the run (import.c). Not for other modules: they see import.h. */
-#ifndef ND_IMPORT_INTERNAL_H
-#define ND_IMPORT_INTERNAL_H
+/* import_lines_internal.h - what the two rooms of an import share: the
+ * lines found in the input and their times (import_lines.c), judged in
+ * order by the run (import.c). Not for other modules: they see import.h. */
+#ifndef ND_IMPORT_LINES_INTERNAL_H
+#define ND_IMPORT_LINES_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>

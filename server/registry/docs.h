@@ -1,0 +1,117 @@
+/* docs.h - the registry's documents (docs.c): the document and its
+ * references, the registry's handle, looking a document up by id, the
+ * digest and the counts of the documents held, the fingerprint versions
+ * loaded. Public through registry.h, which includes it; the tables behind
+ * these (the registry's state) are docs_internal.h's. */
+#ifndef ND_DOCS_H
+#define ND_DOCS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fingerprint.h"
+#include "sketch.h"
+
+/* The version of a registered document: its fingerprint and its sketch
+ * (anchors and verification signature). Records of any other version are
+ * stale: kept, never compared, upgraded by re-registering the same text. */
+#define ND_RECORD_VERSION ND_FINGERPRINT_VERSION "+" ND_SKETCH_VERSION
+
+typedef struct nd_registry nd_registry;
+
+/* One registered document. Every field above `refs` is immutable once the
+ * document is visible, so a reference holder may read them without locks. */
+typedef struct nd_doc {
+    const char *id; /* id_len bytes, not NUL-terminated */
+    size_t id_len;
+    uint64_t simhash;
+    int64_t registered_at_us; /* server clock, UTC microseconds since the epoch */
+    uint32_t chars;
+    uint8_t text_hash[16]; /* XXH3-128 of the text, canonical byte order */
+    const char *meta;      /* compact JSON object, meta_len bytes; NULL if none */
+    size_t meta_len;
+    bool stale;               /* fingerprint version differs: not in the index */
+    uint8_t status;           /* the claim: ND_CLAIM_ACTIVE, ND_CLAIM_REVOKED
+                           * (revoked: never evidence) or
+                           * ND_CLAIM_SUPERSEDED (evidence as an active one) */
+    uint16_t account_len;     /* 0: no account */
+    uint32_t policy_len;      /* 0: no policy */
+    const char *version;      /* fingerprint version, NUL-terminated; borrowed
+                               * from the registry, valid while it is */
+    int64_t superseded_by_us; /* ND_CLAIM_SUPERSEDED: the registered_at_us of
+                               * the document whose restore superseded it
+                               * (0 otherwise) */
+    /* The registering account (account_len bytes, not
+     * NUL-terminated; NULL: none) and the reprint policy (compact JSON,
+     * policy_len bytes, not NUL-terminated; NULL: none, the server's default
+     * applies; claim.h reads it). Both live in the document's own memory
+     * (after id and meta). A policy change or a revoke/restore replaces the
+     * whole nd_doc by a new one with the same id, slot and registered_at:
+     * a reference holder sees one consistent version. */
+    const char *account;
+    const char *policy;
+    /* Private to the registry. */
+    bool arena; /* loaded at start: in the registry's arena */
+    _Atomic unsigned refs;
+    _Atomic int state; /* pending, live, deleting */
+    uint32_t slot;
+    struct nd_doc *next; /* hash chain */
+    struct nd_waiter *waiters;
+    /* A document registered by this process: its stored anchors
+     * (nanchors), then its encoded sketch (sketch_len bytes). Kept only
+     * until its first commit (then the store has them), changed and read
+     * under the writer only. NULL for loaded documents. */
+    uint32_t *extra;
+    uint16_t sketch_len;
+    uint8_t nanchors;
+    /* The size of its stored sketch once known (set at registration, or
+     * when the sketch is first read; 0: unknown): ND_DOC_SK_KNOWN | mode <<
+     * 30 | shift << 16 | n. Candidates whose size rules out a match are
+     * skipped before their sketch is read (nd_sketch_reachable()). Any
+     * thread may set it (always to the same value). */
+    _Atomic uint32_t sk_size;
+} nd_doc;
+
+#define ND_DOC_SK_KNOWN 0x80000000u
+
+/* Releases a reference; NULL is allowed. Any thread. */
+void nd_doc_release(nd_doc *doc);
+
+/* True once loading has finished. */
+bool nd_registry_loaded(const nd_registry *reg);
+
+/* Looks up id. Returns 0 and a new reference in *out, -ENOENT, or -EAGAIN
+ * while loading. A registration still waiting for its commit is not found. */
+int nd_registry_get(nd_registry *reg, const char *id, size_t id_len, nd_doc **out);
+
+typedef struct nd_registry_stats {
+    uint64_t documents;     /* ids held, pending ones included (an upgrade
+                             * in flight counts its id twice) */
+    uint64_t index_entries; /* fingerprints in the index */
+    uint64_t stale;         /* documents of another fingerprint version */
+    uint64_t pending;       /* changes waiting for the store */
+    uint64_t duplicates;    /* records skipped at load: id stored twice */
+} nd_registry_stats;
+
+/* The digest of the committed documents (the records the store holds):
+ * XXH3-64 of (the sum mod 2^64 of each document's hash, their number),
+ * each document's hash covering its id, registered_at, SimHash, text hash,
+ * status, account and policy (docs_internal.h, doc_digest()). It does
+ * not depend on the order of commits: two registries holding the same
+ * documents have the same digest. Kept as changes commit, so this is O(1):
+ * takes one short lock, does not allocate; any thread. Returns 0 with
+ * *documents and *digest, or -EAGAIN while loading. */
+int nd_registry_digest(nd_registry *reg, uint64_t *documents, uint64_t *digest);
+
+/* Reads the counts (a snapshot; no lock). */
+void nd_registry_stats_get(const nd_registry *reg, nd_registry_stats *out);
+
+/* Documents of another fingerprint version found by nd_registry_load(). */
+typedef struct nd_registry_version_count {
+    const char *version; /* borrowed, valid while the registry is */
+    uint64_t documents;  /* loaded with this version */
+} nd_registry_version_count;
+
+#endif
