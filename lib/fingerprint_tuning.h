@@ -5,7 +5,9 @@
 #ifndef ND_FINGERPRINT_TUNING_H
 #define ND_FINGERPRINT_TUNING_H
 
-#include "fingerprint.h"
+/* The handle of fingerprint.h, declared here so that this header does not
+ * depend on fingerprint.h (fingerprint.c defines what it declares). */
+typedef struct nd_fingerprinter nd_fingerprinter;
 
 #define ND_FP_MAX_N 4     /* longest token n-gram a feature may be */
 #define ND_FP_TF_TABLE 64 /* term frequencies with a precomputed weight */

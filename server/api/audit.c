@@ -4,7 +4,7 @@
 #include "answer.h"
 #include "api.h"
 #include "audit.h"
-#include "routes.h"
+#include "handlers.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
 #include "api_worker.h"
 #include "log.h"
 #include "pending.h"
-#include "routes.h"
+#include "handlers.h"
 
 #include "question.h"
 #include <errno.h>

@@ -12,7 +12,7 @@
 #include "clock.h"
 #include "log.h"
 #include "pending.h"
-#include "routes.h"
+#include "handlers.h"
 
 #include <errno.h>
 #include <stdlib.h>

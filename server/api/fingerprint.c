@@ -3,7 +3,7 @@
 #include "answer.h"
 #include "api.h"
 #include "api_worker.h"
-#include "routes.h"
+#include "handlers.h"
 
 #include <errno.h>
 #include <string.h>

@@ -6,7 +6,7 @@
 #include "api_worker.h"
 #include "clock.h"
 #include "replica.h"
-#include "routes.h"
+#include "handlers.h"
 
 #include <string.h>
 
@@ -23,6 +23,24 @@ static void reply_status(nd_req *r, const char *status)
     nd_reply_plain(&w, status, strlen(status));
     nd_reply_object_end(&w);
     nd_api_body_send(r, &w, 200);
+}
+
+bool nd_api_ready(const nd_api *api, const char **why)
+{
+    const char *w = NULL;
+    if (api->http && nd_http_draining(api->http))
+        w = "draining";
+    else if (atomic_load(&api->load_failed))
+        w = "load_failed";
+    else if (!nd_registry_loaded(api->reg))
+        w = "loading";
+    else if (!nd_store_writable(api->store))
+        w = "storage_unavailable";
+    else if (api->replica)
+        nd_replica_ready(api->replica, &w);
+    if (why)
+        *why = w;
+    return w == NULL;
 }
 
 void handle_healthz(nd_req *r)

@@ -6,6 +6,7 @@
 #include "api.h"
 #include "audit.h"
 #include "backfill.h"
+#include "handlers.h"
 #include "routes.h"
 
 #define GET_HEAD (EVHTTP_REQ_GET | EVHTTP_REQ_HEAD)

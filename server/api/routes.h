@@ -1,5 +1,6 @@
-/* routes.h - the handlers the route table (routes.c) holds, one per
- * resource file. Each answers the request exactly once. Internal to
+/* routes.h - what the route table (routes.c) says of a route beyond its
+ * path and handler: the auth level nd_api_admit() asks for before the
+ * handler runs. The handlers themselves are in handlers.h. Internal to
  * server/api/. */
 #ifndef ND_ROUTES_H
 #define ND_ROUTES_H
@@ -17,17 +18,5 @@ enum nd_api_auth {
                            * knows which (check, documents) */
     ND_API_AUTH_OPERATOR, /* an operator's token (401 without one, 403 with another) */
 };
-
-/* The methods of /documents/{id} itself (its sub-resources take others). */
-#define DOCUMENT_METHODS (EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_DELETE)
-#define DOCUMENT_ALLOW "GET, HEAD, DELETE"
-
-void handle_healthz(nd_req *r);     /* probes.c */
-void handle_readyz(nd_req *r);      /* probes.c */
-void handle_metrics(nd_req *r);     /* probes.c */
-void handle_replica(nd_req *r);     /* probes.c */
-void handle_fingerprint(nd_req *r); /* fingerprint.c */
-void handle_check(nd_req *r);       /* check.c */
-void handle_document(nd_req *r);    /* documents.c */
 
 #endif

@@ -1,5 +1,5 @@
-/* api.c - request handlers: parse, validate, fingerprint, ask the registry,
- * answer. Each handler ends in exactly one reply, now or after a hand-off. */
+/* api_worker.c - the handlers' state per worker thread (api_worker.h): made
+ * when a worker starts (nd_api_worker_init()), freed when it stops. */
 #include "api.h"
 #include "answer.h"
 #include "api_worker.h"
@@ -67,22 +67,4 @@ void nd_api_worker_finish(void *app, void *user)
         evbuffer_free(aw->sh.out);
     nd_request_parser_finish(&aw->sh.parser);
     free(aw);
-}
-
-bool nd_api_ready(const nd_api *api, const char **why)
-{
-    const char *w = NULL;
-    if (api->http && nd_http_draining(api->http))
-        w = "draining";
-    else if (atomic_load(&api->load_failed))
-        w = "load_failed";
-    else if (!nd_registry_loaded(api->reg))
-        w = "loading";
-    else if (!nd_store_writable(api->store))
-        w = "storage_unavailable";
-    else if (api->replica)
-        nd_replica_ready(api->replica, &w);
-    if (why)
-        *why = w;
-    return w == NULL;
 }
