@@ -376,6 +376,18 @@ step = "unauthorized";
   expect((audit.response.headers.get("WWW-Authenticate") ?? "").includes('error="invalid_token"'), "invalid_token");
 }
 
+step = "forbidden";
+{
+  // A valid token of another account: it may not change the river's policy.
+  const other = { Authorization: `Bearer ${need("ND_OTHER_TOKEN")}` };
+  const { error, response } = await api.PATCH("/documents/{id}/policy", {
+    params: { path: { id: river } },
+    body: { reprint: "allow" },
+    headers: other,
+  });
+  expectError(error, response, 403, "forbidden");
+}
+
 step = "not_found";
 {
   const r = await api.POST("/documents/{id}/revoke", { params: { path: { id: "no-such" } }, headers: auth });

@@ -56,6 +56,7 @@ MODULES = os.path.join(TOOLS, "node_modules")
 STAMP = os.path.join(MODULES, ".neardup-lock-sha256")  # written by tests/contract/install.sh
 NODE = shutil.which("node") or shutil.which("nodejs")
 TOKEN = "nd-contract-7d41c9e02b6f8a35e1c4"
+OTHER_TOKEN = "nd-contract-other-5b90e2d4a7c13f68"  # a token of another account
 WORK = tempfile.mkdtemp(prefix="neardup-contract-")
 with open(SPEC_PATH, encoding="utf-8") as f:
     SPEC_TEXT = f.read()
@@ -229,10 +230,11 @@ def generated_client_against_the_server():
 
     with open(os.path.join(WORK, "tokens"), "w") as f:
         f.write("platform %s operator\n" % TOKEN)  # operator: /replica too
+        f.write("other %s accounts=someone-else\n" % OTHER_TOKEN)  # 403 forbidden
     os.chmod(os.path.join(WORK, "tokens"), 0o600)
     with Server(["--token-file", os.path.join(WORK, "tokens"), "--max-body", "64K"]) as srv:
         env = dict(os.environ, ND_URL="http://127.0.0.1:%d" % srv.port, ND_TOKEN=TOKEN,
-                   ND_TEXTS=TEXTS_DIR, NODE_NO_WARNINGS="1")
+                   ND_OTHER_TOKEN=OTHER_TOKEN, ND_TEXTS=TEXTS_DIR, NODE_NO_WARNINGS="1")
         t0 = time.monotonic()
         p = subprocess.run([NODE, os.path.join(gen, "out", "client.js")], cwd=gen, env=env,
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -261,11 +263,11 @@ def generated_client_against_the_server():
               ex["path"], ex["status"], ex["step"], ex["body"], errors[:3])
     want_steps = {"probes", "fingerprint", "register", "document", "duplicate", "partial_copy",
                   "policy", "revoke", "copies", "audit", "import", "replica", "delete",
-                  "invalid_json", "invalid_field", "unauthorized", "not_found", "id_conflict",
+                  "invalid_json", "invalid_field", "unauthorized", "forbidden", "not_found", "id_conflict",
                   "text_too_short", "unsupported_media_type", "body_too_large", "empty_body",
                   "method_not_allowed"}
     check(want_steps <= steps, "steps missing: %s", sorted(want_steps - steps))
-    check({200, 400, 401, 404, 405, 409, 413, 415, 422} <= statuses, "statuses %s", statuses)
+    check({200, 400, 401, 403, 404, 405, 409, 413, 415, 422} <= statuses, "statuses %s", statuses)
     print("    %d exchanges validated against the contract; seconds: %s" % (
         len(lines) - 1, ", ".join("%s %.1f" % kv for kv in TIMES.items())))
 
