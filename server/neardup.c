@@ -22,6 +22,7 @@
 #include "fingerprint_stream.h"
 #include "import.h"
 #include "log.h"
+#include "question.h"
 #include "reply.h"
 #include "registry.h"
 #include "sketch.h"
@@ -372,6 +373,25 @@ static char *cp_slice(const char *s, size_t len, uint32_t start, uint32_t end)
     return out;
 }
 
+/* The question of s[0..n) as the server makes it (question.h): one
+ * tokenization for the fingerprint and the anchors, and (sketch not NULL)
+ * both modes' sketches into sketch[2], leaving s's tokens in t->sks (for
+ * passages). Returns the text's own mode, or -errno. */
+static int question_of(sk_tools *t, const char *s, size_t n, nd_question *q, nd_sketch sketch[2])
+{
+    static nd_anchors anchors[2];
+    nd_question_tools qt = {
+        .fp = t->fp, .sk = t->sk, .fps = t->fps, .sks = t->sks, .anchors = anchors};
+    nd_check_req rq = {.text = s, .text_len = n};
+    int mode;
+    int rc = nd_question_make(&qt, &rq, q, 0, &mode);
+    if (rc < 0 || !sketch)
+        return rc < 0 ? rc : mode;
+    nd_question_scratch qs;
+    rc = nd_question_sketch(&qt, &rq, q, mode, true, false, sketch, &qs);
+    return rc < 0 ? rc : mode;
+}
+
 static int cmd_compare(int argc, char **argv)
 {
     const char *pa = NULL, *pb = NULL;
@@ -402,33 +422,34 @@ static int cmd_compare(int argc, char **argv)
     char *a = read_file(pa, &la), *b = a ? read_file(pb, &lb) : NULL;
     sk_tools t;
     int rc = a && b ? tools_create(&t) : -EIO;
-    nd_fingerprint_result fa, fb;
-    static nd_sketch sa2[2], sb;
+    static nd_question qa, qb;
+    static nd_sketch sa2[2], sb2[2];
+    const nd_sketch *sb = NULL;
     if (rc == 0) {
         const char *bad = pa;
-        rc = nd_fingerprint(t.fp, t.fps, a, la, &fa);
-        if (rc == 0)
-            bad = pb, rc = nd_fingerprint(t.fp, t.fps, b, lb, &fb);
-        /* B first: the scratch must hold A's shingles for the passages. */
-        if (rc == 0)
-            bad = pb, rc = nd_sketch_text(t.sk, t.sks, b, lb, &sb, NULL, 0, NULL);
-        if (rc == 0) {
-            bad = pa, rc = nd_sketch_text_modes(t.sk, t.sks, a, la, sa2, NULL, 0, NULL);
-            rc = rc > 0 ? 0 : rc;
-        }
+        rc = question_of(&t, a, la, &qa, NULL);
+        /* A first (its errors first), then B sketched; A is sketched last
+         * (tokenized again): the scratch must hold A's for the passages. */
+        if (rc >= 0)
+            bad = pb, rc = question_of(&t, b, lb, &qb, sb2);
+        if (rc >= 0)
+            sb = &sb2[rc];
+        if (rc >= 0)
+            bad = pa, rc = question_of(&t, a, la, &qa, sa2);
+        rc = rc > 0 ? 0 : rc;
         if (rc < 0)
             fprintf(stderr, "neardup compare: %s: %s\n", bad,
                     rc == -EILSEQ ? "text is not valid UTF-8" : strerror(-rc));
     }
     if (rc == 0) {
         nd_sketch_estimate e;
-        const nd_sketch *sa = nd_sketch_for(sa2, &sb);
-        nd_sketch_compare(sa, &sb, &e);
+        const nd_sketch *sa = nd_sketch_for(sa2, sb);
+        nd_sketch_compare(sa, sb, &e);
         int same = la == lb && memcmp(a, b, la) == 0;
         nd_match_kind kind = nd_match_classify(&e, same, &vp);
         json_t *o = json_object();
         json_object_set_new(o, "distance",
-                            json_integer(nd_simhash_distance(fa.simhash, fb.simhash)));
+                            json_integer(nd_simhash_distance(qa.simhash, qb.simhash)));
         json_object_set_new(o, "resemblance", json_real(e.resemblance));
         json_object_set_new(o, "containment", json_real(e.containment));
         json_object_set_new(o, "containment_reverse", json_real(e.containment_r));
@@ -437,11 +458,11 @@ static int cmd_compare(int argc, char **argv)
         json_object_set_new(o, "sampled_a", json_integer(e.q_n));
         json_object_set_new(o, "sampled_b", json_integer(e.d_n));
         json_object_set_new(o, "shift", json_integer(e.shift));
-        json_object_set_new(o, "mode", json_integer(sb.mode));
+        json_object_set_new(o, "mode", json_integer(sb->mode));
         json_object_set_new(o, "shingles_a", json_integer(sa->shingles));
-        json_object_set_new(o, "shingles_b", json_integer(sb.shingles));
+        json_object_set_new(o, "shingles_b", json_integer(sb->shingles));
         nd_passage ps[64];
-        size_t np = nd_sketch_passages(t.sks, &sb, ps, 64);
+        size_t np = nd_sketch_passages(t.sks, sb, ps, 64);
         json_t *arr = json_array();
         for (size_t i = 0; i < np && i < 64; i++) {
             json_t *p = json_object();

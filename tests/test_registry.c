@@ -52,18 +52,13 @@ static void never(void *arg, nd_reg_change *ch, int status)
 
 static int reg_doc(nd_registry *reg, const char *id, uint64_t simhash)
 {
-    nd_check_req rq = {.id = id,
-                       .id_len = strlen(id),
-                       .simhash = simhash,
-                       .chars = 500,
-                       .k = 0,
-                       .do_register = true};
-    memset(rq.text_hash, 0, 16);
-    memcpy(rq.text_hash, id, strlen(id) < 16 ? strlen(id) : 16);
+    nd_check_req rq = {.id = id, .id_len = strlen(id), .k = 0, .do_register = true};
+    nd_question q = {.simhash = simhash, .chars = 500};
+    memcpy(q.text_hash, id, strlen(id) < 16 ? strlen(id) : 16);
     static nd_index_hit hits[64];
     static nd_match matches[64];
     nd_check_res res = {.hits = hits, .matches = matches, .cap = 64};
-    int rc = nd_registry_check(reg, &rq, &res, never, NULL);
+    int rc = nd_registry_check(reg, &rq, &q, NULL, &res, never, NULL);
     nd_check_res_release(&res);
     return rc;
 }
@@ -88,9 +83,10 @@ static void *reader_main(void *arg)
     static _Thread_local nd_index_hit hits[64];
     static _Thread_local nd_match matches[64];
     while (!atomic_load(&stop)) {
-        nd_check_req rq = {.simhash = Q, .chars = 500, .k = 8};
+        nd_check_req rq = {.k = 8};
+        nd_question q = {.simhash = Q, .chars = 500};
         nd_check_res res = {.hits = hits, .matches = matches, .cap = 64};
-        if (nd_registry_check(reg, &rq, &res, never, NULL) == 0) {
+        if (nd_registry_check(reg, &rq, &q, NULL, &res, never, NULL) == 0) {
             for (size_t i = 0; i < res.nmatches; i++)
                 for (size_t j = i + 1; j < res.nmatches; j++)
                     if (res.matches[i].doc == res.matches[j].doc)
@@ -311,8 +307,6 @@ static int check(world *w, answer *a, const char *id, uint64_t h, unsigned k, bo
 {
     nd_check_req rq = {.id = id,
                        .id_len = id ? strlen(id) : 0,
-                       .simhash = h,
-                       .chars = 500,
                        .k = k,
                        .do_register = do_register,
                        .account = account,
@@ -320,16 +314,16 @@ static int check(world *w, answer *a, const char *id, uint64_t h, unsigned k, bo
                        .policy = (char *)policy,
                        .policy_len = policy ? strlen(policy) : 0,
                        .registered_at_us = at};
-    memset(rq.text_hash, 0, 16);
+    nd_question q = {.simhash = h, .chars = 500};
     if (id)
-        memcpy(rq.text_hash, id, strlen(id) < 16 ? strlen(id) : 16);
+        memcpy(q.text_hash, id, strlen(id) < 16 ? strlen(id) : 16);
     else
-        memcpy(rq.text_hash, "?query", 6);
+        memcpy(q.text_hash, "?query", 6);
     int rc;
     do {
         a->res = (nd_check_res){.hits = a->hits, .matches = a->matches, .keys = a->keys, .cap = 32};
         done_box b = BOX_INIT;
-        rc = settle(w, nd_registry_check(w->reg, &rq, &a->res, box_done, &b), &b);
+        rc = settle(w, nd_registry_check(w->reg, &rq, &q, NULL, &a->res, box_done, &b), &b);
     } while (rc == ND_REG_WAIT);
     return rc;
 }
@@ -634,15 +628,12 @@ static void given_times_through(bool lmdb)
     if (lmdb) {
         /* A registration in flight holds its time. */
         answer a;
-        nd_check_req rq = {.id = "flight",
-                           .id_len = 6,
-                           .simhash = Q ^ 0xf000f000,
-                           .chars = 500,
-                           .do_register = true};
-        memcpy(rq.text_hash, "flight", 6);
+        nd_check_req rq = {.id = "flight", .id_len = 6, .do_register = true};
+        nd_question q = {.simhash = Q ^ 0xf000f000, .chars = 500};
+        memcpy(q.text_hash, "flight", 6);
         a.res = (nd_check_res){.hits = a.hits, .matches = a.matches, .keys = a.keys, .cap = 32};
         done_box b = BOX_INIT;
-        int rc = nd_registry_check(w.reg, &rq, &a.res, box_done, &b);
+        int rc = nd_registry_check(w.reg, &rq, &q, NULL, &a.res, box_done, &b);
         REQUIRE(rc == ND_REG_QUEUED, "%d", rc);
         int64_t tf = a.res.doc->registered_at_us;
         int64_t tg = put_doc(&w, "given-flight", Q ^ 0x0f0f0f0f00, "y", NULL, tf);
@@ -762,28 +753,28 @@ static void pending_evidence_waits_with_its_time(void)
     const int64_t t = 1700000000000000;
     nd_check_req rq = {.id = "src",
                        .id_len = 3,
-                       .simhash = Q,
-                       .chars = 500,
                        .do_register = true,
                        .account = "alice",
                        .account_len = 5,
                        .registered_at_us = t};
-    memcpy(rq.text_hash, "src", 3);
+    nd_question q = {.simhash = Q, .chars = 500};
+    memcpy(q.text_hash, "src", 3);
     answer src;
     src.res = (nd_check_res){.hits = src.hits, .matches = src.matches, .keys = src.keys, .cap = 32};
     done_box bs = BOX_INIT;
-    REQUIRE(nd_registry_check(w.reg, &rq, &src.res, box_done, &bs) == ND_REG_QUEUED);
+    REQUIRE(nd_registry_check(w.reg, &rq, &q, NULL, &src.res, box_done, &bs) == ND_REG_QUEUED);
     box_wait(&bs); /* committed by the store; pending until completed here */
 
     nd_check_req cp = rq;
     cp.id = "copy", cp.id_len = 4, cp.account = "bob", cp.account_len = 3;
     cp.registered_at_us = t + 10;
-    memset(cp.text_hash, 0, 16);
-    memcpy(cp.text_hash, "copy", 4);
+    nd_question cq = q;
+    memset(cq.text_hash, 0, 16);
+    memcpy(cq.text_hash, "copy", 4);
     answer a;
     a.res = (nd_check_res){.hits = a.hits, .matches = a.matches, .keys = a.keys, .cap = 32};
     done_box bc = BOX_INIT;
-    CHECK(nd_registry_check(w.reg, &cp, &a.res, box_done, &bc) == ND_REG_WAIT);
+    CHECK(nd_registry_check(w.reg, &cp, &cq, NULL, &a.res, box_done, &bc) == ND_REG_WAIT);
     CHECK(a.res.wait_at_us == t + 10, "%lld", (long long)a.res.wait_at_us);
     CHECK(a.res.nmatches == 0 && !a.res.doc && !a.res.source && !a.res.registered);
     nd_check_req clock = cp; /* the clock's time: any later document could be seen */
@@ -791,13 +782,13 @@ static void pending_evidence_waits_with_its_time(void)
     answer c;
     c.res = (nd_check_res){.hits = c.hits, .matches = c.matches, .keys = c.keys, .cap = 32};
     done_box bk = BOX_INIT;
-    CHECK(nd_registry_check(w.reg, &clock, &c.res, box_done, &bk) == ND_REG_WAIT);
+    CHECK(nd_registry_check(w.reg, &clock, &cq, NULL, &c.res, box_done, &bk) == ND_REG_WAIT);
     CHECK(c.res.wait_at_us == INT64_MAX, "%lld", (long long)c.res.wait_at_us);
     nd_check_req again = rq; /* the id's own registration in flight */
     answer g;
     g.res = (nd_check_res){.hits = g.hits, .matches = g.matches, .keys = g.keys, .cap = 32};
     done_box bg = BOX_INIT;
-    CHECK(nd_registry_check(w.reg, &again, &g.res, box_done, &bg) == ND_REG_WAIT);
+    CHECK(nd_registry_check(w.reg, &again, &q, NULL, &g.res, box_done, &bg) == ND_REG_WAIT);
     CHECK(g.res.wait_at_us == 0, "%lld", (long long)g.res.wait_at_us);
 
     CHECK(nd_registry_complete(w.reg, bs.ch, bs.status) == 0);

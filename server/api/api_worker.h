@@ -22,8 +22,6 @@ typedef struct api_worker {
     nd_sk_scratch *sks;  /* sketch of the text being checked, for passages */
     nd_sketch sketch[2]; /* the text's, in both modes (word, char) */
     nd_anchors anchors[2];
-    uint32_t probe[2 * ND_ANCHORS_QUERY]; /* both modes' anchors */
-    uint8_t enc[ND_SKETCH_ENCODED_MAX];
     nd_index_hit *hits;
     nd_match *matches;
     int64_t *keys;

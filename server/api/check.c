@@ -91,9 +91,9 @@ static void reply_check(nd_req *r, op_state *op)
     const char *verdict = verdict_name(res->verdict);
     nd_reply_plain(&w, verdict, strlen(verdict));
     nd_reply_key(&w, "simhash");
-    nd_reply_simhash(&w, rq->simhash);
+    nd_reply_simhash(&w, op->q.simhash);
     nd_reply_key(&w, "chars");
-    nd_reply_u64(&w, rq->chars);
+    nd_reply_u64(&w, op->q.chars);
     nd_reply_key(&w, "version");
     nd_reply_plain(&w, ND_RECORD_VERSION, strlen(ND_RECORD_VERSION));
     if (rq->id) {
@@ -219,18 +219,17 @@ static nd_question_tools question_tools(nd_api *api, api_worker *aw)
         .fp = api->fp, .sk = aw->sk, .fps = aw->fps, .sks = aw->sks, .anchors = aw->anchors};
 }
 
-/* Sketches the text into the worker's scratch and points the question's
- * stage-2 fields at it (valid until this worker sketches another text).
- * Returns 0 or -errno. */
-static int sketch_check(nd_api *api, api_worker *aw, op_state *op)
+/* Gives the question its stage-2 fields and sketches the text into the
+ * worker's scratch, described in *qs (valid until this worker sketches
+ * another text). Returns 0 or -errno. */
+static int sketch_check(nd_api *api, api_worker *aw, op_state *op, nd_question_scratch *qs)
 {
     /* The anchors now; the sketches when stage 1 finds candidates (most
      * queries find none), or now for a registration, which stores one. */
     int mode = op->sketched - 1; /* -1: tokenized again (question.h) */
     op->sketched = 0;            /* a run after a wait sketches again */
     nd_question_tools qt = question_tools(api, aw);
-    nd_question_room room = {.sketch = aw->sketch, .probe = aw->probe, .enc = aw->enc};
-    return nd_question_sketch(&qt, &op->rq, mode, false, false, &room);
+    return nd_question_sketch(&qt, &op->rq, &op->q, mode, false, false, aw->sketch, qs);
 }
 
 /* The check's ask: the registry decides (and registers when asked). */
@@ -247,9 +246,10 @@ static int ask_check(nd_req *r)
     op->res.acap = API_ANCHOR_HITS;
     op->res.passages = op->passages;
     op->res.passages_cap = API_PASSAGES;
-    int rc = sketch_check(api, aw, op);
+    nd_question_scratch qs;
+    int rc = sketch_check(api, aw, op, &qs);
     if (rc == 0)
-        rc = nd_registry_check(api->reg, &op->rq, &op->res, nd_pending_done, r);
+        rc = nd_registry_check(api->reg, &op->rq, &op->q, &qs, &op->res, nd_pending_done, r);
     if (rc == ND_REG_QUEUED && op->res.nmatches) {
         /* Answered after the commit: keep the matches out of the worker's
          * scratch, which the requests meanwhile reuse. */
@@ -333,7 +333,7 @@ static int fingerprint_check(nd_req *r, op_state *op)
     api_worker *aw = aw_of(r);
     nd_question_tools qt = question_tools(api, aw);
     int mode;
-    int rc = nd_question_make(&qt, &op->rq, api->cfg->min_chars, &mode);
+    int rc = nd_question_make(&qt, &op->rq, &op->q, api->cfg->min_chars, &mode);
     if (rc < 0)
         return rc;
     nd_metrics_event(api->metrics, ND_EV_FINGERPRINTS);
@@ -476,7 +476,7 @@ void handle_check(nd_req *r)
     if (rc < 0) {
         fingerprint_failed(r, rc, "text");
     } else if (rc == ND_QUESTION_TOO_SHORT) {
-        reply_too_short(r, op->rq.chars);
+        reply_too_short(r, op->q.chars);
     } else {
         if (wait_latest) {
             op->sketched = 0; /* the worker's scratch serves others meanwhile */

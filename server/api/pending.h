@@ -66,6 +66,7 @@ typedef struct op_state {
      * registration may be decided again after another request reused the
      * parser); its meta is owned. */
     nd_check_req rq;
+    nd_question q; /* the question of its text (question.h), asked with rq */
     nd_check_res res;
     nd_match *own_matches; /* a queued answer's matches, out of the worker's scratch */
     nd_passage passages[API_PASSAGES];

@@ -438,7 +438,6 @@ int nd_request_parse_check(nd_request_parser *p, const char *body, size_t len,
         return -1;
     out->text = text->str;
     out->text_len = text->str_len;
-    nd_request_text_hash(out->text, out->text_len, out->text_hash);
     return 0;
 }
 

@@ -20,7 +20,6 @@
 
 #include "bounds.h"
 #include "json.h"
-#include "sketch.h"
 
 /* The limits a body is validated against (from nd_config). */
 typedef struct nd_request_limits {
@@ -107,13 +106,13 @@ int nd_request_parse_fingerprint(nd_request_parser *p, const char *body, size_t 
                                  const nd_request_limits *lim, nd_fingerprint_request *out,
                                  nd_request_error *err);
 
-/* POST /check-original: the one shape of a check, from the body to the
- * registry. nd_request_parse_check() fills the request's own fields, the
- * question (registry/question.h) the fingerprint and the sketch, and
- * nd_registry_check() reads it whole (the verdict's settings are the
- * registry's options, not the request's). Pointers are borrowed (from the body, the parser's scratch or the
- * handler's) unless said otherwise; a request that outlives its body (a
- * registration waiting for the store) points them at copies of its own. */
+/* POST /check-original: what was parsed from the body (or an import
+ * line), handed to the registry as it is beside the question made of its
+ * text (registry/question.h: the fingerprint, the anchors, the encoded
+ * sketch) and the verdict's settings (the registry's options). Pointers
+ * are borrowed (from the body, the parser's scratch or the handler's)
+ * unless said otherwise; a request that outlives its body (a registration
+ * waiting for the store) points them at copies of its own. */
 struct nd_doc;         /* registry.h */
 struct nd_store_event; /* store.h */
 
@@ -121,8 +120,7 @@ typedef struct nd_check_req {
     /* The body (nd_request_parse_check()). */
     const char *text;
     size_t text_len;
-    uint8_t text_hash[16]; /* nd_request_text_hash() of the text */
-    const char *id;        /* NULL when the request has no id */
+    const char *id; /* NULL when the request has no id */
     size_t id_len;
     bool do_register;     /* register when original (needs an id) */
     bool latest;          /* "consistency": "latest": decide on the stream's
@@ -155,27 +153,6 @@ typedef struct nd_check_req {
      * registration; NULL with 0: none. */
     const char *client;
     size_t client_len;
-    /* Stage 1: the fingerprint of the text (nd_question_make()). */
-    uint64_t simhash;
-    uint32_t chars;
-    /* Stage 2, the sketch of the text (nd_question_sketch()). Without sketches
-     * (NULL), every SimHash hit within k counts, unverified (kind
-     * near_duplicate, figures 0). */
-    const nd_sketch *sketch;   /* the text's sketches in both modes, [word,
-                                 * char] (nd_sketch_text_modes()) */
-    const uint8_t *sketch_enc; /* nd_sketch_encode() of its own mode's (stored) */
-    size_t sketch_enc_len;
-    const uint32_t *anchors;       /* probed in the anchor index: both modes' */
-    uint32_t nanchors_query;       /* (<= ND_ANCHOR_QUERY_MAX) */
-    const uint32_t *store_anchors; /* its own mode's, best first: stored */
-    uint32_t nanchors_store;       /* (<= ND_ANCHORS_MAX) */
-    const nd_sk_scratch *scratch;  /* sketched the text (for passages), or NULL */
-    /* A query's sketches are made only when there are candidates to verify
-     * (nd_sketch_query()): when sketch_lazy is not NULL, sketch (==
-     * sketch_out) is not filled yet and nd_registry_check() calls
-     * nd_sketch_query_finish(sketch_lazy, sketch_out) before reading it. */
-    nd_sk_scratch *sketch_lazy;
-    nd_sketch *sketch_out;
     /* A registration's audit entry: when not NULL, called once the new
      * document d holds its time (writer held, before the store write):
      * fills *ev (an ND_EVENT_AUDIT event) and returns its value (new, the
@@ -188,7 +165,7 @@ typedef struct nd_check_req {
 /* Parses and validates a /check-original body without building any tree:
  * "meta" is only checked to be an object (the reader validated its
  * grammar and nesting) and handed out raw. Returns 0 and fills the body's
- * fields of *out, text_hash included (out->meta NULL, the rest zero), or
+ * fields of *out (out->meta NULL, the rest zero), or
  * -1 with *err set (400, or 500 out of memory). Allocates only to grow the
  * parser's scratch. */
 int nd_request_parse_check(nd_request_parser *p, const char *body, size_t len,

@@ -44,12 +44,10 @@ typedef struct prep {
     const char *code;     /* refused: the error code, else NULL */
     char message[256];
     nd_check_req rq;
+    nd_question q; /* the question of its text (values) */
     char id[ND_ID_MAX_UTF8 + 1];
     char account[ND_ID_MAX_UTF8 + 1];
-    nd_sketch sketch[2];
-    uint32_t probe[2 * ND_ANCHORS_QUERY];
-    uint32_t store_anchors[ND_ANCHORS_MAX];
-    uint8_t enc[ND_SKETCH_ENCODED_MAX];
+    nd_sketch sketch[2]; /* the text's, made at once: the line is asked later */
 } prep;
 
 typedef struct batch {
@@ -264,7 +262,7 @@ static void prepare_line(import_ctx *c, tools *t, prep *pr, const line_ref *ref)
     int mode;
     nd_question_tools qt = {
         .fp = c->fp, .sk = t->sk, .fps = t->fps, .sks = t->sks, .anchors = t->anchors};
-    int rc = nd_question_make(&qt, rq, p->min_chars, &mode);
+    int rc = nd_question_make(&qt, rq, &pr->q, p->min_chars, &mode);
     if (rc < 0) {
         refuse(pr, rc == -EILSEQ ? "invalid_field" : "internal", "%s",
                rc == -EILSEQ ? "text is not valid UTF-8" : strerror(-rc));
@@ -275,14 +273,11 @@ static void prepare_line(import_ctx *c, tools *t, prep *pr, const line_ref *ref)
         snprintf(pr->message, sizeof(pr->message),
                  "the text has %u characters after normalization; at least %u are needed to "
                  "judge it",
-                 rq->chars, p->min_chars);
+                 pr->q.chars, p->min_chars);
         return;
     }
-    nd_question_room room = {.sketch = pr->sketch,
-                             .probe = pr->probe,
-                             .store_anchors = pr->store_anchors,
-                             .enc = pr->enc};
-    if ((rc = nd_question_sketch(&qt, rq, mode, true, true, &room)) < 0) {
+    nd_question_scratch qs; /* made again in ask(): the line may move (prep_move()) */
+    if ((rc = nd_question_sketch(&qt, rq, &pr->q, mode, true, true, pr->sketch, &qs)) < 0) {
         refuse(pr, "internal", "sketching failed: %s", strerror(-rc));
         return;
     }
@@ -604,7 +599,9 @@ static int ask(import_ctx *c, prep *pr, nd_check_res *res, nd_import_summary *ou
         a->stale = pr->stale;
         a->redo = false;
         a->id_len = 0; /* set by conclude() when the registration is to be audited */
-        int rc = nd_registry_check(c->reg, &pr->rq, res, reg_done, a);
+        /* The line's own sketches, made at once; no passages in a summary. */
+        nd_question_scratch qs = {.sketch = pr->sketch, .lazy = NULL, .passages = NULL};
+        int rc = nd_registry_check(c->reg, &pr->rq, &pr->q, &qs, res, reg_done, a);
         if (rc == ND_REG_QUEUED)
             pr->queued = a; /* the importing thread's until drain() takes it */
         else if (rc != ND_REG_WAIT)
@@ -692,14 +689,6 @@ static void prep_move(prep *dst, prep *src)
         rq->id = dst->id;
     if (src->rq.account == src->account)
         rq->account = dst->account;
-    if (src->rq.sketch == src->sketch)
-        rq->sketch = dst->sketch;
-    if (src->rq.anchors == src->probe)
-        rq->anchors = dst->probe;
-    if (src->rq.store_anchors == src->store_anchors)
-        rq->store_anchors = dst->store_anchors;
-    if (src->rq.sketch_enc == src->enc)
-        rq->sketch_enc = dst->enc;
     src->rq.meta = NULL;
     src->rq.policy = NULL;
 }

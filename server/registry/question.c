@@ -4,7 +4,8 @@
 #include <errno.h>
 #include <string.h>
 
-int nd_question_make(nd_question_tools *t, nd_check_req *rq, unsigned min_chars, int *mode)
+int nd_question_make(nd_question_tools *t, const nd_check_req *rq, nd_question *q,
+                     unsigned min_chars, int *mode)
 {
     *mode = nd_sketch_query(t->sk, t->sks, rq->text, rq->text_len, t->anchors, ND_ANCHORS_QUERY,
                             NULL);
@@ -19,51 +20,44 @@ int nd_question_make(nd_question_tools *t, nd_check_req *rq, unsigned min_chars,
         rc = nd_fingerprint(t->fp, t->fps, rq->text, rq->text_len, &fr);
     if (rc < 0)
         return rc;
-    rq->chars = fr.chars;
+    q->chars = fr.chars;
     if (fr.chars < min_chars)
         return ND_QUESTION_TOO_SHORT;
-    rq->simhash = fr.simhash;
+    q->simhash = fr.simhash;
+    nd_request_text_hash(rq->text, rq->text_len, q->text_hash);
     return 0;
 }
 
-int nd_question_sketch(nd_question_tools *t, nd_check_req *rq, int mode, bool eager,
-                       bool no_passages, const nd_question_room *room)
+int nd_question_sketch(nd_question_tools *t, const nd_check_req *rq, nd_question *q, int mode,
+                       bool eager, bool no_passages, nd_sketch *sketch, nd_question_scratch *qs)
 {
     if (mode < 0)
         mode = nd_sketch_query(t->sk, t->sks, rq->text, rq->text_len, t->anchors, ND_ANCHORS_QUERY,
                                NULL);
     if (mode < 0)
         return mode;
-    rq->sketch = room->sketch;
-    rq->sketch_lazy = NULL;
-    rq->sketch_out = NULL;
+    qs->sketch = sketch;
+    qs->lazy = NULL;
     if (rq->do_register || eager) {
-        int rc = nd_sketch_query_finish(t->sks, room->sketch);
+        int rc = nd_sketch_query_finish(t->sks, sketch);
         if (rc < 0)
             return rc;
     } else {
-        rq->sketch_lazy = t->sks;
-        rq->sketch_out = room->sketch;
+        qs->lazy = t->sks;
     }
     uint32_t n = 0; /* both modes' anchors: a document of either mode is found */
     for (int m = 0; m < 2; m++)
         for (uint32_t i = 0; i < t->anchors[m].n && i < ND_ANCHORS_QUERY; i++)
-            room->probe[n++] = t->anchors[m].a[i];
-    rq->anchors = room->probe;
-    rq->nanchors_query = n;
+            q->probe[n++] = t->anchors[m].a[i];
+    q->nprobe = n;
     const nd_anchors *own = &t->anchors[mode];
     uint32_t ns = own->n < ND_ANCHORS_STORE ? own->n : ND_ANCHORS_STORE;
-    if (room->store_anchors)
-        memcpy(room->store_anchors, own->a, ns * sizeof(uint32_t));
-    rq->store_anchors = room->store_anchors ? room->store_anchors : own->a;
-    rq->nanchors_store = ns;
-    rq->scratch = no_passages ? NULL : t->sks;
-    rq->sketch_enc = NULL;
-    rq->sketch_enc_len = 0;
-    if (rq->do_register) {
-        rq->sketch_enc_len = nd_sketch_encode(&room->sketch[mode], room->enc,
-                                              ND_SKETCH_ENCODED_MAX);
-        rq->sketch_enc = rq->sketch_enc_len ? room->enc : NULL;
-    }
+    memcpy(q->store, own->a, ns * sizeof(uint32_t));
+    q->nstore = ns;
+    qs->passages = no_passages ? NULL : t->sks;
+    q->sketch_enc_len = 0;
+    if (rq->do_register)
+        q->sketch_enc_len = (uint32_t)nd_sketch_encode(&sketch[mode], q->sketch_enc,
+                                                       ND_SKETCH_ENCODED_MAX);
     return 0;
 }

@@ -3,15 +3,24 @@
  * fingerprint from the same tokens, the "too short" refusal, and the
  * stage-2 fields of the check (both modes' anchors to probe, its own
  * mode's anchors to store, the sketches now or when the verdict needs
- * them, the encoded sketch a registration stores). /check-original (api.c)
- * and every import line (import.c: POST /import and `neardup import`)
- * prepare their checks here, so that a text gets the same question
- * whichever way it comes in.
+ * them, the encoded sketch a registration stores). /check-original
+ * (api/check.c) and every import line (import.c: POST /import and
+ * `neardup import`) prepare their checks here, so that a text gets the
+ * same question whichever way it comes in.
+ *
+ * Two shapes: nd_question, what the registry compares, plain values
+ * without a pointer (it could go over a wire to a shard), and
+ * nd_question_scratch, beside it, the thread's sketches of the text (the
+ * query sketch made lazily, the token positions for passages), pointers
+ * into a worker's scratch. nd_check_req (request.h) is what was parsed.
  *
  * The tools are per thread (the caller's): nothing here allocates beyond
  * what the fingerprint and sketch scratches grow to once. */
 #ifndef ND_QUESTION_H
 #define ND_QUESTION_H
+
+#include <stdbool.h>
+#include <stdint.h>
 
 #include "fingerprint.h"
 #include "request.h"
@@ -27,37 +36,62 @@ typedef struct nd_question_tools {
     nd_anchors *anchors; /* [2]: both modes' anchors of the text, likewise */
 } nd_question_tools;
 
-/* Where the stage-2 fields of a question go (caller's storage, pointed at
- * by the check): sketch[2], probe[2 * ND_ANCHORS_QUERY],
- * enc[ND_SKETCH_ENCODED_MAX]; store_anchors[ND_ANCHORS_MAX] to copy the
- * stored anchors into, or NULL to point the check at the tools' anchors
- * (then valid until the tools make another question). */
-typedef struct nd_question_room {
-    nd_sketch *sketch;
-    uint32_t *probe;
-    uint32_t *store_anchors;
-    uint8_t *enc;
-} nd_question_room;
+#define ND_QUESTION_PROBE_MAX (2 * ND_ANCHORS_QUERY) /* both modes' query anchors */
+
+/* What the registry compares for one text: values only. Stage 1 (the
+ * fingerprint, nd_question_make()) and stage 2 (the anchors and, for a
+ * registration, the encoded sketch; nd_question_sketch()). The sketches
+ * themselves stay in the scratch (nd_question_scratch). */
+typedef struct nd_question {
+    uint64_t simhash;
+    uint32_t chars;        /* characters after normalization */
+    uint8_t text_hash[16]; /* nd_request_text_hash() of the text: its identity */
+    uint32_t nprobe;       /* both modes' anchors, probed in the anchor index */
+    uint32_t probe[ND_QUESTION_PROBE_MAX];
+    uint32_t nstore; /* its own mode's anchors, best first: stored */
+    uint32_t store[ND_ANCHORS_STORE];
+    /* nd_sketch_encode() of its own mode's sketch, stored by a
+     * registration; 0 bytes for a query. */
+    uint32_t sketch_enc_len;
+    uint8_t sketch_enc[ND_SKETCH_ENCODED_MAX];
+} nd_question;
+
+/* Beside a question, for the call that asks it: the text's sketches in
+ * the asking thread's scratch (borrowed, valid until the thread sketches
+ * another text). sketch NULL: no sketches, every SimHash hit within k
+ * counts, unverified (kind near_duplicate, figures 0). When lazy is not
+ * NULL the sketches are not made yet: nd_registry_check() calls
+ * nd_sketch_query_finish(lazy, sketch) before reading them, only when
+ * there are candidates to verify. passages: the scratch that sketched
+ * the text (for passages), or NULL. */
+typedef struct nd_question_scratch {
+    nd_sketch *sketch; /* [2]: [word, char] (nd_sketch_text_modes()) */
+    nd_sk_scratch *lazy;
+    const nd_sk_scratch *passages;
+} nd_question_scratch;
 
 /* The answer of nd_question_make() for a text shorter than min_chars
- * (rq->chars says how long it is): the check is not asked. */
+ * (q->chars says how long it is): the check is not asked. */
 #define ND_QUESTION_TOO_SHORT 1
 
 /* Fingerprints rq->text[0..rq->text_len): tokenizes it once into
- * t->sks (t->anchors: both modes' anchors), sets rq->simhash and rq->chars
- * and *mode (the text's own sketch mode, for nd_question_sketch()).
- * Returns 0, ND_QUESTION_TOO_SHORT (fewer than min_chars characters after
- * normalization), -EILSEQ (not UTF-8) or -ENOMEM. */
-int nd_question_make(nd_question_tools *t, nd_check_req *rq, unsigned min_chars, int *mode);
+ * t->sks (t->anchors: both modes' anchors), sets q->simhash, q->chars and
+ * q->text_hash, and *mode (the text's own sketch mode, for
+ * nd_question_sketch()). Returns 0, ND_QUESTION_TOO_SHORT (fewer than
+ * min_chars characters after normalization), -EILSEQ (not UTF-8) or
+ * -ENOMEM. */
+int nd_question_make(nd_question_tools *t, const nd_check_req *rq, nd_question *q,
+                     unsigned min_chars, int *mode);
 
-/* Gives rq its stage-2 fields from the text nd_question_make() last
+/* Gives q its stage-2 fields from the text nd_question_make() last
  * tokenized with t (mode: what it returned; -1: tokenize rq->text again,
- * as after a wait that let the tools serve other texts), in room. The
- * sketches are made now when rq->do_register (a registration stores one,
- * encoded into room->enc) or when eager, else when the verdict finds
- * candidates (rq->sketch_lazy). rq->scratch is set to t->sks (passages)
- * unless no_passages. Returns 0 or -errno (-EILSEQ, -ENOMEM). */
-int nd_question_sketch(nd_question_tools *t, nd_check_req *rq, int mode, bool eager,
-                       bool no_passages, const nd_question_room *room);
+ * as after a wait that let the tools serve other texts), and fills *qs
+ * with sketch (the caller's [2], per thread or per line). The sketches
+ * are made now when rq->do_register (a registration stores one, encoded
+ * into q->sketch_enc) or when eager, else when the verdict finds
+ * candidates (qs->lazy). qs->passages is t->sks unless no_passages.
+ * Returns 0 or -errno (-EILSEQ, -ENOMEM). */
+int nd_question_sketch(nd_question_tools *t, const nd_check_req *rq, nd_question *q, int mode,
+                       bool eager, bool no_passages, nd_sketch *sketch, nd_question_scratch *qs);
 
 #endif

@@ -404,13 +404,14 @@ static void record_of(const nd_doc *d, nd_record *rec, uint8_t *abuf)
     }
 }
 
-/* Makes the document of rq (meta_len bytes of meta, the claim of like
+/* Makes the document of rq and its question q (meta_len bytes of meta, the claim of like
  * (the request's own when NULL: its account and policy, active),
  * registered at at), pending when there is a store, and links it. Writer
  * held. Returns 0 and the document in *out (the registry's reference), or
  * -errno. */
-static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const char *meta,
-                            size_t meta_len, const nd_doc *like, int64_t at, nd_doc **out)
+static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const nd_question *q,
+                            const char *meta, size_t meta_len, const nd_doc *like, int64_t at,
+                            nd_doc **out)
 {
     nd_doc *d = like ? nd_reg_doc_new(rq->id, rq->id_len, meta, meta ? meta_len : 0, like->account,
                                       like->account_len, like->policy, like->policy_len,
@@ -421,25 +422,24 @@ static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const char
         return -ENOMEM;
     if (like)
         d->superseded_by_us = like->superseded_by_us;
-    d->simhash = rq->simhash;
-    d->chars = rq->chars;
-    memcpy(d->text_hash, rq->text_hash, 16);
+    d->simhash = q->simhash;
+    d->chars = q->chars;
+    memcpy(d->text_hash, q->text_hash, 16);
     d->registered_at_us = at;
-    if (rq->sketch_enc && rq->sketch_enc_len <= ND_STORE_SKETCH_MAX) {
-        unsigned na = rq->store_anchors ? rq->nanchors_store : 0;
-        na = na < ND_ANCHORS_MAX ? na : ND_ANCHORS_MAX;
-        d->extra = malloc(4 * (size_t)na + rq->sketch_enc_len);
+    if (q->sketch_enc_len && q->sketch_enc_len <= ND_STORE_SKETCH_MAX) {
+        unsigned na = q->nstore < ND_ANCHORS_STORE ? q->nstore : ND_ANCHORS_STORE;
+        d->extra = malloc(4 * (size_t)na + q->sketch_enc_len);
         if (!d->extra) {
             nd_doc_release(d);
             return -ENOMEM;
         }
         if (na)
-            memcpy(d->extra, rq->store_anchors, 4 * (size_t)na);
-        memcpy(d->extra + na, rq->sketch_enc, rq->sketch_enc_len);
+            memcpy(d->extra, q->store, 4 * (size_t)na);
+        memcpy(d->extra + na, q->sketch_enc, q->sketch_enc_len);
         d->nanchors = (uint8_t)na;
-        d->sketch_len = (uint16_t)rq->sketch_enc_len;
-        const uint8_t *e = rq->sketch_enc; /* nd_sketch_encode()'s header */
-        if (rq->sketch_enc_len >= 8)
+        d->sketch_len = (uint16_t)q->sketch_enc_len;
+        const uint8_t *e = q->sketch_enc; /* nd_sketch_encode()'s header */
+        if (q->sketch_enc_len >= 8)
             atomic_init(&d->sk_size,
                         sk_size_pack(e[1] >> 7, e[1] & 0x7F, (unsigned)e[2] | (unsigned)e[3] << 8));
     }
@@ -500,12 +500,13 @@ static int queue_write(nd_registry *reg, nd_doc *d, nd_doc *old, uint64_t seq, c
 
 /* Registers a new original document, at the time given (given_time()) or,
  * when at is 0, the clock's. Writer held. */
-static int do_register(nd_registry *reg, const nd_check_req *rq, int64_t at, nd_check_res *res,
-                       nd_registry_done_fn fn, void *arg)
+static int do_register(nd_registry *reg, const nd_check_req *rq, const nd_question *q, int64_t at,
+                       nd_check_res *res, nd_registry_done_fn fn, void *arg)
 {
     nd_doc *d;
     nd_reg_clock_raise(reg, at); /* later clock times come after it */
-    int rc = link_request_doc(reg, rq, rq->meta, rq->meta_len, NULL, at ? at : clock_next(reg), &d);
+    int rc = link_request_doc(reg, rq, q, rq->meta, rq->meta_len, NULL, at ? at : clock_next(reg),
+                              &d);
     if (rc < 0)
         return rc;
     res->registered = true;
@@ -529,13 +530,14 @@ static int do_register(nd_registry *reg, const nd_check_req *rq, int64_t at, nd_
 /* The id is registered already. Writer held (locked: a registration, which
  * waits for a pending document its verdict would depend on) or a reference
  * held (a query). */
-static int answer_existing(nd_registry *reg, nd_doc *d, const nd_check_req *rq, nd_check_res *res,
+static int answer_existing(nd_registry *reg, nd_doc *d, const nd_check_req *rq,
+                           const nd_question *q, const nd_question_scratch *qs, nd_check_res *res,
                            bool locked, nd_registry_done_fn fn, void *arg)
 {
-    if (memcmp(d->text_hash, rq->text_hash, 16) != 0)
+    if (memcmp(d->text_hash, q->text_hash, 16) != 0)
         return -EEXIST;
     nd_doc *wait_on = NULL;
-    int rc = nd_verdict_find(reg, rq, d, d->registered_at_us, res, locked,
+    int rc = nd_verdict_find(reg, rq, q, qs, d, d->registered_at_us, res, locked,
                              locked ? &wait_on : NULL);
     if (rc == 0 && wait_on) {
         nd_check_res_release(res);
@@ -558,17 +560,18 @@ static int answer_existing(nd_registry *reg, nd_doc *d, const nd_check_req *rq, 
  * request brings one. The new document is linked at once, ahead of old
  * (which stays what readers get until the commit, and is unlinked then);
  * the answer is as for an existing document. Writer held. */
-static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, nd_check_res *res,
-                      nd_registry_done_fn fn, void *arg)
+static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, const nd_question *q,
+                      const nd_question_scratch *qs, nd_check_res *res, nd_registry_done_fn fn,
+                      void *arg)
 {
     const char *meta = rq->meta ? rq->meta : old->meta;
     size_t meta_len = rq->meta ? rq->meta_len : old->meta_len;
     nd_doc *d;
-    int rc = link_request_doc(reg, rq, meta, meta_len, old, old->registered_at_us, &d);
+    int rc = link_request_doc(reg, rq, q, meta, meta_len, old, old->registered_at_us, &d);
     if (rc < 0)
         return rc;
     nd_doc *wait_on = NULL;
-    if ((rc = nd_verdict_find(reg, rq, d, d->registered_at_us, res, true, &wait_on)) < 0 ||
+    if ((rc = nd_verdict_find(reg, rq, q, qs, d, d->registered_at_us, res, true, &wait_on)) < 0 ||
         wait_on) {
         unlink_doc(reg, d);
         if (rc == 0) { /* its verdict depends on a pending document */
@@ -596,18 +599,19 @@ static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, nd_
     return rc;
 }
 
-static int check_register(nd_registry *reg, const nd_check_req *rq, nd_check_res *res,
-                          nd_registry_done_fn fn, void *arg)
+static int check_register(nd_registry *reg, const nd_check_req *rq, const nd_question *q,
+                          const nd_question_scratch *qs, nd_check_res *res, nd_registry_done_fn fn,
+                          void *arg)
 {
     pthread_mutex_lock(&reg->writer);
     int rc;
     nd_doc *d = map_find(reg, rq->id, rq->id_len);
     if (d && d->state != DOC_LIVE) {
         rc = add_waiter(d, fn, arg);
-    } else if (d && d->stale && memcmp(d->text_hash, rq->text_hash, 16) == 0) {
-        rc = do_upgrade(reg, d, rq, res, fn, arg);
+    } else if (d && d->stale && memcmp(d->text_hash, q->text_hash, 16) == 0) {
+        rc = do_upgrade(reg, d, rq, q, qs, res, fn, arg);
     } else if (d) {
-        rc = answer_existing(reg, d, rq, res, true, fn, arg);
+        rc = answer_existing(reg, d, rq, q, qs, res, true, fn, arg);
     } else {
         nd_doc *wait_on = NULL;
         int64_t at = 0; /* the clock's */
@@ -616,7 +620,7 @@ static int check_register(nd_registry *reg, const nd_check_req *rq, nd_check_res
          * live) every document */
         int64_t before = at && !rq->judge_live ? at : INT64_MAX;
         if (rc == 0)
-            rc = nd_verdict_find(reg, rq, NULL, before, res, true, &wait_on);
+            rc = nd_verdict_find(reg, rq, q, qs, NULL, before, res, true, &wait_on);
         if (rc == 0 && wait_on) {
             /* original unless the pending one commits: asked again then */
             nd_check_res_release(res);
@@ -624,15 +628,16 @@ static int check_register(nd_registry *reg, const nd_check_req *rq, nd_check_res
             res->wait_at_us = before;
             rc = add_waiter(wait_on, fn, arg);
         } else if (rc == 0 && res->original) {
-            rc = do_register(reg, rq, at, res, fn, arg);
+            rc = do_register(reg, rq, q, at, res, fn, arg);
         }
     }
     pthread_mutex_unlock(&reg->writer);
     return rc;
 }
 
-int nd_registry_check(nd_registry *reg, const nd_check_req *rq, nd_check_res *res,
-                      nd_registry_done_fn fn, void *arg)
+int nd_registry_check(nd_registry *reg, const nd_check_req *rq, const nd_question *q,
+                      const nd_question_scratch *qs, nd_check_res *res, nd_registry_done_fn fn,
+                      void *arg)
 {
     nd_verdict_clear(res);
     if (atomic_load(&reg->shutdown)) /* the store may be gone */
@@ -646,7 +651,7 @@ int nd_registry_check(nd_registry *reg, const nd_check_req *rq, nd_check_res *re
     if (rq->registered_at_us > wall_us() + ND_REGISTRY_AHEAD_US)
         return -ERANGE;
     if (rq->do_register)
-        return check_register(reg, rq, res, fn, arg);
+        return check_register(reg, rq, q, qs, res, fn, arg);
     if (rq->id) {
         /* Only asking: a document waiting for its first commit does not
          * exist yet (an upgrade in flight answers with the old one); a
@@ -658,12 +663,12 @@ int nd_registry_check(nd_registry *reg, const nd_check_req *rq, nd_check_res *re
             d = doc_ref(d);
         pthread_rwlock_unlock(&reg->table);
         if (d) {
-            int rc = answer_existing(reg, d, rq, res, false, NULL, NULL);
+            int rc = answer_existing(reg, d, rq, q, qs, res, false, NULL, NULL);
             nd_doc_release(d);
             return rc;
         }
     }
-    return nd_verdict_find(reg, rq, NULL, INT64_MAX, res, false, NULL);
+    return nd_verdict_find(reg, rq, q, qs, NULL, INT64_MAX, res, false, NULL);
 }
 
 /* Puts d (an amended copy of old, unlinked, with the reference it takes

@@ -38,6 +38,7 @@
 #include "docs.h"
 #include "fingerprint.h"
 #include "index.h"
+#include "question.h"
 #include "registry_options.h"
 #include "request.h"
 #include "sketch.h"
@@ -54,8 +55,11 @@ typedef struct nd_reg_change nd_reg_change;
  * default_reprint, the verdict's thresholds and max_verify). */
 void nd_registry_options_from_config(nd_registry_options *o, const nd_config *cfg);
 
-/* A /check-original question: nd_check_req, request.h (one shape from the
- * body to here; nd_registry_check() reads it, borrowed for the call). */
+/* A check reaches the registry as three shapes (each borrowed for the
+ * call): what was parsed (nd_check_req, request.h), the question made of
+ * its text (nd_question: values, question.h) and, beside it, the asking
+ * thread's sketches of the text (nd_question_scratch; NULL: none, every
+ * SimHash hit within k counts, unverified). */
 
 /* The most a given registration time (rq->registered_at_us) may lie ahead
  * of the server's clock: 5 minutes, for the skew between the clock of the
@@ -117,8 +121,10 @@ void nd_registry_set_loaded(nd_registry *reg);
  * already queued still complete with nd_registry_complete(). Any thread. */
 void nd_registry_shutdown(nd_registry *reg);
 
-/* Answers a check, and when original and rq->do_register, registers the
- * document in the same step. Fills res (release it with
+/* Answers the check rq asking the question q (qs: its sketches), and
+ * when original and rq->do_register, registers the document in the same
+ * step (with q's fingerprint, text hash, stored anchors and encoded
+ * sketch). Fills res (release it with
  * nd_check_res_release()). A registration stores rq->account and
  * rq->policy with the document (status active). rq->registered_at_us > 0
  * (an import) registers at that time instead of the clock's, raised by
@@ -146,8 +152,9 @@ void nd_registry_shutdown(nd_registry *reg);
  *   -EAGAIN        still loading.
  *   -ENOMEM, or the store's -errno (e.g. -ESHUTDOWN) when the write could not
  *                  be queued (nothing was registered). */
-int nd_registry_check(nd_registry *reg, const nd_check_req *rq, nd_check_res *res,
-                      nd_registry_done_fn done, void *arg);
+int nd_registry_check(nd_registry *reg, const nd_check_req *rq, const nd_question *q,
+                      const nd_question_scratch *qs, nd_check_res *res, nd_registry_done_fn done,
+                      void *arg);
 
 /* Makes room for extra more documents in the id and slot tables, ahead of
  * a bulk registration (an import), so that its registrations do not stop

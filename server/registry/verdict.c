@@ -87,15 +87,17 @@ static void add_candidate(nd_doc *d, const nd_doc *self, int64_t before_us, uint
     (*n)++;
 }
 
-/* True when d's sketch size is known and rules out listing it for rq
- * (nd_sketch_reachable(): exact, so the answer is the same as after a full
- * comparison). A document with the query's text is always verified. */
-static bool cannot_match(const nd_registry *reg, const nd_check_req *rq, const nd_doc *d)
+/* True when d's sketch size is known and rules out listing it for the
+ * question q, sketched in qs (nd_sketch_reachable(): exact, so the answer
+ * is the same as after a full comparison). A document with the question's
+ * text is always verified. */
+static bool cannot_match(const nd_registry *reg, const nd_question *q,
+                         const nd_question_scratch *qs, const nd_doc *d)
 {
     uint32_t z = atomic_load_explicit(&d->sk_size, memory_order_relaxed);
-    if (!(z & ND_DOC_SK_KNOWN) || memcmp(d->text_hash, rq->text_hash, 16) == 0)
+    if (!(z & ND_DOC_SK_KNOWN) || memcmp(d->text_hash, q->text_hash, 16) == 0)
         return false;
-    return !nd_sketch_reachable(&rq->sketch[(z >> 30) & 1], (z >> 16) & 31, z & 0xFFFF,
+    return !nd_sketch_reachable(&qs->sketch[(z >> 30) & 1], (z >> 16) & 31, z & 0xFFFF,
                                 &reg->opts.params);
 }
 
@@ -137,6 +139,8 @@ static inline bool is_evidence(const nd_doc *d, const nd_check_req *rq)
 
 typedef struct verify_ctx {
     const nd_check_req *rq;
+    const nd_question *q;
+    const nd_question_scratch *qs;
     const nd_verdict_params *params; /* the registry's */
     nd_check_res *res;
     nd_match *m;
@@ -149,7 +153,8 @@ static void verify_one(verify_ctx *v, size_t i, const uint8_t *buf, size_t len)
 {
     nd_match *m = &v->m[i];
     const nd_check_req *rq = v->rq;
-    bool same = memcmp(m->doc->text_hash, rq->text_hash, 16) == 0;
+    const nd_question_scratch *qs = v->qs;
+    bool same = memcmp(m->doc->text_hash, v->q->text_hash, 16) == 0;
     nd_sketch dsk;
     nd_sketch_estimate e = {0};
     bool have = buf && nd_sketch_decode(buf, len, &dsk) == 0;
@@ -157,15 +162,15 @@ static void verify_one(verify_ctx *v, size_t i, const uint8_t *buf, size_t len)
         atomic_store_explicit(&m->doc->sk_size, sk_size_pack(dsk.mode, dsk.shift, dsk.n),
                               memory_order_relaxed); /* a loaded document's, first read */
     if (have && same)
-        nd_sketch_compare(nd_sketch_for(rq->sketch, &dsk), &dsk, &e);
+        nd_sketch_compare(nd_sketch_for(qs->sketch, &dsk), &dsk, &e);
     else if (have) /* cut short when it cannot be listed: then kind none */
-        nd_sketch_compare_bounded(nd_sketch_for(rq->sketch, &dsk), &dsk, v->params, &e);
+        nd_sketch_compare_bounded(nd_sketch_for(qs->sketch, &dsk), &dsk, v->params, &e);
     else if (same)
         e.resemblance = e.containment = e.containment_r = 1.0;
     m->kind = have || same ? (uint8_t)nd_match_classify(&e, same, v->params) : ND_MATCH_NONE;
     m->resemblance = e.resemblance;
     m->containment = e.containment;
-    if (m->kind == ND_MATCH_PARTIAL_COPY && have && rq->scratch && !(m->flags & MF_PENDING) &&
+    if (m->kind == ND_MATCH_PARTIAL_COPY && have && qs->passages && !(m->flags & MF_PENDING) &&
         is_evidence(m->doc, rq) &&
         (e.containment > v->best_partial ||
          (e.containment == v->best_partial && m->doc->registered_at_us < v->best_at))) {
@@ -173,7 +178,7 @@ static void verify_one(verify_ctx *v, size_t i, const uint8_t *buf, size_t len)
          * candidates (their addresses), so that passages are reproducible. */
         v->best_partial = e.containment;
         v->best_at = m->doc->registered_at_us;
-        v->res->npassages = nd_sketch_passages(rq->scratch, &dsk, v->res->passages,
+        v->res->npassages = nd_sketch_passages(qs->passages, &dsk, v->res->passages,
                                                v->res->passages_cap);
     }
 }
@@ -189,10 +194,13 @@ static int verify_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
 /* Stage 2: verifies m[0..n) in place (kind ND_MATCH_NONE: not a match).
  * A document's sketch is read from its extra (memory mode; pending ones,
  * writer held) or, in one read transaction, from the store. */
-static int verify_all(nd_registry *reg, const nd_check_req *rq, nd_check_res *res, nd_match *m,
-                      int64_t *keys, size_t n)
+static int verify_all(nd_registry *reg, const nd_check_req *rq, const nd_question *q,
+                      const nd_question_scratch *qs, nd_check_res *res, nd_match *m, int64_t *keys,
+                      size_t n)
 {
     verify_ctx v = {.rq = rq,
+                    .q = q,
+                    .qs = qs,
                     .params = &reg->opts.params,
                     .res = res,
                     .m = m,
@@ -201,7 +209,7 @@ static int verify_all(nd_registry *reg, const nd_check_req *rq, nd_check_res *re
     size_t from_store = 0;
     for (size_t i = 0; i < n; i++) {
         nd_doc *d = m[i].doc;
-        if (cannot_match(reg, rq, d)) { /* its size alone rules it out: not read */
+        if (cannot_match(reg, q, qs, d)) { /* its size alone rules it out: not read */
             m[i].flags |= MF_DIRECT;
             m[i].kind = ND_MATCH_NONE;
             keys[i] = -1;
@@ -254,20 +262,21 @@ static void decide(const nd_registry *reg, const nd_check_req *rq, nd_doc *sourc
  * evidence was found but a pending document verified as one, *wait_on gets
  * it (a borrowed pointer, valid while the writer is held): the caller
  * waits for its commit and decides again. */
-int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_doc *self, int64_t before_us,
+int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question *q,
+                    const nd_question_scratch *qs, const nd_doc *self, int64_t before_us,
                     nd_check_res *res, bool locked, nd_doc **wait_on)
 {
-    uint64_t simhash = rq->simhash;
+    uint64_t simhash = q->simhash;
     unsigned max_verify = reg->opts.max_verify;
     nd_index_hit *hits, *heap_hits;
     long nh = query_all(reg, simhash, rq->k, res, &hits, &heap_hits);
     if (nh < 0)
         return (int)nh;
-    size_t nhits = (size_t)nh, nah = 0, nmulti = 0, q = 0;
-    bool verify = rq->sketch != NULL;
-    if (verify && rq->anchors && rq->nanchors_query && res->ahits && max_verify) {
-        q = rq->nanchors_query < ND_ANCHOR_QUERY_MAX ? rq->nanchors_query : ND_ANCHOR_QUERY_MAX;
-        nah = nd_anchor_index_query(reg->anchors, rq->anchors, q, res->ahits, res->acap, NULL);
+    size_t nhits = (size_t)nh, nah = 0, nmulti = 0, nq = 0;
+    bool verify = qs && qs->sketch;
+    if (verify && q->nprobe && res->ahits && max_verify) {
+        nq = q->nprobe < ND_ANCHOR_QUERY_MAX ? q->nprobe : ND_ANCHOR_QUERY_MAX;
+        nah = nd_anchor_index_query(reg->anchors, q->probe, nq, res->ahits, res->acap, NULL);
         nah = nah < res->acap ? nah : res->acap;
         while (nmulti < nah && res->ahits[nmulti].shared >= ND_VERDICT_MIN_SHARED)
             nmulti++; /* best first: these lead */
@@ -277,9 +286,9 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_doc *self
      * one, the `per` registered first under each anchor (max_verify in all,
      * at least one per anchor): documents added later cannot push an
      * earlier one out, nor can one anchor's holders crowd out another's. */
-    size_t per = q ? (max_verify < ND_VERIFY_MAX ? max_verify : ND_VERIFY_MAX) / q : 0;
-    per = q && per < 1 ? 1 : per > SINGLE_PER_ANCHOR_MAX ? SINGLE_PER_ANCHOR_MAX : per;
-    size_t nsingle = nah - nmulti < q * per ? nah - nmulti : q * per;
+    size_t per = nq ? (max_verify < ND_VERIFY_MAX ? max_verify : ND_VERIFY_MAX) / nq : 0;
+    per = nq && per < 1 ? 1 : per > SINGLE_PER_ANCHOR_MAX ? SINGLE_PER_ANCHOR_MAX : per;
+    size_t nsingle = nah - nmulti < nq * per ? nah - nmulti : nq * per;
     nd_match *m = res->matches, *heap_m = NULL;
     int64_t *keys = res->keys, *heap_keys = NULL;
     if (nhits + nmulti + nsingle > res->cap) {
@@ -319,7 +328,7 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_doc *self
     for (size_t i = nmulti; i < nah && nsingle; i++) {
         uint32_t slot = res->ahits[i].slot, a = res->ahits[i].anchor;
         nd_doc *d = slot < reg->nslots ? reg->slots[slot] : NULL;
-        if (!d || d->stale || d == self || d->registered_at_us >= before_us || a >= q)
+        if (!d || d->stale || d == self || d->registered_at_us >= before_us || a >= nq)
             continue;
         nd_doc **p = pick[a];
         if (npick[a] == per && d->registered_at_us >= p[per - 1]->registered_at_us)
@@ -329,7 +338,7 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_doc *self
             p[at] = p[at - 1];
         p[at] = d;
     }
-    for (size_t a = 0; a < q && nsingle; a++)
+    for (size_t a = 0; a < nq && nsingle; a++)
         for (size_t k = 0; k < npick[a]; k++)
             add_candidate(pick[a][k], self, before_us, simhash, locked, m, &n);
     if (!locked)
@@ -348,10 +357,10 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_doc *self
     n = u;
     res->npassages = 0;
     int rc = 0;
-    if (verify && n && rq->sketch_lazy) /* the query's sketches: needed now */
-        rc = nd_sketch_query_finish(rq->sketch_lazy, rq->sketch_out);
+    if (verify && n && qs->lazy) /* the query's sketches: needed now */
+        rc = nd_sketch_query_finish(qs->lazy, qs->sketch);
     if (verify)
-        rc = rc ? rc : verify_all(reg, rq, res, m, keys, n);
+        rc = rc ? rc : verify_all(reg, rq, q, qs, res, m, keys, n);
     else
         for (size_t i = 0; i < n; i++)
             m[i].kind = ND_MATCH_NEAR_DUPLICATE;

@@ -9,11 +9,14 @@
 #define ND_VERDICT_INTERNAL_H
 
 #include "docs_internal.h"
+#include "question.h"
 #include "request.h"
 #include "verdict.h"
 
-/* Answers the check rq: candidates from the SimHash index within rq->k
- * and from the anchor index, each verified with the sketches (stage 2);
+/* Answers the check rq asking the question q: candidates from the SimHash
+ * index within rq->k and from the anchor index (q's probe anchors), each
+ * verified with the sketches in qs (stage 2; qs NULL or without sketches:
+ * unverified);
  * res->matches gets the verified documents (new references, released by
  * nd_check_res_release()): live ones (a document waiting for its first
  * commit is never listed), except self and anything registered at or
@@ -29,7 +32,8 @@
  * while the writer is held): the caller waits for its commit and decides
  * again. Allocates only when the candidates outgrow res's arrays. Returns
  * 0 or -errno (-ENOMEM, a store read error). */
-int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_doc *self, int64_t before_us,
+int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question *q,
+                    const nd_question_scratch *qs, const nd_doc *self, int64_t before_us,
                     nd_check_res *res, bool locked, nd_doc **wait_on);
 
 /* The documents a restore of d now predates (nd_claim_change.predated):

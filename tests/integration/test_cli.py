@@ -112,6 +112,40 @@ def test_scorer_protocol():
           f"score.py: {r.returncode} {text[-500:]} {r.stderr.decode()[-500:]}")
 
 
+
+def test_compare():
+    """`neardup compare` makes each text's question as the server does: the
+    distance is that of the texts' fingerprints (the vectors'), a text
+    compared with itself is identical, and a text that is not UTF-8 is
+    named."""
+    vs = [v for v in vectors() if "simhash" in v and v.get("chars", 0) >= 20][:12]
+    check(len(vs) >= 4, "vectors with text")
+    with tempfile.TemporaryDirectory() as d:
+        paths = []
+        for i, v in enumerate(vs):
+            paths.append(os.path.join(d, "t%d" % i))
+            with open(paths[-1], "wb") as f:
+                f.write(v["text"].encode())
+        for i in range(len(vs) - 1):
+            r = run(["compare", paths[i], paths[i + 1]])
+            check(r.returncode == 0, f"compare: {r.stderr!r}")
+            if r.returncode != 0:
+                continue
+            out = json.loads(r.stdout)
+            want = bin(int(vs[i]["simhash"], 16) ^ int(vs[i + 1]["simhash"], 16)).count("1")
+            check(out["distance"] == want, f"distance {out['distance']}, fingerprints {want}")
+        r = run(["compare", paths[0], paths[0]])
+        out = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(out.get("distance") == 0 and out.get("kind") == "identical"
+              and out.get("resemblance") == 1.0, f"itself: {r.stdout!r}")
+        bad = os.path.join(d, "bad")
+        with open(bad, "wb") as f:
+            f.write(b"abc \xff def")
+        r = run(["compare", paths[0], bad])
+        check(r.returncode == 1 and bad.encode() in r.stderr and b"UTF-8" in r.stderr,
+              f"not UTF-8: {r.returncode} {r.stderr!r}")
+
+
 if __name__ == "__main__":
     for name, fn in list(globals().items()):
         if name.startswith("test_") and callable(fn):
