@@ -358,6 +358,24 @@ static void insertion_sort(uint64_t *v, size_t n)
     }
 }
 
+/* One counting pass of a radix sort: src[0..n) into dst by the byte at
+ * shift, stable. Returns false, moving nothing, when skip_uniform and every
+ * value has the same byte there (already in order by it). */
+static bool radix_pass(const uint64_t *src, uint64_t *dst, size_t n, unsigned shift,
+                       bool skip_uniform)
+{
+    size_t count[257] = {0};
+    for (size_t i = 0; i < n; i++)
+        count[((src[i] >> shift) & 255) + 1]++;
+    if (skip_uniform && count[((src[0] >> shift) & 255) + 1] == n)
+        return false;
+    for (unsigned b = 1; b < 257; b++)
+        count[b] += count[b - 1];
+    for (size_t i = 0; i < n; i++)
+        dst[count[(src[i] >> shift) & 255]++] = src[i];
+    return true;
+}
+
 /* Sorts v[0..n) (key << 32 | slot): a stable two-pass radix sort on the
  * 16-bit key (tmp: n more), then an insertion sort of any run of equal keys
  * whose slots are not ascending already (they are when the documents come in
@@ -370,13 +388,7 @@ static void sort_range(uint64_t *v, uint64_t *tmp, size_t n)
     }
     uint64_t *src = v, *dst = tmp;
     for (unsigned shift = 32; shift < 48; shift += 8) {
-        size_t count[257] = {0};
-        for (size_t i = 0; i < n; i++)
-            count[((src[i] >> shift) & 255) + 1]++;
-        for (unsigned b = 1; b < 257; b++)
-            count[b] += count[b - 1];
-        for (size_t i = 0; i < n; i++)
-            dst[count[(src[i] >> shift) & 255]++] = src[i];
+        radix_pass(src, dst, n, shift, false);
         uint64_t *t = src;
         src = dst, dst = t;
     }
@@ -815,26 +827,13 @@ size_t nd_anchor_index_guess_miss(const nd_anchor_index *idx, uint32_t anchor)
 static void sort_postings(uint64_t *v, uint64_t *tmp, size_t n)
 {
     if (n <= 32) {
-        for (size_t i = 1; i < n; i++) {
-            uint64_t x = v[i];
-            size_t j = i;
-            for (; j && v[j - 1] > x; j--)
-                v[j] = v[j - 1];
-            v[j] = x;
-        }
+        insertion_sort(v, n);
         return;
     }
     uint64_t *src = v, *dst = tmp;
     for (unsigned shift = 0; shift < 40; shift += 8) {
-        size_t count[257] = {0};
-        for (size_t i = 0; i < n; i++)
-            count[((src[i] >> shift) & 255) + 1]++;
-        if (count[((src[0] >> shift) & 255) + 1] == n)
+        if (!radix_pass(src, dst, n, shift, true))
             continue; /* one value of this byte: already in order */
-        for (unsigned b = 1; b < 257; b++)
-            count[b] += count[b - 1];
-        for (size_t i = 0; i < n; i++)
-            dst[count[(src[i] >> shift) & 255]++] = src[i];
         uint64_t *t = src;
         src = dst, dst = t;
     }

@@ -327,15 +327,9 @@ static void release_slot(nd_backfill *bf)
 static int query_predate(const char *query, bool *predate)
 {
     *predate = false;
-    for (const char *q = query ? query : ""; *q;) {
-        size_t seg = strcspn(q, "&");
-        size_t klen = strcspn(q, "=&");
-        bool ours = klen == 7 && memcmp(q, "predate", 7) == 0;
-        const char *v = q + klen + (klen < seg);
-        size_t vlen = seg - klen - (klen < seg);
-        q += seg + (q[seg] == '&');
-        if (!ours)
-            continue;
+    const char *v;
+    size_t vlen;
+    while ((v = nd_request_query_next(&query, "predate", &vlen))) {
         if (vlen == 4 && memcmp(v, "true", 4) == 0)
             *predate = true;
         else if (!(vlen == 5 && memcmp(v, "false", 5) == 0))

@@ -522,19 +522,33 @@ static char *query_value(const char *value, size_t len, size_t *out_len)
     return dec;
 }
 
+const char *nd_request_query_next(const char **query, const char *name, size_t *len)
+{
+    size_t nlen = strlen(name);
+    for (const char *q = *query ? *query : ""; *q;) {
+        size_t seg = strcspn(q, "&");
+        size_t klen = strcspn(q, "=&");
+        bool ours = klen == nlen && memcmp(q, name, nlen) == 0;
+        const char *v = q + klen + (klen < seg);
+        *len = seg - klen - (klen < seg);
+        q += seg + (q[seg] == '&');
+        if (ours) {
+            *query = q;
+            return v;
+        }
+    }
+    *query = NULL;
+    return NULL;
+}
+
 int nd_request_query_consistency(const char *query, bool *latest, nd_request_error *err)
 {
     *latest = false;
-    for (const char *q = query ? query : ""; *q;) {
-        size_t seg = strcspn(q, "&");
-        size_t klen = strcspn(q, "=&");
-        bool ours = klen == 11 && memcmp(q, "consistency", 11) == 0;
-        const char *v = q + klen + (klen < seg);
-        size_t vlen = seg - klen - (klen < seg);
-        q += seg + (q[seg] == '&');
-        if (ours && nd_request_consistency(v, vlen, latest, err) < 0)
+    const char *v;
+    size_t vlen;
+    while ((v = nd_request_query_next(&query, "consistency", &vlen)))
+        if (nd_request_consistency(v, vlen, latest, err) < 0)
             return -1;
-    }
     return 0;
 }
 

@@ -254,6 +254,12 @@ size_t nd_request_compact_bound(const char *raw, size_t len, size_t stop);
  * (400 invalid_field "consistency"). */
 int nd_request_consistency(const char *s, size_t len, bool *latest, nd_request_error *err);
 
+/* The next value of parameter name in *query (a query string; NULL:
+ * none), not decoded: returns it (borrowed from the query, *len bytes) and
+ * moves *query past it, or returns NULL when there is no more. Does not
+ * allocate. */
+const char *nd_request_query_next(const char **query, const char *name, size_t *len);
+
 /* Reads "consistency=local|latest" from a query string (NULL: none; other
  * parameters are ignored). Returns 0 with *latest set (false when absent),
  * or -1 with *err set (400 invalid_field "consistency"). */
