@@ -403,8 +403,30 @@ PY
     else
         result tests FAIL "exit $rc: $counts (log: $log)"
         grep -a -E '^ *[0-9]+/[0-9]+ .*(FAIL|TIMEOUT|ERROR)' "$log" | sed 's/^/    | /' | head -20
+        failed_output "$work/root/neardup/build/meson-logs/testlog.json"
         log_tail "$log"
     fi
+}
+
+# failed_output TESTLOG_JSON: the last lines each failed test printed, so a
+# failure in a root that is gone after the run can still be read in CI's log.
+failed_output() {
+    python3 - "$1" <<'PY' | sed 's/^/    | /'
+import json, sys
+try:
+    lines = open(sys.argv[1], errors="replace").readlines()
+except OSError:
+    sys.exit(0)
+for line in lines:
+    t = json.loads(line)
+    if t.get("result") in ("OK", "EXPECTEDFAIL", "SKIP"):
+        continue
+    out = (t.get("stdout") or "").splitlines()
+    err = (t.get("stderr") or "").splitlines()
+    print("--- %s (%s): its last output" % (t.get("name"), t.get("result")))
+    for l in (out + err)[-40:]:
+        print(l[:400])
+PY
 }
 
 # ---- systemd: boot the root, install and run the unit ----------------------
