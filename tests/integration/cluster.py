@@ -31,12 +31,12 @@ import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
 import time
 
+import harness as _harness  # noqa: E402
 from harness import (HOST, SOURCE_ROOT, HAProxyProcess, HAProxyTimings, Server, check,
                      load_texts, request)
 
@@ -45,19 +45,7 @@ REPLICAS_CFG = os.environ.get(
     os.path.join(SOURCE_ROOT, "deploy", "haproxy", "haproxy-replicas.cfg"))
 
 
-def free_ports(n):
-    """n distinct ports that were free a moment ago (all bound at once, so no
-    two are equal; the tiny race with other programs is accepted)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind((HOST, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+free_ports = _harness.free_ports  # below the ephemeral range: safe to restart on
 
 
 def http_get_json(port, path, timeout=2.0):

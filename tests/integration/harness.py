@@ -13,6 +13,7 @@ import gzip
 import http.client
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -295,15 +296,48 @@ def fsync_shim_env(delay_file=None, fail_file=None, env=None):
     return out
 
 
+def _ephemeral_low():
+    """The lowest port the kernel gives to outgoing connections and port-0
+    binds (Linux: /proc/sys/net/ipv4/ip_local_port_range)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_ports(n):
+    """n distinct ports that are free now, chosen below the kernel's ephemeral
+    range: a server that is stopped and started again on its port (a node
+    restarted after kill -9, a NATS server brought back) finds it free even
+    while tests in parallel open thousands of connections, whose local ports
+    come from that range. All n are bound at once, so no two are equal."""
+    low = _ephemeral_low()
+    lo, hi = (10000, low - 1) if low > 12000 else (low + 1000, 65000)
+    rnd = random.Random()
+    socks = []
+    try:
+        for _ in range(200 * n):
+            if len(socks) == n:
+                break
+            s = socket.socket()
+            try:
+                s.bind((HOST, rnd.randint(lo, hi)))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
+        check(len(socks) == n, "no %d free ports in %d..%d", n, lo, hi)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def free_port():
-    """A port that was free a moment ago (for the rare test that cannot read
-    the port from the log, e.g. with logging off)."""
-    import socket
-    s = socket.socket()
-    s.bind((HOST, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A port that is free now (free_ports()), for a test that cannot read
+    the port from the log (logging off) or restarts a server on its port."""
+    return free_ports(1)[0]
 
 
 def request(conn, method, path, body=None, headers=None, close=True):

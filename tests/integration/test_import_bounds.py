@@ -27,7 +27,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import HOST, Runner, Server, check, load_texts, neardup_path  # noqa: E402
+from harness import (HOST, Runner, Server, check, free_ports, load_texts,  # noqa: E402
+                     neardup_path)
 
 T = Runner("test_import_bounds")
 TEXTS = load_texts()
@@ -251,12 +252,7 @@ def same_time_lines_linear():
 def nats_server(tmp):
     """A lone nats-server with JetStream on loopback: (process, url)."""
     import socket
-    socks = [socket.socket() for _ in range(2)]
-    for s in socks:
-        s.bind((HOST, 0))
-    port, mon = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
+    port, mon = free_ports(2)
     conf = os.path.join(tmp, "nats.conf")
     with open(conf, "w") as f:
         f.write('listen: %s:%d\nhttp: %s:%d\njetstream {\n store_dir: "%s/js"\n'
