@@ -970,6 +970,7 @@ static void finish_text(nd_sk_scratch *s, int mode, uint32_t ncp, nd_sketch_info
         info->shingles = (uint32_t)s->nsh[mode];
         info->code_points = ncp;
         info->mode = (uint8_t)mode;
+        info->integrity = (nd_integrity){0};
     }
     s->have_text = true;
 }
