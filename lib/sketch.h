@@ -73,7 +73,7 @@
 
 /* The algorithm's version; store it with every sketch and anchor set and
  * never compare sketches of different versions. */
-#define ND_SKETCH_VERSION "nd-sketch-1"
+#define ND_SKETCH_VERSION "nd-sketch-2"
 
 /* Most values a sketch keeps. */
 #define ND_SKETCH_MAX 512
