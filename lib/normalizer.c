@@ -151,6 +151,25 @@ static const uint32_t han_blocks[][2] = {{0x3400, 0x4DBF}, {0x4E00, 0x9FFF}, {0x
  * whose line comes back as one other code point maps to it. Chains are
  * followed (the fold is idempotent). Applied to every table entry that is
  * a single Han character. Returns 0, -ENOENT or -ENOMEM. */
+/* An entry with the Traditional fold of the table: a BMP Han character
+ * reads as the (single) entry of its table slot when that one is folded. */
+static uint32_t fold_entry(const nd_normalizer *n, uint32_t e)
+{
+    uint32_t x = ND_NORM_CP(e);
+    if (!(e & ND_NORM_F_HAN) || x >= ND_NORM_BMP)
+        return e;
+    uint32_t t = n->table[x];
+    return !(t & ND_NORM_MULTI) && (t & ND_NORM_F_TRAD) ? t : e;
+}
+
+unsigned nd_normalizer_map_astral(const nd_normalizer *n, uint32_t cp, uint32_t buf[ND_NORM_MAX])
+{
+    unsigned len = nd_normalizer_map_slow(cp, buf);
+    for (unsigned i = 0; i < len; i++)
+        buf[i] = fold_entry(n, buf[i]);
+    return len;
+}
+
 static int fold_traditional(nd_normalizer *n)
 {
     size_t count = 0;
@@ -212,6 +231,10 @@ static int fold_traditional(nd_normalizer *n)
             continue;
         n->table[cp] = tx | ND_NORM_F_TRAD;
     }
+    /* and the Han characters of longer mappings (U+337B SQUARE ERA NAME
+     * HEISEI), whose table slots are folded now */
+    for (uint32_t i = 0; i < n->pool_len; i++)
+        n->pool[i] = fold_entry(n, n->pool[i]);
     free(to);
     return 0;
 }

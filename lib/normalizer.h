@@ -78,8 +78,14 @@ typedef struct nd_normalizer {
     uint16_t lk_twin[ND_LK_END][ND_LK_SCRIPTS];
 } nd_normalizer;
 
-/* Maps a code point outside the BMP (computed with utf8proc) into buf. */
+/* Maps a code point (computed with utf8proc and ICU) into buf, without the
+ * Traditional fold. */
 unsigned nd_normalizer_map_slow(uint32_t cp, uint32_t buf[ND_NORM_MAX]);
+
+/* Maps a code point outside the BMP into buf: nd_normalizer_map_slow() with
+ * the Traditional fold applied to its BMP Han outputs. */
+unsigned nd_normalizer_map_astral(const struct nd_normalizer *n, uint32_t cp,
+                                  uint32_t buf[ND_NORM_MAX]);
 
 /* Whether cp renders as nothing or as a blank (a default-ignorable code
  * point, or the blank Braille pattern): what the INVISIBLE flag marks. */
@@ -109,7 +115,7 @@ static inline unsigned nd_normalizer_map(const nd_normalizer *n, uint32_t cp,
         return (*e >> 24) & 0x7Fu;
     }
     *seq = buf;
-    return nd_normalizer_map_slow(cp, buf);
+    return nd_normalizer_map_astral(n, cp, buf);
 }
 
 /* The class an already-normalized code point belongs to. */
