@@ -25,6 +25,17 @@ typedef struct nd_integrity {
     uint32_t han;         /* Han characters read (to judge the script: traditional*20 >= han) */
 } nd_integrity;
 
+/* The Chinese script a text is written in, as an answer reports it:
+ * "traditional" when at least one Han character in 20 was read from its
+ * Traditional form, "simplified" when it has other Han characters, NULL
+ * when it has none. A static string. */
+static inline const char *nd_integrity_script(const nd_integrity *in)
+{
+    if (in->han == 0)
+        return NULL;
+    return (uint64_t)in->traditional * 20 >= in->han ? "traditional" : "simplified";
+}
+
 /* The look-alike fold (proto/fingerprint.md, "Look-alike letters"). A word
  * is a run of code points that are letters, marks or digits (or dropped by
  * the normalizer). Each letter of the Latin, Cyrillic, Greek or Armenian

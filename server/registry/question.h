@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "fingerprint.h"
+#include "fold.h"
 #include "request.h"
 #include "sketch.h"
 

@@ -32,9 +32,13 @@ LOOKALIKE = {"a": "а", "c": "с", "e": "е", "i": "і", "j": "ј", "o": "о", "
              "s": "ѕ", "x": "х", "y": "у", "A": "А", "B": "В", "C": "С", "E": "Е",
              "H": "Н", "K": "К", "M": "М", "O": "О", "P": "Р", "T": "Т", "X": "Х",
              "v": "ν"}
-HIDDEN = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad",  # zero-width
-          "\u2800", "\u3164", "\uffa0", "\u115f", "\u1160",  # blank-looking letters
-          "\U000e0041", "\ufe00"]  # a tag character, a variation selector
+# Zero-width characters, a tag character and a variation selector: put
+# anywhere, a reader sees nothing. Blank-looking characters (Hangul fillers,
+# the empty Braille pattern): a reader sees a space, so a copier puts them
+# where a space is, or between Chinese characters.
+ZERO_WIDTH = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\U000e0041",
+              "\ufe00"]
+BLANK = ["\u2800", "\u3164", "\uffa0", "\u115f", "\u1160"]
 
 RU = ("Почтовый сервер принимает письма от других серверов и хранит их до тех пор, "
       "пока пользователь не заберёт их своим клиентом. Настройка такого сервера требует "
@@ -67,16 +71,27 @@ def swap_lookalikes(text, share, seed):
 
 
 def sprinkle(text, every, seed):
-    """Puts a hidden character after every `every`-th letter or Han
-    character that another one follows; returns (text, n)."""
+    """Hides characters in text: after every `every`-th letter or Han
+    character that another follows, a zero-width one (between Han
+    characters also a blank one); and every third space between two words
+    becomes a blank one. Returns (text, number of characters hidden)."""
     rnd = random.Random(seed)
-    out, n, seen = [], 0, 0
+    out, n, seen, spaces = [], 0, 0, 0
     for i, ch in enumerate(text):
+        nxt = text[i + 1] if i + 1 < len(text) else ""
+        prev = text[i - 1] if i else ""
+        if ch == " " and prev.isalnum() and nxt.isalnum():
+            spaces += 1
+            if spaces % 3 == 0:
+                out.append(rnd.choice(BLANK))
+                n += 1
+                continue
         out.append(ch)
-        if ch.isalnum() and i + 1 < len(text) and text[i + 1].isalnum():
+        if ch.isalnum() and nxt.isalnum():
             seen += 1
             if seen % every == 0:
-                out.append(rnd.choice(HIDDEN))
+                han = "\u4e00" <= ch <= "\u9fff" and "\u4e00" <= nxt <= "\u9fff"
+                out.append(rnd.choice(ZERO_WIDTH + (BLANK if han else [])))
                 n += 1
     return "".join(out), n
 
