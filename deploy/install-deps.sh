@@ -10,9 +10,11 @@ set -euo pipefail
 # gcc only recommends libc6-dev (crt files, C headers), so it is named here.
 build_pkgs=(gcc libc6-dev meson ninja-build pkg-config
             libevent-dev libjansson-dev libxxhash-dev libutf8proc-dev liblmdb-dev
-            libjemalloc-dev zlib1g-dev libnats-dev)
+            libjemalloc-dev zlib1g-dev libnats-dev
+            libopencc-dev libicu-dev) # the normalizer's folds: OpenCC t2s, ICU
 test_pkgs=(python3 python3-yaml python3-jsonschema curl gzip procps lmdb-utils haproxy prometheus systemd
            nats-server # tests/integration/test_replicas.py: a 3-server JetStream cluster
+           opencc # tests/integration/test_evasion.py: Traditional/Simplified copies made by OpenCC itself
            clang libclang-rt-14-dev # clang + libFuzzer runtime: tests/fuzz/run.sh
            debootstrap podman runc systemd-container) # tests/fresh/run.sh
 

@@ -13,6 +13,7 @@
 #include "fingerprint.h"
 #include "hangul.h"
 #include "fingerprint_tuning.h"
+#include "fold.h"
 #include "markup.h"
 #include "normalizer.h"
 #include "swar.h"
@@ -112,6 +113,8 @@ struct nd_fp_scratch {
     bool seen_hash;
     size_t ncjk;
     struct fp_sum *sum; /* allocated at the first sum; counters kept zero */
+    char *fold;         /* the look-alike fold's copy of the text (fold.h) */
+    size_t fold_cap;
 };
 
 /* Per-call state. */
@@ -370,6 +373,7 @@ void nd_fp_scratch_destroy(nd_fp_scratch *s)
     free(s->cjk_seen);
     free(s->cjk_seen_hash);
     free(s->sum);
+    free(s->fold);
     free(s);
 }
 
@@ -1010,6 +1014,12 @@ int nd_fingerprint(const nd_fingerprinter *fp, nd_fp_scratch *scratch, const cha
 {
     fp_state st = {.fp = fp, .scratch = scratch, .word_start = true};
     scratch->seen_hash = false;
+    /* look-alike letters read as their twin (fold.h) */
+    uint32_t lookalike;
+    int rc = nd_fold_lookalikes(fp->norm, text, len, &scratch->fold, &scratch->fold_cap, &text,
+                                &len, &lookalike);
+    if (rc < 0)
+        return rc;
     scan_text(&st, (const uint8_t *)text, len);
     return finish(&st, out);
 }

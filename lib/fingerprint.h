@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 /* The algorithm's version; stored with every registered fingerprint. */
-#define ND_FINGERPRINT_VERSION "nd-simhash-1"
+#define ND_FINGERPRINT_VERSION "nd-simhash-2"
 
 typedef struct nd_fingerprinter nd_fingerprinter;
 typedef struct nd_fp_scratch nd_fp_scratch;

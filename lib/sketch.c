@@ -16,6 +16,9 @@
 #include <xxhash.h>
 #pragma GCC diagnostic pop
 
+#include <unicode/uchar.h>
+
+#include "fold.h"
 #include "markup.h"
 #include "normalizer.h"
 #include "swar.h"
@@ -85,13 +88,16 @@ struct nd_sk_scratch {
     size_t uniq_cap;
     uint64_t *keys; /* shingle_stream(): rank keys that may be anchors */
     size_t keys_cap;
-    size_t set_size;  /* in use for the current text */
-    bool have_text;   /* sh[] holds the last text */
-    uint8_t shift[2]; /* that text's sketch shift, per mode */
-    bool has_cjk;     /* the last text has CJK code points */
-    bool sampled[2];  /* shift[mode] is that of sh[mode] (sample_stream()) */
-    bool query;       /* sh[] holds both modes of nd_sketch_query() */
-    uint32_t chars;   /* the last text's characters as the fingerprint counts them */
+    size_t set_size;        /* in use for the current text */
+    bool have_text;         /* sh[] holds the last text */
+    uint8_t shift[2];       /* that text's sketch shift, per mode */
+    bool has_cjk;           /* the last text has CJK code points */
+    bool sampled[2];        /* shift[mode] is that of sh[mode] (sample_stream()) */
+    bool query;             /* sh[] holds both modes of nd_sketch_query() */
+    uint32_t chars;         /* the last text's characters as the fingerprint counts them */
+    nd_integrity integrity; /* what the folds read differently in the last text */
+    char *fold;             /* the look-alike fold's copy of the text (fold.h) */
+    size_t fold_cap;
 };
 
 typedef struct tok_state {
@@ -104,6 +110,12 @@ typedef struct tok_state {
     uint32_t cjk_cps, word_cps;    /* class C and W code points (after mapping) */
     uint32_t chars;                /* entries not of class S (fingerprint.md's chars) */
     bool want_char;                /* build the character mode stream */
+    /* What the folds read differently (nd_integrity): invisible code
+     * points are counted when they sit between two letters (W or C):
+     * pending_inv since the last visible code point, prev_letter whether
+     * that was a letter, prev_cp its code point. */
+    uint32_t invisible, pending_inv, traditional, han, prev_cp;
+    bool prev_letter, prev_cjk;
     int err;
 } tok_state;
 
@@ -183,6 +195,7 @@ void nd_sk_scratch_destroy(nd_sk_scratch *s)
     free(s->set);
     free(s->uniq);
     free(s->keys);
+    free(s->fold);
     free(s);
 }
 
@@ -301,6 +314,8 @@ static void feed_entry(tok_state *st, uint32_t e, uint32_t ci)
 {
     uint32_t cls = ND_NORM_CLASS(e), cp = ND_NORM_CP(e);
     st->chars += cls != ND_CHAR_SPACE;
+    st->traditional += (e & ND_NORM_F_TRAD) != 0;
+    st->han += (e & ND_NORM_F_HAN) != 0;
     if (cls == ND_CHAR_WORD) {
         /* A pending jamo ends where the word starts. */
         flush_hangul(st, ci);
@@ -403,8 +418,8 @@ static size_t tokenize_3byte_run(const nd_sketcher *sk, tok_state *st, const uin
     const bool han_plain = sk->han_plain, want_char = st->want_char;
     tstream *t = &st->s->tok, *ct = &st->s->ctok;
     size_t p = pos;
-    uint32_t c = *ci, cjk = 0, punct = 0;
-    bool ended = false, more = true;
+    uint32_t c = *ci, cjk = 0, punct = 0, trad = 0, han = 0;
+    bool ended = false, more = true, last_cjk = false;
     while (more && p + 3 <= len) {
         size_t room = (len - p) / 3 < RUN_CHUNK ? (len - p) / 3 : RUN_CHUNK;
         /* + 1: the word that the run ends (end_word()) */
@@ -427,19 +442,27 @@ static size_t tokenize_3byte_run(const nd_sketcher *sk, tok_state *st, const uin
                  * place (cheaper than a cache miss in cp_hash[]) */
                 x = cp;
                 h = XXH3_64bits(s + p, 3);
+                han++;
             } else {
                 uint32_t e = table[cp];
                 cls = ND_NORM_CLASS(e), x = ND_NORM_CP(e);
-                bool take = !(e & ND_NORM_MULTI) &&
+                /* an invisible blank: the general path counts it */
+                bool take = !(e & (ND_NORM_MULTI | ND_NORM_F_INVISIBLE)) &&
                             (cls == ND_CHAR_PUNCT || cls == ND_CHAR_SPACE ||
                              (cls == ND_CHAR_CJK && !is_jamo_l(x) && !is_lv(x) && x < ND_NORM_BMP));
                 if (!take) {
                     more = false;
                     break;
                 }
-                if (cls == ND_CHAR_CJK)
-                    h = cp_hash[x];
+                if (cls == ND_CHAR_CJK) {
+                    /* itself: the hash of its own UTF-8, computed in place
+                     * (cheaper than a cache miss in cp_hash[]) */
+                    h = x == cp ? XXH3_64bits(s + p, 3) : cp_hash[x];
+                    trad += (e & ND_NORM_F_TRAD) != 0;
+                    han += (e & ND_NORM_F_HAN) != 0;
+                }
             }
+            last_cjk = cls == ND_CHAR_CJK;
             if (!ended) { /* the run ends the word before it */
                 t->n = n;
                 end_word(st);
@@ -462,6 +485,10 @@ static size_t tokenize_3byte_run(const nd_sketcher *sk, tok_state *st, const uin
     }
     st->cjk_cps += cjk;
     st->chars += cjk + punct;
+    st->traditional += trad;
+    st->han += han;
+    if (p != pos)
+        st->prev_letter = last_cjk, st->prev_cjk = last_cjk;
     *ci = c;
     return p - pos;
 }
@@ -556,6 +583,42 @@ static size_t tokenize_ascii(const nd_sketcher *sk, tok_state *st, const uint8_t
     return pos;
 }
 
+/* Counts the invisible code points that hide between two letters (what a
+ * reader cannot see; a joiner, ICU's Join_Control, only after a letter of
+ * Latin, Greek, Cyrillic, Armenian or a CJK one, as other scripts use them
+ * in ordinary text), after cp (n entries seq) was fed. Emoji sequences
+ * (joiners and variation selectors after symbols) are not counted. */
+static void count_invisible(const nd_sketcher *sk, tok_state *st, uint32_t cp, unsigned n,
+                            const uint32_t *seq)
+{
+    if (n == 0) {
+        bool inv = cp < ND_NORM_BMP ? (sk->norm->table[cp] & ND_NORM_F_INVISIBLE) != 0
+                                    : nd_normalizer_invisible(cp);
+        if (!inv) { /* a dropped mark: visible */
+            st->pending_inv = 0;
+            return;
+        }
+        if (st->prev_letter && (!u_hasBinaryProperty((UChar32)cp, UCHAR_JOIN_CONTROL) ||
+                                st->prev_cp < 0x0590 || st->prev_cjk))
+            st->pending_inv++;
+        return;
+    }
+    uint32_t e = seq[n - 1], cls = ND_NORM_CLASS(e);
+    if (n == 1 && (e & ND_NORM_F_INVISIBLE)) { /* a blank read as a space */
+        if (st->prev_letter)
+            st->pending_inv++;
+        return;
+    }
+    if (cls == ND_CHAR_WORD || cls == ND_CHAR_CJK) {
+        if (ND_NORM_CLASS(seq[0]) == ND_CHAR_WORD || ND_NORM_CLASS(seq[0]) == ND_CHAR_CJK)
+            st->invisible += st->pending_inv;
+        st->prev_letter = true, st->prev_cp = cp, st->prev_cjk = cls == ND_CHAR_CJK;
+    } else {
+        st->prev_letter = false;
+    }
+    st->pending_inv = 0;
+}
+
 /* Tokenizes UTF-8, refusing it (st->err -EILSEQ) where it is not valid;
  * returns the code point count. */
 static uint32_t tokenize(const nd_sketcher *sk, tok_state *st, const uint8_t *s, size_t len)
@@ -565,7 +628,8 @@ static uint32_t tokenize(const nd_sketcher *sk, tok_state *st, const uint8_t *s,
     bool word_start = true;
     while (pos < len && !st->err) {
         uint8_t b = s[pos];
-        if ((b & 0xF0) == 0xE0 && !st->hangul) {
+        /* the fast paths run with no invisible code point pending */
+        if ((b & 0xF0) == 0xE0 && !st->hangul && !st->pending_inv) {
             size_t k = tokenize_3byte_run(sk, st, s, len, pos, &ci);
             if (k) {
                 pos += k;
@@ -573,8 +637,10 @@ static uint32_t tokenize(const nd_sketcher *sk, tok_state *st, const uint8_t *s,
                 continue;
             }
         }
-        if (b < 0x80 && sk->ascii_fast) {
+        if (b < 0x80 && sk->ascii_fast && !st->pending_inv) {
             pos = tokenize_ascii(sk, st, s, len, pos, &ci, &word_start);
+            st->prev_letter = st->word_len > 0;
+            st->prev_cp = 'a', st->prev_cjk = false;
             continue;
         }
         if (skip_trigger[b]) {
@@ -598,6 +664,7 @@ static uint32_t tokenize(const nd_sketcher *sk, tok_state *st, const uint8_t *s,
             feed_entry(st, seq[i], ci);
         if (n)
             word_start = ND_NORM_CLASS(seq[n - 1]) != ND_CHAR_WORD;
+        count_invisible(sk, st, cp, n, seq);
         ci++;
     }
     end_word(st);
@@ -943,6 +1010,12 @@ static int tokenize_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *te
                          uint32_t *ncp)
 {
     s->have_text = false;
+    /* look-alike letters read as their twin (fold.h) */
+    uint32_t lookalike;
+    int rc = nd_fold_lookalikes(sk->norm, text, len, &s->fold, &s->fold_cap, &text, &len,
+                                &lookalike);
+    if (rc < 0)
+        return rc;
     tok_state st = {
         .s = s, .cp_hash = sk->cp_hash, .want_char = maybe_cjk(sk, (const uint8_t *)text, len)};
     s->tok.n = s->ctok.n = 0;
@@ -950,6 +1023,10 @@ static int tokenize_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *te
     if (st.err)
         return st.err;
     s->chars = st.chars;
+    s->integrity = (nd_integrity){.invisible = st.invisible,
+                                  .lookalike = lookalike,
+                                  .traditional = st.traditional,
+                                  .han = st.han};
     /* Character mode: when CJK code points are at least 1/25 of the CJK,
      * letter and digit code points, every letter and digit is a token of
      * weight 3, as the ground truth's character 5-grams of Chinese text
@@ -970,6 +1047,7 @@ static void finish_text(nd_sk_scratch *s, int mode, uint32_t ncp, nd_sketch_info
         info->shingles = (uint32_t)s->nsh[mode];
         info->code_points = ncp;
         info->mode = (uint8_t)mode;
+        info->integrity = s->integrity;
     }
     s->have_text = true;
 }

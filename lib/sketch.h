@@ -69,10 +69,11 @@
 #include <stdint.h>
 
 #include "fingerprint.h"
+#include "fold.h"
 
 /* The algorithm's version; store it with every sketch and anchor set and
  * never compare sketches of different versions. */
-#define ND_SKETCH_VERSION "nd-sketch-1"
+#define ND_SKETCH_VERSION "nd-sketch-2"
 
 /* Most values a sketch keeps. */
 #define ND_SKETCH_MAX 512
@@ -150,10 +151,11 @@ typedef struct nd_passage {
 
 /* Text statistics of the last sketch (optional output). */
 typedef struct nd_sketch_info {
-    uint32_t tokens;      /* tokens of the text */
-    uint32_t shingles;    /* shingle occurrences (distinct ones: sketch.shingles) */
-    uint32_t code_points; /* code points of the source text */
-    uint8_t mode;         /* the text's own mode */
+    uint32_t tokens;        /* tokens of the text */
+    uint32_t shingles;      /* shingle occurrences (distinct ones: sketch.shingles) */
+    uint32_t code_points;   /* code points of the source text */
+    uint8_t mode;           /* the text's own mode */
+    nd_integrity integrity; /* what the folds read differently (lib/fold.h) */
 } nd_sketch_info;
 
 /* The verification rules, in one place for the server and the CLI. */

@@ -114,6 +114,27 @@ VECTORS = [
     ("markdown plain equivalent", "Title bold and italic and code"),
     ("chinese markdown repost", "## 标题\n\n![图片](https://img.example.cn/x.png)\n\n**" + ZH_PARA + "**\n\n---"),
     ("surrogate-free astral han", "\U00020000\U00020001 \U0002A700"),
+    # The folds (fingerprint.md, "Folds"): each pair reads the same.
+    ("fold traditional", "國家的歷史與文化，軟件開發"),
+    ("fold traditional simplified equivalent", "国家的历史与文化，软件开发"),
+    ("fold compatibility ideograph", "\uF900\uF901"),
+    ("fold invisible dropped", "hel\u200blo wor\u2060ld ag\ufeffain \U000E0041tag\U000E0100"),
+    ("fold invisible dropped equivalent", "hello world again tag"),
+    ("fold blanks read as space", "hello\u3164world\u2800again\u115fand\uffa0again"),
+    ("fold blanks equivalent", "hello world again and again"),
+    ("fold lookalike latin", "Thе quiсk brоwn fох jumрs оvеr thе lаzу dоg"),
+    ("fold lookalike latin equivalent", "The quick brown fox jumps over the lazy dog"),
+    ("fold lookalike greek in latin", "Ηellο wοrld, ρlease αnswer"),
+    ("fold lookalike latin equivalent 2", "Hello world, please answer"),
+    ("fold lookalike cyrillic", "Быcтpaя кopичнeвaя лиca пpыгaeт чepeз лeнивyю coбaкy"),
+    ("fold lookalike cyrillic equivalent", "Быстрая коричневая лиса прыгает через ленивую собаку"),
+    # What must not fold.
+    ("no fold russian", "Съешь же ещё этих мягких французских булок, да выпей чаю. Он сказал: ок."),
+    ("no fold greek", "Ο γρήγορος καφέ αλεπού πηδά πάνω από τον τεμπέλη σκύλο, και ο σκύλος κοιμάται."),
+    ("no fold ukrainian", "Швидка руда лисиця перестрибує через ледачого собаку і їсть хліб."),
+    ("no fold latin word in russian", "Компания Microsoft выпустила Windows, а Google ответил."),
+    ("no fold emoji zwj", "Family \U0001F468\u200d\U0001F469\u200d\U0001F467 and love \u2764\ufe0f, thumbs \U0001F44D\U0001F3FD"),
+    ("no fold persian zwnj", "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"),
 ]
 
 # Byte-level vectors: input that is not valid UTF-8 is an error, never a fingerprint.

@@ -392,6 +392,16 @@ static int question_of(sk_tools *t, const char *s, size_t n, nd_question *q, nd_
     return rc < 0 ? rc : mode;
 }
 
+/* What of a text was read differently from its characters (lib/fold.h),
+ * as the server's answer says it: a new JSON object. */
+static json_t *integrity_json(const nd_integrity *in)
+{
+    const char *script = nd_integrity_script(in);
+    return json_pack("{s:I, s:I, s:I, s:o}", "invisible", (json_int_t)in->invisible, "lookalike",
+                     (json_int_t)in->lookalike, "traditional", (json_int_t)in->traditional,
+                     "script", script ? json_string(script) : json_null());
+}
+
 static int cmd_compare(int argc, char **argv)
 {
     const char *pa = NULL, *pb = NULL;
@@ -461,6 +471,8 @@ static int cmd_compare(int argc, char **argv)
         json_object_set_new(o, "mode", json_integer(sb->mode));
         json_object_set_new(o, "shingles_a", json_integer(sa->shingles));
         json_object_set_new(o, "shingles_b", json_integer(sb->shingles));
+        json_object_set_new(o, "integrity_a", integrity_json(&qa.integrity));
+        json_object_set_new(o, "integrity_b", integrity_json(&qb.integrity));
         nd_passage ps[64];
         size_t np = nd_sketch_passages(t.sks, sb, ps, 64);
         json_t *arr = json_array();

@@ -48,7 +48,16 @@ int main(void)
     expect_one(0x3002, 0x3002, ND_CHAR_PUNCT);   /* ideographic full stop */
     expect_one(0x00E9, 'e', ND_CHAR_WORD);       /* é: decomposed, mark dropped */
     expect_one(0x4E2D, 0x4E2D, ND_CHAR_CJK);     /* 中 */
-    expect_one(0xF900, 0x8C48, ND_CHAR_CJK);     /* compatibility ideograph */
+    expect_one(0xF900, 0x5C82, ND_CHAR_CJK);     /* compatibility ideograph 豈, t2s 岂 */
+    expect_one(0x570B, 0x56FD, ND_CHAR_CJK);     /* 國 -> 国 (OpenCC t2s) */
+    expect_one(0x56FD, 0x56FD, ND_CHAR_CJK);     /* 国 stays */
+    expect_one(0x3164, 0x20, ND_CHAR_SPACE);     /* Hangul filler: a blank */
+    expect_one(0x2800, 0x20, ND_CHAR_SPACE);     /* Braille blank */
+    expect_one(0xFFA0, 0x20, ND_CHAR_SPACE);     /* half-width Hangul filler */
+    expect_dropped(0x200B);                      /* zero width space */
+    expect_dropped(0xFE0F);                      /* variation selector */
+    expect_dropped(0xE0041);                     /* tag A */
+    expect_dropped(0xE0100);                     /* variation selector 17 */
     expect_one(0x30AB, 0x30AB, ND_CHAR_CJK);     /* katakana KA */
     expect_one(0xFF76, 0x30AB, ND_CHAR_CJK);     /* half-width katakana KA */
     expect_one(0xD55C, 0xD55C, ND_CHAR_CJK);     /* Hangul syllable kept whole */

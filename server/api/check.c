@@ -78,6 +78,34 @@ static enum nd_event verdict_event(int verdict)
     }
 }
 
+/* The answer's "integrity": what of the text was read differently from its
+ * characters (lib/fold.h), so that a moderator sees an evasion itself; and
+ * one count per kind the text carried in neardup_check_integrity_total. */
+static void add_integrity(nd_reply *w, nd_metrics *metrics, const nd_integrity *in)
+{
+    nd_reply_key(w, "integrity");
+    nd_reply_object(w);
+    nd_reply_key(w, "invisible");
+    nd_reply_u64(w, in->invisible);
+    nd_reply_key(w, "lookalike");
+    nd_reply_u64(w, in->lookalike);
+    nd_reply_key(w, "traditional");
+    nd_reply_u64(w, in->traditional);
+    nd_reply_key(w, "script");
+    const char *script = nd_integrity_script(in);
+    if (script)
+        nd_reply_plain(w, script, strlen(script));
+    else
+        nd_reply_null(w);
+    nd_reply_object_end(w);
+    if (in->invisible)
+        nd_metrics_event(metrics, ND_EV_INTEGRITY_INVISIBLE);
+    if (in->lookalike)
+        nd_metrics_event(metrics, ND_EV_INTEGRITY_LOOKALIKE);
+    if (in->traditional)
+        nd_metrics_event(metrics, ND_EV_INTEGRITY_SCRIPT);
+}
+
 static void reply_check(nd_req *r, op_state *op)
 {
     nd_api *api = nd_api_of(r);
@@ -129,6 +157,7 @@ static void reply_check(nd_req *r, op_state *op)
         nd_reply_object_end(&w);
     }
     nd_reply_array_end(&w);
+    add_integrity(&w, api->metrics, &op->q.integrity);
     nd_workflow_add_action(&w, res);
     nd_reply_object_end(&w);
     nd_metrics_event(api->metrics, verdict_event(res->verdict));

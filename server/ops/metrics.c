@@ -63,6 +63,12 @@ static const struct {
     [ND_EV_FINGERPRINTS] = {"neardup_fingerprints_total", "Texts fingerprinted.", NULL},
     [ND_EV_FINGERPRINT_BYTES] = {"neardup_fingerprinted_bytes_total",
                                  "Bytes of UTF-8 text fingerprinted.", NULL},
+    [ND_EV_INTEGRITY_INVISIBLE] = {"neardup_check_integrity_total",
+                                   "Checks whose text was read differently from its characters, "
+                                   "by kind (the answer's integrity).",
+                                   "kind=\"invisible\""},
+    [ND_EV_INTEGRITY_LOOKALIKE] = {"neardup_check_integrity_total", NULL, "kind=\"lookalike\""},
+    [ND_EV_INTEGRITY_SCRIPT] = {"neardup_check_integrity_total", NULL, "kind=\"script\""},
 };
 
 int nd_metrics_create(nd_metrics **out, unsigned nworkers)

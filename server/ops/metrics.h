@@ -53,6 +53,9 @@ enum nd_event {
     ND_EV_TOO_SHORT,         /* 422 */
     ND_EV_FINGERPRINTS,      /* texts fingerprinted, any endpoint */
     ND_EV_FINGERPRINT_BYTES, /* bytes of those texts (nd_metrics_add) */
+    ND_EV_INTEGRITY_INVISIBLE, /* a check's text hid characters (nd_integrity) */
+    ND_EV_INTEGRITY_LOOKALIKE, /* ... swapped letters for look-alikes */
+    ND_EV_INTEGRITY_SCRIPT,    /* ... was read from Traditional characters */
     ND_EV_COUNT
 };
 

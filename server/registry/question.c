@@ -7,10 +7,12 @@
 int nd_question_make(nd_question_tools *t, const nd_check_req *rq, nd_question *q,
                      unsigned min_chars, int *mode)
 {
+    nd_sketch_info info;
     *mode = nd_sketch_query(t->sk, t->sks, rq->text, rq->text_len, t->anchors, ND_ANCHORS_QUERY,
-                            NULL);
+                            &info);
     if (*mode < 0)
         return *mode;
+    q->integrity = info.integrity;
     nd_fingerprint_result fr;
     nd_fp_tokens tk;
     int rc = nd_sketch_fp_tokens(t->sks, &tk);

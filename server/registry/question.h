@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "fingerprint.h"
+#include "fold.h"
 #include "request.h"
 #include "sketch.h"
 
@@ -46,6 +47,7 @@ typedef struct nd_question {
     uint64_t simhash;
     uint32_t chars;        /* characters after normalization */
     uint8_t text_hash[16]; /* nd_request_text_hash() of the text: its identity */
+    nd_integrity integrity; /* what was read differently from its characters */
     uint32_t nprobe;       /* both modes' anchors, probed in the anchor index */
     uint32_t probe[ND_QUESTION_PROBE_MAX];
     uint32_t nstore; /* its own mode's anchors, best first: stored */

@@ -607,13 +607,13 @@ part_container() {
     local leftovers
     leftovers="$(pod run --rm "${ulimits[@]}" --entrypoint bash "$image" -c \
         'ls -d /src /out /usr/include/* /usr/bin/gcc /usr/bin/meson /var/lib/apt/lists/*_Packages 2>/dev/null' 2>>"$log" | tr '\n' ' ')"
-    # What the runtime stage adds on the base: those libraries, a few MB; not
-    # apt's downloads and caches (--clean).
+    # What the runtime stage adds on the base: those libraries, ~45 MB (ICU
+    # is 36 of them, its data); not apt's downloads and caches (--clean).
     local layers=$(((size - bsize) / 1000000))
-    if [[ -z "$extra" && -z "$leftovers" && -n "$added" ]] && ((layers < 20)); then
+    if [[ -z "$extra" && -z "$leftovers" && -n "$added" ]] && ((layers < 60)); then
         result container-packages PASS "added to the base: $added($layers MB on the base)"
     else
-        result container-packages FAIL "packages not in runtime-packages.txt: '$extra'; build leftovers: '$leftovers'; $layers MB on the base (wanted < 20)"
+        result container-packages FAIL "packages not in runtime-packages.txt: '$extra'; build leftovers: '$leftovers'; $layers MB on the base (wanted < 60)"
     fi
 
     local hc

@@ -138,6 +138,22 @@ def test_compare():
         out = json.loads(r.stdout) if r.returncode == 0 else {}
         check(out.get("distance") == 0 and out.get("kind") == "identical"
               and out.get("resemblance") == 1.0, f"itself: {r.stdout!r}")
+        # What each text hid, as the server's answer says it: a copy with a
+        # Cyrillic look-alike in every English word and a zero-width space.
+        plain = "Original articles are checked before they are published " * 8
+        hidden = "Оriginal аrticles are chеcked before they are pub\u200blished " * 8
+        pair = [os.path.join(d, "plain"), os.path.join(d, "hidden")]
+        for path, text in zip(pair, (plain, hidden)):
+            with open(path, "wb") as f:
+                f.write(text.encode())
+        r = run(["compare"] + pair)
+        out = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(out.get("integrity_a") == {"invisible": 0, "lookalike": 0, "traditional": 0,
+                                         "script": None}
+              and out.get("integrity_b") == {"invisible": 8, "lookalike": 24, "traditional": 0,
+                                             "script": None}
+              and out.get("kind") == "near_duplicate" and out.get("resemblance") == 1.0,
+              f"integrity: {r.stdout!r}")
         bad = os.path.join(d, "bad")
         with open(bad, "wb") as f:
             f.write(b"abc \xff def")

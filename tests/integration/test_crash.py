@@ -53,7 +53,7 @@ FULL_EVERY = int(os.environ.get("ND_CRASH_FULL_EVERY", "10"))
 SAMPLE = int(os.environ.get("ND_CRASH_SAMPLE", "300"))
 MAX_RUN_S = float(os.environ.get("ND_CRASH_MAX_RUN", "1.5"))
 SEED = int(os.environ.get("ND_CRASH_SEED", str(int(time.time() * 1000) % 1000000)))
-VERSION = "nd-simhash-1+nd-sketch-1"  # fingerprint + sketch (issue 12)
+VERSION = "nd-simhash-2+nd-sketch-2"  # fingerprint + sketch, with the folds
 
 # Pseudo-words: texts of ~80 of them are far apart, so with k=0 every one is
 # original, and short enough that the clients, not fingerprinting, set the pace.

@@ -159,8 +159,8 @@ def promtool_accepts_a_live_scrape_with_the_store():
         check(len(info) == 1 and m[info[0]] == 1, info)
         out = subprocess.run([srv.proc.args[0], "--version"], capture_output=True, text=True,
                              timeout=10).stdout.split()[-1]
-        check('version="%s"' % out in info[0] and 'fingerprint="nd-simhash-1"' in info[0]
-              and 'sketch="nd-sketch-1"' in info[0], "%s (neardupd --version: %s)", info[0], out)
+        check('version="%s"' % out in info[0] and 'fingerprint="nd-simhash-2"' in info[0]
+              and 'sketch="nd-sketch-2"' in info[0], "%s (neardupd --version: %s)", info[0], out)
         check(m["process_resident_memory_bytes"] > 1e6, m["process_resident_memory_bytes"])
         check(m["process_open_fds"] > 3, m["process_open_fds"])
 

@@ -21,7 +21,7 @@ from harness import (Runner, Server, check, edit, expect_error, load_texts,  # n
 T = Runner("test_versions")
 TEXTS = load_texts()
 BASES = [TEXTS[k] for k in sorted(TEXTS)]
-CURRENT = "nd-simhash-1+nd-sketch-1"  # fingerprint + sketch (issue 12)
+CURRENT = "nd-simhash-2+nd-sketch-2"  # fingerprint + sketch, with the folds
 OLD = "nd-simhash-1"  # the release before the sketches
 ODD = "simhash-v0-experimental"
 T0_US = 1700000000000000  # 2023-11-14T22:13:20Z

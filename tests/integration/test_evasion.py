@@ -1,0 +1,230 @@
+"""Copies a reader cannot tell from the original, against a real neardupd.
+
+Each evasion a re-poster uses against a checker that reads characters, not
+text: a Simplified article converted to Traditional (and the reverse) by
+OpenCC's own converter (the `opencc` command), Latin letters swapped for
+Cyrillic and Greek look-alikes, invisible and blank characters sprinkled
+between letters. Each copy must be found (duplicate, its source first among
+the matches) and the answer's `integrity` must say what was hidden, counted
+exactly where the test knows the count, while an ordinary article (with
+emoji joiners and variation selectors) reports nothing. Real Russian text
+is not read as Latin: a Russian article and its Latin-look-alike twin match
+each other and nothing English. neardup_check_integrity_total counts the
+checks that carried each kind. Skipped (77) when `opencc` is missing
+(deploy/install-deps.sh --test installs it).
+"""
+
+import os
+import random
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Runner, Server, check, load_texts, parse_metrics  # noqa: E402
+
+T = Runner("test_evasion")
+TEXTS = load_texts()
+
+# Look-alikes a plagiarist swaps in (test data: what the copies are made of;
+# the server takes its own table from ICU's confusables).
+LOOKALIKE = {"a": "а", "c": "с", "e": "е", "i": "і", "j": "ј", "o": "о", "p": "р",
+             "s": "ѕ", "x": "х", "y": "у", "A": "А", "B": "В", "C": "С", "E": "Е",
+             "H": "Н", "K": "К", "M": "М", "O": "О", "P": "Р", "T": "Т", "X": "Х",
+             "v": "ν"}
+# Zero-width characters, a tag character and a variation selector: put
+# anywhere, a reader sees nothing. Blank-looking characters (Hangul fillers,
+# the empty Braille pattern): a reader sees a space, so a copier puts them
+# where a space is, or between Chinese characters.
+ZERO_WIDTH = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\U000e0041",
+              "\ufe00"]
+BLANK = ["\u2800", "\u3164", "\uffa0", "\u115f", "\u1160"]
+
+RU = ("Почтовый сервер принимает письма от других серверов и хранит их до тех пор, "
+      "пока пользователь не заберёт их своим клиентом. Настройка такого сервера требует "
+      "внимания к нескольким вещам: записи в системе доменных имён должны указывать на "
+      "правильный адрес, сертификаты должны обновляться вовремя, а фильтр нежелательной "
+      "почты должен пропускать настоящие письма. Администратор проверяет журналы каждый "
+      "день и следит за очередью: если письма задерживаются, причина обычно в сети или в "
+      "переполненном диске. Резервные копии почтовых ящиков делаются каждую ночь, и раз в "
+      "месяц их восстанавливают на отдельной машине, чтобы убедиться, что они работают.")
+
+
+def opencc(config, text):
+    r = subprocess.run(["opencc", "-c", config], input=text.encode(), capture_output=True,
+                       timeout=60)
+    check(r.returncode == 0, "opencc -c %s: %s", config, r.stderr)
+    return r.stdout.decode()
+
+
+def swap_lookalikes(text, share, seed):
+    """Swaps `share` of the letters that have a look-alike; returns (text, n)."""
+    rnd = random.Random(seed)
+    out, n = [], 0
+    for ch in text:
+        if ch in LOOKALIKE and rnd.random() < share:
+            out.append(LOOKALIKE[ch])
+            n += 1
+        else:
+            out.append(ch)
+    return "".join(out), n
+
+
+def sprinkle(text, every, seed):
+    """Hides characters in text: after every `every`-th letter or Han
+    character that another follows, a zero-width one (between Han
+    characters also a blank one); and every third space between two words
+    becomes a blank one. Returns (text, number of characters hidden)."""
+    rnd = random.Random(seed)
+    out, n, seen, spaces = [], 0, 0, 0
+    for i, ch in enumerate(text):
+        nxt = text[i + 1] if i + 1 < len(text) else ""
+        prev = text[i - 1] if i else ""
+        if ch == " " and prev.isalnum() and nxt.isalnum():
+            spaces += 1
+            if spaces % 3 == 0:
+                out.append(rnd.choice(BLANK))
+                n += 1
+                continue
+        out.append(ch)
+        if ch.isalnum() and nxt.isalnum():
+            seen += 1
+            if seen % every == 0:
+                han = "\u4e00" <= ch <= "\u9fff" and "\u4e00" <= nxt <= "\u9fff"
+                out.append(rnd.choice(ZERO_WIDTH + (BLANK if han else [])))
+                n += 1
+    return "".join(out), n
+
+
+def check_text(srv, text, **extra):
+    body = dict(text=text, **extra)
+    status, ans = srv.json("POST", "/check-original", body, timeout=60)
+    check(status == 200, "%s %r", status, ans)
+    check(set(ans["integrity"]) == {"invisible", "lookalike", "traditional", "script"},
+          "integrity fields %r", ans["integrity"])
+    return ans
+
+
+def register(srv, doc_id, text):
+    ans = check_text(srv, text, id=doc_id, register=True)
+    check(ans["registered"], "%s not registered: %r", doc_id, ans)
+    return ans
+
+
+def found(ans, source, what):
+    ids = [m["id"] for m in ans["matches"]]
+    check(ans["verdict"] == "duplicate" and ids and ids[0] == source,
+          "%s: verdict %s, matches %r (want %s first)", what, ans["verdict"], ids, source)
+
+
+def integrity_metrics(srv):
+    status, _, data = srv.request("GET", "/metrics", timeout=10)
+    check(status == 200, "metrics %s", status)
+    m = parse_metrics(data.decode())
+    return {k: m.get('neardup_check_integrity_total{kind="%s"}' % k, 0)
+            for k in ("invisible", "lookalike", "script")}
+
+
+@T.test
+def ordinary_text_reports_nothing(srv):
+    zh = register(srv, "zh-plain", TEXTS["zh1"])
+    check(zh["integrity"] == {"invisible": 0, "lookalike": 0, "traditional": 0,
+                              "script": "simplified"}, "zh1: %r", zh["integrity"])
+    en = register(srv, "en-plain", TEXTS["en1"])
+    check(en["integrity"] == {"invisible": 0, "lookalike": 0, "traditional": 0, "script": None},
+          "en1: %r", en["integrity"])
+    # Emoji sequences use joiners and variation selectors: nothing hidden.
+    emoji = TEXTS["en2"] + "\n\nThanks \u2764\ufe0f from the team \U0001F468\u200d\U0001F469" \
+        "\u200d\U0001F467 and \U0001F44D\U0001F3FD!"
+    ans = check_text(srv, emoji)
+    check(ans["integrity"]["invisible"] == 0, "emoji counted as hidden: %r", ans["integrity"])
+    check(integrity_metrics(srv) == {"invisible": 0, "lookalike": 0, "script": 0},
+          "metrics moved: %r", integrity_metrics(srv))
+
+
+@T.test
+def traditional_and_simplified_read_as_one(srv):
+    register(srv, "zh-src", TEXTS["zh1"])
+    trad = opencc("s2t.json", TEXTS["zh1"])
+    check(trad != TEXTS["zh1"], "opencc changed nothing")
+    ans = check_text(srv, trad)
+    found(ans, "zh-src", "s2t")
+    check(ans["integrity"]["traditional"] > 0 and ans["integrity"]["script"] == "traditional"
+          and ans["integrity"]["lookalike"] == 0 and ans["integrity"]["invisible"] == 0,
+          "s2t: %r", ans["integrity"])
+    # Taiwan phrases (軟體 for 软件) on top of the characters.
+    found(check_text(srv, opencc("s2twp.json", TEXTS["zh1"])), "zh-src", "s2twp")
+    # A Traditional original, re-posted in Simplified.
+    register(srv, "zh-tw-src", opencc("s2t.json", TEXTS["zh3"]))
+    simp = opencc("t2s.json", opencc("s2t.json", TEXTS["zh3"]))
+    ans = check_text(srv, simp)
+    found(ans, "zh-tw-src", "t2s")
+    check(ans["integrity"]["script"] == "simplified" and ans["integrity"]["traditional"] == 0,
+          "t2s: %r", ans["integrity"])
+    check(integrity_metrics(srv)["script"] >= 2, "metrics: %r", integrity_metrics(srv))
+
+
+@T.test
+def lookalike_letters_read_as_latin(srv):
+    register(srv, "en-src", TEXTS["en1"])
+    copy, n = swap_lookalikes(TEXTS["en1"], 0.5, 1)
+    check(n > 100, "only %d swaps", n)
+    ans = check_text(srv, copy)
+    found(ans, "en-src", "homoglyph")
+    check(ans["integrity"]["lookalike"] == n, "lookalike %d, swapped %d",
+          ans["integrity"]["lookalike"], n)
+    # Every look-alike swapped, whole words in Cyrillic: still English.
+    copy, n = swap_lookalikes(TEXTS["en3"], 1.0, 2)
+    register(srv, "en3-src", TEXTS["en3"])
+    ans = check_text(srv, copy)
+    found(ans, "en3-src", "homoglyph, every letter")
+    check(ans["integrity"]["lookalike"] == n, "lookalike %d, swapped %d",
+          ans["integrity"]["lookalike"], n)
+    check(integrity_metrics(srv)["lookalike"] == 2, "metrics: %r", integrity_metrics(srv))
+
+
+@T.test
+def hidden_characters_counted(srv):
+    for name, every in (("en4", 4), ("zh2", 3)):
+        register(srv, name + "-src", TEXTS[name])
+        copy, n = sprinkle(TEXTS[name], every, 3)
+        check(n > 50, "only %d hidden", n)
+        ans = check_text(srv, copy)
+        found(ans, name + "-src", "hidden characters in " + name)
+        check(ans["integrity"]["invisible"] == n, "%s: invisible %d, sprinkled %d", name,
+              ans["integrity"]["invisible"], n)
+    check(integrity_metrics(srv)["invisible"] == 2, "metrics: %r", integrity_metrics(srv))
+
+
+@T.test
+def russian_is_not_latin(srv):
+    register(srv, "en-mail", TEXTS["en5"])
+    register(srv, "ru-src", RU)
+    # Cyrillic letters that have a Latin look-alike swapped for it.
+    back = {v: k for k, v in LOOKALIKE.items() if k.isalpha()}
+    rnd = random.Random(4)
+    twin = "".join(back[c] if c in back and rnd.random() < 0.5 else c for c in RU)
+    check(twin != RU, "no swap")
+    ans = check_text(srv, twin)
+    found(ans, "ru-src", "Russian with Latin look-alikes")
+    check(ans["integrity"]["lookalike"] > 0, "twin: %r", ans["integrity"])
+    # The Russian original itself: nothing read differently, found as itself.
+    ans = check_text(srv, RU)
+    check(ans["integrity"]["lookalike"] == 0, "Russian read as look-alikes: %r",
+          ans["integrity"])
+    check([m["id"] for m in ans["matches"]] == ["ru-src"], "Russian: %r", ans["matches"])
+    # Nothing English in it, nor in its twin.
+    for text in (RU, twin):
+        ids = [m["id"] for m in check_text(srv, text)["matches"]]
+        check("en-mail" not in ids, "Russian matched English: %r", ids)
+
+
+def main():
+    if not shutil.which("opencc"):
+        print("SKIP: opencc not installed (deploy/install-deps.sh --test)")
+        sys.exit(77)
+    T.run(fresh=lambda: Server(in_memory=True))
+
+
+if __name__ == "__main__":
+    main()
