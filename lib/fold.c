@@ -11,30 +11,36 @@
 
 #define SCAN_BLOCK 64
 
-/* Whether s may hold a Latin letter and a Greek, Cyrillic or Armenian one:
- * counts, 64 bytes at a time (a loop the compiler vectorizes), ASCII
- * letters and lead bytes C3..C9, and lead bytes CD..D6. */
-static bool maybe_mixed(const uint8_t *s, size_t len)
+/* Whether s holds a byte in [lo, lo + n): 64 bytes at a time, in byte
+ * lanes throughout (a loop the compiler vectorizes; an int accumulator
+ * makes it widen them). */
+static bool has_byte_in(const uint8_t *s, size_t len, uint8_t lo, uint8_t n)
 {
-    unsigned latin = 0, other = 0;
     size_t i = 0;
     for (; i + SCAN_BLOCK <= len; i += SCAN_BLOCK) {
-        unsigned l = 0, o = 0;
-        for (size_t k = 0; k < SCAN_BLOCK; k++) {
-            uint8_t b = s[i + k];
-            l |= (uint8_t)((b | 0x20) - 'a') < 26 || (uint8_t)(b - 0xC3) < 7;
-            o |= (uint8_t)(b - 0xCD) < 10;
-        }
-        latin |= l, other |= o;
-        if (latin && other)
+        uint8_t hit = 0;
+        for (size_t k = 0; k < SCAN_BLOCK; k++)
+            hit |= (uint8_t)((uint8_t)(s[i + k] - lo) < n);
+        if (hit)
             return true;
     }
-    for (; i < len; i++) {
-        uint8_t b = s[i];
-        latin |= (uint8_t)((b | 0x20) - 'a') < 26 || (uint8_t)(b - 0xC3) < 7;
-        other |= (uint8_t)(b - 0xCD) < 10;
-    }
-    return latin && other;
+    for (; i < len; i++)
+        if ((uint8_t)(s[i] - lo) < n)
+            return true;
+    return false;
+}
+
+/* Whether s may hold a Latin letter and a Greek, Cyrillic or Armenian one:
+ * a lead byte CD..D6 (rare: most texts are done after one scan for it),
+ * then an ASCII letter or a lead byte C3..C9. */
+static bool maybe_mixed(const uint8_t *s, size_t len)
+{
+    if (!has_byte_in(s, len, 0xCD, 10))
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if ((uint8_t)((s[i] | 0x20) - 'a') < 26 || (uint8_t)(s[i] - 0xC3) < 7)
+            return true;
+    return false;
 }
 
 /* Whether cp continues a word: a letter, mark or digit, or a code point the

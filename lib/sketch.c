@@ -125,10 +125,11 @@ int nd_sketcher_create(nd_sketcher **out)
     if (!sk)
         return -ENOMEM;
     sk->cp_hash = malloc(ND_NORM_BMP * sizeof(uint64_t));
-    if (!sk->cp_hash || nd_normalizer_create(&sk->norm) < 0) {
+    int rc = sk->cp_hash ? nd_normalizer_create(&sk->norm) : -ENOMEM;
+    if (rc < 0) {
         free(sk->cp_hash);
         free(sk);
-        return -ENOMEM;
+        return rc;
     }
     for (uint32_t cp = 0; cp < ND_NORM_BMP; cp++) {
         uint8_t b[4];

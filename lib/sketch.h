@@ -1,4 +1,8 @@
 /* CHANGES since the first commit (for the server helper):
+ * - folds: nd_sketch_info.integrity (lib/fold.h nd_integrity) counts what
+ *   the folds read differently in the text (invisible, lookalike,
+ *   traditional, han); filled by nd_sketch_text(), nd_sketch_text_modes()
+ *   and nd_sketch_query() when info is not NULL. nd-sketch-2.
  * - 05:45 nd_sketch.reserved is now nd_sketch.mode (word / character mode,
  *   encoded in bit 7 of byte 1). For a QUERY call nd_sketch_text_modes()
  *   (both modes + anchors of both: probe the anchor index with both sets),
@@ -21,8 +25,9 @@
  * ND_SKETCH_VERSION.
  *
  * In short:
- * - The text is normalized code point by code point exactly as the
- *   fingerprint does (lib/normalizer.h; the same skipped markdown images,
+ * - The text is read exactly as the fingerprint reads it: the look-alike
+ *   fold (lib/fold.h), then code point by code point through the normalizer
+ *   with its folds (lib/normalizer.h; the same skipped markdown images,
  *   link targets and URLs). Each CJK code point is one token of weight 3,
  *   each run of word characters one token of weight 5 (word mode) — or, in
  *   character mode (CJK >= 1/25 of the letters, see ND_SKETCH_MODE_CHAR),
@@ -183,8 +188,9 @@ nd_match_kind nd_match_classify(const nd_sketch_estimate *e, int same_text,
 /* "identical", "near_duplicate", "partial_copy" or "none". */
 const char *nd_match_kind_name(nd_match_kind k);
 
-/* Builds the sketcher (normalization tables, a few ms). Returns 0 and a new
- * object (free with nd_sketcher_destroy()), or -ENOMEM. */
+/* Builds the sketcher (normalization tables with the folds, 30-50 ms).
+ * Returns 0 and a new object (free with nd_sketcher_destroy()), -ENOMEM, or
+ * -ENOENT when OpenCC's t2s data or ICU's confusables cannot be loaded. */
 int nd_sketcher_create(nd_sketcher **out);
 
 /* Frees a sketcher; NULL is allowed. */

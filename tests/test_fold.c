@@ -131,6 +131,15 @@ static void test_lookalike(void)
     /* Russian is not read as Latin: neither it nor its twin is near English */
     CHECK(resemblance(&r, &a) < 0.1 && resemblance(&rl, &a) < 0.1, "Russian vs English %.3f %.3f",
           resemblance(&r, &a), resemblance(&rl, &a));
+    /* a Russian article still matches its own copies */
+    read_out re = rd("Быстрая коричневая лиса прыгает через ленивую собаку, пока комитет "
+                     "рассматривает годовой отчёт о водоснабжении и общественном транспорте!"),
+             rq = rd("Быстрая коричневая лиса прыгает через ленивую собаку, пока комитет "
+                     "изучает годовой отчёт о водоснабжении и общественном транспорте.");
+    CHECK(same(&r, &re), "Russian with other punctuation reads the same");
+    CHECK(resemblance(&r, &rq) >= 0.5 && resemblance(&rl, &rq) >= 0.5,
+          "Russian vs a copy with one word changed %.3f, its twin %.3f", resemblance(&r, &rq),
+          resemblance(&rl, &rq));
     /* a Russian word with one Latin letter reads as Russian */
     expect_same("Привет, сосед", "Привет, cосед", 0, 1, 0);
 }
