@@ -792,6 +792,15 @@ static unsigned bottom_keys(const shingle *sh, size_t nsh, unsigned m, uint64_t 
     }
 }
 
+unsigned nd_anchors_scaled(unsigned mode, size_t shingles)
+{
+    size_t rate = mode == ND_SKETCH_MODE_CHAR ? ND_ANCHORS_RATE_CHAR : ND_ANCHORS_RATE_WORD;
+    size_t m = shingles / rate + (shingles % rate != 0);
+    return m < ND_ANCHORS_STORE ? ND_ANCHORS_STORE
+           : m > ND_ANCHORS_MAX ? ND_ANCHORS_MAX
+                                : (unsigned)m;
+}
+
 /* Whether char-mode tokens i..i+4 are five CJK tokens that are adjacent in
  * the word mode too (their word-mode indexes + 1 rise by one each): the
  * word-mode shingle at cjk[i] - 1 is then the same five token hashes with
@@ -821,9 +830,10 @@ static int shingle_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
     size_t nsh = 0, nkeys = 0;
     /* Rank keys at or below `below` are kept for the anchors (about
      * KEYS_SCALE * m of them: there are at most nt shingles). */
-    unsigned m = !anchors_out                      ? 0
-                 : anchors_wanted > ND_ANCHORS_MAX ? ND_ANCHORS_MAX
-                                                   : anchors_wanted;
+    unsigned m = !anchors_out                          ? 0
+                 : anchors_wanted == ND_ANCHORS_SCALED ? nd_anchors_scaled(mode, nt)
+                 : anchors_wanted > ND_ANCHORS_MAX     ? ND_ANCHORS_MAX
+                                                       : anchors_wanted;
     uint64_t below = m ? keys_below(nt, (uint64_t)KEYS_SCALE * m) : 0, *keys = s->keys;
     if (mode == ND_SKETCH_MODE_CHAR && nt >= 5) {
         /* Every token weighs 3 (W_CJK): shingle i is tokens i..i+4, for
@@ -865,6 +875,10 @@ static int shingle_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
     s->sampled[mode] = false;
     if (!anchors_out)
         return 0;
+    /* Scaled anchors follow the shingles (nt bounded them above, so the
+     * keys kept below `below` are enough for the smaller m too). */
+    if (anchors_wanted == ND_ANCHORS_SCALED)
+        m = nd_anchors_scaled(mode, nsh);
     uint64_t heap[ND_ANCHORS_MAX];
     unsigned nheap = bottom_keys(sh, nsh, m, heap, keys, nkeys, below);
     sort_u64(heap, nheap);

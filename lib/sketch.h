@@ -93,6 +93,21 @@
  *   ones (later documents are not indexed under it, see anchor_index.h). */
 #define ND_ANCHORS_STORE 16
 #define ND_ANCHORS_QUERY 16
+
+/* Anchors that grow with the text (proto/sketch.md section 5): passed as
+ * anchors_wanted, a text gets nd_anchors_scaled(mode, shingles) anchors in
+ * each mode: one per ND_ANCHORS_RATE_* shingles of that mode (repeats
+ * counted), at least ND_ANCHORS_STORE, at most ND_ANCHORS_MAX. A stored
+ * document is indexed under that many of its own mode's; a query probes as
+ * many of its own mode's and ND_ANCHORS_QUERY of the other mode's. Between
+ * the bounds it is a fixed-rate sample: every shingle whose rank falls
+ * below about 1/rate of the ranks is an anchor of every text that holds
+ * it, so a short excerpt still shares about (its shingles) / rate anchors
+ * with its source. Character mode has a shingle per CJK character, word
+ * mode one per word. */
+#define ND_ANCHORS_SCALED 0xFFFFFFFFu
+#define ND_ANCHORS_RATE_CHAR 48
+#define ND_ANCHORS_RATE_WORD 12
 #define ND_VERDICT_MIN_SHARED 2
 #define ND_VERDICT_MAX_VERIFY 32
 #define ND_VERDICT_POSTING_CAP 64
@@ -195,9 +210,16 @@ int nd_sk_scratch_create(nd_sk_scratch **out);
 /* Frees scratch; NULL is allowed. */
 void nd_sk_scratch_destroy(nd_sk_scratch *s);
 
+/* The anchors a text of `shingles` shingles in mode `mode` gets with
+ * ND_ANCHORS_SCALED: clamp(ceil(shingles / rate), ND_ANCHORS_STORE,
+ * ND_ANCHORS_MAX) (rate ND_ANCHORS_RATE_CHAR or ND_ANCHORS_RATE_WORD). */
+unsigned nd_anchors_scaled(unsigned mode, size_t shingles);
+
 /* Sketches the UTF-8 text [text, text+len) (need not be NUL-terminated).
  * Fills *out (required) and, when anchors_out is not NULL, its first
- * min(anchors_wanted, ND_ANCHORS_MAX, distinct shingles) anchors; when info
+ * min(anchors_wanted, ND_ANCHORS_MAX, distinct shingles) anchors
+ * (anchors_wanted ND_ANCHORS_SCALED: nd_anchors_scaled() of the mode and
+ * its shingles instead of anchors_wanted); when info
  * is not NULL, its statistics. The scratch then holds the text's shingles and
  * their spans for nd_sketch_passages() until the next call with it.
  * Returns 0; -EILSEQ if the text is not valid UTF-8 (outputs untouched, the
