@@ -52,11 +52,13 @@
  *
  * Server integration notes (for registry/api/store):
  * - Store per document: nd_sketch_encode() bytes (8 + 4n <= 2056 bytes) and
- *   the stored anchors (the first ND_ANCHORS_STORE of nd_anchors, 4 bytes
- *   each), so that start-up can rebuild the anchor index without re-reading
- *   texts, and delete can remove the document's anchors.
- * - Query: sketch the submitted text with ND_ANCHORS_QUERY anchors wanted,
- *   probe the anchor index with all of them, union the hits (ranked, at most
+ *   the stored anchors (ND_ANCHORS_SCALED: 16..64 of its own mode, by its
+ *   length, 4 bytes each), so that start-up can rebuild the anchor index
+ *   without re-reading texts, and delete can remove the document's anchors.
+ *   A record of 16 (written before the anchors grew) holds a prefix of them.
+ * - Query: sketch the submitted text with ND_ANCHORS_SCALED, probe the
+ *   anchor index with its own mode's anchors and the first ND_ANCHORS_QUERY
+ *   of the other mode's, union the hits (ranked, at most
  *   V) with the SimHash candidates, decode each candidate's stored sketch and
  *   nd_sketch_compare() it; nd_sketch_passages() with the same scratch (before
  *   it sketches anything else) gives the copied spans.
