@@ -1016,11 +1016,15 @@ int nd_sketch_query(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, s
     int mode = tokenize_text(sk, s, text, len, &ncp);
     if (mode < 0)
         return mode;
-    int rc = shingle_stream(s, &s->tok, 0, NULL, anchors_out ? &anchors_out[0] : NULL,
-                            anchors_wanted);
+    /* Scaled: the text's own mode's grow with it, the other mode's are the
+     * first ND_ANCHORS_QUERY (what a query probes; fewer keys to rank). */
+    unsigned want[2] = {anchors_wanted, anchors_wanted};
+    if (anchors_wanted == ND_ANCHORS_SCALED)
+        want[!mode] = ND_ANCHORS_QUERY;
+    int rc = shingle_stream(s, &s->tok, 0, NULL, anchors_out ? &anchors_out[0] : NULL, want[0]);
     if (rc == 0 && s->has_cjk) {
         rc = shingle_stream(s, &s->ctok, 1, s->sh[0], anchors_out ? &anchors_out[1] : NULL,
-                            anchors_wanted);
+                            want[1]);
     } else if (rc == 0) {
         /* No CJK code point: the character mode is left empty (it would
          * cost 3x the word mode for English text, and measured no match on

@@ -245,6 +245,10 @@ int nd_sketch_text_modes(const nd_sketcher *sk, nd_sk_scratch *scratch, const ch
                          size_t len, nd_sketch out[2], nd_anchors anchors_out[2],
                          unsigned anchors_wanted, nd_sketch_info *info);
 
+/* With anchors_wanted ND_ANCHORS_SCALED, nd_sketch_text_modes() and
+ * nd_sketch_query() give the text's own mode nd_anchors_scaled() anchors and
+ * the other mode ND_ANCHORS_QUERY: what a query probes. */
+
 /* nd_sketch_text_modes() in two steps, for a query whose sketches are needed
  * only when stage 1 finds candidates to verify (most queries find none):
  * nd_sketch_query() tokenizes and shingles the text in both modes (held in
