@@ -554,6 +554,35 @@ static int load_one(void *arg, const nd_record *rec)
     return rc;
 }
 
+/* The anchor loader's estimate of the entries to come: a document holds
+ * 16..64 anchors (sketch.h ND_ANCHORS_SCALED, more the longer it is), so
+ * the first ANCHOR_SAMPLE records give the mean, plus 1/16 for the
+ * sample's error. An estimate too small still loads (the loader spills
+ * beyond it, at more memory); one too large maps more than it fills (the
+ * pages left empty are given back by the finish). */
+#define ANCHOR_SAMPLE 4096
+
+typedef struct anchor_sample {
+    uint64_t n, anchors;
+} anchor_sample;
+
+static int sample_anchors(void *arg, const nd_record *rec)
+{
+    anchor_sample *a = arg;
+    a->anchors += rec->anchors ? (rec->nanchors < ND_ANCHORS_MAX ? rec->nanchors : ND_ANCHORS_MAX)
+                               : 0;
+    return ++a->n == ANCHOR_SAMPLE;
+}
+
+static uint64_t anchors_expected(nd_registry *reg, uint64_t total)
+{
+    anchor_sample a = {0, 0};
+    if (nd_store_scan(reg->store, sample_anchors, &a) < 0 || a.n == 0)
+        return total * ND_ANCHORS_STORE;
+    uint64_t mean16 = (a.anchors * 16 + a.n - 1) / a.n; /* in 1/16 anchors */
+    return total * (mean16 + mean16 / 16) / 16;
+}
+
 /* Scans the store into the tables and the anchor index's loader (entries
  * placed as documents link), then builds the fingerprint index in one go
  * and finishes the anchor index (sorted per part, in place). */
@@ -579,10 +608,7 @@ static int load_store(nd_registry *reg, load_ctx *lc)
         prefault(lc->fslots, lc->capfp * sizeof(*lc->fslots));
     }
     if (rc == 0 && lc->total)
-        /* Sized for ND_ANCHORS_STORE per document (a document longer
-         * than ND_ANCHORS_STORE * rate shingles has more: the loader takes
-         * them beyond its estimate too). */
-        rc = nd_anchor_loader_create(&lc->anchors, reg->anchors, lc->total * ND_ANCHORS_STORE);
+        rc = nd_anchor_loader_create(&lc->anchors, reg->anchors, anchors_expected(reg, lc->total));
     if (rc == 0 && lc->total && reg->next_slot == 0 &&
         atomic_load_explicit(&reg->ndocs, memory_order_relaxed) == 0) {
         lc->tags_nbuckets = reg->nbuckets;
