@@ -85,8 +85,10 @@
 
 /* Defaults chosen by measurement (proto/sketch.md; provisional until the
  * table there is final, /work/coord/VERDICT_DEFAULTS.md has the current ones).
- * ND_ANCHORS_STORE: anchors a registered document is indexed under.
- * ND_ANCHORS_QUERY: anchors a query probes with (its own bottom-m).
+ * ND_ANCHORS_STORE: the fewest anchors a registered document is indexed
+ *   under (ND_ANCHORS_SCALED below: more for a longer text).
+ * ND_ANCHORS_QUERY: anchors a query probes in the mode that is not its own
+ *   (its own: as many as a document of its length is stored under).
  * ND_VERDICT_MIN_SHARED: a document holding at least this many of the
  *   query's anchors is always verified.
  * ND_VERDICT_MAX_VERIFY: of the documents holding one of them, the earliest
@@ -95,6 +97,11 @@
  *   ones (later documents are not indexed under it, see anchor_index.h). */
 #define ND_ANCHORS_STORE 16
 #define ND_ANCHORS_QUERY 16
+#define ND_VERDICT_MIN_SHARED 2
+#define ND_VERDICT_MAX_VERIFY 32
+#define ND_VERDICT_POSTING_CAP 64
+#define ND_VERDICT_MIN_RESEMBLANCE 0.5
+#define ND_VERDICT_MIN_CONTAINMENT 0.6
 
 /* Anchors that grow with the text (proto/sketch.md section 5): passed as
  * anchors_wanted, a text gets nd_anchors_scaled(mode, shingles) anchors in
@@ -110,11 +117,6 @@
 #define ND_ANCHORS_SCALED 0xFFFFFFFFu
 #define ND_ANCHORS_RATE_CHAR 48
 #define ND_ANCHORS_RATE_WORD 12
-#define ND_VERDICT_MIN_SHARED 2
-#define ND_VERDICT_MAX_VERIFY 32
-#define ND_VERDICT_POSTING_CAP 64
-#define ND_VERDICT_MIN_RESEMBLANCE 0.5
-#define ND_VERDICT_MIN_CONTAINMENT 0.6
 
 /* Tokenization modes. A text is in character mode when its CJK code points
  * are at least 1/25 of its CJK, letter and digit code points: then every
