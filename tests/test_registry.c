@@ -1110,7 +1110,8 @@ static int anchor_check(world *w, answer *a, const char *id, uint64_t h, bool do
     for (uint32_t i = 0; i < q.nstore; i++)
         q.store[i] = anchor_of(doc, i);
     q.nprobe = nprobe;
-    memcpy(q.probe, probe, nprobe * sizeof(uint32_t));
+    if (nprobe)
+        memcpy(q.probe, probe, nprobe * sizeof(uint32_t));
     q.sketch_enc_len = (uint32_t)nd_sketch_encode(&sk[0], q.sketch_enc, sizeof(q.sketch_enc));
     nd_question_scratch qs = {.sketch = sk};
     int rc;
