@@ -846,14 +846,14 @@ size_t nd_anchor_index_query(const nd_anchor_index *idx, const uint32_t *anchors
 {
     uint32_t q[ND_ANCHOR_QUERY_MAX];
     uint8_t pos[ND_ANCHOR_QUERY_MAX];
-    /* postings: slot << 8 | the anchor's place in anchors[] (32 KiB each) */
+    /* postings: slot << 8 | the anchor's place in anchors[] (40 KiB each) */
     uint64_t post[ND_ANCHOR_HITS_MAX], tmp[ND_ANCHOR_HITS_MAX];
     size_t np = 0;
     unsigned nfull = 0;
     if (n > ND_ANCHOR_QUERY_MAX)
         n = ND_ANCHOR_QUERY_MAX;
     prefetch_anchors(idx, anchors, n, false);
-    for (size_t i = 0; i < n; i++) { /* sorted by insertion (n <= 64) */
+    for (size_t i = 0; i < n; i++) { /* sorted by insertion (n <= 80) */
         uint32_t x = anchors[i];
         size_t j = i;
         for (; j && q[j - 1] > x; j--)

@@ -40,9 +40,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Most anchors one query may probe, the largest posting cap, and so the
- * most postings (distinct slots) one query can find. */
-#define ND_ANCHOR_QUERY_MAX 64
+/* Most anchors one query may probe (a long text's own mode's 64 and the
+ * other mode's 16, sketch.h ND_ANCHORS_SCALED), the largest posting cap,
+ * and so the most postings (distinct slots) one query can find. */
+#define ND_ANCHOR_QUERY_MAX 80
 #define ND_ANCHOR_CAP_MAX 64
 #define ND_ANCHOR_HITS_MAX (ND_ANCHOR_QUERY_MAX * ND_ANCHOR_CAP_MAX)
 

@@ -860,6 +860,15 @@ static unsigned bottom_keys(const shingle *sh, size_t nsh, unsigned m, uint64_t 
     }
 }
 
+unsigned nd_anchors_scaled(unsigned mode, size_t shingles)
+{
+    size_t rate = mode == ND_SKETCH_MODE_CHAR ? ND_ANCHORS_RATE_CHAR : ND_ANCHORS_RATE_WORD;
+    size_t m = shingles / rate + (shingles % rate != 0);
+    return m < ND_ANCHORS_STORE ? ND_ANCHORS_STORE
+           : m > ND_ANCHORS_MAX ? ND_ANCHORS_MAX
+                                : (unsigned)m;
+}
+
 /* Whether char-mode tokens i..i+4 are five CJK tokens that are adjacent in
  * the word mode too (their word-mode indexes + 1 rise by one each): the
  * word-mode shingle at cjk[i] - 1 is then the same five token hashes with
@@ -889,9 +898,10 @@ static int shingle_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
     size_t nsh = 0, nkeys = 0;
     /* Rank keys at or below `below` are kept for the anchors (about
      * KEYS_SCALE * m of them: there are at most nt shingles). */
-    unsigned m = !anchors_out                      ? 0
-                 : anchors_wanted > ND_ANCHORS_MAX ? ND_ANCHORS_MAX
-                                                   : anchors_wanted;
+    unsigned m = !anchors_out                          ? 0
+                 : anchors_wanted == ND_ANCHORS_SCALED ? nd_anchors_scaled(mode, nt)
+                 : anchors_wanted > ND_ANCHORS_MAX     ? ND_ANCHORS_MAX
+                                                       : anchors_wanted;
     uint64_t below = m ? keys_below(nt, (uint64_t)KEYS_SCALE * m) : 0, *keys = s->keys;
     if (mode == ND_SKETCH_MODE_CHAR && nt >= 5) {
         /* Every token weighs 3 (W_CJK): shingle i is tokens i..i+4, for
@@ -933,6 +943,10 @@ static int shingle_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
     s->sampled[mode] = false;
     if (!anchors_out)
         return 0;
+    /* Scaled anchors follow the shingles (nt bounded them above, so the
+     * keys kept below `below` are enough for the smaller m too). */
+    if (anchors_wanted == ND_ANCHORS_SCALED)
+        m = nd_anchors_scaled(mode, nsh);
     uint64_t heap[ND_ANCHORS_MAX];
     unsigned nheap = bottom_keys(sh, nsh, m, heap, keys, nkeys, below);
     sort_u64(heap, nheap);
@@ -1081,11 +1095,15 @@ int nd_sketch_query(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, s
     int mode = tokenize_text(sk, s, text, len, &ncp);
     if (mode < 0)
         return mode;
-    int rc = shingle_stream(s, &s->tok, 0, NULL, anchors_out ? &anchors_out[0] : NULL,
-                            anchors_wanted);
+    /* Scaled: the text's own mode's grow with it, the other mode's are the
+     * first ND_ANCHORS_QUERY (what a query probes; fewer keys to rank). */
+    unsigned want[2] = {anchors_wanted, anchors_wanted};
+    if (anchors_wanted == ND_ANCHORS_SCALED)
+        want[!mode] = ND_ANCHORS_QUERY;
+    int rc = shingle_stream(s, &s->tok, 0, NULL, anchors_out ? &anchors_out[0] : NULL, want[0]);
     if (rc == 0 && s->has_cjk) {
         rc = shingle_stream(s, &s->ctok, 1, s->sh[0], anchors_out ? &anchors_out[1] : NULL,
-                            anchors_wanted);
+                            want[1]);
     } else if (rc == 0) {
         /* No CJK code point: the character mode is left empty (it would
          * cost 3x the word mode for English text, and measured no match on

@@ -57,11 +57,13 @@
  *
  * Server integration notes (for registry/api/store):
  * - Store per document: nd_sketch_encode() bytes (8 + 4n <= 2056 bytes) and
- *   the stored anchors (the first ND_ANCHORS_STORE of nd_anchors, 4 bytes
- *   each), so that start-up can rebuild the anchor index without re-reading
- *   texts, and delete can remove the document's anchors.
- * - Query: sketch the submitted text with ND_ANCHORS_QUERY anchors wanted,
- *   probe the anchor index with all of them, union the hits (ranked, at most
+ *   the stored anchors (ND_ANCHORS_SCALED: 16..64 of its own mode, by its
+ *   length, 4 bytes each), so that start-up can rebuild the anchor index
+ *   without re-reading texts, and delete can remove the document's anchors.
+ *   A record of 16 (written before the anchors grew) holds a prefix of them.
+ * - Query: sketch the submitted text with ND_ANCHORS_SCALED, probe the
+ *   anchor index with its own mode's anchors and the first ND_ANCHORS_QUERY
+ *   of the other mode's, union the hits (ranked, at most
  *   V) with the SimHash candidates, decode each candidate's stored sketch and
  *   nd_sketch_compare() it; nd_sketch_passages() with the same scratch (before
  *   it sketches anything else) gives the copied spans.
@@ -89,8 +91,10 @@
 
 /* Defaults chosen by measurement (proto/sketch.md; provisional until the
  * table there is final, /work/coord/VERDICT_DEFAULTS.md has the current ones).
- * ND_ANCHORS_STORE: anchors a registered document is indexed under.
- * ND_ANCHORS_QUERY: anchors a query probes with (its own bottom-m).
+ * ND_ANCHORS_STORE: the fewest anchors a registered document is indexed
+ *   under (ND_ANCHORS_SCALED below: more for a longer text).
+ * ND_ANCHORS_QUERY: anchors a query probes in the mode that is not its own
+ *   (its own: as many as a document of its length is stored under).
  * ND_VERDICT_MIN_SHARED: a document holding at least this many of the
  *   query's anchors is always verified.
  * ND_VERDICT_MAX_VERIFY: of the documents holding one of them, the earliest
@@ -104,6 +108,21 @@
 #define ND_VERDICT_POSTING_CAP 64
 #define ND_VERDICT_MIN_RESEMBLANCE 0.5
 #define ND_VERDICT_MIN_CONTAINMENT 0.6
+
+/* Anchors that grow with the text (proto/sketch.md section 5): passed as
+ * anchors_wanted, a text gets nd_anchors_scaled(mode, shingles) anchors in
+ * each mode: one per ND_ANCHORS_RATE_* shingles of that mode (repeats
+ * counted), at least ND_ANCHORS_STORE, at most ND_ANCHORS_MAX. A stored
+ * document is indexed under that many of its own mode's; a query probes as
+ * many of its own mode's and ND_ANCHORS_QUERY of the other mode's. Between
+ * the bounds it is a fixed-rate sample: every shingle whose rank falls
+ * below about 1/rate of the ranks is an anchor of every text that holds
+ * it, so a short excerpt still shares about (its shingles) / rate anchors
+ * with its source. Character mode has a shingle per CJK character, word
+ * mode one per word. */
+#define ND_ANCHORS_SCALED 0xFFFFFFFFu
+#define ND_ANCHORS_RATE_CHAR 48
+#define ND_ANCHORS_RATE_WORD 12
 
 /* Tokenization modes. A text is in character mode when its CJK code points
  * are at least 1/25 of its CJK, letter and digit code points: then every
@@ -203,9 +222,16 @@ int nd_sk_scratch_create(nd_sk_scratch **out);
 /* Frees scratch; NULL is allowed. */
 void nd_sk_scratch_destroy(nd_sk_scratch *s);
 
+/* The anchors a text of `shingles` shingles in mode `mode` gets with
+ * ND_ANCHORS_SCALED: clamp(ceil(shingles / rate), ND_ANCHORS_STORE,
+ * ND_ANCHORS_MAX) (rate ND_ANCHORS_RATE_CHAR or ND_ANCHORS_RATE_WORD). */
+unsigned nd_anchors_scaled(unsigned mode, size_t shingles);
+
 /* Sketches the UTF-8 text [text, text+len) (need not be NUL-terminated).
  * Fills *out (required) and, when anchors_out is not NULL, its first
- * min(anchors_wanted, ND_ANCHORS_MAX, distinct shingles) anchors; when info
+ * min(anchors_wanted, ND_ANCHORS_MAX, distinct shingles) anchors
+ * (anchors_wanted ND_ANCHORS_SCALED: nd_anchors_scaled() of the mode and
+ * its shingles instead of anchors_wanted); when info
  * is not NULL, its statistics. The scratch then holds the text's shingles and
  * their spans for nd_sketch_passages() until the next call with it.
  * Returns 0; -EILSEQ if the text is not valid UTF-8 (outputs untouched, the
@@ -228,6 +254,10 @@ int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *scratch, const char *te
 int nd_sketch_text_modes(const nd_sketcher *sk, nd_sk_scratch *scratch, const char *text,
                          size_t len, nd_sketch out[2], nd_anchors anchors_out[2],
                          unsigned anchors_wanted, nd_sketch_info *info);
+
+/* With anchors_wanted ND_ANCHORS_SCALED, nd_sketch_text_modes() and
+ * nd_sketch_query() give the text's own mode nd_anchors_scaled() anchors and
+ * the other mode ND_ANCHORS_QUERY: what a query probes. */
 
 /* nd_sketch_text_modes() in two steps, for a query whose sketches are needed
  * only when stage 1 finds candidates to verify (most queries find none):

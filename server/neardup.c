@@ -60,13 +60,15 @@ static void usage(FILE *out)
         "  fingerprint --jsonl [FILE]    read JSON lines {\"id\":..,\"text\":..}, write\n"
         "                                {\"id\":..,\"simhash\":..,\"chars\":N,\"features\":N}\n"
         "                                (or {\"id\":..,\"error\":..}) per line\n"
-        "  sketch --jsonl [--anchors N] [FILE]\n"
+        "  sketch --jsonl [--anchors N|scaled] [FILE]\n"
         "                                read JSON lines {\"id\":..,\"text\":..}, write\n"
         "                                {\"id\",\"simhash\",\"chars\",\"mode\",\"shingles\",\n"
         "                                \"shift\",\"sketch\" (hex of the encoded sketch in\n"
         "                                the text's own mode),\"anchors\",\"sketch_alt\",\n"
         "                                \"anchors_alt\" (the other mode)} per line\n"
-        "                                (N anchors per mode, default %d)\n"
+        "                                (N anchors per mode, default %d; scaled: as\n"
+        "                                the server stores and probes, 16..64 by the\n"
+        "                                mode's shingles)\n"
         "  compare [--min-resemblance R] [--min-containment C] FILE_A FILE_B\n"
         "                                the figures the server gives for A submitted\n"
         "                                against B registered: distance, resemblance,\n"
@@ -284,9 +286,13 @@ static int cmd_sketch(int argc, char **argv)
         if (strcmp(argv[i], "--jsonl") == 0) {
             jsonl = 1;
         } else if (strcmp(argv[i], "--anchors") == 0 && i + 1 < argc) {
-            nanchors = (unsigned)atoi(argv[++i]);
-            if (nanchors > ND_ANCHORS_MAX)
-                nanchors = ND_ANCHORS_MAX;
+            if (strcmp(argv[++i], "scaled") == 0) {
+                nanchors = ND_ANCHORS_SCALED; /* as the server stores and probes */
+            } else {
+                nanchors = (unsigned)atoi(argv[i]);
+                if (nanchors > ND_ANCHORS_MAX)
+                    nanchors = ND_ANCHORS_MAX;
+            }
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             fprintf(stderr, "neardup sketch: unknown option %s\n", argv[i]);
             return 2;

@@ -232,7 +232,11 @@ static int settle(world *w, int rc, done_box *b)
 
 static void world_open_registry(world *w)
 {
-    nd_registry_options o = {.max_matches = 10, .default_reprint = w->default_reprint};
+    /* the server's verdict defaults (used by checks that bring sketches) */
+    nd_registry_options o = {.max_matches = 10,
+                             .default_reprint = w->default_reprint,
+                             .max_verify = ND_VERDICT_MAX_VERIFY};
+    nd_verdict_params_default(&o.params);
     REQUIRE(nd_registry_create(&w->reg, w->st, &o) == 0);
     REQUIRE(nd_registry_load(w->reg, NULL, NULL, 1000, NULL) == 0);
 }
@@ -1070,6 +1074,122 @@ static void restore_supersedes_lmdb(void)
     restore_supersedes(true);
 }
 
+/* Stored anchors beyond the first 16 (a long text has up to ND_ANCHORS_MAX,
+ * sketch.h ND_ANCHORS_SCALED): a document's anchor i, for i = 16, 39 ...,
+ * still finds it after a restart (the record carries them all and the
+ * loader indexes them all), a document stored under 16 (a record written
+ * before anchors grew) loads as before, and a delete after the restart
+ * unindexes every one of them. `many` documents in all, each with 16..64
+ * anchors: at least FEED_MIN_DOCS (65536) exercises the loader's helper
+ * thread and its anchor chunks. */
+static uint32_t anchor_of(uint32_t doc, uint32_t i)
+{
+    uint64_t x = ((uint64_t)doc << 8 | i) * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(x >> 32);
+}
+
+static unsigned anchors_of_doc(uint32_t doc)
+{
+    return doc == 0 ? 16 : 16 + doc % (ND_ANCHORS_MAX - 15); /* doc 0: an old record */
+}
+
+static int anchor_check(world *w, answer *a, const char *id, uint64_t h, bool do_register,
+                        uint32_t doc, const uint32_t *probe, uint32_t nprobe)
+{
+    static nd_anchor_hit ahits[ND_ANCHOR_HITS_MAX];
+    nd_sketch sk[2] = {{.mode = 0, .n = 40, .shingles = 40}, {.mode = 1}};
+    for (uint32_t i = 0; i < 40; i++)
+        sk[0].values[i] = (i + 1) << 5; /* one sketch for all: a match when verified */
+    nd_check_req rq = {.id = id, .id_len = strlen(id), .k = 0, .do_register = do_register};
+    static nd_question q;
+    memset(&q, 0, sizeof(q));
+    q.simhash = h, q.chars = 500;
+    snprintf((char *)q.text_hash, sizeof(q.text_hash), "%s", id);
+    unsigned na = anchors_of_doc(doc);
+    q.nstore = do_register ? na : 0;
+    for (uint32_t i = 0; i < q.nstore; i++)
+        q.store[i] = anchor_of(doc, i);
+    q.nprobe = nprobe;
+    if (nprobe)
+        memcpy(q.probe, probe, nprobe * sizeof(uint32_t));
+    q.sketch_enc_len = (uint32_t)nd_sketch_encode(&sk[0], q.sketch_enc, sizeof(q.sketch_enc));
+    nd_question_scratch qs = {.sketch = sk};
+    int rc;
+    do {
+        a->res = (nd_check_res){.hits = a->hits,
+                                .matches = a->matches,
+                                .keys = a->keys,
+                                .cap = 32,
+                                .ahits = ahits,
+                                .acap = ND_ANCHOR_HITS_MAX};
+        done_box b = BOX_INIT;
+        rc = settle(w, nd_registry_check(w->reg, &rq, &q, &qs, &a->res, box_done, &b), &b);
+    } while (rc == ND_REG_WAIT);
+    return rc;
+}
+
+/* Whether probing anchor i of doc finds doc (id "d-<doc>") among the matches. */
+static bool anchor_finds(world *w, uint32_t doc, uint32_t i)
+{
+    answer a;
+    uint32_t probe = anchor_of(doc, i);
+    char want[32];
+    snprintf(want, sizeof(want), "d-%u", doc);
+    int rc = anchor_check(w, &a, "query", 0x5555555555555555ull, false, 0, &probe, 1);
+    bool found = false;
+    for (size_t m = 0; rc == 0 && m < a.res.nmatches; m++)
+        found |= a.res.matches[m].doc && a.res.matches[m].doc->id_len == strlen(want) &&
+                 memcmp(a.res.matches[m].doc->id, want, strlen(want)) == 0;
+    nd_check_res_release(&a.res);
+    return found;
+}
+
+static void anchors_beyond_16_through(uint32_t many)
+{
+    world w;
+    world_open(&w, true, ND_REPRINT_ALLOW);
+    REQUIRE(w.reg);
+    for (uint32_t d = 0; d < many; d++) {
+        char id[32];
+        snprintf(id, sizeof(id), "d-%u", d);
+        answer a;
+        int rc = anchor_check(&w, &a, id, (uint64_t)d * 0x9E3779B97F4A7C15ull ^ 0xABCDEFull, true,
+                              d, NULL, 0);
+        bool ok = rc == 0 && a.res.registered;
+        nd_check_res_release(&a.res);
+        REQUIRE(ok, "register %s: %d", id, rc);
+    }
+    const uint32_t docs[] = {0, 1, 24, 48, many / 2, many - 1};
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t k = 0; k < sizeof(docs) / sizeof(docs[0]); k++) {
+            uint32_t d = docs[k], na = anchors_of_doc(d);
+            CHECK(anchor_finds(&w, d, 0) && anchor_finds(&w, d, na - 1),
+                  "%s: doc %u found by its anchors 0 and %u", pass ? "after restart" : "before", d,
+                  na - 1);
+            CHECK(!anchor_finds(&w, d, na), "doc %u is not under an anchor %u", d, na);
+        }
+        if (pass == 0)
+            world_restart(&w);
+    }
+    /* A delete after the restart unindexes the anchors its record lists. */
+    uint32_t d = 48, na = anchors_of_doc(d);
+    done_box b = BOX_INIT;
+    CHECK(settle(&w, nd_registry_delete(w.reg, "d-48", 4, NULL, NULL, box_done, &b), &b) == 0,
+          "delete");
+    CHECK(!anchor_finds(&w, d, na - 1) && !anchor_finds(&w, d, 0), "deleted: not found");
+    world_close(&w, false);
+}
+
+static void anchors_beyond_16(void)
+{
+    anchors_beyond_16_through(100);
+}
+
+static void anchors_beyond_16_loader_thread(void)
+{
+    anchors_beyond_16_through(70000);
+}
+
 int main(void)
 {
     UNIT_RUN(memory_store_answers_at_once);
@@ -1088,5 +1208,7 @@ int main(void)
     UNIT_RUN(change_decided_on_current_policy);
     UNIT_RUN(restore_supersedes_memory);
     UNIT_RUN(restore_supersedes_lmdb);
+    UNIT_RUN(anchors_beyond_16);
+    UNIT_RUN(anchors_beyond_16_loader_thread);
     return unit_summary("registry");
 }

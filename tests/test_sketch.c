@@ -151,6 +151,114 @@ static void words(char *buf, size_t cap, int from, int n)
         off += (size_t)snprintf(buf + off, cap - off, "%sword%d", i ? " " : "", from + i);
 }
 
+/* n Han characters, character from + i drawn from a fixed sequence (the
+ * same i gives the same character): slices of one long text. */
+static void hans(char *buf, size_t cap, int from, int n)
+{
+    size_t off = 0;
+    for (int i = 0; i < n && off + 4 < cap; i++) {
+        uint32_t x = (uint32_t)(from + i) * 2654435761u;
+        uint32_t cp = 0x4E00 + (x >> 8) % 3000;
+        buf[off++] = (char)(0xE0 | cp >> 12);
+        buf[off++] = (char)(0x80 | (cp >> 6 & 0x3F));
+        buf[off++] = (char)(0x80 | (cp & 0x3F));
+    }
+    buf[off] = '\0';
+}
+
+/* How many of a[0..na) are in b[0..nb). */
+static unsigned shared_anchors(const uint32_t *a, unsigned na, const uint32_t *b, unsigned nb)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < na; i++)
+        for (unsigned j = 0; j < nb; j++)
+            if (a[i] == b[j]) {
+                n++;
+                break;
+            }
+    return n;
+}
+
+/* Anchors that grow with the text (ND_ANCHORS_SCALED): the count follows
+ * the mode's shingles between ND_ANCHORS_STORE and ND_ANCHORS_MAX, they
+ * are a prefix of the bottom-64, and a 10 % excerpt of a long text (its
+ * query: its own mode scaled, nd_sketch_query()) shares several of the
+ * anchors the whole text is stored under, where 16 of each share few. */
+static void test_scaled_anchors(void)
+{
+    CHECK(nd_anchors_scaled(ND_SKETCH_MODE_WORD, 0) == ND_ANCHORS_STORE &&
+              nd_anchors_scaled(ND_SKETCH_MODE_WORD, 16 * ND_ANCHORS_RATE_WORD) == 16 &&
+              nd_anchors_scaled(ND_SKETCH_MODE_WORD, 16 * ND_ANCHORS_RATE_WORD + 1) == 17 &&
+              nd_anchors_scaled(ND_SKETCH_MODE_WORD, 64 * ND_ANCHORS_RATE_WORD) == 64 &&
+              nd_anchors_scaled(ND_SKETCH_MODE_WORD, (size_t)1 << 40) == ND_ANCHORS_MAX &&
+              nd_anchors_scaled(ND_SKETCH_MODE_CHAR, 16 * ND_ANCHORS_RATE_CHAR) == 16 &&
+              nd_anchors_scaled(ND_SKETCH_MODE_CHAR, 16 * ND_ANCHORS_RATE_CHAR + 1) == 17 &&
+              nd_anchors_scaled(ND_SKETCH_MODE_CHAR, 40 * ND_ANCHORS_RATE_CHAR - 1) == 40,
+          "nd_anchors_scaled()");
+    static char big[120000], part[40000];
+    nd_sketch s;
+    nd_anchors a, all;
+    /* Word mode: W words give W - 2 shingles. */
+    static const int ws[] = {20, 100, 16 * ND_ANCHORS_RATE_WORD + 3, 300, 500, 700, 3000};
+    for (size_t i = 0; i < sizeof(ws) / sizeof(ws[0]); i++) {
+        words(big, sizeof(big), 0, ws[i]);
+        CHECK(sketch_str(big, &s, &a, ND_ANCHORS_SCALED) == 0 &&
+                  sketch_str(big, &s, &all, ND_ANCHORS_MAX) == 0,
+              "sketch %d words", ws[i]);
+        unsigned want = nd_anchors_scaled(ND_SKETCH_MODE_WORD, (size_t)ws[i] - 2);
+        want = want < s.shingles ? want : s.shingles;
+        CHECK(a.n == want && memcmp(a.a, all.a, a.n * sizeof(uint32_t)) == 0,
+              "%d words: %u anchors (want %u), a prefix of the bottom-64", ws[i], a.n, want);
+    }
+    /* Character mode: one shingle per Han character (n - 4). */
+    static const int cs[] = {100, 16 * ND_ANCHORS_RATE_CHAR + 5, 1500, 2500, 9000};
+    for (size_t i = 0; i < sizeof(cs) / sizeof(cs[0]); i++) {
+        hans(big, sizeof(big), 0, cs[i]);
+        CHECK(sketch_str(big, &s, &a, ND_ANCHORS_SCALED) == 0 &&
+                  sketch_str(big, &s, &all, ND_ANCHORS_MAX) == 0 && s.mode == ND_SKETCH_MODE_CHAR,
+              "sketch %d characters", cs[i]);
+        unsigned want = nd_anchors_scaled(ND_SKETCH_MODE_CHAR, (size_t)cs[i] - 4);
+        CHECK(a.n == want && memcmp(a.a, all.a, a.n * sizeof(uint32_t)) == 0,
+              "%d characters: %u anchors (want %u), a prefix of the bottom-64", cs[i], a.n, want);
+    }
+    /* A 10 % excerpt (the first, and one from the middle) of long texts of
+     * both modes, against the whole one's stored anchors. */
+    for (int mode = 0; mode < 2; mode++) {
+        int n = mode == ND_SKETCH_MODE_CHAR ? 8000 : 2000;
+        unsigned worst = ND_ANCHORS_MAX, worst16 = ND_ANCHORS_MAX, total = 0, count = 0;
+        nd_anchors stored, stored16, q[2];
+        if (mode == ND_SKETCH_MODE_CHAR)
+            hans(big, sizeof(big), 0, n);
+        else
+            words(big, sizeof(big), 0, n);
+        CHECK(sketch_str(big, &s, &stored, ND_ANCHORS_SCALED) == 0 &&
+                  sketch_str(big, &s, &stored16, ND_ANCHORS_STORE) == 0 &&
+                  stored.n == ND_ANCHORS_MAX && s.mode == mode,
+              "mode %d: whole text stored under %u anchors", mode, stored.n);
+        for (int from = 0; from < n - n / 10; from += n / 20) {
+            if (mode == ND_SKETCH_MODE_CHAR)
+                hans(part, sizeof(part), from, n / 10);
+            else
+                words(part, sizeof(part), from, n / 10);
+            int m = nd_sketch_query(sk, scr, part, strlen(part), q, ND_ANCHORS_SCALED, NULL);
+            CHECK(m == mode, "excerpt mode %d", m);
+            if (m != mode)
+                break;
+            unsigned sh = shared_anchors(q[m].a, q[m].n, stored.a, stored.n);
+            unsigned sh16 = shared_anchors(q[m].a, q[m].n < 16 ? q[m].n : 16, stored16.a, 16);
+            worst = sh < worst ? sh : worst;
+            total += sh, count++;
+            worst16 = sh16 < worst16 ? sh16 : worst16;
+        }
+        /* about 6.4 expected per excerpt with 64 stored (1.6 with 16) */
+        CHECK(worst >= 1 && total >= 4 * count,
+              "mode %d: 10 %% excerpts share %u of the stored anchors in %u, %u at least", mode,
+              total, count, worst);
+        CHECK(worst16 == 0, "mode %d: with 16 anchors each, some excerpt shares none (%u)", mode,
+              worst16);
+    }
+}
+
 static void test_exact_small(void)
 {
     char a[4096], b[4096];
@@ -958,6 +1066,7 @@ int main(void)
     UNIT_RUN(test_exact_small);
     UNIT_RUN(test_passages);
     UNIT_RUN(test_sampled);
+    UNIT_RUN(test_scaled_anchors);
     UNIT_RUN(test_rules);
     UNIT_RUN(test_bounds);
     UNIT_RUN(test_query_lazy);

@@ -138,13 +138,18 @@ static void feed_stop(block_feed *f)
 #define ANCHOR_DEPTH 4    /* chunks in flight */
 
 typedef struct anchor_entry {
-    uint32_t slot, n;
-    uint32_t a[ND_ANCHORS_STORE];
+    uint32_t slot, n; /* its n anchors follow the previous entry's in a[] */
 } anchor_entry;
+
+/* A document holds 16 to 64 anchors (sketch.h ND_ANCHORS_SCALED): the
+ * chunk's anchors are one pool sized for ND_ANCHORS_STORE per document, and
+ * a chunk whose pool cannot take another document's is handed over early. */
+#define ANCHOR_POOL (ANCHOR_CHUNK * ND_ANCHORS_STORE)
 
 typedef struct anchor_chunk {
     anchor_entry e[ANCHOR_CHUNK];
-    unsigned n;
+    uint32_t a[ANCHOR_POOL];
+    unsigned n, na; /* entries, anchors */
 } anchor_chunk;
 
 typedef struct anchor_feed {
@@ -173,8 +178,8 @@ static void *anchor_feed_main(void *arg)
         anchor_chunk *c = &f->chunks[f->placed % ANCHOR_DEPTH];
         int rc = f->rc;
         pthread_mutex_unlock(&f->mu);
-        for (unsigned i = 0; i < c->n && rc == 0; i++)
-            rc = nd_anchor_loader_add(f->ld, c->e[i].slot, c->e[i].a, c->e[i].n);
+        for (unsigned i = 0, at = 0; i < c->n && rc == 0; at += c->e[i++].n)
+            rc = nd_anchor_loader_add(f->ld, c->e[i].slot, c->a + at, c->e[i].n);
         pthread_mutex_lock(&f->mu);
         if (rc < 0 && f->rc == 0)
             f->rc = rc;
@@ -196,7 +201,7 @@ static void anchor_feed_start(anchor_feed *f, nd_anchor_loader *ld, uint64_t tot
     f->inited = true;
     if (!ld || total < FEED_MIN_DOCS || !(f->chunks = malloc(ANCHOR_DEPTH * sizeof(*f->chunks))))
         return;
-    f->chunks[0].n = 0;
+    f->chunks[0].n = f->chunks[0].na = 0;
     f->running = pthread_create(&f->thread, NULL, anchor_feed_main, f) == 0;
     if (!f->running) {
         free(f->chunks);
@@ -216,7 +221,7 @@ static int anchor_feed_flush(anchor_feed *f)
     int rc = f->rc;
     pthread_mutex_unlock(&f->mu);
     f->writing++;
-    f->chunks[f->writing % ANCHOR_DEPTH].n = 0;
+    f->chunks[f->writing % ANCHOR_DEPTH].n = f->chunks[f->writing % ANCHOR_DEPTH].na = 0;
     return rc;
 }
 
@@ -228,10 +233,17 @@ static int anchor_feed_add(anchor_feed *f, nd_anchor_loader *ld, uint32_t slot, 
     if (!f->running)
         return nd_anchor_loader_add(ld, slot, a, n);
     anchor_chunk *c = &f->chunks[f->writing % ANCHOR_DEPTH];
+    if (c->na + n > ANCHOR_POOL) { /* n <= ND_ANCHORS_MAX: an empty one takes it */
+        int rc = anchor_feed_flush(f);
+        if (rc < 0)
+            return rc;
+        c = &f->chunks[f->writing % ANCHOR_DEPTH];
+    }
     anchor_entry *e = &c->e[c->n++];
     e->slot = slot;
     e->n = n;
-    memcpy(e->a, a, n * sizeof(*a));
+    memcpy(c->a + c->na, a, n * sizeof(*a));
+    c->na += n;
     return c->n == ANCHOR_CHUNK ? anchor_feed_flush(f) : 0;
 }
 
@@ -336,8 +348,8 @@ typedef struct load_ctx {
      * LOAD_AHEAD records before they are needed. */
     nd_doc *ahead[LOAD_AHEAD];
     size_t ahead_h[LOAD_AHEAD];
-    uint16_t ahead_tag[LOAD_AHEAD];                   /* their bit in tags */
-    uint32_t ahead_anc[LOAD_AHEAD][ND_ANCHORS_STORE]; /* their anchors */
+    uint16_t ahead_tag[LOAD_AHEAD];                 /* their bit in tags */
+    uint32_t ahead_anc[LOAD_AHEAD][ND_ANCHORS_MAX]; /* their anchors */
     uint8_t ahead_nanc[LOAD_AHEAD];
     unsigned nahead, ahead_first;
     block_feed feed;   /* arena blocks, prepared on another thread */
@@ -510,7 +522,7 @@ static int load_build(load_ctx *lc, const nd_record *rec)
     lc->ahead[at] = d;
     lc->ahead_h[at] = h;
     lc->ahead_tag[at] = (uint16_t)(1u << (hash >> 60));
-    unsigned na = rec->nanchors < ND_ANCHORS_STORE ? rec->nanchors : ND_ANCHORS_STORE;
+    unsigned na = rec->nanchors < ND_ANCHORS_MAX ? rec->nanchors : ND_ANCHORS_MAX;
     for (unsigned j = 0; j < na; j++) {
         const uint8_t *b = rec->anchors + 4 * j;
         lc->ahead_anc[at][j] = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
@@ -542,6 +554,35 @@ static int load_one(void *arg, const nd_record *rec)
     return rc;
 }
 
+/* The anchor loader's estimate of the entries to come: a document holds
+ * 16..64 anchors (sketch.h ND_ANCHORS_SCALED, more the longer it is), so
+ * the first ANCHOR_SAMPLE records give the mean, plus 1/16 for the
+ * sample's error. An estimate too small still loads (the loader spills
+ * beyond it, at more memory); one too large maps more than it fills (the
+ * pages left empty are given back by the finish). */
+#define ANCHOR_SAMPLE 4096
+
+typedef struct anchor_sample {
+    uint64_t n, anchors;
+} anchor_sample;
+
+static int sample_anchors(void *arg, const nd_record *rec)
+{
+    anchor_sample *a = arg;
+    a->anchors += rec->anchors ? (rec->nanchors < ND_ANCHORS_MAX ? rec->nanchors : ND_ANCHORS_MAX)
+                               : 0;
+    return ++a->n == ANCHOR_SAMPLE;
+}
+
+static uint64_t anchors_expected(nd_registry *reg, uint64_t total)
+{
+    anchor_sample a = {0, 0};
+    if (nd_store_scan(reg->store, sample_anchors, &a) < 0 || a.n == 0)
+        return total * ND_ANCHORS_STORE;
+    uint64_t mean16 = (a.anchors * 16 + a.n - 1) / a.n; /* in 1/16 anchors */
+    return total * (mean16 + mean16 / 16) / 16;
+}
+
 /* Scans the store into the tables and the anchor index's loader (entries
  * placed as documents link), then builds the fingerprint index in one go
  * and finishes the anchor index (sorted per part, in place). */
@@ -567,7 +608,7 @@ static int load_store(nd_registry *reg, load_ctx *lc)
         prefault(lc->fslots, lc->capfp * sizeof(*lc->fslots));
     }
     if (rc == 0 && lc->total)
-        rc = nd_anchor_loader_create(&lc->anchors, reg->anchors, lc->total * ND_ANCHORS_STORE);
+        rc = nd_anchor_loader_create(&lc->anchors, reg->anchors, anchors_expected(reg, lc->total));
     if (rc == 0 && lc->total && reg->next_slot == 0 &&
         atomic_load_explicit(&reg->ndocs, memory_order_relaxed) == 0) {
         lc->tags_nbuckets = reg->nbuckets;

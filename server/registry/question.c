@@ -8,7 +8,7 @@ int nd_question_make(nd_question_tools *t, const nd_check_req *rq, nd_question *
                      unsigned min_chars, int *mode)
 {
     nd_sketch_info info;
-    *mode = nd_sketch_query(t->sk, t->sks, rq->text, rq->text_len, t->anchors, ND_ANCHORS_QUERY,
+    *mode = nd_sketch_query(t->sk, t->sks, rq->text, rq->text_len, t->anchors, ND_ANCHORS_SCALED,
                             &info);
     if (*mode < 0)
         return *mode;
@@ -34,7 +34,7 @@ int nd_question_sketch(nd_question_tools *t, const nd_check_req *rq, nd_question
                        bool eager, bool no_passages, nd_sketch *sketch, nd_question_scratch *qs)
 {
     if (mode < 0)
-        mode = nd_sketch_query(t->sk, t->sks, rq->text, rq->text_len, t->anchors, ND_ANCHORS_QUERY,
+        mode = nd_sketch_query(t->sk, t->sks, rq->text, rq->text_len, t->anchors, ND_ANCHORS_SCALED,
                                NULL);
     if (mode < 0)
         return mode;
@@ -47,13 +47,18 @@ int nd_question_sketch(nd_question_tools *t, const nd_check_req *rq, nd_question
     } else {
         qs->lazy = t->sks;
     }
-    uint32_t n = 0; /* both modes' anchors: a document of either mode is found */
-    for (int m = 0; m < 2; m++)
-        for (uint32_t i = 0; i < t->anchors[m].n && i < ND_ANCHORS_QUERY; i++)
+    /* Both modes' anchors, so that a document of either mode is found: all
+     * of its own mode's (as many as a document of its length is stored
+     * under), the other mode's first ND_ANCHORS_QUERY (a bottom-m prefix). */
+    uint32_t n = 0;
+    for (int m = 0; m < 2; m++) {
+        uint32_t want = m == mode ? ND_ANCHORS_MAX : ND_ANCHORS_QUERY;
+        for (uint32_t i = 0; i < t->anchors[m].n && i < want; i++)
             q->probe[n++] = t->anchors[m].a[i];
+    }
     q->nprobe = n;
     const nd_anchors *own = &t->anchors[mode];
-    uint32_t ns = own->n < ND_ANCHORS_STORE ? own->n : ND_ANCHORS_STORE;
+    uint32_t ns = own->n < ND_ANCHORS_MAX ? own->n : ND_ANCHORS_MAX;
     memcpy(q->store, own->a, ns * sizeof(uint32_t));
     q->nstore = ns;
     qs->passages = no_passages ? NULL : t->sks;

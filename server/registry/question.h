@@ -37,7 +37,9 @@ typedef struct nd_question_tools {
     nd_anchors *anchors; /* [2]: both modes' anchors of the text, likewise */
 } nd_question_tools;
 
-#define ND_QUESTION_PROBE_MAX (2 * ND_ANCHORS_QUERY) /* both modes' query anchors */
+/* Both modes' query anchors: its own mode's grow with its length
+ * (ND_ANCHORS_SCALED, at most ND_ANCHORS_MAX), the other's ND_ANCHORS_QUERY. */
+#define ND_QUESTION_PROBE_MAX (ND_ANCHORS_MAX + ND_ANCHORS_QUERY)
 
 /* What the registry compares for one text: values only. Stage 1 (the
  * fingerprint, nd_question_make()) and stage 2 (the anchors and, for a
@@ -50,8 +52,8 @@ typedef struct nd_question {
     nd_integrity integrity; /* what was read differently from its characters */
     uint32_t nprobe;       /* both modes' anchors, probed in the anchor index */
     uint32_t probe[ND_QUESTION_PROBE_MAX];
-    uint32_t nstore; /* its own mode's anchors, best first: stored */
-    uint32_t store[ND_ANCHORS_STORE];
+    uint32_t nstore; /* its own mode's anchors, best first: stored (scaled) */
+    uint32_t store[ND_ANCHORS_MAX];
     /* nd_sketch_encode() of its own mode's sketch, stored by a
      * registration; 0 bytes for a query. */
     uint32_t sketch_enc_len;

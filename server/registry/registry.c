@@ -427,7 +427,7 @@ static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const nd_q
     memcpy(d->text_hash, q->text_hash, 16);
     d->registered_at_us = at;
     if (q->sketch_enc_len && q->sketch_enc_len <= ND_STORE_SKETCH_MAX) {
-        unsigned na = q->nstore < ND_ANCHORS_STORE ? q->nstore : ND_ANCHORS_STORE;
+        unsigned na = q->nstore < ND_ANCHORS_MAX ? q->nstore : ND_ANCHORS_MAX;
         d->extra = malloc(4 * (size_t)na + q->sketch_enc_len);
         if (!d->extra) {
             nd_doc_release(d);
