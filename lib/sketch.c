@@ -804,13 +804,14 @@ static unsigned bottom_keys(const shingle *sh, size_t nsh, unsigned m, uint64_t 
     }
 }
 
-/* Whether char-mode tokens i..i+4 are five CJK tokens that are adjacent in
- * the word mode too (their word-mode indexes + 1 rise by one each): the
+/* Whether char-mode tokens k and k + 1 are CJK tokens adjacent in the word
+ * mode too (their word-mode indexes + 1, cjk[], rise by one). Tokens
+ * i..i+4 are five such tokens when the four links from i to i + 4 are: the
  * word-mode shingle at cjk[i] - 1 is then the same five token hashes with
  * the same span, so the same shingle. */
-static inline bool same_as_word_shingle(const uint32_t *cjk, size_t i)
+static inline bool cjk_link(const uint32_t *cjk, size_t k)
 {
-    return cjk[i] && cjk[i + 1] && cjk[i + 2] && cjk[i + 3] && cjk[i + 4] == cjk[i] + 4;
+    return cjk[k] && cjk[k + 1] == cjk[k] + 1;
 }
 
 /* Shingles of one token stream into mode slot `mode` (text order, with
@@ -844,8 +845,11 @@ static int shingle_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
         uint64_t p = (((th[0] * SHINGLE_B + th[1]) * SHINGLE_B + th[2]) * SHINGLE_B + th[3]) *
                          SHINGLE_B +
                      th[4];
+        unsigned links = 0; /* consecutive cjk_link()s ending at token i + 4 */
+        for (size_t k = 0; k < 4; k++)
+            links = cjk_link(cjk, k) ? links + 1 : 0;
         for (size_t i = 0; i + 5 <= nt; i++) {
-            if (word_sh && same_as_word_shingle(cjk, i))
+            if (word_sh && links >= 4)
                 sh[nsh] = word_sh[cjk[i] - 1];
             else
                 sh[nsh] = (shingle){
@@ -853,8 +857,10 @@ static int shingle_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
             uint64_t key = rotl32(sh[nsh++].h);
             keys[nkeys] = key;
             nkeys += key <= below;
-            if (i + 5 < nt)
+            if (i + 5 < nt) {
                 p = (p - th[i] * SHINGLE_POW[4]) * SHINGLE_B + th[i + 5];
+                links = cjk_link(cjk, i + 4) ? links + 1 : 0;
+            }
         }
     } else {
         size_t j = 0;
