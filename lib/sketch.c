@@ -33,6 +33,10 @@
 #define CHAR_MODE_DEN 25
 #define ENCODING_FORMAT 1
 
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "sketch.c hashes token hashes as little-endian bytes; port the shingle hash"
+#endif
+
 struct nd_sketcher {
     nd_normalizer *norm;
     uint64_t *cp_hash;      /* XXH3 of the UTF-8 of each BMP code point */
@@ -779,33 +783,17 @@ static void sort_u32(uint32_t *a, size_t n)
     }
 }
 
-/* The shingle hash (proto/sketch.md §2): the polynomial
- * P = t0 * B^(n-1) + t1 * B^(n-2) + ... + t(n-1) mod 2^64 of its n token
- * hashes, then a 64-bit finalizer (the splitmix64 / Stafford "Mix13"
- * bijection) that spreads every input bit over both halves, since the
- * sample reads the low bits (levels, anchor ranks) and the high ones
- * (values, anchors). P rolls: a token enters as P * B + t, the first of k
- * leaves as P - t * B^(k-1) (SHINGLE_POW), so a stream costs two
- * multiplications and the finalizer's two per shingle. */
-#define SHINGLE_B 0x9E3779B185EBCA87ull /* odd; B - 1 = 2 * odd */
-/* B^k mod 2^64, k = 0..4 */
-static const uint64_t SHINGLE_POW[5] = {
-    0x0000000000000001ull, 0x9E3779B185EBCA87ull, 0x0592864BBA135331ull,
-    0x14A21A9932D088D7ull, 0x978E210EA84ECF61ull,
-};
-_Static_assert(0x9E3779B185EBCA87ull * 0x9E3779B185EBCA87ull == 0x0592864BBA135331ull &&
-                   0x9E3779B185EBCA87ull * 0x0592864BBA135331ull == 0x14A21A9932D088D7ull &&
-                   0x9E3779B185EBCA87ull * 0x14A21A9932D088D7ull == 0x978E210EA84ECF61ull,
-               "SHINGLE_POW holds the powers of SHINGLE_B");
-
-static inline uint64_t shingle_mix(uint64_t p)
+/* XXH3_64bits of the n token hashes at t (n of 3..5 in all but a text's
+ * only shingle): one call per length, so that each is inlined for its
+ * constant size. */
+static inline uint64_t shingle_hash(const uint64_t *t, size_t n)
 {
-    p ^= p >> 30;
-    p *= 0xBF58476D1CE4E5B9ull;
-    p ^= p >> 27;
-    p *= 0x94D049BB133111EBull;
-    p ^= p >> 31;
-    return p ? p : 1; /* 0 is the set's empty cell */
+    switch (n) {
+    case 5: return XXH3_64bits(t, 5 * sizeof(uint64_t));
+    case 4: return XXH3_64bits(t, 4 * sizeof(uint64_t));
+    case 3: return XXH3_64bits(t, 3 * sizeof(uint64_t));
+    default: return XXH3_64bits(t, n * sizeof(uint64_t));
+    }
 }
 
 /* Whether key is among heap[0..n). */
@@ -881,14 +869,13 @@ unsigned nd_anchors_scaled(unsigned mode, size_t shingles)
                                 : (unsigned)m;
 }
 
-/* Whether char-mode tokens k and k + 1 are CJK tokens adjacent in the word
- * mode too (their word-mode indexes + 1, cjk[], rise by one). Tokens
- * i..i+4 are five such tokens when the four links from i to i + 4 are: the
+/* Whether char-mode tokens i..i+4 are five CJK tokens that are adjacent in
+ * the word mode too (their word-mode indexes + 1 rise by one each): the
  * word-mode shingle at cjk[i] - 1 is then the same five token hashes with
  * the same span, so the same shingle. */
-static inline bool cjk_link(const uint32_t *cjk, size_t k)
+static inline bool same_as_word_shingle(const uint32_t *cjk, size_t i)
 {
-    return cjk[k] && cjk[k + 1] == cjk[k] + 1;
+    return cjk[i] && cjk[i + 1] && cjk[i + 2] && cjk[i + 3] && cjk[i + 4] == cjk[i] + 4;
 }
 
 /* Shingles of one token stream into mode slot `mode` (text order, with
@@ -920,47 +907,36 @@ static int shingle_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
         /* Every token weighs 3 (W_CJK): shingle i is tokens i..i+4, for
          * every i up to nt - 5, as the general loop below finds too. */
         const uint32_t *cjk = ts->cjk;
-        uint64_t p = (((th[0] * SHINGLE_B + th[1]) * SHINGLE_B + th[2]) * SHINGLE_B + th[3]) *
-                         SHINGLE_B +
-                     th[4];
-        unsigned links = 0; /* consecutive cjk_link()s ending at token i + 4 */
-        for (size_t k = 0; k < 4; k++)
-            links = cjk_link(cjk, k) ? links + 1 : 0;
         for (size_t i = 0; i + 5 <= nt; i++) {
-            if (word_sh && links >= 4)
+            if (word_sh && same_as_word_shingle(cjk, i)) {
                 sh[nsh] = word_sh[cjk[i] - 1];
-            else
-                sh[nsh] = (shingle){
-                    .h = shingle_mix(p), .start = ts->start[i], .end = ts->end[i + 4]};
+            } else {
+                uint64_t h = XXH3_64bits(th + i, 5 * sizeof(uint64_t));
+                sh[nsh] = (shingle){.h = h ? h : 1, .start = ts->start[i], .end = ts->end[i + 4]};
+            }
             uint64_t key = rotl32(sh[nsh++].h);
             keys[nkeys] = key;
             nkeys += key <= below;
-            if (i + 5 < nt) {
-                p = (p - th[i] * SHINGLE_POW[4]) * SHINGLE_B + th[i + 5];
-                links = cjk_link(cjk, i + 4) ? links + 1 : 0;
-            }
         }
     } else {
         size_t j = 0;
         uint32_t w = 0; /* weight of tokens i..j-1 */
-        uint64_t p = 0; /* their polynomial (shingle_mix()) */
         for (size_t i = 0; i < nt; i++) {
-            while (j < nt && w < W_SHINGLE) {
-                w += tw[j];
-                p = p * SHINGLE_B + th[j++];
-            }
+            while (j < nt && w < W_SHINGLE)
+                w += tw[j++];
             if (w < W_SHINGLE && i > 0)
                 break; /* the rest never reaches 15 */
-            uint64_t h = shingle_mix(p);
+            /* the hashes of tokens i..j-1 in place (j - i <= 5 unless the
+             * text never reaches 15: then all of them) */
+            uint64_t h = shingle_hash(th + i, j - i);
+            h = h ? h : 1;
             sh[nsh++] = (shingle){.h = h, .start = ts->start[i], .end = ts->end[j - 1]};
             uint64_t key = rotl32(h);
             keys[nkeys] = key;
             nkeys += key <= below;
             if (w < W_SHINGLE)
-                break; /* i == 0: one shingle of all the tokens (at most 4) */
-            /* tokens weigh 3 or 5: i..j-1 are at most 5 tokens */
+                break; /* i == 0: one shingle of all the tokens */
             w -= tw[i];
-            p -= th[i] * SHINGLE_POW[j - 1 - i];
         }
     }
     s->nsh[mode] = nsh;
