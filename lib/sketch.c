@@ -4,6 +4,7 @@
 #include "hangul.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1181,6 +1182,7 @@ void nd_sketch_compare(const nd_sketch *q, const nd_sketch *d, nd_sketch_estimat
     out->shared = shared;
     out->q_n = qn;
     out->d_n = dn;
+    out->q_shingles = q->shingles;
     out->shift = (uint8_t)shift;
     out->resemblance = uni ? (double)shared / uni : 0.0;
     out->containment = qn ? (double)shared / qn : 0.0;
@@ -1277,6 +1279,23 @@ void nd_verdict_params_default(nd_verdict_params *p)
     p->min_containment_r = 2.0;
 }
 
+/* Whether a containment estimate is sure enough to name a partial copy:
+ * exact when every shingle of the query was compared (q_n of q_shingles);
+ * else q_n of them are a random sample (the shingles whose level reaches
+ * the common shift), and the estimate's one-sided 95 % lower bound (normal
+ * approximation, finite-population corrected) must reach
+ * ND_VERDICT_CONTAINMENT_FLOOR: a query compared with a long document
+ * through a few dozen values is not called a copy on their luck. */
+static bool containment_sure(const nd_sketch_estimate *e)
+{
+    if (e->q_n == 0 || e->q_n >= e->q_shingles)
+        return true;
+    double c = e->containment;
+    double fpc = 1.0 - (double)e->q_n / e->q_shingles;
+    double sd = sqrt(c * (1.0 - c) / e->q_n * fpc);
+    return c - 1.645 * sd >= ND_VERDICT_CONTAINMENT_FLOOR;
+}
+
 nd_match_kind nd_match_classify(const nd_sketch_estimate *e, int same_text,
                                 const nd_verdict_params *p)
 {
@@ -1286,7 +1305,8 @@ nd_match_kind nd_match_classify(const nd_sketch_estimate *e, int same_text,
         return ND_MATCH_NONE;
     if (e->resemblance >= p->min_resemblance)
         return ND_MATCH_NEAR_DUPLICATE;
-    if (e->containment >= p->min_containment || e->containment_r >= p->min_containment_r)
+    if ((e->containment >= p->min_containment && containment_sure(e)) ||
+        e->containment_r >= p->min_containment_r)
         return ND_MATCH_PARTIAL_COPY;
     return ND_MATCH_NONE;
 }
@@ -1438,6 +1458,7 @@ int nd_sketch_compare_bounded(const nd_sketch *q, const nd_sketch *d, const nd_v
     }
     out->q_n = qn;
     out->d_n = dn;
+    out->q_shingles = q->shingles;
     out->shift = (uint8_t)shift;
     if (cut) {
         out->shared = 0;

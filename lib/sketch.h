@@ -108,6 +108,10 @@
 #define ND_VERDICT_POSTING_CAP 64
 #define ND_VERDICT_MIN_RESEMBLANCE 0.5
 #define ND_VERDICT_MIN_CONTAINMENT 0.6
+/* A sampled containment estimate names a partial copy only when its 95 %
+ * lower bound reaches this (the data's own line for a justified flag: half
+ * of the text found in the document); see nd_match_classify(). */
+#define ND_VERDICT_CONTAINMENT_FLOOR 0.5
 
 /* Anchors that grow with the text (proto/sketch.md section 5): passed as
  * anchors_wanted, a text gets nd_anchors_scaled(mode, shingles) anchors in
@@ -163,6 +167,7 @@ typedef struct nd_sketch_estimate {
     double containment_r; /* |Q ∩ D| / |D|: share of the doc found in the query */
     uint32_t shared;      /* sampled values in common */
     uint32_t q_n, d_n;    /* sampled values of each side at the common shift */
+    uint32_t q_shingles;  /* the query's distinct shingles (q_n of them sampled) */
     uint8_t shift;        /* the common shift: max of the two */
 } nd_sketch_estimate;
 
