@@ -125,8 +125,8 @@
  * with its source. Character mode has a shingle per CJK character, word
  * mode one per word. */
 #define ND_ANCHORS_SCALED 0xFFFFFFFFu
-#define ND_ANCHORS_RATE_CHAR 48
-#define ND_ANCHORS_RATE_WORD 12
+#define ND_ANCHORS_RATE_CHAR 32
+#define ND_ANCHORS_RATE_WORD 10
 
 /* Tokenization modes. A text is in character mode when its CJK code points
  * are at least 1/25 of its CJK, letter and digit code points: then every
