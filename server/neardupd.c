@@ -57,6 +57,7 @@ typedef struct daemon {
     nd_config cfg;
     nd_api api;
     nd_fingerprinter *fp;
+    nd_sketcher *sk; /* one for every worker: immutable, and ~45 ms to build */
     nd_metrics *metrics;
     nd_store *store;     /* the local store, or the replica in front of it */
     nd_replica *replica; /* NULL: one node (no --nats) */
@@ -526,7 +527,7 @@ static int init(daemon_t *d)
         return rc;
     nd_registry_options ropts;
     nd_registry_options_from_config(&ropts, &d->cfg);
-    if ((rc = nd_fingerprinter_create(&d->fp)) < 0 ||
+    if ((rc = nd_fingerprinter_create(&d->fp)) < 0 || (rc = nd_sketcher_create(&d->sk)) < 0 ||
         (rc = nd_metrics_create(&d->metrics, d->cfg.threads)) < 0 ||
         (rc = nd_backfill_create(&d->backfill)) < 0) {
         nd_log(ND_LOG_ERROR, "cannot initialise: %s", strerror(-rc));
@@ -540,6 +541,7 @@ static int init(daemon_t *d)
     }
     d->api = (nd_api){.cfg = &d->cfg,
                       .fp = d->fp,
+                      .sk = d->sk,
                       .reg = d->reg,
                       .store = d->store,
                       .metrics = d->metrics,
@@ -638,6 +640,7 @@ static void teardown(daemon_t *d)
     nd_registry_destroy(d->reg);
     nd_metrics_destroy(d->metrics);
     nd_fingerprinter_destroy(d->fp);
+    nd_sketcher_destroy(d->sk);
     nd_auth_destroy(d->auth);
     nd_backfill_destroy(d->backfill);
     if (d->sigterm)

@@ -22,11 +22,13 @@
 #include "http.h"
 #include "metrics.h"
 #include "registry.h"
+#include "sketch.h"
 #include "store.h"
 
 typedef struct nd_api {
     const nd_config *cfg;         /* borrowed */
     nd_fingerprinter *fp;         /* borrowed; shared by all workers */
+    const nd_sketcher *sk;        /* borrowed; shared by all workers */
     nd_registry *reg;             /* borrowed */
     nd_store *store;              /* borrowed: LMDB, or the memory store (--in-memory) */
     nd_metrics *metrics;          /* borrowed */

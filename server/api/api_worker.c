@@ -40,8 +40,6 @@ int nd_api_worker_init(void *app, unsigned index, void **user)
     int rc = aw->hits && aw->matches && aw->keys && aw->sh.out ? nd_fp_scratch_create(&aw->fps)
                                                                : -ENOMEM;
     if (rc == 0)
-        rc = nd_sketcher_create(&aw->sk);
-    if (rc == 0)
         rc = nd_sk_scratch_create(&aw->sks);
     if (rc < 0) {
         nd_api_worker_finish(app, aw);
@@ -59,7 +57,6 @@ void nd_api_worker_finish(void *app, void *user)
         return;
     nd_fp_scratch_destroy(aw->fps);
     nd_sk_scratch_destroy(aw->sks);
-    nd_sketcher_destroy(aw->sk);
     free(aw->hits);
     free(aw->matches);
     free(aw->keys);

@@ -18,7 +18,6 @@
 typedef struct api_worker {
     nd_api_scratch sh; /* reply buffer and parser (answer.c): first */
     nd_fp_scratch *fps;
-    nd_sketcher *sk;     /* this worker's (immutable once made) */
     nd_sk_scratch *sks;  /* sketch of the text being checked, for passages */
     nd_sketch sketch[2]; /* the text's, in both modes (word, char) */
     nd_anchors anchors[2];

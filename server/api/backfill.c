@@ -266,6 +266,7 @@ static void *job_main(void *arg)
     p.stop = &bf->stop;
     p.detection = nd_backfill_detection;
     p.fp = j->api->fp;
+    p.sk = j->api->sk;
     p.predate = j->predate;
     p.audit_client = j->r->client; /* read-only while the request waits */
     p.stale_tries = ND_API_STALE_TRIES;

@@ -245,7 +245,7 @@ static void answer_check(nd_req *r, op_state *op)
 static nd_question_tools question_tools(nd_api *api, api_worker *aw)
 {
     return (nd_question_tools){
-        .fp = api->fp, .sk = aw->sk, .fps = aw->fps, .sks = aw->sks, .anchors = aw->anchors};
+        .fp = api->fp, .sk = api->sk, .fps = aw->fps, .sks = aw->sks, .anchors = aw->anchors};
 }
 
 /* Gives the question its stage-2 fields and sketches the text into the
