@@ -199,6 +199,7 @@ int main(void)
                                  "alice-cms " ALICE " accounts=alice\n";
     nd_auth *auth = NULL;
     nd_fingerprinter *fp = NULL;
+    nd_sketcher *sk = NULL;
     nd_metrics *metrics = NULL;
     nd_registry *reg = NULL;
     nd_backfill *bf = NULL;
@@ -206,7 +207,8 @@ int main(void)
     char err[256];
     nd_registry_options o = {.max_matches = cfg.max_matches};
     if (nd_auth_parse(&auth, tokens, strlen(tokens), "test", err, sizeof(err)) < 0 ||
-        nd_fingerprinter_create(&fp) < 0 || nd_metrics_create(&metrics, cfg.threads) < 0 ||
+        nd_fingerprinter_create(&fp) < 0 || nd_sketcher_create(&sk) < 0 ||
+        nd_metrics_create(&metrics, cfg.threads) < 0 ||
         nd_backfill_create(&bf) < 0 || nd_store_memory_open(&store) < 0 ||
         nd_registry_create(&reg, store, &o) < 0) {
         fprintf(stderr, "cannot set up: %s\n", err);
@@ -215,6 +217,7 @@ int main(void)
     nd_registry_set_loaded(reg);
     api = (nd_api){.cfg = &cfg,
                    .fp = fp,
+                   .sk = sk,
                    .reg = reg,
                    .store = store,
                    .metrics = metrics,
@@ -249,6 +252,7 @@ int main(void)
     nd_registry_destroy(reg);
     nd_metrics_destroy(metrics);
     nd_fingerprinter_destroy(fp);
+    nd_sketcher_destroy(sk);
     nd_auth_destroy(auth);
     nd_backfill_destroy(bf);
     return unit_summary("api");
