@@ -1,4 +1,10 @@
 /* CHANGES since the first commit (for the server helper):
+ * - core rule: nd_sketch.pos / .positioned (where each value's shingle
+ *   first occurs in a sketched TEXT; not encoded, so a decoded sketch has
+ *   none) and nd_sketch_estimate.core_found / .core_n; nd_verdict_params
+ *   .min_core / .min_containment_core (set by nd_verdict_params_default();
+ *   0 = off). A query's nd_sketch carries its positions wherever it is
+ *   copied (an import line's), so every path judges a text alike.
  * - folds: nd_sketch_info.integrity (lib/fold.h nd_integrity) counts what
  *   the folds read differently in the text (invisible, lookalike,
  *   traditional, han); filled by nd_sketch_text(), nd_sketch_text_modes()
