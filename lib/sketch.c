@@ -87,6 +87,8 @@ struct nd_sk_scratch {
     size_t set_cap; /* allocated */
     uint64_t *uniq; /* the distinct hashes of the current stream */
     size_t uniq_cap;
+    uint8_t *upos; /* their positions (nd_sketch.pos), uniq's order */
+    size_t upos_cap;
     uint64_t *keys; /* shingle_stream(): rank keys that may be anchors */
     size_t keys_cap;
     size_t set_size;        /* in use for the current text */
@@ -196,6 +198,7 @@ void nd_sk_scratch_destroy(nd_sk_scratch *s)
     free(s->sh[1]);
     free(s->set);
     free(s->uniq);
+    free(s->upos);
     free(s->keys);
     free(s->fold);
     free(s);
@@ -761,26 +764,30 @@ static void sort_u64(uint64_t *a, size_t n)
     }
 }
 
-/* Sorts a[0..n), n <= ND_SKETCH_MAX: one counting pass on the top 8 bits
- * (the values' top bits are hash bits: ~2 per bucket), then an insertion
- * sort of the nearly sorted result (it only moves values within a bucket). */
-static void sort_u32(uint32_t *a, size_t n)
+/* Sorts a[0..n), n <= ND_SKETCH_MAX, and pos[] with it, stably: one
+ * counting pass on the top 8 bits (the values' top bits are hash bits: ~2
+ * per bucket), then an insertion sort of the nearly sorted result (it only
+ * moves values within a bucket). */
+static void sort_u32_pos(uint32_t *a, uint8_t *pos, size_t n)
 {
     if (n < 2)
         return;
     uint32_t tmp[ND_SKETCH_MAX], count[257] = {0};
+    uint8_t tpos[ND_SKETCH_MAX];
     for (size_t i = 0; i < n; i++)
         count[(a[i] >> 24) + 1]++;
     for (unsigned b = 1; b < 257; b++)
         count[b] += count[b - 1];
-    for (size_t i = 0; i < n; i++)
-        tmp[count[a[i] >> 24]++] = a[i];
+    for (size_t i = 0; i < n; i++) {
+        uint32_t k = count[a[i] >> 24]++;
+        tmp[k] = a[i], tpos[k] = pos[i];
+    }
     for (size_t i = 0; i < n; i++) {
         uint32_t x = tmp[i];
         size_t j = i;
         for (; j && a[j - 1] > x; j--)
-            a[j] = a[j - 1];
-        a[j] = x;
+            a[j] = a[j - 1], pos[j] = pos[j - 1];
+        a[j] = x, pos[j] = tpos[i];
     }
 }
 
@@ -974,15 +981,19 @@ static int sample_stream(nd_sk_scratch *s, unsigned mode, nd_sketch *out)
     }
     memset(s->set, 0, need * sizeof(uint64_t));
     s->set_size = need;
-    if (grow((void **)&s->uniq, &s->uniq_cap, nsh ? nsh : 1, sizeof(uint64_t)) < 0)
+    if (grow((void **)&s->uniq, &s->uniq_cap, nsh ? nsh : 1, sizeof(uint64_t)) < 0 ||
+        grow((void **)&s->upos, &s->upos_cap, nsh ? nsh : 1, 1) < 0)
         return -ENOMEM;
     uint64_t *uniq = s->uniq;
+    uint8_t *upos = s->upos;
     uint32_t hist[LEVEL_MAX + 1] = {0};
     uint32_t distinct = 0;
     for (size_t i = 0; i < nsh; i++) {
         uint64_t h = sh[i].h;
         if (!set_add(s, h))
             continue;
+        /* its first occurrence: i of nsh, scaled to 0..255 */
+        upos[distinct] = (uint8_t)(((uint64_t)i << 8) / nsh);
         uniq[distinct++] = h;
         hist[level_of(h)]++;
     }
@@ -1000,14 +1011,17 @@ static int sample_stream(nd_sk_scratch *s, unsigned mode, nd_sketch *out)
     for (size_t i = 0; i < distinct; i++) {
         uint64_t h = uniq[i];
         if (level_of(h) >= shift && n < ND_SKETCH_MAX)
-            out->values[n++] = value_of(h);
+            out->pos[n] = upos[i], out->values[n++] = value_of(h);
     }
-    sort_u32(out->values, n);
+    sort_u32_pos(out->values, out->pos, n);
+    /* Two hashes with one value: one value, at the first one's position
+     * (the sort is stable and uniq is in text order: the earlier). */
     uint32_t k = 0;
     for (uint32_t i = 0; i < n; i++)
         if (k == 0 || out->values[i] != out->values[k - 1])
-            out->values[k++] = out->values[i];
+            out->pos[k] = out->pos[i], out->values[k++] = out->values[i];
     out->n = (uint16_t)k;
+    out->positioned = 1;
     s->shift[mode] = (uint8_t)shift;
     s->sampled[mode] = true;
     return 0;
@@ -1128,7 +1142,7 @@ int nd_sketch_query_finish(nd_sk_scratch *s, nd_sketch out[2])
     if (rc == 0 && s->has_cjk)
         rc = sample_stream(s, 1, &out[1]);
     else if (rc == 0)
-        out[1].shift = 0, out[1].mode = 1, out[1].n = 0, out[1].shingles = 0;
+        out[1].shift = 0, out[1].mode = 1, out[1].n = 0, out[1].shingles = 0, out[1].positioned = 1;
     return rc;
 }
 
@@ -1155,6 +1169,35 @@ int nd_sketch_fp_tokens(const nd_sk_scratch *s, nd_fp_tokens *out)
 }
 
 /* ---- compare, passages ---- */
+
+/* Fills out->core_found and out->core_n (nd_sketch_estimate) for q compared
+ * with d at `shift`, out->shared already set: the positions of the found
+ * values give the core [first, last]; the q values at the shift whose
+ * position lies in it are counted. 0 and 0 when q is not positioned or
+ * nothing is shared. O(q->n + d->n), pure. */
+static void core_of(const nd_sketch *q, const nd_sketch *d, unsigned shift, nd_sketch_estimate *out)
+{
+    out->core_found = out->core_n = 0;
+    if (!q->positioned || out->shared == 0)
+        return;
+    unsigned lo = 255, hi = 0;
+    uint32_t i = 0, j = 0;
+    while (i < q->n && j < d->n) {
+        uint32_t x = q->values[i], y = d->values[j];
+        if (x == y && (x & 31) >= shift) {
+            unsigned p = q->pos[i];
+            lo = p < lo ? p : lo;
+            hi = p > hi ? p : hi;
+        }
+        i += x <= y;
+        j += y <= x;
+    }
+    uint32_t c = 0;
+    for (i = 0; i < q->n; i++)
+        c += (q->values[i] & 31) >= shift && q->pos[i] >= lo && q->pos[i] <= hi;
+    out->core_found = out->shared;
+    out->core_n = c;
+}
 
 void nd_sketch_compare(const nd_sketch *q, const nd_sketch *d, nd_sketch_estimate *out)
 {
@@ -1187,6 +1230,7 @@ void nd_sketch_compare(const nd_sketch *q, const nd_sketch *d, nd_sketch_estimat
     out->resemblance = uni ? (double)shared / uni : 0.0;
     out->containment = qn ? (double)shared / qn : 0.0;
     out->containment_r = dn ? (double)shared / dn : 0.0;
+    core_of(q, d, shift, out);
 }
 
 static bool sketch_has(const nd_sketch *d, uint32_t v)
@@ -1277,6 +1321,23 @@ void nd_verdict_params_default(nd_verdict_params *p)
     p->min_resemblance = ND_VERDICT_MIN_RESEMBLANCE;
     p->min_containment = ND_VERDICT_MIN_CONTAINMENT;
     p->min_containment_r = 2.0;
+    p->min_core = ND_VERDICT_MIN_CORE;
+    p->min_containment_core = ND_VERDICT_CORE_CONTAINMENT;
+}
+
+/* Whether the core rule is on in p. */
+static bool core_rule_on(const nd_verdict_params *p)
+{
+    return p->min_core > 0.0 && p->min_core <= 1.0;
+}
+
+/* The lowest containment at which nd_match_classify() can list a pair of
+ * a query q (positioned or not) under p: what the bounds must admit. */
+static double containment_needed(const nd_sketch *q, const nd_verdict_params *p)
+{
+    return q->positioned && core_rule_on(p) && p->min_containment_core < p->min_containment
+               ? p->min_containment_core
+               : p->min_containment;
 }
 
 /* Whether a containment estimate is sure enough to name a partial copy:
@@ -1296,6 +1357,38 @@ static bool containment_sure(const nd_sketch_estimate *e)
     return c - 1.645 * sd >= ND_VERDICT_CONTAINMENT_FLOOR;
 }
 
+/* P(X >= k) for X ~ Binomial(n, p), 0 < p < 1, k <= n, in IEEE double in
+ * this order: t = p^n by n multiplications, the sum of the terms from
+ * j = n down to k, each from the one above (t * j / (n - j + 1) * q / p). */
+static double binomial_tail(uint32_t k, uint32_t n, double p)
+{
+    double t = 1.0, r = (1.0 - p) / p;
+    for (uint32_t i = 0; i < n; i++)
+        t *= p;
+    double sum = t;
+    for (uint32_t j = n; j > k; j--) {
+        t = t * j / (n - j + 1) * r;
+        sum += t;
+    }
+    return sum;
+}
+
+/* The core rule: the query's core (the stretch between its first and last
+ * value found in the document) is densely found, surely, and the found
+ * values are at least min_containment_core of the query's. Dense: found /
+ * core_n >= min_core; surely: a stretch copied at a density of only
+ * min_core would show that many found values of core_n with a chance of
+ * at most 5 % (the exact one-sided binomial test: all core_n found needs
+ * core_n >= 29 at min_core 0.9), so that a few values that happen to lie
+ * together do not make a core. */
+static bool core_copy(const nd_sketch_estimate *e, const nd_verdict_params *p)
+{
+    if (!core_rule_on(p) || e->core_n == 0 || e->containment < p->min_containment_core ||
+        (double)e->core_found / e->core_n < p->min_core)
+        return false;
+    return p->min_core >= 1.0 || binomial_tail(e->core_found, e->core_n, p->min_core) <= 0.05;
+}
+
 nd_match_kind nd_match_classify(const nd_sketch_estimate *e, int same_text,
                                 const nd_verdict_params *p)
 {
@@ -1306,7 +1399,7 @@ nd_match_kind nd_match_classify(const nd_sketch_estimate *e, int same_text,
     if (e->resemblance >= p->min_resemblance)
         return ND_MATCH_NEAR_DUPLICATE;
     if ((e->containment >= p->min_containment && containment_sure(e)) ||
-        e->containment_r >= p->min_containment_r)
+        e->containment_r >= p->min_containment_r || core_copy(e, p))
         return ND_MATCH_PARTIAL_COPY;
     return ND_MATCH_NONE;
 }
@@ -1377,6 +1470,7 @@ int nd_sketch_decode(const uint8_t *buf, size_t len, nd_sketch *out)
     out->mode = buf[1] >> 7;
     out->n = (uint16_t)n;
     out->shingles = get32(buf + 4);
+    out->positioned = 0; /* positions are not stored */
     for (uint32_t i = 0; i < n; i++)
         out->values[i] = get32(buf + 8 + 4 * i);
     return sketch_valid(out) ? 0 : -EINVAL;
@@ -1399,12 +1493,13 @@ static uint32_t count_at_shift(const nd_sketch *s, unsigned shift)
  * nd_sketch_compare() computes it, and each is monotone in shared (and a
  * correctly rounded division is monotone), so the figures at ub bound the
  * real ones from above, bit for bit. */
-static bool reachable_at(uint32_t ub, uint32_t qn, uint32_t dn, const nd_verdict_params *p)
+static bool reachable_at(uint32_t ub, uint32_t qn, uint32_t dn, const nd_verdict_params *p,
+                         double cmin)
 {
     if (ub == 0)
         return false; /* shared 0: never listed */
-    return (double)ub / (qn + dn - ub) >= p->min_resemblance ||
-           (double)ub / qn >= p->min_containment || (double)ub / dn >= p->min_containment_r;
+    return (double)ub / (qn + dn - ub) >= p->min_resemblance || (double)ub / qn >= cmin ||
+           (double)ub / dn >= p->min_containment_r;
 }
 
 int nd_sketch_reachable(const nd_sketch *q, unsigned d_shift, uint32_t d_n,
@@ -1413,7 +1508,7 @@ int nd_sketch_reachable(const nd_sketch *q, unsigned d_shift, uint32_t d_n,
     if (d_shift >= q->shift) { /* the common shift is d's: dn = d_n exactly */
         uint32_t qn = count_at_shift(q, d_shift);
         uint32_t m = qn < d_n ? qn : d_n;
-        return reachable_at(m, qn, d_n, p);
+        return reachable_at(m, qn, d_n, p, containment_needed(q, p));
     }
     /* Common shift q's: qn = q->n; dn (d's values at q's shift) <= d_n is
      * all that is known. shared <= min(qn, dn). */
@@ -1423,7 +1518,7 @@ int nd_sketch_reachable(const nd_sketch *q, unsigned d_shift, uint32_t d_n,
     uint32_t m = qn < d_n ? qn : d_n;
     if (p->min_containment_r <= 1.0)
         return 1; /* shared / dn may be anything up to 1 */
-    if ((double)m / qn >= p->min_containment)
+    if ((double)m / qn >= containment_needed(q, p))
         return 1;
     /* Resemblance: for dn <= qn, shared / (qn + dn - shared) <= dn / qn <= d_n / qn;
      * a dn above qn is possible only when d_n > qn: then no bound. */
@@ -1440,7 +1535,8 @@ int nd_sketch_compare_bounded(const nd_sketch *q, const nd_sketch *d, const nd_v
     uint32_t most = qn < dn ? qn : dn;
     const uint32_t *a = q->values, *b = d->values;
     uint32_t na = q->n, nb = d->n, i = 0, j = 0, shared = 0;
-    bool cut = !reachable_at(most, qn, dn, p);
+    double cmin = containment_needed(q, p);
+    bool cut = !reachable_at(most, qn, dn, p, cmin);
     while (!cut && i < na && j < nb) {
         /* Each step moves i or j or both by one: k steps stay in bounds. */
         uint32_t k = na - i < nb - j ? na - i : nb - j;
@@ -1454,7 +1550,7 @@ int nd_sketch_compare_bounded(const nd_sketch *q, const nd_sketch *d, const nd_v
         }
         uint32_t rem = na - i < nb - j ? na - i : nb - j;
         uint32_t ub = shared + rem < most ? shared + rem : most;
-        cut = !reachable_at(ub, qn, dn, p);
+        cut = !reachable_at(ub, qn, dn, p, cmin);
     }
     out->q_n = qn;
     out->d_n = dn;
@@ -1462,6 +1558,7 @@ int nd_sketch_compare_bounded(const nd_sketch *q, const nd_sketch *d, const nd_v
     out->shift = (uint8_t)shift;
     if (cut) {
         out->shared = 0;
+        out->core_found = out->core_n = 0;
         out->resemblance = out->containment = out->containment_r = 0.0;
         return 0;
     }
@@ -1470,5 +1567,6 @@ int nd_sketch_compare_bounded(const nd_sketch *q, const nd_sketch *d, const nd_v
     out->resemblance = uni ? (double)shared / uni : 0.0;
     out->containment = qn ? (double)shared / qn : 0.0;
     out->containment_r = dn ? (double)shared / dn : 0.0;
+    core_of(q, d, shift, out);
     return 1;
 }

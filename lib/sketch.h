@@ -1,4 +1,10 @@
 /* CHANGES since the first commit (for the server helper):
+ * - core rule: nd_sketch.pos / .positioned (where each value's shingle
+ *   first occurs in a sketched TEXT; not encoded, so a decoded sketch has
+ *   none) and nd_sketch_estimate.core_found / .core_n; nd_verdict_params
+ *   .min_core / .min_containment_core (set by nd_verdict_params_default();
+ *   0 = off). A query's nd_sketch carries its positions wherever it is
+ *   copied (an import line's), so every path judges a text alike.
  * - folds: nd_sketch_info.integrity (lib/fold.h nd_integrity) counts what
  *   the folds read differently in the text (invisible, lookalike,
  *   traditional, han); filled by nd_sketch_text(), nd_sketch_text_modes()
@@ -112,6 +118,12 @@
  * lower bound reaches this (the data's own line for a justified flag: half
  * of the text found in the document); see nd_match_classify(). */
 #define ND_VERDICT_CONTAINMENT_FLOOR 0.5
+/* The core rule (nd_verdict_params.min_core, .min_containment_core): a
+ * copy framed by text of the re-poster's own (a site's header, a footer)
+ * is named when the stretch between the first and the last found value is
+ * densely found and holds at least half of the text. */
+#define ND_VERDICT_MIN_CORE 0.9
+#define ND_VERDICT_CORE_CONTAINMENT 0.5
 
 /* Anchors that grow with the text (proto/sketch.md section 5): passed as
  * anchors_wanted, a text gets nd_anchors_scaled(mode, shingles) anchors in
@@ -149,6 +161,15 @@ typedef struct nd_sketch {
     uint16_t n;        /* number of values, 0..ND_SKETCH_MAX */
     uint32_t shingles; /* distinct shingles of the text (before sampling) */
     uint32_t values[ND_SKETCH_MAX];
+    /* Where in the sketched text each value's shingle first occurs, when
+     * positioned: pos[i] = floor(256 * i_first / occurrences), i_first the
+     * index of the value's first shingle among the text's shingle
+     * occurrences of this mode (so 0..255, in text order). Filled when a
+     * TEXT is sketched (nd_sketch_text(), nd_sketch_text_modes(),
+     * nd_sketch_query_finish()); not encoded: a decoded sketch has
+     * positioned 0, and the core rule (nd_match_classify()) is then off. */
+    uint8_t pos[ND_SKETCH_MAX];
+    uint8_t positioned; /* 1: pos[0..n) holds the positions; 0: unknown */
 } nd_sketch;
 
 /* A document's anchors, best (smallest rank) first: a[0..n). A prefix of
@@ -169,6 +190,12 @@ typedef struct nd_sketch_estimate {
     uint32_t q_n, d_n;    /* sampled values of each side at the common shift */
     uint32_t q_shingles;  /* the query's distinct shingles (q_n of them sampled) */
     uint8_t shift;        /* the common shift: max of the two */
+    /* The query's core (when q is positioned and shared > 0; else 0): of
+     * the q_n values, those whose position lies between the first and the
+     * last value found in d (core_n), and of those the found ones
+     * (core_found = shared). core_found / core_n is how densely the copied
+     * stretch is copied; core_n / q_n how much of the text it spans. */
+    uint32_t core_found, core_n;
 } nd_sketch_estimate;
 
 /* A copied span of the last sketched text: code-point offsets [start, end)
@@ -199,6 +226,13 @@ typedef struct nd_verdict_params {
     double min_resemblance;   /* default ND_VERDICT_MIN_RESEMBLANCE */
     double min_containment;   /* share of the submitted text in the doc */
     double min_containment_r; /* share of the doc in the submitted text; > 1 = off */
+    /* The core rule (proto/sketch.md section 6): a query whose core (see
+     * nd_sketch_estimate) holds found values at a share >= min_core is a
+     * partial copy from containment >= min_containment_core on (below
+     * min_containment). min_core 0 (or > 1) = off. Defaults
+     * ND_VERDICT_MIN_CORE, ND_VERDICT_CORE_CONTAINMENT. */
+    double min_core;
+    double min_containment_core;
 } nd_verdict_params;
 
 /* Fills the defaults above. */

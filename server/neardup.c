@@ -474,6 +474,8 @@ static int cmd_compare(int argc, char **argv)
         json_object_set_new(o, "sampled_a", json_integer(e.q_n));
         json_object_set_new(o, "sampled_b", json_integer(e.d_n));
         json_object_set_new(o, "shift", json_integer(e.shift));
+        json_object_set_new(o, "core_found", json_integer(e.core_found));
+        json_object_set_new(o, "core_n", json_integer(e.core_n));
         json_object_set_new(o, "mode", json_integer(sb->mode));
         json_object_set_new(o, "shingles_a", json_integer(sa->shingles));
         json_object_set_new(o, "shingles_b", json_integer(sb->shingles));

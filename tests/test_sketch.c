@@ -469,8 +469,8 @@ static void test_rules(void)
      * values (0.6) of a 373-shingle text compared with a long document is
      * luck (the dev set's man page: truly 0.41); the same 0.6 from every
      * shingle (exact), or 44 of 44 sampled, is a copy. */
-    nd_sketch_estimate s = {.resemblance = 0.03, .containment = 0.6, .shared = 9, .q_n = 15,
-                            .q_shingles = 373};
+    nd_sketch_estimate s = {
+        .resemblance = 0.03, .containment = 0.6, .shared = 9, .q_n = 15, .q_shingles = 373};
     CHECK(nd_match_classify(&s, 0, &p) == ND_MATCH_NONE, "0.6 of 15 sampled values");
     s.q_n = s.q_shingles = 15;
     CHECK(nd_match_classify(&s, 0, &p) == ND_MATCH_PARTIAL_COPY, "0.6 exact");
@@ -482,29 +482,136 @@ static void test_rules(void)
     CHECK(nd_match_classify(&s, 0, &p) == ND_MATCH_PARTIAL_COPY, "0.75 of 200 sampled");
 }
 
+/* The core rule: a middle quarter of a long article framed by a header and
+ * a footer of its own (~43 % of the copy, so containment ~0.57 < 0.6) is
+ * named a partial copy, whichever call sketched it (positions travel with
+ * the sketch), and not once its positions are unknown (a decoded sketch:
+ * today's rule); a text that shares one paragraph among many, or half its
+ * text in pieces spread between its own (a sparse core), is not. */
+static void core_case(const char *what, const char *article, const char *copy, int want)
+{
+    static nd_sketch d, q2[2], q1, back;
+    nd_verdict_params p;
+    nd_verdict_params_default(&p);
+    CHECK(sketch_str(article, &d, NULL, 0) == 0, "%s: article", what);
+    nd_sketch_estimate e;
+    /* the query's sketches of both modes (a check, an import) */
+    int mode = nd_sketch_text_modes(sk, scr, copy, strlen(copy), q2, NULL, 0, NULL);
+    CHECK(mode >= 0, "%s: query", what);
+    nd_sketch_compare(nd_sketch_for(q2, &d), &d, &e);
+    nd_match_kind k = nd_match_classify(&e, 0, &p);
+    unit_note("%s: containment %.3f (%u of %u, %u shingles), core %u of %u: %s", what,
+              e.containment, e.shared, e.q_n, e.q_shingles, e.core_found, e.core_n,
+              nd_match_kind_name(k));
+    CHECK((int)k == want, "%s: %s", what, nd_match_kind_name(k));
+    /* bounded: the same */
+    nd_sketch_estimate bd;
+    int done = nd_sketch_compare_bounded(nd_sketch_for(q2, &d), &d, &p, &bd);
+    CHECK((int)(done ? nd_match_classify(&bd, 0, &p) : ND_MATCH_NONE) == want &&
+              nd_sketch_reachable(nd_sketch_for(q2, &d), d.shift, d.n, &p),
+          "%s: bounded", what);
+    /* nd_sketch_text() of the copy: the same figures */
+    CHECK(sketch_str(copy, &q1, NULL, 0) == 0, "%s: text", what);
+    if (q1.mode == d.mode) {
+        nd_sketch_estimate e1;
+        nd_sketch_compare(&q1, &d, &e1);
+        CHECK(e1.core_n == e.core_n && e1.core_found == e.core_found &&
+                  nd_match_classify(&e1, 0, &p) == k,
+              "%s: nd_sketch_text differs", what);
+    }
+    /* decoded: no positions, today's rule (containment >= 0.6) */
+    uint8_t buf[ND_SKETCH_ENCODED_MAX];
+    size_t len = nd_sketch_encode(nd_sketch_for(q2, &d), buf, sizeof(buf));
+    CHECK(nd_sketch_decode(buf, len, &back) == 0 && !back.positioned, "%s: decode", what);
+    nd_sketch_compare(&back, &d, &e);
+    CHECK(e.core_n == 0 && e.core_found == 0, "%s: decoded core", what);
+    CHECK(nd_match_classify(&e, 0, &p) == (e.containment >= p.min_containment ? k : ND_MATCH_NONE),
+          "%s: decoded sketch", what);
+    /* the rule off */
+    p.min_core = 0;
+    nd_sketch_compare(nd_sketch_for(q2, &d), &d, &e);
+    CHECK(e.containment >= p.min_containment || nd_match_classify(&e, 0, &p) == ND_MATCH_NONE,
+          "%s: rule off", what);
+}
+
+static void test_core(void)
+{
+    static char art[80000], copy[60000], part[40000];
+    /* English: 4000 words; the copy: 300 words of header, words
+     * 1500..2499, 450 words of footer */
+    words(art, sizeof(art), 0, 4000);
+    words(part, sizeof(part), 100000, 300);
+    size_t off = (size_t)snprintf(copy, sizeof(copy), "%s\n\n", part);
+    words(copy + off, sizeof(copy) - off, 1500, 1000);
+    off = strlen(copy);
+    words(part, sizeof(part), 200000, 450);
+    snprintf(copy + off, sizeof(copy) - off, "\n\n%s", part);
+    core_case("en middle quarter + chrome", art, copy, ND_MATCH_PARTIAL_COPY);
+    /* the same, short enough to be exact (shift 0): 400 words, 100 of them
+     * copied under 40 + 40 of chrome */
+    words(art, sizeof(art), 0, 400);
+    words(part, sizeof(part), 100000, 40);
+    off = (size_t)snprintf(copy, sizeof(copy), "%s\n\n", part);
+    words(copy + off, sizeof(copy) - off, 150, 100);
+    off = strlen(copy);
+    words(part, sizeof(part), 200000, 40);
+    snprintf(copy + off, sizeof(copy) - off, "\n\n%s", part);
+    core_case("en exact middle + chrome", art, copy, ND_MATCH_PARTIAL_COPY);
+    /* Chinese: 4000 characters; 1000 of them under 300 + 450 of chrome */
+    hans(art, sizeof(art), 0, 4000);
+    hans(part, sizeof(part), 50000, 300);
+    off = (size_t)snprintf(copy, sizeof(copy), "%s。\n", part);
+    hans(copy + off, sizeof(copy) - off, 1500, 1000);
+    off = strlen(copy);
+    hans(part, sizeof(part), 90000, 450);
+    snprintf(copy + off, sizeof(copy) - off, "。\n%s", part);
+    core_case("zh middle quarter + chrome", art, copy, ND_MATCH_PARTIAL_COPY);
+    /* one paragraph of ten copied: not a copy */
+    words(art, sizeof(art), 0, 4000);
+    off = 0;
+    for (int i = 0; i < 10; i++) {
+        words(copy + off, sizeof(copy) - off, i == 4 ? 1500 : 300000 + 200 * i, 150);
+        off = strlen(copy);
+        off += (size_t)snprintf(copy + off, sizeof(copy) - off, "\n\n");
+    }
+    core_case("en one paragraph of ten", art, copy, ND_MATCH_NONE);
+    /* half of the text copied in pieces between its own: a sparse core */
+    off = 0;
+    for (int i = 0; i < 10; i++) {
+        words(copy + off, sizeof(copy) - off, i % 2 ? 400000 + 100 * i : 1500 + 300 * i, 100);
+        off = strlen(copy);
+        off += (size_t)snprintf(copy + off, sizeof(copy) - off, "\n\n");
+    }
+    core_case("en half in pieces", art, copy, ND_MATCH_NONE);
+}
+
 /* A sketch of the hash set h[0..n) by the rule of sketch.h (levels,
  * smallest shift leaving <= ND_SKETCH_MAX values), for tests that need
  * sketches of chosen sizes and overlaps. */
-static int u32_cmp(const void *a, const void *b)
+static int u64_cmp(const void *a, const void *b)
 {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
 }
 
+/* h[i] is the text's i-th shingle: its position (nd_sketch.pos) is
+ * 256 * i / n. */
 static void sketch_of_hashes(const uint64_t *h, size_t n, nd_sketch *out)
 {
+    static uint64_t vp[8192];
     static uint32_t v[8192];
+    static uint8_t pos[8192];
     size_t m = 0;
     for (size_t i = 0; i < n && m < 8192; i++) {
         unsigned level = h[i] ? (unsigned)__builtin_ctzll(h[i]) : 31;
         level = level > 31 ? 31 : level;
-        v[m++] = (uint32_t)(h[i] >> 37) << 5 | level;
+        vp[m++] = (uint64_t)((uint32_t)(h[i] >> 37) << 5 | level) << 8 | ((i << 8) / n);
     }
-    qsort(v, m, sizeof(*v), u32_cmp);
+    qsort(vp, m, sizeof(*vp), u64_cmp);
     size_t u = 0;
     for (size_t i = 0; i < m; i++)
-        if (!u || v[u - 1] != v[i])
-            v[u++] = v[i];
+        if (!u || v[u - 1] != (uint32_t)(vp[i] >> 8))
+            pos[u] = (uint8_t)vp[i], v[u++] = (uint32_t)(vp[i] >> 8);
     unsigned shift = 0;
     for (;; shift++) {
         size_t c = 0;
@@ -518,7 +625,8 @@ static void sketch_of_hashes(const uint64_t *h, size_t n, nd_sketch *out)
     out->shingles = (uint32_t)n;
     for (size_t i = 0; i < u; i++)
         if ((v[i] & 31) >= shift)
-            out->values[out->n++] = v[i];
+            out->pos[out->n] = pos[i], out->values[out->n++] = v[i];
+    out->positioned = 1;
 }
 
 /* Set sizes that give every shift from 0 to a few, and small sets whose
@@ -542,10 +650,10 @@ static void test_bounds(void)
     static nd_sketch q, d;
     nd_verdict_params ps[6];
     nd_verdict_params_default(&ps[0]);
-    ps[1] = (nd_verdict_params){0.5, 0.6, 0.8};
-    ps[2] = (nd_verdict_params){0.0, 0.0, 2.0};
-    ps[3] = (nd_verdict_params){1.0, 1.0, 1.0};
-    ps[4] = (nd_verdict_params){0.9, 0.3, 2.0};
+    ps[1] = (nd_verdict_params){0.5, 0.6, 0.8, 0.0, 0.0};
+    ps[2] = (nd_verdict_params){0.0, 0.0, 2.0, 0.0, 0.0};
+    ps[3] = (nd_verdict_params){1.0, 1.0, 1.0, 0.8, 0.2};
+    ps[4] = (nd_verdict_params){0.9, 0.3, 2.0, 0.9, 0.1};
     unsigned long pairs = 0, wrong_cut = 0, wrong_skip = 0, differ = 0, cut = 0, skipped = 0,
                   listed = 0;
     for (int it = 0; it < 6000; it++) {
@@ -562,9 +670,13 @@ static void test_bounds(void)
             dh[nc + i] = unit_rng();
         sketch_of_hashes(qh, nc + nq, &q);
         sketch_of_hashes(dh, nc + nd, &d);
-        ps[5] = (nd_verdict_params){(double)(unit_rng() % 1100) / 1000,
-                                    (double)(unit_rng() % 1100) / 1000,
-                                    (double)(unit_rng() % 2200) / 1000};
+        /* positions known (a sketched text) or not (a decoded one) */
+        q.positioned = unit_rng() % 4 != 0;
+        d.positioned = unit_rng() % 4 != 0;
+        ps[5] = (nd_verdict_params){
+            (double)(unit_rng() % 1100) / 1000, (double)(unit_rng() % 1100) / 1000,
+            (double)(unit_rng() % 2200) / 1000, (double)(unit_rng() % 1100) / 1000,
+            (double)(unit_rng() % 1100) / 1000};
         for (int k = 0; k < 6; k++) {
             for (int dir = 0; dir < 2; dir++) {
                 const nd_sketch *a = dir ? &d : &q, *b = dir ? &q : &d;
@@ -585,7 +697,8 @@ static void test_bounds(void)
                              bd.shift != full.shift ||
                              memcmp(&bd.resemblance, &full.resemblance, sizeof(double)) ||
                              memcmp(&bd.containment, &full.containment, sizeof(double)) ||
-                             memcmp(&bd.containment_r, &full.containment_r, sizeof(double))))
+                             memcmp(&bd.containment_r, &full.containment_r, sizeof(double)) ||
+                             bd.core_found != full.core_found || bd.core_n != full.core_n))
                     differ++;
             }
         }
@@ -1084,6 +1197,7 @@ int main(void)
     UNIT_RUN(test_sampled);
     UNIT_RUN(test_scaled_anchors);
     UNIT_RUN(test_rules);
+    UNIT_RUN(test_core);
     UNIT_RUN(test_bounds);
     UNIT_RUN(test_query_lazy);
     UNIT_RUN(test_shortcuts);

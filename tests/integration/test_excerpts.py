@@ -72,5 +72,88 @@ def excerpts_of_long_articles_found():
         check_excerpts(srv, "after a restart")
 
 
+# ---- a middle quarter under chrome of ~40 % of the copy ----
+
+EN_CHROME = ("portal weekly digest reader forum gallery archive subscribe newsletter sponsor "
+             "travel recipes garden music movies sports weather market podcast events "
+             "classifieds jobs housing autos contest quiz horoscope puzzle comics letters "
+             "opinion editorial columnist tribune herald gazette courier chronicle").split()
+ZH_CHROME = ("旅游美食健康汽车房产教育游戏体育娱乐财经时尚母婴宠物摄影读书星座"
+             "彩票天气招聘婚恋家居装修理财基金股票期货黄金外汇保险银行信用卡")
+
+
+def chrome(lang, chars, seed):
+    """The re-poster's own text of about `chars` characters: a site's
+    menus, recommended links and notices, in no registered document."""
+    import random
+    rnd = random.Random(seed)
+    out = []
+    while sum(len(x) for x in out) < chars:
+        if lang == "en":
+            out.append(" ".join(rnd.choice(EN_CHROME) for _ in range(8)).capitalize() + ".\n")
+        else:
+            out.append("".join(rnd.choice(ZH_CHROME) for _ in range(16)) + "。\n")
+    return "".join(out)
+
+
+def framed(lang):
+    """The middle quarter of the long article under a header and above a
+    footer that together are ~42 % of the copy: the copy's containment in
+    the article is below the 0.6 of the plain rule; its core (the stretch
+    between the first and the last shingle found) is the article's."""
+    t = LONG[lang]
+    n = len(t)
+    body = t[int(n * 0.375):int(n * 0.625)]
+    extra = int(len(body) * 0.42 / 0.58)
+    return chrome(lang, extra * 2 // 5, 11) + "\n" + body + "\n\n" + chrome(lang, extra * 3 // 5, 12)
+
+
+@T.test
+def chrome_framed_excerpt_found_by_check_and_import():
+    """A middle quarter framed by ~42 % chrome is a partial copy of its
+    article whether it comes to /check-original or in an import: the
+    positions of its shingles travel with its sketch (sketch.h
+    nd_sketch.pos), so both paths judge it alike."""
+    import json as _json
+    import tempfile
+    copies = {lang: framed(lang) for lang in ("zh", "en")}
+    with Server(sync=False) as srv:
+        for lang in ("zh", "en"):
+            status, b = srv.json("POST", "/check-original",
+                                 {"id": "LONG-" + lang, "text": LONG[lang], "register": True})
+            check(status == 200 and b["registered"] is True, "%s: %s %r", lang, status, b)
+        for lang, text in copies.items():
+            status, b = srv.json("POST", "/check-original", {"text": text}, timeout=60)
+            kinds = [(m["id"], m["kind"]) for m in b.get("matches", [])]
+            check(status == 200 and b["verdict"] == "partial_copy" and
+                  ("LONG-" + lang, "partial_copy") in kinds,
+                  "check: %s framed copy: %s %s %r", lang, status, b.get("verdict"), b)
+    tmp = tempfile.mkdtemp(prefix="neardup-excerpts-")
+    token = "excerpts-token-0123456789abcdef"
+    tokens = os.path.join(tmp, "tokens")
+    with open(tokens, "w") as f:
+        f.write("backfill %s\n" % token)
+    os.chmod(tokens, 0o600)
+    lines = []
+    for i, lang in enumerate(("zh", "en")):
+        lines.append({"id": "LONG-" + lang, "text": LONG[lang],
+                      "registered_at": "2020-01-0%dT00:00:00Z" % (i + 1)})
+        lines.append({"id": "COPY-" + lang, "text": copies[lang],
+                      "registered_at": "2021-01-0%dT00:00:00Z" % (i + 1)})
+    body = "".join(_json.dumps(x, ensure_ascii=False) + "\n" for x in lines).encode()
+    with Server(["--token-file", tokens, "--max-body", "1M"], sync=True) as srv:
+        status, _, data = srv.request("POST", "/import", body,
+                                      {"Content-Type": "application/x-ndjson",
+                                       "Authorization": "Bearer " + token}, timeout=120)
+        check(status == 200, "POST /import: %s %r", status, data)
+        answer = _json.loads(data)
+        found = {ev["id"]: ev.get("source") for ev in answer["events"]}
+        for lang in ("zh", "en"):
+            check(found.get("COPY-" + lang) == "LONG-" + lang,
+                  "import: %s framed copy: %r", lang, answer)
+        check(answer["summary"]["imported"] == 2 and answer["summary"]["duplicates"] == 2,
+              "import summary: %r", answer["summary"])
+
+
 if __name__ == "__main__":
     T.run()
