@@ -18,8 +18,7 @@ struct nd_normalizer;
 
 /* What a text's reading changed, by kind (a plain value). */
 typedef struct nd_integrity {
-    uint32_t
-        invisible; /* characters that render as nothing or as a blank, dropped or read as a space */
+    uint32_t invisible;   /* characters that render as nothing or a blank: dropped, or a space */
     uint32_t lookalike;   /* letters read as their look-alike in another script */
     uint32_t traditional; /* Traditional characters read as Simplified */
     uint32_t han;         /* Han characters read (to judge the script: traditional*20 >= han) */

@@ -534,38 +534,39 @@ static void core_case(const char *what, const char *article, const char *copy, i
           "%s: rule off", what);
 }
 
+/* copy = a header of `head` generated units from `at_head`, `sep`, the
+ * body (`body` units from `at_body`, the copied part), `sep`, a footer of
+ * `foot` units from `at_foot`; gen is words() or hans(). */
+static void framed(char *copy, size_t cap, void (*gen)(char *, size_t, int, int), const char *sep,
+                   int at_head, int head, int at_body, int body, int at_foot, int foot)
+{
+    static char part[40000];
+    gen(part, sizeof(part), at_head, head);
+    size_t off = (size_t)snprintf(copy, cap, "%s%s", part, sep);
+    gen(copy + off, cap - off, at_body, body);
+    off = strlen(copy);
+    gen(part, sizeof(part), at_foot, foot);
+    snprintf(copy + off, cap - off, "%s%s", sep, part);
+}
+
 static void test_core(void)
 {
-    static char art[80000], copy[60000], part[40000];
+    static char art[80000], copy[60000];
     /* English: 4000 words; the copy: 300 words of header, words
      * 1500..2499, 450 words of footer */
     words(art, sizeof(art), 0, 4000);
-    words(part, sizeof(part), 100000, 300);
-    size_t off = (size_t)snprintf(copy, sizeof(copy), "%s\n\n", part);
-    words(copy + off, sizeof(copy) - off, 1500, 1000);
-    off = strlen(copy);
-    words(part, sizeof(part), 200000, 450);
-    snprintf(copy + off, sizeof(copy) - off, "\n\n%s", part);
+    framed(copy, sizeof(copy), words, "\n\n", 100000, 300, 1500, 1000, 200000, 450);
     core_case("en middle quarter + chrome", art, copy, ND_MATCH_PARTIAL_COPY);
     /* the same, short enough to be exact (shift 0): 400 words, 100 of them
      * copied under 40 + 40 of chrome */
     words(art, sizeof(art), 0, 400);
-    words(part, sizeof(part), 100000, 40);
-    off = (size_t)snprintf(copy, sizeof(copy), "%s\n\n", part);
-    words(copy + off, sizeof(copy) - off, 150, 100);
-    off = strlen(copy);
-    words(part, sizeof(part), 200000, 40);
-    snprintf(copy + off, sizeof(copy) - off, "\n\n%s", part);
+    framed(copy, sizeof(copy), words, "\n\n", 100000, 40, 150, 100, 200000, 40);
     core_case("en exact middle + chrome", art, copy, ND_MATCH_PARTIAL_COPY);
     /* Chinese: 4000 characters; 1000 of them under 300 + 450 of chrome */
     hans(art, sizeof(art), 0, 4000);
-    hans(part, sizeof(part), 50000, 300);
-    off = (size_t)snprintf(copy, sizeof(copy), "%s。\n", part);
-    hans(copy + off, sizeof(copy) - off, 1500, 1000);
-    off = strlen(copy);
-    hans(part, sizeof(part), 90000, 450);
-    snprintf(copy + off, sizeof(copy) - off, "。\n%s", part);
+    framed(copy, sizeof(copy), hans, "。\n", 50000, 300, 1500, 1000, 90000, 450);
     core_case("zh middle quarter + chrome", art, copy, ND_MATCH_PARTIAL_COPY);
+    size_t off;
     /* one paragraph of ten copied: not a copy */
     words(art, sizeof(art), 0, 4000);
     off = 0;
