@@ -29,6 +29,9 @@ const nd_route_def nd_api_routes[] = {
     {"/audit", false, ND_ROUTE_AUDIT, GET_HEAD, "GET, HEAD", ND_API_AUTH_TOKEN, nd_workflow_audit},
     {"/import", false, ND_ROUTE_IMPORT, EVHTTP_REQ_POST, "POST", ND_API_AUTH_TOKEN,
      nd_backfill_handle},
+    /* The review console: a static page (its API calls carry the token). */
+    {"/console/", true, ND_ROUTE_CONSOLE, GET_HEAD, "GET, HEAD", ND_API_AUTH_NONE, handle_console},
+    {"/console", false, ND_ROUTE_CONSOLE, GET_HEAD, "GET, HEAD", ND_API_AUTH_NONE, handle_console},
     {NULL, false, ND_ROUTE_OTHER, 0, NULL, ND_API_AUTH_NONE, NULL},
 };
 /* clang-format on */

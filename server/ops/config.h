@@ -44,6 +44,7 @@ typedef struct nd_config {
     unsigned request_timeout_s; /* each request must arrive whole within this (30 s) */
     char token_file[4096];      /* file holding the bearer token, "" for none (see auth.h) */
     bool auth_all;              /* the token guards every endpoint but the probes (false) */
+    bool console;               /* serve the review console at /console/ (true) */
     unsigned timeout_s;         /* idle / read / write timeout of a connection (30 s) */
     unsigned drain_s;           /* deadline for in-flight requests at shutdown (10 s) */
     unsigned drain_delay_s;     /* at shutdown, keep accepting this long while /readyz
