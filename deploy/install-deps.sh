@@ -17,6 +17,7 @@ test_pkgs=(python3 python3-yaml python3-jsonschema curl gzip procps lmdb-utils h
            opencc # tests/integration/test_evasion.py: Traditional/Simplified copies made by OpenCC itself
            clang libclang-rt-14-dev # clang + libFuzzer runtime: tests/fuzz/run.sh
            chromium chromium-driver python3-selenium # tests/integration/test_console.py
+           fonts-wqy-microhei # its screenshots: Chinese glyphs (1.6 MB; fonts-noto-cjk is 56 MB)
            debootstrap podman runc systemd-container) # tests/fresh/run.sh
 
 # tests/integration/test_contract.py reads proto/openapi.yaml with tools

@@ -70,7 +70,7 @@ void handle_console(nd_req *r)
     }
     if (strcmp(r->path, "/console") == 0) { /* the exact route: to the page's folder */
         nd_req_add_header(r, "Location", CONSOLE_PREFIX);
-        nd_api_error(r, 301, "moved", "the console is at " CONSOLE_PREFIX);
+        nd_req_reply(r, 301, NULL, NULL);
         return;
     }
     const char *name = r->path + strlen(CONSOLE_PREFIX);

@@ -33,10 +33,25 @@
     return e;
   }
   const bidi = (s) => el('bdi', null, String(s));
+  /* JSON for people: bidirectional controls (an RTL override) written as
+   * \uXXXX escapes, so that they show instead of reordering the text. */
+  const json = (v, indent) => JSON.stringify(v, null, indent).replace(/[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g,
+    (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'));
   const fig = (x) => (typeof x === 'number' ? (Number.isInteger(x) ? String(x) : x.toFixed(4)) : '—');
   const docHash = (id) => '#/document/' + encodeURIComponent(id);
   const docPath = (id) => '/documents/' + encodeURIComponent(id);
   const docLink = (id) => el('a', { href: docHash(id) }, bidi(id));
+
+  /* Each cell of table's body gets its column's name (data-label), which
+   * the narrow layout shows beside the value (console.css: table.cards). */
+  function labelCells(table) {
+    const names = Array.from(table.tHead.rows[0].cells).map((c) => c.textContent);
+    for (const tr of table.tBodies[0].rows) {
+      Array.from(tr.cells).forEach((td, i) => {
+        td.dataset.label = names[i] || '';
+      });
+    }
+  }
 
   /* ---- token and API ---------------------------------------------------- */
 
@@ -297,7 +312,7 @@
     for (const [k, v] of Object.entries(meta)) {
       if (!first) out.appendChild(document.createTextNode(' · '));
       first = false;
-      const value = typeof v === 'string' ? v : JSON.stringify(v);
+      const value = typeof v === 'string' ? v : json(v);
       out.appendChild(el('span', { className: 'muted' }, k + ': '));
       if (k === 'url' && /^https?:\/\//i.test(value)) {
         out.appendChild(el('a', { href: value, rel: 'noopener noreferrer', target: '_blank' }, bidi(value)));
@@ -358,9 +373,10 @@
         el('td', null, metaNodes(m.meta)),
         el('td', null, btn)));
     });
+    labelCells($('matches'));
     $('matches').parentElement.hidden = !matches.length;
     $('matches-none').hidden = !!matches.length;
-    $('check-json').textContent = JSON.stringify(answer, null, 2);
+    $('check-json').textContent = json(answer, 2);
     if (matches.length) {
       showMatch(firstShown(matches));
     } else {
@@ -461,7 +477,7 @@
     fact(dl, 'SimHash', String(d.simhash));
     fact(dl, 'Version', String(d.version));
     fact(dl, 'Meta', d.meta ? metaNodes(d.meta) : 'none');
-    $('doc-policy').textContent = d.policy ? JSON.stringify(d.policy, null, 2) : 'none (the server\'s default reprint rule applies)';
+    $('doc-policy').textContent = d.policy ? json(d.policy, 2) : 'none (the server\'s default reprint rule applies)';
     $('claim-form').hidden = false;
     $('claim-revoke').hidden = docStatus === 'revoked';
     $('claim-restore').hidden = docStatus === 'active';
@@ -494,6 +510,7 @@
         el('td', { className: 'num' }, fig(c.distance)),
         el('td', { className: 'num' }, String(c.detected_at))));
     }
+    labelCells($('copies'));
     copiesCursor = res.json.next_cursor || null;
     $('copies-more').hidden = !copiesCursor;
     $('copies-state').textContent = tbody.rows.length ? tbody.rows.length + ' shown' : 'no copies found';
@@ -507,7 +524,7 @@
     const rest = Object.assign({}, detail);
     delete rest.status;
     delete rest.reason;
-    const more = Object.keys(rest).length ? JSON.stringify(rest) : '';
+    const more = Object.keys(rest).length ? json(rest) : '';
     return el('span', null, bidi(parts.join('; ')), more ? el('span', { className: 'detail' }, more) : null);
   }
 
@@ -535,6 +552,7 @@
         el('td', null, String(a.action)),
         el('td', null, auditDetail(a.detail))));
     }
+    labelCells($('audit'));
     auditCursor = res.json.next_cursor || null;
     $('audit-more').hidden = !auditCursor;
     $('audit-state').textContent = tbody.rows.length ? tbody.rows.length + ' shown' : 'no entries';
@@ -599,6 +617,7 @@
         el('td', { className: 'num' }, fig(d.containment)),
         el('td', { className: 'num' }, fig(d.distance))));
     }
+    labelCells($('detections'));
     const next = res.json.next_before;
     detBefore = next === null || next === undefined ? null : next;
     $('det-older').hidden = detBefore === null;

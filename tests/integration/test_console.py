@@ -169,6 +169,7 @@ class Browser:
         """The whole page at this width (the window as tall as the page, at
         most 4000 px), saved as tests/artifacts/console-NAME-WIDTH.png."""
         os.makedirs(ARTIFACTS, exist_ok=True)
+        self.js("if (document.activeElement) document.activeElement.blur()")
         self.d.set_window_size(width, 900)
         time.sleep(0.2)
         h = self.js("return document.documentElement.scrollHeight")
