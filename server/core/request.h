@@ -106,6 +106,26 @@ int nd_request_parse_fingerprint(nd_request_parser *p, const char *body, size_t 
                                  const nd_request_limits *lim, nd_fingerprint_request *out,
                                  nd_request_error *err);
 
+/* POST /compare as JSON: {"text_a": "...", "text_b": "..."} (two texts) or
+ * {"text_a": "...", "id_b": "..."} (a text and a registered document). */
+typedef struct nd_compare_request {
+    const char *text_a; /* borrowed, like the others */
+    size_t text_a_len;
+    const char *text_b; /* NULL when id_b is given */
+    size_t text_b_len;
+    const char *id_b; /* NULL when text_b is given */
+    size_t id_b_len;
+} nd_compare_request;
+
+/* Parses and validates a /compare JSON body: text_a a string within
+ * lim->max_text, and exactly one of text_b (likewise) and id_b (a valid
+ * id); other members are ignored. Returns 0 and fills *out, or -1 with
+ * *err set (400 invalid_json / invalid_field naming the member, 500 out of
+ * memory). Allocates only to grow the parser's scratch. */
+int nd_request_parse_compare(nd_request_parser *p, const char *body, size_t len,
+                             const nd_request_limits *lim, nd_compare_request *out,
+                             nd_request_error *err);
+
 /* POST /check-original: what was parsed from the body (or an import
  * line), handed to the registry as it is beside the question made of its
  * text (registry/question.h: the fingerprint, the anchors, the encoded
