@@ -119,6 +119,12 @@ static int rep_sketches(nd_store *st, const int64_t *at, size_t n,
     return nd_store_sketches(rep_of(st)->local, at, n, visit, arg);
 }
 
+static int rep_text(nd_store *st, int64_t at, int (*visit)(void *arg, const char *text, size_t len),
+                    void *arg)
+{
+    return nd_store_text(rep_of(st)->local, at, visit, arg);
+}
+
 static int64_t rep_count(nd_store *st)
 {
     return nd_store_count(rep_of(st)->local);
@@ -155,6 +161,7 @@ static const nd_store_ops replica_ops = {
     .scan = rep_scan,
     .get = rep_get,
     .sketches = rep_sketches,
+    .text = rep_text,
     .count = rep_count,
     .stream_seq = rep_stream_seq,
     .writable = rep_writable,
