@@ -594,6 +594,22 @@ int nd_request_query_consistency(const char *query, bool *latest, nd_request_err
     return 0;
 }
 
+int nd_request_query_switch(const char *query, const char *name, bool *on, nd_request_error *err)
+{
+    *on = false;
+    const char *v;
+    size_t vlen;
+    while ((v = nd_request_query_next(&query, name, &vlen))) {
+        if (vlen == 4 && memcmp(v, "true", 4) == 0)
+            *on = true;
+        else if (vlen == 5 && memcmp(v, "false", 5) == 0)
+            *on = false;
+        else
+            return invalid_field(err, name, "%s must be true or false", name);
+    }
+    return 0;
+}
+
 int nd_request_parse_page(const char *query, bool allow_document, nd_page_req *out,
                           nd_request_error *err)
 {

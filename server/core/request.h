@@ -180,6 +180,12 @@ typedef struct nd_check_req {
      * the entry in the registration's transaction. */
     char *(*audit)(void *audit_arg, const struct nd_doc *d, struct nd_store_event *ev);
     void *audit_arg;
+    /* The text already packed for the store (text_pack.h; an import packs
+     * each line's on its preparing threads, as its text is gone by the
+     * time the line registers), borrowed; NULL: a registration keeps
+     * text[0..text_len) (packed by the store). */
+    const uint8_t *text_packed;
+    size_t text_packed_len;
 } nd_check_req;
 
 /* Parses and validates a /check-original body without building any tree:
@@ -284,6 +290,12 @@ const char *nd_request_query_next(const char **query, const char *name, size_t *
  * parameters are ignored). Returns 0 with *latest set (false when absent),
  * or -1 with *err set (400 invalid_field "consistency"). */
 int nd_request_query_consistency(const char *query, bool *latest, nd_request_error *err);
+
+/* Reads the switch "name=true|false" from a query string (NULL: none;
+ * other parameters are ignored; the last one given wins). Returns 0 with
+ * *on set (false when absent), or -1 with *err set (400 invalid_field
+ * name: another value). Does not allocate. */
+int nd_request_query_switch(const char *query, const char *name, bool *on, nd_request_error *err);
 
 /* Decodes the percent-encoded id after "/documents/". Returns 0 with *id a
  * new NUL-terminated string (caller frees) of *len bytes, or -1 with *err
