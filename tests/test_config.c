@@ -210,23 +210,6 @@ static void test_help_defaults_round_trip(void)
             parsed_free(&b);
             continue;
         }
-        if (strcmp(o->def, "on") == 0) { /* --console: on unless --console=false */
-            char off[100];
-            snprintf(off, sizeof(off), "--%s=false", o->flag);
-            snprintf(envvar, sizeof(envvar), "%s=false", o->env);
-            parsed a = run(NULL, ARGS(off));
-            parsed b = run(ENV(envvar), NULL);
-            parsed c = run(ENV(envvar), ARGS(flag));
-            CHECK(a.rc == 0 && b.rc == 0 && c.rc == 0, "%s: %d, %s: %d, %s over it: %d", off,
-                  a.rc, envvar, b.rc, flag, c.rc);
-            CHECK(same_config(&a.cfg, &b.cfg), "%s and %s differ", off, envvar);
-            CHECK(!same_config(&a.cfg, &base.cfg), "%s changes nothing", off);
-            CHECK(same_config(&c.cfg, &base.cfg), "%s does not turn it back on", flag);
-            parsed_free(&a);
-            parsed_free(&b);
-            parsed_free(&c);
-            continue;
-        }
         if (strcmp(o->def, "none") == 0) /* --token-file: no default path */
             continue;
         snprintf(envvar, sizeof(envvar), "%s=%s", o->env, o->def);
@@ -330,14 +313,14 @@ static void test_switches(void)
     p = run(NULL, ARGS("--in-memory=1"));
     CHECK(p.rc == -EINVAL, "--in-memory=1: rc %d", p.rc);
     parsed_free(&p);
-    /* The console: on by default, --console[=BOOL] and NEARDUP_CONSOLE. */
+    /* The console: on by default; --console BOOL and NEARDUP_CONSOLE. */
     static const struct {
         const char *env, *arg;
         int rc;
         bool console;
     } consoles[] = {
         {NULL, NULL, 0, true},
-        {NULL, "--console", 0, true},
+        {NULL, "--console", -EINVAL, true},
         {NULL, "--console=false", 0, false},
         {NULL, "--console=off", 0, false},
         {NULL, "--console=1", 0, true},

@@ -6,6 +6,7 @@
 
 #include "answer.h"
 #include "fingerprint.h"
+#include "pair.h"
 #include "registry.h"
 #include "sketch.h"
 
@@ -26,6 +27,8 @@ typedef struct api_worker {
     int64_t *keys;
     size_t cap;
     nd_anchor_hit ahits[API_ANCHOR_HITS];
+    nd_pair_scratch *pair; /* the other text of a pair (compare.c, check.c) */
+    nd_pair pair_out;      /* its figures (compare.c) */
 } api_worker;
 
 /* Answers the failure rc of fingerprinting field (fingerprint.c). */

@@ -18,6 +18,7 @@ void handle_replica(nd_req *r);     /* probes.c */
 void handle_fingerprint(nd_req *r); /* fingerprint.c */
 void handle_check(nd_req *r);       /* check.c */
 void handle_document(nd_req *r);    /* documents.c */
+void handle_compare(nd_req *r);     /* compare.c */
 void handle_console(nd_req *r);     /* console.c */
 
 #endif

@@ -77,6 +77,7 @@ typedef struct op_state {
     bool recorded;   /* the detection was written */
     /* Consistency "latest": runs once the replica caught up. */
     void (*when_latest)(nd_req *r);
+    bool want_text; /* GET /documents/{id}?text=true: the kept text too */
 } op_state;
 
 /* Frees op (what it owns; op itself when on_heap). NULL is allowed. */

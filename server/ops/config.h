@@ -51,6 +51,8 @@ typedef struct nd_config {
                               * is 503, so a load balancer stops sending first (0 s) */
     size_t map_size;            /* storage limit: LMDB map size in bytes (store default) */
     bool sync;                  /* fsync every commit (true) */
+    bool keep_text;             /* keep each registered text in the store, packed, for
+                                 * GET /documents/{id}?text=true (true) */
     int log_level;              /* enum nd_log_level (info) */
     bool access_log;            /* one JSON line per request (true; needs level info) */
     int default_reprint;        /* a document without its own reprint rule: enum

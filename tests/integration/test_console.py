@@ -376,9 +376,9 @@ def test_console_off(srv, b):
                 expect_error(status, body, 404, "not_found")
             status, _ = off.json("GET", "/healthz")
             check(status == 200, "healthz with the console off: %s", status)
-    with Server(["--console"], in_memory=True, env={"NEARDUP_CONSOLE": "false"}) as on:
+    with Server(["--console=true"], in_memory=True, env={"NEARDUP_CONSOLE": "false"}) as on:
         status, _, _ = on.request("GET", "/console/")
-        check(status == 200, "--console over NEARDUP_CONSOLE=false: %s", status)
+        check(status == 200, "--console=true over NEARDUP_CONSOLE=false: %s", status)
 
 
 @T.test
