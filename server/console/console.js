@@ -377,6 +377,7 @@
     $('matches').parentElement.hidden = !matches.length;
     $('matches-none').hidden = !!matches.length;
     $('check-json').textContent = json(answer, 2);
+    $('pair-raw').hidden = true;
     if (matches.length) {
       showMatch(firstShown(matches));
     } else {
@@ -384,33 +385,48 @@
     }
   }
 
-  /* Shows match i beside the submitted text: its registered text (when the
-   * server gives it) and the passages on both sides. */
+  /* Shows match i beside the submitted text: its registered text (GET
+   * /documents/{id}?text=true, when the server keeps texts) and the
+   * passages on both sides: the match's own pairs when the check gave
+   * them, else POST /compare of the submitted text with the document. */
   async function showMatch(i) {
     const seq = ++checkSeq;
-    const { answer } = lastCheck;
+    const { text, answer } = lastCheck;
     const m = answer.matches[i];
     for (const tr of $('matches').tBodies[0].rows) tr.classList.toggle('selected', tr.dataset.match === String(i));
     $('src-name').textContent = m.id;
     $('src-info').textContent = 'loading…';
-    const res = await api('GET', docPath(m.id) + '?text=true');
+    const doc = await api('GET', docPath(m.id) + '?text=true');
     if (seq !== checkSeq) return;
-    const srcText = res.status === 200 && res.json && typeof res.json.text === 'string' ? res.json.text : null;
-    renderSides(m, srcText, i === answer.matches.findIndex((x) => x.kind === 'partial_copy'));
+    const srcText = doc.status === 200 && doc.json && typeof doc.json.text === 'string' ? doc.json.text : null;
+    /* Without a kept text there is nothing to compare with. */
+    const pair = Array.isArray(m.passages) || srcText === null ? null : await api('POST', '/compare', { text_a: text, id_b: m.id });
+    if (seq !== checkSeq) return;
+    const compared = pair && pair.status === 200 && pair.json && Array.isArray(pair.json.passages) ? pair.json : null;
+    $('pair-json').textContent = compared ? json(compared, 2) : '';
+    $('pair-raw').hidden = !compared;
+    renderSides(m, srcText, i === answer.matches.findIndex((x) => x.kind === 'partial_copy'), compared);
   }
 
-  function renderSides(m, srcText, bestPartial) {
+  function renderSides(m, srcText, bestPartial, compared) {
     const t0 = performance.now();
     const { text, answer } = lastCheck;
     let sub = [];
     let src = [];
     let note;
-    if (m && Array.isArray(m.passages)) {
-      m.passages.forEach((p, i) => {
+    const pairs = m && Array.isArray(m.passages) ? m.passages : compared ? compared.passages : null;
+    if (pairs) {
+      pairs.forEach((p, i) => {
         sub.push({ start: p.start, end: p.end, p: i });
         if (Number.isInteger(p.source_start)) src.push({ start: p.source_start, end: p.source_end, p: i });
       });
-      note = m.passages.length + ' copied passage(s) of this match; select one to see it on the other side.';
+      note = pairs.length + ' copied passage(s) on both sides; select one to see it in the other text.';
+      if (compared) {
+        note += ' The pair: ' + String(compared.kind) + ', resemblance ' + fig(compared.resemblance) +
+          ', containment ' + fig(compared.containment) + ' (of the submitted text), ' +
+          fig(compared.containment_reverse) + ' (of the registered one)' +
+          (compared.passages_truncated ? '; more passages than listed.' : '.');
+      }
     } else if (m && bestPartial && Array.isArray(answer.passages)) {
       sub = answer.passages.map((p, i) => ({ start: p.start, end: p.end, p: i }));
       note = sub.length + ' copied passage(s) in the submitted text (this server gives the submitted side only).';

@@ -308,6 +308,22 @@ def shown_match(ans):
     return 0
 
 
+def expected_pairs(srv, text, m):
+    """The passage pairs the page must show for match m: its own, else
+    those of POST /compare of text with its document (None when the server
+    has no /compare); and where they came from."""
+    if isinstance(m.get("passages"), list):
+        return m["passages"], "the match's passages"
+    status, pair = srv.json("POST", "/compare", {"text_a": text, "id_b": m["id"]}, headers=AUTH)
+    if status == 404 and pair["error"]["code"] == "not_found" and "endpoint" in \
+            pair["error"]["message"]:
+        return None, "no /compare"
+    if status == 409 and pair["error"]["code"] == "text_not_kept":
+        return None, "no text kept"
+    check(status == 200, "compare: %s %r", status, pair)
+    return pair["passages"], "POST /compare"
+
+
 def source_text(srv, doc_id):
     status, d = srv.json("GET", "/documents/%s?text=true" % quote(doc_id, safe=""), headers=AUTH)
     return d.get("text") if status == 200 and isinstance(d, dict) else None
@@ -408,12 +424,18 @@ def test_check_passages(srv, b):
     m = ans["matches"][i]
     check(b.js("return document.getElementById('check-result').dataset.shown") == m["id"],
           "the page shows another match than %s", m["id"])
-    pairs = m.get("passages")
-    sub_spans = pairs if isinstance(pairs, list) else ans["passages"]
+    pairs, how = expected_pairs(srv, COPY, m)
+    if pairs is not None:
+        check(pairs, "no passage pairs (%s)", how)
+    if how == "POST /compare":
+        shown = json.loads(b.text("pair-json"))
+        check(shown["passages"] == pairs and shown["kind"] == "partial_copy",
+              "the pair the page shows: %r, the API's passages %r", shown, pairs)
+    sub_spans = pairs if pairs is not None else ans["passages"]
     n = assert_spans(marks(b, "sub-text"), COPY, sub_spans, "submitted")
     check(n >= len(sub_spans) > 0, "no marks")
     src = source_text(srv, m["id"])
-    if src is not None and isinstance(pairs, list) and pairs and "source_start" in pairs[0]:
+    if src is not None and pairs is not None:
         check(src == ORIGINAL, "the source text is not the registered text")
         src_spans = [{"start": p["source_start"], "end": p["source_end"]} for p in pairs]
         assert_spans(marks(b, "src-text"), src, src_spans, "source")
@@ -428,7 +450,7 @@ def test_check_passages(srv, b):
                 return t.classList.contains('flash') && r.bottom > box.top && r.top < box.bottom
                     && document.activeElement === t;""", "src-p%d" % k),
                 "the partner of passage %d flashed in view" % k)
-        print("     both sides checked: %d pairs" % len(pairs))
+        print("     both sides checked: %d pairs (%s)" % (len(pairs), how))
     else:
         note = b.text("src-text")
         check("does not give the registered text" in note or src is not None,
@@ -462,8 +484,13 @@ def test_english_duplicate(srv, b):
     check(b.js("return document.querySelector('#verdict .verdict-duplicate') !== null"),
           "verdict not shown as duplicate")
     m = ans["matches"][shown_match(ans)]
-    if isinstance(m.get("passages"), list):
-        assert_spans(marks(b, "sub-text"), repost, m["passages"], "submitted (duplicate)")
+    pairs, how = expected_pairs(srv, repost, m)
+    if pairs is not None:
+        check(pairs, "a near duplicate without passages (%s)", how)
+        assert_spans(marks(b, "sub-text"), repost, pairs, "submitted (duplicate)")
+        assert_spans(marks(b, "src-text"), en, [{"start": p["source_start"],
+                                                  "end": p["source_end"]} for p in pairs],
+                     "source (duplicate)")
 
 
 @T.test
@@ -682,7 +709,8 @@ def main():
     for p in (CHROMIUM, CHROMEDRIVER):
         if not os.path.exists(p):
             skip("%s is not installed (chromium, chromium-driver)" % p)
-    with Server(in_memory=True, env={"NEARDUP_TOKEN": TOKEN}) as srv:
+    # The LMDB store (the default): it keeps the registered texts.
+    with Server(env={"NEARDUP_TOKEN": TOKEN}) as srv:
         try:
             b = Browser("http://127.0.0.1:%d" % srv.port)
         except Exception as e:  # noqa: BLE001 - chromium cannot run here
