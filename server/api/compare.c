@@ -123,7 +123,21 @@ static void answer_pair(nd_req *r, const char *a, size_t la, const char *b, size
     nd_api_body_send(r, &w, 200);
 }
 
-/* id_b: the registered document's text, or the reason there is none. */
+typedef struct registered_pair {
+    nd_req *r;
+    const nd_compare_request *rq;
+} registered_pair;
+
+/* nd_store_text()'s visit: B is the kept text (borrowed for the call). */
+static int compare_kept(void *arg, const char *text, size_t len)
+{
+    registered_pair *rp = arg;
+    answer_pair(rp->r, rp->rq->text_a, rp->rq->text_a_len, text, len);
+    return 0;
+}
+
+/* id_b: compared with the registered document's kept text, or the reason
+ * there is none (404 no such document, 409 text_not_kept). */
 static void answer_registered(nd_req *r, const nd_compare_request *rq)
 {
     nd_api *api = nd_api_of(r);
@@ -137,9 +151,18 @@ static void answer_registered(nd_req *r, const nd_compare_request *rq)
         nd_api_id_error(r, 404, "not_found", rq->id_b, rq->id_b_len, "no document with this id");
         return;
     }
+    int64_t at = d->registered_at_us;
     nd_doc_release(d);
-    nd_api_id_error(r, 409, "text_not_kept", rq->id_b, rq->id_b_len,
-                    "the store keeps no text for this document: compare with text_b");
+    registered_pair rp = {.r = r, .rq = rq};
+    rc = nd_store_text(api->store, at, compare_kept, &rp);
+    if (rc == -ENOENT)
+        nd_api_id_error(r, 409, "text_not_kept", rq->id_b, rq->id_b_len,
+                        "the store keeps no text for this document (registered with "
+                        "--keep-text=false or before texts were kept): compare with text_b");
+    else if (rc == -ENOMEM)
+        nd_api_error(r, 500, "internal", "out of memory");
+    else if (rc < 0)
+        nd_api_store_error(r, rc, "the document's text");
 }
 
 void handle_compare(nd_req *r)

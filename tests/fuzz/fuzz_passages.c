@@ -52,8 +52,8 @@ static void check_pairs(const nd_pair *p, size_t acps, size_t bcps)
     size_t n = p->npairs < ND_PAIR_PASSAGES ? p->npairs : ND_PAIR_PASSAGES;
     for (size_t i = 0; i < n; i++) {
         const nd_passage_pair *x = &p->pairs[i];
-        FUZZ_CHECK(x->start < x->end && x->end <= acps, "A span [%u, %u) of %zu", x->start,
-                   x->end, acps);
+        FUZZ_CHECK(x->start < x->end && x->end <= acps, "A span [%u, %u) of %zu", x->start, x->end,
+                   acps);
         FUZZ_CHECK(x->source_start < x->source_end && x->source_end <= bcps,
                    "B span [%u, %u) of %zu", x->source_start, x->source_end, bcps);
         FUZZ_CHECK(i == 0 || x->start >= p->pairs[i - 1].start, "not sorted");

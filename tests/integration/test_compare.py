@@ -8,6 +8,10 @@
   near duplicate where words were edited inside the passage), and they sit
   where the copy came from.
 - Unrelated texts: kind null, no passage.
+- /check-original's matches carry the same passages (each read from the
+  kept text of the document), equal to /compare with id_b, in the LMDB mode
+  before and after a restart; with --keep-text false a match has none and
+  /compare with id_b answers 409 text_not_kept.
 - The endpoint and the CLI give the same bytes for 1,000 dev pairs (edited
   copies with their sources, natural pairs, negatives: ../shared/eval, or
   $ND_EVAL_DATA), or for the pairs of tests/integration/texts when the
@@ -149,6 +153,70 @@ def unrelated_texts_no_kind_no_passages():
             body = compare(srv, TEXTS[x], TEXTS[y])
             check(body["kind"] is None and body["passages"] == [], "%s/%s: %r", x, y, body)
             check(body["passages_truncated"] is False, "%r", body)
+
+
+SOURCES = {"zh": "zh2", "en": "en2"}
+
+
+def registered_cases():
+    """(name, submitted text, registered id, its text, kind wanted, exact)."""
+    out = []
+    for name, a, b, kind, exact in cases():
+        doc = [k for k, v in list(TEXTS.items()) + [("long-" + x, t) for x, t in LONG.items()]
+               if v == b][0]
+        out.append((name, a, doc, b, kind, exact))
+    return out
+
+
+def check_matches(srv, when):
+    """Each case's match carries its passages on both sides, equal to what
+    /compare gives with id_b, and they read the same in the two texts."""
+    seen = {}
+    for name, a, doc, b, kind, exact in registered_cases():
+        status, body = srv.json("POST", "/check-original", {"text": a}, timeout=60)
+        check(status == 200, "%s: %s %r", name, status, body)
+        ms = [m for m in body["matches"] if m["id"] == doc]
+        check(ms and ms[0]["kind"] == kind, "%s (%s): %r", name, when, body["matches"])
+        m = ms[0]
+        check("passages" in m, "%s (%s): no passages: %r", name, when, m)
+        check_passages(srv, name, a, b, m, exact)
+        status, cmp = srv.json("POST", "/compare", {"text_a": a, "id_b": doc}, timeout=60)
+        check(status == 200 and cmp["passages"] == m["passages"] and cmp["kind"] == kind,
+              "%s (%s): /compare with id_b %s %r, the match %r", name, when, status, cmp, m)
+        seen[name] = m["passages"]
+    return seen
+
+
+@T.test
+def check_matches_carry_passages_across_a_restart():
+    with Server() as srv:  # LMDB
+        docs = dict(TEXTS)
+        docs.update({"long-" + x: t for x, t in LONG.items()})
+        for doc, text in sorted(docs.items()):
+            status, body = srv.json("POST", "/check-original",
+                                    {"id": doc, "text": text, "register": True}, timeout=60)
+            check(status == 200 and body["registered"], "%s: %s %r", doc, status, body)
+        before = check_matches(srv, "registered")
+        # an original lists nothing and reads nothing
+        status, body = srv.json("POST", "/check-original", {"text": "A text of its own " * 30})
+        check(status == 200 and body["matches"] == [], "%r", body)
+        srv.restart()
+        after = check_matches(srv, "after a restart")
+        check(before == after, "passages changed across the restart: %r / %r", before, after)
+
+
+@T.test
+def texts_not_kept_say_so():
+    with Server(["--keep-text", "false"]) as srv:
+        status, body = srv.json("POST", "/check-original",
+                                {"id": "kept-not", "text": TEXTS["en1"], "register": True})
+        check(status == 200 and body["registered"], "%s %r", status, body)
+        status, body = srv.json("POST", "/check-original", {"text": TEXTS["en1"]})
+        check(status == 200 and body["matches"] and "passages" not in body["matches"][0],
+              "%s %r", status, body)
+        status, body = srv.json("POST", "/compare", {"text_a": TEXTS["en1"], "id_b": "kept-not"})
+        expect_error(status, body, 409, "text_not_kept")
+        check(body["error"].get("id") == "kept-not", "%r", body)
 
 
 def eval_dir():
