@@ -38,6 +38,12 @@
   const json = (v, indent) => JSON.stringify(v, null, indent).replace(/[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g,
     (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'));
   const fig = (x) => (typeof x === 'number' ? (Number.isInteger(x) ? String(x) : x.toFixed(4)) : '—');
+  /* A server time (RFC 3339, microseconds, UTC) shown to the second; the
+   * whole stamp in its datetime and title. */
+  const when = (ts) => {
+    const s = String(ts);
+    return el('time', { datetime: s, title: s }, s.replace('T', ' ').replace(/\.\d+Z$/, ' UTC'));
+  };
   const docHash = (id) => '#/document/' + encodeURIComponent(id);
   const docPath = (id) => '/documents/' + encodeURIComponent(id);
   const docLink = (id) => el('a', { href: docHash(id) }, bidi(id));
@@ -369,7 +375,7 @@
         el('td', { className: 'num' }, fig(m.containment)),
         el('td', { className: 'num' }, fig(m.distance)),
         el('td', null, String(m.status || 'active') + (m.same_account ? ' (same account)' : '')),
-        el('td', { className: 'num' }, String(m.registered_at)),
+        el('td', { className: 'num' }, when(m.registered_at)),
         el('td', null, metaNodes(m.meta)),
         el('td', null, btn)));
     });
@@ -463,6 +469,9 @@
     $('copies').tBodies[0].replaceChildren();
     $('audit').tBodies[0].replaceChildren();
     $('claim-state').textContent = '';
+    $('doc-text').hidden = true;
+    $('doc-text').textContent = '';
+    $('doc-text-state').textContent = '';
     await loadRecord();
     if (docId !== id) return;
     await Promise.all([loadCopies(true), loadAudit(true)]);
@@ -524,7 +533,7 @@
         el('td', { className: 'num' }, fig(c.resemblance)),
         el('td', { className: 'num' }, fig(c.containment)),
         el('td', { className: 'num' }, fig(c.distance)),
-        el('td', { className: 'num' }, String(c.detected_at))));
+        el('td', { className: 'num' }, when(c.detected_at))));
     }
     labelCells($('copies'));
     copiesCursor = res.json.next_cursor || null;
@@ -563,7 +572,7 @@
     const tbody = $('audit').tBodies[0];
     for (const a of res.json.entries || []) {
       tbody.appendChild(el('tr', { dataset: { action: String(a.action) } },
-        el('td', { className: 'num' }, String(a.at)),
+        el('td', { className: 'num' }, when(a.at)),
         el('td', null, a.client !== null && a.client !== undefined ? bidi(a.client) : '—'),
         el('td', null, String(a.action)),
         el('td', null, auditDetail(a.detail))));
@@ -573,6 +582,25 @@
     $('audit-more').hidden = !auditCursor;
     $('audit-state').textContent = tbody.rows.length ? tbody.rows.length + ' shown' : 'no entries';
   }
+
+  /* The document's kept text (GET /documents/{id}?text=true), on request. */
+  $('doc-text-show').addEventListener('click', async () => {
+    const id = docId;
+    $('doc-text-state').textContent = 'loading…';
+    const res = await api('GET', docPath(id) + '?text=true');
+    if (id !== docId) return;
+    if (res.status !== 200 || !res.json) {
+      $('doc-text-state').textContent = errorText(res);
+      return;
+    }
+    if (typeof res.json.text !== 'string') {
+      $('doc-text-state').textContent = 'the server keeps no text of this document';
+      return;
+    }
+    $('doc-text').textContent = res.json.text;
+    $('doc-text').hidden = false;
+    $('doc-text-state').textContent = codePoints(res.json.text) + ' characters';
+  });
 
   $('copies-more').addEventListener('click', () => loadCopies(false));
   $('audit-more').addEventListener('click', () => loadAudit(false));
@@ -625,7 +653,7 @@
       const copy = d.copy || {};
       const orig = d.original || {};
       tbody.appendChild(el('tr', { dataset: { seq: String(ev.seq) } },
-        el('td', { className: 'num' }, String(ev.at)),
+        el('td', { className: 'num' }, when(ev.at)),
         el('td', null, bidi(String(copy.id)), copy.account !== undefined && copy.account !== null ? el('span', { className: 'detail' }, 'account ', bidi(copy.account)) : null),
         el('td', null, orig.id !== undefined ? docLink(String(orig.id)) : '—', orig.account !== undefined && orig.account !== null ? el('span', { className: 'detail' }, 'account ', bidi(orig.account)) : null),
         el('td', null, String(d.kind)),

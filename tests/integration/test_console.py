@@ -169,7 +169,7 @@ class Browser:
         """The whole page at this width (the window as tall as the page, at
         most 4000 px), saved as tests/artifacts/console-NAME-WIDTH.png."""
         os.makedirs(ARTIFACTS, exist_ok=True)
-        self.js("if (document.activeElement) document.activeElement.blur()")
+        self.js("if (document.activeElement) document.activeElement.blur(); window.scrollTo(0, 0)")
         self.d.set_window_size(width, 900)
         time.sleep(0.2)
         h = self.js("return document.documentElement.scrollHeight")
@@ -316,6 +316,14 @@ def shown_match(ans):
     return 0
 
 
+def register_original(srv):
+    """Registers ORIGINAL as zh-original (again: the same answer)."""
+    status, reg = srv.json("POST", "/check-original",
+                           {"id": "zh-original", "register": True, "text": ORIGINAL,
+                            "meta": {"title": "非官方来源 😀", "author": "李明"}}, headers=AUTH)
+    check(status == 200 and reg["registered"], "register: %s %r", status, reg)
+
+
 def expected_pairs(srv, text, m):
     """The passage pairs the page must show for match m: its own, else
     those of POST /compare of text with its document (None when the server
@@ -335,6 +343,10 @@ def expected_pairs(srv, text, m):
 def source_text(srv, doc_id):
     status, d = srv.json("GET", "/documents/%s?text=true" % quote(doc_id, safe=""), headers=AUTH)
     return d.get("text") if status == 200 and isinstance(d, dict) else None
+
+
+def doc_hash(doc_id):
+    return "#/document/" + quote(doc_id, safe="")
 
 
 def fig(x):
@@ -407,10 +419,7 @@ def test_console_off(srv, b):
 
 @T.test
 def test_check_passages(srv, b):
-    status, reg = srv.json("POST", "/check-original",
-                           {"id": "zh-original", "register": True, "text": ORIGINAL,
-                            "meta": {"title": "非官方来源 😀", "author": "李明"}}, headers=AUTH)
-    check(status == 200 and reg["registered"], "register: %s %r", status, reg)
+    register_original(srv)
     b.d.get(b.base + "/console/")
     enter_token(b)
     secs = check_through_page(b, COPY, id_="zh-copy-1")
@@ -475,6 +484,29 @@ def test_check_passages(srv, b):
          ".scrollIntoView({block: 'start'})")
     time.sleep(0.2)
     b.d.save_screenshot(os.path.join(ARTIFACTS, "console-readme-1280.png"))
+
+
+@T.test
+def test_registered_texts(srv, b):
+    """A registered document's text: loaded into the check form by its id,
+    and shown on its page, as it was submitted (emoji and all)."""
+    ensure_token(b)
+    b.go("#/check")
+    pick = b.by_id("check-pick")
+    pick.clear()
+    pick.send_keys("zh-original\n")  # Enter loads it
+    if source_text(srv, "zh-original") is None:
+        b.wait(lambda: "does not give the text" in b.text("notice"), "the no-text notice")
+        print("     this server keeps no texts: the page says so")
+        return
+    b.wait(lambda: b.by_id("check-text").get_attribute("value") == ORIGINAL,
+           "the original's text in the form")
+    b.go(doc_hash("zh-original"))
+    b.wait(lambda: "zh-original" in b.text("doc-record"), "its page")
+    b.by_id("doc-text-show").click()
+    b.wait(lambda: b.text("doc-text") == ORIGINAL, "its text on its page")
+    check(str(len(ORIGINAL)) in b.text("doc-text-state"), "count %r", b.text("doc-text-state"))
+    b.js("document.getElementById('check-text').value = ''")
 
 
 @T.test
@@ -564,7 +596,8 @@ def test_revoke_restore(srv, b):
     b.wait(lambda: b.js("return document.querySelector('#audit tbody tr[data-action=restore]')"
                         " !== null"), "the restore entry")
     rows = b.js("return Array.from(document.querySelectorAll('#audit tbody tr'))"
-                ".map((tr) => Array.from(tr.cells).map((c) => c.textContent))")
+                ".map((tr) => [tr.cells[0].querySelector('time').getAttribute('datetime')]"
+                ".concat(Array.from(tr.cells).slice(1).map((c) => c.textContent)))")
     status, audit = srv.json("GET", "/audit?document=zh-original", headers=AUTH)
     check(status == 200, "audit %s", status)
     api_rows = [[e["at"], e["client"] or "—", e["action"]] for e in audit["entries"]]
@@ -622,6 +655,7 @@ def test_hostile(srv, b):
 def test_detections(srv, b):
     status, feed = srv.json("GET", "/events?order=desc&type=copy.detected&limit=100",
                             headers=AUTH)
+    ensure_token(b)
     b.go("#/detections")
     if status == 404:
         b.wait(lambda: "no events feed" in b.text("det-state"), "the missing feed notice")
@@ -629,11 +663,12 @@ def test_detections(srv, b):
         return
     check(status == 200, "GET /events: %s %r", status, feed)
     # More detections than a page (20): copies of the original, each its id.
+    register_original(srv)
     for k in range(24):
         api_check(srv, COPY + "\n\n第%d次转载。" % k, id="zh-copy-feed-%d" % k)
     status, feed = srv.json("GET", "/events?order=desc&type=copy.detected&limit=1000",
                             headers=AUTH)
-    check(status == 200 and len(feed["events"]) >= 26, "feed %s %r", status, feed)
+    check(status == 200 and len(feed["events"]) >= 24, "feed %s %r", status, feed)
     b.by_id("det-newest").click()
     b.wait(lambda: b.js("return document.querySelectorAll('#detections tbody tr').length") == 20,
            "the first page")
@@ -648,6 +683,8 @@ def test_detections(srv, b):
     first = b.js("return Array.from(document.querySelector('#detections tbody tr').cells)"
                  ".map((c) => c.textContent)")
     ev = feed["events"][0]
+    check(b.js("return document.querySelector('#detections tbody time').getAttribute('datetime')")
+          == ev["at"], "the first row's time is not the newest event's")
     check(first[1].startswith(ev["data"]["copy"]["id"]) and
           first[2].startswith(ev["data"]["original"]["id"]) and first[3] == ev["data"]["kind"],
           "first row %r vs %r", first, ev)
