@@ -47,6 +47,7 @@
   const docHash = (id) => '#/document/' + encodeURIComponent(id);
   const docPath = (id) => '/documents/' + encodeURIComponent(id);
   const docLink = (id) => el('a', { href: docHash(id) }, bidi(id));
+  const accountNote = (a) => (a !== undefined && a !== null ? el('span', { className: 'detail' }, 'account ', bidi(a)) : null);
 
   /* Each cell of table's body gets its column's name (data-label), which
    * the narrow layout shows beside the value (console.css: table.cards). */
@@ -57,6 +58,39 @@
         td.dataset.label = names[i] || '';
       });
     }
+  }
+
+  /* A list read page by page into a table (copies, audit entries,
+   * detections): opts.path(position) the request, opts.rows(page) its
+   * rows, opts.next(page) the next position (null: the end), the "more"
+   * button and the status line; opts.refused(res) may name a refusal. A
+   * load supersedes the one still waiting (its answer is dropped). */
+  function pager(opts) {
+    const p = { position: null, gen: 0 };
+    p.load = async (reset) => {
+      const gen = ++p.gen;
+      const tbody = $(opts.table).tBodies[0];
+      if (reset) {
+        p.position = null;
+        tbody.replaceChildren();
+      }
+      $(opts.state).textContent = 'loading…';
+      const res = await api('GET', opts.path(p.position));
+      if (gen !== p.gen) return;
+      if (res.status !== 200 || !res.json) {
+        $(opts.state).textContent = (opts.refused && opts.refused(res)) || errorText(res);
+        $(opts.more).hidden = true;
+        return;
+      }
+      for (const tr of opts.rows(res.json)) tbody.appendChild(tr);
+      labelCells($(opts.table));
+      const next = opts.next(res.json);
+      p.position = next === undefined ? null : next;
+      $(opts.more).hidden = p.position === null;
+      $(opts.state).textContent = tbody.rows.length ? tbody.rows.length + ' shown' : opts.empty;
+    };
+    $(opts.more).addEventListener('click', () => p.load(false));
+    return p;
   }
 
   /* ---- token and API ---------------------------------------------------- */
@@ -369,7 +403,7 @@
       const btn = el('button', { type: 'button', dataset: { match: String(i) } }, 'Show');
       btn.addEventListener('click', () => showMatch(i));
       tbody.appendChild(el('tr', { dataset: { match: String(i) } },
-        el('td', null, docLink(m.id), m.account !== undefined ? el('span', { className: 'detail' }, 'account ', bidi(m.account)) : null),
+        el('td', null, docLink(m.id), accountNote(m.account)),
         el('td', null, String(m.kind)),
         el('td', { className: 'num' }, fig(m.resemblance)),
         el('td', { className: 'num' }, fig(m.containment)),
@@ -458,8 +492,6 @@
 
   let docId = null;
   let docStatus = 'active';
-  let copiesCursor = null;
-  let auditCursor = null;
 
   async function showDocument(id) {
     docId = id;
@@ -474,7 +506,7 @@
     $('doc-text-state').textContent = '';
     await loadRecord();
     if (docId !== id) return;
-    await Promise.all([loadCopies(true), loadAudit(true)]);
+    await Promise.all([copies.load(true), audit.load(true)]);
   }
 
   async function loadRecord() {
@@ -508,38 +540,22 @@
     $('claim-restore').hidden = docStatus === 'active';
   }
 
-  async function loadCopies(reset) {
-    const id = docId;
-    if (reset) {
-      copiesCursor = null;
-      $('copies').tBodies[0].replaceChildren();
-    }
-    let q = docPath(id) + '/copies?limit=' + PAGE;
-    if (copiesCursor) q += '&cursor=' + encodeURIComponent(copiesCursor);
-    $('copies-state').textContent = 'loading…';
-    const res = await api('GET', q);
-    if (id !== docId) return;
-    if (res.status !== 200 || !res.json) {
-      $('copies-state').textContent = errorText(res);
-      $('copies-more').hidden = true;
-      return;
-    }
-    const tbody = $('copies').tBodies[0];
-    for (const c of res.json.copies || []) {
-      tbody.appendChild(el('tr', null,
-        el('td', null, bidi(c.id)),
-        el('td', null, c.account !== undefined && c.account !== null ? bidi(c.account) : '—'),
-        el('td', null, String(c.kind)),
-        el('td', { className: 'num' }, fig(c.resemblance)),
-        el('td', { className: 'num' }, fig(c.containment)),
-        el('td', { className: 'num' }, fig(c.distance)),
-        el('td', { className: 'num' }, when(c.detected_at))));
-    }
-    labelCells($('copies'));
-    copiesCursor = res.json.next_cursor || null;
-    $('copies-more').hidden = !copiesCursor;
-    $('copies-state').textContent = tbody.rows.length ? tbody.rows.length + ' shown' : 'no copies found';
-  }
+  const copies = pager({
+    table: 'copies',
+    state: 'copies-state',
+    more: 'copies-more',
+    empty: 'no copies found',
+    path: (cursor) => docPath(docId) + '/copies?limit=' + PAGE + (cursor ? '&cursor=' + encodeURIComponent(cursor) : ''),
+    next: (page) => page.next_cursor,
+    rows: (page) => (page.copies || []).map((c) => el('tr', null,
+      el('td', null, bidi(c.id)),
+      el('td', null, c.account !== undefined && c.account !== null ? bidi(c.account) : '—'),
+      el('td', null, String(c.kind)),
+      el('td', { className: 'num' }, fig(c.resemblance)),
+      el('td', { className: 'num' }, fig(c.containment)),
+      el('td', { className: 'num' }, fig(c.distance)),
+      el('td', { className: 'num' }, when(c.detected_at)))),
+  });
 
   function auditDetail(detail) {
     if (!detail || typeof detail !== 'object') return '';
@@ -553,35 +569,22 @@
     return el('span', null, bidi(parts.join('; ')), more ? el('span', { className: 'detail' }, more) : null);
   }
 
-  async function loadAudit(reset) {
-    const id = docId;
-    if (reset) {
-      auditCursor = null;
-      $('audit').tBodies[0].replaceChildren();
-    }
-    let q = '/audit?document=' + encodeURIComponent(id) + '&limit=' + PAGE;
-    if (auditCursor) q += '&cursor=' + encodeURIComponent(auditCursor);
-    $('audit-state').textContent = 'loading…';
-    const res = await api('GET', q);
-    if (id !== docId) return;
-    if (res.status !== 200 || !res.json) {
-      $('audit-state').textContent = res.status === 401 ? 'the audit log needs a token' : errorText(res);
-      $('audit-more').hidden = true;
-      return;
-    }
-    const tbody = $('audit').tBodies[0];
-    for (const a of res.json.entries || []) {
-      tbody.appendChild(el('tr', { dataset: { action: String(a.action) } },
-        el('td', { className: 'num' }, when(a.at)),
-        el('td', null, a.client !== null && a.client !== undefined ? bidi(a.client) : '—'),
-        el('td', null, String(a.action)),
-        el('td', null, auditDetail(a.detail))));
-    }
-    labelCells($('audit'));
-    auditCursor = res.json.next_cursor || null;
-    $('audit-more').hidden = !auditCursor;
-    $('audit-state').textContent = tbody.rows.length ? tbody.rows.length + ' shown' : 'no entries';
-  }
+  const audit = pager({
+    table: 'audit',
+    state: 'audit-state',
+    more: 'audit-more',
+    empty: 'no entries',
+    refused: (res) => (res.status === 401 ? 'the audit log needs a token' : null),
+    path: (cursor) => '/audit?document=' + encodeURIComponent(docId) + '&limit=' + PAGE +
+      (cursor ? '&cursor=' + encodeURIComponent(cursor) : ''),
+    next: (page) => page.next_cursor,
+    rows: (page) => (page.entries || []).map((a) => el('tr', { dataset: { action: String(a.action) } },
+      el('td', { className: 'num' }, when(a.at)),
+      el('td', null, a.client !== null && a.client !== undefined ? bidi(a.client) : '—'),
+      el('td', null, String(a.action)),
+      el('td', null, auditDetail(a.detail)))),
+  });
+
 
   /* The document's kept text (GET /documents/{id}?text=true), on request. */
   $('doc-text-show').addEventListener('click', async () => {
@@ -601,9 +604,6 @@
     $('doc-text').hidden = false;
     $('doc-text-state').textContent = codePoints(res.json.text) + ' characters';
   });
-
-  $('copies-more').addEventListener('click', () => loadCopies(false));
-  $('audit-more').addEventListener('click', () => loadAudit(false));
 
   $('claim-form').addEventListener('submit', async (e) => {
     e.preventDefault();
@@ -625,51 +625,37 @@
     $('claim-reason').value = '';
     $('claim-state').textContent = 'status now ' + String(res.json.status);
     await loadRecord();
-    await loadAudit(true);
+    await audit.load(true);
     (docStatus === 'active' ? $('claim-revoke') : $('claim-restore')).focus();
   });
 
   /* ---- recent detections -------------------------------------------------- */
 
-  let detBefore = null;
-
-  async function loadDetections(reset) {
-    if (reset) {
-      detBefore = null;
-      $('detections').tBodies[0].replaceChildren();
-    }
-    let q = '/events?order=desc&type=copy.detected&limit=' + PAGE;
-    if (detBefore !== null) q += '&before=' + encodeURIComponent(detBefore);
-    $('det-state').textContent = 'loading…';
-    const res = await api('GET', q);
-    if (res.status !== 200 || !res.json) {
-      $('det-state').textContent = res.status === 404 ? 'this server has no events feed (GET /events)' : errorText(res);
-      $('det-older').hidden = true;
-      return;
-    }
-    const tbody = $('detections').tBodies[0];
-    for (const ev of res.json.events || []) {
+  const detections = pager({
+    table: 'detections',
+    state: 'det-state',
+    more: 'det-older',
+    empty: 'no detections yet',
+    refused: (res) => (res.status === 404 ? 'this server has no events feed (GET /events)' : null),
+    path: (before) => '/events?order=desc&type=copy.detected&limit=' + PAGE +
+      (before !== null ? '&before=' + encodeURIComponent(before) : ''),
+    next: (page) => page.next_before,
+    rows: (page) => (page.events || []).map((ev) => {
       const d = ev.data || {};
       const copy = d.copy || {};
       const orig = d.original || {};
-      tbody.appendChild(el('tr', { dataset: { seq: String(ev.seq) } },
+      return el('tr', { dataset: { seq: String(ev.seq) } },
         el('td', { className: 'num' }, when(ev.at)),
-        el('td', null, bidi(String(copy.id)), copy.account !== undefined && copy.account !== null ? el('span', { className: 'detail' }, 'account ', bidi(copy.account)) : null),
-        el('td', null, orig.id !== undefined ? docLink(String(orig.id)) : '—', orig.account !== undefined && orig.account !== null ? el('span', { className: 'detail' }, 'account ', bidi(orig.account)) : null),
+        el('td', null, bidi(String(copy.id)), accountNote(copy.account)),
+        el('td', null, orig.id !== undefined ? docLink(String(orig.id)) : '—', accountNote(orig.account)),
         el('td', null, String(d.kind)),
         el('td', { className: 'num' }, fig(d.resemblance)),
         el('td', { className: 'num' }, fig(d.containment)),
-        el('td', { className: 'num' }, fig(d.distance))));
-    }
-    labelCells($('detections'));
-    const next = res.json.next_before;
-    detBefore = next === null || next === undefined ? null : next;
-    $('det-older').hidden = detBefore === null;
-    $('det-state').textContent = tbody.rows.length ? tbody.rows.length + ' shown' : 'no detections yet';
-  }
+        el('td', { className: 'num' }, fig(d.distance)));
+    }),
+  });
 
-  $('det-newest').addEventListener('click', () => loadDetections(true));
-  $('det-older').addEventListener('click', () => loadDetections(false));
+  $('det-newest').addEventListener('click', () => detections.load(true));
 
   /* ---- token, navigation -------------------------------------------------- */
 
@@ -723,7 +709,7 @@
     if (page === 'check') $('nav-check').setAttribute('aria-current', 'page');
     if (page === 'detections') $('nav-detections').setAttribute('aria-current', 'page');
     if (page === 'document') showDocument(id);
-    if (page === 'detections') loadDetections(true);
+    if (page === 'detections') detections.load(true);
     if (!firstRoute) {
       const h1 = $('page-' + page).querySelector('h1');
       h1.setAttribute('tabindex', '-1');

@@ -490,6 +490,7 @@ def test_check_passages(srv, b):
 def test_registered_texts(srv, b):
     """A registered document's text: loaded into the check form by its id,
     and shown on its page, as it was submitted (emoji and all)."""
+    register_original(srv)
     ensure_token(b)
     b.go("#/check")
     pick = b.by_id("check-pick")
@@ -504,7 +505,8 @@ def test_registered_texts(srv, b):
     b.go(doc_hash("zh-original"))
     b.wait(lambda: "zh-original" in b.text("doc-record"), "its page")
     b.by_id("doc-text-show").click()
-    b.wait(lambda: b.text("doc-text") == ORIGINAL, "its text on its page")
+    b.wait(lambda: b.text("doc-text") == ORIGINAL, "its text on its page (%r)"
+           % b.text("doc-text-state"))
     check(str(len(ORIGINAL)) in b.text("doc-text-state"), "count %r", b.text("doc-text-state"))
     b.js("document.getElementById('check-text').value = ''")
 
@@ -606,6 +608,29 @@ def test_revoke_restore(srv, b):
     check(audit["entries"][1]["detail"]["reason"] == reason, "%r", audit["entries"][1])
     check(reason in rows[1][3] and "appeal withdrawn" in rows[0][3], "reasons shown: %r", rows)
     b.no_injection()
+
+
+@T.test
+def test_copies_paged(srv, b):
+    """An original's copies, 20 a page: "More copies" brings the next page,
+    the rows as GET /documents/{id}/copies lists them, newest first."""
+    register_original(srv)
+    for k in range(23):
+        api_check(srv, COPY + "\n\n第%d页。" % k, id="zh-copy-page-%d" % k)
+    status, page = srv.json("GET", "/documents/zh-original/copies?limit=1000", headers=AUTH)
+    check(status == 200 and len(page["copies"]) >= 23, "copies %s %r", status, page)
+    want = [c["id"] for c in page["copies"]]
+    ensure_token(b)
+    b.go("#/check")
+    b.go(doc_hash("zh-original"))
+    rows = "return Array.from(document.querySelectorAll('#copies tbody tr'))" \
+           ".map((tr) => tr.cells[0].textContent)"
+    b.wait(lambda: len(b.js(rows)) == 20, "the first page of copies")
+    check(b.js(rows) == want[:20], "first page %r, API %r", b.js(rows)[:3], want[:3])
+    b.by_id("copies-more").click()
+    b.wait(lambda: len(b.js(rows)) == min(40, len(want)), "the second page of copies")
+    check(b.js(rows) == want[:40], "two pages %r", b.js(rows))
+    check(b.by_id("copies-more").is_displayed() == (len(want) > 40), "the More button")
 
 
 @T.test
