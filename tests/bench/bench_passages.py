@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Server CPU per /check-original (register off) with and without matches,
+for this build and another (--base, e.g. the release before passages on
+both sides), in the same run: what the matches' passages cost, and that a
+check without matches costs what it did.
+
+    python3 tests/bench/bench_passages.py [--build build] [--base OTHER/neardupd]
+        [--docs 2000] [--queries 1000] [--rounds 3]
+
+Each server (LMDB, --no-sync, one worker thread) registers the same --docs
+corpus documents of ../shared/eval (or $ND_EVAL_DATA); then, in rounds that
+alternate the servers, it answers --queries other corpus documents (the
+"original" set: checks that list no match) and as many edited copies of
+registered documents (the "copies" set: each lists its source). The
+server's CPU time (user + system, /proc) per request is printed per set,
+the median round; the copies' figure minus the originals' is the cost of a
+check with matches, and the difference between the two builds on it the
+cost of the passages (one text read and sketched per listed match). Loopback
+only; every server is stopped. A benchmark: exits 0 unless a server fails."""
+
+import argparse
+import gzip
+import http.client
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def eval_dir():
+    for d in (os.environ.get("ND_EVAL_DATA"), os.path.join(ROOT, "..", "shared", "eval", "data")):
+        if d and os.path.exists(os.path.join(d, "corpus.jsonl.gz")):
+            return d
+    sys.exit("no evaluation data: set ND_EVAL_DATA")
+
+
+def load(ndocs, nq):
+    d = eval_dir()
+    corpus = []
+    with gzip.open(os.path.join(d, "corpus.jsonl.gz"), "rt", encoding="utf-8") as f:
+        for line in f:
+            o = json.loads(line)
+            corpus.append((o["id"], o["text"]))
+    rnd = random.Random(35)
+    rnd.shuffle(corpus)
+    docs, rest = corpus[:ndocs], corpus[ndocs:]
+    ids = {i for i, _ in docs}
+    copies = []
+    with gzip.open(os.path.join(d, "edited.jsonl.gz"), "rt", encoding="utf-8") as f:
+        for line in f:
+            o = json.loads(line)
+            if o["src"] in ids and o["kind"] in ("light", "format", "evasion", "para_move"):
+                copies.append(o["text"])
+    rnd.shuffle(copies)
+    return docs, [t for _, t in rest[:nq]], copies[:nq]
+
+
+class Srv:
+    def __init__(self, binary, tmp):
+        self.tmp = tempfile.mkdtemp(dir=tmp)
+        log = os.path.join(self.tmp, "stderr.log")
+        with open(log, "wb") as err:
+            self.proc = subprocess.Popen(
+                [binary, "--listen", "127.0.0.1:0", "--data", os.path.join(self.tmp, "data"),
+                 "--threads", "1", "--no-sync", "--no-access-log"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+        self.port = None
+        deadline = time.monotonic() + 30
+        while self.port is None and time.monotonic() < deadline and self.proc.poll() is None:
+            with open(log, "rb") as f:
+                for line in f:
+                    try:
+                        rec = json.loads(line)
+                    except ValueError:
+                        continue
+                    if rec.get("msg") == "listening":
+                        self.port = rec["port"]
+            time.sleep(0.02)
+        if self.port is None:
+            self.stop()
+            sys.exit("%s did not start" % binary)
+        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        for _ in range(300):
+            if self.post("/readyz", None, "GET")[0] == 200:
+                break
+            time.sleep(0.05)
+
+    def post(self, path, obj, method="POST"):
+        body = None if obj is None else json.dumps(obj).encode()
+        self.conn.request(method, path, body, {"Content-Type": "application/json"})
+        r = self.conn.getresponse()
+        return r.status, r.read()
+
+    def cpu(self):
+        with open("/proc/%d/stat" % self.proc.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def run_set(srv, texts):
+    c0 = srv.cpu()
+    matches = 0
+    for t in texts:
+        status, data = srv.post("/check-original", {"text": t})
+        if status == 200:
+            matches += len(json.loads(data)["matches"])
+    return (srv.cpu() - c0) / len(texts) * 1e6, matches / len(texts)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--base", default=None)
+    ap.add_argument("--docs", type=int, default=2000)
+    ap.add_argument("--queries", type=int, default=1000)
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    docs, originals, copies = load(a.docs, a.queries)
+    bins = {"this": os.path.join(a.build, "server", "neardupd")}
+    if a.base:
+        bins["base"] = a.base
+    res = {(k, s): [] for k in bins for s in ("original", "copies")}
+    with tempfile.TemporaryDirectory() as tmp:
+        srvs = {}
+        try:
+            for k, b in bins.items():
+                srvs[k] = Srv(b, tmp)
+                for i, t in docs:
+                    srvs[k].post("/check-original", {"id": i, "text": t, "register": True})
+            for _ in range(a.rounds):
+                for s, texts in (("original", originals), ("copies", copies)):
+                    for k in bins:
+                        res[(k, s)].append(run_set(srvs[k], texts))
+        finally:
+            for s in srvs.values():
+                s.stop()
+    print("server CPU per /check-original (register off, 1 thread, LMDB), median of %d rounds"
+          % a.rounds)
+    for s, n in (("original", len(originals)), ("copies", len(copies))):
+        for k in bins:
+            us = statistics.median(x[0] for x in res[(k, s)])
+            m = res[(k, s)][0][1]
+            print("  %-8s %-5s %8.1f us/request  (%d requests, %.2f matches each)"
+                  % (s, k, us, n, m))
+    if "base" in bins:
+        for s in ("original", "copies"):
+            t = statistics.median(x[0] for x in res[("this", s)])
+            b = statistics.median(x[0] for x in res[("base", s)])
+            print("  %-8s this/base %.3f" % (s, t / b))
+
+
+if __name__ == "__main__":
+    main()
