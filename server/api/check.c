@@ -290,10 +290,11 @@ static int pair_visit(void *arg, const char *text, size_t len)
 }
 
 /* The passages on both sides of the first API_PAIRED_MATCHES listed
- * matches, each read from its kept text, against the checked text (still
- * in the worker's scratch: the ask has just sketched it). Only a check that
- * lists matches reads anything. A text not kept, or not read, gives a
- * match without "passages". */
+ * matches, each read from its kept text (an identical match's from the
+ * checked text itself), against the checked text (still in the worker's
+ * scratch: the ask has just sketched it). Only a check that lists matches
+ * reads anything. A text not kept, or not read, gives a match without
+ * "passages". */
 static void pair_matches(nd_req *r, op_state *op)
 {
     nd_api *api = nd_api_of(r);
@@ -306,8 +307,11 @@ static void pair_matches(nd_req *r, op_state *op)
         api_match_pairs *mp = &aw->match_pairs[i];
         pair_ctx c = {.qt = &qt, .ps = aw->pair, .mp = mp};
         mp->n = 0;
-        int rc = nd_store_text(api->store, op->res.matches[i].doc->registered_at_us, pair_visit,
-                               &c);
+        /* the same text: its passages are the text's own, nothing to read */
+        int rc = op->res.matches[i].kind == ND_MATCH_IDENTICAL
+                     ? nd_pair_passages_same(&qt, aw->pair, mp->p, ND_PAIR_PASSAGES, &mp->n)
+                     : nd_store_text(api->store, op->res.matches[i].doc->registered_at_us,
+                                     pair_visit, &c);
         mp->kept = rc == 0;
         if (rc < 0 && rc != -ENOENT)
             nd_log(ND_LOG_WARN,
