@@ -65,16 +65,20 @@ def load(ndocs, nq):
 
 
 class Srv:
-    def __init__(self, binary, tmp):
+    def __init__(self, binary, tmp, callgrind=False):
         self.tmp = tempfile.mkdtemp(dir=tmp)
+        self.callgrind = callgrind
+        wrap = (["valgrind", "--tool=callgrind",
+                 "--callgrind-out-file=" + os.path.join(self.tmp, "cg.%p")] if callgrind else [])
         log = os.path.join(self.tmp, "stderr.log")
         with open(log, "wb") as err:
             self.proc = subprocess.Popen(
-                [binary, "--listen", "127.0.0.1:0", "--data", os.path.join(self.tmp, "data"),
-                 "--threads", "1", "--no-sync", "--no-access-log"],
+                wrap + [binary, "--listen", "127.0.0.1:0", "--data", os.path.join(self.tmp, "data"),
+                 "--threads", "1", "--no-sync", "--no-access-log"]
+                + (["--map-size", "1073741824"] if callgrind else []),  # valgrind: a smaller map
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
         self.port = None
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + (300 if callgrind else 30)
         while self.port is None and time.monotonic() < deadline and self.proc.poll() is None:
             with open(log, "rb") as f:
                 for line in f:
@@ -111,6 +115,23 @@ class Srv:
             except OSError:
                 pass  # a thread that ended meanwhile
         return total / 1e9
+
+    def instructions(self):
+        """Instructions executed since the last call (callgrind: a dump,
+        which resets the counters)."""
+        before = set(os.listdir(self.tmp))
+        subprocess.run(["callgrind_control", "-d", str(self.proc.pid)], check=True,
+                       stdout=subprocess.DEVNULL)
+        for _ in range(600):
+            new = [f for f in set(os.listdir(self.tmp)) - before if f.startswith("cg.")]
+            if new:
+                time.sleep(0.5)  # written whole
+                with open(os.path.join(self.tmp, new[0])) as f:
+                    for line in f:
+                        if line.startswith(("summary:", "totals:")):
+                            return int(line.split()[1])
+            time.sleep(0.1)
+        sys.exit("no callgrind dump")
 
     def stop(self):
         if self.proc.poll() is None:
@@ -149,7 +170,12 @@ def main():
     ap.add_argument("--docs", type=int, default=2000)
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--callgrind", action="store_true",
+                    help="instructions per request under callgrind instead of CPU time "
+                         "(one round; keep --docs and --queries small)")
     a = ap.parse_args()
+    if a.callgrind:
+        return callgrind(a)
     docs, originals, copies = load(a.docs, a.queries)
     bins = {"this": os.path.join(a.build, "server", "neardupd")}
     if a.base:
@@ -186,6 +212,42 @@ def main():
             t = statistics.median(x[0] for x in res[("this", s)])
             b = statistics.median(x[0] for x in res[("base", s)])
             print("  %-8s this/base %.3f" % (s, t / b))
+
+
+def callgrind(a):
+    docs, originals, copies = load(a.docs, a.queries)
+    bins = {"this": os.path.join(a.build, "server", "neardupd")}
+    if a.base:
+        bins["base"] = a.base
+    with tempfile.TemporaryDirectory() as tmp:
+        # the sets, chosen on a plain server of this build
+        plain = Srv(bins["this"], tmp)
+        try:
+            for i, t in docs:
+                plain.post("/check-original", {"id": i, "text": t, "register": True})
+            originals, _ = split_by_matches(plain, originals)
+            _, copies = split_by_matches(plain, copies)
+        finally:
+            plain.stop()
+        print("server instructions per /check-original (register off, 1 thread, LMDB, "
+              "callgrind)")
+        out = {}
+        for k, b in bins.items():
+            srv = Srv(b, tmp, callgrind=True)
+            try:
+                for i, t in docs:
+                    srv.post("/check-original", {"id": i, "text": t, "register": True})
+                srv.instructions()
+                for name, texts in (("original", originals), ("copies", copies)):
+                    m = run_set(srv, texts)[1]
+                    out[(k, name)] = srv.instructions() / len(texts)
+                    print("  %-8s %-5s %10.0f instructions/request  (%d requests, %.2f matches "
+                          "each)" % (name, k, out[(k, name)], len(texts), m), flush=True)
+            finally:
+                srv.stop()
+        if "base" in bins:
+            for name in ("original", "copies"):
+                print("  %-8s this/base %.4f" % (name, out[("this", name)] / out[("base", name)]))
 
 
 if __name__ == "__main__":
