@@ -94,6 +94,7 @@ struct nd_sk_scratch {
     bool has_cjk;           /* the last text has CJK code points */
     bool sampled[2];        /* shift[mode] is that of sh[mode] (sample_stream()) */
     bool query;             /* sh[] holds both modes of nd_sketch_query() */
+    uint8_t own_mode;       /* the last text's own mode */
     uint32_t chars;         /* the last text's characters as the fingerprint counts them */
     nd_integrity integrity; /* what the folds read differently in the last text */
     char *fold;             /* the look-alike fold's copy of the text (fold.h) */
@@ -1076,6 +1077,7 @@ static void finish_text(nd_sk_scratch *s, int mode, uint32_t ncp, nd_sketch_info
         info->mode = (uint8_t)mode;
         info->integrity = s->integrity;
     }
+    s->own_mode = (uint8_t)mode;
     s->have_text = true;
 }
 
@@ -1093,6 +1095,24 @@ int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, si
     int rc = mode == ND_SKETCH_MODE_CHAR
                  ? sketch_stream(s, &s->ctok, 1, out, anchors_out, anchors_wanted)
                  : sketch_stream(s, &s->tok, 0, out, anchors_out, anchors_wanted);
+    if (rc < 0)
+        return rc;
+    finish_text(s, mode, ncp, info);
+    return 0;
+}
+
+int nd_sketch_shingle_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, size_t len,
+                           nd_sketch_info *info)
+{
+    uint32_t ncp;
+    s->query = false;
+    int mode = tokenize_text(sk, s, text, len, &ncp);
+    if (mode < 0)
+        return mode;
+    s->nsh[0] = s->nsh[1] = 0;
+    s->sampled[0] = s->sampled[1] = false;
+    int rc = shingle_stream(s, mode == ND_SKETCH_MODE_CHAR ? &s->ctok : &s->tok, (unsigned)mode,
+                            NULL, NULL, 0);
     if (rc < 0)
         return rc;
     finish_text(s, mode, ncp, info);
@@ -1163,6 +1183,11 @@ int nd_sketch_fp_tokens(const nd_sk_scratch *s, nd_fp_tokens *out)
     out->n = s->tok.n;
     out->chars = s->chars;
     return 0;
+}
+
+int nd_sketch_own_mode(const nd_sk_scratch *s)
+{
+    return s->have_text ? s->own_mode : -EINVAL;
 }
 
 int nd_sketch_shingles(const nd_sk_scratch *s, unsigned mode, const nd_shingle **out, size_t *n)

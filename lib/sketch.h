@@ -330,6 +330,18 @@ int nd_sketch_query_finish(nd_sk_scratch *scratch, nd_sketch out[2]);
  * holds no text (its last call failed, or none was made). No allocation. */
 int nd_sketch_fp_tokens(const nd_sk_scratch *scratch, nd_fp_tokens *out);
 
+/* Tokenizes and shingles the text in its own mode only, without a sketch
+ * or anchors (for nd_sketch_shingles(): a source text read for its
+ * passages on both sides). Fills info when not NULL. Returns 0, -EILSEQ
+ * or -ENOMEM, as nd_sketch_text(). Allocates only when the scratch must
+ * grow. nd_sketch_passages() then gives 0 passages. */
+int nd_sketch_shingle_text(const nd_sketcher *sk, nd_sk_scratch *scratch, const char *text,
+                           size_t len, nd_sketch_info *info);
+
+/* The own mode (ND_SKETCH_MODE_*) of the text last sketched with the
+ * scratch, or -EINVAL when it holds none. */
+int nd_sketch_own_mode(const nd_sk_scratch *scratch);
+
 /* The shingles of mode `mode` of the text last sketched with the scratch,
  * in text order (repeats included): *out borrows from the scratch, valid
  * until it sketches another text; *n of them. After nd_sketch_text() only

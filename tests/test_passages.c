@@ -373,6 +373,29 @@ static void test_adversarial(void)
     }
 }
 
+/* nd_sketch_shingle_text() (what a source is read with) holds the same
+ * shingles as nd_sketch_text() in the text's own mode. */
+static void test_shingle_text(void)
+{
+    const char *names[] = {"en1.txt", "zh1.txt", "long/zh-long.txt"};
+    for (int k = 0; k < 3; k++) {
+        char *t = read_text(names[k]);
+        REQUIRE(t != NULL);
+        nd_sketch d;
+        nd_sketch_info i1, i2;
+        const nd_shingle *x, *y;
+        size_t nx = 0, ny = 0;
+        CHECK(nd_sketch_text(sk, sa, t, strlen(t), &d, NULL, 0, &i1) == 0);
+        CHECK(nd_sketch_shingle_text(sk, sb, t, strlen(t), &i2) == 0);
+        CHECK(i1.mode == i2.mode && i1.shingles == i2.shingles && i1.code_points == i2.code_points);
+        CHECK(nd_sketch_shingles(sa, i1.mode, &x, &nx) == 0 &&
+              nd_sketch_shingles(sb, i2.mode, &y, &ny) == 0);
+        CHECK(nx == ny && nx > 0 && memcmp(x, y, nx * sizeof(*x)) == 0, "%s: %zu / %zu", names[k],
+              nx, ny);
+        free(t);
+    }
+}
+
 int main(void)
 {
     if (nd_sketcher_create(&sk) < 0 || nd_sk_scratch_create(&sa) < 0 ||
@@ -388,6 +411,7 @@ int main(void)
     UNIT_RUN(test_edits);
     UNIT_RUN(test_unrelated);
     UNIT_RUN(test_adversarial);
+    UNIT_RUN(test_shingle_text);
     nd_pairing_destroy(pg);
     nd_sk_scratch_destroy(sa);
     nd_sk_scratch_destroy(sb);

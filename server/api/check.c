@@ -5,6 +5,7 @@
 #include "answer.h"
 #include "api.h"
 #include "api_worker.h"
+#include "compare.h"
 #include "log.h"
 #include "pending.h"
 #include "handlers.h"
@@ -48,21 +49,7 @@ static void add_match_pairs(nd_reply *w, const api_match_pairs *mp)
     if (!mp || !mp->kept)
         return;
     nd_reply_key(w, "passages");
-    nd_reply_array(w);
-    size_t n = mp->n < ND_PAIR_PASSAGES ? mp->n : ND_PAIR_PASSAGES;
-    for (size_t i = 0; i < n; i++) {
-        nd_reply_object(w);
-        nd_reply_key(w, "start");
-        nd_reply_u64(w, mp->p[i].start);
-        nd_reply_key(w, "end");
-        nd_reply_u64(w, mp->p[i].end);
-        nd_reply_key(w, "source_start");
-        nd_reply_u64(w, mp->p[i].source_start);
-        nd_reply_key(w, "source_end");
-        nd_reply_u64(w, mp->p[i].source_end);
-        nd_reply_object_end(w);
-    }
-    nd_reply_array_end(w);
+    nd_compare_write_pairs(w, mp->p, mp->n < ND_PAIR_PASSAGES ? mp->n : ND_PAIR_PASSAGES);
 }
 
 static void add_match(nd_reply *w, const nd_match *m, bool account_given, const api_match_pairs *mp)
@@ -109,20 +96,7 @@ static enum nd_event verdict_event(int verdict)
 static void add_integrity(nd_reply *w, nd_metrics *metrics, const nd_integrity *in)
 {
     nd_reply_key(w, "integrity");
-    nd_reply_object(w);
-    nd_reply_key(w, "invisible");
-    nd_reply_u64(w, in->invisible);
-    nd_reply_key(w, "lookalike");
-    nd_reply_u64(w, in->lookalike);
-    nd_reply_key(w, "traditional");
-    nd_reply_u64(w, in->traditional);
-    nd_reply_key(w, "script");
-    const char *script = nd_integrity_script(in);
-    if (script)
-        nd_reply_plain(w, script, strlen(script));
-    else
-        nd_reply_null(w);
-    nd_reply_object_end(w);
+    nd_compare_write_integrity(w, in);
     if (in->invisible)
         nd_metrics_event(metrics, ND_EV_INTEGRITY_INVISIBLE);
     if (in->lookalike)
@@ -316,10 +290,11 @@ static int pair_visit(void *arg, const char *text, size_t len)
 }
 
 /* The passages on both sides of the first API_PAIRED_MATCHES listed
- * matches, each read from its kept text, against the checked text (still
- * in the worker's scratch: the ask has just sketched it). Only a check that
- * lists matches reads anything. A text not kept, or not read, gives a
- * match without "passages". */
+ * matches, each read from its kept text (an identical match's from the
+ * checked text itself), against the checked text (still in the worker's
+ * scratch: the ask has just sketched it). Only a check that lists matches
+ * reads anything. A text not kept, or not read, gives a match without
+ * "passages". */
 static void pair_matches(nd_req *r, op_state *op)
 {
     nd_api *api = nd_api_of(r);
@@ -332,8 +307,11 @@ static void pair_matches(nd_req *r, op_state *op)
         api_match_pairs *mp = &aw->match_pairs[i];
         pair_ctx c = {.qt = &qt, .ps = aw->pair, .mp = mp};
         mp->n = 0;
-        int rc = nd_store_text(api->store, op->res.matches[i].doc->registered_at_us, pair_visit,
-                               &c);
+        /* the same text: its passages are the text's own, nothing to read */
+        int rc = op->res.matches[i].kind == ND_MATCH_IDENTICAL
+                     ? nd_pair_passages_same(&qt, aw->pair, mp->p, ND_PAIR_PASSAGES, &mp->n)
+                     : nd_store_text(api->store, op->res.matches[i].doc->registered_at_us,
+                                     pair_visit, &c);
         mp->kept = rc == 0;
         if (rc < 0 && rc != -ENOENT)
             nd_log(ND_LOG_WARN,

@@ -10,7 +10,7 @@
 #include <errno.h>
 #include <string.h>
 
-static void add_integrity(nd_reply *w, const nd_integrity *in)
+void nd_compare_write_integrity(nd_reply *w, const nd_integrity *in)
 {
     nd_reply_object(w);
     nd_reply_key(w, "invisible");
@@ -26,6 +26,24 @@ static void add_integrity(nd_reply *w, const nd_integrity *in)
     else
         nd_reply_null(w);
     nd_reply_object_end(w);
+}
+
+void nd_compare_write_pairs(nd_reply *w, const nd_passage_pair *p, size_t n)
+{
+    nd_reply_array(w);
+    for (size_t i = 0; i < n; i++) {
+        nd_reply_object(w);
+        nd_reply_key(w, "start");
+        nd_reply_u64(w, p[i].start);
+        nd_reply_key(w, "end");
+        nd_reply_u64(w, p[i].end);
+        nd_reply_key(w, "source_start");
+        nd_reply_u64(w, p[i].source_start);
+        nd_reply_key(w, "source_end");
+        nd_reply_u64(w, p[i].source_end);
+        nd_reply_object_end(w);
+    }
+    nd_reply_array_end(w);
 }
 
 void nd_compare_write(nd_reply *w, const nd_pair *p)
@@ -56,46 +74,27 @@ void nd_compare_write(nd_reply *w, const nd_pair *p)
     nd_reply_simhash(w, p->simhash_a);
     nd_reply_key(w, "simhash_b");
     nd_reply_simhash(w, p->simhash_b);
-    nd_reply_key(w, "chars_a");
-    nd_reply_u64(w, p->chars_a);
-    nd_reply_key(w, "chars_b");
-    nd_reply_u64(w, p->chars_b);
-    nd_reply_key(w, "shingles_a");
-    nd_reply_u64(w, p->shingles_a);
-    nd_reply_key(w, "shingles_b");
-    nd_reply_u64(w, p->shingles_b);
-    nd_reply_key(w, "shared");
-    nd_reply_u64(w, p->e.shared);
-    nd_reply_key(w, "sampled_a");
-    nd_reply_u64(w, p->e.q_n);
-    nd_reply_key(w, "sampled_b");
-    nd_reply_u64(w, p->e.d_n);
-    nd_reply_key(w, "shift");
-    nd_reply_u64(w, p->e.shift);
-    nd_reply_key(w, "core_found");
-    nd_reply_u64(w, p->e.core_found);
-    nd_reply_key(w, "core_n");
-    nd_reply_u64(w, p->e.core_n);
-    nd_reply_key(w, "integrity_a");
-    add_integrity(w, &p->integrity_a);
-    nd_reply_key(w, "integrity_b");
-    add_integrity(w, &p->integrity_b);
-    nd_reply_key(w, "passages");
-    nd_reply_array(w);
-    size_t n = p->npairs < ND_PAIR_PASSAGES ? p->npairs : ND_PAIR_PASSAGES;
-    for (size_t i = 0; i < n; i++) {
-        nd_reply_object(w);
-        nd_reply_key(w, "start");
-        nd_reply_u64(w, p->pairs[i].start);
-        nd_reply_key(w, "end");
-        nd_reply_u64(w, p->pairs[i].end);
-        nd_reply_key(w, "source_start");
-        nd_reply_u64(w, p->pairs[i].source_start);
-        nd_reply_key(w, "source_end");
-        nd_reply_u64(w, p->pairs[i].source_end);
-        nd_reply_object_end(w);
+    /* the counts, in the answer's order */
+    const struct {
+        const char *key;
+        uint64_t v;
+    } counts[] = {
+        {"chars_a", p->chars_a},       {"chars_b", p->chars_b}, {"shingles_a", p->shingles_a},
+        {"shingles_b", p->shingles_b}, {"shared", p->e.shared}, {"sampled_a", p->e.q_n},
+        {"sampled_b", p->e.d_n},       {"shift", p->e.shift},   {"core_found", p->e.core_found},
+        {"core_n", p->e.core_n},
+    };
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+        nd_reply_key(w, counts[i].key);
+        nd_reply_u64(w, counts[i].v);
     }
-    nd_reply_array_end(w);
+    nd_reply_key(w, "integrity_a");
+    nd_compare_write_integrity(w, &p->integrity_a);
+    nd_reply_key(w, "integrity_b");
+    nd_compare_write_integrity(w, &p->integrity_b);
+    nd_reply_key(w, "passages");
+    nd_compare_write_pairs(w, p->pairs,
+                           p->npairs < ND_PAIR_PASSAGES ? p->npairs : ND_PAIR_PASSAGES);
     nd_reply_key(w, "passages_truncated");
     nd_reply_bool(w, p->npairs > ND_PAIR_PASSAGES);
     nd_reply_object_end(w);

@@ -92,12 +92,24 @@ int nd_pair_compare(nd_question_tools *t, nd_pair_scratch *s, const char *a, siz
     return pairs_in(t->sks, s, (unsigned)mode, out->pairs, ND_PAIR_PASSAGES, &out->npairs);
 }
 
+int nd_pair_passages_same(const nd_question_tools *t, nd_pair_scratch *s, nd_passage_pair *out,
+                          size_t cap, size_t *total)
+{
+    const nd_shingle *ha;
+    size_t na;
+    int mode = nd_sketch_own_mode(t->sks);
+    *total = 0;
+    if (mode < 0 || nd_sketch_shingles(t->sks, (unsigned)mode, &ha, &na) < 0)
+        return -EINVAL;
+    return nd_passage_pairs(s->pg, ha, na, ha, na, (unsigned)mode, out, cap, total);
+}
+
 int nd_pair_passages(const nd_question_tools *t, nd_pair_scratch *s, const char *b, size_t lb,
                      nd_passage_pair *out, size_t cap, size_t *total)
 {
     nd_sketch_info info;
     *total = 0;
-    int rc = nd_sketch_text(t->sk, s->sks, b, lb, &s->sb[0], NULL, 0, &info);
+    int rc = nd_sketch_shingle_text(t->sk, s->sks, b, lb, &info);
     if (rc < 0)
         return rc;
     return pairs_in(t->sks, s, info.mode, out, cap, total);

@@ -59,4 +59,10 @@ int nd_pair_compare(nd_question_tools *t, nd_pair_scratch *s, const char *a, siz
 int nd_pair_passages(const nd_question_tools *t, nd_pair_scratch *s, const char *b, size_t lb,
                      nd_passage_pair *out, size_t cap, size_t *total);
 
+/* The passages of the text A last asked with t against itself: for a
+ * registered document with A's very text (an identical match), whose text
+ * need not be read. Returns 0, -EINVAL (t->sks holds no text) or -ENOMEM. */
+int nd_pair_passages_same(const nd_question_tools *t, nd_pair_scratch *s, nd_passage_pair *out,
+                          size_t cap, size_t *total);
+
 #endif

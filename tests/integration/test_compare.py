@@ -211,9 +211,14 @@ def texts_not_kept_say_so():
         status, body = srv.json("POST", "/check-original",
                                 {"id": "kept-not", "text": TEXTS["en1"], "register": True})
         check(status == 200 and body["registered"], "%s %r", status, body)
-        status, body = srv.json("POST", "/check-original", {"text": TEXTS["en1"]})
+        copy = edited(TEXTS["en1"])
+        status, body = srv.json("POST", "/check-original", {"text": copy})
         check(status == 200 and body["matches"] and "passages" not in body["matches"][0],
               "%s %r", status, body)
+        # the same text: its passages need no kept text
+        status, body = srv.json("POST", "/check-original", {"text": TEXTS["en1"]})
+        m = body["matches"][0] if status == 200 and body["matches"] else {}
+        check(m.get("kind") == "identical" and len(m.get("passages", [])) == 1, "%r", body)
         status, body = srv.json("POST", "/compare", {"text_a": TEXTS["en1"], "id_b": "kept-not"})
         expect_error(status, body, 409, "text_not_kept")
         check(body["error"].get("id") == "kept-not", "%r", body)
