@@ -487,6 +487,39 @@ def test_check_passages(srv, b):
 
 
 @T.test
+def test_keyboard(srv, b):
+    """Tab walks the check page in reading order, each stop with a visible
+    focus ring; Enter in the id field submits the check."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    ensure_token(b)
+    b.d.get(b.base + "/console/#/check")
+    b.wait(lambda: b.by_id("page-check").is_displayed(), "the check page")
+    b.js("document.querySelector('a.skip').focus()")  # the first stop of the page
+    stops = []
+    for _ in range(14):
+        ActionChains(b.d).send_keys(Keys.TAB).perform()
+        stops.append(b.js("""
+            const e = document.activeElement;
+            const st = getComputedStyle(e);
+            return [e.id || e.tagName, st.outlineStyle !== 'none' && parseFloat(st.outlineWidth) > 0];"""))
+    order = [s[0] for s in stops]
+    want = ["nav-check", "nav-detections", "open-doc-id", "token", "token-save", "token-forget",
+            "check-pick", "check-pick-load", "check-text", "check-id", "check-account",
+            "check-register", "check-submit"]
+    pos = [order.index(w) if w in order else -1 for w in want]
+    check(-1 not in pos and pos == sorted(pos), "tab order %r", order)
+    check(all(ring for _, ring in stops), "a stop without a focus ring: %r", stops)
+    b.js("arguments[0].value = arguments[1]", b.by_id("check-text"), COPY)
+    b.js("document.getElementById('check-json').textContent = ''")
+    field = b.by_id("check-id")
+    field.clear()
+    field.send_keys(Keys.ENTER)
+    b.wait(lambda: b.text("check-json"), "the answer after Enter")
+    b.js("document.getElementById('check-text').value = ''")
+
+
+@T.test
 def test_registered_texts(srv, b):
     """A registered document's text: loaded into the check form by its id,
     and shown on its page, as it was submitted (emoji and all)."""
