@@ -18,5 +18,6 @@ void handle_replica(nd_req *r);     /* probes.c */
 void handle_fingerprint(nd_req *r); /* fingerprint.c */
 void handle_check(nd_req *r);       /* check.c */
 void handle_document(nd_req *r);    /* documents.c */
+void handle_events(nd_req *r);      /* events.c */
 
 #endif
