@@ -445,6 +445,7 @@ static int open_store(daemon_t *d)
         mopts.detections_max = d->cfg.copies_max;
         mopts.audit_max_entries = d->cfg.audit_max_entries;
         mopts.audit_max_age_us = (int64_t)d->cfg.audit_max_age_s * 1000000;
+        mopts.events_max_age_us = (int64_t)d->cfg.events_max_age_s * 1000000;
         int rc = nd_store_memory_open_with(&d->store, &mopts);
         if (rc < 0)
             nd_log(ND_LOG_ERROR, "cannot create the memory store: %s", strerror(-rc));
@@ -459,6 +460,7 @@ static int open_store(daemon_t *d)
     opts.detections_max = d->cfg.copies_max;           /* detections kept per original */
     opts.audit_max_entries = d->cfg.audit_max_entries; /* audit retention */
     opts.audit_max_age_us = (int64_t)d->cfg.audit_max_age_s * 1000000;
+    opts.events_max_age_us = (int64_t)d->cfg.events_max_age_s * 1000000;
     char err[512] = "";
     int rc = nd_store_open(&d->store, d->cfg.data_dir, &opts, err, sizeof(err));
     if (rc < 0)

@@ -118,12 +118,21 @@ static void save_position(sub *s)
     s->saved = s->pos;
 }
 
+/* Saves the positions that moved, then tells the source the lowest one
+ * kept (what retention must keep). */
 static void flush_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
     nd_webhooks *wh = arg;
-    for (size_t i = 0; i < wh->nsubs; i++)
-        save_position(&wh->subs[i]);
+    uint64_t low = UINT64_MAX;
+    for (size_t i = 0; i < wh->nsubs; i++) {
+        sub *s = &wh->subs[i];
+        save_position(s);
+        if (s->state != ST_FAILED && s->state != ST_STARTING && s->saved < low)
+            low = s->saved;
+    }
+    if (wh->src.hold && low != UINT64_MAX)
+        wh->src.hold(wh->src.src, low);
 }
 
 static void advance(sub *s, uint64_t seq)
@@ -599,6 +608,7 @@ static void *delivery_main(void *arg)
     atomic_store(&wh->latest, wh->src.latest(wh->src.src));
     for (size_t i = 0; i < wh->nsubs; i++)
         load_position(&wh->subs[i]);
+    flush_cb(-1, 0, wh); /* the hold, from the positions loaded */
     pump_all(wh);
     event_base_loop(wh->base, EVLOOP_NO_EXIT_ON_EMPTY);
     return NULL;

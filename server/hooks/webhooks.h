@@ -53,6 +53,9 @@ typedef struct nd_hook_source {
                  int (*visit)(void *arg, const nd_hook_event *ev), void *arg);
     /* The greatest sequence written (0: none). */
     uint64_t (*latest)(void *src);
+    /* Optional (NULL: none): the events after seq are still wanted (the
+     * lowest position of the subscriptions, kept): retention keeps them. */
+    void (*hold)(void *src, uint64_t seq);
     void *src;
 } nd_hook_source;
 

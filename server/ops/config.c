@@ -51,10 +51,11 @@ void nd_config_defaults(nd_config *cfg)
     cfg->access_log = true;                         /* one line per request */
     cfg->default_reprint = ND_CONFIG_REPRINT_ALLOW; /* the usual platform rule */
     cfg->copies_max = 10000;                        /* detections per original */
-    cfg->audit_max_entries = 10000000; /* audit log: ~2-3 GB at most, years of changes */
-    cfg->audit_max_age_s = 0;          /* no age limit: the count bounds it */
-    cfg->nats[0] = 0;                  /* one node, no replication */
-    cfg->webhooks[0] = 0;              /* no webhook subscriptions */
+    cfg->audit_max_entries = 10000000;  /* audit log: ~2-3 GB at most, years of changes */
+    cfg->audit_max_age_s = 0;           /* no age limit: the count bounds it */
+    cfg->events_max_age_s = 30 * 86400; /* the event feed: 30 days */
+    cfg->nats[0] = 0;                   /* one node, no replication */
+    cfg->webhooks[0] = 0;               /* no webhook subscriptions */
     snprintf(cfg->stream, sizeof(cfg->stream), "neardup");
     cfg->node_name[0] = 0;       /* the host name */
     cfg->stream_replicas = 3;    /* a Raft quorum of 2 survives one server */
@@ -141,6 +142,9 @@ static const opt_desc options[] = {
      4000000000u, false, "audit log entries kept, the oldest dropped; 0 = no limit"},
     {"audit-max-age", "NEARDUP_AUDIT_MAX_AGE", "SECONDS", T_UINT, OFF(audit_max_age_s), 0,
      4000000000u, false, "audit log entries older than this are dropped; 0 = no age limit"},
+    {"events-max-age", "NEARDUP_EVENTS_MAX_AGE", "SECONDS", T_UINT, OFF(events_max_age_s), 0,
+     4000000000u, false,
+     "events of GET /events older than this are dropped once every webhook has them; 0 = kept"},
     {"nats", "NEARDUP_NATS", "URLS", T_PATH, OFF(nats), 0, 0, false,
      "replicate through NATS JetStream at these comma-separated URLs (default: one node)"},
     {"stream", "NEARDUP_STREAM", "NAME", T_PATH, OFF(stream), 0, 0, false,
@@ -585,7 +589,7 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
                      "\"drain_delay\":%u,"
                      "\"map_size\":%zu,\"sync\":%s,\"log_level\":\"%s\",\"access_log\":%s,"
                      "\"default_reprint\":\"%s\",\"copies_max\":%u,"
-                     "\"audit_max_entries\":%u,\"audit_max_age\":%u,"
+                     "\"audit_max_entries\":%u,\"audit_max_age\":%u,\"events_max_age\":%u,"
                      "\"stream_replicas\":%u,\"max_lag\":%u,\"nats_timeout_ms\":%u",
                      cfg->in_memory ? "true" : "false", cfg->threads,
                      cfg->accept_mode == ND_ACCEPT_SHARED ? "shared" : "reuseport", cfg->k,
@@ -597,7 +601,8 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
                      nd_log_level_name(cfg->log_level), cfg->access_log ? "true" : "false",
                      cfg->default_reprint == ND_CONFIG_REPRINT_FORBID ? "forbid" : "allow",
                      cfg->copies_max, cfg->audit_max_entries, cfg->audit_max_age_s,
-                     cfg->stream_replicas, cfg->max_lag, cfg->nats_timeout_ms);
+                     cfg->events_max_age_s, cfg->stream_replicas, cfg->max_lag,
+                     cfg->nats_timeout_ms);
         pos = n < 0 ? pos : pos + (size_t)n;
     }
     static const char *const names[] = {",\"nats\":",

@@ -58,6 +58,7 @@ typedef struct nd_config {
                                  * (10000; 0 = unbounded) */
     unsigned audit_max_entries; /* audit entries kept, the oldest dropped by later
                                  * commits (10000000; 0 = unbounded) */
+    unsigned events_max_age_s;  /* feed events older than this dropped once delivered (0: kept) */
     unsigned audit_max_age_s;   /* audit entries older than this dropped by later
                                  * commits, seconds (0 = kept whatever their age) */
     /* Replicas (server/replica): */

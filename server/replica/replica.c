@@ -1,6 +1,7 @@
 /* replica.c - a node of a replicated neardup on NATS JetStream (replica.h):
  * the store in front of the local one, the publisher, the prober, the
  * syncer, the connection and the node's life (replica_internal.h). */
+#include "feed.h"
 #include "replica_internal.h"
 
 /* ---- the store interface: local changes are queued, stream changes pass ---- */
@@ -94,6 +95,22 @@ static int rep_events(nd_store *st, nd_event_kind kind, int64_t owner_at, int64_
     return nd_store_events(rep_of(st)->local, kind, owner_at, before_at, limit, visit, arg);
 }
 
+static int rep_feed_scan(nd_store *st, uint64_t from, bool descending,
+                         int (*visit)(void *arg, const nd_event_rec *ev), void *arg)
+{
+    return nd_store_feed_scan(rep_of(st)->local, from, descending, visit, arg);
+}
+
+static void rep_feed_bounds(nd_store *st, uint64_t *oldest, uint64_t *latest)
+{
+    nd_store_feed_bounds(rep_of(st)->local, oldest, latest);
+}
+
+static void rep_feed_hold(nd_store *st, uint64_t seq)
+{
+    nd_store_feed_hold(rep_of(st)->local, seq);
+}
+
 static int rep_audit_of(nd_store *st, int64_t owner_at, const char *doc, size_t len,
                         int64_t before_at, size_t limit,
                         int (*visit)(void *arg, const nd_store_event *ev), void *arg)
@@ -151,6 +168,9 @@ static const nd_store_ops replica_ops = {
     .event_put = rep_event_put,
     .list_events = rep_events,
     .list_audit = rep_audit_of,
+    .feed_scan = rep_feed_scan,
+    .feed_bounds = rep_feed_bounds,
+    .feed_hold = rep_feed_hold,
     .delete_at = rep_delete_at,
     .scan = rep_scan,
     .get = rep_get,

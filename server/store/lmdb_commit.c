@@ -6,6 +6,7 @@
  * callbacks (store_lmdb.c: "Concurrency", "Space",
  * "Headroom"). */
 #include "lmdb_commit.h"
+#include "lmdb_feed.h"
 #include "lmdb_journals.h"
 #include "lmdb_open.h"
 
@@ -93,7 +94,11 @@ static int put_sketches(nd_store *st, MDB_txn *txn, write_op *first, const write
     for (write_op *c = first; c != stop; c = c->next) {
         if (c->kind != OP_PUT || c->status != 0 || !c->ev_len)
             continue;
-        int rc = lmdb_apply_event(st, txn, c->data + c->len - c->ev_len, c->ev_len, res);
+        nd_record subject;
+        MDB_val k = {KEY_SIZE, c->data}, v = {op_value_len(c), c->data + KEY_SIZE};
+        bool known = decode_value(&k, &v, &subject) == 0;
+        int rc = lmdb_apply_event(st, txn, c->data + c->len - c->ev_len, c->ev_len,
+                                  known ? &subject : NULL, res);
         if (rc)
             return rc;
     }
@@ -199,6 +204,27 @@ static int apply_supersede(nd_store *st, MDB_txn *txn, write_op *c)
  * the same transaction). */
 static int apply_at(nd_store *st, MDB_txn *txn, write_op *c, txn_result *res)
 {
+    /* The record an audited write concerns, for the feed: an amendment's
+     * new value, a deletion's stored one (copied: it goes). */
+    nd_record subject;
+    bool known = false;
+    char account[ND_ACCOUNT_MAX];
+    MDB_val sk = {KEY_SIZE, c->data}, sv = {op_value_len(c), c->data + KEY_SIZE};
+    if (c->ev_len && c->kind == OP_AMEND)
+        known = decode_value(&sk, &sv, &subject) == 0;
+    else if (c->ev_len && c->kind == OP_DELETE_AT && mdb_get(txn, st->dbi, &sk, &sv) == 0 &&
+             decode_value(&sk, &sv, &subject) == 0) {
+        known = true;
+        subject.id = NULL; /* points into the map: not used */
+        subject.id_len = 0;
+        if (subject.account_len && subject.account_len <= sizeof(account)) {
+            memcpy(account, subject.account, subject.account_len);
+            subject.account = account;
+        } else {
+            subject.account = NULL;
+            subject.account_len = 0;
+        }
+    }
     MDB_cursor *cur;
     int rc = mdb_cursor_open(txn, st->dbi, &cur);
     if (rc)
@@ -210,14 +236,15 @@ static int apply_at(nd_store *st, MDB_txn *txn, write_op *c, txn_result *res)
     if (rc == 0 && c->status == 0 && c->kind == OP_AMEND && c->sup_len)
         rc = apply_supersede(st, txn, c);
     if (rc == 0 && c->status == 0 && c->kind != OP_REPLACE_AT && c->ev_len)
-        rc = lmdb_apply_event(st, txn, c->data + c->len - c->ev_len, c->ev_len, res);
+        rc = lmdb_apply_event(st, txn, c->data + c->len - c->ev_len, c->ev_len,
+                              known ? &subject : NULL, res);
     return rc;
 }
 
 /* Applies one OP_EVENT. */
 static int apply_event_op(nd_store *st, MDB_txn *txn, write_op *c, txn_result *res)
 {
-    int rc = lmdb_apply_event(st, txn, c->data, c->len, res);
+    int rc = lmdb_apply_event(st, txn, c->data, c->len, NULL, res);
     if (rc == 0)
         c->status = 0;
     return rc;
@@ -271,8 +298,9 @@ static int apply_txn(nd_store *st, write_op *first, size_t n, txn_result *res)
     if (rc)
         return rc;
     int64_t last = st->last_key;
-    uint64_t seq = 0;                 /* the greatest stream sequence in the batch */
-    write_op *c = first, *run = NULL; /* run: the first put whose sketch waits */
+    st->feed_next = atomic_load(&st->feed_seq) + 1; /* a retried batch starts again */
+    uint64_t seq = 0;                               /* the greatest stream sequence in the batch */
+    write_op *c = first, *run = NULL;               /* run: the first put whose sketch waits */
     for (size_t i = 0; i < n && rc == 0; i++, c = c->next) {
         if (c->kind == OP_PUT) {
             run = run ? run : c;
@@ -289,6 +317,10 @@ static int apply_txn(nd_store *st, write_op *first, size_t n, txn_result *res)
         rc = put_sketches(st, txn, run, c, res);
     if (rc == 0) /* retention: bounded by what this commit added */
         rc = lmdb_audit_trim(st, txn, res->audits + TRIM_SLACK);
+    if (rc == 0)
+        rc = lmdb_feed_trim(st, txn, TRIM_SLACK);
+    if (rc == 0)
+        rc = lmdb_feed_note(st, txn);
     if (rc == 0 && seq > atomic_load(&st->stream_seq)) /* same transaction as the write */
         rc = put_stream_seq(txn, st->info_dbi, seq);
     if (rc) {
@@ -299,6 +331,7 @@ static int apply_txn(nd_store *st, write_op *first, size_t n, txn_result *res)
         st->last_key = last;
         if (seq > atomic_load(&st->stream_seq))
             atomic_store(&st->stream_seq, seq);
+        atomic_store(&st->feed_seq, st->feed_next - 1);
     }
     return commit_error(st, rc);
 }

@@ -27,6 +27,7 @@
 #include "record.h"
 #include "retention.h"
 #include "readahead.h"
+#include "feed.h"
 #include "clock.h"
 #include "json.h"
 
@@ -62,7 +63,8 @@
 #define DB_DETECTION_IDS "detection_ids"
 #define DB_AUDIT "audit"
 #define DB_AUDIT_DOCS "audit_documents"
-#define MAX_DBS 8
+#define DB_EVENTS "events" /* the feed: seq -> feed.h value */
+#define MAX_DBS 16
 #define INFO_KEY "format"
 #define SEQ_KEY "stream_seq" /* info: the greatest stream sequence applied (8 bytes, BE) */
 #define INFO_MAGIC "ndst"
@@ -130,6 +132,10 @@ struct nd_store {
     MDB_dbi auditdoc_dbi;                   /* the audit log by document */
     nd_json_scratch js;                     /* commit thread (and open): audit subjects */
     MDB_dbi info_dbi;
+    MDB_dbi feed_dbi;            /* the event feed (lmdb_feed.c) */
+    _Atomic uint64_t feed_seq;   /* the greatest feed seq committed */
+    uint64_t feed_next;          /* commit thread: the seq the next event takes */
+    _Atomic uint64_t feed_hold;  /* events after this are kept whatever their age */
     pthread_mutex_t readahead_mu;  /* guards readahead */
     nd_readahead *readahead;       /* reading the records ahead of a scan (or NULL) */
     _Atomic uint64_t stream_seq;   /* info/stream_seq as last committed */

@@ -95,6 +95,7 @@
  * spare. LMDB never reads past its last page, so the zeros are invisible to
  * it, to readers and to backups (mdb_env_copy copies used pages only). */
 #include "lmdb_commit.h"
+#include "lmdb_feed.h"
 #include "lmdb_journals.h"
 #include "lmdb_open.h"
 /* ---- helpers ------------------------------------------------------------ */
@@ -243,6 +244,7 @@ void nd_store_options_default(nd_store_options *opts)
     opts->max_batch = 4096;       /* bounds one transaction's dirty pages */
     opts->sync = true;            /* durable acknowledgements */
     opts->detections_max = 10000; /* detections kept per original */
+    opts->events_max_age_us = (int64_t)30 * 86400 * 1000000; /* the feed: 30 days */
 }
 
 static void store_free(nd_store *st)
@@ -293,6 +295,7 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
     st->base.detections_max = st->opts.detections_max;
     st->base.audit_max_entries = st->opts.audit_max_entries;
     st->base.audit_max_age_us = st->opts.audit_max_age_us;
+    atomic_store(&st->feed_hold, UINT64_MAX);
     if (st->opts.max_batch == 0)
         st->opts.max_batch = 4096;
     if (st->opts.max_batch > MAX_BATCH)
@@ -600,6 +603,9 @@ static const nd_store_ops lmdb_ops = {
     .event_put = lmdb_event_put,
     .list_events = lmdb_events,
     .list_audit = lmdb_audit_of,
+    .feed_scan = lmdb_feed_scan,
+    .feed_bounds = lmdb_feed_bounds,
+    .feed_hold = lmdb_feed_hold,
     .delete_at = lmdb_delete_at,
     .stream_seq = lmdb_stream_seq,
     .prefetch = lmdb_prefetch,
