@@ -19,5 +19,7 @@ void handle_fingerprint(nd_req *r); /* fingerprint.c */
 void handle_check(nd_req *r);       /* check.c */
 void handle_document(nd_req *r);    /* documents.c */
 void handle_events(nd_req *r);      /* events.c */
+void handle_webhooks(nd_req *r);    /* webhooks_api.c: GET /webhooks */
+void handle_webhook(nd_req *r);     /* webhooks_api.c: POST /webhooks/{name}/resume */
 
 #endif

@@ -30,6 +30,10 @@ const nd_route_def nd_api_routes[] = {
     {"/events", false, ND_ROUTE_EVENTS, GET_HEAD, "GET, HEAD", ND_API_AUTH_TOKEN, handle_events},
     {"/import", false, ND_ROUTE_IMPORT, EVHTTP_REQ_POST, "POST", ND_API_AUTH_TOKEN,
      nd_backfill_handle},
+    {"/webhooks", false, ND_ROUTE_WEBHOOKS, GET_HEAD, "GET, HEAD", ND_API_AUTH_OPERATOR,
+     handle_webhooks},
+    {"/webhooks/", true, ND_ROUTE_WEBHOOKS, EVHTTP_REQ_POST, "POST", ND_API_AUTH_OPERATOR,
+     handle_webhook},
     {NULL, false, ND_ROUTE_OTHER, 0, NULL, ND_API_AUTH_NONE, NULL},
 };
 /* clang-format on */

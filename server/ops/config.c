@@ -55,6 +55,7 @@ void nd_config_defaults(nd_config *cfg)
     cfg->audit_max_age_s = 0;           /* no age limit: the count bounds it */
     cfg->events_max_age_s = 30 * 86400; /* the event feed: 30 days */
     cfg->nats[0] = 0;                   /* one node, no replication */
+    cfg->webhooks[0] = 0;               /* no webhook subscriptions */
     snprintf(cfg->stream, sizeof(cfg->stream), "neardup");
     cfg->node_name[0] = 0;       /* the host name */
     cfg->stream_replicas = 3;    /* a Raft quorum of 2 survives one server */
@@ -170,6 +171,8 @@ static const opt_desc options[] = {
      "this node's client certificate chain (PEM) for NATS TLS (with --nats-tls-key)"},
     {"nats-tls-key", "NEARDUP_NATS_TLS_KEY", "PATH", T_PATH, OFF(nats_tls_key), 0, 0, false,
      "the private key (PEM) of --nats-tls-cert"},
+    {"webhooks", "NEARDUP_WEBHOOKS", "PATH", T_PATH, OFF(webhooks), 0, 0, false,
+     "JSON file of the webhook subscriptions (URL, secret, filters), read at start"},
 };
 
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
@@ -611,7 +614,8 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
                                         ",\"nats_creds\":",
                                         ",\"nats_tls_ca\":",
                                         ",\"nats_tls_cert\":",
-                                        ",\"nats_tls_key\":"};
+                                        ",\"nats_tls_key\":",
+                                        ",\"webhooks\":"};
     char nats[sizeof(cfg->nats)]; /* its credentials never logged */
     nd_config_redact_urls(cfg->nats, nats, sizeof(nats));
     const char *values[] = {nats,
@@ -623,7 +627,8 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
                             cfg->nats_creds,
                             cfg->nats_tls_ca,
                             cfg->nats_tls_cert,
-                            cfg->nats_tls_key};
+                            cfg->nats_tls_key,
+                            cfg->webhooks};
     for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])) && pos < cap; i++) {
         n = snprintf(buf + pos, cap - pos, "%s", names[i]);
         pos += (size_t)n;

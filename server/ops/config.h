@@ -78,6 +78,8 @@ typedef struct nd_config {
     char nats_tls_ca[4096];        /* CA certificates (PEM): TLS with verified servers */
     char nats_tls_cert[4096];      /* client certificate chain (PEM) */
     char nats_tls_key[4096];       /* its private key (PEM) */
+    /* Webhooks (server/hooks): */
+    char webhooks[4096]; /* the subscriptions' JSON file ("": none; see hook_config.h) */
 } nd_config;
 
 /* Fills cfg with the defaults. */

@@ -31,7 +31,7 @@ struct nd_metrics {
 
 static const char *const route_names[ND_ROUTE_COUNT] = {
     "/healthz",        "/readyz",  "/metrics", "/fingerprint", "/check-original",
-    "/documents/{id}", "/replica", "/audit",   "/import",      "/events", "other",
+    "/documents/{id}", "/replica", "/audit",   "/import",      "/events", "/webhooks", "other",
 };
 
 static const int statuses[ND_METRICS_STATUSES] = {

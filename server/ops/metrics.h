@@ -26,6 +26,7 @@ enum nd_route {
     ND_ROUTE_AUDIT,
     ND_ROUTE_IMPORT,
     ND_ROUTE_EVENTS,
+    ND_ROUTE_WEBHOOKS,
     ND_ROUTE_OTHER, /* unknown paths and requests libevent refused itself */
     ND_ROUTE_COUNT
 };
