@@ -73,10 +73,7 @@ typedef struct tstream {
     size_t n, cap;
 } tstream;
 
-typedef struct shingle {
-    uint64_t h;
-    uint32_t start, end;
-} shingle;
+typedef nd_shingle shingle;
 
 struct nd_sk_scratch {
     tstream tok;    /* word mode stream */
@@ -1165,6 +1162,15 @@ int nd_sketch_fp_tokens(const nd_sk_scratch *s, nd_fp_tokens *out)
     out->cjk = s->tok.cjk;
     out->n = s->tok.n;
     out->chars = s->chars;
+    return 0;
+}
+
+int nd_sketch_shingles(const nd_sk_scratch *s, unsigned mode, const nd_shingle **out, size_t *n)
+{
+    if (!s->have_text || mode > 1)
+        return -EINVAL;
+    *out = s->sh[mode];
+    *n = s->nsh[mode];
     return 0;
 }
 

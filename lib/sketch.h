@@ -205,6 +205,14 @@ typedef struct nd_passage {
     uint32_t start, end;
 } nd_passage;
 
+/* One shingle of a sketched text: its hash and the code-point span
+ * [start, end) of the source text from its first token's start to its last
+ * token's end (see nd_sketch_shingles()). */
+typedef struct nd_shingle {
+    uint64_t h;
+    uint32_t start, end;
+} nd_shingle;
+
 /* Text statistics of the last sketch (optional output). */
 typedef struct nd_sketch_info {
     uint32_t tokens;        /* tokens of the text */
@@ -321,6 +329,16 @@ int nd_sketch_query_finish(nd_sk_scratch *scratch, nd_sketch out[2]);
  * until it sketches another text. Returns 0, or -EINVAL when the scratch
  * holds no text (its last call failed, or none was made). No allocation. */
 int nd_sketch_fp_tokens(const nd_sk_scratch *scratch, nd_fp_tokens *out);
+
+/* The shingles of mode `mode` of the text last sketched with the scratch,
+ * in text order (repeats included): *out borrows from the scratch, valid
+ * until it sketches another text; *n of them. After nd_sketch_text() only
+ * the text's own mode is held (the other has 0); after nd_sketch_query()
+ * or nd_sketch_text_modes() both (the character mode of a text without CJK
+ * has 0). Returns 0, or -EINVAL when the scratch holds no text or mode is
+ * not 0 or 1. No allocation. */
+int nd_sketch_shingles(const nd_sk_scratch *scratch, unsigned mode, const nd_shingle **out,
+                       size_t *n);
 
 /* The query sketch (of a pair from nd_sketch_text_modes()) to compare with d. */
 static inline const nd_sketch *nd_sketch_for(const nd_sketch q[2], const nd_sketch *d)

@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "backfill.h"
+#include "compare.h"
 #include "fingerprint.h"
 #include "fingerprint_stream.h"
 #include "import.h"
@@ -71,10 +72,13 @@ static void usage(FILE *out)
         "                                mode's shingles)\n"
         "  compare [--min-resemblance R] [--min-containment C] FILE_A FILE_B\n"
         "                                the figures the server gives for A submitted\n"
-        "                                against B registered: distance, resemblance,\n"
-        "                                containment both ways, kind, passages of A\n"
-        "                                (code points [start, end) and their text), as\n"
-        "                                JSON; A is compared in B's mode\n"
+        "                                against B registered, as POST /compare answers\n"
+        "                                them (the same JSON): distance, resemblance,\n"
+        "                                containment both ways, kind, integrity of each,\n"
+        "                                passages on both sides (code points [start, end)\n"
+        "                                of A, [source_start, source_end) of B); A is\n"
+        "                                compared in B's mode\n"
+        "  compare --jsonl [FILE]        the same per JSON line {\"text_a\",\"text_b\"}\n"
         "  backup [--data DIR] DEST      write a consistent copy of the store in DIR\n"
         "                                (default $NEARDUP_DATA or %s) into DEST;\n"
         "                                works while neardupd runs\n"
@@ -353,64 +357,72 @@ static char *read_file(const char *path, size_t *len)
     return text;
 }
 
-/* The code points [start, end) of a UTF-8 text as a new string (caller frees). */
-static char *cp_slice(const char *s, size_t len, uint32_t start, uint32_t end)
-{
-    size_t i = 0, b = len, e = len;
-    uint32_t ci = 0;
-    for (; i <= len; i++) {
-        if (i == len || ((uint8_t)s[i] & 0xC0) != 0x80) {
-            if (ci == start && b == len)
-                b = i;
-            if (ci == end) {
-                e = i;
-                break;
-            }
-            ci++;
-        }
-    }
-    if (b > e)
-        b = e;
-    char *out = malloc(e - b + 1);
-    if (out) {
-        memcpy(out, s + b, e - b);
-        out[e - b] = '\0';
-    }
-    return out;
-}
+static void print_line(struct evbuffer *buf, nd_reply *w);
 
-/* The question of s[0..n) as the server makes it (question.h): one
- * tokenization for the fingerprint and the anchors, and (sketch not NULL)
- * both modes' sketches into sketch[2], leaving s's tokens in t->sks (for
- * passages). Returns the text's own mode, or -errno. */
-static int question_of(sk_tools *t, const char *s, size_t n, nd_question *q, nd_sketch sketch[2])
+/* neardup compare --jsonl: a pair per line {"text_a","text_b"} in, the
+ * answer of POST /compare (or {"error": ...}) per line out. */
+static int compare_jsonl(const char *path, const nd_verdict_params *vp)
 {
+    FILE *in = stdin;
+    if (path && strcmp(path, "-") != 0 && !(in = fopen(path, "rb"))) {
+        fprintf(stderr, "neardup: cannot open %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    sk_tools t;
+    nd_pair_scratch *ps = NULL;
     static nd_anchors anchors[2];
-    nd_question_tools qt = {
-        .fp = t->fp, .sk = t->sk, .fps = t->fps, .sks = t->sks, .anchors = anchors};
-    nd_check_req rq = {.text = s, .text_len = n};
-    int mode;
-    int rc = nd_question_make(&qt, &rq, q, 0, &mode);
-    if (rc < 0 || !sketch)
-        return rc < 0 ? rc : mode;
-    nd_question_scratch qs;
-    rc = nd_question_sketch(&qt, &rq, q, mode, true, false, sketch, &qs);
-    return rc < 0 ? rc : mode;
-}
-
-/* What of a text was read differently from its characters (lib/fold.h),
- * as the server's answer says it: a new JSON object. */
-static json_t *integrity_json(const nd_integrity *in)
-{
-    const char *script = nd_integrity_script(in);
-    return json_pack("{s:I, s:I, s:I, s:o}", "invisible", (json_int_t)in->invisible, "lookalike",
-                     (json_int_t)in->lookalike, "traditional", (json_int_t)in->traditional,
-                     "script", script ? json_string(script) : json_null());
+    static nd_pair pair;
+    struct evbuffer *buf = evbuffer_new();
+    int rc = buf ? tools_create(&t) : -ENOMEM;
+    if (rc == 0)
+        rc = nd_pair_scratch_create(&ps);
+    nd_question_tools qt = {.fp = t.fp, .sk = t.sk, .fps = t.fps, .sks = t.sks, .anchors = anchors};
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while (rc == 0 && (n = getline(&line, &cap, in)) >= 0) {
+        json_error_t jerr;
+        json_t *o = json_loadb(line, (size_t)n, JSON_ALLOW_NUL, &jerr);
+        json_t *ja = json_object_get(o, "text_a"), *jb = json_object_get(o, "text_b");
+        nd_reply w;
+        nd_reply_init(&w, buf);
+        int which = 0, prc = -EINVAL;
+        if (json_is_string(ja) && json_is_string(jb))
+            prc = nd_pair_compare(&qt, ps, json_string_value(ja), json_string_length(ja),
+                                  json_string_value(jb), json_string_length(jb), vp, &pair, &which);
+        if (prc == 0) {
+            nd_compare_write(&w, &pair);
+        } else {
+            nd_reply_object(&w);
+            nd_reply_key(&w, "error");
+            const char *msg = prc == -EINVAL   ? "text_a and text_b must be strings"
+                              : prc == -EILSEQ ? (which ? "text_b is not valid UTF-8"
+                                                        : "text_a is not valid UTF-8")
+                                               : strerror(-prc);
+            nd_reply_string(&w, msg, strlen(msg));
+            nd_reply_object_end(&w);
+        }
+        json_decref(o);
+        print_line(buf, &w);
+        rc = prc == -ENOMEM ? prc : 0;
+    }
+    free(line);
+    if (rc < 0)
+        fprintf(stderr, "neardup compare: %s\n", strerror(-rc));
+    nd_pair_scratch_destroy(ps);
+    if (buf) {
+        tools_destroy(&t);
+        evbuffer_free(buf);
+    }
+    if (in != stdin)
+        fclose(in);
+    return rc < 0 ? 1 : 0;
 }
 
 static int cmd_compare(int argc, char **argv)
 {
     const char *pa = NULL, *pb = NULL;
+    int jsonl = 0;
     nd_verdict_params vp;
     nd_verdict_params_default(&vp);
     for (int i = 0; i < argc; i++) {
@@ -418,6 +430,8 @@ static int cmd_compare(int argc, char **argv)
             vp.min_resemblance = atof(argv[++i]);
         else if (strcmp(argv[i], "--min-containment") == 0 && i + 1 < argc)
             vp.min_containment = atof(argv[++i]);
+        else if (strcmp(argv[i], "--jsonl") == 0)
+            jsonl = 1;
         else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             fprintf(stderr, "neardup compare: unknown option %s\n", argv[i]);
             return 2;
@@ -430,6 +444,12 @@ static int cmd_compare(int argc, char **argv)
             return 2;
         }
     }
+    if (jsonl && pb) {
+        fprintf(stderr, "neardup compare --jsonl: one FILE at most\n");
+        return 2;
+    }
+    if (jsonl)
+        return compare_jsonl(pa, &vp);
     if (!pa || !pb) {
         fprintf(stderr, "neardup compare: FILE_A FILE_B required\n");
         return 2;
@@ -437,69 +457,34 @@ static int cmd_compare(int argc, char **argv)
     size_t la = 0, lb = 0;
     char *a = read_file(pa, &la), *b = a ? read_file(pb, &lb) : NULL;
     sk_tools t;
+    nd_pair_scratch *ps = NULL;
+    static nd_anchors anchors[2];
+    static nd_pair pair;
     int rc = a && b ? tools_create(&t) : -EIO;
-    static nd_question qa, qb;
-    static nd_sketch sa2[2], sb2[2];
-    const nd_sketch *sb = NULL;
+    if (rc == 0)
+        rc = nd_pair_scratch_create(&ps);
     if (rc == 0) {
-        const char *bad = pa;
-        rc = question_of(&t, a, la, &qa, NULL);
-        /* A first (its errors first), then B sketched; A is sketched last
-         * (tokenized again): the scratch must hold A's for the passages. */
-        if (rc >= 0)
-            bad = pb, rc = question_of(&t, b, lb, &qb, sb2);
-        if (rc >= 0)
-            sb = &sb2[rc];
-        if (rc >= 0)
-            bad = pa, rc = question_of(&t, a, la, &qa, sa2);
-        rc = rc > 0 ? 0 : rc;
+        /* the server's code path (registry/pair.h, api/compare.h): the
+         * same figures and the same bytes as POST /compare */
+        nd_question_tools qt = {
+            .fp = t.fp, .sk = t.sk, .fps = t.fps, .sks = t.sks, .anchors = anchors};
+        int which;
+        rc = nd_pair_compare(&qt, ps, a, la, b, lb, &vp, &pair, &which);
         if (rc < 0)
-            fprintf(stderr, "neardup compare: %s: %s\n", bad,
+            fprintf(stderr, "neardup compare: %s: %s\n", which == 1 ? pb : pa,
                     rc == -EILSEQ ? "text is not valid UTF-8" : strerror(-rc));
     }
     if (rc == 0) {
-        nd_sketch_estimate e;
-        const nd_sketch *sa = nd_sketch_for(sa2, sb);
-        nd_sketch_compare(sa, sb, &e);
-        int same = la == lb && memcmp(a, b, la) == 0;
-        nd_match_kind kind = nd_match_classify(&e, same, &vp);
-        json_t *o = json_object();
-        json_object_set_new(o, "distance",
-                            json_integer(nd_simhash_distance(qa.simhash, qb.simhash)));
-        json_object_set_new(o, "resemblance", json_real(e.resemblance));
-        json_object_set_new(o, "containment", json_real(e.containment));
-        json_object_set_new(o, "containment_reverse", json_real(e.containment_r));
-        json_object_set_new(o, "kind", json_string(nd_match_kind_name(kind)));
-        json_object_set_new(o, "shared", json_integer(e.shared));
-        json_object_set_new(o, "sampled_a", json_integer(e.q_n));
-        json_object_set_new(o, "sampled_b", json_integer(e.d_n));
-        json_object_set_new(o, "shift", json_integer(e.shift));
-        json_object_set_new(o, "core_found", json_integer(e.core_found));
-        json_object_set_new(o, "core_n", json_integer(e.core_n));
-        json_object_set_new(o, "mode", json_integer(sb->mode));
-        json_object_set_new(o, "shingles_a", json_integer(sa->shingles));
-        json_object_set_new(o, "shingles_b", json_integer(sb->shingles));
-        json_object_set_new(o, "integrity_a", integrity_json(&qa.integrity));
-        json_object_set_new(o, "integrity_b", integrity_json(&qb.integrity));
-        nd_passage ps[64];
-        size_t np = nd_sketch_passages(t.sks, sb, ps, 64);
-        json_t *arr = json_array();
-        for (size_t i = 0; i < np && i < 64; i++) {
-            json_t *p = json_object();
-            json_object_set_new(p, "start", json_integer(ps[i].start));
-            json_object_set_new(p, "end", json_integer(ps[i].end));
-            char *txt = cp_slice(a, la, ps[i].start, ps[i].end);
-            json_object_set_new(p, "text", json_string(txt ? txt : ""));
-            free(txt);
-            json_array_append_new(arr, p);
-        }
-        json_object_set_new(o, "passages", arr);
-        char *dump = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(4));
-        json_decref(o);
-        if (dump)
-            printf("%s\n", dump);
-        free(dump);
+        struct evbuffer *buf = evbuffer_new();
+        if (!buf)
+            nd_die_oom("neardup compare");
+        nd_reply w;
+        nd_reply_init(&w, buf);
+        nd_compare_write(&w, &pair);
+        print_line(buf, &w);
+        evbuffer_free(buf);
     }
+    nd_pair_scratch_destroy(ps);
     if (a && b && rc != -EIO)
         tools_destroy(&t);
     free(a);

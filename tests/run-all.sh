@@ -13,6 +13,8 @@ bash deploy/install-deps.sh --test || { echo "tests: 0 passed, 1 failed"; exit 1
 # fresh-machine stage's root has no npm packages and skips it.
 bash tests/contract/install.sh || echo "=== contract: npm ci failed: test_contract will fail"
 export ND_CONTRACT_REQUIRED=1
+# The console's browser test (chromium, installed above) must run too, not skip.
+export ND_BROWSER_REQUIRED=1
 
 passed=0
 failed=0

@@ -313,6 +313,32 @@ static void test_switches(void)
     p = run(NULL, ARGS("--in-memory=1"));
     CHECK(p.rc == -EINVAL, "--in-memory=1: rc %d", p.rc);
     parsed_free(&p);
+    /* The console: on by default; --console BOOL and NEARDUP_CONSOLE. */
+    static const struct {
+        const char *env, *arg;
+        int rc;
+        bool console;
+    } consoles[] = {
+        {NULL, NULL, 0, true},
+        {NULL, "--console", -EINVAL, true},
+        {NULL, "--console=false", 0, false},
+        {NULL, "--console=off", 0, false},
+        {NULL, "--console=1", 0, true},
+        {NULL, "--console=maybe", -EINVAL, true},
+        {"NEARDUP_CONSOLE=false", NULL, 0, false},
+        {"NEARDUP_CONSOLE=0", "--console=yes", 0, true},
+        {"NEARDUP_CONSOLE=true", "--console=no", 0, false},
+        {"NEARDUP_CONSOLE=sometimes", NULL, -EINVAL, true},
+    };
+    for (size_t i = 0; i < sizeof(consoles) / sizeof(consoles[0]); i++) {
+        const char *env = consoles[i].env, *arg = consoles[i].arg;
+        p = run(env ? ENV(env) : NULL, arg ? ARGS(arg) : NULL);
+        CHECK(p.rc == consoles[i].rc, "%s %s: rc %d", env ? env : "", arg ? arg : "", p.rc);
+        if (p.rc == 0)
+            CHECK(p.cfg.console == consoles[i].console, "%s %s: console %d", env ? env : "",
+                  arg ? arg : "", p.cfg.console);
+        parsed_free(&p);
+    }
 }
 
 /* Accepted spellings of sizes, fractions, addresses and names. */

@@ -2,6 +2,7 @@
  * entry.c): every kind of change comes back field for field; a cut or
  * padded entry, or one of another layout, is refused, never half read. */
 #include "entry.h"
+#include "text_pack.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -119,7 +120,7 @@ static void journal_writes(void)
     uint8_t *buf = NULL;
     size_t len = 0;
     REQUIRE(nd_entry_encode(ND_STORE_EVENT, &rec, &det, &buf, &len) == 0);
-    CHECK(buf[0] == 3);
+    CHECK(buf[0] == 4);
     nd_entry ch;
     REQUIRE(nd_entry_decode(buf, len, &ch) == 0);
     CHECK(ch.kind == ND_STORE_EVENT && ch.has_audit);
@@ -159,7 +160,7 @@ static void refuses_bad_bytes(void)
     pad[1] = 9; /* an unknown kind */
     CHECK(nd_entry_decode(pad, len, &ch) == -EBADMSG);
     memcpy(pad, buf, len);
-    pad[0] = 3; /* a journal write's layout with a record's kind */
+    pad[0] = 4; /* a journal write's layout with a record's kind */
     CHECK(nd_entry_decode(pad, len, &ch) == -EBADMSG);
     free(pad);
     free(buf);
@@ -243,6 +244,88 @@ static void supersede_fields(void)
     CHECK(nd_entry_encode(ND_STORE_AMEND, &r, NULL, &buf, &len) == -EINVAL);
 }
 
+/* full_record()'s put as the previous release (layout 2, no text) wrote
+ * it: entries already in a stream when a node is upgraded. */
+static const uint8_t layout2_put[] = {
+    0x02, 0x01, 0x01, 0x08, 0x40, 0xa2, 0xd8, 0x13, 0x74, 0x44, 0x06, 0x00, 0xef, 0xcd, 0xab, 0x89,
+    0x67, 0x45, 0x23, 0x01, 0xd2, 0x04, 0x00, 0x00, 0xf0, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7,
+    0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff, 0x05, 0x00, 0x64, 0x6f, 0x63, 0x2d, 0x31, 0x18,
+    0x6e, 0x64, 0x2d, 0x73, 0x69, 0x6d, 0x68, 0x61, 0x73, 0x68, 0x2d, 0x31, 0x2b, 0x6e, 0x64, 0x2d,
+    0x73, 0x6b, 0x65, 0x74, 0x63, 0x68, 0x2d, 0x32, 0x00, 0x0e, 0x00, 0x00, 0x00, 0x7b, 0x22, 0x74,
+    0x69, 0x74, 0x6c, 0x65, 0x22, 0x3a, 0x22, 0x74, 0x22, 0x7d, 0x04, 0x00, 0x61, 0x63, 0x63, 0x74,
+    0x15, 0x00, 0x00, 0x00, 0x7b, 0x22, 0x72, 0x65, 0x70, 0x72, 0x69, 0x6e, 0x74, 0x22, 0x3a, 0x22,
+    0x66, 0x6f, 0x72, 0x62, 0x69, 0x64, 0x22, 0x7d, 0x03, 0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06,
+    0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x09, 0x00, 0xa1, 0x85, 0x20, 0x00, 0x09, 0x08, 0x07, 0x06,
+    0x05, 0x09, 0x61, 0x6c, 0x69, 0x63, 0x65, 0x2d, 0x63, 0x6d, 0x73};
+
+/* A put or replace carries its text packed (layout 3, flag 16, u32 length
+ * and the packed bytes at the end); without a text the bytes are those of
+ * the previous release, which still decode; an older node refuses layout 3
+ * as newer; every cut of one, a bad codec or a text on a delete is refused. */
+static void text_field(void)
+{
+    nd_record r = full_record();
+    const char text[] = "原创 text with emoji \U0001F600 and a repeated phrase, a repeated phrase.";
+    uint8_t *buf = NULL, *old = NULL;
+    size_t len = 0, olen = 0;
+    REQUIRE(nd_entry_encode(ND_STORE_PUT, &r, NULL, &old, &olen) == 0);
+    CHECK(same_bytes(old, olen, layout2_put, sizeof(layout2_put)),
+          "without a text: the previous release's bytes");
+    nd_entry ch;
+    REQUIRE(nd_entry_decode(layout2_put, sizeof(layout2_put), &ch) == 0);
+    CHECK(ch.kind == ND_STORE_PUT && !ch.rec.text_packed && ch.rec.text_packed_len == 0);
+    CHECK(same_bytes(ch.rec.client, ch.rec.client_len, "alice-cms", 9));
+    r.text = text;
+    r.text_len = sizeof(text) - 1;
+    for (int kind = ND_STORE_PUT; kind <= ND_STORE_REPLACE; kind++) {
+        REQUIRE(nd_entry_encode(kind, &r, NULL, &buf, &len) == 0);
+        CHECK(buf[0] == 3 && buf[3] == (8 | 16), "layout %u flags %u", buf[0], buf[3]);
+        CHECK(memcmp(buf + 4, old + 4, olen - 4) == 0, "the fields before the text as in layout 2");
+        REQUIRE(nd_entry_decode(buf, len, &ch) == 0);
+        CHECK(ch.kind == kind && ch.rec.text == NULL && ch.rec.text_packed);
+        char *back = NULL;
+        size_t blen = 0;
+        CHECK(nd_text_unpack(ch.rec.text_packed, ch.rec.text_packed_len, &back, &blen) == 0);
+        CHECK(same_bytes(back, blen, text, sizeof(text) - 1), "the text comes back");
+        free(back);
+        if (kind == ND_STORE_PUT) {
+            int cut_refused = 0;
+            for (size_t n = 0; n < len; n++)
+                cut_refused += nd_entry_decode(buf, n, &ch) == -EBADMSG;
+            CHECK(cut_refused == (int)len, "%d of %zu cuts refused", cut_refused, len);
+            buf[olen + 4] = 9; /* the packed text's codec byte: unknown */
+            CHECK(nd_entry_decode(buf, len, &ch) == -EBADMSG);
+            buf[olen + 4] = ND_TEXT_PACK_ZSTD;
+            buf[1] = ND_STORE_DELETE; /* a text only with a put or replace */
+            CHECK(nd_entry_decode(buf, len, &ch) == -EBADMSG);
+            buf[1] = ND_STORE_PUT;
+            buf[0] = 2; /* flag 16 under layout 2: malformed */
+            CHECK(nd_entry_decode(buf, len, &ch) == -EBADMSG);
+        }
+        free(buf);
+    }
+    /* Packed by the caller (the applier's record): carried as it is. */
+    uint8_t *packed;
+    size_t plen;
+    REQUIRE(nd_text_pack(text, sizeof(text) - 1, &packed, &plen) == 0);
+    r.text = NULL;
+    r.text_len = 0;
+    r.text_packed = packed;
+    r.text_packed_len = plen;
+    REQUIRE(nd_entry_encode(ND_STORE_PUT, &r, NULL, &buf, &len) == 0);
+    REQUIRE(nd_entry_decode(buf, len, &ch) == 0);
+    CHECK(same_bytes(ch.rec.text_packed, ch.rec.text_packed_len, packed, plen));
+    free(buf);
+    /* An amend or a delete never carries one; a bad packed text is refused. */
+    REQUIRE(nd_entry_encode(ND_STORE_AMEND, &r, NULL, &buf, &len) == 0);
+    CHECK(buf[0] == 2 && !(buf[3] & 16));
+    free(buf);
+    packed[0] = 7;
+    CHECK(nd_entry_encode(ND_STORE_PUT, &r, NULL, &buf, &len) == -EINVAL);
+    free(packed);
+    free(old);
+}
+
 int main(void)
 {
     UNIT_RUN(round_trip);
@@ -251,5 +334,6 @@ int main(void)
     UNIT_RUN(journal_writes);
     UNIT_RUN(supersede_fields);
     UNIT_RUN(client_field);
+    UNIT_RUN(text_field);
     return unit_summary("entry");
 }

@@ -4,6 +4,7 @@
  * (a real LMDB store in a mkdtemp() directory). */
 #include "store.h"
 #include "store_memory.h"
+#include "text_pack.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -988,6 +989,161 @@ static void test_audit_index_retention(void)
         check_audit_index_retention(&impls[i]);
 }
 
+/* ---- kept texts ---- */
+
+/* A text read back: its copy, or the visit's count. */
+typedef struct text_seen {
+    char *text;
+    size_t len;
+    int visits;
+} text_seen;
+
+static int text_visit(void *arg, const char *text, size_t len)
+{
+    text_seen *t = arg;
+    CHECK(text != NULL && text[len] == '\0', "handed out NUL-terminated");
+    free(t->text);
+    t->text = malloc(len + 1);
+    memcpy(t->text, text, len + 1);
+    t->len = len;
+    t->visits++;
+    return 5;
+}
+
+/* The text kept under at equals want[0..len) (want NULL: none kept). */
+static void check_text(nd_store *st, int64_t at, const char *want, size_t len, const char *what)
+{
+    text_seen t = {0};
+    int rc = nd_store_text(st, at, text_visit, &t);
+    if (!want) {
+        CHECK(rc == -ENOENT && t.visits == 0, "%s: %d, want -ENOENT", what, rc);
+    } else {
+        CHECK(rc == 5 && t.visits == 1, "%s: %d (visit's value 5)", what, rc);
+        CHECK(t.len == len && t.text && memcmp(t.text, want, len) == 0, "%s: %zu bytes, want %zu",
+              what, t.len, len);
+    }
+    free(t.text);
+}
+
+static int no_text_visit(void *arg, const nd_record *r)
+{
+    (void)arg;
+    CHECK(r->text == NULL && r->text_len == 0 && r->text_packed == NULL && r->text_packed_len == 0,
+          "scans and gets never hand out the text");
+    return 0;
+}
+
+static int delete_w(nd_store *st, const nd_record *r)
+{
+    waiter w = WAITER;
+    return waited(&w, nd_store_delete_at(st, r->id, r->id_len, r->registered_at_us, waiter_cb, &w));
+}
+
+/* Each store keeps a record's text with it: put, replace (with another
+ * text, or none), amend (left), delete (gone); any bytes, 1 MiB; packed
+ * by the caller (a replica's entry) or by the store; refused shapes. */
+static void check_texts(const impl *im)
+{
+    nd_store *st = im->open("texts", 0);
+    REQUIRE(st != NULL);
+    const char zh[] = "原创内容：这是一段中文文本，包含标点符号。", en[] = "An English text.",
+               emoji[] = "emoji 👩\u200d👩\u200d👧 \U0001F600 and a NUL \0 inside";
+    size_t big_len = 1u << 20;
+    char *big = malloc(big_len);
+    REQUIRE(big != NULL);
+    uint64_t x = 0x9E3779B97F4A7C15ull; /* words drawn from a small vocabulary: compressible */
+    for (size_t k = 0; k < big_len; k++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        big[k] = (k % 7 == 6) ? ' ' : (char)('a' + (x >> 59) % 12);
+    }
+    struct {
+        const char *text;
+        size_t len;
+    } texts[] = {{zh, sizeof(zh) - 1},
+                 {en, sizeof(en) - 1},
+                 {emoji, sizeof(emoji) - 1},
+                 {"", 0},
+                 {big, big_len}};
+    rec_buf b[6];
+    for (unsigned i = 0; i < 5; i++) {
+        make(&b[i], i, 0);
+        b[i].r.text = texts[i].text;
+        b[i].r.text_len = texts[i].len;
+        CHECK(put_w(st, &b[i].r) == 0, "%s: put %u", im->name, i);
+    }
+    make(&b[5], 5, 0); /* kept nothing */
+    CHECK(put_w(st, &b[5].r) == 0);
+    for (unsigned i = 0; i < 5; i++)
+        check_text(st, b[i].r.registered_at_us, texts[i].text, texts[i].len, im->name);
+    check_text(st, b[5].r.registered_at_us, NULL, 0, "a record put without a text");
+    check_text(st, 999999, NULL, 0, "no record at that time");
+    CHECK(nd_store_text(st, -1, text_visit, NULL) == -EINVAL);
+    CHECK(nd_store_scan(st, no_text_visit, NULL) == 0);
+    CHECK(nd_store_get(st, b[0].r.registered_at_us, no_text_visit, NULL) == 0);
+
+    /* Packed by the caller: kept as they are. */
+    uint8_t *packed;
+    size_t plen, tl;
+    REQUIRE(nd_text_pack(en, sizeof(en) - 1, &packed, &plen) == 0);
+    CHECK(nd_text_packed_len(packed, plen, &tl) == 0 && tl == sizeof(en) - 1);
+    rec_buf p;
+    make(&p, 6, 0);
+    p.r.text_packed = packed;
+    p.r.text_packed_len = plen;
+    p.r.text = zh; /* text_packed wins */
+    p.r.text_len = sizeof(zh) - 1;
+    CHECK(put_w(st, &p.r) == 0);
+    check_text(st, p.r.registered_at_us, en, sizeof(en) - 1, "packed by the caller");
+    /* Refused at once: a length without its text, a packed text of an
+     * unknown codec or cut short. */
+    make(&p, 7, 0);
+    p.r.text_len = 3;
+    CHECK(nd_store_put(st, &p.r, NULL, NULL) == -EINVAL);
+    p.r.text_len = 0;
+    uint8_t bad[8] = {9, 1, 2, 3};
+    p.r.text_packed = bad;
+    p.r.text_packed_len = sizeof(bad);
+    CHECK(nd_store_put(st, &p.r, NULL, NULL) == -EINVAL);
+    p.r.text_packed = packed;
+    p.r.text_packed_len = 3;
+    CHECK(nd_store_put(st, &p.r, NULL, NULL) == -EINVAL);
+    free(packed);
+    check_text(st, p.r.registered_at_us, NULL, 0, "a refused put keeps nothing");
+
+    /* A replace replaces the text (or, without one, removes it); an amend
+     * leaves it; a delete takes it. */
+    rec_buf r;
+    make(&r, 1, 1);
+    r.r.text = zh;
+    r.r.text_len = sizeof(zh) - 1;
+    CHECK(replace_w(st, &r.r) == 0);
+    check_text(st, r.r.registered_at_us, zh, sizeof(zh) - 1, "replaced");
+    make(&r, 0, 1);
+    CHECK(replace_w(st, &r.r) == 0);
+    check_text(st, r.r.registered_at_us, NULL, 0, "replaced without a text");
+    make(&r, 2, 2);
+    r.r.text = en; /* an amend ignores it */
+    r.r.text_len = sizeof(en) - 1;
+    CHECK(amend_w(st, &r.r, NULL) == 0);
+    check_text(st, r.r.registered_at_us, emoji, sizeof(emoji) - 1, "amended: left");
+    CHECK(delete_w(st, &b[4].r) == 0);
+    check_text(st, b[4].r.registered_at_us, NULL, 0, "deleted with its record");
+    /* A wrong id deletes nothing, the text stays. */
+    rec_buf w;
+    make(&w, 9, 0);
+    w.r.registered_at_us = b[3].r.registered_at_us;
+    CHECK(delete_w(st, &w.r) == -ENOENT);
+    check_text(st, b[3].r.registered_at_us, "", 0, "an empty text is kept (not none)");
+    nd_store_close(st);
+    free(big);
+}
+
+static void test_texts(void)
+{
+    for (size_t i = 0; i < 2; i++)
+        check_texts(&impls[i]);
+}
+
 int main(void)
 {
     snprintf(root, sizeof(root), "/tmp/nd-store-mem-XXXXXX");
@@ -1002,6 +1158,7 @@ int main(void)
     UNIT_RUN(test_events_replace);
     UNIT_RUN(test_journals_with_records);
     UNIT_RUN(test_audit_index_retention);
+    UNIT_RUN(test_texts);
     nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return unit_summary("store_memory");
 }

@@ -41,6 +41,8 @@ int nd_api_worker_init(void *app, unsigned index, void **user)
                                                                : -ENOMEM;
     if (rc == 0)
         rc = nd_sk_scratch_create(&aw->sks);
+    if (rc == 0)
+        rc = nd_pair_scratch_create(&aw->pair);
     if (rc < 0) {
         nd_api_worker_finish(app, aw);
         return rc;
@@ -57,6 +59,7 @@ void nd_api_worker_finish(void *app, void *user)
         return;
     nd_fp_scratch_destroy(aw->fps);
     nd_sk_scratch_destroy(aw->sks);
+    nd_pair_scratch_destroy(aw->pair);
     free(aw->hits);
     free(aw->matches);
     free(aw->keys);

@@ -6,6 +6,7 @@
 
 #include "answer.h"
 #include "fingerprint.h"
+#include "pair.h"
 #include "registry.h"
 #include "sketch.h"
 
@@ -14,6 +15,17 @@
 /* Anchor candidates one check verifies, at most: those sharing two anchors
  * or more, and max_verify sharing one. */
 #define API_ANCHOR_CANDIDATES (ND_ANCHOR_HITS_MAX / ND_VERDICT_MIN_SHARED + ND_VERIFY_MAX)
+
+/* The listed matches of a check that carry their passages on both sides
+ * (each read from its kept text): the first this many. */
+#define API_PAIRED_MATCHES 16
+
+/* One listed match's passages on both sides (check.c). */
+typedef struct api_match_pairs {
+    bool kept; /* the document's text was kept: the passages are known */
+    size_t n;  /* passages in all; p[0..min(n, ND_PAIR_PASSAGES)) */
+    nd_passage_pair p[ND_PAIR_PASSAGES];
+} api_match_pairs;
 
 typedef struct api_worker {
     nd_api_scratch sh; /* reply buffer and parser (answer.c): first */
@@ -26,6 +38,9 @@ typedef struct api_worker {
     int64_t *keys;
     size_t cap;
     nd_anchor_hit ahits[API_ANCHOR_HITS];
+    nd_pair_scratch *pair; /* the other text of a pair (compare.c, check.c) */
+    nd_pair pair_out;      /* its figures (compare.c) */
+    api_match_pairs match_pairs[API_PAIRED_MATCHES]; /* a check's listed matches' (check.c) */
 } api_worker;
 
 /* Answers the failure rc of fingerprinting field (fingerprint.c). */

@@ -41,7 +41,31 @@ static const char *verdict_name(int v)
                                      : "original";
 }
 
-static void add_match(nd_reply *w, const nd_match *m, bool account_given)
+/* A match's "passages": its passages on both sides, when its text was
+ * read (mp not NULL and kept); else no member. */
+static void add_match_pairs(nd_reply *w, const api_match_pairs *mp)
+{
+    if (!mp || !mp->kept)
+        return;
+    nd_reply_key(w, "passages");
+    nd_reply_array(w);
+    size_t n = mp->n < ND_PAIR_PASSAGES ? mp->n : ND_PAIR_PASSAGES;
+    for (size_t i = 0; i < n; i++) {
+        nd_reply_object(w);
+        nd_reply_key(w, "start");
+        nd_reply_u64(w, mp->p[i].start);
+        nd_reply_key(w, "end");
+        nd_reply_u64(w, mp->p[i].end);
+        nd_reply_key(w, "source_start");
+        nd_reply_u64(w, mp->p[i].source_start);
+        nd_reply_key(w, "source_end");
+        nd_reply_u64(w, mp->p[i].source_end);
+        nd_reply_object_end(w);
+    }
+    nd_reply_array_end(w);
+}
+
+static void add_match(nd_reply *w, const nd_match *m, bool account_given, const api_match_pairs *mp)
 {
     const nd_doc *d = m->doc;
     nd_reply_object(w);
@@ -65,6 +89,7 @@ static void add_match(nd_reply *w, const nd_match *m, bool account_given)
     nd_reply_key(w, "meta");
     nd_api_add_meta(w, d);
     nd_workflow_add_match(w, m, account_given);
+    add_match_pairs(w, mp);
     nd_reply_object_end(w);
 }
 
@@ -141,7 +166,8 @@ static void reply_check(nd_req *r, op_state *op)
     nd_reply_key(&w, "matches");
     nd_reply_array(&w);
     for (size_t i = 0; i < res->nmatches; i++)
-        add_match(&w, &res->matches[i], rq->account != NULL);
+        add_match(&w, &res->matches[i], rq->account != NULL,
+                  i < op->npaired ? &op->pairs[i] : NULL);
     nd_reply_array_end(&w);
     nd_reply_key(&w, "truncated");
     nd_reply_bool(&w, res->truncated);
@@ -164,9 +190,23 @@ static void reply_check(nd_req *r, op_state *op)
     nd_api_body_send(r, &w, 200);
 }
 
+/* Moves the matches' passages out of the worker's scratch (an answer that
+ * waits while the worker serves others). */
+static void keep_pairs(op_state *op)
+{
+    if (!op->npaired || op->own_pairs)
+        return;
+    api_match_pairs *own = malloc(op->npaired * sizeof(*own));
+    if (!own)
+        nd_die_oom(__func__);
+    memcpy(own, op->pairs, op->npaired * sizeof(*own));
+    op->pairs = own;
+    op->own_pairs = true;
+}
+
 /* Moves what a waiting answer needs out of the stack and the worker's
  * scratch: op itself (a query's lives on the handler's stack), its id and
- * account, its matches. Returns the op on the heap. */
+ * account, its matches and their passages. Returns the op on the heap. */
 static op_state *op_keep(op_state *op)
 {
     if (!op->on_heap) {
@@ -197,6 +237,7 @@ static op_state *op_keep(op_state *op)
         memcpy(op->own_matches, op->res.matches, op->res.nmatches * sizeof(nd_match));
         op->res.matches = op->own_matches;
     }
+    keep_pairs(op);
     op->res.hits = NULL;
     op->res.keys = NULL;
     op->res.ahits = NULL;
@@ -261,6 +302,46 @@ static int sketch_check(nd_api *api, api_worker *aw, op_state *op, nd_question_s
     return nd_question_sketch(&qt, &op->rq, &op->q, mode, false, false, aw->sketch, qs);
 }
 
+typedef struct pair_ctx {
+    const nd_question_tools *qt;
+    nd_pair_scratch *ps;
+    api_match_pairs *mp;
+} pair_ctx;
+
+/* nd_store_text()'s visit: the match's kept text against the checked one. */
+static int pair_visit(void *arg, const char *text, size_t len)
+{
+    pair_ctx *c = arg;
+    return nd_pair_passages(c->qt, c->ps, text, len, c->mp->p, ND_PAIR_PASSAGES, &c->mp->n);
+}
+
+/* The passages on both sides of the first API_PAIRED_MATCHES listed
+ * matches, each read from its kept text, against the checked text (still
+ * in the worker's scratch: the ask has just sketched it). Only a check that
+ * lists matches reads anything. A text not kept, or not read, gives a
+ * match without "passages". */
+static void pair_matches(nd_req *r, op_state *op)
+{
+    nd_api *api = nd_api_of(r);
+    api_worker *aw = aw_of(r);
+    op->pairs = aw->match_pairs;
+    op->own_pairs = false;
+    op->npaired = op->res.nmatches < API_PAIRED_MATCHES ? op->res.nmatches : API_PAIRED_MATCHES;
+    nd_question_tools qt = question_tools(api, aw);
+    for (size_t i = 0; i < op->npaired; i++) {
+        api_match_pairs *mp = &aw->match_pairs[i];
+        pair_ctx c = {.qt = &qt, .ps = aw->pair, .mp = mp};
+        mp->n = 0;
+        int rc = nd_store_text(api->store, op->res.matches[i].doc->registered_at_us, pair_visit,
+                               &c);
+        mp->kept = rc == 0;
+        if (rc < 0 && rc != -ENOENT)
+            nd_log(ND_LOG_WARN,
+                   "a match's text could not be read for its passages (request %s): %s", r->rid,
+                   strerror(-rc));
+    }
+}
+
 /* The check's ask: the registry decides (and registers when asked). */
 static int ask_check(nd_req *r)
 {
@@ -279,6 +360,11 @@ static int ask_check(nd_req *r)
     int rc = sketch_check(api, aw, op, &qs);
     if (rc == 0)
         rc = nd_registry_check(api->reg, &op->rq, &op->q, &qs, &op->res, nd_pending_done, r);
+    op->npaired = 0;
+    if ((rc == 0 || rc == ND_REG_QUEUED) && op->res.nmatches)
+        pair_matches(r, op);
+    if (rc == ND_REG_QUEUED)
+        keep_pairs(op);
     if (rc == ND_REG_QUEUED && op->res.nmatches) {
         /* Answered after the commit: keep the matches out of the worker's
          * scratch, which the requests meanwhile reuse. */
@@ -297,6 +383,11 @@ static void again_check(nd_req *r)
     nd_check_res_release(&op->res);
     free(op->own_matches);
     op->own_matches = NULL;
+    if (op->own_pairs)
+        free(op->pairs);
+    op->pairs = NULL;
+    op->npaired = 0;
+    op->own_pairs = false;
 }
 
 static void check_answer(nd_req *r, void *state, int rc, bool completed)

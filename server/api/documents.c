@@ -578,8 +578,24 @@ static void delete_answer(nd_req *r, void *state, int rc, bool completed)
 
 static const nd_pending_steps nd_delete_steps = {ask_delete, NULL, delete_answer};
 
-/* Answers 200 with the stored record of d. */
-static void reply_document(nd_req *r, const nd_doc *d)
+/* The kept text of a document, read for its answer: the bytes copied
+ * into the reply as they are visited. */
+static int write_text(void *arg, const char *text, size_t len)
+{
+    nd_reply *w = arg;
+    nd_reply_key(w, "text");
+    nd_reply_string(w, text, len);
+    nd_reply_key(w, "text_kept");
+    nd_reply_bool(w, true);
+    return 0;
+}
+
+/* Answers 200 with the stored record of d and, with want_text, its kept
+ * text ("text": the text as submitted, "text_kept": true) or that none is
+ * kept ("text": null, "text_kept": false: registered with --keep-text=false,
+ * before texts were kept, or carried by no replica entry); an unreadable
+ * text is a 500. */
+static void reply_document(nd_req *r, const nd_doc *d, bool want_text)
 {
     nd_reply w;
     nd_reply_object(nd_api_body_begin(r, &w));
@@ -596,6 +612,19 @@ static void reply_document(nd_req *r, const nd_doc *d)
     nd_reply_key(&w, "meta");
     nd_api_add_meta(&w, d);
     nd_workflow_add_document(r, &w, d);
+    if (want_text) {
+        int rc = nd_store_text(nd_api_of(r)->store, d->registered_at_us, write_text, &w);
+        if (rc == -ENOENT) {
+            nd_reply_key(&w, "text");
+            nd_reply_null(&w);
+            nd_reply_key(&w, "text_kept");
+            nd_reply_bool(&w, false);
+        } else if (rc < 0) {
+            evbuffer_drain(w.out, evbuffer_get_length(w.out)); /* the body begun: not sent */
+            nd_api_store_error(r, rc, "reading the kept text");
+            return;
+        }
+    }
     nd_reply_object_end(&w);
     nd_api_body_send(r, &w, 200);
 }
@@ -609,7 +638,7 @@ static void run_get(nd_req *r)
     nd_doc *d = NULL;
     int rc = nd_registry_get(api->reg, op->rq.id, op->rq.id_len, &d);
     if (rc == 0)
-        reply_document(r, d);
+        reply_document(r, d, op->want_text);
     else if (rc == -EAGAIN)
         nd_api_loading(r);
     else
@@ -655,7 +684,8 @@ void handle_document(nd_req *r)
     }
     bool latest;
     nd_request_error e;
-    if (nd_request_query_consistency(nd_api_query(r), &latest, &e) < 0) {
+    if (nd_request_query_consistency(nd_api_query(r), &latest, &e) < 0 ||
+        nd_request_query_switch(nd_api_query(r), "text", &op->want_text, &e) < 0) {
         nd_api_request_error(r, &e);
         op_free(op);
         return;

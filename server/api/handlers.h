@@ -21,5 +21,7 @@ void handle_document(nd_req *r);    /* documents.c */
 void handle_events(nd_req *r);      /* events.c */
 void handle_webhooks(nd_req *r);    /* webhooks_api.c: GET /webhooks */
 void handle_webhook(nd_req *r);     /* webhooks_api.c: POST /webhooks/{name}/resume */
+void handle_compare(nd_req *r);     /* compare.c */
+void handle_console(nd_req *r);     /* console.c */
 
 #endif

@@ -99,6 +99,8 @@ void op_free(op_state *op)
     free(op->rq.meta);
     free(op->rq.policy);
     free(op->own_matches);
+    if (op->own_pairs)
+        free(op->pairs);
     free(op->journaled);
     if (op->on_heap) {
         free((char *)op->rq.id);

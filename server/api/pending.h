@@ -69,6 +69,12 @@ typedef struct op_state {
     nd_question q; /* the question of its text (question.h), asked with rq */
     nd_check_res res;
     nd_match *own_matches; /* a queued answer's matches, out of the worker's scratch */
+    /* The first npaired listed matches' passages on both sides: the
+     * worker's scratch, or (own_pairs) a copy of its own for an answer
+     * that waits. */
+    api_match_pairs *pairs;
+    size_t npaired;
+    bool own_pairs;
     nd_passage passages[API_PASSAGES];
     int sketched;    /* the text's sketch mode + 1 while the worker's scratch holds it, else 0 */
     bool on_heap;    /* waits for the store: allocated, freed by op_free() */
@@ -77,6 +83,7 @@ typedef struct op_state {
     bool recorded;   /* the detection was written */
     /* Consistency "latest": runs once the replica caught up. */
     void (*when_latest)(nd_req *r);
+    bool want_text; /* GET /documents/{id}?text=true: the kept text too */
 } op_state;
 
 /* Frees op (what it owns; op itself when on_heap). NULL is allowed. */

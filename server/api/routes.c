@@ -22,6 +22,8 @@ const nd_route_def nd_api_routes[] = {
      handle_replica},
     {"/fingerprint", false, ND_ROUTE_FINGERPRINT, EVHTTP_REQ_POST, "POST", ND_API_AUTH_READ,
      handle_fingerprint},
+    {"/compare", false, ND_ROUTE_COMPARE, EVHTTP_REQ_POST, "POST", ND_API_AUTH_READ,
+     handle_compare},
     {"/check-original", false, ND_ROUTE_CHECK, EVHTTP_REQ_POST, "POST", ND_API_AUTH_ACCOUNT,
      handle_check},
     {"/documents/", true, ND_ROUTE_DOCUMENTS, DOCUMENTS_ALL, DOCUMENT_ALLOW, ND_API_AUTH_ACCOUNT,
@@ -34,6 +36,9 @@ const nd_route_def nd_api_routes[] = {
      handle_webhooks},
     {"/webhooks/", true, ND_ROUTE_WEBHOOKS, EVHTTP_REQ_POST, "POST", ND_API_AUTH_OPERATOR,
      handle_webhook},
+    /* The review console: a static page (its API calls carry the token). */
+    {"/console/", true, ND_ROUTE_CONSOLE, GET_HEAD, "GET, HEAD", ND_API_AUTH_NONE, handle_console},
+    {"/console", false, ND_ROUTE_CONSOLE, GET_HEAD, "GET, HEAD", ND_API_AUTH_NONE, handle_console},
     {NULL, false, ND_ROUTE_OTHER, 0, NULL, ND_API_AUTH_NONE, NULL},
 };
 /* clang-format on */

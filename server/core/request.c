@@ -214,6 +214,48 @@ int nd_request_parse_fingerprint(nd_request_parser *p, const char *body, size_t 
     return 0;
 }
 
+/* A text member of a /compare body: a string within the limit. */
+static int compare_text(const nd_json_value *v, const char *name, const nd_request_limits *lim,
+                        const char **text, size_t *len, nd_request_error *err)
+{
+    if (v->type != ND_JSON_STRING)
+        return invalid_field(err, name, "%s must be a string", name);
+    if (nd_request_text_size(v->str_len, lim, name, err) < 0)
+        return -1;
+    *text = v->str;
+    *len = v->str_len;
+    return 0;
+}
+
+int nd_request_parse_compare(nd_request_parser *p, const char *body, size_t len,
+                             const nd_request_limits *lim, nd_compare_request *out,
+                             nd_request_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    size_t n;
+    if (read_members(p, body, len, &n, err) < 0)
+        return -1;
+    const nd_json_value *a = field(p, n, "text_a"), *b = field(p, n, "text_b");
+    const nd_json_value *id = field(p, n, "id_b");
+    if (!a)
+        return invalid_field(err, "text_a", "text_a (the submitted text) is missing");
+    if (compare_text(a, "text_a", lim, &out->text_a, &out->text_a_len, err) < 0)
+        return -1;
+    if (b && id)
+        return invalid_field(err, "id_b", "give either text_b or id_b, not both");
+    if (!b && !id)
+        return invalid_field(err, "text_b",
+                             "text_b (a text) or id_b (a registered document's id) is missing");
+    if (b)
+        return compare_text(b, "text_b", lim, &out->text_b, &out->text_b_len, err);
+    if (id->type != ND_JSON_STRING || !nd_request_id_valid(id->str, id->str_len))
+        return invalid_field(err, "id_b", "id_b must be a string of " ND_REQUEST_ID_RULE,
+                             ND_ID_MAX_CHARS);
+    out->id_b = id->str;
+    out->id_b_len = id->str_len;
+    return 0;
+}
+
 static bool number_char(char c)
 {
     return (c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-';
@@ -549,6 +591,22 @@ int nd_request_query_consistency(const char *query, bool *latest, nd_request_err
     while ((v = nd_request_query_next(&query, "consistency", &vlen)))
         if (nd_request_consistency(v, vlen, latest, err) < 0)
             return -1;
+    return 0;
+}
+
+int nd_request_query_switch(const char *query, const char *name, bool *on, nd_request_error *err)
+{
+    *on = false;
+    const char *v;
+    size_t vlen;
+    while ((v = nd_request_query_next(&query, name, &vlen))) {
+        if (vlen == 4 && memcmp(v, "true", 4) == 0)
+            *on = true;
+        else if (vlen == 5 && memcmp(v, "false", 5) == 0)
+            *on = false;
+        else
+            return invalid_field(err, name, "%s must be true or false", name);
+    }
     return 0;
 }
 

@@ -106,6 +106,26 @@ int nd_request_parse_fingerprint(nd_request_parser *p, const char *body, size_t 
                                  const nd_request_limits *lim, nd_fingerprint_request *out,
                                  nd_request_error *err);
 
+/* POST /compare as JSON: {"text_a": "...", "text_b": "..."} (two texts) or
+ * {"text_a": "...", "id_b": "..."} (a text and a registered document). */
+typedef struct nd_compare_request {
+    const char *text_a; /* borrowed, like the others */
+    size_t text_a_len;
+    const char *text_b; /* NULL when id_b is given */
+    size_t text_b_len;
+    const char *id_b; /* NULL when text_b is given */
+    size_t id_b_len;
+} nd_compare_request;
+
+/* Parses and validates a /compare JSON body: text_a a string within
+ * lim->max_text, and exactly one of text_b (likewise) and id_b (a valid
+ * id); other members are ignored. Returns 0 and fills *out, or -1 with
+ * *err set (400 invalid_json / invalid_field naming the member, 500 out of
+ * memory). Allocates only to grow the parser's scratch. */
+int nd_request_parse_compare(nd_request_parser *p, const char *body, size_t len,
+                             const nd_request_limits *lim, nd_compare_request *out,
+                             nd_request_error *err);
+
 /* POST /check-original: what was parsed from the body (or an import
  * line), handed to the registry as it is beside the question made of its
  * text (registry/question.h: the fingerprint, the anchors, the encoded
@@ -160,6 +180,12 @@ typedef struct nd_check_req {
      * the entry in the registration's transaction. */
     char *(*audit)(void *audit_arg, const struct nd_doc *d, struct nd_store_event *ev);
     void *audit_arg;
+    /* The text already packed for the store (text_pack.h; an import packs
+     * each line's on its preparing threads, as its text is gone by the
+     * time the line registers), borrowed; NULL: a registration keeps
+     * text[0..text_len) (packed by the store). */
+    const uint8_t *text_packed;
+    size_t text_packed_len;
 } nd_check_req;
 
 /* Parses and validates a /check-original body without building any tree:
@@ -264,6 +290,12 @@ const char *nd_request_query_next(const char **query, const char *name, size_t *
  * parameters are ignored). Returns 0 with *latest set (false when absent),
  * or -1 with *err set (400 invalid_field "consistency"). */
 int nd_request_query_consistency(const char *query, bool *latest, nd_request_error *err);
+
+/* Reads the switch "name=true|false" from a query string (NULL: none;
+ * other parameters are ignored; the last one given wins). Returns 0 with
+ * *on set (false when absent), or -1 with *err set (400 invalid_field
+ * name: another value). Does not allocate. */
+int nd_request_query_switch(const char *query, const char *name, bool *on, nd_request_error *err);
 
 /* Decodes the percent-encoded id after "/documents/". Returns 0 with *id a
  * new NUL-terminated string (caller frees) of *len bytes, or -1 with *err

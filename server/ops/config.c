@@ -25,6 +25,7 @@ void nd_config_defaults(nd_config *cfg)
     cfg->listen_port = 8080;
     strcpy(cfg->data_dir, "./data");           /* the embedded store lives here */
     cfg->in_memory = false;                    /* registrations are durable */
+    cfg->keep_text = true;                     /* registered texts kept, packed */
     cfg->threads = 0;                          /* 0: one per online core, resolved in parse */
     cfg->accept_mode = ND_ACCEPT_REUSEPORT;    /* measured faster: tests/bench/bench_http.sh */
     cfg->k = ND_K_DEFAULT;                     /* Hamming radius of a "near duplicate" */
@@ -42,6 +43,7 @@ void nd_config_defaults(nd_config *cfg)
     cfg->request_timeout_s = 30;                    /* slow clients (slowloris) are cut off */
     cfg->token_file[0] = 0;                         /* no token: every endpoint is open */
     cfg->auth_all = false;                          /* a token guards writes only */
+    cfg->console = true;                            /* the review console at /console/ */
     cfg->timeout_s = 30;                            /* idle keep-alive and slow clients */
     cfg->drain_s = 10;                              /* in-flight requests at shutdown */
     cfg->drain_delay_s = 0;                         /* no load balancer assumed */
@@ -63,7 +65,20 @@ void nd_config_defaults(nd_config *cfg)
     cfg->nats_timeout_ms = 2000; /* a JetStream answer on a LAN takes ms */
 }
 
-enum opt_type { T_LISTEN, T_PATH, T_UINT, T_SIZE, T_BOOL, T_ACCEPT, T_LEVEL, T_FRAC, T_REPRINT };
+/* T_BOOL: a switch (no value as a flag; its variable takes 1/0...);
+ * T_ONOFF: a setting of true or false, as a flag's value too. */
+enum opt_type {
+    T_LISTEN,
+    T_PATH,
+    T_UINT,
+    T_SIZE,
+    T_BOOL,
+    T_ONOFF,
+    T_ACCEPT,
+    T_LEVEL,
+    T_FRAC,
+    T_REPRINT
+};
 
 typedef struct opt_desc {
     const char *flag;    /* long flag without "--" */
@@ -117,6 +132,8 @@ static const opt_desc options[] = {
      "file holding the bearer token that guards writes (or set NEARDUP_TOKEN)"},
     {"auth-all", "NEARDUP_AUTH_ALL", NULL, T_BOOL, OFF(auth_all), 0, 0, true,
      "with a token, guard every endpoint except /healthz and /readyz"},
+    {"console", "NEARDUP_CONSOLE", "BOOL", T_ONOFF, OFF(console), 0, 0, false,
+     "serve the review console at /console/ (false: the API alone)"},
     {"max-meta", "NEARDUP_MAX_META", "SIZE", T_SIZE, OFF(max_meta), ND_MAX_META_SMALLEST,
      ND_MAX_META_LARGEST, false, "largest \"meta\" object, as compact JSON"},
     {"timeout", "NEARDUP_TIMEOUT", "SECONDS", T_UINT, OFF(timeout_s), 1, 3600, false,
@@ -130,6 +147,9 @@ static const opt_desc options[] = {
      "storage limit (LMDB map size); 0 = the store's default"},
     {"no-sync", "NEARDUP_NO_SYNC", NULL, T_BOOL, OFF(sync), 0, 0, false,
      "do not fsync commits (tests only: loses data on power failure)"},
+    {"keep-text", "NEARDUP_KEEP_TEXT", "BOOL", T_ONOFF, OFF(keep_text), 0, 0, false,
+     "keep each registered text (zstd-packed, on disk) for GET /documents/{id}?text=true; "
+     "false: none kept"},
     {"log-level", "NEARDUP_LOG_LEVEL", "LEVEL", T_LEVEL, OFF(log_level), 0, 0, false,
      "debug, info, warn, error or off"},
     {"no-access-log", "NEARDUP_NO_ACCESS_LOG", NULL, T_BOOL, OFF(access_log), 0, 0, false,
@@ -324,6 +344,11 @@ static int apply(nd_config *cfg, const opt_desc *o, const char *value)
         /* NEARDUP_NO_SYNC=1 means sync=false: the variable names the switch. */
         *(bool *)field = b ? o->switch_value : !o->switch_value;
         return 0;
+    case T_ONOFF:
+        if (parse_bool(value, &b))
+            return -EINVAL;
+        *(bool *)field = b;
+        return 0;
     case T_ACCEPT:
         if (strcmp(value, "reuseport") == 0)
             *(int *)field = ND_ACCEPT_REUSEPORT;
@@ -382,6 +407,7 @@ static void describe_default(const opt_desc *o, char *buf, size_t cap)
         break;
     }
     case T_BOOL: snprintf(buf, cap, "off"); break;
+    case T_ONOFF: snprintf(buf, cap, "%s", *(const bool *)field ? "true" : "false"); break;
     case T_ACCEPT: snprintf(buf, cap, "reuseport"); break;
     case T_REPRINT: snprintf(buf, cap, "allow"); break;
     case T_FRAC: snprintf(buf, cap, "%g", *(const double *)field); break;
@@ -396,7 +422,8 @@ void nd_config_usage(FILE *out, const char *prog)
             "The neardup server: near-duplicate lookup over HTTP (POST /fingerprint,\n"
             "POST /check-original, GET|DELETE /documents/{id}, PUT|PATCH\n"
             "/documents/{id}/policy, POST /documents/{id}/revoke|restore,\n"
-            "GET /documents/{id}/copies, GET /audit, /healthz, /readyz, /metrics).\n"
+            "GET /documents/{id}/copies, GET /audit, /healthz, /readyz, /metrics; the review\n"
+            "console at /console/).\n"
             "Every option may also be set by its environment variable; flags win.\n\n",
             prog);
     for (size_t i = 0; i < NOPTIONS; i++) {
@@ -449,8 +476,10 @@ int nd_config_parse(nd_config *cfg, int argc, char **argv, FILE *out, FILE *err)
     struct option longopts[NOPTIONS + 6];
     for (size_t i = 0; i < NOPTIONS; i++) {
         longopts[i] = (struct option){options[i].flag,
-                                      options[i].metavar ? required_argument : no_argument, NULL,
-                                      (int)(i + 1)};
+                                      options[i].metavar           ? required_argument
+                                      : options[i].type == T_ONOFF ? optional_argument
+                                                                   : no_argument,
+                                      NULL, (int)(i + 1)};
     }
     longopts[NOPTIONS] = (struct option){"help", no_argument, NULL, 'h'};
     longopts[NOPTIONS + 1] = (struct option){"version", no_argument, NULL, 'V'};
@@ -579,30 +608,30 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
     if (pos < cap)
         nd_json_escape(buf, cap, &pos, cfg->data_dir, strlen(cfg->data_dir));
     if (pos < cap) {
-        n = snprintf(buf + pos, cap - pos,
-                     ",\"in_memory\":%s,\"threads\":%u,\"accept\":\"%s\",\"k\":%u,"
-                     "\"min_chars\":%u,\"max_body\":%zu,\"max_headers\":%zu,\"max_batch\":%u,"
-                     "\"max_matches\":%u,\"min_resemblance\":%g,\"min_containment\":%g,"
-                     "\"max_verify\":%u,\"max_meta\":%zu,\"max_text\":%zu,"
-                     "\"max_connections\":%u,\"request_timeout\":%u,\"auth_all\":%s,"
-                     "\"timeout\":%u,\"drain_timeout\":%u,"
-                     "\"drain_delay\":%u,"
-                     "\"map_size\":%zu,\"sync\":%s,\"log_level\":\"%s\",\"access_log\":%s,"
-                     "\"default_reprint\":\"%s\",\"copies_max\":%u,"
-                     "\"audit_max_entries\":%u,\"audit_max_age\":%u,\"events_max_age\":%u,"
-                     "\"stream_replicas\":%u,\"max_lag\":%u,\"nats_timeout_ms\":%u",
-                     cfg->in_memory ? "true" : "false", cfg->threads,
-                     cfg->accept_mode == ND_ACCEPT_SHARED ? "shared" : "reuseport", cfg->k,
-                     cfg->min_chars, cfg->max_body, cfg->max_headers, cfg->max_batch,
-                     cfg->max_matches, cfg->min_resemblance, cfg->min_containment, cfg->max_verify,
-                     cfg->max_meta, cfg->max_text, cfg->max_connections, cfg->request_timeout_s,
-                     cfg->auth_all ? "true" : "false", cfg->timeout_s, cfg->drain_s,
-                     cfg->drain_delay_s, cfg->map_size, cfg->sync ? "true" : "false",
-                     nd_log_level_name(cfg->log_level), cfg->access_log ? "true" : "false",
-                     cfg->default_reprint == ND_CONFIG_REPRINT_FORBID ? "forbid" : "allow",
-                     cfg->copies_max, cfg->audit_max_entries, cfg->audit_max_age_s,
-                     cfg->events_max_age_s, cfg->stream_replicas, cfg->max_lag,
-                     cfg->nats_timeout_ms);
+        n = snprintf(
+            buf + pos, cap - pos,
+            ",\"in_memory\":%s,\"threads\":%u,\"accept\":\"%s\",\"k\":%u,"
+            "\"min_chars\":%u,\"max_body\":%zu,\"max_headers\":%zu,\"max_batch\":%u,"
+            "\"max_matches\":%u,\"min_resemblance\":%g,\"min_containment\":%g,"
+            "\"max_verify\":%u,\"max_meta\":%zu,\"max_text\":%zu,"
+            "\"max_connections\":%u,\"request_timeout\":%u,\"auth_all\":%s,\"console\":%s,"
+            "\"timeout\":%u,\"drain_timeout\":%u,"
+            "\"drain_delay\":%u,"
+            "\"map_size\":%zu,\"sync\":%s,\"keep_text\":%s,\"log_level\":\"%s\",\"access_log\":%s,"
+            "\"default_reprint\":\"%s\",\"copies_max\":%u,"
+            "\"audit_max_entries\":%u,\"audit_max_age\":%u,\"events_max_age\":%u,"
+            "\"stream_replicas\":%u,\"max_lag\":%u,\"nats_timeout_ms\":%u",
+            cfg->in_memory ? "true" : "false", cfg->threads,
+            cfg->accept_mode == ND_ACCEPT_SHARED ? "shared" : "reuseport", cfg->k, cfg->min_chars,
+            cfg->max_body, cfg->max_headers, cfg->max_batch, cfg->max_matches, cfg->min_resemblance,
+            cfg->min_containment, cfg->max_verify, cfg->max_meta, cfg->max_text,
+            cfg->max_connections, cfg->request_timeout_s, cfg->auth_all ? "true" : "false",
+            cfg->console ? "true" : "false", cfg->timeout_s, cfg->drain_s, cfg->drain_delay_s,
+            cfg->map_size, cfg->sync ? "true" : "false", cfg->keep_text ? "true" : "false",
+            nd_log_level_name(cfg->log_level), cfg->access_log ? "true" : "false",
+            cfg->default_reprint == ND_CONFIG_REPRINT_FORBID ? "forbid" : "allow", cfg->copies_max,
+            cfg->audit_max_entries, cfg->audit_max_age_s, cfg->events_max_age_s, cfg->stream_replicas, cfg->max_lag,
+            cfg->nats_timeout_ms);
         pos = n < 0 ? pos : pos + (size_t)n;
     }
     static const char *const names[] = {",\"nats\":",

@@ -44,12 +44,15 @@ typedef struct nd_config {
     unsigned request_timeout_s; /* each request must arrive whole within this (30 s) */
     char token_file[4096];      /* file holding the bearer token, "" for none (see auth.h) */
     bool auth_all;              /* the token guards every endpoint but the probes (false) */
+    bool console;               /* serve the review console at /console/ (true) */
     unsigned timeout_s;         /* idle / read / write timeout of a connection (30 s) */
     unsigned drain_s;           /* deadline for in-flight requests at shutdown (10 s) */
     unsigned drain_delay_s;     /* at shutdown, keep accepting this long while /readyz
                               * is 503, so a load balancer stops sending first (0 s) */
     size_t map_size;            /* storage limit: LMDB map size in bytes (store default) */
     bool sync;                  /* fsync every commit (true) */
+    bool keep_text;             /* keep each registered text in the store, packed, for
+                                 * GET /documents/{id}?text=true (true) */
     int log_level;              /* enum nd_log_level (info) */
     bool access_log;            /* one JSON line per request (true; needs level info) */
     int default_reprint;        /* a document without its own reprint rule: enum

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "question.h"
 #include "sketch.h"
+#include "text_pack.h"
 
 #define BATCH 32        /* lines a thread prepares at a time */
 #define PROGRESS_MS 250 /* progress bar redraws at most this often */
@@ -31,6 +32,7 @@ void nd_import_params_init(nd_import_params *p, const nd_config *cfg)
                 .max_text = cfg->max_text,
                 .default_k = cfg->k},
         .min_chars = cfg->min_chars,
+        .keep_text = cfg->keep_text,
     };
 }
 
@@ -48,6 +50,8 @@ typedef struct prep {
     char id[ND_ID_MAX_UTF8 + 1];
     char account[ND_ID_MAX_UTF8 + 1];
     nd_sketch sketch[2]; /* the text's, made at once: the line is asked later */
+    uint8_t *packed;     /* the text packed (nd_text_pack(); keep_text), owned:
+                          * rq.text_packed points here; NULL: none */
 } prep;
 
 typedef struct batch {
@@ -203,6 +207,8 @@ static void prepare_line(import_ctx *c, tools *t, prep *pr, const line_ref *ref)
     const nd_import_params *p = c->p;
     free(pr->rq.meta);
     free(pr->rq.policy);
+    free(pr->packed);
+    pr->packed = NULL;
     pr->ref = ref;
     pr->code = NULL;
     pr->message[0] = 0;
@@ -280,6 +286,19 @@ static void prepare_line(import_ctx *c, tools *t, prep *pr, const line_ref *ref)
     if ((rc = nd_question_sketch(&qt, rq, &pr->q, mode, true, true, pr->sketch, &qs)) < 0) {
         refuse(pr, "internal", "sketching failed: %s", strerror(-rc));
         return;
+    }
+    /* The text, packed here (in parallel) for the store to keep: the
+     * parser's copy is gone after the next line. */
+    rq->text_packed = NULL;
+    rq->text_packed_len = 0;
+    if (p->keep_text) {
+        size_t n;
+        if ((rc = nd_text_pack(rq->text, rq->text_len, &pr->packed, &n)) < 0) {
+            refuse(pr, "internal", "packing the text failed: %s", strerror(-rc));
+            return;
+        }
+        rq->text_packed = pr->packed;
+        rq->text_packed_len = n;
     }
     rq->text = NULL; /* borrowed from the parser: gone after the next line */
     rq->text_len = 0;
@@ -691,12 +710,15 @@ static void prep_move(prep *dst, prep *src)
         rq->account = dst->account;
     src->rq.meta = NULL;
     src->rq.policy = NULL;
+    src->packed = NULL; /* dst->rq.text_packed points at the same bytes */
+    src->rq.text_packed = NULL;
 }
 
 static void prep_free(prep *pr)
 {
     free(pr->rq.meta);
     free(pr->rq.policy);
+    free(pr->packed);
     free(pr);
 }
 
@@ -1040,6 +1062,7 @@ int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
         for (size_t j = 0; j < BATCH; j++) {
             free(c->ring[i].lines[j].rq.meta);
             free(c->ring[i].lines[j].rq.policy);
+            free(c->ring[i].lines[j].packed);
         }
     nd_fingerprinter_destroy(c->own_fp);
     nd_sketcher_destroy(c->own_sk);

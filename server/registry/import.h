@@ -84,6 +84,10 @@ typedef struct nd_import_params {
      * (nd_check_req.client; borrowed for the import), or NULL with 0. */
     const char *client;
     size_t client_len;
+    /* Pack each line's text on the preparing threads, for the store to
+     * keep with a registration (the registry keeps it when its own
+     * options.keep_text is set too). */
+    bool keep_text;
 } nd_import_params;
 
 /* Fills p from a server configuration (the daemon's, or the defaults for

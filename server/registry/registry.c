@@ -187,6 +187,7 @@ void nd_registry_options_from_config(nd_registry_options *o, const nd_config *cf
         .default_reprint = cfg->default_reprint == ND_CONFIG_REPRINT_FORBID ? ND_REPRINT_FORBID
                                                                             : ND_REPRINT_ALLOW,
         .max_verify = cfg->max_verify,
+        .keep_text = cfg->keep_text,
     };
     nd_verdict_params_default(&o->params);
     o->params.min_resemblance = cfg->min_resemblance;
@@ -455,14 +456,16 @@ static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const nd_q
 
 /* Queues the store write of pending document d: a put, or with old the
  * replacement of old's record (an upgrade), with the registering client
- * client[0..client_len) (NULL: none; only the store keeps it). Writer
+ * client[0..client_len) (NULL: none; only the store keeps it) and the
+ * text of text (its text or text_packed fields; NULL: none) when the
+ * registry keeps texts (options.keep_text). Writer
  * held. Returns ND_REG_QUEUED; 0 when the store committed it within the call (d is live,
  * *finished set); -errno with *finished set when the store refused it
  * within the call (d is undone); or -errno with nothing queued (the caller
  * undoes d). */
 static int queue_write(nd_registry *reg, nd_doc *d, nd_doc *old, uint64_t seq, const char *client,
-                       size_t client_len, const nd_store_event *audit, nd_registry_done_fn fn,
-                       void *arg, bool *finished)
+                       size_t client_len, const nd_record *text, const nd_store_event *audit,
+                       nd_registry_done_fn fn, void *arg, bool *finished)
 {
     *finished = false;
     nd_reg_change *ch = change_new(reg, d, old ? CHANGE_UPGRADE : CHANGE_PUT, fn, arg);
@@ -475,6 +478,12 @@ static int queue_write(nd_registry *reg, nd_doc *d, nd_doc *old, uint64_t seq, c
     rec.stream_seq = seq;
     rec.client = client_len ? client : NULL;
     rec.client_len = client_len;
+    if (text && reg->opts.keep_text) {
+        rec.text = text->text;
+        rec.text_len = text->text ? text->text_len : 0;
+        rec.text_packed = text->text_packed;
+        rec.text_packed_len = text->text_packed ? text->text_packed_len : 0;
+    }
     /* Its time is taken from now on (until complete): a given time must
      * not take it. The commit thread's done cannot complete it before the
      * writer is released. */
@@ -514,8 +523,12 @@ static int do_register(nd_registry *reg, const nd_check_req *rq, const nd_questi
     bool finished;
     nd_store_event ev;
     char *audit = rq->audit ? rq->audit(rq->audit_arg, d, &ev) : NULL;
-    rc = queue_write(reg, d, NULL, 0, rq->client, rq->client_len, audit ? &ev : NULL, fn, arg,
-                     &finished);
+    nd_record text = {.text = rq->text,
+                      .text_len = rq->text_len,
+                      .text_packed = rq->text_packed,
+                      .text_packed_len = rq->text_packed_len};
+    rc = queue_write(reg, d, NULL, 0, rq->client, rq->client_len, &text, audit ? &ev : NULL, fn,
+                     arg, &finished);
     free(audit); /* the store copied it */
     if (rc < 0) {
         nd_doc_release(res->doc);
@@ -589,7 +602,11 @@ static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, con
     stored_client sc = {.len = 0};
     if (nd_store_get(reg->store, old->registered_at_us, get_client, &sc) < 0)
         sc.len = 0;
-    rc = queue_write(reg, d, old, 0, sc.name, sc.len, NULL, fn, arg, &finished);
+    nd_record text = {.text = rq->text,
+                      .text_len = rq->text_len,
+                      .text_packed = rq->text_packed,
+                      .text_packed_len = rq->text_packed_len};
+    rc = queue_write(reg, d, old, 0, sc.name, sc.len, &text, NULL, fn, arg, &finished);
     if (rc < 0) {
         nd_check_res_release(res);
         nd_verdict_clear(res);
@@ -1099,8 +1116,8 @@ static int apply_put(nd_registry *reg, nd_doc *old, const nd_record *rec,
         return rc;
     }
     bool finished;
-    rc = queue_write(reg, d, old, rec->stream_seq, rec->client, rec->client_len, old ? NULL : audit,
-                     fn, arg, &finished);
+    rc = queue_write(reg, d, old, rec->stream_seq, rec->client, rec->client_len, rec,
+                     old ? NULL : audit, fn, arg, &finished);
     if (rc < 0 && !finished)
         unlink_doc(reg, d);
     return rc;

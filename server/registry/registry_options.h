@@ -6,6 +6,8 @@
 #ifndef ND_REGISTRY_OPTIONS_H
 #define ND_REGISTRY_OPTIONS_H
 
+#include <stdbool.h>
+
 #include "sketch.h"
 
 typedef struct nd_registry_options {
@@ -17,6 +19,10 @@ typedef struct nd_registry_options {
      * check (0: the anchor index is not asked). */
     nd_verdict_params params;
     unsigned max_verify;
+    /* Keep each registered text in the store (nd_record.text: a put's or
+     * an upgrade's, and those the replication stream carries); false:
+     * none kept. */
+    bool keep_text;
 } nd_registry_options;
 
 #endif

@@ -1,10 +1,12 @@
 /* entry.c - the replication stream's entry layout (entry.h), written and
  * read with record.h's field helpers.
  *
- *   u8 layout (1; 2 when flag 2, 4 or 8 is set), u8 kind, u8 status,
+ *   u8 layout (1; 2 when flag 2, 4 or 8 is set; 3 when flag 16 is set),
+ *   u8 kind, u8 status,
  *   u8 flags (1: audit follows; layout 2: 2 superseded_by follows, 4
- *   supersede follows, 8 the registering client ends the entry; at least
- *   one of them)
+ *   supersede follows, 8 the registering client follows; at least
+ *   one of them; layout 3: any of those, and 16: the kept text ends the
+ *   entry)
  *   i64 registered_at_us, u64 simhash, u32 chars, 16 bytes text hash
  *   u16 id_len, id; u8 version_len, version, a NUL byte
  *   u32 meta_len + 1 (0: none), meta; u16 account_len, account;
@@ -14,11 +16,17 @@
  *   supersede: u16 n, n x (i64 registered_at_us, u16 id_len, id)
  *   audit: u8 kind, i64 owner_at, i64 at_us, u32 value_len + 1 (0: none), value
  *   client: u8 client_len (1..ND_CLIENT_MAX), client
- * An entry with none of flags 2, 4 and 8 is the same bytes as layout 1.
- * Layout 3: a journal write (ND_STORE_EVENT), layout 2's fields with the
+ *   text (layout 3): u32 packed_len (>= 2), the text packed (text_pack.h:
+ *   u8 codec, one zstd frame), handed to the store as nd_record.text_packed
+ * An entry with none of flags 2, 4, 8 and 16 is the same bytes as layout
+ * 1; one without flag 16, as layout 2. A node reads all three (a rolling
+ * upgrade: an older node refuses only the entries that carry a text, as
+ * newer: -EPROTO).
+ * Layout 4: a journal write (ND_STORE_EVENT), layout 2's fields with the
  * event as the audit (flag 1) and its copy id (if any) as the id. */
 #include "entry.h"
 #include "record.h"
+#include "text_pack.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -35,19 +43,24 @@
 #define FLAG_SUPERSEDE 4u
 #define FLAG_CLIENT 8u
 #define FLAGS_2 (FLAG_SUPERSEDED_BY | FLAG_SUPERSEDE | FLAG_CLIENT) /* layout 2's own */
+/* Layout 2 with flag bit 16 (the kept text), written only when a record
+ * carries a text (the previous layouts otherwise). */
+#define LAYOUT_TEXT 3u
+#define FLAG_TEXT 16u
 /* A journal write (kind ND_STORE_EVENT: a detection, an import's audit
  * entry): layout 2's fields with the event as the audit and its copy id
  * as the id, under its own layout byte, so that a node that knows only
- * layouts 1 and 2 refuses it as newer (-EPROTO) instead of misreading it. */
-#define LAYOUT_JOURNAL 3u
+ * layouts 1 to 3 refuses it as newer (-EPROTO) instead of misreading it. */
+#define LAYOUT_JOURNAL 4u
 
 static size_t opt_len(const void *p, size_t n)
 {
     return p ? n : 0;
 }
 
-int nd_entry_encode(int kind, const nd_record *rec, const nd_store_event *audit, uint8_t **out,
-                    size_t *len)
+/* nd_entry_encode() with the packed text text[0..tx) (NULL: none). */
+static int encode(int kind, const nd_record *rec, const nd_store_event *audit, const uint8_t *text,
+                  size_t tx, uint8_t **out, size_t *len)
 {
     size_t vlen = rec->version ? strlen(rec->version) : 0;
     size_t meta = opt_len(rec->meta, rec->meta_len), acc = opt_len(rec->account, rec->account_len);
@@ -59,7 +72,7 @@ int nd_entry_encode(int kind, const nd_record *rec, const nd_store_event *audit,
     size_t cl = opt_len(rec->client, rec->client_len);
     if (rec->id_len > 0xFFFF || vlen > 0xFF || meta >= 0xFFFFFFFFu || acc > 0xFFFF ||
         pol >= 0xFFFFFFFFu || na > 0xFFFF || sk > 0xFFFF || val >= 0xFFFFFFFFu ||
-        nsup > ND_STORE_SUPERSEDE_MAX || cl > ND_CLIENT_MAX)
+        nsup > ND_STORE_SUPERSEDE_MAX || cl > ND_CLIENT_MAX || tx > 0xFFFFFFFFu)
         return -EINVAL;
     for (size_t i = 0; i < nsup; i++) {
         if (!rec->supersede[i].id || !rec->supersede[i].id_len || rec->supersede[i].id_len > 0xFFFF)
@@ -68,13 +81,14 @@ int nd_entry_encode(int kind, const nd_record *rec, const nd_store_event *audit,
     }
     size_t n = 4 + 8 + 8 + 4 + 16 + 2 + rec->id_len + 1 + vlen + 1 + 4 + meta + 2 + acc + 4 + pol +
                2 + 4 * na + 2 + sk + (by ? 8 : 0) + sup + (audit ? 1 + 8 + 8 + 4 + val : 0) +
-               (cl ? 1 + cl : 0);
+               (cl ? 1 + cl : 0) + (text ? 4 + tx : 0);
     uint8_t *buf = malloc(n);
     if (!buf)
         return -ENOMEM;
     nd_rec_writer w = {buf};
     nd_rec_put_u(&w,
                  kind == ND_STORE_EVENT ? LAYOUT_JOURNAL
+                 : text                 ? LAYOUT_TEXT
                  : by || nsup || cl     ? LAYOUT_SUPERSEDE
                                         : LAYOUT,
                  1);
@@ -82,7 +96,7 @@ int nd_entry_encode(int kind, const nd_record *rec, const nd_store_event *audit,
     nd_rec_put_u(&w, rec->status, 1);
     nd_rec_put_u(&w,
                  (audit ? FLAG_AUDIT : 0) | (by ? FLAG_SUPERSEDED_BY : 0) |
-                     (nsup ? FLAG_SUPERSEDE : 0) | (cl ? FLAG_CLIENT : 0),
+                     (nsup ? FLAG_SUPERSEDE : 0) | (cl ? FLAG_CLIENT : 0) | (text ? FLAG_TEXT : 0),
                  1);
     nd_rec_put_u(&w, (uint64_t)rec->registered_at_us, 8);
     nd_rec_put_u(&w, rec->simhash, 8);
@@ -124,9 +138,29 @@ int nd_entry_encode(int kind, const nd_record *rec, const nd_store_event *audit,
         nd_rec_put_u(&w, cl, 1);
         nd_rec_put_bytes(&w, rec->client, cl);
     }
+    if (text) {
+        nd_rec_put_u(&w, tx, 4);
+        nd_rec_put_bytes(&w, text, tx);
+    }
     *out = buf;
     *len = n;
     return 0;
+}
+
+int nd_entry_encode(int kind, const nd_record *rec, const nd_store_event *audit, uint8_t **out,
+                    size_t *len)
+{
+    const uint8_t *text = NULL;
+    size_t tx = 0;
+    uint8_t *packed = NULL; /* rec->text packed here, or NULL */
+    if (kind == ND_STORE_PUT || kind == ND_STORE_REPLACE) {
+        int rc = nd_text_pack_record(rec, &text, &tx, &packed);
+        if (rc)
+            return rc;
+    }
+    int rc = encode(kind, rec, audit, text, tx, out, len);
+    free(packed);
+    return rc;
 }
 
 int nd_entry_decode(const uint8_t *buf, size_t len, nd_entry *ch)
@@ -134,7 +168,8 @@ int nd_entry_decode(const uint8_t *buf, size_t len, nd_entry *ch)
     nd_rec_reader r = {buf, buf + len, false};
     memset(ch, 0, sizeof(*ch));
     unsigned layout = (unsigned)nd_rec_get_u(&r, 1);
-    if (layout != LAYOUT && layout != LAYOUT_SUPERSEDE && layout != LAYOUT_JOURNAL)
+    if (layout != LAYOUT && layout != LAYOUT_SUPERSEDE && layout != LAYOUT_TEXT &&
+        layout != LAYOUT_JOURNAL)
         return r.bad ? -EBADMSG : -EPROTO;
     ch->kind = (int)nd_rec_get_u(&r, 1);
     if ((layout == LAYOUT_JOURNAL) != (ch->kind == ND_STORE_EVENT))
@@ -142,9 +177,13 @@ int nd_entry_decode(const uint8_t *buf, size_t len, nd_entry *ch)
     nd_record *rec = &ch->rec;
     rec->status = (uint8_t)nd_rec_get_u(&r, 1);
     unsigned flags = (unsigned)nd_rec_get_u(&r, 1);
-    unsigned known = layout == LAYOUT ? FLAG_AUDIT : FLAG_AUDIT | FLAGS_2;
+    unsigned known = layout == LAYOUT             ? FLAG_AUDIT
+                     : layout == LAYOUT_SUPERSEDE ? FLAG_AUDIT | FLAGS_2
+                     : layout == LAYOUT_JOURNAL   ? FLAG_AUDIT | FLAGS_2
+                                                  : FLAG_AUDIT | FLAGS_2 | FLAG_TEXT;
     if ((flags & ~known) || !(flags & FLAG_SUPERSEDED_BY) != (rec->status != ND_CLAIM_SUPERSEDED) ||
         (layout == LAYOUT_SUPERSEDE && !(flags & FLAGS_2)) ||
+        (layout == LAYOUT_TEXT && !(flags & FLAG_TEXT)) ||
         (layout == LAYOUT_JOURNAL && !(flags & FLAG_AUDIT)))
         r.bad = true;
     rec->registered_at_us = (int64_t)nd_rec_get_u(&r, 8);
@@ -196,6 +235,14 @@ int nd_entry_decode(const uint8_t *buf, size_t len, nd_entry *ch)
         rec->client_len = (size_t)nd_rec_get_u(&r, 1);
         rec->client = nd_rec_get_bytes(&r, rec->client_len);
         if (rec->client_len == 0 || rec->client_len > ND_CLIENT_MAX)
+            r.bad = true;
+    }
+    if (flags & FLAG_TEXT) {
+        rec->text_packed_len = (size_t)nd_rec_get_u(&r, 4);
+        rec->text_packed = nd_rec_get_bytes(&r, rec->text_packed_len);
+        size_t tl;
+        if (!rec->text_packed || nd_text_packed_len(rec->text_packed, rec->text_packed_len, &tl) ||
+            (ch->kind != ND_STORE_PUT && ch->kind != ND_STORE_REPLACE))
             r.bad = true;
     }
     if (r.bad || r.p != r.end || ch->kind < ND_ENTRY_NOOP || ch->kind > ND_STORE_EVENT)

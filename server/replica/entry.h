@@ -7,7 +7,7 @@
  * The layout (little-endian, version byte first) is private to this file
  * pair; a node refuses an entry of another version (nd_entry_decode()
  * -EPROTO), so a layout change needs a new version byte and a rolling
- * upgrade that reads both. */
+ * upgrade that reads both (layouts 1 to 3 are read: entry.c). */
 #ifndef ND_ENTRY_H
 #define ND_ENTRY_H
 
@@ -34,12 +34,16 @@ typedef struct nd_entry {
  * (rec->supersede: at most ND_STORE_SUPERSEDE_MAX, ids non-empty),
  * ND_STORE_REPLACE, ND_STORE_AMEND (audit: its audit event or NULL; the
  * records rec->supersede names go with it) or
- * ND_STORE_DELETE (rec: id and registered_at_us only). Returns 0 with *out
- * and *len, -EINVAL (a field over its limit), -ENOMEM. */
+ * ND_STORE_DELETE (rec: id and registered_at_us only). A put's or
+ * replace's text goes with it packed (rec->text_packed as it is, or
+ * rec->text packed here: text_pack.h), to be kept by every node. Returns 0
+ * with *out and *len, -EINVAL (a field over its limit, a packed text whose
+ * header is refused), -ENOMEM. */
 int nd_entry_encode(int kind, const nd_record *rec, const nd_store_event *audit, uint8_t **out,
                     size_t *len);
 
-/* Decodes len bytes of buf into *ch (pointing into buf). Returns 0,
+/* Decodes len bytes of buf into *ch (pointing into buf; a carried text as
+ * ch->rec.text_packed, its header checked). Returns 0,
  * -EPROTO (another layout version) or -EBADMSG (truncated or malformed). */
 int nd_entry_decode(const uint8_t *buf, size_t len, nd_entry *ch);
 

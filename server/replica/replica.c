@@ -21,6 +21,23 @@ static int queue_local(nd_replica *r, int kind, const nd_record *rec, const nd_s
     if (!it)
         return -ENOMEM;
     int rc = nd_entry_encode(kind, rec, audit, &it->bytes, &it->len);
+    if (rc == 0 && it->len > BATCH_BYTES && (rec->text || rec->text_packed)) {
+        /* The text would take the entry past what one entry carries
+         * (NATS's max_payload): the change goes without it, and no node
+         * keeps it (GET /documents/{id}?text=true answers text_kept false). */
+        nd_record bare = *rec;
+        bare.text = NULL;
+        bare.text_len = 0;
+        bare.text_packed = NULL;
+        bare.text_packed_len = 0;
+        free(it->bytes);
+        it->bytes = NULL;
+        nd_log(ND_LOG_WARN,
+               "replica: the text of %.*s (%zu bytes packed) is not kept: the stream entry would "
+               "exceed %u bytes",
+               (int)(rec->id_len < 200 ? rec->id_len : 200), rec->id, it->len, BATCH_BYTES);
+        rc = nd_entry_encode(kind, &bare, audit, &it->bytes, &it->len);
+    }
     if (rc < 0) {
         free(it);
         return rc;
@@ -148,6 +165,12 @@ static int rep_sketches(nd_store *st, const int64_t *at, size_t n,
     return nd_store_sketches(rep_of(st)->local, at, n, visit, arg);
 }
 
+static int rep_text(nd_store *st, int64_t at, int (*visit)(void *arg, const char *text, size_t len),
+                    void *arg)
+{
+    return nd_store_text(rep_of(st)->local, at, visit, arg);
+}
+
 static int64_t rep_count(nd_store *st)
 {
     return nd_store_count(rep_of(st)->local);
@@ -187,6 +210,7 @@ static const nd_store_ops replica_ops = {
     .scan = rep_scan,
     .get = rep_get,
     .sketches = rep_sketches,
+    .text = rep_text,
     .count = rep_count,
     .stream_seq = rep_stream_seq,
     .writable = rep_writable,

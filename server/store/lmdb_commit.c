@@ -25,10 +25,16 @@ static void count_commit_time(nd_store *st, uint64_t us)
 }
 
 /* The length of a record write's value (after the key, before the
- * sketch or the event). */
+ * text, the sketch or the event). */
 static size_t op_value_len(const write_op *c)
 {
-    return c->len - KEY_SIZE - c->sketch_len - c->ev_len - c->sup_len;
+    return c->len - KEY_SIZE - c->text_len - c->sketch_len - c->ev_len - c->sup_len;
+}
+
+/* A put's or replace's packed text (text_len bytes, after the value). */
+static unsigned char *op_text(const write_op *c)
+{
+    return (unsigned char *)c->data + KEY_SIZE + op_value_len(c);
 }
 
 /* A put's or replace's sketch (sketch_len bytes, before the event). */
@@ -71,10 +77,10 @@ static int apply_put(nd_store *st, MDB_txn *txn, write_op *c, int64_t *last, txn
     return 0;
 }
 
-/* Puts the sketches, then the audit events, of the records that the puts
- * from first up to (not including) stop inserted (apply_put: status 0).
- * Sketches are tried with MDB_APPEND first, like the records, so that the
- * sketches' leaves fill too. */
+/* Puts the sketches, then the texts, then the audit events, of the
+ * records that the puts from first up to (not including) stop inserted
+ * (apply_put: status 0). Sketches and texts are tried with MDB_APPEND
+ * first, like the records, so that their leaves fill too. */
 static int put_sketches(nd_store *st, MDB_txn *txn, write_op *first, const write_op *stop,
                         txn_result *res)
 {
@@ -87,6 +93,19 @@ static int put_sketches(nd_store *st, MDB_txn *txn, write_op *first, const write
         if (rc == MDB_KEYEXIST) {
             sv = (MDB_val){c->sketch_len, op_sketch(c)};
             rc = mdb_put(txn, st->sketch_dbi, &k, &sv, 0);
+        }
+        if (rc)
+            return rc;
+    }
+    for (write_op *c = first; c != stop; c = c->next) {
+        if (c->kind != OP_PUT || c->status != 0 || !c->text_len)
+            continue;
+        MDB_val k = {KEY_SIZE, c->data};
+        MDB_val tv = {c->text_len, op_text(c)};
+        int rc = mdb_put(txn, st->text_dbi, &k, &tv, MDB_APPEND);
+        if (rc == MDB_KEYEXIST) {
+            tv = (MDB_val){c->text_len, op_text(c)};
+            rc = mdb_put(txn, st->text_dbi, &k, &tv, 0);
         }
         if (rc)
             return rc;
@@ -153,6 +172,14 @@ static int apply_at_key(nd_store *st, MDB_txn *txn, MDB_cursor *cur, write_op *c
         rc = mdb_put(txn, st->sketch_dbi, &k, &sv, 0);
     } else if (rc == 0 && !c->keep_sketch) {
         rc = mdb_del(txn, st->sketch_dbi, &k, NULL);
+        rc = rc == MDB_NOTFOUND ? 0 : rc;
+    }
+    /* So does its kept text. */
+    if (rc == 0 && c->kind == OP_REPLACE_AT && c->text_len) {
+        MDB_val tv = {c->text_len, op_text(c)};
+        rc = mdb_put(txn, st->text_dbi, &k, &tv, 0);
+    } else if (rc == 0 && !c->keep_sketch) {
+        rc = mdb_del(txn, st->text_dbi, &k, NULL);
         rc = rc == MDB_NOTFOUND ? 0 : rc;
     }
     if (rc)
@@ -653,6 +680,7 @@ static write_op *write_op_new(enum write_kind kind, size_t len, nd_store_done_fn
     c->kind = kind;
     c->len = (uint32_t)len;
     c->sketch_len = 0;
+    c->text_len = 0;
     c->keep_sketch = false;
     c->ev_len = 0;
     c->sup_len = 0;
@@ -668,16 +696,28 @@ static int queue_record(nd_store *st, enum write_kind kind, const nd_record *rec
     if (!st || !vlen || !nd_record_audit_ok(audit))
         return -EINVAL;
     size_t vsize = nd_record_value_size(rec, vlen), esize = audit ? event_size(audit) : 0;
-    write_op *c = write_op_new(kind, KEY_SIZE + vsize + rec->sketch_len + esize, done, arg);
-    if (!c)
+    const uint8_t *text;
+    size_t tsize;
+    uint8_t *packed; /* the text packed here (this thread), or NULL */
+    int rc = nd_text_pack_record(rec, &text, &tsize, &packed);
+    if (rc)
+        return rc;
+    write_op *c = write_op_new(kind, KEY_SIZE + vsize + tsize + rec->sketch_len + esize, done, arg);
+    if (!c) {
+        free(packed);
         return -ENOMEM;
+    }
     wr_key(c->data, rec->registered_at_us);
     nd_record_value_encode(c->data + KEY_SIZE, rec, vlen);
+    if (tsize)
+        memcpy(c->data + KEY_SIZE + vsize, text, tsize);
+    free(packed);
     if (rec->sketch_len)
-        memcpy(c->data + KEY_SIZE + vsize, rec->sketch, rec->sketch_len);
+        memcpy(c->data + KEY_SIZE + vsize + tsize, rec->sketch, rec->sketch_len);
     if (audit)
-        encode_event(c->data + KEY_SIZE + vsize + rec->sketch_len, audit);
+        encode_event(c->data + KEY_SIZE + vsize + tsize + rec->sketch_len, audit);
     c->ev_len = (uint32_t)esize;
+    c->text_len = (uint32_t)tsize;
     c->sketch_len = (uint32_t)rec->sketch_len;
     c->stream_seq = rec->stream_seq;
     return enqueue(st, c);
@@ -691,6 +731,10 @@ int lmdb_amend(nd_store *st, const nd_record *rec, const nd_store_event *audit,
     nd_record r = *rec;
     r.sketch = NULL; /* kept as stored */
     r.sketch_len = 0;
+    r.text = NULL; /* kept as stored */
+    r.text_len = 0;
+    r.text_packed = NULL;
+    r.text_packed_len = 0;
     size_t vlen = nd_record_check(&r);
     if (!vlen)
         return -EINVAL;

@@ -30,6 +30,7 @@
 #include "feed.h"
 #include "clock.h"
 #include "json.h"
+#include "text_pack.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -64,7 +65,8 @@
 #define DB_AUDIT "audit"
 #define DB_AUDIT_DOCS "audit_documents"
 #define DB_EVENTS "events" /* the feed: seq -> feed.h value */
-#define MAX_DBS 16
+#define DB_TEXTS "texts"
+#define MAX_DBS 16 /* 9 used: room for databases added later */
 #define INFO_KEY "format"
 #define SEQ_KEY "stream_seq" /* info: the greatest stream sequence applied (8 bytes, BE) */
 #define INFO_MAGIC "ndst"
@@ -85,10 +87,11 @@
 #define ZERO_CHUNK (1u << 20)    /* bytes of zeros written by one pwrite */
 
 enum write_kind {
-    OP_PUT,        /* data: key (KEY_SIZE bytes), value, sketch, then
+    OP_PUT,        /* data: key (KEY_SIZE bytes), value, the packed text
+                        * (text_len bytes, 0: none), sketch, then
                         * the audit event (ev_len bytes, 0: none) */
     OP_DELETE_AT,  /* data: key, the id, then the audit event (ev_len) */
-    OP_REPLACE_AT, /* data: key, then value (as OP_PUT) */
+    OP_REPLACE_AT, /* data: key, then value, text, sketch (as OP_PUT) */
     OP_AMEND,      /* data: key, value, the records it supersedes
                         * (sup_len bytes: each key, u16 id_len, id), then
                         * the audit event (ev_len bytes, 0: none); the
@@ -105,8 +108,10 @@ typedef struct write_op {
     uint32_t len;        /* bytes of data (key, value, sketch) */
     uint32_t sketch_len; /* put / replace: the last bytes of data are
                                  * the sketch (0: none) */
-    bool keep_sketch;    /* delete: leave the sketch (see apply_one);
-                                 * amend: always */
+    uint32_t text_len;   /* put / replace: the packed text's bytes,
+                          * after the value (0: none) */
+    bool keep_sketch;    /* delete: leave the sketch and the text (see
+                          * apply_one); amend: always */
     uint32_t ev_len;     /* the last bytes of data are an event (encoded
                                  * by encode_event; 0: none); a put's sketch
                                  * comes before it */
@@ -128,6 +133,7 @@ struct nd_store {
     MDB_env *env;              /* NULL after a failed reopen */
     MDB_dbi dbi;
     MDB_dbi sketch_dbi;                     /* registered_at_us -> encoded sketch */
+    MDB_dbi text_dbi;                       /* registered_at_us -> packed text */
     MDB_dbi det_dbi, detidx_dbi, audit_dbi; /* the journals (see the top) */
     MDB_dbi auditdoc_dbi;                   /* the audit log by document */
     nd_json_scratch js;                     /* commit thread (and open): audit subjects */

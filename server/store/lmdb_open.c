@@ -6,12 +6,14 @@
 #include "lmdb_journals.h"
 
 /* Opens (creating them if missing) the databases added after records:
- * sketches, then detections, detection_ids and audit (the journals), events
- * (the feed), and
+ * sketches, texts, then detections, detection_ids and audit (the journals),
+ * events (the feed), and
  * audit_documents (built from the audit log when it is missing). */
 static int open_added_dbs(MDB_txn *txn, nd_store *st, const char *dir, char *err, size_t errlen)
 {
     int rc = mdb_dbi_open(txn, DB_SKETCHES, MDB_CREATE, &st->sketch_dbi);
+    if (rc == 0)
+        rc = mdb_dbi_open(txn, DB_TEXTS, MDB_CREATE, &st->text_dbi);
     if (rc == 0)
         rc = mdb_dbi_open(txn, DB_DETECTIONS, MDB_CREATE, &st->det_dbi);
     if (rc == 0)

@@ -93,7 +93,9 @@ size_t nd_record_check(const nd_record *rec)
         (!rec->sketch && rec->sketch_len) || rec->account_len > ND_ACCOUNT_MAX ||
         (!rec->account && rec->account_len) || rec->policy_len > ND_POLICY_MAX ||
         (!rec->policy && rec->policy_len) || rec->status > ND_CLAIM_SUPERSEDED ||
-        rec->client_len > ND_CLIENT_MAX || (!rec->client && rec->client_len))
+        rec->client_len > ND_CLIENT_MAX || (!rec->client && rec->client_len) ||
+        rec->text_len > ND_STORE_TEXT_MAX || (!rec->text && rec->text_len) ||
+        (!rec->text_packed && rec->text_packed_len))
         return 0;
     return vlen;
 }
@@ -279,6 +281,11 @@ int nd_record_value_decode(int64_t at, const unsigned char *p, size_t n, nd_reco
     r->nsupersede = 0;
     r->client = (const char *)cli;
     r->client_len = clen;
+    r->text = NULL;
+    r->text_len = 0;
+    r->text_packed = NULL;
+    r->text_packed_len = 0;
+    r->stream_seq = 0;
     return 0;
 }
 

@@ -140,7 +140,28 @@ typedef struct nd_record {
                                * (put and replace ignore it). Scans and
                                * gets hand out NULL, 0 */
     size_t nsupersede;
+    const char *text; /* put/replace only: the text as submitted,
+                                 * text_len bytes (0..ND_STORE_TEXT_MAX; any
+                                 * bytes), kept packed (text_pack.h: zstd) in
+                                 * the "texts" database under the same key in
+                                 * the same transaction as the record (both or
+                                 * neither), deleted with it, left by an amend;
+                                 * read back with nd_store_text(). The store packs
+                                 * it in the caller's thread. NULL (and
+                                 * text_packed NULL): none kept (a replace then
+                                 * removes the stored one). Scans and gets hand
+                                 * out NULL, 0 */
+    size_t text_len;
+    const uint8_t *text_packed; /* put/replace only, instead of text: the text
+                                 * already packed by nd_text_pack() (a replica's
+                                 * stream entry carries these bytes), kept as
+                                 * they are; its header must pass
+                                 * nd_text_packed_len(). NULL: text is packed.
+                                 * Scans and gets hand out NULL, 0 */
+    size_t text_packed_len;
 } nd_record;
+
+#define ND_STORE_TEXT_MAX ((size_t)1024 << 20) /* longest kept text, bytes (--max-text's largest) */
 
 /* ---- the interface ---- */
 
@@ -226,6 +247,8 @@ typedef struct nd_store_ops {
                int (*visit)(void *arg, const nd_record *rec), void *arg);
     int (*sketches)(nd_store *st, const int64_t *at, size_t n,
                     int (*visit)(void *arg, size_t i, const uint8_t *buf, size_t len), void *arg);
+    int (*text)(nd_store *st, int64_t registered_at_us,
+                int (*visit)(void *arg, const char *text, size_t text_len), void *arg);
     int64_t (*count)(nd_store *st);
     uint64_t (*stream_seq)(nd_store *st);
     bool (*writable)(const nd_store *st);
@@ -334,7 +357,9 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
                   size_t errlen);
 
 /* Queues the record for durable insertion under the key
- * rec->registered_at_us; the record is copied into one allocation. Nothing
+ * rec->registered_at_us, with its text (nd_record.text, packed within this
+ * call) in the same transaction when it has one; the record is copied
+ * into one allocation. Nothing
  * is replaced: if a record with that registered_at_us is stored already
  * (a caller bug: times must be unique), done gets -EEXIST and the stored
  * record stays. Records with the same id are not detected (no id index):
@@ -348,7 +373,9 @@ int nd_store_open(nd_store **out, const char *dir, const nd_store_options *opts,
  * NULL, account_len over ND_ACCOUNT_MAX or set with account NULL (0: no
  * account, whatever account points at), policy_len over
  * ND_POLICY_MAX or set with policy NULL, status not ND_CLAIM_ACTIVE,
- * ND_CLAIM_REVOKED or ND_CLAIM_SUPERSEDED), -ENOMEM, -ESHUTDOWN (nd_store_close() has begun).
+ * ND_CLAIM_REVOKED or ND_CLAIM_SUPERSEDED, text_len over ND_STORE_TEXT_MAX
+ * or set with text NULL, a text_packed whose header nd_text_packed_len()
+ * refuses), -ENOMEM, -ESHUTDOWN (nd_store_close() has begun).
  * The queue is bounded (max(4 x max_batch, 1024) changes and 64 MiB): when
  * it is full this call blocks until the commit thread takes a batch (about
  * one commit), so never call it from a done callback; with opts.shed it
@@ -371,10 +398,10 @@ static inline int nd_store_put_audited(nd_store *st, const nd_record *rec,
 }
 
 /* Queues the deletion of the record stored under registered_at_us, which
- * must have id id (id_len bytes), with its sketch and every detection of
- * it (owner_at registered_at_us) in the same transaction (at a full map a
- * deletion that does not fit otherwise is retried without those, which
- * then stay): done gets 0 (deleted, durable), -ENOENT
+ * must have id id (id_len bytes), with its sketch, its kept text and
+ * every detection of it (owner_at registered_at_us) in the same
+ * transaction (at a full map a deletion that does not fit otherwise is
+ * retried without those, which then stay): done gets 0 (deleted, durable), -ENOENT
  * (no record under that time, or its id differs: nothing is deleted),
  * -EBADMSG (the stored value cannot be decoded: nothing is deleted) or an
  * error as for put. One B-tree lookup. Returns 0 if queued, or -EINVAL (id
@@ -413,7 +440,9 @@ static inline int nd_store_delete_audited(nd_store *st, const char *id, size_t i
 /* Queues the replacement of the record stored under rec->registered_at_us,
  * which must have rec's id, by rec (another fingerprint, version, meta...:
  * how a document of an older fingerprint version is brought up to date
- * without losing its registration time). done gets 0 (replaced, durable),
+ * without losing its registration time); rec's text (nd_record.text)
+ * replaces the kept one, or removes it when rec has none. done gets 0
+ * (replaced, durable),
  * -ENOENT (no record under that time, or its id differs: nothing written),
  * -EBADMSG (the stored value cannot be decoded: nothing written) or an
  * error as for put. Returns as nd_store_put() does, and blocks as it does
@@ -426,7 +455,8 @@ static inline int nd_store_replace(nd_store *st, const nd_record *rec, nd_store_
 
 /* Queues the amendment of the record stored under rec->registered_at_us,
  * which must have rec's id: as nd_store_replace(), except that the stored
- * sketch is left as it is (rec->sketch and sketch_len are ignored), and,
+ * sketch and kept text are left as they are (rec->sketch, rec->text and
+ * rec->text_packed are ignored), and,
  * when audit is not NULL, the audit event is written in the same
  * transaction (both or neither: a crash never keeps one without the
  * other), and so are the records rec->supersede names. How a document's
@@ -542,6 +572,23 @@ static inline int nd_store_get(nd_store *st, int64_t registered_at_us,
                                int (*visit)(void *arg, const nd_record *rec), void *arg)
 {
     return nd_store_base_of(st)->ops->get(st, registered_at_us, visit, arg);
+}
+
+/* Reads the text kept with the record stored under registered_at_us
+ * (nd_record.text of its put or latest replace), unpacks it into a buffer
+ * of its own and calls visit once with it: text_len bytes, NUL-terminated
+ * after them (the text may hold NUL bytes itself); the buffer is freed
+ * when visit returns (copy what you keep). Returns visit's value, or
+ * -ENOENT (no text kept under that time: no such record, one registered
+ * with keeping off (--keep-text=false) or before texts were kept; visit
+ * not called), -EINVAL (negative time), -EBADMSG (the stored bytes cannot
+ * be unpacked), -ENOMEM, -EAGAIN, -EIO. Sees committed changes only. Any
+ * thread; one read transaction (LMDB), or the read lock (memory). */
+static inline int nd_store_text(nd_store *st, int64_t registered_at_us,
+                                int (*visit)(void *arg, const char *text, size_t text_len),
+                                void *arg)
+{
+    return nd_store_base_of(st)->ops->text(st, registered_at_us, visit, arg);
 }
 
 /* Reads the sketches stored with the records under at[0..n) (one read

@@ -10,7 +10,7 @@
  * ours: the open store holds flock(LOCK_EX) on it (and writes its pid into
  * it), because LMDB itself lets any number of processes write one
  * environment. The environment holds named databases: "info" (one key,
- * "format": "ndst" + u32 store format, now 2), "records", "sketches" and
+ * "format": "ndst" + u32 store format, now 2), "records", "sketches", "texts" and
  * the journals "detections", "detection_ids", "audit" and
  * "audit_documents" (below).
  * Before LMDB maps lock.mdb its blocks are reserved (claim_lock_file), so a
@@ -54,6 +54,13 @@
  * The "sketches" database holds each record's encoded sketch (sketch.h;
  * read only for the candidates of a query, so start-up scans stay small)
  * under the record's key, written and deleted in the record's transaction.
+ * The "texts" database holds each record's kept text (nd_record.text),
+ * packed (text_pack.h: u8 codec, one zstd frame) under the record's key,
+ * written after the sketches of a transaction's puts (MDB_APPEND), replaced
+ * by a replace, left by an amend, deleted with the record, in the record's
+ * transaction; a record without a kept text has no key there. Scans and
+ * start-up never read it: it is read only by nd_store_text(), so a kept text
+ * costs disk and no memory (proto/scale.md: "Kept texts").
  *
  * Concurrency. One mutex (mu) guards the FIFO of queued writes; submitters
  * append and signal `work`; the commit thread takes up to max_batch writes
@@ -440,6 +447,31 @@ static int lmdb_sketches(nd_store *st, const int64_t *at, size_t n,
     return rc;
 }
 
+static int lmdb_text(nd_store *st, int64_t registered_at_us,
+                     int (*visit)(void *arg, const char *text, size_t len), void *arg)
+{
+    MDB_txn *txn;
+    unsigned char key[KEY_SIZE];
+    char *text = NULL;
+    size_t len = 0;
+    if (!st || registered_at_us < 0)
+        return -EINVAL;
+    wr_key(key, registered_at_us);
+    int rc = lmdb_read_begin(st, &txn);
+    if (rc)
+        return rc;
+    MDB_val k = {KEY_SIZE, key}, v;
+    rc = mdb_get(txn, st->text_dbi, &k, &v);
+    /* Unpacked from the map inside the transaction; visited after it ends,
+     * so a slow visit holds no reader slot. */
+    rc = rc ? mdb_errno(rc) : nd_text_unpack(v.mv_data, v.mv_size, &text, &len);
+    lmdb_read_end(st, txn);
+    if (rc == 0)
+        rc = visit(arg, text, len);
+    free(text);
+    return rc;
+}
+
 static uint64_t lmdb_stream_seq(nd_store *st)
 {
     return atomic_load(&st->stream_seq);
@@ -613,6 +645,7 @@ static const nd_store_ops lmdb_ops = {
     .scan = lmdb_scan,
     .get = lmdb_get,
     .sketches = lmdb_sketches,
+    .text = lmdb_text,
     .count = lmdb_count,
     .writable = lmdb_writable,
     .get_stats = lmdb_get_stats,

@@ -4,6 +4,7 @@
 #include "record.h"
 #include "json.h"
 #include "retention.h"
+#include "text_pack.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -115,14 +116,16 @@ static void grow(mem_store *ms)
     ms->nbuckets = nb;
 }
 
-/* A copy of r in one allocation, or NULL. */
+/* A copy of r in one allocation, or NULL; its kept text: r's packed text
+ * text_packed[0..text_packed_len) (NULL: none). */
 static mem_rec *rec_copy(const nd_record *r)
 {
     size_t vlen = strlen(r->version);
     size_t alen = 4 * (size_t)r->nanchors;
+    size_t tlen = r->text_packed ? r->text_packed_len : 0;
     size_t size = r->id_len + vlen + 1 + (r->meta ? r->meta_len + 1 : 0) + alen + r->sketch_len +
-                  (r->account_len ? r->account_len + 1 : 0) + (r->policy ? r->policy_len + 1 : 0) +
-                  (r->client_len ? r->client_len + 1 : 0);
+                  tlen + (r->account_len ? r->account_len + 1 : 0) +
+                  (r->policy ? r->policy_len + 1 : 0) + (r->client_len ? r->client_len + 1 : 0);
     mem_rec *m = malloc(sizeof(*m) + size);
     if (!m)
         return NULL;
@@ -154,6 +157,13 @@ static mem_rec *rec_copy(const nd_record *r)
         memcpy(p, r->sketch, r->sketch_len);
     m->rec.sketch = r->sketch_len ? p : NULL;
     p += r->sketch_len;
+    if (tlen)
+        memcpy(p, r->text_packed, tlen);
+    m->rec.text = NULL;
+    m->rec.text_len = 0;
+    m->rec.text_packed = tlen ? p : NULL;
+    m->rec.text_packed_len = tlen;
+    p += tlen;
     m->rec.account = NULL;
     if (r->account_len) {
         memcpy(p, r->account, r->account_len);
@@ -213,7 +223,13 @@ static int mem_write(nd_store *st, const nd_record *r, const nd_store_event *aud
     mem_store *ms = ms_of(st);
     if (!nd_record_check(r) || !nd_record_audit_ok(audit))
         return -EINVAL;
-    mem_rec *m = rec_copy(r);
+    nd_record packed = *r; /* with its text packed (text_pack.h), as LMDB keeps it */
+    uint8_t *owned;
+    int rc = nd_text_pack_record(r, &packed.text_packed, &packed.text_packed_len, &owned);
+    if (rc)
+        return rc;
+    mem_rec *m = rec_copy(&packed);
+    free(owned);
     mem_ev *e = audit ? ev_copy(audit) : NULL;
     if (!m || (audit && !e)) {
         free(m);
@@ -815,6 +831,10 @@ static int mem_amend(nd_store *st, const nd_record *rec, const nd_store_event *a
     nd_record r = *rec;
     r.sketch = NULL;
     r.sketch_len = 0;
+    r.text = NULL;
+    r.text_len = 0;
+    r.text_packed = NULL;
+    r.text_packed_len = 0;
     if (!nd_record_check(&r) || !nd_record_refs_ok(&r))
         return -EINVAL;
     size_t nsup = r.supersede ? r.nsupersede : 0;
@@ -830,6 +850,8 @@ static int mem_amend(nd_store *st, const nd_record *rec, const nd_store_event *a
     } else {
         r.sketch = (*pp)->rec.sketch;
         r.sketch_len = (*pp)->rec.sketch_len;
+        r.text_packed = (*pp)->rec.text_packed; /* the kept text stays too */
+        r.text_packed_len = (*pp)->rec.text_packed_len;
         if (!(m = rec_copy(&r)) || (e && !(j = event_reserve(ms, e))))
             status = -ENOMEM;
     }
@@ -934,8 +956,10 @@ static int mem_scan(nd_store *st, int (*visit)(void *arg, const nd_record *rec),
         qsort(all, n, sizeof(*all), at_cmp); /* registration order */
     for (size_t i = 0; i < n && rc == 0; i++) {
         nd_record r = all[i]->rec;
-        r.sketch = NULL; /* as a scan of the LMDB store: never the sketch */
+        r.sketch = NULL; /* as a scan of the LMDB store: never the sketch, nor the text */
         r.sketch_len = 0;
+        r.text_packed = NULL;
+        r.text_packed_len = 0;
         rc = visit(arg, &r);
     }
     pthread_rwlock_unlock(&ms->lock);
@@ -956,6 +980,8 @@ static int mem_get(nd_store *st, int64_t at, int (*visit)(void *arg, const nd_re
         nd_record r = m->rec;
         r.sketch = NULL;
         r.sketch_len = 0;
+        r.text_packed = NULL;
+        r.text_packed_len = 0;
         rc = visit(arg, &r);
     }
     pthread_rwlock_unlock(&ms->lock);
@@ -974,6 +1000,26 @@ static int mem_sketches(nd_store *st, const int64_t *at, size_t n,
         rc = m ? visit(arg, i, m->rec.sketch, m->rec.sketch_len) : visit(arg, i, NULL, 0);
     }
     pthread_rwlock_unlock(&ms->lock);
+    return rc;
+}
+
+static int mem_text(nd_store *st, int64_t at, int (*visit)(void *arg, const char *text, size_t len),
+                    void *arg)
+{
+    mem_store *ms = ms_of(st);
+    char *text = NULL;
+    size_t len = 0;
+    if (at < 0)
+        return -EINVAL;
+    pthread_rwlock_rdlock(&ms->lock);
+    mem_rec *m = *find(ms, at);
+    int rc = m && m->rec.text_packed
+                 ? nd_text_unpack(m->rec.text_packed, m->rec.text_packed_len, &text, &len)
+                 : -ENOENT;
+    pthread_rwlock_unlock(&ms->lock);
+    if (rc == 0)
+        rc = visit(arg, text, len); /* no lock held: visit may call the store */
+    free(text);
     return rc;
 }
 
@@ -1058,6 +1104,7 @@ static const nd_store_ops mem_ops = {
     .scan = mem_scan,
     .get = mem_get,
     .sketches = mem_sketches,
+    .text = mem_text,
     .count = mem_count,
     .stream_seq = mem_stream_seq,
     .writable = mem_writable,

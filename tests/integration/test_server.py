@@ -135,7 +135,10 @@ def original_then_duplicate(srv):
     check(len(r2["matches"]) == 1, r2)
     m = r2["matches"][0]
     check(set(m) == {"id", "simhash", "distance", "similarity", "resemblance", "containment",
-                     "kind", "registered_at", "meta"}, m)
+                     "kind", "registered_at", "meta", "passages"}, m)
+    # the copy (two characters edited) on both sides: from the start to the end
+    check(len(m["passages"]) == 1 and m["passages"][0]["start"] == 0
+          and m["passages"][0]["source_start"] == 0, m)
     check(m["kind"] == "near_duplicate" and 0.5 <= m["resemblance"] < 1
           and m["resemblance"] <= m["containment"] <= 1, m)
     check(m["id"] == a and m["simhash"] == r1["simhash"], m)

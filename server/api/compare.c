@@ -1,0 +1,190 @@
+/* compare.c - POST /compare: a submitted text against another text or a
+ * registered document, with the figures /check-original would give the
+ * pair and the copied passages on both sides (registry/pair.h). */
+#include "compare.h"
+#include "answer.h"
+#include "api.h"
+#include "api_worker.h"
+#include "handlers.h"
+
+#include <errno.h>
+#include <string.h>
+
+static void add_integrity(nd_reply *w, const nd_integrity *in)
+{
+    nd_reply_object(w);
+    nd_reply_key(w, "invisible");
+    nd_reply_u64(w, in->invisible);
+    nd_reply_key(w, "lookalike");
+    nd_reply_u64(w, in->lookalike);
+    nd_reply_key(w, "traditional");
+    nd_reply_u64(w, in->traditional);
+    nd_reply_key(w, "script");
+    const char *script = nd_integrity_script(in);
+    if (script)
+        nd_reply_plain(w, script, strlen(script));
+    else
+        nd_reply_null(w);
+    nd_reply_object_end(w);
+}
+
+void nd_compare_write(nd_reply *w, const nd_pair *p)
+{
+    char real[32];
+    nd_reply_object(w);
+    nd_reply_key(w, "distance");
+    nd_reply_u64(w, p->distance);
+    nd_reply_key(w, "similarity");
+    nd_reply_raw(w, real, nd_reply_format_real(1.0 - (double)p->distance / 64.0, real));
+    nd_reply_key(w, "resemblance");
+    nd_reply_fraction(w, p->e.resemblance);
+    nd_reply_key(w, "containment");
+    nd_reply_fraction(w, p->e.containment);
+    nd_reply_key(w, "containment_reverse");
+    nd_reply_fraction(w, p->e.containment_r);
+    nd_reply_key(w, "kind");
+    if (p->kind == ND_MATCH_NONE) {
+        nd_reply_null(w);
+    } else {
+        const char *kind = nd_match_kind_name(p->kind);
+        nd_reply_plain(w, kind, strlen(kind));
+    }
+    nd_reply_key(w, "mode");
+    const char *mode = p->mode == ND_SKETCH_MODE_CHAR ? "character" : "word";
+    nd_reply_plain(w, mode, strlen(mode));
+    nd_reply_key(w, "simhash_a");
+    nd_reply_simhash(w, p->simhash_a);
+    nd_reply_key(w, "simhash_b");
+    nd_reply_simhash(w, p->simhash_b);
+    nd_reply_key(w, "chars_a");
+    nd_reply_u64(w, p->chars_a);
+    nd_reply_key(w, "chars_b");
+    nd_reply_u64(w, p->chars_b);
+    nd_reply_key(w, "shingles_a");
+    nd_reply_u64(w, p->shingles_a);
+    nd_reply_key(w, "shingles_b");
+    nd_reply_u64(w, p->shingles_b);
+    nd_reply_key(w, "shared");
+    nd_reply_u64(w, p->e.shared);
+    nd_reply_key(w, "sampled_a");
+    nd_reply_u64(w, p->e.q_n);
+    nd_reply_key(w, "sampled_b");
+    nd_reply_u64(w, p->e.d_n);
+    nd_reply_key(w, "shift");
+    nd_reply_u64(w, p->e.shift);
+    nd_reply_key(w, "core_found");
+    nd_reply_u64(w, p->e.core_found);
+    nd_reply_key(w, "core_n");
+    nd_reply_u64(w, p->e.core_n);
+    nd_reply_key(w, "integrity_a");
+    add_integrity(w, &p->integrity_a);
+    nd_reply_key(w, "integrity_b");
+    add_integrity(w, &p->integrity_b);
+    nd_reply_key(w, "passages");
+    nd_reply_array(w);
+    size_t n = p->npairs < ND_PAIR_PASSAGES ? p->npairs : ND_PAIR_PASSAGES;
+    for (size_t i = 0; i < n; i++) {
+        nd_reply_object(w);
+        nd_reply_key(w, "start");
+        nd_reply_u64(w, p->pairs[i].start);
+        nd_reply_key(w, "end");
+        nd_reply_u64(w, p->pairs[i].end);
+        nd_reply_key(w, "source_start");
+        nd_reply_u64(w, p->pairs[i].source_start);
+        nd_reply_key(w, "source_end");
+        nd_reply_u64(w, p->pairs[i].source_end);
+        nd_reply_object_end(w);
+    }
+    nd_reply_array_end(w);
+    nd_reply_key(w, "passages_truncated");
+    nd_reply_bool(w, p->npairs > ND_PAIR_PASSAGES);
+    nd_reply_object_end(w);
+}
+
+/* Compares the parsed texts and answers. */
+static void answer_pair(nd_req *r, const char *a, size_t la, const char *b, size_t lb)
+{
+    nd_api *api = nd_api_of(r);
+    api_worker *aw = aw_of(r);
+    nd_question_tools qt = {
+        .fp = api->fp, .sk = api->sk, .fps = aw->fps, .sks = aw->sks, .anchors = aw->anchors};
+    nd_registry_options o;
+    nd_registry_options_from_config(&o, api->cfg);
+    int which;
+    int rc = nd_pair_compare(&qt, aw->pair, a, la, b, lb, &o.params, &aw->pair_out, &which);
+    if (rc < 0) {
+        fingerprint_failed(r, rc, which == 1 ? "text_b" : "text_a");
+        return;
+    }
+    nd_metrics_event(api->metrics, ND_EV_FINGERPRINTS);
+    nd_metrics_add(api->metrics, ND_EV_FINGERPRINT_BYTES, la + lb);
+    nd_reply w;
+    nd_compare_write(nd_api_body_begin(r, &w), &aw->pair_out);
+    nd_api_body_send(r, &w, 200);
+}
+
+typedef struct registered_pair {
+    nd_req *r;
+    const nd_compare_request *rq;
+} registered_pair;
+
+/* nd_store_text()'s visit: B is the kept text (borrowed for the call). */
+static int compare_kept(void *arg, const char *text, size_t len)
+{
+    registered_pair *rp = arg;
+    answer_pair(rp->r, rp->rq->text_a, rp->rq->text_a_len, text, len);
+    return 0;
+}
+
+/* id_b: compared with the registered document's kept text, or the reason
+ * there is none (404 no such document, 409 text_not_kept). */
+static void answer_registered(nd_req *r, const nd_compare_request *rq)
+{
+    nd_api *api = nd_api_of(r);
+    nd_doc *d = NULL;
+    int rc = nd_registry_get(api->reg, rq->id_b, rq->id_b_len, &d);
+    if (rc == -EAGAIN) {
+        nd_api_loading(r);
+        return;
+    }
+    if (rc < 0 || !d) {
+        nd_api_id_error(r, 404, "not_found", rq->id_b, rq->id_b_len, "no document with this id");
+        return;
+    }
+    int64_t at = d->registered_at_us;
+    nd_doc_release(d);
+    registered_pair rp = {.r = r, .rq = rq};
+    rc = nd_store_text(api->store, at, compare_kept, &rp);
+    if (rc == -ENOENT)
+        nd_api_id_error(r, 409, "text_not_kept", rq->id_b, rq->id_b_len,
+                        "the store keeps no text for this document (registered with "
+                        "--keep-text=false or before texts were kept): compare with text_b");
+    else if (rc == -ENOMEM)
+        nd_api_error(r, 500, "internal", "out of memory");
+    else if (rc < 0)
+        nd_api_store_error(r, rc, "the document's text");
+}
+
+void handle_compare(nd_req *r)
+{
+    nd_api *api = nd_api_of(r);
+    if (!nd_api_content_kind(r, false))
+        return;
+    size_t len;
+    const char *body = nd_req_body(r, &len);
+    if (!body) {
+        nd_api_error(r, 500, "internal", "out of memory");
+        return;
+    }
+    nd_request_limits lim = nd_api_limits(api->cfg);
+    nd_request_error e;
+    nd_compare_request rq;
+    if (nd_request_parse_compare(&aw_of(r)->sh.parser, body, len, &lim, &rq, &e) < 0) {
+        nd_api_request_error(r, &e);
+        return;
+    }
+    if (rq.id_b)
+        answer_registered(r, &rq);
+    else
+        answer_pair(r, rq.text_a, rq.text_a_len, rq.text_b, rq.text_b_len);
+}
