@@ -630,8 +630,8 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
             cfg->map_size, cfg->sync ? "true" : "false", cfg->keep_text ? "true" : "false",
             nd_log_level_name(cfg->log_level), cfg->access_log ? "true" : "false",
             cfg->default_reprint == ND_CONFIG_REPRINT_FORBID ? "forbid" : "allow", cfg->copies_max,
-            cfg->audit_max_entries, cfg->audit_max_age_s, cfg->events_max_age_s, cfg->stream_replicas, cfg->max_lag,
-            cfg->nats_timeout_ms);
+            cfg->audit_max_entries, cfg->audit_max_age_s, cfg->events_max_age_s,
+            cfg->stream_replicas, cfg->max_lag, cfg->nats_timeout_ms);
         pos = n < 0 ? pos : pos + (size_t)n;
     }
     static const char *const names[] = {",\"nats\":",
