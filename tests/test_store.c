@@ -2632,6 +2632,98 @@ static void test_amend_crash(void)
         free_rec(&x[i]);
 }
 
+static int text_len_visit(void *arg, const char *text, size_t len)
+{
+    (void)text;
+    *(size_t *)arg = len;
+    return 0;
+}
+
+/* A packed text over a chunk (658 bytes, lmdb_env.h) is kept in chunks
+ * under (time, chunk number): neighbours' texts stay apart, a replace by a shorter text
+ * leaves none of the old chunks, a chunk missing is -EBADMSG (not a text
+ * cut short), a record of another time is not read. */
+static void test_text_chunks(void)
+{
+    char dir[128];
+    path_in(dir, sizeof(dir), "textchunks");
+    nd_store_options o = opts_fast();
+    nd_store *st = open_ok(dir, &o);
+    size_t big_len = 300000;
+    char *big = malloc(big_len);
+    REQUIRE(big != NULL);
+    uint64_t x = 88172645463325252ull; /* random letters: ~0.6 of a byte each, packed */
+    for (size_t k = 0; k < big_len; k++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        big[k] = (char)('a' + x % 26);
+    }
+    rec_buf r[3];
+    const char *small[3] = {"first", NULL, "third"};
+    for (unsigned i = 0; i < 3; i++) {
+        make_rec(&r[i], "chunk-", i, 0);
+        r[i].r.text = i == 1 ? big : small[i];
+        r[i].r.text_len = i == 1 ? big_len : strlen(small[i]);
+        CHECK_RC(put_sync(st, &r[i].r), 0);
+    }
+    size_t len = 0;
+    CHECK_RC(nd_store_text(st, r[1].r.registered_at_us, text_len_visit, &len), 0);
+    CHECK(len == big_len, "%zu", len);
+    CHECK_RC(nd_store_text(st, r[0].r.registered_at_us, text_len_visit, &len), 0);
+    CHECK(len == 5);
+    CHECK_RC(nd_store_text(st, r[2].r.registered_at_us, text_len_visit, &len), 0);
+    CHECK(len == 5);
+    /* Replaced by a short text, then by the long one again. */
+    r[1].r.text = "short";
+    r[1].r.text_len = 5;
+    CHECK_RC(replace_sync(st, &r[1].r), 0);
+    CHECK_RC(nd_store_text(st, r[1].r.registered_at_us, text_len_visit, &len), 0);
+    CHECK(len == 5, "%zu: the old chunks stayed", len);
+    r[1].r.text = big;
+    r[1].r.text_len = big_len;
+    CHECK_RC(replace_sync(st, &r[1].r), 0);
+    nd_store_close(st);
+    /* Count the chunks, then take out the second one by hand. */
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_stat ms;
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 16) == 0 &&
+          mdb_env_open(env, dir, 0, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0 && mdb_dbi_open(txn, "texts", 0, &dbi) == 0);
+    CHECK(mdb_stat(txn, dbi, &ms) == 0);
+    size_t chunks = ms.ms_entries;
+    CHECK(chunks > 20 && ms.ms_overflow_pages == 0,
+          "%zu chunks, %zu overflow pages: chunks stay in their leaves", chunks,
+          (size_t)ms.ms_overflow_pages);
+    unsigned char key[12];
+    for (int i = 0; i < 8; i++)
+        key[i] = (unsigned char)((uint64_t)r[1].r.registered_at_us >> (56 - 8 * i));
+    key[8] = key[9] = key[10] = 0;
+    key[11] = 1;
+    MDB_val k = {12, key};
+    CHECK(mdb_del(txn, dbi, &k, NULL) == 0 && mdb_txn_commit(txn) == 0);
+    mdb_env_close(env);
+    unit_note("a text of %zu bytes packed in %zu chunks (of at most 658 bytes), no overflow page",
+              big_len, chunks - 2);
+    st = open_ok(dir, &o);
+    CHECK_RC(nd_store_text(st, r[1].r.registered_at_us, text_len_visit, &len), -EBADMSG);
+    CHECK_RC(nd_store_text(st, r[2].r.registered_at_us, text_len_visit, &len), 0);
+    CHECK_RC(nd_store_text(st, r[1].r.registered_at_us + 5, text_len_visit, &len), -ENOENT);
+    /* A deletion takes every chunk left. */
+    CHECK_RC(del_rec_sync(st, &r[1].r), 0);
+    nd_store_close(st);
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 16) == 0 &&
+          mdb_env_open(env, dir, MDB_RDONLY, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0 &&
+          mdb_dbi_open(txn, "texts", 0, &dbi) == 0 && mdb_stat(txn, dbi, &ms) == 0);
+    CHECK(ms.ms_entries == 2, "%zu chunks left: the two small texts'", (size_t)ms.ms_entries);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    for (unsigned i = 0; i < 3; i++)
+        free_rec(&r[i]);
+    free(big);
+}
+
 /* The text of record i of the text crash test: its id repeated, so a text
  * kept under another record's time would show. */
 static size_t crash_text(unsigned i, char *buf, size_t cap)
@@ -2923,6 +3015,7 @@ int main(void)
         {"audit_index_upgrade", test_audit_index_upgrade},
         {"amend_crash", test_amend_crash},
         {"text_crash", test_text_crash},
+        {"text_chunks", test_text_chunks},
         {"supersede", test_supersede},
         {"backup_events", test_backup_events},
     };
