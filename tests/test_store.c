@@ -2559,6 +2559,23 @@ static void crash_done(void *arg, int status)
         kill(getpid(), SIGKILL); /* from the commit thread, between callbacks */
 }
 
+/* The crash tests' parent: reads the indices the child acknowledged
+ * (crash_done) from fd until the child is killed, marks them in acked[0..n)
+ * and checks that the child died of SIGKILL. Returns how many distinct. */
+static size_t read_acks(int fd, pid_t pid, char *acked, unsigned n)
+{
+    unsigned i;
+    size_t nack = 0;
+    while (read(fd, &i, sizeof(i)) == sizeof(i))
+        if (i < n && !acked[i]++)
+            nack++;
+    close(fd);
+    int status;
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %d", status);
+    return nack;
+}
+
 /* An amend and its audit event are one transaction: a process killed (-9)
  * with amends in flight leaves, after a reopen, every acknowledged amend
  * with its audit entry, and no amend without its entry or entry without
@@ -2606,14 +2623,7 @@ static void test_amend_crash(void)
     close(pfd[1]);
     char acked[N] = {0}, amended[N] = {0}, audited[N] = {0};
     unsigned i;
-    size_t nack = 0;
-    while (read(pfd[0], &i, sizeof(i)) == sizeof(i))
-        if (i < N && !acked[i]++)
-            nack++;
-    close(pfd[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %d", status);
+    size_t nack = read_acks(pfd[0], pid, acked, N);
     st = open_ok(dir, &o);
     CHECK_RC(nd_store_scan(st, amended_visit, amended), 0);
     CHECK_RC(nd_store_events(st, ND_EVENT_AUDIT, 0, -1, 0, audit_visit, audited), 0);
@@ -2789,14 +2799,7 @@ static void test_text_crash(void)
     close(pfd[1]);
     char acked[N] = {0}, present[N] = {0};
     unsigned i;
-    size_t nack = 0;
-    while (read(pfd[0], &i, sizeof(i)) == sizeof(i))
-        if (i < N && !acked[i]++)
-            nack++;
-    close(pfd[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %d", status);
+    size_t nack = read_acks(pfd[0], pid, acked, N);
     nd_store *st = open_ok(dir, &o);
     CHECK_RC(nd_store_scan(st, present_visit, present), 0);
     size_t lost = 0, torn = 0, wrong = 0, stored = 0;

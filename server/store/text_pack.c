@@ -33,30 +33,28 @@ static void make_keys(void)
         pthread_key_delete(cctx_key);
 }
 
-/* This thread's compression context, or NULL (out of memory). */
-static ZSTD_CCtx *thread_cctx(void)
+static void *make_cctx(void)
+{
+    return ZSTD_createCCtx();
+}
+
+static void *make_dctx(void)
+{
+    return ZSTD_createDCtx();
+}
+
+/* This thread's context under key (made by make, freed by drop at the
+ * thread's exit), or NULL (out of memory). */
+static void *thread_ctx(pthread_key_t *key, void *(*make)(void), void (*drop)(void *))
 {
     if (pthread_once(&keys_once, make_keys) || keys_rc)
         return NULL;
-    ZSTD_CCtx *c = pthread_getspecific(cctx_key);
-    if (!c && (c = ZSTD_createCCtx()) && pthread_setspecific(cctx_key, c)) {
-        ZSTD_freeCCtx(c);
+    void *c = pthread_getspecific(*key);
+    if (!c && (c = make()) && pthread_setspecific(*key, c)) {
+        drop(c);
         c = NULL;
     }
     return c;
-}
-
-/* This thread's decompression context, or NULL (out of memory). */
-static ZSTD_DCtx *thread_dctx(void)
-{
-    if (pthread_once(&keys_once, make_keys) || keys_rc)
-        return NULL;
-    ZSTD_DCtx *d = pthread_getspecific(dctx_key);
-    if (!d && (d = ZSTD_createDCtx()) && pthread_setspecific(dctx_key, d)) {
-        ZSTD_freeDCtx(d);
-        d = NULL;
-    }
-    return d;
 }
 
 int nd_text_pack(const char *text, size_t len, uint8_t **out, size_t *out_len)
@@ -64,7 +62,7 @@ int nd_text_pack(const char *text, size_t len, uint8_t **out, size_t *out_len)
     if (len > ND_STORE_TEXT_MAX || (!text && len))
         return -EINVAL;
     size_t cap = 1 + ZSTD_compressBound(len);
-    ZSTD_CCtx *cc = thread_cctx();
+    ZSTD_CCtx *cc = thread_ctx(&cctx_key, make_cctx, free_cctx);
     uint8_t *buf = cc ? malloc(cap) : NULL;
     if (!buf)
         return -ENOMEM;
@@ -99,7 +97,7 @@ int nd_text_unpack(const uint8_t *p, size_t n, char **out, size_t *len)
     int rc = nd_text_packed_len(p, n, &size);
     if (rc)
         return rc;
-    ZSTD_DCtx *dc = thread_dctx();
+    ZSTD_DCtx *dc = thread_ctx(&dctx_key, make_dctx, free_dctx);
     char *buf = dc ? malloc(size + 1) : NULL;
     if (!buf)
         return -ENOMEM;
