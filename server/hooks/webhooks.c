@@ -22,7 +22,7 @@
 #include "clock.h"
 #include "log.h"
 
-#define POLL_MS 250 /* looks for new events this often without a wake-up */
+#define POLL_MS 100 /* looks for new events this often without a wake-up */
 #define FLUSH_MS 50 /* a delivered position is saved within this */
 #define BATCH 256   /* events read per look */
 #define ROUNDS 16   /* looks in one turn before the others' turn */
@@ -234,11 +234,15 @@ static void pump(sub *s)
     publish(s);
 }
 
+/* Every idle subscription behind the latest event looks for its next one
+ * (one caught up costs no read: a poll is cheap). */
 static void pump_all(nd_webhooks *wh)
 {
-    atomic_store(&wh->latest, wh->src.latest(wh->src.src));
+    uint64_t latest = wh->src.latest(wh->src.src);
+    atomic_store(&wh->latest, latest);
     for (size_t i = 0; i < wh->nsubs; i++)
-        pump(&wh->subs[i]);
+        if (wh->subs[i].pos < latest)
+            pump(&wh->subs[i]);
 }
 
 static void wake_cb(evutil_socket_t fd, short what, void *arg)

@@ -94,7 +94,7 @@ int nd_webhooks_create(nd_webhooks **out, nd_hook_config *cfg, const nd_hook_sou
 int nd_webhooks_start(nd_webhooks *wh);
 
 /* Tells the delivery thread that events were committed (it also looks
- * every 250 ms). Any thread; does not block or allocate. NULL is allowed. */
+ * every 100 ms). Any thread; does not block or allocate. NULL is allowed. */
 void nd_webhooks_wake(nd_webhooks *wh);
 
 /* Asks the delivery thread to retry subscription name (len bytes) now if

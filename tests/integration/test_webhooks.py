@@ -281,8 +281,9 @@ def receiver_down_30s_then_everything_once():
             t_down = time.monotonic()
             for i in range(1, 31):
                 copy_check(srv, "down-copy-%d" % i, TEXTS["en2"])
-            state = wait_for(lambda: (lambda s: s if s["attempts"] >= 3 else None)(
-                webhooks(srv)["down"]), 15, "failed attempts while down")
+            state = wait_for(lambda: (lambda s: s if s["attempts"] >= 3 and s["lag"] >= 30
+                                      else None)(webhooks(srv)["down"]), 15,
+                             "failed attempts and the lag seen while down")
             check(state["state"] in ("retrying", "delivering") and state["lag"] >= 30
                   and state["last_error"], state)
             time.sleep(max(0.0, 30 - (time.monotonic() - t_down)))
