@@ -654,6 +654,8 @@ static int sub_init(nd_webhooks *wh, sub *s, const nd_hook_sub_config *c)
     if (curl_easy_setopt(e, CURLOPT_URL, c->url) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK)
         return -EINVAL;
+    if (c->ca_file && curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file) != CURLE_OK)
+        return -EINVAL;
     curl_easy_setopt(e, CURLOPT_PRIVATE, s);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);

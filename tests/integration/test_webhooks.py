@@ -74,6 +74,11 @@ class Hook(BaseHTTPRequestHandler):
 
 srv = ThreadingHTTPServer(("127.0.0.1", port), Hook)
 srv.daemon_threads = True
+if len(sys.argv) > 6:  # https: certificate and key
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(sys.argv[5], sys.argv[6])
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
 print("ready", flush=True)
 srv.serve_forever()
 '''
@@ -83,9 +88,10 @@ class Receiver:
     """The receiver process on a fixed port; stop() kills it (its
     connections die with it), start() brings it back on the same port."""
 
-    def __init__(self, delay=0.0, port=None):
+    def __init__(self, delay=0.0, port=None, tls=None):
         self.port = port or free_port()
         self.delay = delay
+        self.tls = list(tls or [])  # [certificate, key]: https
         self.log = tempfile.mktemp(prefix="receiver-", suffix=".jsonl", dir=TMP)
         self.proc = None
 
@@ -93,7 +99,7 @@ class Receiver:
         for _ in range(100):  # the port may linger a moment after a kill
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", RECEIVER, str(self.port), SECRET, str(self.delay),
-                 self.log], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                 self.log] + self.tls, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
             line = self.proc.stdout.readline()
             if line.startswith(b"ready"):
                 return self
@@ -107,7 +113,7 @@ class Receiver:
             self.proc.wait(timeout=10)
 
     def url(self, path="/hook"):
-        return "http://%s:%d%s" % (HOST, self.port, path)
+        return "%s://%s:%d%s" % ("https" if self.tls else "http", HOST, self.port, path)
 
     def records(self, path="/hook"):
         if not os.path.exists(self.log):
@@ -244,6 +250,32 @@ def every_type_arrives_signed_in_order():
             check(status == 202 and body["subscription"]["name"] == "wrong", body)
             status, body = srv.json("GET", "/webhooks/wrong/resume", headers=auth())
             check(status == 405, "GET resume: %s", status)
+
+
+@T.test
+def https_verified_with_ca_file():
+    """An https receiver with a self-signed certificate: delivered when the
+    subscription names it as ca_file, refused (certificate unverified) when not."""
+    cert, key = os.path.join(TMP, "cert.pem"), os.path.join(TMP, "key.pem")
+    p = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                        "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1",
+                        "-addext", "subjectAltName=IP:127.0.0.1"],
+                       capture_output=True, timeout=60)
+    check(p.returncode == 0, "openssl: %s", p.stderr)
+    with Receiver(tls=[cert, key]) as rcv:
+        path = hooks_file([sub("tls", rcv.url(), ca_file=cert),
+                           sub("untrusted", rcv.url("/untrusted"))])
+        with Server(["--token-file", TOKEN_FILE, "--webhooks", path]) as srv:
+            register(srv, "tls-orig", TEXTS["en1"])
+            copy_check(srv, "tls-copy", TEXTS["en1"])
+            recs = wait_for(lambda: rcv.records(), 15, "an event over https")
+            check_in_order(recs, "https")
+            check([r["type"] for r in recs] == ["copy.detected"], recs)
+            state = wait_for(lambda: (lambda s: s if s["failed"] else None)(
+                webhooks(srv)["untrusted"]), 10, "the untrusted certificate refused")
+            check(state["delivered"] == 0 and "certificate" in state["last_error"].lower(), state)
+            check(rcv.records("/untrusted") == [], "sent to an unverified receiver")
+            print("  untrusted: %s" % state["last_error"])
 
 
 @T.test
