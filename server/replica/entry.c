@@ -14,7 +14,9 @@
  *   supersede: u16 n, n x (i64 registered_at_us, u16 id_len, id)
  *   audit: u8 kind, i64 owner_at, i64 at_us, u32 value_len + 1 (0: none), value
  *   client: u8 client_len (1..ND_CLIENT_MAX), client
- * An entry with none of flags 2, 4 and 8 is the same bytes as layout 1. */
+ * An entry with none of flags 2, 4 and 8 is the same bytes as layout 1.
+ * Layout 3: a journal write (ND_STORE_EVENT), layout 2's fields with the
+ * event as the audit (flag 1) and its copy id (if any) as the id. */
 #include "entry.h"
 #include "record.h"
 
@@ -33,6 +35,11 @@
 #define FLAG_SUPERSEDE 4u
 #define FLAG_CLIENT 8u
 #define FLAGS_2 (FLAG_SUPERSEDED_BY | FLAG_SUPERSEDE | FLAG_CLIENT) /* layout 2's own */
+/* A journal write (kind ND_STORE_EVENT: a detection, an import's audit
+ * entry): layout 2's fields with the event as the audit and its copy id
+ * as the id, under its own layout byte, so that a node that knows only
+ * layouts 1 and 2 refuses it as newer (-EPROTO) instead of misreading it. */
+#define LAYOUT_JOURNAL 3u
 
 static size_t opt_len(const void *p, size_t n)
 {
@@ -66,7 +73,11 @@ int nd_entry_encode(int kind, const nd_record *rec, const nd_store_event *audit,
     if (!buf)
         return -ENOMEM;
     nd_rec_writer w = {buf};
-    nd_rec_put_u(&w, by || nsup || cl ? LAYOUT_SUPERSEDE : LAYOUT, 1);
+    nd_rec_put_u(&w,
+                 kind == ND_STORE_EVENT ? LAYOUT_JOURNAL
+                 : by || nsup || cl     ? LAYOUT_SUPERSEDE
+                                        : LAYOUT,
+                 1);
     nd_rec_put_u(&w, (uint64_t)kind, 1);
     nd_rec_put_u(&w, rec->status, 1);
     nd_rec_put_u(&w,
@@ -123,15 +134,18 @@ int nd_entry_decode(const uint8_t *buf, size_t len, nd_entry *ch)
     nd_rec_reader r = {buf, buf + len, false};
     memset(ch, 0, sizeof(*ch));
     unsigned layout = (unsigned)nd_rec_get_u(&r, 1);
-    if (layout != LAYOUT && layout != LAYOUT_SUPERSEDE)
+    if (layout != LAYOUT && layout != LAYOUT_SUPERSEDE && layout != LAYOUT_JOURNAL)
         return r.bad ? -EBADMSG : -EPROTO;
     ch->kind = (int)nd_rec_get_u(&r, 1);
+    if ((layout == LAYOUT_JOURNAL) != (ch->kind == ND_STORE_EVENT))
+        return -EBADMSG;
     nd_record *rec = &ch->rec;
     rec->status = (uint8_t)nd_rec_get_u(&r, 1);
     unsigned flags = (unsigned)nd_rec_get_u(&r, 1);
     unsigned known = layout == LAYOUT ? FLAG_AUDIT : FLAG_AUDIT | FLAGS_2;
     if ((flags & ~known) || !(flags & FLAG_SUPERSEDED_BY) != (rec->status != ND_CLAIM_SUPERSEDED) ||
-        (layout == LAYOUT_SUPERSEDE && !(flags & FLAGS_2)))
+        (layout == LAYOUT_SUPERSEDE && !(flags & FLAGS_2)) ||
+        (layout == LAYOUT_JOURNAL && !(flags & FLAG_AUDIT)))
         r.bad = true;
     rec->registered_at_us = (int64_t)nd_rec_get_u(&r, 8);
     rec->simhash = nd_rec_get_u(&r, 8);
@@ -184,8 +198,12 @@ int nd_entry_decode(const uint8_t *buf, size_t len, nd_entry *ch)
         if (rec->client_len == 0 || rec->client_len > ND_CLIENT_MAX)
             r.bad = true;
     }
-    if (r.bad || r.p != r.end || ch->kind < ND_ENTRY_NOOP || ch->kind > ND_STORE_AMEND)
+    if (r.bad || r.p != r.end || ch->kind < ND_ENTRY_NOOP || ch->kind > ND_STORE_EVENT)
         return -EBADMSG;
+    if (ch->kind == ND_STORE_EVENT) { /* the journal write's copy id */
+        ch->audit.copy_id = rec->id_len ? rec->id : NULL;
+        ch->audit.copy_id_len = rec->id_len;
+    }
     return 0;
 }
 

@@ -732,6 +732,7 @@ int lmdb_event_put(nd_store *st, const nd_store_event *ev, nd_store_done_fn done
         return -ENOMEM;
     encode_event(c->data, ev);
     c->ev_len = (uint32_t)esize;
+    c->stream_seq = ev->stream_seq;
     return enqueue(st, c);
 }
 

@@ -151,6 +151,8 @@ typedef enum nd_store_change {
     ND_STORE_DELETE = 3,
     ND_STORE_AMEND = 4, /* nd_store_amend(): rec without its sketch (NULL, 0:
                          * the stored one is unchanged) */
+    ND_STORE_EVENT = 5, /* nd_store_event_put(): a journal write (a replicated
+                         * stream's entry carries its copy id as rec.id) */
 } nd_store_change;
 
 /* The journals kept next to the records (see nd_store_event_put). */
@@ -182,6 +184,10 @@ typedef struct nd_store_event {
                         * bytes (0..ND_EVENT_VALUE_MAX), or NULL with 0;
                         * handed out never NULL, NUL-terminated */
     size_t value_len;
+    uint64_t stream_seq; /* nd_store_event_put() only: the replication stream's
+                          * position of this write, written in the same
+                          * transaction (as nd_record.stream_seq); 0: a local
+                          * write. Visits hand out 0 */
 } nd_store_event;
 
 typedef struct nd_store_stats nd_store_stats;

@@ -744,6 +744,7 @@ static int mem_event_put(nd_store *st, const nd_store_event *ev, nd_store_done_f
     if (j) {
         atomic_fetch_add_explicit(&ms->commits, 1, memory_order_relaxed);
         journal_insert(ms, j, e, NULL);
+        note_seq(ms, ev->stream_seq);
     }
     pthread_rwlock_unlock(&ms->lock);
     if (!j) {
