@@ -609,17 +609,20 @@ static void *delivery_main(void *arg)
 {
     nd_webhooks *wh = arg;
     pthread_setname_np(pthread_self(), "nd-hooks");
-    atomic_store(&wh->latest, wh->src.latest(wh->src.src));
-    for (size_t i = 0; i < wh->nsubs; i++)
-        load_position(&wh->subs[i]);
-    flush_cb(-1, 0, wh); /* the hold, from the positions loaded */
     pump_all(wh);
     event_base_loop(wh->base, EVLOOP_NO_EXIT_ON_EMPTY);
     return NULL;
 }
 
+/* The positions are loaded, and held from the source's retention, on the
+ * caller's thread before delivery starts: nothing undelivered is pruned
+ * meanwhile. */
 int nd_webhooks_start(nd_webhooks *wh)
 {
+    atomic_store(&wh->latest, wh->src.latest(wh->src.src));
+    for (size_t i = 0; i < wh->nsubs; i++)
+        load_position(&wh->subs[i]);
+    flush_cb(-1, 0, wh); /* the hold, from the positions loaded */
     int rc = pthread_create(&wh->thread, NULL, delivery_main, wh);
     if (rc != 0)
         return -rc;
