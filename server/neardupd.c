@@ -37,6 +37,7 @@
 #include "store_metrics.h"
 #include "registry.h"
 #include "replica.h"
+#include "replica_hooks.h"
 #include "store.h"
 #include "store_memory.h"
 #include "webhooks.h"
@@ -507,7 +508,9 @@ static int open_webhooks(daemon_t *d)
     nd_hook_positions *pos = NULL;
     char err[512] = "";
     int rc;
-    if (d->cfg.in_memory) {
+    if (d->replica) { /* the cluster's: one deliverer, positions in JetStream */
+        rc = nd_replica_hook_positions(d->replica, &pos, err, sizeof(err));
+    } else if (d->cfg.in_memory) {
         rc = nd_hook_positions_memory_open(&pos);
     } else {
         char dir[sizeof(d->cfg.data_dir) + 16];

@@ -76,7 +76,8 @@ static void file_close(nd_hook_positions *p)
     free(fp);
 }
 
-static const nd_hook_positions_ops file_ops = {"file", file_load, file_save, file_close};
+static const nd_hook_positions_ops file_ops = {
+    .name = "file", .load = file_load, .save = file_save, .close = file_close};
 
 int nd_hook_positions_file_open(nd_hook_positions **out, const char *dir, char *err, size_t cap)
 {
@@ -141,7 +142,8 @@ static void memory_close(nd_hook_positions *p)
     free(p);
 }
 
-static const nd_hook_positions_ops memory_ops = {"memory", memory_load, memory_save, memory_close};
+static const nd_hook_positions_ops memory_ops = {
+    .name = "memory", .load = memory_load, .save = memory_save, .close = memory_close};
 
 int nd_hook_positions_memory_open(nd_hook_positions **out)
 {

@@ -25,6 +25,12 @@ typedef struct nd_hook_positions_ops {
      * loss) when it returns 0; else -errno and the previous position is
      * still the one kept. */
     int (*save)(nd_hook_positions *p, const char *sub, uint64_t seq);
+    /* Optional (NULL: this process always delivers): 1 when this process
+     * may deliver now, 0 when another one does (a cluster elects one
+     * deliverer: the others stand by, and a newly elected one loads the
+     * positions again). Called often (every poll): the implementation
+     * rate-limits its own work. */
+    int (*lead)(nd_hook_positions *p);
     /* Frees p. */
     void (*close)(nd_hook_positions *p);
 } nd_hook_positions_ops;
@@ -53,6 +59,12 @@ static inline int nd_hook_positions_load(nd_hook_positions *p, const char *sub, 
 static inline int nd_hook_positions_save(nd_hook_positions *p, const char *sub, uint64_t seq)
 {
     return p->ops->save(p, sub, seq);
+}
+
+/* Whether this process delivers now (see the lead op). */
+static inline int nd_hook_positions_lead(nd_hook_positions *p)
+{
+    return p->ops->lead ? p->ops->lead(p) : 1;
 }
 
 /* Frees p; NULL is allowed. */

@@ -30,10 +30,18 @@
 #define BODY_HEAD 160 /* bytes of a failed answer kept for last_error */
 #define EVENT_ID_MAX 64
 
-enum sub_state { ST_STARTING, ST_IDLE, ST_DELIVERING, ST_RETRYING, ST_PAUSED, ST_FAILED };
+enum sub_state {
+    ST_STARTING,
+    ST_IDLE,
+    ST_DELIVERING,
+    ST_RETRYING,
+    ST_PAUSED,
+    ST_FAILED,
+    ST_STANDBY /* another node of the cluster delivers */
+};
 
-static const char *const state_names[] = {"starting", "idle",   "delivering",
-                                          "retrying", "paused", "failed"};
+static const char *const state_names[] = {"starting", "idle",   "delivering", "retrying",
+                                          "paused",   "failed", "standby"};
 
 typedef struct sub {
     nd_webhooks *wh;
@@ -70,6 +78,7 @@ struct nd_webhooks {
     bool running;
     pthread_mutex_t lock;
     _Atomic uint64_t latest;
+    bool leading; /* delivery thread: this process delivers (hook_position.h lead) */
     uint64_t rng;
     sub *subs;
     size_t nsubs;
@@ -205,9 +214,13 @@ static void send_current(sub *s);
  * idle when caught up. */
 static void pump(sub *s)
 {
+    nd_webhooks *wh = s->wh;
+    if (s->state == ST_IDLE && !wh->leading) {
+        s->state = ST_STANDBY;
+        publish(s);
+    }
     if (s->state != ST_IDLE)
         return;
-    nd_webhooks *wh = s->wh;
     for (int round = 0; round < ROUNDS; round++) {
         pick p = {.s = s, .scanned = s->pos};
         int rc = wh->src.after(wh->src.src, s->pos, BATCH, pick_visit, &p);
@@ -234,10 +247,33 @@ static void pump(sub *s)
     publish(s);
 }
 
+static void load_position(sub *s);
+
+/* Asks whether this process delivers (a cluster elects one). Standing by,
+ * idle subscriptions wait; elected, they load their positions again (the
+ * previous deliverer moved them). */
+static void follow_lead(nd_webhooks *wh)
+{
+    bool lead = nd_hook_positions_lead(wh->pos) == 1;
+    if (lead == wh->leading)
+        return;
+    wh->leading = lead;
+    nd_log(ND_LOG_INFO, "webhooks: %s", lead ? "this node delivers" : "another node delivers");
+    for (size_t i = 0; i < wh->nsubs; i++) {
+        sub *s = &wh->subs[i];
+        if (lead && (s->state == ST_STANDBY || s->state == ST_IDLE))
+            load_position(s);
+        else if (!lead && s->state == ST_IDLE)
+            s->state = ST_STANDBY;
+        publish(s);
+    }
+}
+
 /* Every idle subscription behind the latest event looks for its next one
  * (one caught up costs no read: a poll is cheap). */
 static void pump_all(nd_webhooks *wh)
 {
+    follow_lead(wh);
     uint64_t latest = wh->src.latest(wh->src.src);
     atomic_store(&wh->latest, latest);
     for (size_t i = 0; i < wh->nsubs; i++)
@@ -350,8 +386,14 @@ static void retry_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
     sub *s = arg;
-    if (s->state == ST_RETRYING)
-        send_current(s);
+    if (s->state != ST_RETRYING)
+        return;
+    if (!s->wh->leading) { /* the new deliverer sends it again, same id */
+        s->state = ST_STANDBY;
+        publish(s);
+        return;
+    }
+    send_current(s);
 }
 
 /* A failed attempt: pauses the subscription after pause_after_s of
@@ -422,8 +464,9 @@ static void attempt_done(sub *s, CURLcode res)
         s->st.last_delivered_at_us = now;
         pthread_mutex_unlock(&s->wh->lock);
         advance(s, s->cur_seq);
-        s->state = ST_IDLE;
+        s->state = s->wh->leading ? ST_IDLE : ST_STANDBY;
         pump(s);
+        publish(s);
         return;
     }
     char why[256];
