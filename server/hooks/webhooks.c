@@ -277,7 +277,7 @@ static void pump_all(nd_webhooks *wh)
     uint64_t latest = wh->src.latest(wh->src.src);
     atomic_store(&wh->latest, latest);
     for (size_t i = 0; i < wh->nsubs; i++)
-        if (wh->subs[i].pos < latest)
+        if (!wh->leading || wh->subs[i].pos < latest) /* a standby: marked so by pump */
             pump(&wh->subs[i]);
 }
 
