@@ -93,6 +93,9 @@ static void test_config(void)
             "\"secret\": \"0123456789abcdef\"}, {\"name\": \"a\", \"url\": \"http://y/\", "
             "\"secret\": \"0123456789abcdef\"}]}",
             "two subscriptions are named a");
+    refused("{\"subscriptions\": [{\"name\": \"a\", \"url\": \"https://x/\", "
+            "\"secret\": \"0123456789abcdef\", \"ca_file\": \"/nonexistent/ca.pem\"}]}",
+            "cannot read ca_file");
     refused("{\"subscriptions\": [", "line 1");
 
     char secret_path[256], text[1024];

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -70,6 +71,7 @@ void nd_hook_config_destroy(nd_hook_config *c)
     for (size_t i = 0; i < c->nsubs; i++) {
         nd_hook_sub_config *s = &c->subs[i];
         free(s->url);
+        free(s->ca_file);
         wipe_free(s->secret, s->secret_len);
         free_list(s->types, s->ntypes);
         free_list(s->accounts, s->naccounts);
@@ -254,6 +256,15 @@ static int read_sub(reader *rd, json_t *o, size_t index, nd_hook_sub_config *s)
                 return fail(rd, "subscription %s: give secret or secret_file, not both", name);
             if ((rc = read_secret_file(rd, s, json_string_value(v))) < 0)
                 return rc;
+        } else if (strcmp(key, "ca_file") == 0) {
+            const char *ca = json_string_value(v);
+            if (!ca || !ca[0])
+                return fail(rd, "subscription %s: ca_file must be a path", name);
+            if (access(ca, R_OK) < 0)
+                return fail(rd, "subscription %s: cannot read ca_file %s: %s", name, ca,
+                            strerror(errno));
+            if (!(s->ca_file = strdup(ca)))
+                return -ENOMEM;
         } else if (strcmp(key, "types") == 0) {
             if ((rc = read_list(rd, name, key, v, &s->types, &s->ntypes)) < 0)
                 return rc;

@@ -9,6 +9,9 @@
  *      "url": "https://example.com/hook",      http or https
  *      "secret": "...", or "secret_file": PATH  16..4096 bytes (a file's last
  *                                               line end is dropped)
+ *      "ca_file": PATH,                         optional: the CA certificates (PEM)
+ *                                               an https receiver is verified with
+ *                                               (default: the system's)
  *      "types": ["copy.detected"],             optional: only these types
  *      "accounts": ["acme"],                   optional: only these accounts
  *      "timeout_ms": 10000,                    one attempt's deadline
@@ -32,6 +35,7 @@
 typedef struct nd_hook_sub_config {
     char name[ND_HOOK_NAME_MAX + 1];
     char *url;             /* owned */
+    char *ca_file;         /* owned; NULL: the system's CA certificates */
     unsigned char *secret; /* owned; wiped when freed */
     size_t secret_len;
     char **types; /* owned; NULL with 0: every type */

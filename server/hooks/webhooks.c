@@ -22,7 +22,7 @@
 #include "clock.h"
 #include "log.h"
 
-#define POLL_MS 250 /* looks for new events this often without a wake-up */
+#define POLL_MS 100 /* looks for new events this often without a wake-up */
 #define FLUSH_MS 50 /* a delivered position is saved within this */
 #define BATCH 256   /* events read per look */
 #define ROUNDS 16   /* looks in one turn before the others' turn */
@@ -269,12 +269,16 @@ static void follow_lead(nd_webhooks *wh)
     }
 }
 
+/* Every idle subscription behind the latest event looks for its next one
+ * (one caught up costs no read: a poll is cheap). */
 static void pump_all(nd_webhooks *wh)
 {
     follow_lead(wh);
-    atomic_store(&wh->latest, wh->src.latest(wh->src.src));
+    uint64_t latest = wh->src.latest(wh->src.src);
+    atomic_store(&wh->latest, latest);
     for (size_t i = 0; i < wh->nsubs; i++)
-        pump(&wh->subs[i]);
+        if (!wh->leading || wh->subs[i].pos < latest) /* a standby: marked so by pump */
+            pump(&wh->subs[i]);
 }
 
 static void wake_cb(evutil_socket_t fd, short what, void *arg)
@@ -648,17 +652,20 @@ static void *delivery_main(void *arg)
 {
     nd_webhooks *wh = arg;
     pthread_setname_np(pthread_self(), "nd-hooks");
-    atomic_store(&wh->latest, wh->src.latest(wh->src.src));
-    for (size_t i = 0; i < wh->nsubs; i++)
-        load_position(&wh->subs[i]);
-    flush_cb(-1, 0, wh); /* the hold, from the positions loaded */
     pump_all(wh);
     event_base_loop(wh->base, EVLOOP_NO_EXIT_ON_EMPTY);
     return NULL;
 }
 
+/* The positions are loaded, and held from the source's retention, on the
+ * caller's thread before delivery starts: nothing undelivered is pruned
+ * meanwhile. */
 int nd_webhooks_start(nd_webhooks *wh)
 {
+    atomic_store(&wh->latest, wh->src.latest(wh->src.src));
+    for (size_t i = 0; i < wh->nsubs; i++)
+        load_position(&wh->subs[i]);
+    flush_cb(-1, 0, wh); /* the hold, from the positions loaded */
     int rc = pthread_create(&wh->thread, NULL, delivery_main, wh);
     if (rc != 0)
         return -rc;
@@ -692,6 +699,8 @@ static int sub_init(nd_webhooks *wh, sub *s, const nd_hook_sub_config *c)
     long connect_ms = c->timeout_ms < 10000 ? (long)c->timeout_ms : 10000;
     if (curl_easy_setopt(e, CURLOPT_URL, c->url) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK)
+        return -EINVAL;
+    if (c->ca_file && curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file) != CURLE_OK)
         return -EINVAL;
     curl_easy_setopt(e, CURLOPT_PRIVATE, s);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);

@@ -88,13 +88,15 @@ typedef struct nd_webhooks nd_webhooks;
 int nd_webhooks_create(nd_webhooks **out, nd_hook_config *cfg, const nd_hook_source *src,
                        nd_hook_positions *pos, char *err, size_t cap);
 
-/* Starts the delivery thread (loads each position, then delivers). Needs
- * evthread_use_pthreads() called before nd_webhooks_create(). Returns 0 or
- * -errno. */
+/* Loads each subscription's position (on the calling thread: the source
+ * holds the events after the lowest from then on), then starts the
+ * delivery thread. Needs evthread_use_pthreads() called before
+ * nd_webhooks_create(). Returns 0 or -errno (the thread: a subscription
+ * whose position cannot be read is "failed", not an error here). */
 int nd_webhooks_start(nd_webhooks *wh);
 
 /* Tells the delivery thread that events were committed (it also looks
- * every 250 ms). Any thread; does not block or allocate. NULL is allowed. */
+ * every 100 ms). Any thread; does not block or allocate. NULL is allowed. */
 void nd_webhooks_wake(nd_webhooks *wh);
 
 /* Asks the delivery thread to retry subscription name (len bytes) now if
