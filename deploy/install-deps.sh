@@ -12,7 +12,8 @@ build_pkgs=(gcc libc6-dev meson ninja-build pkg-config
             libevent-dev libjansson-dev libxxhash-dev libutf8proc-dev liblmdb-dev
             libjemalloc-dev zlib1g-dev libnats-dev
             libzstd-dev # the store's kept texts, compressed (server/store/text_pack.c)
-            libopencc-dev libicu-dev) # the normalizer's folds: OpenCC t2s, ICU
+            libopencc-dev libicu-dev # the normalizer's folds: OpenCC t2s, ICU
+            libcurl4-openssl-dev libssl-dev) # webhooks: libcurl's multi interface, HMAC-SHA256
 test_pkgs=(python3 python3-yaml python3-jsonschema curl gzip procps lmdb-utils haproxy prometheus systemd
            nats-server # tests/integration/test_replicas.py: a 3-server JetStream cluster
            opencc # tests/integration/test_evasion.py: Traditional/Simplified copies made by OpenCC itself

@@ -27,6 +27,8 @@
 #include "clock.h"
 #include "config.h"
 #include "fingerprint.h"
+#include "hook_config.h"
+#include "hook_feed.h"
 #include "http.h"
 #include "json.h"
 #include "log.h"
@@ -35,8 +37,10 @@
 #include "store_metrics.h"
 #include "registry.h"
 #include "replica.h"
+#include "replica_hooks.h"
 #include "store.h"
 #include "store_memory.h"
+#include "webhooks.h"
 
 #define DRAIN_POLL_MS 20
 #define PROGRESS_MS 1000
@@ -64,7 +68,9 @@ typedef struct daemon {
     nd_registry *reg;
     nd_http *http;
     nd_auth *auth;
-    nd_backfill *backfill; /* POST /import's one slot */
+    nd_backfill *backfill;     /* POST /import's one slot */
+    nd_hook_config *hooks_cfg; /* read at start (--webhooks); the webhooks' once created */
+    nd_webhooks *webhooks;     /* NULL: no subscriptions */
     struct event_base *base;
     struct event *sigterm, *sigint, *drain_timer, *loaded_ev, *delay_timer;
     pthread_t loader;
@@ -440,6 +446,7 @@ static int open_store(daemon_t *d)
         mopts.detections_max = d->cfg.copies_max;
         mopts.audit_max_entries = d->cfg.audit_max_entries;
         mopts.audit_max_age_us = (int64_t)d->cfg.audit_max_age_s * 1000000;
+        mopts.events_max_age_us = (int64_t)d->cfg.events_max_age_s * 1000000;
         int rc = nd_store_memory_open_with(&d->store, &mopts);
         if (rc < 0)
             nd_log(ND_LOG_ERROR, "cannot create the memory store: %s", strerror(-rc));
@@ -454,6 +461,7 @@ static int open_store(daemon_t *d)
     opts.detections_max = d->cfg.copies_max;           /* detections kept per original */
     opts.audit_max_entries = d->cfg.audit_max_entries; /* audit retention */
     opts.audit_max_age_us = (int64_t)d->cfg.audit_max_age_s * 1000000;
+    opts.events_max_age_us = (int64_t)d->cfg.events_max_age_s * 1000000;
     char err[512] = "";
     int rc = nd_store_open(&d->store, d->cfg.data_dir, &opts, err, sizeof(err));
     if (rc < 0)
@@ -488,6 +496,38 @@ static int load_auth(daemon_t *d)
                   : d->cfg.auth_all ? "bearer token required on every endpoint but the probes"
                                     : "bearer token required to register, delete and administer");
     return 0;
+}
+
+/* Sets up webhook delivery of the subscriptions read at start (none: no
+ * thread): positions kept in DATA/webhooks/ (in memory with --in-memory),
+ * events read from the store's feed. Started by start(). */
+static int open_webhooks(daemon_t *d)
+{
+    if (!d->hooks_cfg)
+        return 0;
+    nd_hook_positions *pos = NULL;
+    char err[512] = "";
+    int rc;
+    if (d->replica) { /* the cluster's: one deliverer, positions in JetStream */
+        rc = nd_replica_hook_positions(d->replica, &pos, err, sizeof(err));
+    } else if (d->cfg.in_memory) {
+        rc = nd_hook_positions_memory_open(&pos);
+    } else {
+        char dir[sizeof(d->cfg.data_dir) + 16];
+        snprintf(dir, sizeof(dir), "%s/webhooks", d->cfg.data_dir);
+        rc = nd_hook_positions_file_open(&pos, dir, err, sizeof(err));
+    }
+    if (rc == 0) {
+        nd_hook_source src;
+        nd_hook_feed_source(d->store, &src);
+        rc = nd_webhooks_create(&d->webhooks, d->hooks_cfg, &src, pos, err, sizeof(err));
+    } else {
+        nd_hook_config_destroy(d->hooks_cfg);
+    }
+    d->hooks_cfg = NULL; /* the webhooks' now, or freed */
+    if (rc < 0)
+        nd_log(ND_LOG_ERROR, "cannot start webhook delivery: %s", err[0] ? err : strerror(-rc));
+    return rc;
 }
 
 /* Raises the soft RLIMIT_NOFILE to the hard limit and keeps max_connections
@@ -549,10 +589,15 @@ static int init(daemon_t *d)
                       .backfill = d->backfill,
                       .replica = d->replica,
                       .start_ns = nd_clock_ns()};
+    if ((rc = open_webhooks(d)) < 0)
+        return rc;
+    d->api.webhooks = d->webhooks;
     /* The subsystems' figures on /metrics, in this order after the gauges. */
     if ((rc = nd_metrics_register(d->metrics, nd_store_metrics_collect, d->store)) < 0 ||
         (d->replica &&
-         (rc = nd_metrics_register(d->metrics, nd_replica_metrics_collect, d->replica)) < 0))
+         (rc = nd_metrics_register(d->metrics, nd_replica_metrics_collect, d->replica)) < 0) ||
+        (d->webhooks &&
+         (rc = nd_metrics_register(d->metrics, nd_webhooks_metrics_collect, d->webhooks)) < 0))
         return rc;
     nd_http_hooks hooks = {.routes = nd_api_routes,
                            .admit = nd_api_admit,
@@ -584,6 +629,10 @@ static int start(daemon_t *d)
     int rc = nd_http_start(d->http);
     if (rc < 0)
         return rc;
+    if (d->webhooks && (rc = nd_webhooks_start(d->webhooks)) < 0) {
+        nd_log(ND_LOG_ERROR, "cannot start the webhook thread: %s", strerror(-rc));
+        return rc;
+    }
     if (!nd_store_durable(d->store)) { /* the memory store: nothing to load */
         nd_registry_set_loaded(d->reg);
         if (d->replica && (rc = nd_replica_start(d->replica, d->reg)) < 0)
@@ -626,6 +675,7 @@ static void teardown(daemon_t *d)
     nd_backfill_stop(d->backfill);
     if (d->loader_running)
         pthread_join(d->loader, NULL);
+    nd_webhooks_stop(d->webhooks); /* it reads the store: before the store closes */
     nd_store_close(d->store);
     d->store = NULL;
     d->api.store = NULL;
@@ -643,6 +693,8 @@ static void teardown(daemon_t *d)
     nd_sketcher_destroy(d->sk);
     nd_auth_destroy(d->auth);
     nd_backfill_destroy(d->backfill);
+    nd_webhooks_destroy(d->webhooks);
+    nd_hook_config_destroy(d->hooks_cfg);
     if (d->sigterm)
         event_free(d->sigterm);
     if (d->sigint)
@@ -666,6 +718,13 @@ int main(int argc, char **argv)
         return rc > 0 ? 0 : 2;
     mask_nats_argv(argc, argv);
     nd_log_set_level(d.cfg.log_level);
+    if (d.cfg.webhooks[0]) { /* a bad file is a bad configuration: exit 2 */
+        char err[1024];
+        if (nd_hook_config_load(&d.hooks_cfg, d.cfg.webhooks, err, sizeof(err)) < 0) {
+            fprintf(stderr, "neardupd: %s\n", err);
+            return 2;
+        }
+    }
     signal(SIGPIPE, SIG_IGN);
     evthread_use_pthreads();
 

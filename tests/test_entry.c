@@ -105,6 +105,40 @@ static void empty_fields(void)
     free(buf);
 }
 
+/* A journal write (a detection) crosses the stream whole, under its own
+ * layout byte, with its copy id; an import's audit entry has none. */
+static void journal_writes(void)
+{
+    nd_store_event det = {.kind = ND_EVENT_DETECTION,
+                          .owner_at = 1700000000000000,
+                          .at_us = 1700000000123456,
+                          .copy_id = "copy-7",
+                          .copy_id_len = 6,
+                          .value = "{\"kind\":\"near_duplicate\"}",
+                          .value_len = 25};
+    nd_record rec = {.id = det.copy_id, .id_len = det.copy_id_len, .version = ""};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    REQUIRE(nd_entry_encode(ND_STORE_EVENT, &rec, &det, &buf, &len) == 0);
+    CHECK(buf[0] == 4);
+    nd_entry ch;
+    REQUIRE(nd_entry_decode(buf, len, &ch) == 0);
+    CHECK(ch.kind == ND_STORE_EVENT && ch.has_audit);
+    CHECK(ch.audit.kind == ND_EVENT_DETECTION && ch.audit.owner_at == det.owner_at &&
+          ch.audit.at_us == det.at_us);
+    CHECK(ch.audit.copy_id_len == 6 && memcmp(ch.audit.copy_id, "copy-7", 6) == 0);
+    CHECK(ch.audit.value_len == det.value_len && memcmp(ch.audit.value, det.value, 25) == 0);
+    free(buf);
+    nd_store_event imp = {.kind = ND_EVENT_AUDIT, .at_us = 5, .value = "{}", .value_len = 2};
+    nd_record none = {.version = ""};
+    REQUIRE(nd_entry_encode(ND_STORE_EVENT, &none, &imp, &buf, &len) == 0);
+    REQUIRE(nd_entry_decode(buf, len, &ch) == 0);
+    CHECK(ch.audit.kind == ND_EVENT_AUDIT && !ch.audit.copy_id && ch.audit.copy_id_len == 0);
+    buf[3] = 0; /* no audit flag: not a journal write */
+    CHECK(nd_entry_decode(buf, len, &ch) == -EBADMSG);
+    free(buf);
+}
+
 static void refuses_bad_bytes(void)
 {
     nd_record r = full_record();
@@ -120,10 +154,13 @@ static void refuses_bad_bytes(void)
     memcpy(pad, buf, len);
     pad[len] = 0;
     CHECK(nd_entry_decode(pad, len + 1, &ch) == -EBADMSG); /* trailing bytes */
-    pad[0] = 4;                                            /* a layout this build does not know */
+    pad[0] = 9;                                            /* a layout this build does not know */
     CHECK(nd_entry_decode(pad, len, &ch) == -EPROTO);
     memcpy(pad, buf, len);
     pad[1] = 9; /* an unknown kind */
+    CHECK(nd_entry_decode(pad, len, &ch) == -EBADMSG);
+    memcpy(pad, buf, len);
+    pad[0] = 4; /* a journal write's layout with a record's kind */
     CHECK(nd_entry_decode(pad, len, &ch) == -EBADMSG);
     free(pad);
     free(buf);
@@ -294,6 +331,7 @@ int main(void)
     UNIT_RUN(round_trip);
     UNIT_RUN(empty_fields);
     UNIT_RUN(refuses_bad_bytes);
+    UNIT_RUN(journal_writes);
     UNIT_RUN(supersede_fields);
     UNIT_RUN(client_field);
     UNIT_RUN(text_field);

@@ -36,6 +36,7 @@ typedef struct nd_api {
     const nd_auth *auth;          /* borrowed; NULL: no token, nothing guarded */
     struct nd_backfill *backfill; /* borrowed: POST /import's one slot (backfill.h) */
     struct nd_replica *replica;   /* borrowed; NULL: one node (replica.h) */
+    struct nd_webhooks *webhooks; /* borrowed; NULL: no subscriptions (webhooks.h) */
     int64_t start_ns;             /* CLOCK_MONOTONIC at start */
     _Atomic uint64_t load_done, load_total;
     _Atomic bool load_failed; /* the store could not be read: never ready */

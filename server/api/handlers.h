@@ -18,6 +18,9 @@ void handle_replica(nd_req *r);     /* probes.c */
 void handle_fingerprint(nd_req *r); /* fingerprint.c */
 void handle_check(nd_req *r);       /* check.c */
 void handle_document(nd_req *r);    /* documents.c */
+void handle_events(nd_req *r);      /* events.c */
+void handle_webhooks(nd_req *r);    /* webhooks_api.c: GET /webhooks */
+void handle_webhook(nd_req *r);     /* webhooks_api.c: POST /webhooks/{name}/resume */
 void handle_compare(nd_req *r);     /* compare.c */
 void handle_console(nd_req *r);     /* console.c */
 

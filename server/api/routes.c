@@ -29,8 +29,13 @@ const nd_route_def nd_api_routes[] = {
     {"/documents/", true, ND_ROUTE_DOCUMENTS, DOCUMENTS_ALL, DOCUMENT_ALLOW, ND_API_AUTH_ACCOUNT,
      handle_document},
     {"/audit", false, ND_ROUTE_AUDIT, GET_HEAD, "GET, HEAD", ND_API_AUTH_TOKEN, nd_workflow_audit},
+    {"/events", false, ND_ROUTE_EVENTS, GET_HEAD, "GET, HEAD", ND_API_AUTH_TOKEN, handle_events},
     {"/import", false, ND_ROUTE_IMPORT, EVHTTP_REQ_POST, "POST", ND_API_AUTH_TOKEN,
      nd_backfill_handle},
+    {"/webhooks", false, ND_ROUTE_WEBHOOKS, GET_HEAD, "GET, HEAD", ND_API_AUTH_OPERATOR,
+     handle_webhooks},
+    {"/webhooks/", true, ND_ROUTE_WEBHOOKS, EVHTTP_REQ_POST, "POST", ND_API_AUTH_OPERATOR,
+     handle_webhook},
     /* The review console: a static page (its API calls carry the token). */
     {"/console/", true, ND_ROUTE_CONSOLE, GET_HEAD, "GET, HEAD", ND_API_AUTH_NONE, handle_console},
     {"/console", false, ND_ROUTE_CONSOLE, GET_HEAD, "GET, HEAD", ND_API_AUTH_NONE, handle_console},

@@ -53,9 +53,11 @@ void nd_config_defaults(nd_config *cfg)
     cfg->access_log = true;                         /* one line per request */
     cfg->default_reprint = ND_CONFIG_REPRINT_ALLOW; /* the usual platform rule */
     cfg->copies_max = 10000;                        /* detections per original */
-    cfg->audit_max_entries = 10000000; /* audit log: ~2-3 GB at most, years of changes */
-    cfg->audit_max_age_s = 0;          /* no age limit: the count bounds it */
-    cfg->nats[0] = 0;                  /* one node, no replication */
+    cfg->audit_max_entries = 10000000;  /* audit log: ~2-3 GB at most, years of changes */
+    cfg->audit_max_age_s = 0;           /* no age limit: the count bounds it */
+    cfg->events_max_age_s = 30 * 86400; /* the event feed: 30 days */
+    cfg->nats[0] = 0;                   /* one node, no replication */
+    cfg->webhooks[0] = 0;               /* no webhook subscriptions */
     snprintf(cfg->stream, sizeof(cfg->stream), "neardup");
     cfg->node_name[0] = 0;       /* the host name */
     cfg->stream_replicas = 3;    /* a Raft quorum of 2 survives one server */
@@ -160,6 +162,9 @@ static const opt_desc options[] = {
      4000000000u, false, "audit log entries kept, the oldest dropped; 0 = no limit"},
     {"audit-max-age", "NEARDUP_AUDIT_MAX_AGE", "SECONDS", T_UINT, OFF(audit_max_age_s), 0,
      4000000000u, false, "audit log entries older than this are dropped; 0 = no age limit"},
+    {"events-max-age", "NEARDUP_EVENTS_MAX_AGE", "SECONDS", T_UINT, OFF(events_max_age_s), 0,
+     4000000000u, false,
+     "events of GET /events older than this are dropped once every webhook has them; 0 = kept"},
     {"nats", "NEARDUP_NATS", "URLS", T_PATH, OFF(nats), 0, 0, false,
      "replicate through NATS JetStream at these comma-separated URLs (default: one node)"},
     {"stream", "NEARDUP_STREAM", "NAME", T_PATH, OFF(stream), 0, 0, false,
@@ -186,6 +191,8 @@ static const opt_desc options[] = {
      "this node's client certificate chain (PEM) for NATS TLS (with --nats-tls-key)"},
     {"nats-tls-key", "NEARDUP_NATS_TLS_KEY", "PATH", T_PATH, OFF(nats_tls_key), 0, 0, false,
      "the private key (PEM) of --nats-tls-cert"},
+    {"webhooks", "NEARDUP_WEBHOOKS", "PATH", T_PATH, OFF(webhooks), 0, 0, false,
+     "JSON file of the webhook subscriptions (URL, secret, filters), read at start"},
 };
 
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
@@ -612,7 +619,7 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
             "\"drain_delay\":%u,"
             "\"map_size\":%zu,\"sync\":%s,\"keep_text\":%s,\"log_level\":\"%s\",\"access_log\":%s,"
             "\"default_reprint\":\"%s\",\"copies_max\":%u,"
-            "\"audit_max_entries\":%u,\"audit_max_age\":%u,"
+            "\"audit_max_entries\":%u,\"audit_max_age\":%u,\"events_max_age\":%u,"
             "\"stream_replicas\":%u,\"max_lag\":%u,\"nats_timeout_ms\":%u",
             cfg->in_memory ? "true" : "false", cfg->threads,
             cfg->accept_mode == ND_ACCEPT_SHARED ? "shared" : "reuseport", cfg->k, cfg->min_chars,
@@ -623,8 +630,8 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
             cfg->map_size, cfg->sync ? "true" : "false", cfg->keep_text ? "true" : "false",
             nd_log_level_name(cfg->log_level), cfg->access_log ? "true" : "false",
             cfg->default_reprint == ND_CONFIG_REPRINT_FORBID ? "forbid" : "allow", cfg->copies_max,
-            cfg->audit_max_entries, cfg->audit_max_age_s, cfg->stream_replicas, cfg->max_lag,
-            cfg->nats_timeout_ms);
+            cfg->audit_max_entries, cfg->audit_max_age_s, cfg->events_max_age_s,
+            cfg->stream_replicas, cfg->max_lag, cfg->nats_timeout_ms);
         pos = n < 0 ? pos : pos + (size_t)n;
     }
     static const char *const names[] = {",\"nats\":",
@@ -636,7 +643,8 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
                                         ",\"nats_creds\":",
                                         ",\"nats_tls_ca\":",
                                         ",\"nats_tls_cert\":",
-                                        ",\"nats_tls_key\":"};
+                                        ",\"nats_tls_key\":",
+                                        ",\"webhooks\":"};
     char nats[sizeof(cfg->nats)]; /* its credentials never logged */
     nd_config_redact_urls(cfg->nats, nats, sizeof(nats));
     const char *values[] = {nats,
@@ -648,7 +656,8 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
                             cfg->nats_creds,
                             cfg->nats_tls_ca,
                             cfg->nats_tls_cert,
-                            cfg->nats_tls_key};
+                            cfg->nats_tls_key,
+                            cfg->webhooks};
     for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])) && pos < cap; i++) {
         n = snprintf(buf + pos, cap - pos, "%s", names[i]);
         pos += (size_t)n;

@@ -61,6 +61,7 @@ typedef struct nd_config {
                                  * (10000; 0 = unbounded) */
     unsigned audit_max_entries; /* audit entries kept, the oldest dropped by later
                                  * commits (10000000; 0 = unbounded) */
+    unsigned events_max_age_s;  /* feed events older than this dropped once delivered (0: kept) */
     unsigned audit_max_age_s;   /* audit entries older than this dropped by later
                                  * commits, seconds (0 = kept whatever their age) */
     /* Replicas (server/replica): */
@@ -80,6 +81,8 @@ typedef struct nd_config {
     char nats_tls_ca[4096];        /* CA certificates (PEM): TLS with verified servers */
     char nats_tls_cert[4096];      /* client certificate chain (PEM) */
     char nats_tls_key[4096];       /* its private key (PEM) */
+    /* Webhooks (server/hooks): */
+    char webhooks[4096]; /* the subscriptions' JSON file ("": none; see hook_config.h) */
 } nd_config;
 
 /* Fills cfg with the defaults. */

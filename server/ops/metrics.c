@@ -30,8 +30,9 @@ struct nd_metrics {
 };
 
 static const char *const route_names[ND_ROUTE_COUNT] = {
-    "/healthz", "/readyz", "/metrics", "/fingerprint", "/check-original", "/documents/{id}",
-    "/replica", "/audit", "/import", "/compare", "/console/", "other",
+    "/healthz",  "/readyz",  "/metrics", "/fingerprint", "/check-original", "/documents/{id}",
+    "/replica",  "/audit",   "/import",  "/events",      "/webhooks",       "/compare",
+    "/console/", "other",
 };
 
 static const int statuses[ND_METRICS_STATUSES] = {

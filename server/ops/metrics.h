@@ -25,6 +25,8 @@ enum nd_route {
     ND_ROUTE_REPLICA,
     ND_ROUTE_AUDIT,
     ND_ROUTE_IMPORT,
+    ND_ROUTE_EVENTS,
+    ND_ROUTE_WEBHOOKS,
     ND_ROUTE_COMPARE,
     ND_ROUTE_CONSOLE, /* the review console's files */
     ND_ROUTE_OTHER, /* unknown paths and requests libevent refused itself */

@@ -14,6 +14,16 @@ static void fail(nd_replica *r, uint64_t seq, const char *what, int rc)
     atomic_store(&r->failed, true);
 }
 
+/* Writes the journal write ch (an ND_STORE_EVENT) to the local store at
+ * position pos. Returns as nd_store_event_put(). */
+static int put_journal(nd_replica *r, const nd_entry *ch, uint64_t pos, nd_store_done_fn done,
+                       void *arg)
+{
+    nd_store_event ev = ch->audit;
+    ev.stream_seq = pos;
+    return nd_store_event_put(r->local, &ev, done, arg);
+}
+
 /* Writes one of this node's own changes (pending in the registry) to the
  * local store at position pos; the registry's done callback answers the
  * client. */
@@ -36,6 +46,7 @@ static void apply_own(nd_replica *r, pub_item *it, const nd_entry *ch, uint64_t 
             rc = nd_store_delete_audited(r->local, rec->id, rec->id_len, rec->registered_at_us, pos,
                                          ch->has_audit ? &ch->audit : NULL, it->done, it->arg);
             break;
+        case ND_STORE_EVENT: rc = put_journal(r, ch, pos, it->done, it->arg); break;
         default: rc = -EBADMSG;
         }
         if (rc == -EBUSY)
@@ -77,6 +88,13 @@ static bool apply_other(nd_replica *r, const nd_entry *ch, uint64_t pos)
     if (ch->kind == ND_ENTRY_NOOP)
         return true;
     int rc;
+    if (ch->kind == ND_STORE_EVENT) { /* a journal write: the registry holds none */
+        while ((rc = put_journal(r, ch, pos, NULL, NULL)) == -EBUSY && !stopping(r))
+            usleep(1000);
+        if (rc < 0 && rc != -ESHUTDOWN && rc != -EBUSY)
+            fail(r, pos >> POS_SHIFT, "writing a journal entry of it failed", rc);
+        return rc >= 0;
+    }
     for (;;) {
         pthread_mutex_lock(&r->mu);
         r->woken = false;

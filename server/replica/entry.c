@@ -21,7 +21,9 @@
  * An entry with none of flags 2, 4, 8 and 16 is the same bytes as layout
  * 1; one without flag 16, as layout 2. A node reads all three (a rolling
  * upgrade: an older node refuses only the entries that carry a text, as
- * newer: -EPROTO). */
+ * newer: -EPROTO).
+ * Layout 4: a journal write (ND_STORE_EVENT), layout 2's fields with the
+ * event as the audit (flag 1) and its copy id (if any) as the id. */
 #include "entry.h"
 #include "record.h"
 #include "text_pack.h"
@@ -45,6 +47,11 @@
  * carries a text (the previous layouts otherwise). */
 #define LAYOUT_TEXT 3u
 #define FLAG_TEXT 16u
+/* A journal write (kind ND_STORE_EVENT: a detection, an import's audit
+ * entry): layout 2's fields with the event as the audit and its copy id
+ * as the id, under its own layout byte, so that a node that knows only
+ * layouts 1 to 3 refuses it as newer (-EPROTO) instead of misreading it. */
+#define LAYOUT_JOURNAL 4u
 
 static size_t opt_len(const void *p, size_t n)
 {
@@ -79,7 +86,12 @@ static int encode(int kind, const nd_record *rec, const nd_store_event *audit, c
     if (!buf)
         return -ENOMEM;
     nd_rec_writer w = {buf};
-    nd_rec_put_u(&w, text ? LAYOUT_TEXT : by || nsup || cl ? LAYOUT_SUPERSEDE : LAYOUT, 1);
+    nd_rec_put_u(&w,
+                 kind == ND_STORE_EVENT ? LAYOUT_JOURNAL
+                 : text                 ? LAYOUT_TEXT
+                 : by || nsup || cl     ? LAYOUT_SUPERSEDE
+                                        : LAYOUT,
+                 1);
     nd_rec_put_u(&w, (uint64_t)kind, 1);
     nd_rec_put_u(&w, rec->status, 1);
     nd_rec_put_u(&w,
@@ -156,18 +168,23 @@ int nd_entry_decode(const uint8_t *buf, size_t len, nd_entry *ch)
     nd_rec_reader r = {buf, buf + len, false};
     memset(ch, 0, sizeof(*ch));
     unsigned layout = (unsigned)nd_rec_get_u(&r, 1);
-    if (layout != LAYOUT && layout != LAYOUT_SUPERSEDE && layout != LAYOUT_TEXT)
+    if (layout != LAYOUT && layout != LAYOUT_SUPERSEDE && layout != LAYOUT_TEXT &&
+        layout != LAYOUT_JOURNAL)
         return r.bad ? -EBADMSG : -EPROTO;
     ch->kind = (int)nd_rec_get_u(&r, 1);
+    if ((layout == LAYOUT_JOURNAL) != (ch->kind == ND_STORE_EVENT))
+        return -EBADMSG;
     nd_record *rec = &ch->rec;
     rec->status = (uint8_t)nd_rec_get_u(&r, 1);
     unsigned flags = (unsigned)nd_rec_get_u(&r, 1);
     unsigned known = layout == LAYOUT             ? FLAG_AUDIT
                      : layout == LAYOUT_SUPERSEDE ? FLAG_AUDIT | FLAGS_2
+                     : layout == LAYOUT_JOURNAL   ? FLAG_AUDIT | FLAGS_2
                                                   : FLAG_AUDIT | FLAGS_2 | FLAG_TEXT;
     if ((flags & ~known) || !(flags & FLAG_SUPERSEDED_BY) != (rec->status != ND_CLAIM_SUPERSEDED) ||
         (layout == LAYOUT_SUPERSEDE && !(flags & FLAGS_2)) ||
-        (layout == LAYOUT_TEXT && !(flags & FLAG_TEXT)))
+        (layout == LAYOUT_TEXT && !(flags & FLAG_TEXT)) ||
+        (layout == LAYOUT_JOURNAL && !(flags & FLAG_AUDIT)))
         r.bad = true;
     rec->registered_at_us = (int64_t)nd_rec_get_u(&r, 8);
     rec->simhash = nd_rec_get_u(&r, 8);
@@ -228,8 +245,12 @@ int nd_entry_decode(const uint8_t *buf, size_t len, nd_entry *ch)
             (ch->kind != ND_STORE_PUT && ch->kind != ND_STORE_REPLACE))
             r.bad = true;
     }
-    if (r.bad || r.p != r.end || ch->kind < ND_ENTRY_NOOP || ch->kind > ND_STORE_AMEND)
+    if (r.bad || r.p != r.end || ch->kind < ND_ENTRY_NOOP || ch->kind > ND_STORE_EVENT)
         return -EBADMSG;
+    if (ch->kind == ND_STORE_EVENT) { /* the journal write's copy id */
+        ch->audit.copy_id = rec->id_len ? rec->id : NULL;
+        ch->audit.copy_id_len = rec->id_len;
+    }
     return 0;
 }
 

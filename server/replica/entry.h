@@ -28,7 +28,9 @@ typedef struct nd_entry {
     nd_record_ref supersede[ND_STORE_SUPERSEDE_MAX]; /* rec.supersede points here */
 } nd_entry;
 
-/* Encodes a write into a new buffer (free() it): kind ND_STORE_PUT,
+/* Encodes a write into a new buffer (free() it): kind ND_STORE_EVENT (rec:
+ * the journal write's copy id as id, version "", audit: the event),
+ * ND_STORE_PUT,
  * (rec->supersede: at most ND_STORE_SUPERSEDE_MAX, ids non-empty),
  * ND_STORE_REPLACE, ND_STORE_AMEND (audit: its audit event or NULL; the
  * records rec->supersede names go with it) or

@@ -1,6 +1,8 @@
 /* replica.c - a node of a replicated neardup on NATS JetStream (replica.h):
  * the store in front of the local one, the publisher, the prober, the
  * syncer, the connection and the node's life (replica_internal.h). */
+#include "feed.h"
+#include "record.h"
 #include "replica_internal.h"
 
 /* ---- the store interface: local changes are queued, stream changes pass ---- */
@@ -10,6 +12,7 @@
 static int queue_local(nd_replica *r, int kind, const nd_record *rec, const nd_store_event *audit,
                        nd_store_done_fn done, void *arg)
 {
+    bool unfenced = kind == ND_STORE_EVENT;
     if (!atomic_load(&r->writable) || atomic_load(&r->failed)) { /* never met by the applier */
         atomic_fetch_add(&r->unavailable, 1);
         return -ENOTCONN;
@@ -39,7 +42,8 @@ static int queue_local(nd_replica *r, int kind, const nd_record *rec, const nd_s
         free(it);
         return rc;
     }
-    it->based = atomic_load(&r->applied_seq);
+    it->based = unfenced ? UINT64_MAX : atomic_load(&r->applied_seq);
+    it->unfenced = unfenced;
     it->done = done;
     it->arg = arg;
     pthread_mutex_lock(&r->mu);
@@ -100,15 +104,40 @@ static int rep_delete_at(nd_store *st, const char *id, size_t id_len, int64_t at
     return nd_store_delete_audited(r->local, id, id_len, at, seq, audit, done, arg);
 }
 
+/* A journal write (a detection, an import's audit entry) travels in the
+ * stream like every other write, so that every node holds the same
+ * journals and the same event feed, in the same order. */
 static int rep_event_put(nd_store *st, const nd_store_event *ev, nd_store_done_fn done, void *arg)
 {
-    return nd_store_event_put(rep_of(st)->local, ev, done, arg);
+    nd_replica *r = rep_of(st);
+    if (ev->stream_seq) /* a stream change: the applier notes it */
+        return nd_store_event_put(r->local, ev, done, arg);
+    if (!nd_record_event_ok(ev))
+        return -EINVAL;
+    nd_record rec = {.id = ev->copy_id, .id_len = ev->copy_id_len, .version = ""};
+    return queue_local(r, ND_STORE_EVENT, &rec, ev, done, arg);
 }
 
 static int rep_events(nd_store *st, nd_event_kind kind, int64_t owner_at, int64_t before_at,
                       size_t limit, int (*visit)(void *arg, const nd_store_event *ev), void *arg)
 {
     return nd_store_events(rep_of(st)->local, kind, owner_at, before_at, limit, visit, arg);
+}
+
+static int rep_feed_scan(nd_store *st, uint64_t from, bool descending,
+                         int (*visit)(void *arg, const nd_event_rec *ev), void *arg)
+{
+    return nd_store_feed_scan(rep_of(st)->local, from, descending, visit, arg);
+}
+
+static void rep_feed_bounds(nd_store *st, uint64_t *oldest, uint64_t *latest)
+{
+    nd_store_feed_bounds(rep_of(st)->local, oldest, latest);
+}
+
+static void rep_feed_hold(nd_store *st, uint64_t seq)
+{
+    nd_store_feed_hold(rep_of(st)->local, seq);
 }
 
 static int rep_audit_of(nd_store *st, int64_t owner_at, const char *doc, size_t len,
@@ -174,6 +203,9 @@ static const nd_store_ops replica_ops = {
     .event_put = rep_event_put,
     .list_events = rep_events,
     .list_audit = rep_audit_of,
+    .feed_scan = rep_feed_scan,
+    .feed_bounds = rep_feed_bounds,
+    .feed_hold = rep_feed_hold,
     .delete_at = rep_delete_at,
     .scan = rep_scan,
     .get = rep_get,
@@ -208,9 +240,21 @@ static void refuse_stale(nd_replica *r, pub_item **items, size_t n, uint64_t tar
         }
         pthread_cond_timedwait(&r->progress, &r->mu, &ts);
     }
+    /* Journal writes were decided on no state: they go again, first. */
+    for (size_t i = n; i-- > 0;)
+        if (items[i]->unfenced && !r->stopping) {
+            items[i]->next = r->queue.head;
+            r->queue.head = items[i];
+            if (!r->queue.tail)
+                r->queue.tail = items[i];
+            r->queue.n++;
+            items[i] = NULL;
+        }
+    pthread_cond_signal(&r->work);
     pthread_mutex_unlock(&r->mu);
     for (size_t i = 0; i < n; i++)
-        item_finish(items[i], -ESTALE);
+        if (items[i])
+            item_finish(items[i], -ESTALE);
 }
 
 /* The entry of items[0..n): their frames, in order. NULL: out of memory. */

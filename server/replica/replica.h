@@ -28,9 +28,11 @@
  * original: both decisions were based on the same sequence, and only one
  * entry can follow it.
  *
- * Not replicated: detections (nd_store_event_put() goes to the local store
- * as it is). Reads (scan, get, sketches, count, events) are the local
- * store's. */
+ * Journal writes (nd_store_event_put(): detections, an import's audit
+ * entry) travel the same way, unfenced: decided on no state, an entry
+ * refused for the stream's end is published again, never refused to its
+ * caller; so every node holds the same journals and event feed. Reads
+ * (scan, get, sketches, count, events, the feed) are the local store's. */
 #ifndef ND_REPLICA_H
 #define ND_REPLICA_H
 

@@ -54,6 +54,9 @@ typedef struct pub_item {
     struct pub_item *next;
     uint64_t token;   /* this process's number of the change, in decision order */
     uint64_t based;   /* the last entry applied when it was decided */
+    bool unfenced;    /* a journal write: decided on no state, so never stale
+                       * (an entry refused for the stream's end is published
+                       * again, not refused to its caller) */
     uint64_t seq;     /* its entry, once acknowledged (0 before) */
     int64_t acked_ms; /* when acknowledged (0 before) */
     uint8_t *bytes;   /* nd_entry_encode() */

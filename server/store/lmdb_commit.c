@@ -6,6 +6,7 @@
  * callbacks (store_lmdb.c: "Concurrency", "Space",
  * "Headroom"). */
 #include "lmdb_commit.h"
+#include "lmdb_feed.h"
 #include "lmdb_journals.h"
 #include "lmdb_open.h"
 
@@ -76,6 +77,54 @@ static int apply_put(nd_store *st, MDB_txn *txn, write_op *c, int64_t *last, txn
     return 0;
 }
 
+/* Writes the packed text p[0..n) kept with the record at key (KEY_SIZE
+ * bytes) as chunks of TEXT_CHUNK bytes, each tried with MDB_APPEND first
+ * when append (a put: its keys follow every stored one's, mostly). */
+static int text_put(nd_store *st, MDB_txn *txn, const unsigned char *key, const unsigned char *p,
+                    size_t n, bool append)
+{
+    unsigned char tk[TEXT_KEY];
+    int64_t t = rd_key(key);
+    for (uint32_t i = 0; n > 0; i++) {
+        size_t len = n < TEXT_CHUNK ? n : TEXT_CHUNK;
+        wr_text_key(tk, t, i);
+        MDB_val k = {TEXT_KEY, tk}, v = {len, (void *)p};
+        int rc = append ? mdb_put(txn, st->text_dbi, &k, &v, MDB_APPEND) : MDB_KEYEXIST;
+        if (rc == MDB_KEYEXIST) {
+            v = (MDB_val){len, (void *)p};
+            rc = mdb_put(txn, st->text_dbi, &k, &v, 0);
+        }
+        if (rc)
+            return rc;
+        p += len;
+        n -= len;
+    }
+    return 0;
+}
+
+/* Deletes every chunk of the text kept with the record at key (none:
+ * nothing). Returns 0 or the LMDB error. */
+static int text_drop(nd_store *st, MDB_txn *txn, const unsigned char *key)
+{
+    MDB_cursor *cur;
+    unsigned char tk[TEXT_KEY];
+    int64_t t = rd_key(key);
+    int rc = mdb_cursor_open(txn, st->text_dbi, &cur);
+    if (rc)
+        return rc;
+    for (;;) {
+        wr_text_key(tk, t, 0);
+        MDB_val k = {TEXT_KEY, tk}, v;
+        rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+        if (rc || k.mv_size != TEXT_KEY || memcmp(k.mv_data, key, KEY_SIZE) != 0)
+            break;
+        if ((rc = mdb_cursor_del(cur, 0)) != 0)
+            break;
+    }
+    mdb_cursor_close(cur);
+    return rc == MDB_NOTFOUND || rc == 0 ? 0 : rc;
+}
+
 /* Puts the sketches, then the texts, then the audit events, of the
  * records that the puts from first up to (not including) stop inserted
  * (apply_put: status 0). Sketches and texts are tried with MDB_APPEND
@@ -99,20 +148,18 @@ static int put_sketches(nd_store *st, MDB_txn *txn, write_op *first, const write
     for (write_op *c = first; c != stop; c = c->next) {
         if (c->kind != OP_PUT || c->status != 0 || !c->text_len)
             continue;
-        MDB_val k = {KEY_SIZE, c->data};
-        MDB_val tv = {c->text_len, op_text(c)};
-        int rc = mdb_put(txn, st->text_dbi, &k, &tv, MDB_APPEND);
-        if (rc == MDB_KEYEXIST) {
-            tv = (MDB_val){c->text_len, op_text(c)};
-            rc = mdb_put(txn, st->text_dbi, &k, &tv, 0);
-        }
+        int rc = text_put(st, txn, c->data, op_text(c), c->text_len, true);
         if (rc)
             return rc;
     }
     for (write_op *c = first; c != stop; c = c->next) {
         if (c->kind != OP_PUT || c->status != 0 || !c->ev_len)
             continue;
-        int rc = lmdb_apply_event(st, txn, c->data + c->len - c->ev_len, c->ev_len, res);
+        nd_record subject;
+        MDB_val k = {KEY_SIZE, c->data}, v = {op_value_len(c), c->data + KEY_SIZE};
+        bool known = decode_value(&k, &v, &subject) == 0;
+        int rc = lmdb_apply_event(st, txn, c->data + c->len - c->ev_len, c->ev_len,
+                                  known ? &subject : NULL, res);
         if (rc)
             return rc;
     }
@@ -169,14 +216,12 @@ static int apply_at_key(nd_store *st, MDB_txn *txn, MDB_cursor *cur, write_op *c
         rc = mdb_del(txn, st->sketch_dbi, &k, NULL);
         rc = rc == MDB_NOTFOUND ? 0 : rc;
     }
-    /* So does its kept text. */
-    if (rc == 0 && c->kind == OP_REPLACE_AT && c->text_len) {
-        MDB_val tv = {c->text_len, op_text(c)};
-        rc = mdb_put(txn, st->text_dbi, &k, &tv, 0);
-    } else if (rc == 0 && !c->keep_sketch) {
-        rc = mdb_del(txn, st->text_dbi, &k, NULL);
-        rc = rc == MDB_NOTFOUND ? 0 : rc;
-    }
+    /* So does its kept text (a replace's shorter text must not keep the
+     * old one's last chunks: the old chunks go first). */
+    if (rc == 0 && !c->keep_sketch)
+        rc = text_drop(st, txn, c->data);
+    if (rc == 0 && c->kind == OP_REPLACE_AT && c->text_len)
+        rc = text_put(st, txn, c->data, op_text(c), c->text_len, false);
     if (rc)
         return rc;
     c->status = 0;
@@ -226,6 +271,27 @@ static int apply_supersede(nd_store *st, MDB_txn *txn, write_op *c)
  * the same transaction). */
 static int apply_at(nd_store *st, MDB_txn *txn, write_op *c, txn_result *res)
 {
+    /* The record an audited write concerns, for the feed: an amendment's
+     * new value, a deletion's stored one (copied: it goes). */
+    nd_record subject;
+    bool known = false;
+    char account[ND_ACCOUNT_MAX];
+    MDB_val sk = {KEY_SIZE, c->data}, sv = {op_value_len(c), c->data + KEY_SIZE};
+    if (c->ev_len && c->kind == OP_AMEND)
+        known = decode_value(&sk, &sv, &subject) == 0;
+    else if (c->ev_len && c->kind == OP_DELETE_AT && mdb_get(txn, st->dbi, &sk, &sv) == 0 &&
+             decode_value(&sk, &sv, &subject) == 0) {
+        known = true;
+        subject.id = NULL; /* points into the map: not used */
+        subject.id_len = 0;
+        if (subject.account_len && subject.account_len <= sizeof(account)) {
+            memcpy(account, subject.account, subject.account_len);
+            subject.account = account;
+        } else {
+            subject.account = NULL;
+            subject.account_len = 0;
+        }
+    }
     MDB_cursor *cur;
     int rc = mdb_cursor_open(txn, st->dbi, &cur);
     if (rc)
@@ -237,14 +303,15 @@ static int apply_at(nd_store *st, MDB_txn *txn, write_op *c, txn_result *res)
     if (rc == 0 && c->status == 0 && c->kind == OP_AMEND && c->sup_len)
         rc = apply_supersede(st, txn, c);
     if (rc == 0 && c->status == 0 && c->kind != OP_REPLACE_AT && c->ev_len)
-        rc = lmdb_apply_event(st, txn, c->data + c->len - c->ev_len, c->ev_len, res);
+        rc = lmdb_apply_event(st, txn, c->data + c->len - c->ev_len, c->ev_len,
+                              known ? &subject : NULL, res);
     return rc;
 }
 
 /* Applies one OP_EVENT. */
 static int apply_event_op(nd_store *st, MDB_txn *txn, write_op *c, txn_result *res)
 {
-    int rc = lmdb_apply_event(st, txn, c->data, c->len, res);
+    int rc = lmdb_apply_event(st, txn, c->data, c->len, NULL, res);
     if (rc == 0)
         c->status = 0;
     return rc;
@@ -298,8 +365,9 @@ static int apply_txn(nd_store *st, write_op *first, size_t n, txn_result *res)
     if (rc)
         return rc;
     int64_t last = st->last_key;
-    uint64_t seq = 0;                 /* the greatest stream sequence in the batch */
-    write_op *c = first, *run = NULL; /* run: the first put whose sketch waits */
+    st->feed_next = atomic_load(&st->feed_seq) + 1; /* a retried batch starts again */
+    uint64_t seq = 0;                               /* the greatest stream sequence in the batch */
+    write_op *c = first, *run = NULL;               /* run: the first put whose sketch waits */
     for (size_t i = 0; i < n && rc == 0; i++, c = c->next) {
         if (c->kind == OP_PUT) {
             run = run ? run : c;
@@ -316,6 +384,10 @@ static int apply_txn(nd_store *st, write_op *first, size_t n, txn_result *res)
         rc = put_sketches(st, txn, run, c, res);
     if (rc == 0) /* retention: bounded by what this commit added */
         rc = lmdb_audit_trim(st, txn, res->audits + TRIM_SLACK);
+    if (rc == 0)
+        rc = lmdb_feed_trim(st, txn, TRIM_SLACK);
+    if (rc == 0)
+        rc = lmdb_feed_note(st, txn);
     if (rc == 0 && seq > atomic_load(&st->stream_seq)) /* same transaction as the write */
         rc = put_stream_seq(txn, st->info_dbi, seq);
     if (rc) {
@@ -326,6 +398,7 @@ static int apply_txn(nd_store *st, write_op *first, size_t n, txn_result *res)
         st->last_key = last;
         if (seq > atomic_load(&st->stream_seq))
             atomic_store(&st->stream_seq, seq);
+        atomic_store(&st->feed_seq, st->feed_next - 1);
     }
     return commit_error(st, rc);
 }
@@ -743,6 +816,7 @@ int lmdb_event_put(nd_store *st, const nd_store_event *ev, nd_store_done_fn done
         return -ENOMEM;
     encode_event(c->data, ev);
     c->ev_len = (uint32_t)esize;
+    c->stream_seq = ev->stream_seq;
     return enqueue(st, c);
 }
 

@@ -27,6 +27,7 @@
 #include "record.h"
 #include "retention.h"
 #include "readahead.h"
+#include "feed.h"
 #include "clock.h"
 #include "json.h"
 #include "text_pack.h"
@@ -63,8 +64,16 @@
 #define DB_DETECTION_IDS "detection_ids"
 #define DB_AUDIT "audit"
 #define DB_AUDIT_DOCS "audit_documents"
+#define DB_EVENTS "events" /* the feed: seq -> feed.h value */
 #define DB_TEXTS "texts"
-#define MAX_DBS 12 /* 8 used: room for databases added later */
+#define TEXT_KEY 12u /* texts: registered_at_us (8), chunk number (4): big-endian */
+/* Bytes of a packed text per chunk. A value over ~2 KB of a 4 KiB page
+ * goes to overflow pages of whole pages, which cost the dev corpus's kept
+ * texts 32 % over their packed bytes; chunks of 2018 bytes (two a leaf)
+ * 21 %, 998 (four) 15 %, 658 (six: 8 + 12 + 658 + 2 = 680 bytes a node, six
+ * fill the 4080 bytes of a leaf) 13 % (proto/scale.md "Kept texts"). */
+#define TEXT_CHUNK 658u
+#define MAX_DBS 16 /* 9 used: room for databases added later */
 #define INFO_KEY "format"
 #define SEQ_KEY "stream_seq" /* info: the greatest stream sequence applied (8 bytes, BE) */
 #define INFO_MAGIC "ndst"
@@ -136,6 +145,10 @@ struct nd_store {
     MDB_dbi auditdoc_dbi;                   /* the audit log by document */
     nd_json_scratch js;                     /* commit thread (and open): audit subjects */
     MDB_dbi info_dbi;
+    MDB_dbi feed_dbi;            /* the event feed (lmdb_feed.c) */
+    _Atomic uint64_t feed_seq;   /* the greatest feed seq committed */
+    uint64_t feed_next;          /* commit thread: the seq the next event takes */
+    _Atomic uint64_t feed_hold;  /* events after this are kept whatever their age */
     pthread_mutex_t readahead_mu;  /* guards readahead */
     nd_readahead *readahead;       /* reading the records ahead of a scan (or NULL) */
     _Atomic uint64_t stream_seq;   /* info/stream_seq as last committed */
@@ -210,6 +223,16 @@ static inline void wr_key(unsigned char *p, int64_t t)
 static inline int64_t rd_key(const unsigned char *p)
 {
     return nd_key_get(p);
+}
+
+/* The key of chunk i of the text kept with the record at time t. */
+static inline void wr_text_key(unsigned char p[TEXT_KEY], int64_t t, uint32_t i)
+{
+    nd_key_put(p, t);
+    p[8] = (unsigned char)(i >> 24);
+    p[9] = (unsigned char)(i >> 16);
+    p[10] = (unsigned char)(i >> 8);
+    p[11] = (unsigned char)i;
 }
 
 static inline bool is_space_error(int rc)

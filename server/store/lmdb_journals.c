@@ -3,6 +3,7 @@
  * the detection_ids index and count, the audit_documents index, retention
  * of both, and reading them back (nd_store_events, nd_store_audit_of). */
 #include "lmdb_journals.h"
+#include "lmdb_feed.h"
 
 int nd_store_audit_subject(const char *value, size_t len, nd_json_scratch *scratch,
                            const char **doc, size_t *doc_len)
@@ -273,8 +274,10 @@ static int detection_retain(nd_store *st, MDB_txn *txn, const unsigned char *own
 /* Writes the event encoded at e (len bytes: see encode_event) into its
  * journal: raises its at_us (in e) while the key is taken; a detection
  * replaces the one of the same copy id, is indexed, counted, and the
- * oldest go beyond detections_max. Returns 0 or the LMDB error. */
-int lmdb_apply_event(nd_store *st, MDB_txn *txn, unsigned char *e, size_t len, txn_result *res)
+ * oldest go beyond detections_max. A new entry (not a detection updated
+ * in place) goes into the feed. Returns 0 or the LMDB error. */
+int lmdb_apply_event(nd_store *st, MDB_txn *txn, unsigned char *e, size_t len,
+                     const nd_record *subject, txn_result *res)
 {
     bool det = e[0] == ND_EVENT_DETECTION, found = false;
     MDB_dbi dbi = det ? st->det_dbi : st->audit_dbi;
@@ -301,6 +304,8 @@ int lmdb_apply_event(nd_store *st, MDB_txn *txn, unsigned char *e, size_t len, t
         wr_key(e + 9, rd_key(e + 9) + 1); /* at_us is at most ND_EVENT_AT_MAX */
         rc = 0;
     }
+    if (rc == 0)
+        rc = lmdb_feed_append(st, txn, e, len, subject);
     if (rc)
         return rc;
     res->wrote = true;

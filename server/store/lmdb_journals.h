@@ -10,9 +10,11 @@
 #include "lmdb_env.h"
 
 /* Writes the event encoded at e (len bytes, encode_event) into its journal
- * in txn, with its index, count and retention. Returns 0 or the LMDB
- * error. */
-int lmdb_apply_event(nd_store *st, MDB_txn *txn, unsigned char *e, size_t len, txn_result *res);
+ * in txn, with its index, count and retention, and a new entry's event
+ * into the feed (subject: the record it concerns, see lmdb_feed_append()).
+ * Returns 0 or the LMDB error. */
+int lmdb_apply_event(nd_store *st, MDB_txn *txn, unsigned char *e, size_t len,
+                     const nd_record *subject, txn_result *res);
 
 /* Drops the detections of owner (its 8 key bytes) with their index
  * entries and count, in txn. Returns 0 or the LMDB error. */

@@ -2,10 +2,12 @@
  * (lmdb_open.h): its databases, the store format, the index of an older
  * store's audit log, the reopen after MDB_PANIC. */
 #include "lmdb_open.h"
+#include "lmdb_feed.h"
 #include "lmdb_journals.h"
 
 /* Opens (creating them if missing) the databases added after records:
- * sketches, texts, then detections, detection_ids and audit (the journals), and
+ * sketches, texts, then detections, detection_ids and audit (the journals),
+ * events (the feed), and
  * audit_documents (built from the audit log when it is missing). */
 static int open_added_dbs(MDB_txn *txn, nd_store *st, const char *dir, char *err, size_t errlen)
 {
@@ -18,6 +20,8 @@ static int open_added_dbs(MDB_txn *txn, nd_store *st, const char *dir, char *err
         rc = mdb_dbi_open(txn, DB_DETECTION_IDS, MDB_CREATE, &st->detidx_dbi);
     if (rc == 0)
         rc = mdb_dbi_open(txn, DB_AUDIT, MDB_CREATE, &st->audit_dbi);
+    if (rc == 0)
+        rc = mdb_dbi_open(txn, DB_EVENTS, MDB_CREATE, &st->feed_dbi);
     if (rc == 0 && (rc = mdb_dbi_open(txn, DB_AUDIT_DOCS, 0, &st->auditdoc_dbi)) == MDB_NOTFOUND) {
         /* A store written before the index: index its audit log now, once. */
         rc = mdb_dbi_open(txn, DB_AUDIT_DOCS, MDB_CREATE, &st->auditdoc_dbi);
@@ -139,6 +143,7 @@ int lmdb_env_open(nd_store *st, char *err, size_t errlen)
     }
     st->last_key = read_last_key(txn, st->dbi);
     atomic_store(&st->stream_seq, read_stream_seq(txn, st->info_dbi));
+    atomic_store(&st->feed_seq, lmdb_feed_read_seq(txn, st->info_dbi, st->feed_dbi));
     if ((rc = mdb_txn_commit(txn))) {
         rc = lmdb_open_err(rc, st->dir, "mdb_txn_commit", err, errlen);
         goto fail;

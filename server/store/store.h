@@ -3,7 +3,8 @@
  *
  * The interface (nd_store_put() .. nd_store_close() below) is what the
  * registry and the API use. Besides the records it
- * keeps two journals of events (detections of copies per original, and the
+ * keeps each record's submitted text, packed, when the put gives one
+ * (nd_record.text, nd_store_text()), and two journals of events (detections of copies per original, and the
  * audit log of changes of state: nd_store_event_put(), nd_store_events()),
  * written through the same queue and group commit. Each call dispatches
  * through the store's nd_store_ops:
@@ -172,6 +173,8 @@ typedef enum nd_store_change {
     ND_STORE_DELETE = 3,
     ND_STORE_AMEND = 4, /* nd_store_amend(): rec without its sketch (NULL, 0:
                          * the stored one is unchanged) */
+    ND_STORE_EVENT = 5, /* nd_store_event_put(): a journal write (a replicated
+                         * stream's entry carries its copy id as rec.id) */
 } nd_store_change;
 
 /* The journals kept next to the records (see nd_store_event_put). */
@@ -203,9 +206,14 @@ typedef struct nd_store_event {
                         * bytes (0..ND_EVENT_VALUE_MAX), or NULL with 0;
                         * handed out never NULL, NUL-terminated */
     size_t value_len;
+    uint64_t stream_seq; /* nd_store_event_put() only: the replication stream's
+                          * position of this write, written in the same
+                          * transaction (as nd_record.stream_seq); 0: a local
+                          * write. Visits hand out 0 */
 } nd_store_event;
 
 typedef struct nd_store_stats nd_store_stats;
+struct nd_event_rec; /* feed.h */
 typedef void (*nd_store_done_fn)(void *arg, int status);
 
 /* An implementation: the calls below, dispatched. */
@@ -229,6 +237,10 @@ typedef struct nd_store_ops {
     int (*list_audit)(nd_store *st, int64_t owner_at, const char *document, size_t document_len,
                       int64_t before_at, size_t limit,
                       int (*visit)(void *arg, const nd_store_event *ev), void *arg);
+    int (*feed_scan)(nd_store *st, uint64_t from, bool descending,
+                     int (*visit)(void *arg, const struct nd_event_rec *ev), void *arg);
+    void (*feed_bounds)(nd_store *st, uint64_t *oldest, uint64_t *latest);
+    void (*feed_hold)(nd_store *st, uint64_t seq);
     void (*prefetch)(nd_store *st); /* NULL: nothing to read ahead */
     void (*hurry)(nd_store *st);    /* NULL: nothing waits to be committed */
     int (*scan)(nd_store *st, int (*visit)(void *arg, const nd_record *rec), void *arg);
@@ -300,6 +312,9 @@ typedef struct nd_store_options {
                                  * dropped by later commits (at most the
                                  * entries a commit adds plus 64 per commit:
                                  * retention never stalls a commit); 0: all */
+    int64_t events_max_age_us;  /* feed events older than this (us) are dropped
+                                 * by later commits once no one holds them
+                                 * (nd_store_feed_hold()); 0: kept forever */
     int64_t audit_max_age_us;   /* audit entries older than this (us, by their
                                  * at_us against the wall clock) are dropped the same
                                  * way; 0: kept whatever their age */
@@ -677,6 +692,48 @@ static inline void nd_store_close(nd_store *st)
 {
     if (st)
         nd_store_base_of(st)->ops->close(st);
+}
+
+/* ---- the event feed (feed.h) ---- */
+
+/* Visits the feed's events in order from from: ascending, those after seq
+ * from; descending, those before seq from (from 0: from the newest),
+ * until visit returns non-zero (the event it was handed is valid only
+ * during the call). A read transaction; any thread. Returns 0, the visit's
+ * non-zero value, or -errno. */
+static inline int nd_store_feed_scan(nd_store *st, uint64_t from, bool descending,
+                                     int (*visit)(void *arg, const struct nd_event_rec *ev),
+                                     void *arg)
+{
+    return nd_store_base_of(st)->ops->feed_scan(st, from, descending, visit, arg);
+}
+
+/* The oldest and the newest seq the feed holds (both 0: none ever; when
+ * every event was pruned, oldest is latest + 1). Any thread. */
+static inline void nd_store_feed_bounds(nd_store *st, uint64_t *oldest, uint64_t *latest)
+{
+    nd_store_base_of(st)->ops->feed_bounds(st, oldest, latest);
+}
+
+/* The events after seq (ascending), at most limit of them: the consumer's
+ * call (webhooks). Returns as nd_store_feed_scan(). */
+int nd_store_events_after(nd_store *st, uint64_t after, size_t limit,
+                          int (*visit)(void *arg, const struct nd_event_rec *ev), void *arg);
+
+/* The newest event's seq (0: none). Any thread; no transaction. */
+static inline uint64_t nd_store_events_latest(nd_store *st)
+{
+    uint64_t oldest, latest;
+    nd_store_feed_bounds(st, &oldest, &latest);
+    return latest;
+}
+
+/* Keeps the events after seq from age retention (the lowest position not
+ * yet delivered everywhere; UINT64_MAX, the default: none held). Any
+ * thread. */
+static inline void nd_store_feed_hold(nd_store *st, uint64_t seq)
+{
+    nd_store_base_of(st)->ops->feed_hold(st, seq);
 }
 
 #endif

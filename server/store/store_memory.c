@@ -1,5 +1,6 @@
 /* store_memory.c - the memory store (see store_memory.h). */
 #include "store_memory.h"
+#include "feed.h"
 #include "record.h"
 #include "json.h"
 #include "retention.h"
@@ -45,6 +46,13 @@ typedef struct mem_journal {
     size_t first, n, cap;
 } mem_journal;
 
+/* One event of the feed: its seq and stored value (feed.h's layout). */
+typedef struct mem_feed_ev {
+    uint64_t seq;
+    size_t len;
+    unsigned char v[];
+} mem_feed_ev;
+
 typedef struct mem_store {
     nd_store_base base;    /* first: the interface */
     pthread_rwlock_t lock; /* guards everything below but the counters */
@@ -58,6 +66,11 @@ typedef struct mem_store {
     _Atomic uint64_t commits, failed;
     _Atomic uint64_t stream_seq; /* the greatest stream sequence applied */
     nd_json_scratch js;          /* write lock: audit subjects */
+    mem_feed_ev **feed;          /* the feed, by seq: feed[feed_first..feed_n) */
+    size_t feed_first, feed_n, feed_cap;
+    _Atomic uint64_t feed_seq;  /* the greatest seq handed out */
+    _Atomic uint64_t feed_hold; /* events after this are kept whatever their age */
+    int64_t events_max_age_us;
 } mem_store;
 
 static mem_store *ms_of(const nd_store *st)
@@ -201,7 +214,7 @@ typedef struct mem_ev mem_ev;
 typedef struct mem_journal mem_journal;
 static mem_ev *ev_copy(const nd_store_event *ev);
 static mem_journal *event_reserve(mem_store *ms, mem_ev *e);
-static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e);
+static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e, const nd_record *subject);
 
 /* put (replace false, with audit, or NULL) or replace (true). */
 static int mem_write(nd_store *st, const nd_record *r, const nd_store_event *audit, bool replace,
@@ -249,7 +262,7 @@ static int mem_write(nd_store *st, const nd_record *r, const nd_store_event *aud
     committed(ms, status);
     m->rec.stream_seq = 0; /* scans and gets do not see it */
     if (status == 0 && e)
-        journal_insert(ms, j, e);
+        journal_insert(ms, j, e, &m->rec);
     pthread_rwlock_unlock(&ms->lock);
     if (status) {
         free(m);
@@ -577,11 +590,134 @@ static void journal_retain(mem_journal *j, uint64_t target)
     free(at);
 }
 
+/* ---- the feed ---- */
+
+/* Drops the oldest events older than events_max_age_us and not held, at
+ * most budget. Write lock held. */
+static void feed_trim(mem_store *ms, size_t budget)
+{
+    if (!ms->events_max_age_us)
+        return;
+    int64_t cutoff = wall_us() - ms->events_max_age_us;
+    uint64_t hold = atomic_load(&ms->feed_hold);
+    for (; budget > 0 && ms->feed_first < ms->feed_n; budget--) {
+        mem_feed_ev *f = ms->feed[ms->feed_first];
+        nd_event_rec ev;
+        bool bad = nd_feed_value_decode(f->seq, f->v, f->len, &ev) != 0;
+        if (f->seq > hold || (!bad && ev.at_us >= cutoff))
+            break;
+        free(f);
+        ms->feed[ms->feed_first++] = NULL;
+    }
+}
+
+/* Appends the feed's event of the journal entry e, if it shows one (see
+ * nd_feed_event_of(); a detection's original is looked up). Write lock
+ * held. An event that cannot be kept (no memory) is not shown. */
+static void feed_append(mem_store *ms, const nd_store_event *e, const nd_record *subject)
+{
+    if (e->kind == ND_EVENT_DETECTION && !subject) {
+        mem_rec *orig = *find(ms, e->owner_at);
+        subject = orig ? &orig->rec : NULL;
+    }
+    nd_event_rec ev;
+    char *owned;
+    if (nd_feed_event_of(e, subject, &ev, &owned) <= 0)
+        return;
+    size_t len = nd_feed_value_size(&ev);
+    mem_feed_ev *f = malloc(sizeof(*f) + len);
+    if (ms->feed_n == ms->feed_cap && f) {
+        if (ms->feed_first > 0) { /* compact before growing */
+            memmove(ms->feed, ms->feed + ms->feed_first,
+                    (ms->feed_n - ms->feed_first) * sizeof(*ms->feed));
+            ms->feed_n -= ms->feed_first;
+            ms->feed_first = 0;
+        }
+        if (ms->feed_n == ms->feed_cap) {
+            size_t cap = ms->feed_cap ? 2 * ms->feed_cap : 64;
+            mem_feed_ev **grown = realloc(ms->feed, cap * sizeof(*grown));
+            if (grown) {
+                ms->feed = grown;
+                ms->feed_cap = cap;
+            }
+        }
+    }
+    if (!f || ms->feed_n == ms->feed_cap) {
+        free(f);
+        free(owned);
+        return;
+    }
+    f->seq = atomic_load(&ms->feed_seq) + 1;
+    f->len = len;
+    nd_feed_value_encode(f->v, &ev);
+    free(owned);
+    ms->feed[ms->feed_n++] = f;
+    atomic_store(&ms->feed_seq, f->seq);
+    feed_trim(ms, 1 + TRIM_SLACK);
+}
+
+/* The index of the first event with seq >= seq in feed[feed_first..n). */
+static size_t feed_lower(const mem_store *ms, uint64_t seq)
+{
+    size_t lo = ms->feed_first, hi = ms->feed_n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ms->feed[mid]->seq < seq)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int mem_feed_scan(nd_store *st, uint64_t from, bool descending,
+                         int (*visit)(void *arg, const nd_event_rec *ev), void *arg)
+{
+    mem_store *ms = ms_of(st);
+    int rc = 0;
+    pthread_rwlock_rdlock(&ms->lock);
+    if (descending) {
+        size_t i = from == 0 ? ms->feed_n : feed_lower(ms, from);
+        while (rc == 0 && i > ms->feed_first) {
+            const mem_feed_ev *f = ms->feed[--i];
+            nd_event_rec ev;
+            if (nd_feed_value_decode(f->seq, f->v, f->len, &ev) == 0)
+                rc = visit(arg, &ev);
+        }
+    } else {
+        for (size_t i = feed_lower(ms, from == UINT64_MAX ? from : from + 1);
+             rc == 0 && i < ms->feed_n; i++) {
+            const mem_feed_ev *f = ms->feed[i];
+            nd_event_rec ev;
+            if (nd_feed_value_decode(f->seq, f->v, f->len, &ev) == 0)
+                rc = visit(arg, &ev);
+        }
+    }
+    pthread_rwlock_unlock(&ms->lock);
+    return rc;
+}
+
+static void mem_feed_bounds(nd_store *st, uint64_t *oldest, uint64_t *latest)
+{
+    mem_store *ms = ms_of(st);
+    pthread_rwlock_rdlock(&ms->lock);
+    *latest = atomic_load(&ms->feed_seq);
+    *oldest = ms->feed_first < ms->feed_n ? ms->feed[ms->feed_first]->seq
+              : *latest                   ? *latest + 1
+                                          : 0;
+    pthread_rwlock_unlock(&ms->lock);
+}
+
+static void mem_feed_hold(nd_store *st, uint64_t seq)
+{
+    atomic_store(&ms_of(st)->feed_hold, seq);
+}
+
 /* Inserts e into j (reserved by journal_reserve): updates a detection of
  * the same copy id in place (its at_us kept), else raises at_us while
  * taken and drops the oldest beyond detections_max (audit: retention);
  * Write lock held. */
-static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e)
+static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e, const nd_record *subject)
 {
     if (e->ev.kind == ND_EVENT_DETECTION)
         for (size_t i = j->first; i < j->n; i++)
@@ -600,6 +736,7 @@ static void journal_insert(mem_store *ms, mem_journal *j, mem_ev *e)
     memmove(j->ev + i + 1, j->ev + i, (j->n - i) * sizeof(*j->ev));
     j->ev[i] = e;
     j->n++;
+    feed_append(ms, &e->ev, subject);
     if (e->has_doc)
         doclist_insert(ms, e);
     uint64_t max = ms->base.detections_max;
@@ -622,7 +759,8 @@ static int mem_event_put(nd_store *st, const nd_store_event *ev, nd_store_done_f
     mem_journal *j = event_reserve(ms, e);
     if (j) {
         atomic_fetch_add_explicit(&ms->commits, 1, memory_order_relaxed);
-        journal_insert(ms, j, e);
+        journal_insert(ms, j, e, NULL);
+        note_seq(ms, ev->stream_seq);
     }
     pthread_rwlock_unlock(&ms->lock);
     if (!j) {
@@ -733,7 +871,7 @@ static int mem_amend(nd_store *st, const nd_record *rec, const nd_store_event *a
             }
         }
         if (e)
-            journal_insert(ms, j, e);
+            journal_insert(ms, j, e, &m->rec);
     } else {
         committed(ms, status);
     }
@@ -786,7 +924,7 @@ static int mem_delete_at(nd_store *st, const char *id, size_t id_len, int64_t at
     note_seq(ms, seq);
     committed(ms, status);
     if (status == 0 && e) {
-        journal_insert(ms, j, e);
+        journal_insert(ms, j, e, &gone->rec);
         e = NULL;
     }
     pthread_rwlock_unlock(&ms->lock);
@@ -941,6 +1079,9 @@ static void mem_close(nd_store *st)
             free(d);
         }
     free(ms->docs);
+    for (size_t i = ms->feed_first; i < ms->feed_n; i++)
+        free(ms->feed[i]);
+    free(ms->feed);
     nd_json_scratch_finish(&ms->js);
     pthread_rwlock_destroy(&ms->lock);
     free(ms);
@@ -956,6 +1097,9 @@ static const nd_store_ops mem_ops = {
     .event_put = mem_event_put,
     .list_events = mem_events,
     .list_audit = mem_audit_of,
+    .feed_scan = mem_feed_scan,
+    .feed_bounds = mem_feed_bounds,
+    .feed_hold = mem_feed_hold,
     .delete_at = mem_delete_at,
     .scan = mem_scan,
     .get = mem_get,
@@ -998,6 +1142,8 @@ int nd_store_memory_open_with(nd_store **out, const nd_store_options *opts)
     ms->base.detections_max = opts->detections_max;
     ms->base.audit_max_entries = opts->audit_max_entries;
     ms->base.audit_max_age_us = opts->audit_max_age_us;
+    ms->events_max_age_us = opts->events_max_age_us;
+    atomic_store(&ms->feed_hold, UINT64_MAX);
     pthread_rwlock_init(&ms->lock, NULL);
     *out = (nd_store *)(void *)ms;
     return 0;

@@ -20,6 +20,8 @@ Scenarios (each on a fresh process, loopback only, bounded by --duration):
                        spends ~23 us of the two shared cores per request,
                        loadgen ~13, so the server keeps more of the machine.
                        Both clients' CPU per request is printed.
+  --webhook            off-reuseport and on-reuseport again with one webhook
+                       subscription delivering to a minimal_evhttp (+hook)
   minimal, POST bodies minimal_evhttp sent the register-off requests (the
                        same 2 KB bodies and path): the two then differ only
                        by the server's own work (key min-post-reuseport).
@@ -392,11 +394,28 @@ def run(args):
     if args.only:
         keep = set(args.only.split(","))
         plan = [p for p in plan if p[-1] in keep]
+    hook_rcv = None
+    if args.webhook:
+        # One subscription, to minimal_evhttp (a fixed 200, one thread): the
+        # cost of delivering every event the scenario writes, next to the
+        # same scenario without --webhooks (key suffix "+hook").
+        hook_rcv, hook_port = start_minimal(minimal, 1, "reuseport", tmp)
+        hooks = os.path.join(tmp, "webhooks.json")
+        with open(hooks, "w") as f:
+            json.dump({"subscriptions": [{"name": "bench", "secret": "bench-secret-0123456789",
+                                          "url": "http://127.0.0.1:%d/hook" % hook_port}]}, f)
+        with_hooks = []
+        for p in plan:
+            with_hooks.append(p)
+            if p[1] == "neardupd" and p[-1] in ("off-reuseport", "on-reuseport"):
+                with_hooks.append((p[0] + " +webhook",) + p[1:3] + (p[3] + ("--webhooks", hooks),)
+                                  + p[4:-1] + (p[-1] + "+hook",))
+        plan = with_hooks
     if args.compare:
         both = []
         for p in plan:
             both.append(p)
-            if p[1] == "neardupd":
+            if p[1] == "neardupd" and not p[-1].endswith("+hook"):
                 both.append((p[0] + " [other]", "neardupd-other") + p[2:-1] + (p[-1] + "@other",))
         plan = both
     print("# wrk -t%d -c%d -d%ds, %d interleaved rounds, medians; server threads %d; %d cores; "
@@ -433,6 +452,9 @@ def run(args):
                         dup = re.search(r'checks_total\{verdict="duplicate"\} (\d+)', m)
                         notes[key] = "registered %s, not original %s" % (
                             reg.group(1) if reg else "?", dup.group(1) if dup else "?")
+                        hook = re.search(r'webhook_delivered_total\{[^}]*\} (\d+)', m)
+                        if hook:
+                            notes[key] += ", webhook deliveries %s" % hook.group(1)
                         res["reg_per_s"] = int(reg.group(1)) / args.duration if reg else 0.0
                 finally:
                     proc.stop()
@@ -440,6 +462,8 @@ def run(args):
                 print("  round %d  %-52s %9.0f req/s  %6.1f us CPU/req  client %5.1f us/req" % (
                     rnd + 1, label, res["rps"], res["cpu_us"], res["client_us"]), flush=True)
     finally:
+        if hook_rcv:
+            hook_rcv.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
     med = {}
@@ -558,6 +582,9 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="server threads (0: cores)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median)")
     ap.add_argument("--quick", action="store_true", help="fewer scenarios")
+    ap.add_argument("--webhook", action="store_true",
+                    help="also run off-reuseport and on-reuseport with one webhook subscription "
+                         "(to minimal_evhttp): keys off-reuseport+hook, on-reuseport+hook")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--compare", metavar="NEARDUPD",
                     help="another neardupd binary: every neardupd scenario also runs with it")
