@@ -471,6 +471,7 @@ def test_check_passages(srv, b):
     print("     both sides checked: %d pairs (%s)" % (len(pairs), how))
     print("     verdict shown %.2f s after submit" % secs)
     b.no_injection()
+    time.sleep(1.3)  # the partner's flash (1.2 s) over: the screenshots show the page at rest
     for w in (1280, 390):
         b.screenshot("check", w)
     # The view README.md shows (docs/console.png): 1280 px wide from the matches.
