@@ -2559,6 +2559,23 @@ static void crash_done(void *arg, int status)
         kill(getpid(), SIGKILL); /* from the commit thread, between callbacks */
 }
 
+/* The crash tests' parent: reads the indices the child acknowledged
+ * (crash_done) from fd until the child is killed, marks them in acked[0..n)
+ * and checks that the child died of SIGKILL. Returns how many distinct. */
+static size_t read_acks(int fd, pid_t pid, char *acked, unsigned n)
+{
+    unsigned i;
+    size_t nack = 0;
+    while (read(fd, &i, sizeof(i)) == sizeof(i))
+        if (i < n && !acked[i]++)
+            nack++;
+    close(fd);
+    int status;
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %d", status);
+    return nack;
+}
+
 /* An amend and its audit event are one transaction: a process killed (-9)
  * with amends in flight leaves, after a reopen, every acknowledged amend
  * with its audit entry, and no amend without its entry or entry without
@@ -2606,14 +2623,7 @@ static void test_amend_crash(void)
     close(pfd[1]);
     char acked[N] = {0}, amended[N] = {0}, audited[N] = {0};
     unsigned i;
-    size_t nack = 0;
-    while (read(pfd[0], &i, sizeof(i)) == sizeof(i))
-        if (i < N && !acked[i]++)
-            nack++;
-    close(pfd[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %d", status);
+    size_t nack = read_acks(pfd[0], pid, acked, N);
     st = open_ok(dir, &o);
     CHECK_RC(nd_store_scan(st, amended_visit, amended), 0);
     CHECK_RC(nd_store_events(st, ND_EVENT_AUDIT, 0, -1, 0, audit_visit, audited), 0);
@@ -2630,6 +2640,98 @@ static void test_amend_crash(void)
     nd_store_close(st);
     for (i = 0; i < N; i++)
         free_rec(&x[i]);
+}
+
+static int text_len_visit(void *arg, const char *text, size_t len)
+{
+    (void)text;
+    *(size_t *)arg = len;
+    return 0;
+}
+
+/* A packed text over a chunk (658 bytes, lmdb_env.h) is kept in chunks
+ * under (time, chunk number): neighbours' texts stay apart, a replace by a shorter text
+ * leaves none of the old chunks, a chunk missing is -EBADMSG (not a text
+ * cut short), a record of another time is not read. */
+static void test_text_chunks(void)
+{
+    char dir[128];
+    path_in(dir, sizeof(dir), "textchunks");
+    nd_store_options o = opts_fast();
+    nd_store *st = open_ok(dir, &o);
+    size_t big_len = 300000;
+    char *big = malloc(big_len);
+    REQUIRE(big != NULL);
+    uint64_t x = 88172645463325252ull; /* random letters: ~0.6 of a byte each, packed */
+    for (size_t k = 0; k < big_len; k++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        big[k] = (char)('a' + x % 26);
+    }
+    rec_buf r[3];
+    const char *small[3] = {"first", NULL, "third"};
+    for (unsigned i = 0; i < 3; i++) {
+        make_rec(&r[i], "chunk-", i, 0);
+        r[i].r.text = i == 1 ? big : small[i];
+        r[i].r.text_len = i == 1 ? big_len : strlen(small[i]);
+        CHECK_RC(put_sync(st, &r[i].r), 0);
+    }
+    size_t len = 0;
+    CHECK_RC(nd_store_text(st, r[1].r.registered_at_us, text_len_visit, &len), 0);
+    CHECK(len == big_len, "%zu", len);
+    CHECK_RC(nd_store_text(st, r[0].r.registered_at_us, text_len_visit, &len), 0);
+    CHECK(len == 5);
+    CHECK_RC(nd_store_text(st, r[2].r.registered_at_us, text_len_visit, &len), 0);
+    CHECK(len == 5);
+    /* Replaced by a short text, then by the long one again. */
+    r[1].r.text = "short";
+    r[1].r.text_len = 5;
+    CHECK_RC(replace_sync(st, &r[1].r), 0);
+    CHECK_RC(nd_store_text(st, r[1].r.registered_at_us, text_len_visit, &len), 0);
+    CHECK(len == 5, "%zu: the old chunks stayed", len);
+    r[1].r.text = big;
+    r[1].r.text_len = big_len;
+    CHECK_RC(replace_sync(st, &r[1].r), 0);
+    nd_store_close(st);
+    /* Count the chunks, then take out the second one by hand. */
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_stat ms;
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 16) == 0 &&
+          mdb_env_open(env, dir, 0, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0 && mdb_dbi_open(txn, "texts", 0, &dbi) == 0);
+    CHECK(mdb_stat(txn, dbi, &ms) == 0);
+    size_t chunks = ms.ms_entries;
+    CHECK(chunks > 20 && ms.ms_overflow_pages == 0,
+          "%zu chunks, %zu overflow pages: chunks stay in their leaves", chunks,
+          (size_t)ms.ms_overflow_pages);
+    unsigned char key[12];
+    for (int i = 0; i < 8; i++)
+        key[i] = (unsigned char)((uint64_t)r[1].r.registered_at_us >> (56 - 8 * i));
+    key[8] = key[9] = key[10] = 0;
+    key[11] = 1;
+    MDB_val k = {12, key};
+    CHECK(mdb_del(txn, dbi, &k, NULL) == 0 && mdb_txn_commit(txn) == 0);
+    mdb_env_close(env);
+    unit_note("a text of %zu bytes packed in %zu chunks (of at most 658 bytes), no overflow page",
+              big_len, chunks - 2);
+    st = open_ok(dir, &o);
+    CHECK_RC(nd_store_text(st, r[1].r.registered_at_us, text_len_visit, &len), -EBADMSG);
+    CHECK_RC(nd_store_text(st, r[2].r.registered_at_us, text_len_visit, &len), 0);
+    CHECK_RC(nd_store_text(st, r[1].r.registered_at_us + 5, text_len_visit, &len), -ENOENT);
+    /* A deletion takes every chunk left. */
+    CHECK_RC(del_rec_sync(st, &r[1].r), 0);
+    nd_store_close(st);
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 16) == 0 &&
+          mdb_env_open(env, dir, MDB_RDONLY, 0600) == 0);
+    CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0 &&
+          mdb_dbi_open(txn, "texts", 0, &dbi) == 0 && mdb_stat(txn, dbi, &ms) == 0);
+    CHECK(ms.ms_entries == 2, "%zu chunks left: the two small texts'", (size_t)ms.ms_entries);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    for (unsigned i = 0; i < 3; i++)
+        free_rec(&r[i]);
+    free(big);
 }
 
 /* The text of record i of the text crash test: its id repeated, so a text
@@ -2697,14 +2799,7 @@ static void test_text_crash(void)
     close(pfd[1]);
     char acked[N] = {0}, present[N] = {0};
     unsigned i;
-    size_t nack = 0;
-    while (read(pfd[0], &i, sizeof(i)) == sizeof(i))
-        if (i < N && !acked[i]++)
-            nack++;
-    close(pfd[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %d", status);
+    size_t nack = read_acks(pfd[0], pid, acked, N);
     nd_store *st = open_ok(dir, &o);
     CHECK_RC(nd_store_scan(st, present_visit, present), 0);
     size_t lost = 0, torn = 0, wrong = 0, stored = 0;
@@ -2923,6 +3018,7 @@ int main(void)
         {"audit_index_upgrade", test_audit_index_upgrade},
         {"amend_crash", test_amend_crash},
         {"text_crash", test_text_crash},
+        {"text_chunks", test_text_chunks},
         {"supersede", test_supersede},
         {"backup_events", test_backup_events},
     };

@@ -76,6 +76,54 @@ static int apply_put(nd_store *st, MDB_txn *txn, write_op *c, int64_t *last, txn
     return 0;
 }
 
+/* Writes the packed text p[0..n) kept with the record at key (KEY_SIZE
+ * bytes) as chunks of TEXT_CHUNK bytes, each tried with MDB_APPEND first
+ * when append (a put: its keys follow every stored one's, mostly). */
+static int text_put(nd_store *st, MDB_txn *txn, const unsigned char *key, const unsigned char *p,
+                    size_t n, bool append)
+{
+    unsigned char tk[TEXT_KEY];
+    int64_t t = rd_key(key);
+    for (uint32_t i = 0; n > 0; i++) {
+        size_t len = n < TEXT_CHUNK ? n : TEXT_CHUNK;
+        wr_text_key(tk, t, i);
+        MDB_val k = {TEXT_KEY, tk}, v = {len, (void *)p};
+        int rc = append ? mdb_put(txn, st->text_dbi, &k, &v, MDB_APPEND) : MDB_KEYEXIST;
+        if (rc == MDB_KEYEXIST) {
+            v = (MDB_val){len, (void *)p};
+            rc = mdb_put(txn, st->text_dbi, &k, &v, 0);
+        }
+        if (rc)
+            return rc;
+        p += len;
+        n -= len;
+    }
+    return 0;
+}
+
+/* Deletes every chunk of the text kept with the record at key (none:
+ * nothing). Returns 0 or the LMDB error. */
+static int text_drop(nd_store *st, MDB_txn *txn, const unsigned char *key)
+{
+    MDB_cursor *cur;
+    unsigned char tk[TEXT_KEY];
+    int64_t t = rd_key(key);
+    int rc = mdb_cursor_open(txn, st->text_dbi, &cur);
+    if (rc)
+        return rc;
+    for (;;) {
+        wr_text_key(tk, t, 0);
+        MDB_val k = {TEXT_KEY, tk}, v;
+        rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+        if (rc || k.mv_size != TEXT_KEY || memcmp(k.mv_data, key, KEY_SIZE) != 0)
+            break;
+        if ((rc = mdb_cursor_del(cur, 0)) != 0)
+            break;
+    }
+    mdb_cursor_close(cur);
+    return rc == MDB_NOTFOUND || rc == 0 ? 0 : rc;
+}
+
 /* Puts the sketches, then the texts, then the audit events, of the
  * records that the puts from first up to (not including) stop inserted
  * (apply_put: status 0). Sketches and texts are tried with MDB_APPEND
@@ -99,13 +147,7 @@ static int put_sketches(nd_store *st, MDB_txn *txn, write_op *first, const write
     for (write_op *c = first; c != stop; c = c->next) {
         if (c->kind != OP_PUT || c->status != 0 || !c->text_len)
             continue;
-        MDB_val k = {KEY_SIZE, c->data};
-        MDB_val tv = {c->text_len, op_text(c)};
-        int rc = mdb_put(txn, st->text_dbi, &k, &tv, MDB_APPEND);
-        if (rc == MDB_KEYEXIST) {
-            tv = (MDB_val){c->text_len, op_text(c)};
-            rc = mdb_put(txn, st->text_dbi, &k, &tv, 0);
-        }
+        int rc = text_put(st, txn, c->data, op_text(c), c->text_len, true);
         if (rc)
             return rc;
     }
@@ -169,14 +211,12 @@ static int apply_at_key(nd_store *st, MDB_txn *txn, MDB_cursor *cur, write_op *c
         rc = mdb_del(txn, st->sketch_dbi, &k, NULL);
         rc = rc == MDB_NOTFOUND ? 0 : rc;
     }
-    /* So does its kept text. */
-    if (rc == 0 && c->kind == OP_REPLACE_AT && c->text_len) {
-        MDB_val tv = {c->text_len, op_text(c)};
-        rc = mdb_put(txn, st->text_dbi, &k, &tv, 0);
-    } else if (rc == 0 && !c->keep_sketch) {
-        rc = mdb_del(txn, st->text_dbi, &k, NULL);
-        rc = rc == MDB_NOTFOUND ? 0 : rc;
-    }
+    /* So does its kept text (a replace's shorter text must not keep the
+     * old one's last chunks: the old chunks go first). */
+    if (rc == 0 && !c->keep_sketch)
+        rc = text_drop(st, txn, c->data);
+    if (rc == 0 && c->kind == OP_REPLACE_AT && c->text_len)
+        rc = text_put(st, txn, c->data, op_text(c), c->text_len, false);
     if (rc)
         return rc;
     c->status = 0;

@@ -3,7 +3,8 @@
  *
  * The interface (nd_store_put() .. nd_store_close() below) is what the
  * registry and the API use. Besides the records it
- * keeps two journals of events (detections of copies per original, and the
+ * keeps each record's submitted text, packed, when the put gives one
+ * (nd_record.text, nd_store_text()), and two journals of events (detections of copies per original, and the
  * audit log of changes of state: nd_store_event_put(), nd_store_events()),
  * written through the same queue and group commit. Each call dispatches
  * through the store's nd_store_ops:

@@ -55,10 +55,13 @@
  * read only for the candidates of a query, so start-up scans stay small)
  * under the record's key, written and deleted in the record's transaction.
  * The "texts" database holds each record's kept text (nd_record.text),
- * packed (text_pack.h: u8 codec, one zstd frame) under the record's key,
- * written after the sketches of a transaction's puts (MDB_APPEND), replaced
- * by a replace, left by an amend, deleted with the record, in the record's
- * transaction; a record without a kept text has no key there. Scans and
+ * packed (text_pack.h: u8 codec, one zstd frame), cut in chunks of
+ * TEXT_CHUNK bytes under the keys (registered_at_us, chunk number 0..: 4
+ * bytes big-endian), so that no value spills to overflow pages and six
+ * chunks fill a leaf; written after the sketches of a transaction's puts
+ * (MDB_APPEND), replaced by a replace (every old chunk first), left by an
+ * amend, deleted with the record, in the record's transaction; a record
+ * without a kept text has no key there; a chunk missing reads as -EBADMSG. Scans and
  * start-up never read it: it is read only by nd_store_text(), so a kept text
  * costs disk and no memory (proto/scale.md: "Kept texts").
  *
@@ -448,20 +451,63 @@ static int lmdb_text(nd_store *st, int64_t registered_at_us,
                      int (*visit)(void *arg, const char *text, size_t len), void *arg)
 {
     MDB_txn *txn;
-    unsigned char key[KEY_SIZE];
+    unsigned char key[TEXT_KEY];
     char *text = NULL;
     size_t len = 0;
     if (!st || registered_at_us < 0)
         return -EINVAL;
-    wr_key(key, registered_at_us);
+    wr_text_key(key, registered_at_us, 0);
     int rc = lmdb_read_begin(st, &txn);
     if (rc)
         return rc;
-    MDB_val k = {KEY_SIZE, key}, v;
-    rc = mdb_get(txn, st->text_dbi, &k, &v);
-    /* Unpacked from the map inside the transaction; visited after it ends,
-     * so a slow visit holds no reader slot. */
-    rc = rc ? mdb_errno(rc) : nd_text_unpack(v.mv_data, v.mv_size, &text, &len);
+    MDB_cursor *cur;
+    if ((rc = mdb_cursor_open(txn, st->text_dbi, &cur)) != 0) {
+        lmdb_read_end(st, txn);
+        return mdb_errno(rc);
+    }
+    /* Its chunks, in order: one is unpacked from the map as it is, several
+     * are joined first. Unpacked inside the transaction; visited after it
+     * ends, so a slow visit holds no reader slot. */
+    MDB_val k = {TEXT_KEY, key}, v;
+    unsigned char *joined = NULL;
+    size_t n = 0;
+    uint32_t i = 0;
+    rc = mdb_errno(mdb_cursor_get(cur, &k, &v, MDB_SET_KEY));
+    while (rc == 0) {
+        MDB_val nk, nv;
+        int next = mdb_cursor_get(cur, &nk, &nv, MDB_NEXT);
+        if (next && next != MDB_NOTFOUND) {
+            rc = mdb_errno(next);
+            break;
+        }
+        bool more = next == 0 && nk.mv_size == TEXT_KEY && memcmp(nk.mv_data, key, KEY_SIZE) == 0;
+        if (!more && !joined) { /* a text of one chunk */
+            rc = nd_text_unpack(v.mv_data, v.mv_size, &text, &len);
+            break;
+        }
+        unsigned char *grown = realloc(joined, n + v.mv_size);
+        if (!grown) {
+            rc = -ENOMEM;
+            break;
+        }
+        joined = grown;
+        memcpy(joined + n, v.mv_data, v.mv_size);
+        n += v.mv_size;
+        i++;
+        if (!more) {
+            rc = nd_text_unpack(joined, n, &text, &len);
+            break;
+        }
+        unsigned char want[TEXT_KEY];
+        wr_text_key(want, registered_at_us, i);
+        if (memcmp(nk.mv_data, want, TEXT_KEY) != 0) {
+            rc = -EBADMSG; /* a chunk missing */
+            break;
+        }
+        v = nv;
+    }
+    free(joined);
+    mdb_cursor_close(cur);
     lmdb_read_end(st, txn);
     if (rc == 0)
         rc = visit(arg, text, len);
