@@ -46,11 +46,13 @@
 /* Most shingles between two runs, on either side, for them to merge. */
 #define ND_PAIRING_GAP 12
 /* Fewest shingles a passage must match, unless it covers a text: word
- * mode 5 shingles (7 words), character mode 8 (12 characters). Shorter
- * runs are common phrases ("which can be used to", "Debian 软件" measured
- * between unrelated texts of tests/integration/texts). */
+ * mode 5 shingles (7 words), character mode 12 (16 characters). Shorter
+ * runs are common phrases ("which can be used to", "Debian 软件" between
+ * unrelated texts of tests/integration/texts; in character mode, where a
+ * Latin letter is a token, single English words and phrases such as
+ * "Documentation" or "the following" between unrelated dev pairs). */
 #define ND_PAIRING_MIN_WORD 5
-#define ND_PAIRING_MIN_CHAR 8
+#define ND_PAIRING_MIN_CHAR 12
 
 /* A copied passage on both sides: code points [start, end) of A and
  * [source_start, source_end) of B, each of its text as submitted. */

@@ -1081,17 +1081,26 @@ static void finish_text(nd_sk_scratch *s, int mode, uint32_t ncp, nd_sketch_info
     s->have_text = true;
 }
 
+/* Tokenizes a text for its own mode only (no query): the scratch holds no
+ * shingles yet. Returns its mode or -errno; *ncp its code points. */
+static int tokenize_own(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, size_t len,
+                        uint32_t *ncp)
+{
+    s->query = false;
+    int mode = tokenize_text(sk, s, text, len, ncp);
+    s->nsh[0] = s->nsh[1] = 0;
+    s->sampled[0] = s->sampled[1] = false;
+    return mode;
+}
+
 int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, size_t len,
                    nd_sketch *out, nd_anchors *anchors_out, unsigned anchors_wanted,
                    nd_sketch_info *info)
 {
     uint32_t ncp;
-    s->query = false;
-    int mode = tokenize_text(sk, s, text, len, &ncp);
+    int mode = tokenize_own(sk, s, text, len, &ncp);
     if (mode < 0)
         return mode;
-    s->nsh[0] = s->nsh[1] = 0;
-    s->sampled[0] = s->sampled[1] = false;
     int rc = mode == ND_SKETCH_MODE_CHAR
                  ? sketch_stream(s, &s->ctok, 1, out, anchors_out, anchors_wanted)
                  : sketch_stream(s, &s->tok, 0, out, anchors_out, anchors_wanted);
@@ -1105,12 +1114,9 @@ int nd_sketch_shingle_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *
                            nd_sketch_info *info)
 {
     uint32_t ncp;
-    s->query = false;
-    int mode = tokenize_text(sk, s, text, len, &ncp);
+    int mode = tokenize_own(sk, s, text, len, &ncp);
     if (mode < 0)
         return mode;
-    s->nsh[0] = s->nsh[1] = 0;
-    s->sampled[0] = s->sampled[1] = false;
     int rc = shingle_stream(s, mode == ND_SKETCH_MODE_CHAR ? &s->ctok : &s->tok, (unsigned)mode,
                             NULL, NULL, 0);
     if (rc < 0)

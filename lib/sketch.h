@@ -1,4 +1,8 @@
 /* CHANGES since the first commit (for the server helper):
+ * - passages on both sides (lib/passages.h): nd_shingle (public),
+ *   nd_sketch_shingles() (a sketched text's shingles and spans, per mode),
+ *   nd_sketch_shingle_text() (tokenize and shingle the own mode only, no
+ *   sketch: a source read for its passages), nd_sketch_own_mode().
  * - core rule: nd_sketch.pos / .positioned (where each value's shingle
  *   first occurs in a sketched TEXT; not encoded, so a decoded sketch has
  *   none) and nd_sketch_estimate.core_found / .core_n; nd_verdict_params

@@ -10,7 +10,9 @@
  * - every pair within the texts: start < end <= A's code points,
  *   source_start < source_end <= B's; sorted by start; at most the cap
  *   written, the total counted beyond it;
- * - determinism: the same texts again (grown scratch) give the same pairs;
+ * - determinism: the same texts again (grown scratch) give the same pairs,
+ *   and so does the source shingled alone (nd_pair_passages(): a listed
+ *   match of a check);
  * - figures in [0, 1]; A compared with itself is identical with at least
  *   one pair when it has shingles;
  * - a /compare body parsed: text_a and exactly one of text_b / id_b. */
@@ -89,6 +91,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     FUZZ_CHECK(rc == 0, "rc %d", rc);
     check_pairs(&p, count_cps(data, an), count_cps(b, bn));
+    /* a listed match's way (the source shingled alone) gives the same pairs */
+    static nd_passage_pair listed[ND_PAIR_PASSAGES];
+    size_t nlisted;
+    rc = nd_pair_passages(&qt, ps, (const char *)b, bn, listed, ND_PAIR_PASSAGES, &nlisted);
+    FUZZ_CHECK(rc == 0 && nlisted == p.npairs &&
+                   memcmp(listed, p.pairs,
+                          sizeof(nd_passage_pair) *
+                              (p.npairs < ND_PAIR_PASSAGES ? p.npairs : ND_PAIR_PASSAGES)) == 0,
+               "a listed match's pairs differ: %zu / %zu", nlisted, p.npairs);
     rc = nd_pair_compare(&qt, ps, (const char *)data, an, (const char *)b, bn, &vp, &again, &which);
     FUZZ_CHECK(rc == 0 && again.npairs == p.npairs &&
                    memcmp(again.pairs, p.pairs,
