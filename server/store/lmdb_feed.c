@@ -1,5 +1,6 @@
 /* lmdb_feed.c - the LMDB store's event feed (lmdb_feed.h). */
 #include "lmdb_feed.h"
+#include "log.h"
 
 #define FEED_SEQ_KEY "feed_seq" /* info: the greatest feed seq handed out (8 bytes, BE) */
 
@@ -39,21 +40,13 @@ int lmdb_feed_append(nd_store *st, MDB_txn *txn, const unsigned char *e, size_t 
     return rc;
 }
 
-/* Wall-clock time in us. */
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 int lmdb_feed_trim(nd_store *st, MDB_txn *txn, size_t budget)
 {
     int64_t age = st->opts.events_max_age_us;
     if (!age)
         return 0;
     uint64_t hold = atomic_load(&st->feed_hold);
-    int64_t cutoff = now_us() - age;
+    int64_t cutoff = nd_log_now_us() - age; /* the events' clock */
     MDB_cursor *cur;
     int rc = mdb_cursor_open(txn, st->feed_dbi, &cur);
     if (rc)
