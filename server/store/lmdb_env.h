@@ -87,7 +87,8 @@
 #define QUEUE_BYTES (64u << 20)  /* queued bytes allowed (one write always) */
 #define FULL_SLACK (1u << 20)    /* a filesystem with less available is full */
 #define PROBE_KEY "probe"        /* info key written by lmdb_probe_space() */
-#define PROBE_BYTES (16u << 10)  /* room a probe needs: a large record */
+#define PROBE_BYTES (64u << 10)  /* room a probe needs: a large record with its kept text
+                                  * and the pages of the trees it touches */
 #define PROBE_MS 1000            /* probe interval while not writable and idle */
 #define HEADROOM_MIN (1u << 20)  /* zeroed bytes kept past the last page, at least */
 #define HEADROOM_MAX (64u << 20) /* ... and at most (else 1/16 of the file) */
