@@ -381,14 +381,21 @@ def slow_receiver_does_not_slow_checks():
                 copy_check(srv, "slow-copy-%d" % i, TEXTS["en3"])
             wait_for(lambda: webhooks(srv)["slow"]["in_flight"], 5, "an event in flight")
             p99_checks([plain, srv], 50)  # warm both
-            t0 = time.monotonic()
-            (without, med0), (with_slow, med1) = p99_checks([plain, srv])
-            took = time.monotonic() - t0
+            # A check held by the receiver would take seconds, every time; a
+            # neighbour's noise (tests run two at a time) only sometimes: up
+            # to three rounds, the first within the bound passes.
+            for attempt in range(3):
+                t0 = time.monotonic()
+                (without, med0), (with_slow, med1) = p99_checks([plain, srv])
+                took = time.monotonic() - t0
+                print("  /check-original p99 without a subscription %.2f ms (median %.2f), "
+                      "with a 5 s receiver %.2f ms (median %.2f); 2 x 200 checks interleaved "
+                      "in %.1f s" % (without * 1e3, med0 * 1e3, with_slow * 1e3, med1 * 1e3,
+                                     took))
+                if with_slow <= max(3 * without, without + 0.025):
+                    break
             state = webhooks(srv)["slow"]
             check(state["lag"] > 0 and state["in_flight"], "still delivering: %r" % state)
-    print("  /check-original p99 without a subscription %.2f ms (median %.2f), with a 5 s "
-          "receiver %.2f ms (median %.2f); 2 x 200 checks interleaved in %.1f s"
-          % (without * 1e3, med0 * 1e3, with_slow * 1e3, med1 * 1e3, took))
     check(with_slow <= max(3 * without, without + 0.025),
           "p99 %.2f ms with a slow receiver, %.2f ms without" % (with_slow * 1e3, without * 1e3))
 
