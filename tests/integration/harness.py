@@ -369,6 +369,23 @@ def parse_metrics(text):
     return out
 
 
+# -- the event feed --
+
+def feed_events(srv, headers=None, limit=1000, query=""):
+    """Every event of srv's GET /events, paged forwards limit at a time
+    (query: more parameters, "&type=..."); bounded."""
+    out, after = [], 0
+    for _ in range(1000):
+        status, page = srv.json("GET", "/events?after=%d&limit=%d%s" % (after, limit, query),
+                                headers=headers)
+        check(status == 200, "GET /events on %s: %s %r", srv.port, status, page)
+        out += page["events"]
+        if page["next_after"] == after:
+            return out
+        after = page["next_after"]
+    raise AssertionError("the feed did not end")
+
+
 # -- texts --
 
 def load_texts():

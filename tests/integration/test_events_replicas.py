@@ -11,21 +11,9 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import ReplicaCluster as Cluster, article, near_duplicate, wait_converged  # noqa: E402
-from harness import Runner, check  # noqa: E402
+from harness import Runner, check, feed_events  # noqa: E402
 
 T = Runner("test_events_replicas")
-
-
-def feed(srv):
-    out, after = [], 0
-    for _ in range(200):
-        status, page = srv.json("GET", "/events?limit=1000&after=%d" % after)
-        check(status == 200, "GET /events on %s: %s %r", srv.port, status, page)
-        out += page["events"]
-        if page["next_after"] == after:
-            return out
-        after = page["next_after"]
-    raise AssertionError("the feed did not end")
 
 
 def checked(srv, text, doc, account, register=False):
@@ -39,7 +27,7 @@ def checked(srv, text, doc, account, register=False):
 
 def same_feeds(cl, want_min):
     wait_converged(cl.nodes, timeout=60)
-    feeds = [feed(n) for n in cl.nodes]
+    feeds = [feed_events(n) for n in cl.nodes]
     check(len(feeds[0]) >= want_min, "only %d events: %r", len(feeds[0]), feeds[0][:3])
     for i, f in enumerate(feeds[1:], 1):
         check(f == feeds[0], "node %d's feed differs: %d vs %d events; first difference %r",

@@ -8,27 +8,18 @@ as a standby with the same feed."""
 
 import os
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import ReplicaCluster, article, near_duplicate, post, register_body  # noqa: E402
-from harness import Runner, check  # noqa: E402
-from test_webhooks import Receiver, hooks_file, sub  # noqa: E402
+from harness import Runner, check, feed_events  # noqa: E402
+from test_webhooks import Receiver, hooks_file, sub, wait_for  # noqa: E402
 
 T = Runner("test_webhooks_replicas")
 
 
 def feed_ids(srv):
-    out, after = [], 0
-    for _ in range(100):
-        status, page = srv.json("GET", "/events?limit=1000&after=%d" % after)
-        check(status == 200, "GET /events: %s %r", status, page)
-        out += [e["id"] for e in page["events"]]
-        if page["next_after"] == after:
-            return out
-        after = page["next_after"]
-    raise AssertionError("the feed did not end")
+    return [e["id"] for e in feed_events(srv)]
 
 
 def states(cl):
@@ -39,15 +30,6 @@ def states(cl):
             check(status == 200, "GET /webhooks on node %d: %s %r", i + 1, status, body)
             out[i] = body["subscriptions"][0]["state"]
     return out
-
-
-def wait_for(cond, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def check_copies(front_port, origs, tag, n):
@@ -70,7 +52,6 @@ def one_deliverer_and_a_takeover():
     with Receiver(delay=0.05) as rcv:
         path = hooks_file([sub("cluster", rcv.url(), start="oldest")])
         with ReplicaCluster(n=3, haproxy=True, node_extra=["--webhooks", path]) as cl:
-            import http.client
             conn = cl.front()
             origs = [article(500 + i) for i in range(4)]
             for i, t in enumerate(origs):
