@@ -1205,6 +1205,21 @@ int nd_sketch_shingles(const nd_sk_scratch *s, unsigned mode, const nd_shingle *
     return 0;
 }
 
+int nd_sketch_tokens(const nd_sk_scratch *s, unsigned mode, const uint64_t **h,
+                     const uint32_t **start, const uint32_t **end, size_t *n)
+{
+    if (!s->have_text || mode > 1)
+        return -EINVAL;
+    const tstream *t = mode == ND_SKETCH_MODE_CHAR ? &s->ctok : &s->tok;
+    /* the character stream is only built for a text that needs it */
+    size_t held = s->nsh[mode] ? t->n : 0;
+    *h = t->h;
+    *start = t->start;
+    *end = t->end;
+    *n = held;
+    return 0;
+}
+
 /* ---- compare, passages ---- */
 
 /* Fills out->core_found and out->core_n (nd_sketch_estimate) for q compared
@@ -1447,6 +1462,7 @@ const char *nd_match_kind_name(nd_match_kind k)
     case ND_MATCH_IDENTICAL: return "identical";
     case ND_MATCH_NEAR_DUPLICATE: return "near_duplicate";
     case ND_MATCH_PARTIAL_COPY: return "partial_copy";
+    case ND_MATCH_REWRITE: return "rewrite";
     default: return "none";
     }
 }

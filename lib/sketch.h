@@ -232,6 +232,10 @@ typedef enum nd_match_kind {
     ND_MATCH_IDENTICAL = 1,      /* the same text */
     ND_MATCH_NEAR_DUPLICATE = 2, /* resemblance >= min_resemblance */
     ND_MATCH_PARTIAL_COPY = 3,   /* containment >= min_containment (or reverse) */
+    /* A rewrite: below every threshold above, but aligned token by token
+     * all along both texts (the third stage, align.h). Never returned by
+     * nd_match_classify(): the caller aligns the texts. */
+    ND_MATCH_REWRITE = 4,
 } nd_match_kind;
 
 typedef struct nd_verdict_params {
@@ -255,7 +259,7 @@ void nd_verdict_params_default(nd_verdict_params *p);
 nd_match_kind nd_match_classify(const nd_sketch_estimate *e, int same_text,
                                 const nd_verdict_params *p);
 
-/* "identical", "near_duplicate", "partial_copy" or "none". */
+/* "identical", "near_duplicate", "partial_copy", "rewrite" or "none". */
 const char *nd_match_kind_name(nd_match_kind k);
 
 /* Builds the sketcher (normalization tables with the folds, 30-50 ms).
@@ -355,6 +359,15 @@ int nd_sketch_own_mode(const nd_sk_scratch *scratch);
  * not 0 or 1. No allocation. */
 int nd_sketch_shingles(const nd_sk_scratch *scratch, unsigned mode, const nd_shingle **out,
                        size_t *n);
+
+/* The tokens of mode `mode` of the text last sketched with the scratch, in
+ * text order (for the third stage's alignment, align.h): *h their hashes,
+ * *start and *end their code-point spans of the source text, *n of them;
+ * all borrowed from the scratch until it sketches another text. Which
+ * modes are held: as nd_sketch_shingles(). Returns 0, or -EINVAL (no
+ * text, or mode not 0 or 1). No allocation. */
+int nd_sketch_tokens(const nd_sk_scratch *scratch, unsigned mode, const uint64_t **h,
+                     const uint32_t **start, const uint32_t **end, size_t *n);
 
 /* The query sketch (of a pair from nd_sketch_text_modes()) to compare with d. */
 static inline const nd_sketch *nd_sketch_for(const nd_sketch q[2], const nd_sketch *d)

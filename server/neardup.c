@@ -363,6 +363,8 @@ static void print_line(struct evbuffer *buf, nd_reply *w);
  * answer of POST /compare (or {"error": ...}) per line out. */
 static int compare_jsonl(const char *path, const nd_verdict_params *vp)
 {
+    nd_rewrite_params rw;
+    nd_rewrite_params_default(&rw);
     FILE *in = stdin;
     if (path && strcmp(path, "-") != 0 && !(in = fopen(path, "rb"))) {
         fprintf(stderr, "neardup: cannot open %s: %s\n", path, strerror(errno));
@@ -389,7 +391,7 @@ static int compare_jsonl(const char *path, const nd_verdict_params *vp)
         int which = 0, prc = -EINVAL;
         if (json_is_string(ja) && json_is_string(jb))
             prc = nd_pair_compare(&qt, ps, json_string_value(ja), json_string_length(ja),
-                                  json_string_value(jb), json_string_length(jb), vp, &pair, &which);
+                                  json_string_value(jb), json_string_length(jb), vp, &rw, &pair, &which);
         if (prc == 0) {
             nd_compare_write(&w, &pair);
         } else {
@@ -425,6 +427,8 @@ static int cmd_compare(int argc, char **argv)
     int jsonl = 0;
     nd_verdict_params vp;
     nd_verdict_params_default(&vp);
+    nd_rewrite_params rw;
+    nd_rewrite_params_default(&rw);
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--min-resemblance") == 0 && i + 1 < argc)
             vp.min_resemblance = atof(argv[++i]);
@@ -469,7 +473,7 @@ static int cmd_compare(int argc, char **argv)
         nd_question_tools qt = {
             .fp = t.fp, .sk = t.sk, .fps = t.fps, .sks = t.sks, .anchors = anchors};
         int which;
-        rc = nd_pair_compare(&qt, ps, a, la, b, lb, &vp, &pair, &which);
+        rc = nd_pair_compare(&qt, ps, a, la, b, lb, &vp, &rw, &pair, &which);
         if (rc < 0)
             fprintf(stderr, "neardup compare: %s: %s\n", which == 1 ? pb : pa,
                     rc == -EILSEQ ? "text is not valid UTF-8" : strerror(-rc));

@@ -76,6 +76,15 @@ static void add_match(nd_reply *w, const nd_match *m, bool account_given, const 
     nd_reply_key(w, "meta");
     nd_api_add_meta(w, d);
     nd_workflow_add_match(w, m, account_given);
+    if (m->coverage > 0) { /* aligned by the third stage */
+        nd_reply_key(w, "alignment");
+        nd_reply_object(w);
+        nd_reply_key(w, "coverage");
+        nd_reply_fraction(w, m->coverage);
+        nd_reply_key(w, "spread");
+        nd_reply_fraction(w, m->spread);
+        nd_reply_object_end(w);
+    }
     add_match_pairs(w, mp);
     nd_reply_object_end(w);
 }
@@ -145,6 +154,10 @@ static void reply_check(nd_req *r, op_state *op)
     nd_reply_array_end(&w);
     nd_reply_key(&w, "truncated");
     nd_reply_bool(&w, res->truncated);
+    if (res->review) {
+        nd_reply_key(&w, "review");
+        nd_reply_bool(&w, true);
+    }
     nd_reply_key(&w, "passages");
     nd_reply_array(&w);
     size_t np = res->npassages < API_PASSAGES ? res->npassages : API_PASSAGES;
@@ -260,7 +273,8 @@ static void answer_check(nd_req *r, op_state *op)
 static nd_question_tools question_tools(nd_api *api, api_worker *aw)
 {
     return (nd_question_tools){
-        .fp = api->fp, .sk = api->sk, .fps = aw->fps, .sks = aw->sks, .anchors = aw->anchors};
+        .fp = api->fp, .sk = api->sk, .fps = aw->fps, .sks = aw->sks, .anchors = aw->anchors,
+        .pair = aw->pair};
 }
 
 /* Gives the question its stage-2 fields and sketches the text into the
@@ -280,12 +294,18 @@ typedef struct pair_ctx {
     const nd_question_tools *qt;
     nd_pair_scratch *ps;
     api_match_pairs *mp;
+    bool rewrite; /* the match is a rewrite: its aligned stretches */
 } pair_ctx;
 
-/* nd_store_text()'s visit: the match's kept text against the checked one. */
+/* nd_store_text()'s visit: the match's kept text against the checked one:
+ * the copied passages, or a rewrite's aligned stretches. */
 static int pair_visit(void *arg, const char *text, size_t len)
 {
     pair_ctx *c = arg;
+    nd_alignment al;
+    if (c->rewrite)
+        return nd_pair_align(c->ps, c->qt->sk, c->qt->sks, text, len, &al, NULL, c->mp->p,
+                             ND_PAIR_PASSAGES, &c->mp->n);
     return nd_pair_passages(c->qt, c->ps, text, len, c->mp->p, ND_PAIR_PASSAGES, &c->mp->n);
 }
 
@@ -305,7 +325,10 @@ static void pair_matches(nd_req *r, op_state *op)
     nd_question_tools qt = question_tools(api, aw);
     for (size_t i = 0; i < op->npaired; i++) {
         api_match_pairs *mp = &aw->match_pairs[i];
-        pair_ctx c = {.qt = &qt, .ps = aw->pair, .mp = mp};
+        pair_ctx c = {.qt = &qt,
+                      .ps = aw->pair,
+                      .mp = mp,
+                      .rewrite = op->res.matches[i].kind == ND_MATCH_REWRITE};
         mp->n = 0;
         /* the same text: its passages are the text's own, nothing to read */
         int rc = op->res.matches[i].kind == ND_MATCH_IDENTICAL

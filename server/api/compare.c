@@ -28,6 +28,30 @@ void nd_compare_write_integrity(nd_reply *w, const nd_integrity *in)
     nd_reply_object_end(w);
 }
 
+void nd_compare_write_alignment(nd_reply *w, const nd_alignment *al)
+{
+    nd_reply_object(w);
+    nd_reply_key(w, "coverage_a");
+    nd_reply_fraction(w, al->coverage_a);
+    nd_reply_key(w, "coverage_b");
+    nd_reply_fraction(w, al->coverage_b);
+    nd_reply_key(w, "spread_a");
+    nd_reply_fraction(w, al->spread_a);
+    nd_reply_key(w, "spread_b");
+    nd_reply_fraction(w, al->spread_b);
+    nd_reply_key(w, "long_gaps_a");
+    nd_reply_fraction(w, al->long_gaps_a);
+    nd_reply_key(w, "long_gaps_b");
+    nd_reply_fraction(w, al->long_gaps_b);
+    nd_reply_key(w, "tokens_a");
+    nd_reply_u64(w, al->na);
+    nd_reply_key(w, "tokens_b");
+    nd_reply_u64(w, al->nb);
+    nd_reply_key(w, "segments");
+    nd_reply_u64(w, al->segments);
+    nd_reply_object_end(w);
+}
+
 void nd_compare_write_pairs(nd_reply *w, const nd_passage_pair *p, size_t n)
 {
     nd_reply_array(w);
@@ -88,6 +112,8 @@ void nd_compare_write(nd_reply *w, const nd_pair *p)
         nd_reply_key(w, counts[i].key);
         nd_reply_u64(w, counts[i].v);
     }
+    nd_reply_key(w, "alignment");
+    nd_compare_write_alignment(w, &p->align);
     nd_reply_key(w, "integrity_a");
     nd_compare_write_integrity(w, &p->integrity_a);
     nd_reply_key(w, "integrity_b");
@@ -110,7 +136,9 @@ static void answer_pair(nd_req *r, const char *a, size_t la, const char *b, size
     nd_registry_options o;
     nd_registry_options_from_config(&o, api->cfg);
     int which;
-    int rc = nd_pair_compare(&qt, aw->pair, a, la, b, lb, &o.params, &aw->pair_out, &which);
+    int rc = nd_pair_compare(&qt, aw->pair, a, la, b, lb, &o.params,
+                             o.rewrite != ND_REWRITE_IGNORE ? &o.rewrite_params : NULL,
+                             &aw->pair_out, &which);
     if (rc < 0) {
         fingerprint_failed(r, rc, which == 1 ? "text_b" : "text_a");
         return;

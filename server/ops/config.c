@@ -77,7 +77,8 @@ enum opt_type {
     T_ACCEPT,
     T_LEVEL,
     T_FRAC,
-    T_REPRINT
+    T_REPRINT,
+    T_REWRITE
 };
 
 typedef struct opt_desc {
@@ -156,6 +157,10 @@ static const opt_desc options[] = {
      "do not log one line per request"},
     {"default-reprint", "NEARDUP_DEFAULT_REPRINT", "RULE", T_REPRINT, OFF(default_reprint), 0, 0,
      false, "allow or forbid: the reprint rule of an original that has none of its own"},
+    {"rewrite-verdict", "NEARDUP_REWRITE_VERDICT", "RULE", T_REWRITE, OFF(rewrite_verdict), 0, 0,
+     false,
+     "a rewrite (the third stage: reworded, in the original's order) counts as a duplicate, is "
+     "listed for review, or is ignored (duplicate, review, ignore)"},
     {"copies-max", "NEARDUP_COPIES_MAX", "N", T_UINT, OFF(copies_max), 0, 100000000, false,
      "detections (copies) kept per original, the oldest dropped; 0 = no limit"},
     {"audit-max-entries", "NEARDUP_AUDIT_MAX_ENTRIES", "N", T_UINT, OFF(audit_max_entries), 0,
@@ -371,6 +376,16 @@ static int apply(nd_config *cfg, const opt_desc *o, const char *value)
         else
             return -EINVAL;
         return 0;
+    case T_REWRITE:
+        if (strcmp(value, "duplicate") == 0)
+            *(int *)field = ND_CONFIG_REWRITE_DUPLICATE;
+        else if (strcmp(value, "review") == 0)
+            *(int *)field = ND_CONFIG_REWRITE_REVIEW;
+        else if (strcmp(value, "ignore") == 0)
+            *(int *)field = ND_CONFIG_REWRITE_IGNORE;
+        else
+            return -EINVAL;
+        return 0;
     case T_FRAC: {
         double f;
         if (parse_frac(value, &f) || f * 1000 < (double)o->min || f * 1000 > (double)o->max)
@@ -410,6 +425,7 @@ static void describe_default(const opt_desc *o, char *buf, size_t cap)
     case T_ONOFF: snprintf(buf, cap, "%s", *(const bool *)field ? "true" : "false"); break;
     case T_ACCEPT: snprintf(buf, cap, "reuseport"); break;
     case T_REPRINT: snprintf(buf, cap, "allow"); break;
+    case T_REWRITE: snprintf(buf, cap, "duplicate"); break;
     case T_FRAC: snprintf(buf, cap, "%g", *(const double *)field); break;
     case T_LEVEL: snprintf(buf, cap, "%s", nd_log_level_name(*(const int *)field)); break;
     }
@@ -618,7 +634,7 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
             "\"timeout\":%u,\"drain_timeout\":%u,"
             "\"drain_delay\":%u,"
             "\"map_size\":%zu,\"sync\":%s,\"keep_text\":%s,\"log_level\":\"%s\",\"access_log\":%s,"
-            "\"default_reprint\":\"%s\",\"copies_max\":%u,"
+            "\"default_reprint\":\"%s\",\"rewrite_verdict\":\"%s\",\"copies_max\":%u,"
             "\"audit_max_entries\":%u,\"audit_max_age\":%u,\"events_max_age\":%u,"
             "\"stream_replicas\":%u,\"max_lag\":%u,\"nats_timeout_ms\":%u",
             cfg->in_memory ? "true" : "false", cfg->threads,
@@ -629,7 +645,11 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
             cfg->console ? "true" : "false", cfg->timeout_s, cfg->drain_s, cfg->drain_delay_s,
             cfg->map_size, cfg->sync ? "true" : "false", cfg->keep_text ? "true" : "false",
             nd_log_level_name(cfg->log_level), cfg->access_log ? "true" : "false",
-            cfg->default_reprint == ND_CONFIG_REPRINT_FORBID ? "forbid" : "allow", cfg->copies_max,
+            cfg->default_reprint == ND_CONFIG_REPRINT_FORBID ? "forbid" : "allow",
+            cfg->rewrite_verdict == ND_CONFIG_REWRITE_REVIEW   ? "review"
+            : cfg->rewrite_verdict == ND_CONFIG_REWRITE_IGNORE ? "ignore"
+                                                               : "duplicate",
+            cfg->copies_max,
             cfg->audit_max_entries, cfg->audit_max_age_s, cfg->events_max_age_s,
             cfg->stream_replicas, cfg->max_lag, cfg->nats_timeout_ms);
         pos = n < 0 ? pos : pos + (size_t)n;

@@ -22,6 +22,13 @@ enum nd_config_reprint {
     ND_CONFIG_REPRINT_FORBID = 1, /* copies are blocked */
 };
 
+/* --rewrite-verdict: what a rewrite found by the third stage does. */
+enum nd_config_rewrite {
+    ND_CONFIG_REWRITE_DUPLICATE = 0, /* a copy like a near duplicate */
+    ND_CONFIG_REWRITE_REVIEW = 1,    /* listed, not evidence, "review": true */
+    ND_CONFIG_REWRITE_IGNORE = 2,    /* the third stage is off */
+};
+
 typedef struct nd_config {
     char listen_host[256];      /* address to listen on (default 127.0.0.1) */
     uint16_t listen_port;       /* port; 0 picks a free one, logged at start (8080) */
@@ -57,6 +64,7 @@ typedef struct nd_config {
     bool access_log;            /* one JSON line per request (true; needs level info) */
     int default_reprint;        /* a document without its own reprint rule: enum
                                  * nd_config_reprint (allow) */
+    int rewrite_verdict;        /* enum nd_config_rewrite (duplicate) */
     unsigned copies_max;        /* detections kept per original, the oldest dropped
                                  * (10000; 0 = unbounded) */
     unsigned audit_max_entries; /* audit entries kept, the oldest dropped by later

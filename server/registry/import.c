@@ -4,6 +4,7 @@
  * input and its lines are import_lines.c's. */
 #include "import.h"
 #include "import_lines_internal.h"
+#include "pair.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -112,6 +113,7 @@ typedef struct import_ctx {
     nd_fingerprinter *own_fp;
     const nd_sketcher *sk; /* p->sk, or own_sk */
     nd_sketcher *own_sk;
+    nd_pair_scratch *pair; /* the third stage's, for the judging thread (ask()) */
     const char *buf;
     const line_ref *refs;
     size_t nrefs, nbatches;
@@ -618,8 +620,18 @@ static int ask(import_ctx *c, prep *pr, nd_check_res *res, nd_import_summary *ou
         a->stale = pr->stale;
         a->redo = false;
         a->id_len = 0; /* set by conclude() when the registration is to be audited */
-        /* The line's own sketches, made at once; no passages in a summary. */
-        nd_question_scratch qs = {.sketch = pr->sketch, .lazy = NULL, .passages = NULL};
+        /* The line's own sketches, made at once; no passages in a summary.
+         * The third stage tokenizes the line again when it has gray
+         * candidates (its tokens are long gone), as a check would judge it. */
+        if (!c->pair && nd_pair_scratch_create(&c->pair) < 0) {
+            free(a);
+            return -ENOMEM;
+        }
+        nd_question_scratch qs = {.sketch = pr->sketch,
+                                  .lazy = NULL,
+                                  .passages = NULL,
+                                  .sk = c->sk,
+                                  .third = c->pair};
         int rc = nd_registry_check(c->reg, &pr->rq, &pr->q, &qs, res, reg_done, a);
         if (rc == ND_REG_QUEUED)
             pr->queued = a; /* the importing thread's until drain() takes it */
@@ -1066,6 +1078,7 @@ int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
         }
     nd_fingerprinter_destroy(c->own_fp);
     nd_sketcher_destroy(c->own_sk);
+    nd_pair_scratch_destroy(c->pair);
     free(c->ring);
     free(c->later);
     free(c->park);

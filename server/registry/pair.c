@@ -7,6 +7,13 @@
 
 struct nd_pair_scratch {
     nd_sk_scratch *sks; /* B's tokens */
+    nd_sk_scratch *ska; /* A's, for nd_pair_hold_a() (created on first use) */
+    nd_anchors ska_anchors[2];
+    bool holds_a;
+    nd_aligner *al;
+    nd_align_segment seg[ND_PAIR_PASSAGES];
+    uint8_t *marks[ND_PAIR_MARK_SLOTS]; /* nd_pair_keep_marks() */
+    size_t marks_cap[ND_PAIR_MARK_SLOTS], marks_n[ND_PAIR_MARK_SLOTS];
     nd_anchors anchors[2];
     nd_sketch sa[2], sb[2];
     nd_question qa, qb;
@@ -16,7 +23,8 @@ struct nd_pair_scratch {
 int nd_pair_scratch_create(nd_pair_scratch **out)
 {
     nd_pair_scratch *s = calloc(1, sizeof(*s));
-    if (!s || nd_sk_scratch_create(&s->sks) < 0 || nd_pairing_create(&s->pg) < 0) {
+    if (!s || nd_sk_scratch_create(&s->sks) < 0 || nd_pairing_create(&s->pg) < 0 ||
+        nd_aligner_create(&s->al) < 0) {
         nd_pair_scratch_destroy(s);
         return -ENOMEM;
     }
@@ -29,7 +37,11 @@ void nd_pair_scratch_destroy(nd_pair_scratch *s)
     if (!s)
         return;
     nd_pairing_destroy(s->pg);
+    nd_aligner_destroy(s->al);
     nd_sk_scratch_destroy(s->sks);
+    nd_sk_scratch_destroy(s->ska);
+    for (unsigned k = 0; k < ND_PAIR_MARK_SLOTS; k++)
+        free(s->marks[k]);
     free(s);
 }
 
@@ -59,8 +71,137 @@ static int pairs_in(const nd_sk_scratch *a, nd_pair_scratch *s, unsigned mode, n
     return nd_passage_pairs(s->pg, ha, na, hb, nb, mode, out, cap, total);
 }
 
+void nd_rewrite_params_default(nd_rewrite_params *p)
+{
+    p->min_coverage = ND_ALIGN_MIN_COVERAGE;
+    p->min_spread = ND_ALIGN_MIN_SPREAD;
+    p->max_long_gaps = ND_ALIGN_MAX_LONG_GAPS;
+    p->min_coverage_xscript = ND_ALIGN_MIN_COVERAGE_XSCRIPT;
+}
+
+double nd_rewrite_min_coverage(const nd_rewrite_params *p, const nd_integrity *a,
+                               const nd_integrity *b)
+{
+    const char *sa = nd_integrity_script(a), *sb = nd_integrity_script(b);
+    return sa && sb && strcmp(sa, sb) != 0 && p->min_coverage_xscript > p->min_coverage
+               ? p->min_coverage_xscript
+               : p->min_coverage;
+}
+
+bool nd_rewrite_is(const nd_alignment *al, const nd_rewrite_params *p, const nd_integrity *a,
+                   const nd_integrity *b)
+{
+    double cover = nd_rewrite_min_coverage(p, a, b);
+    return p->min_coverage <= 1.0 && nd_align_is_rewrite(al, cover, p->min_spread, p->max_long_gaps);
+}
+
+/* A's tokens (scratch a) aligned with B's (s->sks), both of mode `mode`:
+ * the figures into *al, the kept stretches as code-point pairs into
+ * out[0..cap), *total of them. */
+static int align_in(const nd_sk_scratch *a, nd_pair_scratch *s, unsigned mode, nd_alignment *al,
+                    nd_passage_pair *out, size_t cap, size_t *total)
+{
+    const uint64_t *ha, *hb;
+    const uint32_t *sa, *ea, *sb, *eb;
+    size_t na, nb, nseg = 0;
+    *total = 0;
+    memset(al, 0, sizeof(*al));
+    if (nd_sketch_tokens(a, mode, &ha, &sa, &ea, &na) < 0 ||
+        nd_sketch_tokens(s->sks, mode, &hb, &sb, &eb, &nb) < 0)
+        return -EINVAL;
+    size_t want = cap < ND_PAIR_PASSAGES ? cap : ND_PAIR_PASSAGES;
+    unsigned long_gap = mode == ND_SKETCH_MODE_CHAR ? ND_ALIGN_LONG_GAP_CHAR : ND_ALIGN_LONG_GAP_WORD;
+    int rc = nd_align(s->al, ha, na, hb, nb, long_gap, al, s->seg, want, &nseg);
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < nseg && i < want; i++) {
+        const nd_align_segment *g = &s->seg[i];
+        out[i] = (nd_passage_pair){.start = sa[g->a_start],
+                                   .end = ea[g->a_end - 1],
+                                   .source_start = sb[g->b_start],
+                                   .source_end = eb[g->b_end - 1]};
+    }
+    *total = nseg;
+    return 0;
+}
+
+int nd_pair_keep_marks(nd_pair_scratch *s, unsigned slot)
+{
+    size_t n;
+    const uint8_t *m = nd_align_marks(s->al, &n);
+    if (slot >= ND_PAIR_MARK_SLOTS)
+        return -EINVAL;
+    if (n > s->marks_cap[slot]) {
+        uint8_t *g = realloc(s->marks[slot], n);
+        if (!g)
+            return -ENOMEM;
+        s->marks[slot] = g;
+        s->marks_cap[slot] = n;
+    }
+    if (n)
+        memcpy(s->marks[slot], m, n);
+    s->marks_n[slot] = n;
+    return 0;
+}
+
+size_t nd_pair_unique_marks(const nd_pair_scratch *s, unsigned slot, const bool *others,
+                            unsigned nslots, size_t *na)
+{
+    size_t n = slot < ND_PAIR_MARK_SLOTS ? s->marks_n[slot] : 0, c = 0;
+    *na = n;
+    for (size_t x = 0; x < n; x++) {
+        if (!s->marks[slot][x])
+            continue;
+        unsigned held = 0;
+        for (unsigned j = 0; j < nslots && j < ND_PAIR_MARK_SLOTS; j++)
+            held += j != slot && others[j] && s->marks_n[j] == n && s->marks[j][x];
+        c += held < ND_PAIR_SHARED_BY;
+    }
+    return c;
+}
+
+size_t nd_pair_marks_overlap(const nd_pair_scratch *s, unsigned i, unsigned j)
+{
+    if (i >= ND_PAIR_MARK_SLOTS || j >= ND_PAIR_MARK_SLOTS || s->marks_n[i] != s->marks_n[j])
+        return 0;
+    size_t c = 0;
+    for (size_t x = 0; x < s->marks_n[i]; x++)
+        c += s->marks[i][x] & s->marks[j][x];
+    return c;
+}
+
+int nd_pair_hold_a(nd_pair_scratch *s, const nd_sketcher *sk, const char *a, size_t la)
+{
+    s->holds_a = false;
+    if (!s->ska && nd_sk_scratch_create(&s->ska) < 0)
+        return -ENOMEM;
+    int rc = nd_sketch_query(sk, s->ska, a, la, s->ska_anchors, ND_ANCHORS_QUERY, NULL);
+    if (rc < 0)
+        return rc;
+    s->holds_a = true;
+    return 0;
+}
+
+int nd_pair_align(nd_pair_scratch *s, const nd_sketcher *sk, const nd_sk_scratch *a,
+                  const char *b, size_t lb, nd_alignment *al, nd_integrity *integrity_b,
+                  nd_passage_pair *out, size_t cap, size_t *total)
+{
+    *total = 0;
+    memset(al, 0, sizeof(*al));
+    if (!a && !s->holds_a)
+        return -EINVAL;
+    nd_sketch_info info;
+    int rc = nd_sketch_shingle_text(sk, s->sks, b, lb, &info);
+    if (rc < 0)
+        return rc;
+    if (integrity_b)
+        *integrity_b = info.integrity;
+    return align_in(a ? a : s->ska, s, info.mode, al, out, cap, total);
+}
+
 int nd_pair_compare(nd_question_tools *t, nd_pair_scratch *s, const char *a, size_t la,
-                    const char *b, size_t lb, const nd_verdict_params *p, nd_pair *out, int *which)
+                    const char *b, size_t lb, const nd_verdict_params *p,
+                    const nd_rewrite_params *rw, nd_pair *out, int *which)
 {
     nd_question_tools tb = *t;
     tb.sks = s->sks;
@@ -89,6 +230,15 @@ int nd_pair_compare(nd_question_tools *t, nd_pair_scratch *s, const char *a, siz
     out->integrity_a = s->qa.integrity;
     out->integrity_b = s->qb.integrity;
     *which = -1;
+    int rc = align_in(t->sks, s, (unsigned)mode, &out->align, out->pairs, ND_PAIR_PASSAGES,
+                      &out->npairs);
+    if (rc < 0)
+        return rc;
+    if (out->kind == ND_MATCH_NONE && rw &&
+        nd_rewrite_is(&out->align, rw, &out->integrity_a, &out->integrity_b)) {
+        out->kind = ND_MATCH_REWRITE; /* its evidence: the aligned stretches */
+        return 0;
+    }
     return pairs_in(t->sks, s, (unsigned)mode, out->pairs, ND_PAIR_PASSAGES, &out->npairs);
 }
 

@@ -16,8 +16,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "align.h"
 #include "passages.h"
 #include "question.h"
+#include "registry_options.h"
 #include "sketch.h"
 
 /* Most passage pairs an answer carries. */
@@ -33,7 +35,10 @@ typedef struct nd_pair {
     uint8_t mode;              /* B's own mode: the one compared in */
     uint32_t shingles_a, shingles_b;
     nd_integrity integrity_a, integrity_b;
-    size_t npairs; /* passages in all; pairs[0..min(npairs, ND_PAIR_PASSAGES)) */
+    nd_alignment align;        /* the third stage: A's tokens against B's (align.h) */
+    /* passages in all; pairs[0..min(npairs, ND_PAIR_PASSAGES)): for kind
+     * rewrite the aligned stretches, else the copied passages */
+    size_t npairs;
     nd_passage_pair pairs[ND_PAIR_PASSAGES];
 } nd_pair;
 
@@ -46,11 +51,68 @@ int nd_pair_scratch_create(nd_pair_scratch **out);
 /* Frees it; NULL is allowed. */
 void nd_pair_scratch_destroy(nd_pair_scratch *s);
 
+/* The defaults: ND_ALIGN_MIN_COVERAGE, ND_ALIGN_MIN_SPREAD. */
+void nd_rewrite_params_default(nd_rewrite_params *p);
+
+/* Whether an alignment is a rewrite under p, for texts A and B with what
+ * the folds read in each (their scripts: across Traditional and
+ * Simplified, min_coverage_xscript holds). */
+bool nd_rewrite_is(const nd_alignment *al, const nd_rewrite_params *p, const nd_integrity *a,
+                   const nd_integrity *b);
+
+/* The coverage that rule asks of texts A and B (min_coverage, or across
+ * scripts min_coverage_xscript). */
+double nd_rewrite_min_coverage(const nd_rewrite_params *p, const nd_integrity *a,
+                               const nd_integrity *b);
+
 /* Compares a[0..la) (submitted) with b[0..lb) (registered) under params p
- * into *out. Returns 0, or -EILSEQ (*which: 0 for a, 1 for b: not valid
+ * (rw: the third stage's; NULL: off) into *out: kind rewrite when stage 2
+ * lists nothing and the alignment is a rewrite. Returns 0, or -EILSEQ (*which: 0 for a, 1 for b: not valid
  * UTF-8) or -ENOMEM. Allocates only when the scratches grow. */
 int nd_pair_compare(nd_question_tools *t, nd_pair_scratch *s, const char *a, size_t la,
-                    const char *b, size_t lb, const nd_verdict_params *p, nd_pair *out, int *which);
+                    const char *b, size_t lb, const nd_verdict_params *p,
+                    const nd_rewrite_params *rw, nd_pair *out, int *which);
+
+/* The third stage for one candidate: the registered text b[0..lb),
+ * tokenized by s in its own mode, aligned with A's tokens of that mode,
+ * read from a (a scratch that sketched A with both modes, as a check's
+ * question does) or, when a is NULL, from A as nd_pair_hold_a() last
+ * tokenized it. *al gets the figures, *integrity_b (when not NULL) what
+ * the folds read in b; at most cap aligned stretches (code
+ * points on both sides) go into out (may be NULL with cap 0), *total (not
+ * NULL) gets how many there are. Returns 0, -EILSEQ (b is not UTF-8),
+ * -EINVAL (no A) or -ENOMEM. Allocates only when the scratch grows. */
+int nd_pair_align(nd_pair_scratch *s, const nd_sketcher *sk, const nd_sk_scratch *a,
+                  const char *b, size_t lb, nd_alignment *al, nd_integrity *integrity_b,
+                  nd_passage_pair *out, size_t cap, size_t *total);
+
+/* The third stage's discount of what other registered documents explain
+ * (verdict.c): up to ND_PAIR_MARK_SLOTS candidates' marks of A's tokens,
+ * kept per check. */
+#define ND_PAIR_MARK_SLOTS 4
+/* A token aligned with this many other documents is shared (boilerplate). */
+#define ND_PAIR_SHARED_BY 2
+
+/* Keeps A's marks of the last nd_pair_align() in slot (0..
+ * ND_PAIR_MARK_SLOTS-1). Returns 0, -EINVAL (no alignment made or a bad
+ * slot) or -ENOMEM. */
+int nd_pair_keep_marks(nd_pair_scratch *s, unsigned slot);
+
+/* Of A's tokens marked in slot, those marked in fewer than
+ * ND_PAIR_SHARED_BY slots j with others[j] true (j < nslots): how many;
+ * *na gets A's tokens. */
+size_t nd_pair_unique_marks(const nd_pair_scratch *s, unsigned slot, const bool *others,
+                            unsigned nslots, size_t *na);
+
+/* How many of A's tokens slots i and j both mark (0 when they were kept
+ * for different texts). */
+size_t nd_pair_marks_overlap(const nd_pair_scratch *s, unsigned i, unsigned j);
+
+/* Tokenizes A's text a[0..la) with both modes into s's own A scratch, for
+ * nd_pair_align(a = NULL): a caller whose scratch no longer holds A (an
+ * import line judged after its batch was sketched). Returns 0, -EILSEQ or
+ * -ENOMEM. */
+int nd_pair_hold_a(nd_pair_scratch *s, const nd_sketcher *sk, const char *a, size_t la);
 
 /* The passages of the text A last asked with t (its tokens in t->sks,
  * both modes: nd_question_make()) found in the registered text b[0..lb),

@@ -62,6 +62,8 @@ int nd_question_sketch(nd_question_tools *t, const nd_check_req *rq, nd_question
     memcpy(q->store, own->a, ns * sizeof(uint32_t));
     q->nstore = ns;
     qs->passages = no_passages ? NULL : t->sks;
+    qs->sk = t->sk;
+    qs->third = t->pair;
     q->sketch_enc_len = 0;
     if (rq->do_register)
         q->sketch_enc_len = (uint32_t)nd_sketch_encode(&sketch[mode], q->sketch_enc,

@@ -27,6 +27,8 @@
 #include "request.h"
 #include "sketch.h"
 
+typedef struct nd_pair_scratch nd_pair_scratch; /* pair.h */
+
 /* A thread's tools for making questions: all borrowed from the caller,
  * who keeps them per thread. */
 typedef struct nd_question_tools {
@@ -35,6 +37,8 @@ typedef struct nd_question_tools {
     nd_fp_scratch *fps;
     nd_sk_scratch *sks;  /* the text's tokens and sketch, until the next text */
     nd_anchors *anchors; /* [2]: both modes' anchors of the text, likewise */
+    nd_pair_scratch *pair; /* the third stage's scratch (pair.h); NULL: the
+                            * questions made get no third stage */
 } nd_question_tools;
 
 /* Both modes' query anchors: its own mode's grow with its length
@@ -72,6 +76,12 @@ typedef struct nd_question_scratch {
     nd_sketch *sketch; /* [2]: [word, char] (nd_sketch_text_modes()) */
     nd_sk_scratch *lazy;
     const nd_sk_scratch *passages;
+    /* The third stage (align.h): the sketcher and the thread's pair
+     * scratch, which tokenizes the candidates' kept texts; A's tokens are
+     * passages' or, when that is NULL, the request's text tokenized into
+     * the pair scratch. third NULL: no third stage. */
+    const nd_sketcher *sk;
+    nd_pair_scratch *third;
 } nd_question_scratch;
 
 /* The answer of nd_question_make() for a text shorter than min_chars

@@ -6,6 +6,7 @@
 #include "registry.h"
 #include "registry_internal.h"
 #include "verdict_internal.h"
+#include "align.h"
 #include "fingerprint.h"
 #include "utf8.h"
 
@@ -192,6 +193,13 @@ void nd_registry_options_from_config(nd_registry_options *o, const nd_config *cf
     nd_verdict_params_default(&o->params);
     o->params.min_resemblance = cfg->min_resemblance;
     o->params.min_containment = cfg->min_containment;
+    o->rewrite = cfg->rewrite_verdict == ND_CONFIG_REWRITE_REVIEW   ? ND_REWRITE_REVIEW
+                 : cfg->rewrite_verdict == ND_CONFIG_REWRITE_IGNORE ? ND_REWRITE_IGNORE
+                                                                    : ND_REWRITE_DUPLICATE;
+    o->rewrite_params.min_coverage = ND_ALIGN_MIN_COVERAGE;
+    o->rewrite_params.min_spread = ND_ALIGN_MIN_SPREAD;
+    o->rewrite_params.max_long_gaps = ND_ALIGN_MAX_LONG_GAPS;
+    o->rewrite_params.min_coverage_xscript = ND_ALIGN_MIN_COVERAGE_XSCRIPT;
 }
 
 int nd_registry_create(nd_registry **out, nd_store *store, const nd_registry_options *opts)

@@ -10,6 +10,22 @@
 
 #include "sketch.h"
 
+/* What a rewrite (the third stage's kind, align.h) does to a verdict. */
+enum nd_rewrite_verdict {
+    ND_REWRITE_IGNORE = 0,    /* the third stage is off (zeroed options) */
+    ND_REWRITE_DUPLICATE = 1, /* evidence like a near duplicate (the server's default) */
+    ND_REWRITE_REVIEW = 2,    /* listed, not evidence; the answer asks for review */
+};
+
+/* The third stage's rule: a rewrite when the alignment covers at least
+ * min_coverage of the submitted text, its spread on both sides is at
+ * least min_spread and its long gaps at most max_long_gaps
+ * (nd_align_is_rewrite()); min_coverage above 1: off. */
+typedef struct nd_rewrite_params {
+    double min_coverage, min_spread, max_long_gaps;
+    double min_coverage_xscript; /* one text Traditional, the other Simplified */
+} nd_rewrite_params;
+
 typedef struct nd_registry_options {
     unsigned max_matches; /* most matches returned (more sets truncated) */
     int default_reprint;  /* enum nd_reprint (claim.h) for documents whose
@@ -23,6 +39,11 @@ typedef struct nd_registry_options {
      * an upgrade's, and those the replication stream carries); false:
      * none kept. */
     bool keep_text;
+    /* The third stage (enum nd_rewrite_verdict) and its rule. It reads
+     * the kept texts of gray-zone candidates: without keep_text, documents
+     * registered since have none and are never aligned. */
+    int rewrite;
+    nd_rewrite_params rewrite_params;
 } nd_registry_options;
 
 #endif

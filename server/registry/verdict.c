@@ -5,6 +5,7 @@
  * way). Reads the tables docs.c keeps (docs_internal.h). */
 #include "verdict_internal.h"
 #include "claim.h"
+#include "pair.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -84,6 +85,7 @@ static void add_candidate(nd_doc *d, const nd_doc *self, int64_t before_us, uint
     }
     m[*n] = (nd_match){
         .doc = doc_ref(d), .distance = nd_simhash_distance(d->simhash, simhash), .flags = flags};
+    m[*n].coverage = m[*n].spread = 0;
     (*n)++;
 }
 
@@ -91,14 +93,13 @@ static void add_candidate(nd_doc *d, const nd_doc *self, int64_t before_us, uint
  * question q, sketched in qs (nd_sketch_reachable(): exact, so the answer
  * is the same as after a full comparison). A document with the question's
  * text is always verified. */
-static bool cannot_match(const nd_registry *reg, const nd_question *q,
+static bool cannot_match(const nd_verdict_params *bound, const nd_question *q,
                          const nd_question_scratch *qs, const nd_doc *d)
 {
     uint32_t z = atomic_load_explicit(&d->sk_size, memory_order_relaxed);
     if (!(z & ND_DOC_SK_KNOWN) || memcmp(d->text_hash, q->text_hash, 16) == 0)
         return false;
-    return !nd_sketch_reachable(&qs->sketch[(z >> 30) & 1], (z >> 16) & 31, z & 0xFFFF,
-                                &reg->opts.params);
+    return !nd_sketch_reachable(&qs->sketch[(z >> 30) & 1], (z >> 16) & 31, z & 0xFFFF, bound);
 }
 
 /* d as a claim (claim.h); pointers borrowed from d. */
@@ -142,6 +143,8 @@ typedef struct verify_ctx {
     const nd_question *q;
     const nd_question_scratch *qs;
     const nd_verdict_params *params; /* the registry's */
+    const nd_verdict_params *bound;  /* what a comparison is cut short by:
+                                      * params, or the gray zone's */
     nd_check_res *res;
     nd_match *m;
     double best_partial; /* containment of the match the passages come from */
@@ -164,7 +167,7 @@ static void verify_one(verify_ctx *v, size_t i, const uint8_t *buf, size_t len)
     if (have && same)
         nd_sketch_compare(nd_sketch_for(qs->sketch, &dsk), &dsk, &e);
     else if (have) /* cut short when it cannot be listed: then kind none */
-        nd_sketch_compare_bounded(nd_sketch_for(qs->sketch, &dsk), &dsk, v->params, &e);
+        nd_sketch_compare_bounded(nd_sketch_for(qs->sketch, &dsk), &dsk, v->bound, &e);
     else if (same)
         e.resemblance = e.containment = e.containment_r = 1.0;
     m->kind = have || same ? (uint8_t)nd_match_classify(&e, same, v->params) : ND_MATCH_NONE;
@@ -196,12 +199,13 @@ static int verify_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
  * writer held) or, in one read transaction, from the store. */
 static int verify_all(nd_registry *reg, const nd_check_req *rq, const nd_question *q,
                       const nd_question_scratch *qs, nd_check_res *res, nd_match *m, int64_t *keys,
-                      size_t n)
+                      size_t n, const nd_verdict_params *bound)
 {
     verify_ctx v = {.rq = rq,
                     .q = q,
                     .qs = qs,
                     .params = &reg->opts.params,
+                    .bound = bound,
                     .res = res,
                     .m = m,
                     .best_partial = -1.0,
@@ -209,7 +213,7 @@ static int verify_all(nd_registry *reg, const nd_check_req *rq, const nd_questio
     size_t from_store = 0;
     for (size_t i = 0; i < n; i++) {
         nd_doc *d = m[i].doc;
-        if (cannot_match(reg, q, qs, d)) { /* its size alone rules it out: not read */
+        if (cannot_match(bound, q, qs, d)) { /* its size alone rules it out: not read */
             m[i].flags |= MF_DIRECT;
             m[i].kind = ND_MATCH_NONE;
             keys[i] = -1;
@@ -227,6 +231,135 @@ static int verify_all(nd_registry *reg, const nd_check_req *rq, const nd_questio
     if (!from_store)
         return 0;
     return nd_store_sketches(reg->store, keys, n, verify_visit, &v);
+}
+
+/* The gray zone: candidates that stage 2 leaves below every threshold
+ * but whose estimate shares at least this much with the query are
+ * aligned (the third stage), at most ND_REWRITE_CANDIDATES per check. A
+ * fifth of the words edited leaves about half of the word shingles and a
+ * third of the character ones, two fifths a fifth and a tenth
+ * (proto/align.md). */
+#define ND_REWRITE_GRAY 0.05
+#define ND_REWRITE_CANDIDATES 4
+/* Another aligned document marking this share of a rewrite's aligned
+ * tokens is another version of its text, not a document sharing a part. */
+#define ND_REWRITE_VERSION 0.8
+/* What a rewrite's document must explain of the query on its own, as a
+ * share of the coverage the rule asks (nd_rewrite_min_coverage(): 0.5, so
+ * 0.4 of the query): tokens that two other aligned documents explain too
+ * are boilerplate. */
+#define ND_REWRITE_OWN 0.7
+
+/* The registry's thresholds with the gray zone's containment: a bounded
+ * comparison then runs far enough to give a gray candidate its figures. */
+static nd_verdict_params gray_params(const nd_verdict_params *p)
+{
+    nd_verdict_params g = *p;
+    g.min_containment = ND_REWRITE_GRAY;
+    if (g.min_resemblance > ND_REWRITE_GRAY)
+        g.min_resemblance = ND_REWRITE_GRAY;
+    return g;
+}
+
+typedef struct third_ctx {
+    nd_pair_scratch *pair;
+    const nd_sketcher *sk;
+    const nd_sk_scratch *a;
+    nd_alignment al;
+    nd_integrity integrity_b;
+    int rc;
+} third_ctx;
+
+/* nd_store_text()'s visit: the candidate's kept text aligned with A. */
+static int third_visit(void *arg, const char *text, size_t len)
+{
+    third_ctx *c = arg;
+    size_t total;
+    c->rc = nd_pair_align(c->pair, c->sk, c->a, text, len, &c->al, &c->integrity_b, NULL, 0,
+                          &total);
+    return 0;
+}
+
+/* Order of the gray candidates: the most contained, then the earliest. */
+static bool gray_before(const nd_match *x, const nd_match *y)
+{
+    if (x->containment != y->containment)
+        return x->containment > y->containment;
+    return x->doc->registered_at_us < y->doc->registered_at_us;
+}
+
+/* Stage 3: the best ND_REWRITE_CANDIDATES gray candidates of m[0..n)
+ * (kind none, committed, containment >= ND_REWRITE_GRAY) read from their
+ * kept texts and aligned with the query. A candidate that the rule calls
+ * a rewrite (nd_rewrite_is()) becomes kind ND_MATCH_REWRITE when it still
+ * covers enough of the query without the tokens that another aligned
+ * candidate, not a rewrite itself, explains too: what several registered
+ * documents share (a template, a licence, a page's furniture) counts for
+ * none of them, while two registered copies of one original (both
+ * rewrites) still count for each. A text not kept (or not readable) is
+ * left as it was. Sets res->aligned. Returns 0 or -ENOMEM. */
+static int third_stage(nd_registry *reg, const nd_check_req *rq, const nd_question *q,
+                       const nd_question_scratch *qs, nd_check_res *res, nd_match *m, size_t n)
+{
+    size_t pick[ND_REWRITE_CANDIDATES], np = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].kind != ND_MATCH_NONE || (m[i].flags & MF_PENDING) ||
+            m[i].containment < ND_REWRITE_GRAY)
+            continue;
+        size_t at = np < ND_REWRITE_CANDIDATES ? np++ : ND_REWRITE_CANDIDATES;
+        if (at == ND_REWRITE_CANDIDATES && !gray_before(&m[i], &m[pick[at - 1]]))
+            continue;
+        if (at == ND_REWRITE_CANDIDATES)
+            at--;
+        for (; at && gray_before(&m[i], &m[pick[at - 1]]); at--)
+            pick[at] = pick[at - 1];
+        pick[at] = i;
+    }
+    if (!np)
+        return 0;
+    third_ctx c = {.pair = qs->third, .sk = qs->sk, .a = qs->passages};
+    if (!c.a) { /* the query's tokens are gone: tokenize it again */
+        int rc = nd_pair_hold_a(qs->third, qs->sk, rq->text, rq->text_len);
+        if (rc < 0)
+            return rc == -ENOMEM ? rc : 0;
+    }
+    bool rewrite[ND_REWRITE_CANDIDATES] = {false}, other[ND_REWRITE_CANDIDATES] = {false};
+    double need[ND_REWRITE_CANDIDATES];
+    for (size_t k = 0; k < np; k++) {
+        nd_match *x = &m[pick[k]];
+        c.rc = -ENOENT;
+        int rc = nd_store_text(reg->store, x->doc->registered_at_us, third_visit, &c);
+        if (rc == -ENOMEM || c.rc == -ENOMEM)
+            return -ENOMEM;
+        if (rc < 0 || c.rc < 0)
+            continue; /* no text kept: stage 2's answer stands */
+        if ((rc = nd_pair_keep_marks(qs->third, (unsigned)k)) < 0)
+            return rc;
+        res->aligned++;
+        double spread = c.al.spread_a < c.al.spread_b ? c.al.spread_a : c.al.spread_b;
+        x->coverage = (float)c.al.coverage_a;
+        x->spread = (float)spread;
+        const nd_rewrite_params *rp = &reg->opts.rewrite_params;
+        rewrite[k] = nd_rewrite_is(&c.al, rp, &q->integrity, &c.integrity_b);
+        other[k] = !rewrite[k];
+        need[k] = nd_rewrite_min_coverage(rp, &q->integrity, &c.integrity_b);
+    }
+    for (size_t k = 0; k < np; k++) {
+        if (!rewrite[k])
+            continue;
+        /* Another version of k's text (aligned on nearly all of k's
+         * tokens) explains nothing away: only documents sharing a part. */
+        bool part[ND_REWRITE_CANDIDATES] = {false};
+        size_t mine = nd_pair_marks_overlap(qs->third, (unsigned)k, (unsigned)k);
+        for (size_t j = 0; j < np; j++)
+            part[j] = other[j] && (double)nd_pair_marks_overlap(qs->third, (unsigned)k,
+                                                                (unsigned)j) <
+                                      ND_REWRITE_VERSION * (double)mine;
+        size_t na, own = nd_pair_unique_marks(qs->third, (unsigned)k, part, (unsigned)np, &na);
+        if (na && (double)own >= ND_REWRITE_OWN * need[k] * (double)na)
+            m[pick[k]].kind = ND_MATCH_REWRITE;
+    }
+    return 0;
 }
 
 /* The action for rq's account given the source (the earliest evidence, or
@@ -359,8 +492,14 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
     int rc = 0;
     if (verify && n && qs->lazy) /* the query's sketches: needed now */
         rc = nd_sketch_query_finish(qs->lazy, qs->sketch);
+    bool third = verify && qs->third && reg->opts.rewrite != ND_REWRITE_IGNORE;
+    nd_verdict_params gray = gray_params(&reg->opts.params);
+    res->aligned = 0;
+    res->review = false;
     if (verify)
-        rc = rc ? rc : verify_all(reg, rq, q, qs, res, m, keys, n);
+        rc = rc ? rc : verify_all(reg, rq, q, qs, res, m, keys, n, third ? &gray : &reg->opts.params);
+    if (third && rc == 0)
+        rc = third_stage(reg, rq, q, qs, res, m, n);
     else
         for (size_t i = 0; i < n; i++)
             m[i].kind = ND_MATCH_NEAR_DUPLICATE;
@@ -373,6 +512,10 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
         nd_doc *d = m[i].doc;
         bool verified = rc == 0 && m[i].kind != ND_MATCH_NONE;
         bool evidence = verified && is_evidence(d, rq);
+        if (evidence && m[i].kind == ND_MATCH_REWRITE && reg->opts.rewrite == ND_REWRITE_REVIEW) {
+            evidence = false; /* listed for a human to confirm */
+            res->review = true;
+        }
         if (evidence && (m[i].flags & MF_PENDING) && !pending)
             pending = d; /* the registry's reference keeps it (writer held) */
         if (!verified || (m[i].flags & MF_PENDING)) {
@@ -564,6 +707,8 @@ void nd_check_res_release(nd_check_res *res)
 void nd_verdict_clear(nd_check_res *res)
 {
     res->original = res->registered = res->existing = res->truncated = false;
+    res->review = false;
+    res->aligned = 0;
     res->nmatches = 0;
     res->npassages = 0;
     res->verdict = ND_VERDICT_ORIGINAL;

@@ -23,6 +23,9 @@ typedef struct nd_match {
                          * candidate found through the anchor index) */
     double resemblance; /* estimated Jaccard of the shingle sets */
     double containment; /* estimated share of the query's shingles in doc */
+    float coverage;     /* the third stage's (align.h): the query's share */
+    float spread;       /* aligned, and the lower spread of the two sides;
+                         * 0 and 0 when not aligned */
     uint8_t kind;       /* nd_match_kind */
     uint8_t flags;      /* private to the registry */
     bool same_account;  /* doc has the request's (non-empty) account */
@@ -58,6 +61,11 @@ typedef struct nd_check_res {
     bool registered;  /* the id holds this text now (just or earlier) */
     bool existing;    /* the id held this text before this call */
     bool truncated;   /* more matches than returned */
+    bool review;      /* a rewrite was found and the registry's rewrite
+                       * verdict is review: listed, not evidence; a human
+                       * should look */
+    unsigned aligned; /* candidates the third stage aligned (0..
+                       * ND_REWRITE_CANDIDATES) */
     size_t nmatches;  /* matches[0..nmatches): the evidence first, then
                          * the other matches (same account, revoked); each
                          * group identical, then near duplicates, then
