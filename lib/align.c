@@ -9,8 +9,11 @@
 struct nd_aligner {
     uint32_t *head; /* bucket -> first index into pos (CSR), size buckets + 1 */
     size_t head_cap;
-    uint32_t *pos; /* B's bigram positions, ascending within a bucket */
+    uint32_t *pos; /* B's bigram positions: per bucket grouped by bigram,
+                    * ascending within a bigram */
     size_t pos_cap;
+    uint32_t *tmp; /* merge sort scratch */
+    size_t tmp_cap;
     uint8_t *mark_a, *mark_b; /* aligned tokens */
     size_t mark_a_cap, mark_b_cap;
     uint32_t *chain_i, *chain_j; /* the current chain's seeds */
@@ -33,6 +36,7 @@ void nd_aligner_destroy(nd_aligner *al)
         return;
     free(al->head);
     free(al->pos);
+    free(al->tmp);
     free(al->mark_a);
     free(al->mark_b);
     free(al->chain_i);
@@ -65,7 +69,63 @@ static inline size_t bucket_of(uint64_t x, uint64_t y, size_t mask)
     return (size_t)h & mask;
 }
 
-/* Fills the bucket table with b's bigram positions. Returns the mask. */
+/* Orders B positions p, q by their bigrams (b[p], b[p+1]). */
+static int bigram_cmp(const uint64_t *b, uint32_t p, uint64_t x, uint64_t y)
+{
+    if (b[p] != x)
+        return b[p] < x ? -1 : 1;
+    if (b[p + 1] != y)
+        return b[p + 1] < y ? -1 : 1;
+    return 0;
+}
+
+/* Sorts x[0..n) by bigram, stably (positions stay ascending within one):
+ * a merge sort, O(n log n) however the bucket's bigrams collide. */
+static void sort_by_bigram(const uint64_t *b, uint32_t *x, uint32_t *tmp, size_t n)
+{
+    if (n < 2)
+        return;
+    size_t h = n / 2;
+    sort_by_bigram(b, x, tmp, h);
+    sort_by_bigram(b, x + h, tmp, n - h);
+    if (bigram_cmp(b, x[h], b[x[h - 1]], b[x[h - 1] + 1]) >= 0)
+        return; /* already in order: the common case of one bigram */
+    size_t i = 0, j = h, k = 0;
+    while (i < h && j < n)
+        tmp[k++] = bigram_cmp(b, x[j], b[x[i]], b[x[i] + 1]) < 0 ? x[j++] : x[i++];
+    while (i < h)
+        tmp[k++] = x[i++];
+    while (j < n)
+        tmp[k++] = x[j++];
+    memcpy(x, tmp, n * sizeof(*x));
+}
+
+/* Narrows [*lo, *hi) of a bucket to the positions of bigram (x, y). */
+static void bigram_range(const nd_aligner *al, const uint64_t *b, uint64_t x, uint64_t y,
+                         size_t *lo, size_t *hi)
+{
+    size_t l = *lo, h = *hi;
+    while (l < h) {
+        size_t m = l + (h - l) / 2;
+        if (bigram_cmp(b, al->pos[m], x, y) < 0)
+            l = m + 1;
+        else
+            h = m;
+    }
+    size_t l2 = l, h2 = *hi;
+    while (l2 < h2) {
+        size_t m = l2 + (h2 - l2) / 2;
+        if (bigram_cmp(b, al->pos[m], x, y) <= 0)
+            l2 = m + 1;
+        else
+            h2 = m;
+    }
+    *lo = l;
+    *hi = l2;
+}
+
+/* Fills the bucket table with b's bigram positions, each bucket grouped by
+ * bigram. Returns the mask. */
 static size_t build(nd_aligner *al, const uint64_t *b, size_t nb)
 {
     size_t nbig = nb - 1, size = 16;
@@ -84,6 +144,8 @@ static size_t build(nd_aligner *al, const uint64_t *b, size_t nb)
     for (size_t k = size; k > 0; k--)
         al->head[k] = al->head[k - 1];
     al->head[0] = 0;
+    for (size_t k = 0; k < size; k++)
+        sort_by_bigram(b, al->pos + al->head[k], al->tmp, al->head[k + 1] - al->head[k]);
     return mask;
 }
 
@@ -114,7 +176,9 @@ typedef struct walk {
     nd_aligner *al;
     const uint64_t *a, *b;
     size_t na, nb, mask;
-    size_t n; /* seeds of the current chain */
+    size_t n;      /* seeds of the current chain */
+    long diag;     /* the last chain's diagonal (j - i of its last seed) */
+    bool has_diag; /* a chain was started */
     nd_align_segment *seg;
     size_t cap, total;
 } walk;
@@ -128,12 +192,21 @@ static void chain_end(walk *w)
             al->mark_a[al->chain_i[k]] = al->mark_a[al->chain_i[k] + 1] = 1;
             al->mark_b[al->chain_j[k]] = al->mark_b[al->chain_j[k] + 1] = 1;
         }
-        if (w->total < w->cap)
-            w->seg[w->total] = (nd_align_segment){.a_start = al->chain_i[0],
-                                                  .a_end = al->chain_i[w->n - 1] + 2,
-                                                  .b_start = al->chain_j[0],
-                                                  .b_end = al->chain_j[w->n - 1] + 2};
-        w->total++;
+        /* One segment per stretch of the chain without an unaligned run
+         * of ND_ALIGN_SPLIT tokens (a reworded clause) on either side. */
+        size_t first = 0;
+        for (size_t k = 1; k <= w->n; k++) {
+            if (k < w->n && al->chain_i[k] < al->chain_i[k - 1] + 2 + ND_ALIGN_SPLIT &&
+                al->chain_j[k] < al->chain_j[k - 1] + 2 + ND_ALIGN_SPLIT)
+                continue;
+            if (w->total < w->cap)
+                w->seg[w->total] = (nd_align_segment){.a_start = al->chain_i[first],
+                                                      .a_end = al->chain_i[k - 1] + 2,
+                                                      .b_start = al->chain_j[first],
+                                                      .b_end = al->chain_j[k - 1] + 2};
+            w->total++;
+            first = k;
+        }
     }
     w->n = 0;
 }
@@ -164,22 +237,30 @@ static long continuation(const walk *w, size_t i, size_t lo, size_t hi)
     return best;
 }
 
-/* The B position starting a chain at A's seed i: of the bigram's first
- * candidates, the longest exact run, or -1 (the bucket has none). */
-static long chain_start(const walk *w, size_t i, size_t lo, size_t hi)
+/* The B position starting a chain at A's seed i (pos[lo..hi): the
+ * bigram's positions): of the ND_ALIGN_START_CANDIDATES around where the
+ * copy would go on (the last chain's diagonal; before any chain, i's
+ * share of B), the longest exact run, ties the nearest; -1 when none.
+ * *len gets its run. */
+static long chain_start(const walk *w, size_t i, size_t lo, size_t hi, size_t *len)
 {
     const nd_aligner *al = w->al;
-    long best = -1;
-    size_t best_len = 0, tried = 0;
-    for (size_t k = lo; k < hi && tried < ND_ALIGN_START_CANDIDATES; k++) {
+    long expect = w->has_diag ? (long)i + w->diag : (long)((double)i * w->nb / w->na);
+    size_t from = lower_bound(al->pos, lo, hi, expect < 0 ? 0 : (size_t)expect);
+    from = from > lo + ND_ALIGN_START_CANDIDATES / 2 ? from - ND_ALIGN_START_CANDIDATES / 2 : lo;
+    if (hi - from < ND_ALIGN_START_CANDIDATES)
+        from = hi - lo > ND_ALIGN_START_CANDIDATES ? hi - ND_ALIGN_START_CANDIDATES : lo;
+    long best = -1, best_d = 0;
+    size_t best_len = 0;
+    for (size_t k = from; k < hi && k < from + ND_ALIGN_START_CANDIDATES; k++) {
         size_t j = al->pos[k];
-        if (w->b[j] != w->a[i] || w->b[j + 1] != w->a[i + 1])
-            continue;
-        tried++;
-        size_t len = run_length(w->a, w->na, i, w->b, w->nb, j);
-        if (best < 0 || len > best_len)
-            best = (long)j, best_len = len;
+        size_t l = run_length(w->a, w->na, i, w->b, w->nb, j);
+        long d = (long)j - expect;
+        d = d < 0 ? -d : d;
+        if (best < 0 || l > best_len || (l == best_len && d < best_d))
+            best = (long)j, best_len = l, best_d = d;
     }
+    *len = best_len;
     return best;
 }
 
@@ -249,6 +330,7 @@ int nd_align(nd_aligner *al, const uint64_t *a, size_t na, const uint64_t *b, si
         buckets *= 2;
     if (grow((void **)&al->head, &al->head_cap, buckets + 1, sizeof(*al->head)) ||
         grow((void **)&al->pos, &al->pos_cap, nb, sizeof(*al->pos)) ||
+        grow((void **)&al->tmp, &al->tmp_cap, nb, sizeof(*al->tmp)) ||
         grow((void **)&al->mark_a, &al->mark_a_cap, na, 1) ||
         grow((void **)&al->mark_b, &al->mark_b_cap, nb, 1) ||
         grow((void **)&al->chain_i, &al->chain_i_cap, na, sizeof(*al->chain_i)) ||
@@ -264,18 +346,27 @@ int nd_align(nd_aligner *al, const uint64_t *a, size_t na, const uint64_t *b, si
     for (size_t i = 0; i + 1 < na; i++) {
         size_t bk = bucket_of(a[i], a[i + 1], w.mask);
         size_t lo = al->head[bk], hi = al->head[bk + 1];
+        if (lo < hi)
+            bigram_range(al, b, a[i], a[i + 1], &lo, &hi);
         if (lo == hi)
             continue;
         long j = w.n ? continuation(&w, i, lo, hi) : -1;
         if (j < 0) {
-            j = chain_start(&w, i, lo, hi);
+            size_t run;
+            j = chain_start(&w, i, lo, hi, &run);
             if (j < 0)
+                continue;
+            /* A chance seed off the diagonal does not break a chain that
+             * may go on: only an exact run of ND_ALIGN_HOLD tokens does. */
+            if (w.n && i - al->chain_i[w.n - 1] <= ND_ALIGN_GAP && run < ND_ALIGN_HOLD)
                 continue;
             chain_end(&w);
         }
         al->chain_i[w.n] = (uint32_t)i;
         al->chain_j[w.n] = (uint32_t)j;
         w.n++;
+        w.diag = j - (long)i;
+        w.has_diag = true;
     }
     chain_end(&w);
     out->aligned_a = count_marks(al->mark_a, na);

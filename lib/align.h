@@ -7,14 +7,21 @@
  * (nd_sketch_tokens(): words, or characters in character mode), in text
  * order. The algorithm (proto/align.md, version ND_ALIGN_VERSION):
  * - Seeds: the token bigrams (A[i], A[i+1]) that occur in B. B's bigrams
- *   go into a table of positions, ascending per bucket.
+ *   go into a table of positions: per bucket grouped by bigram (a stable
+ *   merge sort), ascending within one, so that a lookup finds exactly the
+ *   bigram's positions however many bigrams share its bucket.
  * - Chains: A is walked left to right. A seed continues the current chain
  *   when it lies at most ND_ALIGN_GAP tokens after the chain's last seed in
  *   A, after it in B, and on a diagonal (j - i) within ND_ALIGN_DRIFT of
  *   the last seed's (an edit inserts or deletes a few tokens); of several,
- *   the nearest diagonal, then the earliest. Otherwise the seed starts a
- *   new chain at the one of B's first ND_ALIGN_START_CANDIDATES positions
- *   of the bigram whose exact run is the longest (ties: the earliest).
+ *   the nearest diagonal, then the earliest. Otherwise the seed may start
+ *   a new chain: of the ND_ALIGN_START_CANDIDATES positions of the bigram
+ *   around where the copy would go on (the last chain's diagonal; before
+ *   any chain, i's share of B), the one whose exact run is the longest
+ *   (ties: the nearest). While the current chain may still go on (its
+ *   last seed at most ND_ALIGN_GAP tokens back), only a run of
+ *   ND_ALIGN_HOLD tokens starts a new one: a chance seed off the diagonal
+ *   is skipped.
  * - A chain of fewer than ND_ALIGN_MIN_SEEDS seeds is a chance match and
  *   is dropped. The tokens of the kept chains' seeds are the aligned
  *   tokens of each side.
@@ -32,12 +39,13 @@
  * Measured on the dev set (proto/align.md): a fifth of the tokens edited
  * leaves coverage >= 0.79 and spread >= 0.6; two fifths, spread >= 0.35
  * for 96 %; of 1,000 negative pairs (templates and licences among them)
- * none reaches spread 0.3.
+ * none is a rewrite.
  *
- * Cost: O((|A| + |B|) log |B|): each step of the walk is one binary search
- * and at most 2 * ND_ALIGN_DRIFT + 1 or ND_ALIGN_START_CANDIDATES probes
- * of extensions of at most ND_ALIGN_RUN_MAX tokens, however often a
- * bigram repeats. Pure: no I/O, no globals; an nd_aligner is per-thread
+ * Cost: O((|A| + |B|) log |B|): building sorts each bucket (O(|B| log |B|)
+ * at worst); each step of the walk is a few binary searches and at most
+ * 2 * ND_ALIGN_DRIFT + 1 or ND_ALIGN_START_CANDIDATES probes of
+ * extensions of at most ND_ALIGN_RUN_MAX tokens, however often a bigram
+ * repeats or however many bigrams share a bucket. Pure: no I/O, no globals; an nd_aligner is per-thread
  * scratch that grows to the largest texts seen (nd_align() allocates only
  * when it must grow). */
 #ifndef ND_ALIGN_H
@@ -54,6 +62,8 @@
 #define ND_ALIGN_MIN_SEEDS 3         /* fewer: a chance match, dropped */
 #define ND_ALIGN_START_CANDIDATES 16 /* B positions tried to start a chain */
 #define ND_ALIGN_RUN_MAX 32          /* longest exact run measured at a start */
+#define ND_ALIGN_HOLD 4              /* exact run that may break an open chain */
+#define ND_ALIGN_SPLIT 3             /* unaligned tokens that split a segment */
 #define ND_ALIGN_WINDOWS 10          /* windows per side for the spread */
 #define ND_ALIGN_SPREAD_RANK 2       /* 0-based rank from the lowest window */
 
@@ -63,15 +73,17 @@
 /* The rewrite rule's defaults (nd_align_is_rewrite()). */
 #define ND_ALIGN_MIN_COVERAGE 0.5
 #define ND_ALIGN_MIN_SPREAD 0.35
-#define ND_ALIGN_MAX_LONG_GAPS 0.10
+#define ND_ALIGN_MAX_LONG_GAPS 0.09
 /* Across Chinese scripts (one text Traditional, the other Simplified) a
  * rewrite must cover this much: the zh-CN and zh-TW editions of one help
  * page, translated apart, align as a rewrite does (coverage up to 0.82 in
  * the dev corpus), and the platform judges such editions apart. */
 #define ND_ALIGN_MIN_COVERAGE_XSCRIPT 0.85
 
-/* An aligned stretch: a kept chain, tokens [a_start, a_end) of A and
- * [b_start, b_end) of B (its first seed to its last seed's second token). */
+/* An aligned stretch: a part of a kept chain without ND_ALIGN_SPLIT
+ * unaligned tokens in a row on either side, tokens [a_start, a_end) of A
+ * and [b_start, b_end) of B (its first seed to its last seed's second
+ * token). */
 typedef struct nd_align_segment {
     uint32_t a_start, a_end;
     uint32_t b_start, b_end;
@@ -107,7 +119,8 @@ int nd_align(nd_aligner *al, const uint64_t *a, size_t na, const uint64_t *b, si
              size_t *total);
 
 /* A's marks of the last nd_align() with al: mark[x] is 1 when A's token x
- * is aligned; *n gets A's token count. Borrowed until the next call. */
+ * is aligned; *n gets A's token count (0 when a side had fewer than 2
+ * tokens: nothing was aligned). Borrowed until the next call. */
 const uint8_t *nd_align_marks(const nd_aligner *al, size_t *n);
 
 /* The rewrite rule: A follows B all along both texts (coverage of A at

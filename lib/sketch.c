@@ -1251,6 +1251,35 @@ static void core_of(const nd_sketch *q, const nd_sketch *d, unsigned shift, nd_s
     out->core_n = c;
 }
 
+uint32_t nd_sketch_max_gap(const nd_sketch *q, const nd_sketch *d, const nd_sketch_estimate *e)
+{
+    if (!q->positioned || e->shared == 0)
+        return e->q_n;
+    unsigned shift = e->shift;
+    uint8_t found[256] = {0};
+    uint16_t at[256] = {0}; /* q values at the shift per position */
+    uint32_t i = 0, j = 0;
+    while (i < q->n && j < d->n) {
+        uint32_t x = q->values[i], y = d->values[j];
+        if (x == y && (x & 31) >= shift)
+            found[q->pos[i]] = 1;
+        i += x <= y;
+        j += y <= x;
+    }
+    for (i = 0; i < q->n; i++)
+        at[q->pos[i]] += (q->values[i] & 31) >= shift;
+    uint32_t run = 0, gap = 0;
+    for (unsigned p = 0; p < 256; p++) {
+        if (found[p]) {
+            run = 0;
+            continue;
+        }
+        run += at[p];
+        gap = run > gap ? run : gap;
+    }
+    return gap;
+}
+
 void nd_sketch_compare(const nd_sketch *q, const nd_sketch *d, nd_sketch_estimate *out)
 {
     unsigned shift = q->shift > d->shift ? q->shift : d->shift;

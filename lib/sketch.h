@@ -407,6 +407,14 @@ size_t nd_sketch_encode(const nd_sketch *s, uint8_t *buf, size_t cap);
  * *out is then unspecified). */
 int nd_sketch_decode(const uint8_t *buf, size_t len, nd_sketch *out);
 
+/* Of q's values sampled at e's shift (e: nd_sketch_compare() of q with
+ * d), the longest run in the query's text order that holds no value
+ * found in d: a copy of the whole text leaves short runs only, a document
+ * sharing one part of it a long one (the third stage's gray zone). e->q_n
+ * when nothing is shared or q is not positioned. O(q->n + d->n + 256),
+ * pure, no allocation. */
+uint32_t nd_sketch_max_gap(const nd_sketch *q, const nd_sketch *d, const nd_sketch_estimate *e);
+
 /* Bounds for verifying many candidates. Both are exact: they
  * never drop a pair that nd_match_classify(&e, 0, p) would list for the
  * nd_sketch_compare() estimate e (same_text pairs are the caller's: they are

@@ -70,7 +70,8 @@ static void usage(FILE *out)
         "                                (N anchors per mode, default %d; scaled: as\n"
         "                                the server stores and probes, 16..64 by the\n"
         "                                mode's shingles)\n"
-        "  compare [--min-resemblance R] [--min-containment C] FILE_A FILE_B\n"
+        "  compare [--min-resemblance R] [--min-containment C]\n"
+        "          [--rewrite-verdict duplicate|review|ignore] FILE_A FILE_B\n"
         "                                the figures the server gives for A submitted\n"
         "                                against B registered, as POST /compare answers\n"
         "                                them (the same JSON): distance, resemblance,\n"
@@ -361,10 +362,10 @@ static void print_line(struct evbuffer *buf, nd_reply *w);
 
 /* neardup compare --jsonl: a pair per line {"text_a","text_b"} in, the
  * answer of POST /compare (or {"error": ...}) per line out. */
-static int compare_jsonl(const char *path, const nd_verdict_params *vp)
+static int compare_jsonl(const char *path, const nd_verdict_params *vp,
+                         const nd_rewrite_params *rwp)
 {
-    nd_rewrite_params rw;
-    nd_rewrite_params_default(&rw);
+    nd_rewrite_params rw = *rwp;
     FILE *in = stdin;
     if (path && strcmp(path, "-") != 0 && !(in = fopen(path, "rb"))) {
         fprintf(stderr, "neardup: cannot open %s: %s\n", path, strerror(errno));
@@ -436,6 +437,15 @@ static int cmd_compare(int argc, char **argv)
             vp.min_containment = atof(argv[++i]);
         else if (strcmp(argv[i], "--jsonl") == 0)
             jsonl = 1;
+        else if (strcmp(argv[i], "--rewrite-verdict") == 0 && i + 1 < argc) {
+            const char *v = argv[++i];
+            if (strcmp(v, "ignore") == 0)
+                rw.min_coverage = 2.0; /* off, as the server's ignore */
+            else if (strcmp(v, "duplicate") != 0 && strcmp(v, "review") != 0) {
+                fprintf(stderr, "neardup compare: --rewrite-verdict duplicate|review|ignore\n");
+                return 2;
+            }
+        }
         else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             fprintf(stderr, "neardup compare: unknown option %s\n", argv[i]);
             return 2;
@@ -453,7 +463,7 @@ static int cmd_compare(int argc, char **argv)
         return 2;
     }
     if (jsonl)
-        return compare_jsonl(pa, &vp);
+        return compare_jsonl(pa, &vp, &rw);
     if (!pa || !pb) {
         fprintf(stderr, "neardup compare: FILE_A FILE_B required\n");
         return 2;

@@ -174,6 +174,15 @@ static void reply_check(nd_req *r, op_state *op)
     nd_workflow_add_action(&w, res);
     nd_reply_object_end(&w);
     nd_metrics_event(api->metrics, verdict_event(res->verdict));
+    if (res->aligned) {
+        nd_metrics_event(api->metrics, ND_EV_THIRD_CHECKS);
+        nd_metrics_add(api->metrics, ND_EV_THIRD_ALIGNED, res->aligned);
+    }
+    for (size_t i = 0; i < res->nmatches; i++)
+        if (res->matches[i].kind == ND_MATCH_REWRITE) {
+            nd_metrics_event(api->metrics, ND_EV_REWRITES);
+            break;
+        }
     nd_api_body_send(r, &w, 200);
 }
 

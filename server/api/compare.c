@@ -106,7 +106,7 @@ void nd_compare_write(nd_reply *w, const nd_pair *p)
         {"chars_a", p->chars_a},       {"chars_b", p->chars_b}, {"shingles_a", p->shingles_a},
         {"shingles_b", p->shingles_b}, {"shared", p->e.shared}, {"sampled_a", p->e.q_n},
         {"sampled_b", p->e.d_n},       {"shift", p->e.shift},   {"core_found", p->e.core_found},
-        {"core_n", p->e.core_n},
+        {"core_n", p->e.core_n},       {"max_gap", p->max_gap},
     };
     for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
         nd_reply_key(w, counts[i].key);

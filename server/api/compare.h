@@ -11,7 +11,8 @@
  * "resemblance", "containment", "containment_reverse", "kind" (null when
  * not a match), "mode" ("word" / "character"), "simhash_a/b", "chars_a/b",
  * "shingles_a/b", "shared", "sampled_a/b", "shift", "core_found",
- * "core_n", "alignment" (the third stage's figures, see
+ * "core_n", "max_gap" (nd_sketch_max_gap()), "alignment" (the third
+ * stage's figures, see
  * nd_compare_write_alignment()), "integrity_a/b", "passages" ([{start, end,
  * source_start, source_end}]: for kind rewrite the aligned stretches, else
  * the copied passages) and "passages_truncated". Writes into w only. */
@@ -24,7 +25,8 @@ void nd_compare_write_integrity(nd_reply *w, const nd_integrity *in);
 void nd_compare_write_pairs(nd_reply *w, const nd_passage_pair *p, size_t n);
 
 /* The third stage's figures as an object: "coverage_a/b", "spread_a/b",
- * "tokens_a/b", "segments" (align.h). Writes into w only. */
+ * "long_gaps_a/b", "tokens_a/b", "segments" (align.h). Writes into w
+ * only. */
 void nd_compare_write_alignment(nd_reply *w, const nd_alignment *al);
 
 #endif

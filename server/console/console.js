@@ -395,6 +395,7 @@
     fact(dl, 'Integrity', 'invisible ' + fig(ig.invisible) + ', look-alike ' + fig(ig.lookalike) +
       ', traditional ' + fig(ig.traditional) + ', script ' + String(ig.script));
     if (answer.truncated) fact(dl, 'Truncated', 'more matches exist than listed');
+    if (answer.review) fact(dl, 'Review', 'a rewrite was found (listed, not counted as evidence): a person should confirm it');
 
     const matches = Array.isArray(answer.matches) ? answer.matches : [];
     const tbody = $('matches').tBodies[0];
@@ -460,7 +461,10 @@
         sub.push({ start: p.start, end: p.end, p: i });
         if (Number.isInteger(p.source_start)) src.push({ start: p.source_start, end: p.source_end, p: i });
       });
-      note = pairs.length + ' copied passage(s) on both sides; select one to see it in the other text.';
+      note = m && m.kind === 'rewrite'
+        ? pairs.length + ' aligned stretch(es) of a rewrite on both sides (the submitted text follows the registered one, reworded: ' +
+          fig(m.alignment ? m.alignment.coverage : null) + ' of it aligned); select one to see it in the other text.'
+        : pairs.length + ' copied passage(s) on both sides; select one to see it in the other text.';
       if (compared) {
         note += ' The pair: ' + String(compared.kind) + ', resemblance ' + fig(compared.resemblance) +
           ', containment ' + fig(compared.containment) + ' (of the submitted text), ' +

@@ -70,6 +70,11 @@ static const struct {
                                    "kind=\"invisible\""},
     [ND_EV_INTEGRITY_LOOKALIKE] = {"neardup_check_integrity_total", NULL, "kind=\"lookalike\""},
     [ND_EV_INTEGRITY_SCRIPT] = {"neardup_check_integrity_total", NULL, "kind=\"script\""},
+    [ND_EV_THIRD_CHECKS] = {"neardup_rewrite_stage_checks_total",
+                            "Checks whose gray-zone candidates the third stage aligned.", NULL},
+    [ND_EV_THIRD_ALIGNED] = {"neardup_rewrite_stage_aligned_total",
+                             "Candidates the third stage read and aligned.", NULL},
+    [ND_EV_REWRITES] = {"neardup_rewrites_total", "Checks that listed a rewrite.", NULL},
 };
 
 int nd_metrics_create(nd_metrics **out, unsigned nworkers)

@@ -60,6 +60,9 @@ enum nd_event {
     ND_EV_INTEGRITY_INVISIBLE, /* a check's text hid characters (nd_integrity) */
     ND_EV_INTEGRITY_LOOKALIKE, /* ... swapped letters for look-alikes */
     ND_EV_INTEGRITY_SCRIPT,    /* ... was read from Traditional characters */
+    ND_EV_THIRD_CHECKS,        /* checks that ran the third stage (aligned a candidate) */
+    ND_EV_THIRD_ALIGNED,       /* candidates it aligned (nd_metrics_add) */
+    ND_EV_REWRITES,            /* checks that listed a rewrite */
     ND_EV_COUNT
 };
 

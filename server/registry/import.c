@@ -53,6 +53,9 @@ typedef struct prep {
     nd_sketch sketch[2]; /* the text's, made at once: the line is asked later */
     uint8_t *packed;     /* the text packed (nd_text_pack(); keep_text), owned:
                           * rq.text_packed points here; NULL: none */
+    char *text;          /* a copy of the text, owned: the third stage reads it
+                          * when the line has gray-zone candidates */
+    size_t text_len;
 } prep;
 
 typedef struct batch {
@@ -211,6 +214,9 @@ static void prepare_line(import_ctx *c, tools *t, prep *pr, const line_ref *ref)
     free(pr->rq.policy);
     free(pr->packed);
     pr->packed = NULL;
+    free(pr->text);
+    pr->text = NULL;
+    pr->text_len = 0;
     pr->ref = ref;
     pr->code = NULL;
     pr->message[0] = 0;
@@ -302,6 +308,13 @@ static void prepare_line(import_ctx *c, tools *t, prep *pr, const line_ref *ref)
         rq->text_packed = pr->packed;
         rq->text_packed_len = n;
     }
+    if (!(pr->text = malloc(rq->text_len + 1))) {
+        refuse(pr, "internal", "%s", "out of memory");
+        return;
+    }
+    memcpy(pr->text, rq->text, rq->text_len);
+    pr->text[rq->text_len] = 0;
+    pr->text_len = rq->text_len;
     rq->text = NULL; /* borrowed from the parser: gone after the next line */
     rq->text_len = 0;
 }
@@ -631,7 +644,9 @@ static int ask(import_ctx *c, prep *pr, nd_check_res *res, nd_import_summary *ou
                                   .lazy = NULL,
                                   .passages = NULL,
                                   .sk = c->sk,
-                                  .third = c->pair};
+                                  .third = c->pair,
+                                  .text = pr->text,
+                                  .text_len = pr->text_len};
         int rc = nd_registry_check(c->reg, &pr->rq, &pr->q, &qs, res, reg_done, a);
         if (rc == ND_REG_QUEUED)
             pr->queued = a; /* the importing thread's until drain() takes it */
@@ -724,6 +739,8 @@ static void prep_move(prep *dst, prep *src)
     src->rq.policy = NULL;
     src->packed = NULL; /* dst->rq.text_packed points at the same bytes */
     src->rq.text_packed = NULL;
+    src->text = NULL;
+    src->text_len = 0;
 }
 
 static void prep_free(prep *pr)
@@ -731,6 +748,7 @@ static void prep_free(prep *pr)
     free(pr->rq.meta);
     free(pr->rq.policy);
     free(pr->packed);
+    free(pr->text);
     free(pr);
 }
 
@@ -1075,6 +1093,7 @@ int nd_import_run(nd_registry *reg, nd_store *st, const char *buf, size_t len,
             free(c->ring[i].lines[j].rq.meta);
             free(c->ring[i].lines[j].rq.policy);
             free(c->ring[i].lines[j].packed);
+            free(c->ring[i].lines[j].text);
         }
     nd_fingerprinter_destroy(c->own_fp);
     nd_sketcher_destroy(c->own_sk);

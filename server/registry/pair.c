@@ -14,6 +14,8 @@ struct nd_pair_scratch {
     nd_align_segment seg[ND_PAIR_PASSAGES];
     uint8_t *marks[ND_PAIR_MARK_SLOTS]; /* nd_pair_keep_marks() */
     size_t marks_cap[ND_PAIR_MARK_SLOTS], marks_n[ND_PAIR_MARK_SLOTS];
+    uint8_t marks_mode[ND_PAIR_MARK_SLOTS]; /* the sketch mode A's tokens were in */
+    uint8_t last_mode;                      /* of the last alignment */
     nd_anchors anchors[2];
     nd_sketch sa[2], sb[2];
     nd_question qa, qb;
@@ -111,6 +113,7 @@ static int align_in(const nd_sk_scratch *a, nd_pair_scratch *s, unsigned mode, n
         return -EINVAL;
     size_t want = cap < ND_PAIR_PASSAGES ? cap : ND_PAIR_PASSAGES;
     unsigned long_gap = mode == ND_SKETCH_MODE_CHAR ? ND_ALIGN_LONG_GAP_CHAR : ND_ALIGN_LONG_GAP_WORD;
+    s->last_mode = (uint8_t)mode;
     int rc = nd_align(s->al, ha, na, hb, nb, long_gap, al, s->seg, want, &nseg);
     if (rc < 0)
         return rc;
@@ -141,6 +144,7 @@ int nd_pair_keep_marks(nd_pair_scratch *s, unsigned slot)
     if (n)
         memcpy(s->marks[slot], m, n);
     s->marks_n[slot] = n;
+    s->marks_mode[slot] = s->last_mode;
     return 0;
 }
 
@@ -154,7 +158,8 @@ size_t nd_pair_unique_marks(const nd_pair_scratch *s, unsigned slot, const bool 
             continue;
         unsigned held = 0;
         for (unsigned j = 0; j < nslots && j < ND_PAIR_MARK_SLOTS; j++)
-            held += j != slot && others[j] && s->marks_n[j] == n && s->marks[j][x];
+            held += j != slot && others[j] && s->marks_n[j] == n &&
+                    s->marks_mode[j] == s->marks_mode[slot] && s->marks[j][x];
         c += held < ND_PAIR_SHARED_BY;
     }
     return c;
@@ -162,7 +167,8 @@ size_t nd_pair_unique_marks(const nd_pair_scratch *s, unsigned slot, const bool 
 
 size_t nd_pair_marks_overlap(const nd_pair_scratch *s, unsigned i, unsigned j)
 {
-    if (i >= ND_PAIR_MARK_SLOTS || j >= ND_PAIR_MARK_SLOTS || s->marks_n[i] != s->marks_n[j])
+    if (i >= ND_PAIR_MARK_SLOTS || j >= ND_PAIR_MARK_SLOTS || s->marks_n[i] != s->marks_n[j] ||
+        s->marks_mode[i] != s->marks_mode[j])
         return 0;
     size_t c = 0;
     for (size_t x = 0; x < s->marks_n[i]; x++)
@@ -217,6 +223,7 @@ int nd_pair_compare(nd_question_tools *t, nd_pair_scratch *s, const char *a, siz
     const nd_sketch *d = &s->sb[mode], *q = nd_sketch_for(s->sa, d);
     memset(out, 0, offsetof(nd_pair, pairs));
     nd_sketch_compare(q, d, &out->e);
+    out->max_gap = nd_sketch_max_gap(q, d, &out->e);
     int same = memcmp(s->qa.text_hash, s->qb.text_hash, 16) == 0;
     out->kind = nd_match_classify(&out->e, same, p);
     out->simhash_a = s->qa.simhash;

@@ -31,6 +31,7 @@ typedef struct nd_pair {
     uint32_t chars_a, chars_b; /* characters after normalization */
     unsigned distance;         /* SimHash distance */
     nd_sketch_estimate e;      /* A (in B's mode) against B */
+    uint32_t max_gap;          /* nd_sketch_max_gap() of the pair */
     nd_match_kind kind;        /* ND_MATCH_NONE: not a match */
     uint8_t mode;              /* B's own mode: the one compared in */
     uint32_t shingles_a, shingles_b;
@@ -105,7 +106,7 @@ size_t nd_pair_unique_marks(const nd_pair_scratch *s, unsigned slot, const bool 
                             unsigned nslots, size_t *na);
 
 /* How many of A's tokens slots i and j both mark (0 when they were kept
- * for different texts). */
+ * for different texts or modes). */
 size_t nd_pair_marks_overlap(const nd_pair_scratch *s, unsigned i, unsigned j);
 
 /* Tokenizes A's text a[0..la) with both modes into s's own A scratch, for

@@ -64,6 +64,8 @@ int nd_question_sketch(nd_question_tools *t, const nd_check_req *rq, nd_question
     qs->passages = no_passages ? NULL : t->sks;
     qs->sk = t->sk;
     qs->third = t->pair;
+    qs->text = NULL;
+    qs->text_len = 0;
     q->sketch_enc_len = 0;
     if (rq->do_register)
         q->sketch_enc_len = (uint32_t)nd_sketch_encode(&sketch[mode], q->sketch_enc,

@@ -78,10 +78,13 @@ typedef struct nd_question_scratch {
     const nd_sk_scratch *passages;
     /* The third stage (align.h): the sketcher and the thread's pair
      * scratch, which tokenizes the candidates' kept texts; A's tokens are
-     * passages' or, when that is NULL, the request's text tokenized into
-     * the pair scratch. third NULL: no third stage. */
+     * passages' or, when that is NULL, text[0..text_len) (or, NULL, the
+     * request's text) tokenized into the pair scratch. third NULL: no
+     * third stage. */
     const nd_sketcher *sk;
     nd_pair_scratch *third;
+    const char *text;
+    size_t text_len;
 } nd_question_scratch;
 
 /* The answer of nd_question_make() for a text shorter than min_chars

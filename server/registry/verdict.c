@@ -68,6 +68,7 @@ static long query_all(nd_registry *reg, uint64_t simhash, unsigned k, nd_check_r
 
 #define MF_PENDING 1u /* waiting for its first commit: never evidence */
 #define MF_DIRECT 2u  /* verified from its in-memory sketch, not the store's */
+#define MF_GRAY 4u    /* a gray-zone candidate of the third stage (gray()) */
 
 /* A candidate found by either stage-1 index: a match if live, not self and
  * registered before before_us. Adds it to m[*n] (a new reference).
@@ -85,7 +86,7 @@ static void add_candidate(nd_doc *d, const nd_doc *self, int64_t before_us, uint
     }
     m[*n] = (nd_match){
         .doc = doc_ref(d), .distance = nd_simhash_distance(d->simhash, simhash), .flags = flags};
-    m[*n].coverage = m[*n].spread = 0;
+    m[*n].coverage = m[*n].spread = m[*n].gap = 0;
     (*n)++;
 }
 
@@ -151,6 +152,37 @@ typedef struct verify_ctx {
     int64_t best_at;     /* and its registration time (ties: the earliest) */
 } verify_ctx;
 
+/* The gray zone: candidates that stage 2 leaves below every threshold
+ * but whose estimate shares at least this much with the query are
+ * aligned (the third stage), at most ND_REWRITE_CANDIDATES per check. A
+ * fifth of the words edited leaves about half of the word shingles and a
+ * third of the character ones, two fifths a fifth and a tenth
+ * (proto/align.md). */
+#define ND_REWRITE_GRAY 0.05
+/* A rewrite follows the whole text: the values it shares with the query
+ * lie all along the query (no run of more than this share of the query's
+ * sampled values, in text order, without a found one: the estimate's
+ * max_gap; rewrites of the dev set reach 0.27, documents sharing one of
+ * four paragraphs 0.21 at the 5th percentile and 0.44 at the median),
+ * and it is of a comparable size (its distinct shingles within this
+ * factor of the query's either way). */
+#define ND_REWRITE_GRAY_GAP 0.3
+#define ND_REWRITE_GRAY_SIZE 2.5
+
+/* Whether stage 2's estimate e of q against d makes d a gray-zone
+ * candidate; *gap gets its max gap (nd_sketch_max_gap()) when it does. */
+static bool gray(const nd_sketch *q, const nd_sketch *d, const nd_sketch_estimate *e,
+                 uint32_t *gap)
+{
+    if (e->containment < ND_REWRITE_GRAY || e->q_n == 0 || !e->q_shingles || !d->shingles)
+        return false;
+    double size = (double)d->shingles / (double)e->q_shingles;
+    if (size > ND_REWRITE_GRAY_SIZE || size < 1.0 / ND_REWRITE_GRAY_SIZE)
+        return false;
+    *gap = nd_sketch_max_gap(q, d, e);
+    return (double)*gap <= ND_REWRITE_GRAY_GAP * (double)e->q_n;
+}
+
 /* Verifies candidate i against its encoded sketch (NULL: none stored). */
 static void verify_one(verify_ctx *v, size_t i, const uint8_t *buf, size_t len)
 {
@@ -171,6 +203,12 @@ static void verify_one(verify_ctx *v, size_t i, const uint8_t *buf, size_t len)
     else if (same)
         e.resemblance = e.containment = e.containment_r = 1.0;
     m->kind = have || same ? (uint8_t)nd_match_classify(&e, same, v->params) : ND_MATCH_NONE;
+    uint32_t gap;
+    if (have && m->kind == ND_MATCH_NONE && v->bound != v->params &&
+        gray(nd_sketch_for(qs->sketch, &dsk), &dsk, &e, &gap)) {
+        m->flags |= MF_GRAY;
+        m->gap = e.q_n ? (float)gap / (float)e.q_n : 1.0f;
+    }
     m->resemblance = e.resemblance;
     m->containment = e.containment;
     if (m->kind == ND_MATCH_PARTIAL_COPY && have && qs->passages && !(m->flags & MF_PENDING) &&
@@ -233,20 +271,17 @@ static int verify_all(nd_registry *reg, const nd_check_req *rq, const nd_questio
     return nd_store_sketches(reg->store, keys, n, verify_visit, &v);
 }
 
-/* The gray zone: candidates that stage 2 leaves below every threshold
- * but whose estimate shares at least this much with the query are
- * aligned (the third stage), at most ND_REWRITE_CANDIDATES per check. A
- * fifth of the words edited leaves about half of the word shingles and a
- * third of the character ones, two fifths a fifth and a tenth
- * (proto/align.md). */
-#define ND_REWRITE_GRAY 0.05
 #define ND_REWRITE_CANDIDATES 4
+/* Of those, the ones aligned to look for a rewrite (the most evenly shared
+ * first); the others are aligned only when one is found, for its
+ * boilerplate discount. */
+#define ND_REWRITE_TRIES 2
 /* Another aligned document marking this share of a rewrite's aligned
  * tokens is another version of its text, not a document sharing a part. */
 #define ND_REWRITE_VERSION 0.8
 /* What a rewrite's document must explain of the query on its own, as a
  * share of the coverage the rule asks (nd_rewrite_min_coverage(): 0.5, so
- * 0.4 of the query): tokens that two other aligned documents explain too
+ * 0.35 of the query): tokens that two other aligned documents explain too
  * are boilerplate. */
 #define ND_REWRITE_OWN 0.7
 
@@ -289,7 +324,7 @@ static bool gray_before(const nd_match *x, const nd_match *y)
 }
 
 /* Stage 3: the best ND_REWRITE_CANDIDATES gray candidates of m[0..n)
- * (kind none, committed, containment >= ND_REWRITE_GRAY) read from their
+ * (kind none, committed, gray(): MF_GRAY) read from their
  * kept texts and aligned with the query. A candidate that the rule calls
  * a rewrite (nd_rewrite_is()) becomes kind ND_MATCH_REWRITE when it still
  * covers enough of the query without the tokens that another aligned
@@ -303,8 +338,7 @@ static int third_stage(nd_registry *reg, const nd_check_req *rq, const nd_questi
 {
     size_t pick[ND_REWRITE_CANDIDATES], np = 0;
     for (size_t i = 0; i < n; i++) {
-        if (m[i].kind != ND_MATCH_NONE || (m[i].flags & MF_PENDING) ||
-            m[i].containment < ND_REWRITE_GRAY)
+        if (m[i].kind != ND_MATCH_NONE || (m[i].flags & MF_PENDING) || !(m[i].flags & MF_GRAY))
             continue;
         size_t at = np < ND_REWRITE_CANDIDATES ? np++ : ND_REWRITE_CANDIDATES;
         if (at == ND_REWRITE_CANDIDATES && !gray_before(&m[i], &m[pick[at - 1]]))
@@ -319,13 +353,29 @@ static int third_stage(nd_registry *reg, const nd_check_req *rq, const nd_questi
         return 0;
     third_ctx c = {.pair = qs->third, .sk = qs->sk, .a = qs->passages};
     if (!c.a) { /* the query's tokens are gone: tokenize it again */
-        int rc = nd_pair_hold_a(qs->third, qs->sk, rq->text, rq->text_len);
+        int rc = qs->text ? nd_pair_hold_a(qs->third, qs->sk, qs->text, qs->text_len)
+                          : nd_pair_hold_a(qs->third, qs->sk, rq->text, rq->text_len);
         if (rc < 0)
             return rc == -ENOMEM ? rc : 0;
     }
+    /* The order of the tries: the most evenly shared first (the smallest
+     * max gap), then as picked. */
+    size_t order[ND_REWRITE_CANDIDATES];
+    for (size_t k = 0; k < np; k++) {
+        size_t at = k;
+        for (; at && m[pick[order[at - 1]]].gap > m[pick[k]].gap; at--)
+            order[at] = order[at - 1];
+        order[at] = k;
+    }
     bool rewrite[ND_REWRITE_CANDIDATES] = {false}, other[ND_REWRITE_CANDIDATES] = {false};
     double need[ND_REWRITE_CANDIDATES];
-    for (size_t k = 0; k < np; k++) {
+    size_t found = 0;
+    for (size_t t = 0; t < np; t++) {
+        /* The first ND_REWRITE_TRIES look for a rewrite; the rest are
+         * aligned only for the discount of one found. */
+        if (t == ND_REWRITE_TRIES && !found)
+            break;
+        size_t k = order[t];
         nd_match *x = &m[pick[k]];
         c.rc = -ENOENT;
         int rc = nd_store_text(reg->store, x->doc->registered_at_us, third_visit, &c);
@@ -342,6 +392,7 @@ static int third_stage(nd_registry *reg, const nd_check_req *rq, const nd_questi
         const nd_rewrite_params *rp = &reg->opts.rewrite_params;
         rewrite[k] = nd_rewrite_is(&c.al, rp, &q->integrity, &c.integrity_b);
         other[k] = !rewrite[k];
+        found += rewrite[k];
         need[k] = nd_rewrite_min_coverage(rp, &q->integrity, &c.integrity_b);
     }
     for (size_t k = 0; k < np; k++) {
@@ -392,7 +443,9 @@ static void decide(const nd_registry *reg, const nd_check_req *rq, nd_doc *sourc
  * verdict and the source are exact whatever the cut (every SimHash hit is
  * verified, however many). locked: the caller holds the writer (then the
  * tables are stable without the read lock). When wait_on is not NULL and no
- * evidence was found but a pending document verified as one, *wait_on gets
+ * evidence was found but a pending document verified as one (or is a
+ * gray-zone candidate of the third stage, whose text is not committed
+ * yet), *wait_on gets
  * it (a borrowed pointer, valid while the writer is held): the caller
  * waits for its commit and decides again. */
 int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question *q,
@@ -500,7 +553,7 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
         rc = rc ? rc : verify_all(reg, rq, q, qs, res, m, keys, n, third ? &gray : &reg->opts.params);
     if (third && rc == 0)
         rc = third_stage(reg, rq, q, qs, res, m, n);
-    else
+    else if (!verify)
         for (size_t i = 0; i < n; i++)
             m[i].kind = ND_MATCH_NEAR_DUPLICATE;
     /* Keep the verified matches, marked; note a pending document that
@@ -518,6 +571,11 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
         }
         if (evidence && (m[i].flags & MF_PENDING) && !pending)
             pending = d; /* the registry's reference keeps it (writer held) */
+        /* A gray-zone candidate waiting for its first commit has no kept
+         * text to align yet: wait for it too, as for pending evidence. */
+        if (third && rc == 0 && !pending && (m[i].flags & MF_PENDING) &&
+            (m[i].flags & MF_GRAY) && is_evidence(d, rq))
+            pending = d;
         if (!verified || (m[i].flags & MF_PENDING)) {
             nd_doc_release(d);
             continue;

@@ -26,6 +26,7 @@ typedef struct nd_match {
     float coverage;     /* the third stage's (align.h): the query's share */
     float spread;       /* aligned, and the lower spread of the two sides;
                          * 0 and 0 when not aligned */
+    float gap;          /* a gray-zone candidate's max gap / sampled values */
     uint8_t kind;       /* nd_match_kind */
     uint8_t flags;      /* private to the registry */
     bool same_account;  /* doc has the request's (non-empty) account */

@@ -36,7 +36,7 @@ while (($#)); do
     esac
 done
 all=(fuzz_fingerprint fuzz_json fuzz_fingerprint_body fuzz_check_body fuzz_headers fuzz_index fuzz_sketch fuzz_framing
-     fuzz_workflow fuzz_import fuzz_entry fuzz_fold fuzz_passages)
+     fuzz_workflow fuzz_import fuzz_entry fuzz_fold fuzz_passages fuzz_align)
 ((${#targets[@]})) || targets=("${all[@]}")
 
 cc="${CC_FUZZ:-clang}"
