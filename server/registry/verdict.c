@@ -87,6 +87,7 @@ static void add_candidate(nd_doc *d, const nd_doc *self, int64_t before_us, uint
     m[*n] = (nd_match){
         .doc = doc_ref(d), .distance = nd_simhash_distance(d->simhash, simhash), .flags = flags};
     m[*n].coverage = m[*n].spread = m[*n].gap = 0;
+    m[*n].rank = (uint32_t)*n;
     (*n)++;
 }
 
@@ -166,7 +167,11 @@ typedef struct verify_ctx {
  * four paragraphs 0.21 at the 5th percentile and 0.44 at the median),
  * and it is of a comparable size (its distinct shingles within this
  * factor of the query's either way). */
-#define ND_REWRITE_GRAY_GAP 0.3
+#define ND_REWRITE_GRAY_GAP 0.25
+/* Only the first candidates stage 1 found (SimHash hits, then the anchor
+ * candidates best first) are compared far enough to be gray: the rest are
+ * cut short at the listing thresholds, as without the third stage. */
+#define ND_REWRITE_GRAY_FIRST 4
 #define ND_REWRITE_GRAY_SIZE 2.5
 
 /* Whether stage 2's estimate e of q against d makes d a gray-zone
@@ -193,18 +198,19 @@ static void verify_one(verify_ctx *v, size_t i, const uint8_t *buf, size_t len)
     nd_sketch dsk;
     nd_sketch_estimate e = {0};
     bool have = buf && nd_sketch_decode(buf, len, &dsk) == 0;
+    const nd_verdict_params *bound = m->rank < ND_REWRITE_GRAY_FIRST ? v->bound : v->params;
     if (have && !(atomic_load_explicit(&m->doc->sk_size, memory_order_relaxed) & ND_DOC_SK_KNOWN))
         atomic_store_explicit(&m->doc->sk_size, sk_size_pack(dsk.mode, dsk.shift, dsk.n),
                               memory_order_relaxed); /* a loaded document's, first read */
     if (have && same)
         nd_sketch_compare(nd_sketch_for(qs->sketch, &dsk), &dsk, &e);
     else if (have) /* cut short when it cannot be listed: then kind none */
-        nd_sketch_compare_bounded(nd_sketch_for(qs->sketch, &dsk), &dsk, v->bound, &e);
+        nd_sketch_compare_bounded(nd_sketch_for(qs->sketch, &dsk), &dsk, bound, &e);
     else if (same)
         e.resemblance = e.containment = e.containment_r = 1.0;
     m->kind = have || same ? (uint8_t)nd_match_classify(&e, same, v->params) : ND_MATCH_NONE;
     uint32_t gap;
-    if (have && m->kind == ND_MATCH_NONE && v->bound != v->params &&
+    if (have && m->kind == ND_MATCH_NONE && bound != v->params &&
         gray(nd_sketch_for(qs->sketch, &dsk), &dsk, &e, &gap)) {
         m->flags |= MF_GRAY;
         m->gap = e.q_n ? (float)gap / (float)e.q_n : 1.0f;
@@ -251,7 +257,8 @@ static int verify_all(nd_registry *reg, const nd_check_req *rq, const nd_questio
     size_t from_store = 0;
     for (size_t i = 0; i < n; i++) {
         nd_doc *d = m[i].doc;
-        if (cannot_match(bound, q, qs, d)) { /* its size alone rules it out: not read */
+        if (cannot_match(m[i].rank < ND_REWRITE_GRAY_FIRST ? bound : &reg->opts.params, q, qs, d)) {
+            /* its size alone rules it out: not read */
             m[i].flags |= MF_DIRECT;
             m[i].kind = ND_MATCH_NONE;
             keys[i] = -1;
@@ -275,7 +282,7 @@ static int verify_all(nd_registry *reg, const nd_check_req *rq, const nd_questio
 /* Of those, the ones aligned to look for a rewrite (the most evenly shared
  * first); the others are aligned only when one is found, for its
  * boilerplate discount. */
-#define ND_REWRITE_TRIES 2
+#define ND_REWRITE_TRIES 1
 /* Another aligned document marking this share of a rewrite's aligned
  * tokens is another version of its text, not a document sharing a part. */
 #define ND_REWRITE_VERSION 0.8
@@ -535,6 +542,8 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
     size_t u = 0;
     for (size_t i = 0; i < n; i++) {
         if (u && m[u - 1].doc == m[i].doc) {
+            if (m[i].rank < m[u - 1].rank)
+                m[u - 1].rank = m[i].rank; /* its best place in stage 1 */
             nd_doc_release(m[i].doc);
             continue;
         }

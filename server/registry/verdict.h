@@ -29,6 +29,7 @@ typedef struct nd_match {
     float gap;          /* a gray-zone candidate's max gap / sampled values */
     uint8_t kind;       /* nd_match_kind */
     uint8_t flags;      /* private to the registry */
+    uint32_t rank;      /* private: the order stage 1 found it in */
     bool same_account;  /* doc has the request's (non-empty) account */
     bool evidence;      /* makes the article not original: not the same
                          * account and doc->status active (the claim rule) */
