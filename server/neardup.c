@@ -363,9 +363,8 @@ static void print_line(struct evbuffer *buf, nd_reply *w);
 /* neardup compare --jsonl: a pair per line {"text_a","text_b"} in, the
  * answer of POST /compare (or {"error": ...}) per line out. */
 static int compare_jsonl(const char *path, const nd_verdict_params *vp,
-                         const nd_rewrite_params *rwp)
+                         const nd_rewrite_params *rw)
 {
-    nd_rewrite_params rw = *rwp;
     FILE *in = stdin;
     if (path && strcmp(path, "-") != 0 && !(in = fopen(path, "rb"))) {
         fprintf(stderr, "neardup: cannot open %s: %s\n", path, strerror(errno));
@@ -392,7 +391,7 @@ static int compare_jsonl(const char *path, const nd_verdict_params *vp,
         int which = 0, prc = -EINVAL;
         if (json_is_string(ja) && json_is_string(jb))
             prc = nd_pair_compare(&qt, ps, json_string_value(ja), json_string_length(ja),
-                                  json_string_value(jb), json_string_length(jb), vp, &rw, &pair, &which);
+                                  json_string_value(jb), json_string_length(jb), vp, rw, &pair, &which);
         if (prc == 0) {
             nd_compare_write(&w, &pair);
         } else {
@@ -430,6 +429,7 @@ static int cmd_compare(int argc, char **argv)
     nd_verdict_params_default(&vp);
     nd_rewrite_params rw;
     nd_rewrite_params_default(&rw);
+    const nd_rewrite_params *rewrites = &rw; /* NULL: --rewrite-verdict ignore */
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--min-resemblance") == 0 && i + 1 < argc)
             vp.min_resemblance = atof(argv[++i]);
@@ -440,7 +440,7 @@ static int cmd_compare(int argc, char **argv)
         else if (strcmp(argv[i], "--rewrite-verdict") == 0 && i + 1 < argc) {
             const char *v = argv[++i];
             if (strcmp(v, "ignore") == 0)
-                rw.min_coverage = 2.0; /* off, as the server's ignore */
+                rewrites = NULL; /* as the server's ignore */
             else if (strcmp(v, "duplicate") != 0 && strcmp(v, "review") != 0) {
                 fprintf(stderr, "neardup compare: --rewrite-verdict duplicate|review|ignore\n");
                 return 2;
@@ -463,7 +463,7 @@ static int cmd_compare(int argc, char **argv)
         return 2;
     }
     if (jsonl)
-        return compare_jsonl(pa, &vp, &rw);
+        return compare_jsonl(pa, &vp, rewrites);
     if (!pa || !pb) {
         fprintf(stderr, "neardup compare: FILE_A FILE_B required\n");
         return 2;
@@ -483,7 +483,7 @@ static int cmd_compare(int argc, char **argv)
         nd_question_tools qt = {
             .fp = t.fp, .sk = t.sk, .fps = t.fps, .sks = t.sks, .anchors = anchors};
         int which;
-        rc = nd_pair_compare(&qt, ps, a, la, b, lb, &vp, &rw, &pair, &which);
+        rc = nd_pair_compare(&qt, ps, a, la, b, lb, &vp, rewrites, &pair, &which);
         if (rc < 0)
             fprintf(stderr, "neardup compare: %s: %s\n", which == 1 ? pb : pa,
                     rc == -EILSEQ ? "text is not valid UTF-8" : strerror(-rc));

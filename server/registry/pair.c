@@ -94,7 +94,7 @@ bool nd_rewrite_is(const nd_alignment *al, const nd_rewrite_params *p, const nd_
                    const nd_integrity *b)
 {
     double cover = nd_rewrite_min_coverage(p, a, b);
-    return p->min_coverage <= 1.0 && nd_align_is_rewrite(al, cover, p->min_spread, p->max_long_gaps);
+    return nd_align_is_rewrite(al, cover, p->min_spread, p->max_long_gaps);
 }
 
 /* A's tokens (scratch a) aligned with B's (s->sks), both of mode `mode`:
