@@ -1553,9 +1553,18 @@ int nd_sketch_decode(const uint8_t *buf, size_t len, nd_sketch *out)
     out->n = (uint16_t)n;
     out->shingles = get32(buf + 4);
     out->positioned = 0; /* positions are not stored */
-    for (uint32_t i = 0; i < n; i++)
-        out->values[i] = get32(buf + 8 + 4 * i);
-    return sketch_valid(out) ? 0 : -EINVAL;
+    if (out->shift > LEVEL_MAX || n > out->shingles)
+        return -EINVAL;
+    /* sketch_valid()'s checks of the values, as they are read (a
+     * candidate's sketch is decoded on every verification) */
+    unsigned bad = 0;
+    uint32_t prev = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t v = get32(buf + 8 + 4 * i);
+        bad |= ((v & 31) < out->shift) | (i && v <= prev);
+        out->values[i] = prev = v;
+    }
+    return bad ? -EINVAL : 0;
 }
 
 /* ---- bounded comparison (registrations verify many candidates

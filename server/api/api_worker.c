@@ -36,9 +36,11 @@ int nd_api_worker_init(void *app, unsigned index, void **user)
     aw->hits = calloc(aw->cap, sizeof(*aw->hits));
     aw->matches = calloc(aw->cap, sizeof(*aw->matches));
     aw->keys = calloc(aw->cap, sizeof(*aw->keys));
+    aw->memo = nd_memo_create(aw->cap);
     aw->sh.out = evbuffer_new();
-    int rc = aw->hits && aw->matches && aw->keys && aw->sh.out ? nd_fp_scratch_create(&aw->fps)
-                                                               : -ENOMEM;
+    int rc = aw->hits && aw->matches && aw->keys && aw->memo && aw->sh.out
+                 ? nd_fp_scratch_create(&aw->fps)
+                 : -ENOMEM;
     if (rc == 0)
         rc = nd_sk_scratch_create(&aw->sks);
     if (rc == 0)
@@ -63,6 +65,7 @@ void nd_api_worker_finish(void *app, void *user)
     free(aw->hits);
     free(aw->matches);
     free(aw->keys);
+    nd_memo_destroy(aw->memo);
     if (aw->sh.out)
         evbuffer_free(aw->sh.out);
     nd_request_parser_finish(&aw->sh.parser);

@@ -6,6 +6,7 @@
 
 #include "answer.h"
 #include "fingerprint.h"
+#include "memo.h"
 #include "pair.h"
 #include "registry.h"
 #include "sketch.h"
@@ -37,6 +38,7 @@ typedef struct api_worker {
     nd_match *matches;
     int64_t *keys;
     size_t cap;
+    nd_memo *memo; /* a registration's first-pass figures (memo.h) */
     nd_anchor_hit ahits[API_ANCHOR_HITS];
     nd_pair_scratch *pair; /* the other text of a pair (compare.c, check.c) */
     nd_pair pair_out;      /* its figures (compare.c) */

@@ -237,6 +237,7 @@ static op_state *op_keep(op_state *op)
     op->res.hits = NULL;
     op->res.keys = NULL;
     op->res.ahits = NULL;
+    op->res.memo = NULL;
     return op;
 }
 
@@ -362,6 +363,7 @@ static int ask_check(nd_req *r)
     op->res.matches = aw->matches;
     op->res.keys = aw->keys;
     op->res.cap = aw->cap;
+    op->res.memo = aw->memo;
     op->res.ahits = aw->ahits;
     op->res.acap = API_ANCHOR_HITS;
     op->res.passages = op->passages;

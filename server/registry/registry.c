@@ -5,6 +5,7 @@
  * locking is described in registry.h; loading at start is in loader.c. */
 #include "registry.h"
 #include "registry_internal.h"
+#include "memo.h"
 #include "verdict_internal.h"
 #include "align.h"
 #include "fingerprint.h"
@@ -624,9 +625,32 @@ static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, con
     return rc;
 }
 
-static int check_register(nd_registry *reg, const nd_check_req *rq, const nd_question *q,
-                          const nd_question_scratch *qs, nd_check_res *res, nd_registry_done_fn fn,
-                          void *arg)
+/* A registration's first pass (res->memo): the verdict found without the
+ * writer, for the figures of every candidate it verified (memo.h), which
+ * the pass under the writer then reuses: that one reads and compares only
+ * the documents registered, changed or pending meanwhile, so that
+ * registrations verify in parallel and hold the writer briefly. A given
+ * time's evidence bound is taken under the writer: no first pass then. */
+static void first_pass(nd_registry *reg, const nd_check_req *rq, const nd_question *q,
+                       const nd_question_scratch *qs, nd_check_res *res)
+{
+    nd_memo *memo = res->memo;
+    if (!memo || !qs || !qs->sketch || rq->registered_at_us > 0)
+        return;
+    memo->mode = ND_MEMO_RECORD;
+    int rc = nd_verdict_find(reg, rq, q, qs, NULL, INT64_MAX, res, false, NULL);
+    if (rc == 0)
+        nd_check_res_release(res);
+    nd_verdict_clear(res);
+    if (rc == 0)
+        nd_memo_seal(memo);
+    else
+        nd_memo_clear(memo); /* verified under the writer, as without one */
+}
+
+static int check_register_locked(nd_registry *reg, const nd_check_req *rq, const nd_question *q,
+                                 const nd_question_scratch *qs, nd_check_res *res,
+                                 nd_registry_done_fn fn, void *arg)
 {
     pthread_mutex_lock(&reg->writer);
     int rc;
@@ -657,6 +681,17 @@ static int check_register(nd_registry *reg, const nd_check_req *rq, const nd_que
         }
     }
     pthread_mutex_unlock(&reg->writer);
+    return rc;
+}
+
+static int check_register(nd_registry *reg, const nd_check_req *rq, const nd_question *q,
+                          const nd_question_scratch *qs, nd_check_res *res, nd_registry_done_fn fn,
+                          void *arg)
+{
+    first_pass(reg, rq, q, qs, res);
+    int rc = check_register_locked(reg, rq, q, qs, res, fn, arg);
+    if (res->memo)
+        nd_memo_clear(res->memo);
     return rc;
 }
 

@@ -5,6 +5,7 @@
  * way). Reads the tables docs.c keeps (docs_internal.h). */
 #include "verdict_internal.h"
 #include "claim.h"
+#include "memo.h"
 #include "pair.h"
 
 #include <errno.h>
@@ -141,7 +142,6 @@ static inline bool is_evidence(const nd_doc *d, const nd_check_req *rq)
 #define SINGLE_PER_ANCHOR_MAX 4
 
 typedef struct verify_ctx {
-    const nd_check_req *rq;
     const nd_question *q;
     const nd_question_scratch *qs;
     const nd_verdict_params *params; /* the registry's */
@@ -149,8 +149,6 @@ typedef struct verify_ctx {
                                       * params, or the gray zone's */
     nd_check_res *res;
     nd_match *m;
-    double best_partial; /* containment of the match the passages come from */
-    int64_t best_at;     /* and its registration time (ties: the earliest) */
 } verify_ctx;
 
 /* The gray zone: candidates that stage 2 leaves below every threshold
@@ -192,7 +190,6 @@ static bool gray(const nd_sketch *q, const nd_sketch *d, const nd_sketch_estimat
 static void verify_one(verify_ctx *v, size_t i, const uint8_t *buf, size_t len)
 {
     nd_match *m = &v->m[i];
-    const nd_check_req *rq = v->rq;
     const nd_question_scratch *qs = v->qs;
     bool same = memcmp(m->doc->text_hash, v->q->text_hash, 16) == 0;
     nd_sketch dsk;
@@ -217,17 +214,31 @@ static void verify_one(verify_ctx *v, size_t i, const uint8_t *buf, size_t len)
     }
     m->resemblance = e.resemblance;
     m->containment = e.containment;
-    if (m->kind == ND_MATCH_PARTIAL_COPY && have && qs->passages && !(m->flags & MF_PENDING) &&
-        is_evidence(m->doc, rq) &&
-        (e.containment > v->best_partial ||
-         (e.containment == v->best_partial && m->doc->registered_at_us < v->best_at))) {
-        /* The most contained, then the earliest: not the order of the
-         * candidates (their addresses), so that passages are reproducible. */
-        v->best_partial = e.containment;
-        v->best_at = m->doc->registered_at_us;
-        v->res->npassages = nd_sketch_passages(qs->passages, &dsk, v->res->passages,
-                                               v->res->passages_cap);
+    /* Kept for a registration's second pass: what a committed document
+     * read gives (a pending one's extra, or a record not found, may
+     * change by then). */
+    if (v->res->memo && (have || same) && !(m->flags & MF_PENDING))
+        nd_memo_put(v->res->memo, m->doc, e.resemblance, e.containment, m->gap, m->kind,
+                    bound != v->params, m->flags & MF_GRAY);
+}
+
+/* m's stage-2 figures from the first pass of a registration when kept
+ * there and compared at least as far as bound asks (m then needs no
+ * read). */
+static bool verify_from_memo(const nd_memo *memo, nd_match *m, const nd_verdict_params *bound,
+                             const nd_verdict_params *params)
+{
+    const nd_memo_entry *me = memo && !(m->flags & MF_PENDING) ? nd_memo_get(memo, m->doc) : NULL;
+    if (!me || (!me->deep && bound != params))
+        return false;
+    m->kind = me->kind;
+    m->resemblance = me->resemblance;
+    m->containment = me->containment;
+    if (me->gray && bound != params) {
+        m->flags |= MF_GRAY;
+        m->gap = me->gap;
     }
+    return true;
 }
 
 static int verify_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
@@ -240,24 +251,22 @@ static int verify_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
 
 /* Stage 2: verifies m[0..n) in place (kind ND_MATCH_NONE: not a match).
  * A document's sketch is read from its extra (memory mode; pending ones,
- * writer held) or, in one read transaction, from the store. */
-static int verify_all(nd_registry *reg, const nd_check_req *rq, const nd_question *q,
+ * writer held), from res->memo (a registration's first pass), or, in
+ * one read transaction, from the store. */
+static int verify_all(nd_registry *reg, const nd_question *q,
                       const nd_question_scratch *qs, nd_check_res *res, nd_match *m, int64_t *keys,
                       size_t n, const nd_verdict_params *bound)
 {
-    verify_ctx v = {.rq = rq,
-                    .q = q,
-                    .qs = qs,
-                    .params = &reg->opts.params,
-                    .bound = bound,
-                    .res = res,
-                    .m = m,
-                    .best_partial = -1.0,
-                    .best_at = INT64_MAX};
+    verify_ctx v = {
+        .q = q, .qs = qs, .params = &reg->opts.params, .bound = bound, .res = res, .m = m};
     size_t from_store = 0;
     for (size_t i = 0; i < n; i++) {
         nd_doc *d = m[i].doc;
-        if (cannot_match(m[i].rank < ND_REWRITE_GRAY_FIRST ? bound : &reg->opts.params, q, qs, d)) {
+        const nd_verdict_params *b = m[i].rank < ND_REWRITE_GRAY_FIRST ? bound : &reg->opts.params;
+        if (verify_from_memo(res->memo, &m[i], b, &reg->opts.params)) {
+            m[i].flags |= MF_DIRECT;
+            keys[i] = -1;
+        } else if (cannot_match(b, q, qs, d)) {
             /* its size alone rules it out: not read */
             m[i].flags |= MF_DIRECT;
             m[i].kind = ND_MATCH_NONE;
@@ -330,6 +339,27 @@ static bool gray_before(const nd_match *x, const nd_match *y)
     return x->doc->registered_at_us < y->doc->registered_at_us;
 }
 
+_Static_assert(ND_REWRITE_CANDIDATES <= ND_MEMO_THIRD_MAX, "the memo keeps every pick");
+
+/* Stage 3's outcome from a registration's first pass when it picked the
+ * same candidates (picked[0..np), m[pick[k]]'s documents) in the same
+ * order: nothing read or aligned again. */
+static bool third_from_memo(const nd_memo *memo, nd_check_res *res, nd_match *m,
+                            const size_t *pick, nd_doc *const *picked, size_t np)
+{
+    const nd_memo_third *t = nd_memo_get_third(memo, picked, np);
+    if (!t)
+        return false;
+    for (size_t k = 0; k < np; k++) {
+        m[pick[k]].coverage = t->coverage[k];
+        m[pick[k]].spread = t->spread[k];
+        if (t->rewrite[k])
+            m[pick[k]].kind = ND_MATCH_REWRITE;
+    }
+    res->aligned = t->aligned;
+    return true;
+}
+
 /* Stage 3: the best ND_REWRITE_CANDIDATES gray candidates of m[0..n)
  * (kind none, committed, gray(): MF_GRAY) read from their
  * kept texts and aligned with the query. A candidate that the rule calls
@@ -357,6 +387,11 @@ static int third_stage(nd_registry *reg, const nd_check_req *rq, const nd_questi
         pick[at] = i;
     }
     if (!np)
+        return 0;
+    nd_doc *picked[ND_REWRITE_CANDIDATES];
+    for (size_t k = 0; k < np; k++)
+        picked[k] = m[pick[k]].doc;
+    if (res->memo && third_from_memo(res->memo, res, m, pick, picked, np))
         return 0;
     third_ctx c = {.pair = qs->third, .sk = qs->sk, .a = qs->passages};
     if (!c.a) { /* the query's tokens are gone: tokenize it again */
@@ -417,7 +452,55 @@ static int third_stage(nd_registry *reg, const nd_check_req *rq, const nd_questi
         if (na && (double)own >= ND_REWRITE_OWN * need[k] * (double)na)
             m[pick[k]].kind = ND_MATCH_REWRITE;
     }
+    if (res->memo) {
+        nd_memo_third t = {.npick = np, .aligned = res->aligned};
+        for (size_t k = 0; k < np; k++) {
+            t.pick[k] = picked[k];
+            t.rewrite[k] = m[pick[k]].kind == ND_MATCH_REWRITE;
+            t.coverage[k] = m[pick[k]].coverage;
+            t.spread[k] = m[pick[k]].spread;
+        }
+        nd_memo_put_third(res->memo, &t);
+    }
     return 0;
+}
+
+typedef struct passages_ctx {
+    const nd_question_scratch *qs;
+    nd_check_res *res;
+} passages_ctx;
+
+static int passages_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
+{
+    passages_ctx *c = arg;
+    nd_sketch dsk;
+    (void)i;
+    if (buf && nd_sketch_decode(buf, len, &dsk) == 0)
+        c->res->npassages =
+            nd_sketch_passages(c->qs->passages, &dsk, c->res->passages, c->res->passages_cap);
+    return 0;
+}
+
+/* A partial copy's passages: the query's spans found in its best partial
+ * evidence among m[0..n) (the most contained, then the earliest: not the
+ * order of the candidates, so that passages are reproducible), from its
+ * stored sketch, read again (one read, and only for this verdict).
+ * Returns 0 or a store read's -errno. */
+static int best_passages(nd_registry *reg, const nd_question_scratch *qs, nd_check_res *res,
+                         const nd_match *m, size_t n)
+{
+    const nd_match *best = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (m[i].kind == ND_MATCH_PARTIAL_COPY && m[i].evidence &&
+            (!best || m[i].containment > best->containment ||
+             (m[i].containment == best->containment &&
+              m[i].doc->registered_at_us < best->doc->registered_at_us)))
+            best = &m[i];
+    if (!best)
+        return 0;
+    int64_t key = best->doc->registered_at_us;
+    passages_ctx c = {.qs = qs, .res = res};
+    return nd_store_sketches(reg->store, &key, 1, passages_visit, &c);
 }
 
 /* The action for rq's account given the source (the earliest evidence, or
@@ -559,7 +642,7 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
     res->aligned = 0;
     res->review = false;
     if (verify)
-        rc = rc ? rc : verify_all(reg, rq, q, qs, res, m, keys, n, third ? &gray : &reg->opts.params);
+        rc = rc ? rc : verify_all(reg, q, qs, res, m, keys, n, third ? &gray : &reg->opts.params);
     if (third && rc == 0)
         rc = third_stage(reg, rq, q, qs, res, m, n);
     else if (!verify)
@@ -610,9 +693,14 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
     if (nev)
         res->verdict = m[0].kind == ND_MATCH_PARTIAL_COPY ? ND_VERDICT_PARTIAL
                                                           : ND_VERDICT_DUPLICATE;
+    if (res->verdict == ND_VERDICT_PARTIAL && qs && qs->passages &&
+        (rc = best_passages(reg, qs, res, m, n)) < 0) {
+        for (size_t i = 0; i < n; i++)
+            nd_doc_release(m[i].doc);
+        free(heap_m);
+        return rc;
+    }
     decide(reg, rq, source, res);
-    if (res->verdict != ND_VERDICT_PARTIAL)
-        res->npassages = 0;
     res->truncated = false;
     if (n > reg->opts.max_matches) {
         for (size_t i = reg->opts.max_matches; i < n; i++)

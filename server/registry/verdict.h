@@ -57,6 +57,10 @@ typedef struct nd_check_res {
     size_t acap;
     nd_passage *passages;
     size_t passages_cap;
+    /* The figures of a registration's first pass, reused by its second
+     * (memo.h): scratch, or NULL (every candidate verified under the
+     * registry's writer). */
+    struct nd_memo *memo;
     /* Answer. */
     bool original;    /* no evidence: no verified match registered earlier
                        * with another account and an active claim */
