@@ -4,6 +4,9 @@
 #include "hangul.h"
 
 #include <errno.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -1570,12 +1573,68 @@ int nd_sketch_decode(const uint8_t *buf, size_t len, nd_sketch *out)
 /* ---- bounded comparison (registrations verify many candidates
  * that cannot be listed; these skip or cut short the work on them) ---- */
 
-/* Values of s with level >= shift. */
+#ifdef __SSE2__
+/* Set bits of a 4-bit mask (a movemask of four lanes): a table, as the
+ * baseline x86-64 has no popcnt instruction. */
+static const uint8_t POP4[16] = {0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4};
+#endif
+
+/* Values of s with level >= shift (four at a time with SSE2). */
 static uint32_t count_at_shift(const nd_sketch *s, unsigned shift)
 {
-    uint32_t c = 0;
-    for (uint32_t i = 0; i < s->n; i++)
+    if (shift <= s->shift)
+        return s->n; /* a sketch holds only values at or above its shift */
+    uint32_t c = 0, i = 0;
+#ifdef __SSE2__
+    const __m128i low = _mm_set1_epi32(31), below = _mm_set1_epi32((int)shift - 1);
+    for (; i + 4 <= s->n; i += 4) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(s->values + i));
+        __m128i ge = _mm_cmpgt_epi32(_mm_and_si128(v, low), below);
+        c += POP4[_mm_movemask_ps(_mm_castsi128_ps(ge))];
+    }
+#endif
+    for (; i < s->n; i++)
         c += (s->values[i] & 31) >= shift;
+    return c;
+}
+
+/* Up to `steps` merge steps over a[*i..na) and b[*j..nb) (strictly
+ * ascending, both): returns the values they have in common met on the
+ * way, and advances *i and *j past them (at least one step when both are
+ * non-empty). A value two sketches share has a level at or above both
+ * shifts (each sketch holds only such values), so no level test is
+ * needed. With SSE2, blocks of four against four (each value of one
+ * block against every one of the other, then the block with the smaller
+ * last value moves on: a value of it can only equal one in the other
+ * block), as in Schlegel, Willhalm and Lehner, "Fast sorted-set
+ * intersection using SIMD instructions" (2011); the tail one by one. */
+static uint32_t common_steps(const uint32_t *a, uint32_t na, uint32_t *pi, const uint32_t *b,
+                             uint32_t nb, uint32_t *pj, uint32_t steps)
+{
+    uint32_t i = *pi, j = *pj, c = 0, t = 0;
+#ifdef __SSE2__
+    for (; t < steps && i + 4 <= na && j + 4 <= nb; t += 4) {
+        __m128i va = _mm_loadu_si128((const __m128i *)(a + i));
+        __m128i vb = _mm_loadu_si128((const __m128i *)(b + j));
+        __m128i m0 = _mm_or_si128(_mm_cmpeq_epi32(va, vb),
+                                  _mm_cmpeq_epi32(va, _mm_shuffle_epi32(vb, 0x39)));
+        __m128i m1 = _mm_or_si128(_mm_cmpeq_epi32(va, _mm_shuffle_epi32(vb, 0x4E)),
+                                  _mm_cmpeq_epi32(va, _mm_shuffle_epi32(vb, 0x93)));
+        __m128i m = _mm_or_si128(m0, m1);
+        c += POP4[_mm_movemask_ps(_mm_castsi128_ps(m))];
+        uint32_t amax = a[i + 3], bmax = b[j + 3];
+        i += amax <= bmax ? 4 : 0;
+        j += bmax <= amax ? 4 : 0;
+    }
+#endif
+    for (; t < steps && i < na && j < nb; t++) {
+        uint32_t x = a[i], y = b[j];
+        c += x == y;
+        i += x <= y;
+        j += y <= x;
+    }
+    *pi = i;
+    *pj = j;
     return c;
 }
 
@@ -1629,16 +1688,7 @@ int nd_sketch_compare_bounded(const nd_sketch *q, const nd_sketch *d, const nd_v
     double cmin = containment_needed(q, p);
     bool cut = !reachable_at(most, qn, dn, p, cmin);
     while (!cut && i < na && j < nb) {
-        /* Each step moves i or j or both by one: k steps stay in bounds. */
-        uint32_t k = na - i < nb - j ? na - i : nb - j;
-        if (k > BOUNDED_BLOCK)
-            k = BOUNDED_BLOCK;
-        for (uint32_t t = 0; t < k; t++) {
-            uint32_t x = a[i], y = b[j];
-            shared += (x == y) & ((x & 31) >= shift);
-            i += x <= y;
-            j += y <= x;
-        }
+        shared += common_steps(a, na, &i, b, nb, &j, BOUNDED_BLOCK);
         uint32_t rem = na - i < nb - j ? na - i : nb - j;
         uint32_t ub = shared + rem < most ? shared + rem : most;
         cut = !reachable_at(ub, qn, dn, p, cmin);
