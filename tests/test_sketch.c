@@ -428,6 +428,21 @@ static void test_sampled(void)
     memcpy(bad, buf, len);
     memcpy(bad + 8, buf + 12, 4); /* values[0] = values[1]: not ascending */
     CHECK(nd_sketch_decode(bad, len, &back) == -EINVAL, "not ascending");
+    /* At every place (the decoder checks four values at a time, then the
+     * tail one by one): a value equal to the one before, or one below the
+     * shift, is rejected. */
+    unsigned missed = 0;
+    for (uint32_t k = 1; k < sb.n; k++) {
+        memcpy(bad, buf, len);
+        memcpy(bad + 8 + 4 * k, buf + 8 + 4 * (k - 1), 4);
+        missed += nd_sketch_decode(bad, len, &back) != -EINVAL;
+        if (sb.shift == 0)
+            continue;
+        memcpy(bad, buf, len);
+        bad[8 + 4 * k] &= (uint8_t)~31u; /* level 0, below the shift */
+        missed += nd_sketch_decode(bad, len, &back) != -EINVAL;
+    }
+    CHECK(sb.n > 9 && missed == 0, "%u corrupt values of %u accepted", missed, sb.n);
     memcpy(bad, buf, len);
     bad[4] = 1, bad[5] = bad[6] = bad[7] = 0; /* shingles < n */
     CHECK(nd_sketch_decode(bad, len, &back) == -EINVAL, "shingles < n");
