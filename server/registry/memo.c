@@ -59,15 +59,8 @@ const nd_memo_entry *nd_memo_get(const nd_memo *memo, const nd_doc *d)
 {
     if (memo->mode != ND_MEMO_USE)
         return NULL;
-    size_t lo = 0, hi = memo->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if ((uintptr_t)memo->e[mid].doc < (uintptr_t)d)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < memo->n && memo->e[lo].doc == d ? &memo->e[lo] : NULL;
+    nd_memo_entry key = {.doc = (nd_doc *)d};
+    return bsearch(&key, memo->e, memo->n, sizeof(*memo->e), entry_cmp);
 }
 
 void nd_memo_put_third(nd_memo *memo, const nd_memo_third *third)

@@ -360,6 +360,21 @@ static bool third_from_memo(const nd_memo *memo, nd_check_res *res, nd_match *m,
     return true;
 }
 
+/* Keeps stage 3's outcome for the picks (as third_from_memo() reads it)
+ * when this is a registration's first pass. */
+static void third_to_memo(nd_memo *memo, const nd_check_res *res, const nd_match *m,
+                          const size_t *pick, nd_doc *const *picked, size_t np)
+{
+    nd_memo_third t = {.npick = np, .aligned = res->aligned};
+    for (size_t k = 0; k < np; k++) {
+        t.pick[k] = picked[k];
+        t.rewrite[k] = m[pick[k]].kind == ND_MATCH_REWRITE;
+        t.coverage[k] = m[pick[k]].coverage;
+        t.spread[k] = m[pick[k]].spread;
+    }
+    nd_memo_put_third(memo, &t);
+}
+
 /* Stage 3: the best ND_REWRITE_CANDIDATES gray candidates of m[0..n)
  * (kind none, committed, gray(): MF_GRAY) read from their
  * kept texts and aligned with the query. A candidate that the rule calls
@@ -452,16 +467,8 @@ static int third_stage(nd_registry *reg, const nd_check_req *rq, const nd_questi
         if (na && (double)own >= ND_REWRITE_OWN * need[k] * (double)na)
             m[pick[k]].kind = ND_MATCH_REWRITE;
     }
-    if (res->memo) {
-        nd_memo_third t = {.npick = np, .aligned = res->aligned};
-        for (size_t k = 0; k < np; k++) {
-            t.pick[k] = picked[k];
-            t.rewrite[k] = m[pick[k]].kind == ND_MATCH_REWRITE;
-            t.coverage[k] = m[pick[k]].coverage;
-            t.spread[k] = m[pick[k]].spread;
-        }
-        nd_memo_put_third(res->memo, &t);
-    }
+    if (res->memo)
+        third_to_memo(res->memo, res, m, pick, picked, np);
     return 0;
 }
 
