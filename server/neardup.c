@@ -362,8 +362,7 @@ static void print_line(struct evbuffer *buf, nd_reply *w);
 
 /* neardup compare --jsonl: a pair per line {"text_a","text_b"} in, the
  * answer of POST /compare (or {"error": ...}) per line out. */
-static int compare_jsonl(const char *path, const nd_verdict_params *vp,
-                         const nd_rewrite_params *rw)
+static int compare_jsonl(const char *path, const nd_verdict_params *vp, const nd_rewrite_params *rw)
 {
     FILE *in = stdin;
     if (path && strcmp(path, "-") != 0 && !(in = fopen(path, "rb"))) {
@@ -391,7 +390,8 @@ static int compare_jsonl(const char *path, const nd_verdict_params *vp,
         int which = 0, prc = -EINVAL;
         if (json_is_string(ja) && json_is_string(jb))
             prc = nd_pair_compare(&qt, ps, json_string_value(ja), json_string_length(ja),
-                                  json_string_value(jb), json_string_length(jb), vp, rw, &pair, &which);
+                                  json_string_value(jb), json_string_length(jb), vp, rw, &pair,
+                                  &which);
         if (prc == 0) {
             nd_compare_write(&w, &pair);
         } else {
@@ -445,8 +445,7 @@ static int cmd_compare(int argc, char **argv)
                 fprintf(stderr, "neardup compare: --rewrite-verdict duplicate|review|ignore\n");
                 return 2;
             }
-        }
-        else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             fprintf(stderr, "neardup compare: unknown option %s\n", argv[i]);
             return 2;
         } else if (!pa)
@@ -653,7 +652,8 @@ static int cmd_import(int argc, char **argv)
     }
     nd_import_summary sum = {0};
     if (rc < 0) {
-        fprintf(stderr, "neardup import: cannot load the store in %s: %s\n", data, strerror(-rc));
+        fprintf(stderr, "neardup import: cannot load the store in %s: %s\n", data,
+                nd_registry_load_error(rc));
     } else {
         nd_import_params ip;
         nd_import_params_init(&ip, &cfg);

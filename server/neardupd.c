@@ -180,7 +180,8 @@ static void loaded_cb(evutil_socket_t fd, short what, void *arg)
     if (d->load_rc == -ECANCELED || d->load_rc >= 0)
         return;
     atomic_store(&d->api.load_failed, true);
-    nd_log(ND_LOG_ERROR, "cannot load the store in %s: %s", d->cfg.data_dir, strerror(-d->load_rc));
+    nd_log(ND_LOG_ERROR, "cannot load the store in %s: %s", d->cfg.data_dir,
+           nd_registry_load_error(d->load_rc));
     d->exit_code = 1;
     begin_shutdown(d, "load failed", false);
 }

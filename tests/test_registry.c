@@ -371,7 +371,7 @@ static int set_status(world *w, const char *id, int status, const nd_store_event
 
 static bool is_id(const nd_doc *d, const char *id)
 {
-    return d && d->id_len == strlen(id) && memcmp(d->id, id, d->id_len) == 0;
+    return d && d->id_len == strlen(id) && memcmp(nd_doc_id(d), id, d->id_len) == 0;
 }
 
 /* The action for account of a query at fingerprint h within k; *source
@@ -384,7 +384,7 @@ static int action_of(world *w, uint64_t h, unsigned k, const char *account, char
     if (rc)
         return -1000 + rc;
     snprintf(source, 32, "%.*s", a.res.source ? (int)a.res.source->id_len : 0,
-             a.res.source ? a.res.source->id : "");
+             a.res.source ? nd_doc_id(a.res.source) : "");
     if (show_source)
         *show_source = a.res.show_source;
     if (may_modify)
@@ -492,8 +492,8 @@ static void claims_through(bool lmdb)
     nd_doc *d = NULL;
     REQUIRE(nd_registry_get(w.reg, "A", 1, &d) == 0);
     CHECK(d->registered_at_us == ta && d->policy_len == strlen(WL_DAVE) &&
-          memcmp(d->policy, WL_DAVE, d->policy_len) == 0 && d->account_len == 5 &&
-          memcmp(d->account, "alice", 5) == 0 && d->status == ND_CLAIM_ACTIVE);
+          memcmp(nd_doc_policy(d), WL_DAVE, d->policy_len) == 0 && d->account_len == 5 &&
+          memcmp(nd_doc_account(d), "alice", 5) == 0 && d->status == ND_CLAIM_ACTIVE);
     nd_doc_release(d);
     CHECK(set_policy(&w, "A", ALLOW, NULL) == 0);
     CHECK(action_of(&w, Q, 3, "eve", src, &show, &mod) == ND_ACTION_REPRINT &&
@@ -543,8 +543,8 @@ static void claims_through(bool lmdb)
         world_restart(&w);
         REQUIRE(nd_registry_get(w.reg, "A", 1, &d) == 0);
         CHECK(d->registered_at_us == ta && d->policy_len == strlen(FORBID) &&
-                  memcmp(d->policy, FORBID, d->policy_len) == 0 && d->account_len == 5 &&
-                  memcmp(d->account, "alice", 5) == 0 && d->status == ND_CLAIM_ACTIVE,
+                  memcmp(nd_doc_policy(d), FORBID, d->policy_len) == 0 && d->account_len == 5 &&
+                  memcmp(nd_doc_account(d), "alice", 5) == 0 && d->status == ND_CLAIM_ACTIVE,
               "A after a restart");
         nd_doc_release(d);
         REQUIRE(nd_registry_get(w.reg, "B", 1, &d) == 0);
@@ -553,7 +553,7 @@ static void claims_through(bool lmdb)
               "B after a restart");
         nd_doc_release(d);
         REQUIRE(nd_registry_get(w.reg, "C", 1, &d) == 0);
-        CHECK(d->policy == NULL && d->policy_len == 0 && d->account_len == 5);
+        CHECK(nd_doc_policy(d) == NULL && d->policy_len == 0 && d->account_len == 5);
         nd_doc_release(d);
         CHECK(action_of(&w, Q, 3, "dave", src, NULL, NULL) == ND_ACTION_BLOCK &&
               strcmp(src, "A") == 0);
@@ -724,6 +724,72 @@ static void stored_future_time_bounded(void)
           (long long)(t1 - t0));
     int64_t t2 = put_doc(&w, "later-2", Q ^ 0xff00, "x", NULL, 0);
     CHECK(t2 > t1 && t2 < far);
+    world_close(&w, false);
+}
+
+/* Stores one record of fingerprint version `version` under id (no sketch:
+ * a stale document is never compared) and waits for it. */
+static void store_versioned(world *w, const char *id, const char *version, int64_t at)
+{
+    nd_record rec = {.id = id,
+                     .id_len = strlen(id),
+                     .simhash = (uint64_t)at * 0x9E3779B97F4A7C15ull,
+                     .version = version,
+                     .registered_at_us = at,
+                     .chars = 500};
+    memcpy(rec.text_hash, "versioned-text-h", 16);
+    _Atomic int done = 0;
+    REQUIRE(nd_store_put(w->st, &rec, store_put_done, (void *)&done) == 0);
+    nd_store_hurry(w->st);
+    for (int i = 0; i < 5000 && !atomic_load(&done); i++)
+        usleep(1000);
+    REQUIRE(atomic_load(&done) == 1);
+}
+
+/* A document keeps its fingerprint version as an 8-bit index into the
+ * registry's table of other versions: a store of 255 other versions loads,
+ * each document reporting its own; one more fails the load with -ENOSPC
+ * (never a wrong version). */
+static void stale_versions_bounded(void)
+{
+    world w;
+    world_open(&w, true, ND_REPRINT_ALLOW);
+    REQUIRE(w.reg);
+    const int64_t t0 = 1700000000000000;
+    char id[32], version[32];
+    for (int i = 0; i < 255; i++) {
+        snprintf(id, sizeof(id), "old-%d", i);
+        snprintf(version, sizeof(version), "nd-simhash-old-%d", i);
+        store_versioned(&w, id, version, t0 + i);
+    }
+    store_versioned(&w, "old-again", "nd-simhash-old-7", t0 + 300);
+    world_restart(&w);
+    nd_registry_version_count vc[300];
+    CHECK(nd_registry_stale_versions(w.reg, vc, 300) == 255);
+    for (int i = 0; i < 255; i += 127) {
+        snprintf(id, sizeof(id), "old-%d", i);
+        snprintf(version, sizeof(version), "nd-simhash-old-%d", i);
+        nd_doc *d = NULL;
+        REQUIRE(nd_registry_get(w.reg, id, strlen(id), &d) == 0);
+        CHECK(d->stale && strcmp(nd_registry_doc_version(w.reg, d), version) == 0, "%s: %s", id,
+              nd_registry_doc_version(w.reg, d));
+        nd_doc_release(d);
+    }
+    nd_doc *d = NULL;
+    REQUIRE(nd_registry_get(w.reg, "old-again", 9, &d) == 0);
+    CHECK(strcmp(nd_registry_doc_version(w.reg, d), "nd-simhash-old-7") == 0);
+    nd_doc_release(d);
+    store_versioned(&w, "one-too-many", "nd-simhash-old-255", t0 + 400);
+    nd_registry_destroy(w.reg);
+    w.reg = NULL;
+    nd_store_close(w.st);
+    world_open_store(&w);
+    nd_registry_options o = {.max_matches = 10, .max_verify = ND_VERDICT_MAX_VERIFY};
+    nd_verdict_params_default(&o.params);
+    REQUIRE(nd_registry_create(&w.reg, w.st, &o) == 0);
+    int rc = nd_registry_load(w.reg, NULL, NULL, 1000, NULL);
+    CHECK(rc == ND_REG_TOO_MANY_VERSIONS && strstr(nd_registry_load_error(rc), "255 fingerprint"),
+          "%d %s", rc, nd_registry_load_error(rc));
     world_close(&w, false);
 }
 
@@ -902,12 +968,12 @@ static int decide_rec(void *arg, nd_claim_change *c)
 {
     decider *dc = arg;
     dc->calls++;
-    snprintf(dc->saw, sizeof(dc->saw), "%.*s", c->doc->policy ? (int)c->doc->policy_len : 0,
-             c->doc->policy ? c->doc->policy : "");
+    snprintf(dc->saw, sizeof(dc->saw), "%.*s", nd_doc_policy(c->doc) ? (int)c->doc->policy_len : 0,
+             nd_doc_policy(c->doc) ? nd_doc_policy(c->doc) : "");
     dc->npredated = 0;
     for (size_t i = 0; i < c->npredated && i < 8; i++, dc->npredated++)
         snprintf(dc->predated[i], sizeof(dc->predated[i]), "%.*s", (int)c->predated[i]->id_len,
-                 c->predated[i]->id);
+                 nd_doc_id(c->predated[i]));
     dc->truncated = c->predated_truncated;
     if (dc->fail)
         return dc->fail;
@@ -943,7 +1009,8 @@ static void change_decided_on_current_policy(void)
     CHECK(d2.calls == 1 && strcmp(d2.saw, FORBID) == 0, "the second saw %s", d2.saw);
     nd_doc *d = NULL;
     REQUIRE(nd_registry_get(w.reg, "P", 1, &d) == 0);
-    CHECK(d->policy_len == strlen(WL_DAVE) && memcmp(d->policy, WL_DAVE, d->policy_len) == 0);
+    CHECK(d->policy_len == strlen(WL_DAVE) &&
+          memcmp(nd_doc_policy(d), WL_DAVE, d->policy_len) == 0);
     nd_doc_release(d);
     int n0 = audit_count(&w);
     decider bad = {.policy = FORBID, .fail = -EPROTO};
@@ -981,7 +1048,7 @@ static int status_of(world *w, const char *id, int64_t *by)
     if (nd_registry_get(w->reg, id, strlen(id), &d) < 0)
         return -1;
     int st = d->status;
-    *by = d->superseded_by_us;
+    *by = nd_doc_superseded_by(d);
     nd_doc_release(d);
     return st;
 }
@@ -1139,7 +1206,7 @@ static bool anchor_finds(world *w, uint32_t doc, uint32_t i)
     bool found = false;
     for (size_t m = 0; rc == 0 && m < a.res.nmatches; m++)
         found |= a.res.matches[m].doc && a.res.matches[m].doc->id_len == strlen(want) &&
-                 memcmp(a.res.matches[m].doc->id, want, strlen(want)) == 0;
+                 memcmp(nd_doc_id(a.res.matches[m].doc), want, strlen(want)) == 0;
     nd_check_res_release(&a.res);
     return found;
 }
@@ -1201,6 +1268,7 @@ int main(void)
     UNIT_RUN(given_times_lmdb);
     UNIT_RUN(given_same_time);
     UNIT_RUN(stored_future_time_bounded);
+    UNIT_RUN(stale_versions_bounded);
     UNIT_RUN(claim_bounds);
     UNIT_RUN(pending_evidence_waits_with_its_time);
     UNIT_RUN(digest_follows_commits);

@@ -239,7 +239,7 @@ bool nd_api_owns(nd_req *r, const nd_doc *d)
         return true;
     if (nd_api_is_client(r))
         return nd_api_registered(r, d);
-    return d->account && nd_api_may_act_for(r, d->account, d->account_len);
+    return nd_doc_account(d) && nd_api_may_act_for(r, nd_doc_account(d), d->account_len);
 }
 
 void nd_api_forbidden(nd_req *r, const char *fmt, ...)
@@ -273,7 +273,7 @@ bool nd_api_may_change(nd_req *r, const nd_doc *d)
                            "the client \"%s\" did not register this document: only the client "
                            "that did, a token of its account or an operator may change it",
                            r->client);
-    else if (d->account)
+    else if (nd_doc_account(d))
         nd_api_error_begin(r, &w, "forbidden",
                            "the token \"%s\" does not act for the account of this document",
                            r->client ? r->client : "");
@@ -281,7 +281,7 @@ bool nd_api_may_change(nd_req *r, const nd_doc *d)
         nd_api_error_begin(r, &w, "forbidden",
                            "this document has no account: only an operator may change it");
     nd_reply_key(&w, "id");
-    nd_reply_string(&w, d->id, d->id_len);
+    nd_reply_string(&w, nd_doc_id(d), d->id_len);
     nd_api_error_send(r, &w, 403);
     return false;
 }
@@ -342,8 +342,8 @@ int nd_api_content_kind(nd_req *r, bool plain_ok)
  * (nd_request_check_meta()), embedded as it is; null without one. */
 void nd_api_add_meta(nd_reply *w, const nd_doc *d)
 {
-    if (d->meta)
-        nd_reply_raw(w, d->meta, d->meta_len);
+    if (nd_doc_meta(d))
+        nd_reply_raw(w, nd_doc_meta(d), d->meta_len);
     else
         nd_reply_null(w);
 }
@@ -401,12 +401,12 @@ static void add_superseded_by(nd_req *r, nd_reply *w, const nd_doc *d)
     id_at a = {.len = 0};
     nd_reply_key(w, "superseded_by");
     nd_reply_object(w);
-    if (nd_store_get(nd_api_of(r)->store, d->superseded_by_us, visit_id, &a) == 0 && a.len) {
+    if (nd_store_get(nd_api_of(r)->store, nd_doc_superseded_by(d), visit_id, &a) == 0 && a.len) {
         nd_reply_key(w, "id");
         nd_reply_string(w, a.id, a.len);
     }
     nd_reply_key(w, "registered_at");
-    nd_reply_time(w, d->superseded_by_us);
+    nd_reply_time(w, nd_doc_superseded_by(d));
     nd_reply_object_end(w);
 }
 
@@ -415,19 +415,19 @@ static void add_superseded_by(nd_req *r, nd_reply *w, const nd_doc *d)
  * they had before the workflow's members. */
 static bool has_claim_state(const nd_doc *d)
 {
-    return d->account || d->policy || d->status != ND_CLAIM_ACTIVE;
+    return nd_doc_account(d) || nd_doc_policy(d) || d->status != ND_CLAIM_ACTIVE;
 }
 
 void nd_workflow_add_document(nd_req *r, nd_reply *w, const nd_doc *d)
 {
     if (!has_claim_state(d))
         return;
-    if (d->account) {
+    if (nd_doc_account(d)) {
         nd_reply_key(w, "account");
-        nd_reply_string(w, d->account, d->account_len);
+        nd_reply_string(w, nd_doc_account(d), d->account_len);
     }
     nd_reply_key(w, "policy");
-    add_policy(w, nd_api_of(r)->cfg, d->policy, d->policy_len);
+    add_policy(w, nd_api_of(r)->cfg, nd_doc_policy(d), d->policy_len);
     nd_reply_key(w, "status");
     const char *s = status_name(d->status);
     nd_reply_plain(w, s, strlen(s));
@@ -451,10 +451,10 @@ void nd_workflow_add_action(nd_reply *w, const nd_check_res *res)
     nd_reply_key(w, "source");
     nd_reply_object(w);
     nd_reply_key(w, "id");
-    nd_reply_string(w, s->id, s->id_len);
-    if (s->account) {
+    nd_reply_string(w, nd_doc_id(s), s->id_len);
+    if (nd_doc_account(s)) {
         nd_reply_key(w, "account");
-        nd_reply_string(w, s->account, s->account_len);
+        nd_reply_string(w, nd_doc_account(s), s->account_len);
     }
     nd_reply_key(w, "meta");
     nd_api_add_meta(w, s);
@@ -474,9 +474,9 @@ void nd_workflow_add_match(nd_reply *w, const nd_match *m, bool account_given)
     const nd_doc *d = m->doc;
     if (!account_given && !has_claim_state(d))
         return;
-    if (d->account) {
+    if (nd_doc_account(d)) {
         nd_reply_key(w, "account");
-        nd_reply_string(w, d->account, d->account_len);
+        nd_reply_string(w, nd_doc_account(d), d->account_len);
     }
     nd_reply_key(w, "same_account");
     nd_reply_bool(w, m->same_account);
@@ -597,8 +597,8 @@ static char *doc_audit(nd_req *r, const char *action, const nd_doc *d, nd_store_
     struct evbuffer *buf = nd_text_begin(&w);
     nd_reply_object(&w);
     nd_reply_key(&w, "account");
-    if (d->account)
-        nd_reply_string(&w, d->account, d->account_len);
+    if (nd_doc_account(d))
+        nd_reply_string(&w, nd_doc_account(d), d->account_len);
     else
         nd_reply_null(&w);
     nd_reply_key(&w, "registered_at");
@@ -606,7 +606,7 @@ static char *doc_audit(nd_req *r, const char *action, const nd_doc *d, nd_store_
     nd_reply_object_end(&w);
     size_t dlen;
     char *detail = nd_text_done(&w, buf, &dlen);
-    char *value = nd_workflow_audit_event(r, action, d->id, d->id_len, detail, dlen, ev);
+    char *value = nd_workflow_audit_event(r, action, nd_doc_id(d), d->id_len, detail, dlen, ev);
     free(detail);
     return value;
 }

@@ -45,7 +45,8 @@ static bool entry_visible(page_walk *pw, const nd_json_member *mem, size_t n)
         return false;
     bool visible = nd_api_is_client(r)
                        ? nd_api_registered(r, d)
-                       : d->account && nd_api_may_act_for(r, d->account, d->account_len);
+                       : nd_doc_account(d) &&
+                             nd_api_may_act_for(r, nd_doc_account(d), d->account_len);
     nd_doc_release(d);
     return visible;
 }

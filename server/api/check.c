@@ -57,7 +57,7 @@ static void add_match(nd_reply *w, const nd_match *m, bool account_given, const 
     const nd_doc *d = m->doc;
     nd_reply_object(w);
     nd_reply_key(w, "id");
-    nd_reply_string(w, d->id, d->id_len);
+    nd_reply_string(w, nd_doc_id(d), d->id_len);
     nd_reply_key(w, "simhash");
     nd_reply_simhash(w, d->simhash);
     nd_reply_key(w, "distance");

@@ -206,8 +206,8 @@ static int wf_decide_policy(void *arg, nd_claim_change *c)
     wf_op *op = r->op;
     const nd_doc *d = c->doc;
     free(op->policy);
-    if (nd_policy_merge(op->patch ? d->policy : NULL, op->patch ? d->policy_len : 0, &op->fields,
-                        &op->policy, &op->policy_len, &op->err) < 0) {
+    if (nd_policy_merge(op->patch ? nd_doc_policy(d) : NULL, op->patch ? d->policy_len : 0,
+                        &op->fields, &op->policy, &op->policy_len, &op->err) < 0) {
         op->refused = true;
         return -EPROTO;
     }
@@ -217,7 +217,7 @@ static int wf_decide_policy(void *arg, nd_claim_change *c)
         nd_reply_key(&w, "method");
         nd_reply_plain(&w, op->patch ? "PATCH" : "PUT", op->patch ? 5 : 3);
         nd_reply_key(&w, "previous");
-        audit_policy(&w, d->policy, d->policy_len, omit >= 1);
+        audit_policy(&w, nd_doc_policy(d), d->policy_len, omit >= 1);
         nd_reply_key(&w, "policy");
         audit_policy(&w, op->policy, op->policy_len, omit >= 2);
         nd_reply_object_end(&w);
@@ -241,10 +241,10 @@ static void write_predates(nd_reply *w, nd_doc *const *docs, size_t n)
     for (size_t i = 0; i < n; i++) {
         nd_reply_object(w);
         nd_reply_key(w, "id");
-        nd_reply_string(w, docs[i]->id, docs[i]->id_len);
-        if (docs[i]->account) {
+        nd_reply_string(w, nd_doc_id(docs[i]), docs[i]->id_len);
+        if (nd_doc_account(docs[i])) {
             nd_reply_key(w, "account");
-            nd_reply_string(w, docs[i]->account, docs[i]->account_len);
+            nd_reply_string(w, nd_doc_account(docs[i]), docs[i]->account_len);
         }
         nd_reply_key(w, "registered_at");
         nd_reply_time(w, docs[i]->registered_at_us);
@@ -600,13 +600,14 @@ static void reply_document(nd_req *r, const nd_doc *d, bool want_text)
     nd_reply w;
     nd_reply_object(nd_api_body_begin(r, &w));
     nd_reply_key(&w, "id");
-    nd_reply_string(&w, d->id, d->id_len);
+    nd_reply_string(&w, nd_doc_id(d), d->id_len);
     nd_reply_key(&w, "simhash");
     nd_reply_simhash(&w, d->simhash);
     nd_reply_key(&w, "chars");
     nd_reply_u64(&w, d->chars);
     nd_reply_key(&w, "version");
-    nd_reply_string(&w, d->version, strlen(d->version));
+    const char *version = nd_registry_doc_version(nd_api_of(r)->reg, d);
+    nd_reply_string(&w, version, strlen(version));
     nd_reply_key(&w, "registered_at");
     nd_reply_time(&w, d->registered_at_us);
     nd_reply_key(&w, "meta");

@@ -10,9 +10,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "fingerprint.h"
 #include "sketch.h"
+#include "store.h" /* ND_CLAIM_* */
 
 /* The version of a registered document: its fingerprint and its sketch
  * (anchors and verification signature). Records of any other version are
@@ -21,42 +23,46 @@
 
 typedef struct nd_registry nd_registry;
 
-/* One registered document. Every field above `refs` is immutable once the
- * document is visible, so a reference holder may read them without locks. */
+/* One registered document, followed in its own memory by its id, meta,
+ * account and policy, and when superseded by the time of the document that
+ * superseded it (doc_init() and doc_set_claim() place them; read them with
+ * nd_doc_id(), nd_doc_meta(), nd_doc_account(), nd_doc_policy(),
+ * nd_doc_superseded_by()): a loaded document is one carving of the arena.
+ * Every field above the private ones is immutable once the document is
+ * visible, so a reference holder may read them without locks. Laid out
+ * without padding: 96 bytes on 64-bit hosts (docs.c asserts it;
+ * proto/scale.md counts it per document). */
 typedef struct nd_doc {
-    const char *id; /* id_len bytes, not NUL-terminated */
-    size_t id_len;
     uint64_t simhash;
     int64_t registered_at_us; /* server clock, UTC microseconds since the epoch */
+    uint8_t text_hash[16];    /* XXH3-128 of the text, canonical byte order */
     uint32_t chars;
-    uint8_t text_hash[16]; /* XXH3-128 of the text, canonical byte order */
-    const char *meta;      /* compact JSON object, meta_len bytes; NULL if none */
-    size_t meta_len;
-    bool stale;               /* fingerprint version differs: not in the index */
-    uint8_t status;           /* the claim: ND_CLAIM_ACTIVE, ND_CLAIM_REVOKED
-                           * (revoked: never evidence) or
-                           * ND_CLAIM_SUPERSEDED (evidence as an active one) */
-    uint16_t account_len;     /* 0: no account */
-    uint32_t policy_len;      /* 0: no policy */
-    const char *version;      /* fingerprint version, NUL-terminated; borrowed
-                               * from the registry, valid while it is */
-    int64_t superseded_by_us; /* ND_CLAIM_SUPERSEDED: the registered_at_us of
-                               * the document whose restore superseded it
-                               * (0 otherwise) */
-    /* The registering account (account_len bytes, not
-     * NUL-terminated; NULL: none) and the reprint policy (compact JSON,
-     * policy_len bytes, not NUL-terminated; NULL: none, the server's default
-     * applies; claim.h reads it). Both live in the document's own memory
-     * (after id and meta). A policy change or a revoke/restore replaces the
-     * whole nd_doc by a new one with the same id, slot and registered_at:
-     * a reference holder sees one consistent version. */
-    const char *account;
-    const char *policy;
+    uint32_t meta_len;    /* compact JSON object; 0: none */
+    uint32_t policy_len;  /* 0: no policy (the server's default applies) */
+    uint16_t id_len;      /* 1..ND_ID_MAX */
+    uint16_t account_len; /* 0: no account */
+    bool stale;           /* fingerprint version differs: not in the index */
+    uint8_t status;       /* the claim: ND_CLAIM_ACTIVE, ND_CLAIM_REVOKED
+                          * (revoked: never evidence) or ND_CLAIM_SUPERSEDED
+                          * (evidence as an active one). A policy change or a
+                          * revoke/restore replaces the whole nd_doc by a new
+                          * one with the same id, slot and registered_at: a
+                          * reference holder sees one consistent version. */
     /* Private to the registry. */
     bool arena; /* loaded at start: in the registry's arena */
+    uint8_t nanchors;
+    uint8_t version_ix; /* 0: ND_RECORD_VERSION; i: the registry's i-th other
+                         * fingerprint version (stale; nd_registry_doc_version()) */
+    uint16_t sketch_len; /* of extra's sketch (below) */
     _Atomic unsigned refs;
     _Atomic int state; /* pending, live, deleting */
     uint32_t slot;
+    /* The size of its stored sketch once known (set at registration, or
+     * when the sketch is first read; 0: unknown): ND_DOC_SK_KNOWN | mode <<
+     * 30 | shift << 16 | n. Candidates whose size rules out a match are
+     * skipped before their sketch is read (nd_sketch_reachable()). Any
+     * thread may set it (always to the same value). */
+    _Atomic uint32_t sk_size;
     struct nd_doc *next; /* hash chain */
     struct nd_waiter *waiters;
     /* A document registered by this process: its stored anchors
@@ -64,17 +70,54 @@ typedef struct nd_doc {
      * until its first commit (then the store has them), changed and read
      * under the writer only. NULL for loaded documents. */
     uint32_t *extra;
-    uint16_t sketch_len;
-    uint8_t nanchors;
-    /* The size of its stored sketch once known (set at registration, or
-     * when the sketch is first read; 0: unknown): ND_DOC_SK_KNOWN | mode <<
-     * 30 | shift << 16 | n. Candidates whose size rules out a match are
-     * skipped before their sketch is read (nd_sketch_reachable()). Any
-     * thread may set it (always to the same value). */
-    _Atomic uint32_t sk_size;
+    char bytes[]; /* id, meta, account, policy: id_len + meta_len +
+                   * account_len + policy_len bytes, none NUL-terminated;
+                   * then, when superseded, 8 bytes of superseded_by */
 } nd_doc;
 
+/* The document's id: id_len bytes, not NUL-terminated. */
+static inline const char *nd_doc_id(const nd_doc *d)
+{
+    return d->bytes;
+}
+
+/* Its meta (compact JSON, meta_len bytes, not NUL-terminated); NULL: none. */
+static inline const char *nd_doc_meta(const nd_doc *d)
+{
+    return d->meta_len ? d->bytes + d->id_len : NULL;
+}
+
+/* The registering account (account_len bytes, not NUL-terminated); NULL:
+ * none. */
+static inline const char *nd_doc_account(const nd_doc *d)
+{
+    return d->account_len ? d->bytes + d->id_len + d->meta_len : NULL;
+}
+
+/* The reprint policy (compact JSON, policy_len bytes, not NUL-terminated;
+ * claim.h reads it); NULL: none, the server's default applies. */
+static inline const char *nd_doc_policy(const nd_doc *d)
+{
+    return d->policy_len ? d->bytes + d->id_len + d->meta_len + d->account_len : NULL;
+}
+
+/* ND_CLAIM_SUPERSEDED: the registered_at_us of the document whose restore
+ * superseded it; 0 otherwise. */
+static inline int64_t nd_doc_superseded_by(const nd_doc *d)
+{
+    int64_t us = 0;
+    if (d->status == ND_CLAIM_SUPERSEDED)
+        memcpy(&us, d->bytes + d->id_len + d->meta_len + d->account_len + d->policy_len,
+               sizeof(us));
+    return us;
+}
+
 #define ND_DOC_SK_KNOWN 0x80000000u
+
+/* The fingerprint version of d (ND_RECORD_VERSION unless stale),
+ * NUL-terminated; borrowed from the registry, valid while it is. Any
+ * thread. */
+const char *nd_registry_doc_version(const nd_registry *reg, const nd_doc *d);
 
 /* Releases a reference; NULL is allowed. Any thread. */
 void nd_doc_release(nd_doc *doc);

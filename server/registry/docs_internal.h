@@ -37,6 +37,10 @@ enum doc_state {
 /* A block of memory for documents loaded at start (mmap, huge pages if the
  * kernel gives them: a 10M-document load otherwise spends much of its time
  * in page faults and malloc). Never freed before nd_registry_destroy(). */
+/* The most fingerprint versions other than the current one a registry
+ * holds documents of (nd_doc.version_ix is 8 bits). */
+#define ND_REG_VERSIONS_MAX 255
+
 typedef struct arena_block {
     struct arena_block *next;
     size_t size; /* of the mapping */
@@ -76,10 +80,13 @@ struct nd_registry {
                                * take one): registry.c */
     size_t ninflight, inflight_cap;
 
-    arena_block *arena;                  /* loader, then only freed */
-    nd_registry_version_count *versions; /* other fingerprint versions loaded;
-                                          * names owned */
-    size_t nversions, versions_cap;
+    arena_block *arena; /* loader, then only freed */
+    /* Other fingerprint versions loaded, names owned; a stale document's
+     * version_ix - 1 indexes them. Appended only (under the writer or by
+     * the loader), never moved: any thread reads an entry a document
+     * names. */
+    nd_registry_version_count versions[ND_REG_VERSIONS_MAX];
+    size_t nversions;
 
     /* The digest of the committed documents (nd_registry_digest()): the
      * sum of doc_digest() over them, and their number. Changed with the
@@ -121,25 +128,32 @@ static inline nd_doc *doc_init(nd_doc *d, const char *id, size_t id_len, const c
                                size_t meta_len)
 {
     memset(d, 0, sizeof(*d));
-    char *p = (char *)(d + 1);
-    memcpy(p, id, id_len);
-    d->id = p;
-    d->id_len = id_len;
+    memcpy(d->bytes, id, id_len);
+    d->id_len = (uint16_t)id_len;
     if (meta && meta_len) {
-        memcpy(p + id_len, meta, meta_len);
-        d->meta = p + id_len;
-        d->meta_len = meta_len;
+        memcpy(d->bytes + id_len, meta, meta_len);
+        d->meta_len = (uint32_t)meta_len;
     }
     atomic_init(&d->refs, 1);
     d->slot = UINT32_MAX;
-    d->version = ND_RECORD_VERSION;
     return d;
 }
 
-/* The bytes doc_set_claim() appends after id and meta. */
-static inline size_t doc_claim_size(size_t account_len, size_t policy_len)
+/* Sets the time of the document that superseded d when d's status is
+ * ND_CLAIM_SUPERSEDED (its memory then has room for it: doc_claim_size());
+ * any other status keeps none, and this does nothing. */
+static inline void doc_set_superseded_by(nd_doc *d, int64_t us)
 {
-    return account_len + policy_len;
+    if (d->status == ND_CLAIM_SUPERSEDED)
+        memcpy(d->bytes + d->id_len + d->meta_len + d->account_len + d->policy_len, &us,
+               sizeof(us));
+}
+
+/* The bytes doc_set_claim() appends after id and meta: account, policy,
+ * and superseded_by when superseded. */
+static inline size_t doc_claim_size(size_t account_len, size_t policy_len, int status)
+{
+    return account_len + policy_len + (status == ND_CLAIM_SUPERSEDED ? sizeof(int64_t) : 0);
 }
 
 /* Sets d's claim (account, policy, status): copies of account and policy placed after its
@@ -148,24 +162,21 @@ static inline size_t doc_claim_size(size_t account_len, size_t policy_len)
 static inline void doc_set_claim(nd_doc *d, const char *account, size_t account_len,
                                  const char *policy, size_t policy_len, int status)
 {
-    char *p = (char *)(d + 1) + d->id_len + d->meta_len;
-    d->account = NULL;
+    char *p = d->bytes + d->id_len + d->meta_len;
     d->account_len = 0;
-    d->policy = NULL;
     d->policy_len = 0;
     if (account && account_len) {
         memcpy(p, account, account_len);
-        d->account = p;
         d->account_len = (uint16_t)account_len;
         p += account_len;
     }
     if (policy && policy_len) {
         memcpy(p, policy, policy_len);
-        d->policy = p;
         d->policy_len = (uint32_t)policy_len;
     }
     d->status = (uint8_t)status;
-    d->superseded_by_us = 0; /* the caller sets it with ND_CLAIM_SUPERSEDED */
+    if (status == ND_CLAIM_SUPERSEDED)
+        doc_set_superseded_by(d, 0); /* the caller sets it */
 }
 
 /* The hash of one committed document in the registry's digest: XXH3-64
@@ -183,26 +194,26 @@ static inline uint64_t doc_digest(const nd_doc *d)
         unsigned char buf[DOC_DIGEST_BUF], *p = buf;
         memcpy(p, head, sizeof(head));
         p += sizeof(head);
-        memcpy(p, d->id, d->id_len);
+        memcpy(p, nd_doc_id(d), d->id_len);
         p += d->id_len;
         memcpy(p, d->text_hash, 16);
         p += 16;
         if (d->account_len)
-            memcpy(p, d->account, d->account_len);
+            memcpy(p, nd_doc_account(d), d->account_len);
         p += d->account_len;
         if (d->policy_len)
-            memcpy(p, d->policy, d->policy_len);
+            memcpy(p, nd_doc_policy(d), d->policy_len);
         return XXH3_64bits(buf, n);
     }
     XXH3_state_t st; /* the same bytes, streamed */
     XXH3_64bits_reset(&st);
     XXH3_64bits_update(&st, head, sizeof(head));
-    XXH3_64bits_update(&st, d->id, d->id_len);
+    XXH3_64bits_update(&st, nd_doc_id(d), d->id_len);
     XXH3_64bits_update(&st, d->text_hash, 16);
     if (d->account_len)
-        XXH3_64bits_update(&st, d->account, d->account_len);
+        XXH3_64bits_update(&st, nd_doc_account(d), d->account_len);
     if (d->policy_len)
-        XXH3_64bits_update(&st, d->policy, d->policy_len);
+        XXH3_64bits_update(&st, nd_doc_policy(d), d->policy_len);
     return XXH3_64bits_digest(&st);
 }
 
@@ -271,10 +282,12 @@ nd_doc *nd_reg_doc_of_record(nd_registry *reg, const nd_record *rec);
  * full. Writer held, table unlocked. Returns 0 or -ENOMEM. */
 int nd_reg_map_reserve(nd_registry *reg, uint64_t extra);
 
-/* The registry's copy of fingerprint version v (not the current one),
- * counted once more (nd_registry_stale_versions()). The loader, or the
- * writer held. Returns NULL when out of memory. (docs.c) */
-const char *nd_reg_version_intern(nd_registry *reg, const char *v);
+/* The index (1..ND_REG_VERSIONS_MAX) of the registry's copy of fingerprint
+ * version v (not the current one), counted once more
+ * (nd_registry_stale_versions()): a stale document's version_ix. The
+ * loader, or the writer held. Returns it, -ENOMEM, or -ENOSPC when the
+ * registry holds ND_REG_VERSIONS_MAX other versions already. (docs.c) */
+int nd_reg_version_intern(nd_registry *reg, const char *v);
 
 /* Grows the slot table so that extra more slots can be handed out without
  * reusing freed ones. Writer held, table unlocked. Returns 0, -ENOSPC or

@@ -714,7 +714,7 @@ static void conclude(import_ctx *c, prep *pr, nd_check_res *res, int rc, nd_impo
                               .line = pr->ref->no,
                               .id = pr->rq.id,
                               .id_len = pr->rq.id_len,
-                              .source = s ? s->id : NULL,
+                              .source = s ? nd_doc_id(s) : NULL,
                               .source_len = s ? s->id_len : 0};
         emit(c, pr, &ev);
     } else if (rc == -EEXIST) {

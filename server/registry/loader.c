@@ -297,12 +297,10 @@ static void *arena_alloc(nd_registry *reg, block_feed *feed, size_t size)
     return out;
 }
 
-/* Counts one document less for interned version v (a duplicate skipped). */
-static void version_uncount(nd_registry *reg, const char *v)
+/* Counts one document less for interned version ix (a duplicate skipped). */
+static void version_uncount(nd_registry *reg, unsigned ix)
 {
-    for (size_t i = 0; i < reg->nversions; i++)
-        if (reg->versions[i].version == v)
-            reg->versions[i].documents--;
+    reg->versions[ix - 1].documents--;
 }
 
 size_t nd_registry_stale_versions(const nd_registry *reg, nd_registry_version_count *out,
@@ -408,10 +406,10 @@ static int load_link(load_ctx *lc, nd_doc *d, size_t h, unsigned ai)
     uint16_t tag = lc->ahead_tag[ai];
     bool maybe = !lc->tags || (lc->tags[h] & tag);
     for (nd_doc *o = maybe ? reg->buckets[h] : NULL; o; o = o->next)
-        if (o->id_len == d->id_len && memcmp(o->id, d->id, d->id_len) == 0) {
+        if (o->id_len == d->id_len && memcmp(nd_doc_id(o), nd_doc_id(d), d->id_len) == 0) {
             atomic_fetch_add_explicit(&reg->nduplicates, 1, memory_order_relaxed);
             if (d->stale)
-                version_uncount(reg, d->version);
+                version_uncount(reg, d->version_ix);
             return 0; /* its arena bytes stay unused */
         }
     d->slot = reg->next_slot++; /* reserved by load_batch_begin() */
@@ -494,25 +492,27 @@ static int load_build(load_ctx *lc, const nd_record *rec)
     size_t policy_len = rec->policy && rec->policy_len <= ND_POLICY_MAX ? rec->policy_len : 0;
     nd_doc *d = arena_alloc(reg, &lc->feed,
                             sizeof(*d) + rec->id_len + meta_len +
-                                doc_claim_size(account_len, policy_len));
+                                doc_claim_size(account_len, policy_len, rec->status));
     if (!d)
         return -ENOMEM;
     doc_init(d, rec->id, rec->id_len, rec->meta, meta_len);
     doc_set_claim(d, rec->account, account_len, rec->policy, policy_len, rec->status);
     if (rec->status == ND_CLAIM_SUPERSEDED)
-        d->superseded_by_us = rec->superseded_by_us;
+        doc_set_superseded_by(d, rec->superseded_by_us);
     d->arena = true;
     d->simhash = rec->simhash;
     d->registered_at_us = rec->registered_at_us;
     d->chars = rec->chars;
     memcpy(d->text_hash, rec->text_hash, 16);
     d->stale = strcmp(rec->version, ND_RECORD_VERSION) != 0;
-    if (d->stale && !(d->version = nd_reg_version_intern(reg, rec->version)))
-        return -ENOMEM;
+    int ix = d->stale ? nd_reg_version_intern(reg, rec->version) : 0;
+    if (ix < 0)
+        return ix;
+    d->version_ix = (uint8_t)ix;
     /* Not visible to other threads before the batch locks are released: no
      * fence (a seq_cst store per record stalls the prefetches). */
     atomic_store_explicit(&d->state, DOC_LIVE, memory_order_relaxed);
-    uint64_t hash = id_hash(d->id, d->id_len);
+    uint64_t hash = id_hash(nd_doc_id(d), d->id_len);
     size_t h = hash & (reg->nbuckets - 1);
     __builtin_prefetch(&reg->buckets[h]);
     if (lc->tags)
@@ -535,7 +535,7 @@ static int load_build(load_ctx *lc, const nd_record *rec)
         nd_doc *head = maybe ? reg->buckets[lc->ahead_h[mid]] : NULL;
         if (head) {
             __builtin_prefetch(head);
-            __builtin_prefetch(head->id);
+            __builtin_prefetch(nd_doc_id(head));
         }
     }
     return rc;
@@ -647,6 +647,14 @@ static int load_store(nd_registry *reg, load_ctx *lc)
     free(lc->fps);
     free(lc->fslots);
     return rc > 0 ? -EIO : rc;
+}
+
+const char *nd_registry_load_error(int rc)
+{
+    if (rc == ND_REG_TOO_MANY_VERSIONS)
+        return "records of more than 255 fingerprint versions other than this build's (re-register "
+               "or delete the documents of the oldest)";
+    return strerror(-rc);
 }
 
 int nd_registry_load(nd_registry *reg, nd_registry_progress_fn progress, void *arg,

@@ -45,7 +45,7 @@ enum nd_memo_mode {
 };
 
 typedef struct nd_memo {
-    int mode; /* enum nd_memo_mode */
+    int mode;         /* enum nd_memo_mode */
     nd_memo_entry *e; /* [cap], sorted by doc once recorded */
     size_t n, cap;
     bool have_third;

@@ -112,7 +112,8 @@ static int align_in(const nd_sk_scratch *a, nd_pair_scratch *s, unsigned mode, n
         nd_sketch_tokens(s->sks, mode, &hb, &sb, &eb, &nb) < 0)
         return -EINVAL;
     size_t want = cap < ND_PAIR_PASSAGES ? cap : ND_PAIR_PASSAGES;
-    unsigned long_gap = mode == ND_SKETCH_MODE_CHAR ? ND_ALIGN_LONG_GAP_CHAR : ND_ALIGN_LONG_GAP_WORD;
+    unsigned long_gap = mode == ND_SKETCH_MODE_CHAR ? ND_ALIGN_LONG_GAP_CHAR
+                                                    : ND_ALIGN_LONG_GAP_WORD;
     s->last_mode = (uint8_t)mode;
     int rc = nd_align(s->al, ha, na, hb, nb, long_gap, al, s->seg, want, &nseg);
     if (rc < 0)
@@ -188,9 +189,9 @@ int nd_pair_hold_a(nd_pair_scratch *s, const nd_sketcher *sk, const char *a, siz
     return 0;
 }
 
-int nd_pair_align(nd_pair_scratch *s, const nd_sketcher *sk, const nd_sk_scratch *a,
-                  const char *b, size_t lb, nd_alignment *al, nd_integrity *integrity_b,
-                  nd_passage_pair *out, size_t cap, size_t *total)
+int nd_pair_align(nd_pair_scratch *s, const nd_sketcher *sk, const nd_sk_scratch *a, const char *b,
+                  size_t lb, nd_alignment *al, nd_integrity *integrity_b, nd_passage_pair *out,
+                  size_t cap, size_t *total)
 {
     *total = 0;
     memset(al, 0, sizeof(*al));

@@ -36,7 +36,7 @@ typedef struct nd_pair {
     uint8_t mode;              /* B's own mode: the one compared in */
     uint32_t shingles_a, shingles_b;
     nd_integrity integrity_a, integrity_b;
-    nd_alignment align;        /* the third stage: A's tokens against B's (align.h) */
+    nd_alignment align; /* the third stage: A's tokens against B's (align.h) */
     /* passages in all; pairs[0..min(npairs, ND_PAIR_PASSAGES)): for kind
      * rewrite the aligned stretches, else the copied passages */
     size_t npairs;
@@ -83,9 +83,9 @@ int nd_pair_compare(nd_question_tools *t, nd_pair_scratch *s, const char *a, siz
  * points on both sides) go into out (may be NULL with cap 0), *total (not
  * NULL) gets how many there are. Returns 0, -EILSEQ (b is not UTF-8),
  * -EINVAL (no A) or -ENOMEM. Allocates only when the scratch grows. */
-int nd_pair_align(nd_pair_scratch *s, const nd_sketcher *sk, const nd_sk_scratch *a,
-                  const char *b, size_t lb, nd_alignment *al, nd_integrity *integrity_b,
-                  nd_passage_pair *out, size_t cap, size_t *total);
+int nd_pair_align(nd_pair_scratch *s, const nd_sketcher *sk, const nd_sk_scratch *a, const char *b,
+                  size_t lb, nd_alignment *al, nd_integrity *integrity_b, nd_passage_pair *out,
+                  size_t cap, size_t *total);
 
 /* The third stage's discount of what other registered documents explain
  * (verdict.c): up to ND_PAIR_MARK_SLOTS candidates' marks of A's tokens,

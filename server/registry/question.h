@@ -35,8 +35,8 @@ typedef struct nd_question_tools {
     const nd_fingerprinter *fp;
     const nd_sketcher *sk;
     nd_fp_scratch *fps;
-    nd_sk_scratch *sks;  /* the text's tokens and sketch, until the next text */
-    nd_anchors *anchors; /* [2]: both modes' anchors of the text, likewise */
+    nd_sk_scratch *sks;    /* the text's tokens and sketch, until the next text */
+    nd_anchors *anchors;   /* [2]: both modes' anchors of the text, likewise */
     nd_pair_scratch *pair; /* the third stage's scratch (pair.h); NULL: the
                             * questions made get no third stage */
 } nd_question_tools;
@@ -51,10 +51,10 @@ typedef struct nd_question_tools {
  * themselves stay in the scratch (nd_question_scratch). */
 typedef struct nd_question {
     uint64_t simhash;
-    uint32_t chars;        /* characters after normalization */
-    uint8_t text_hash[16]; /* nd_request_text_hash() of the text: its identity */
+    uint32_t chars;         /* characters after normalization */
+    uint8_t text_hash[16];  /* nd_request_text_hash() of the text: its identity */
     nd_integrity integrity; /* what was read differently from its characters */
-    uint32_t nprobe;       /* both modes' anchors, probed in the anchor index */
+    uint32_t nprobe;        /* both modes' anchors, probed in the anchor index */
     uint32_t probe[ND_QUESTION_PROBE_MAX];
     uint32_t nstore; /* its own mode's anchors, best first: stored (scaled) */
     uint32_t store[ND_ANCHORS_MAX];

@@ -261,7 +261,6 @@ void nd_registry_destroy(nd_registry *reg)
     }
     for (size_t i = 0; i < reg->nversions; i++)
         free((char *)reg->versions[i].version);
-    free(reg->versions);
     free(reg->inflight);
     free(reg->inflight_at);
     pthread_rwlock_destroy(&reg->table);
@@ -382,22 +381,22 @@ static int get_client(void *arg, const nd_record *rec)
 
 /* The store record of d; abuf (4 * ND_ANCHORS_MAX bytes) receives its
  * anchors in the store's byte order. */
-static void record_of(const nd_doc *d, nd_record *rec, uint8_t *abuf)
+static void record_of(const nd_registry *reg, const nd_doc *d, nd_record *rec, uint8_t *abuf)
 {
-    *rec = (nd_record){.id = d->id,
+    *rec = (nd_record){.id = nd_doc_id(d),
                        .id_len = d->id_len,
                        .simhash = d->simhash,
-                       .version = d->version,
+                       .version = nd_registry_doc_version(reg, d),
                        .registered_at_us = d->registered_at_us,
                        .chars = d->chars,
-                       .meta = d->meta,
+                       .meta = nd_doc_meta(d),
                        .meta_len = d->meta_len,
-                       .account = d->account,
+                       .account = nd_doc_account(d),
                        .account_len = d->account_len,
-                       .policy = d->policy,
+                       .policy = nd_doc_policy(d),
                        .policy_len = d->policy_len,
                        .status = d->status,
-                       .superseded_by_us = d->superseded_by_us};
+                       .superseded_by_us = nd_doc_superseded_by(d)};
     memcpy(rec->text_hash, d->text_hash, 16);
     if (d->extra) {
         for (unsigned i = 0; i < d->nanchors; i++) {
@@ -423,15 +422,15 @@ static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const nd_q
                             const char *meta, size_t meta_len, const nd_doc *like, int64_t at,
                             nd_doc **out)
 {
-    nd_doc *d = like ? nd_reg_doc_new(rq->id, rq->id_len, meta, meta ? meta_len : 0, like->account,
-                                      like->account_len, like->policy, like->policy_len,
-                                      like->status)
+    nd_doc *d = like ? nd_reg_doc_new(rq->id, rq->id_len, meta, meta ? meta_len : 0,
+                                      nd_doc_account(like), like->account_len, nd_doc_policy(like),
+                                      like->policy_len, like->status)
                      : nd_reg_doc_new(rq->id, rq->id_len, meta, meta ? meta_len : 0, rq->account,
                                       rq->account_len, rq->policy, rq->policy_len, ND_CLAIM_ACTIVE);
     if (!d)
         return -ENOMEM;
     if (like)
-        d->superseded_by_us = like->superseded_by_us;
+        doc_set_superseded_by(d, nd_doc_superseded_by(like));
     d->simhash = q->simhash;
     d->chars = q->chars;
     memcpy(d->text_hash, q->text_hash, 16);
@@ -483,7 +482,7 @@ static int queue_write(nd_registry *reg, nd_doc *d, nd_doc *old, uint64_t seq, c
     ch->old = old ? doc_ref(old) : NULL;
     nd_record rec;
     uint8_t abuf[4 * ND_ANCHORS_MAX];
-    record_of(d, &rec, abuf);
+    record_of(reg, d, &rec, abuf);
     rec.stream_seq = seq;
     rec.client = client_len ? client : NULL;
     rec.client_len = client_len;
@@ -586,7 +585,7 @@ static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, con
                       const nd_question_scratch *qs, nd_check_res *res, nd_registry_done_fn fn,
                       void *arg)
 {
-    const char *meta = rq->meta ? rq->meta : old->meta;
+    const char *meta = rq->meta ? rq->meta : nd_doc_meta(old);
     size_t meta_len = rq->meta ? rq->meta_len : old->meta_len;
     nd_doc *d;
     int rc = link_request_doc(reg, rq, q, meta, meta_len, old, old->registered_at_us, &d);
@@ -739,7 +738,7 @@ static void swap_doc(nd_registry *reg, nd_doc *old, nd_doc *d)
 {
     d->slot = old->slot;
     d->state = DOC_LIVE;
-    size_t h = id_hash(old->id, old->id_len) & (reg->nbuckets - 1);
+    size_t h = id_hash(nd_doc_id(old), old->id_len) & (reg->nbuckets - 1);
     pthread_rwlock_wrlock(&reg->table);
     nd_doc **pp = &reg->buckets[h];
     while (*pp && *pp != old)
@@ -881,8 +880,8 @@ static int delete_live(nd_registry *reg, nd_doc *d, uint64_t seq, const nd_store
     if (!d->extra && !d->stale) /* its anchors, to unindex it */
         nd_store_get(reg->store, d->registered_at_us, read_anchors, ch);
     phase_begin(reg, ch);
-    int rc = nd_store_delete_audited(reg->store, d->id, d->id_len, d->registered_at_us, seq, audit,
-                                     store_done, ch);
+    int rc = nd_store_delete_audited(reg->store, nd_doc_id(d), d->id_len, d->registered_at_us, seq,
+                                     audit, store_done, ch);
     if (rc < 0) {
         change_free(ch);
         return rc;
@@ -947,14 +946,15 @@ static int change_supersede(nd_reg_change *ch, nd_doc *const *docs, size_t n, in
     int rc = ch->sup_old && ch->sup_new ? 0 : -ENOMEM;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const nd_doc *b = docs[i];
-        nd_doc *nb = nd_reg_doc_new(b->id, b->id_len, b->meta, b->meta_len, b->account,
-                                    b->account_len, b->policy, b->policy_len, ND_CLAIM_SUPERSEDED);
+        nd_doc *nb = nd_reg_doc_new(nd_doc_id(b), b->id_len, nd_doc_meta(b), b->meta_len,
+                                    nd_doc_account(b), b->account_len, nd_doc_policy(b),
+                                    b->policy_len, ND_CLAIM_SUPERSEDED);
         if (!nb) {
             rc = -ENOMEM;
             break;
         }
         nd_reg_amended_from(nb, b);
-        nb->superseded_by_us = by_us;
+        doc_set_superseded_by(nb, by_us);
         ch->sup_old[i] = doc_ref(docs[i]);
         ch->sup_new[i] = nb;
         ch->nsup = i + 1;
@@ -988,7 +988,7 @@ static int queue_amend(nd_registry *reg, nd_doc *d, nd_reg_change *ch, const nd_
     stored_anchors sa = {.n = 0};
     int rc = nd_store_get(reg->store, d->registered_at_us, copy_anchors, &sa);
     nd_record rec;
-    record_of(nd, &rec, NULL);
+    record_of(reg, nd, &rec, NULL);
     rec.anchors = sa.n ? sa.bytes : NULL;
     rec.nanchors = (unsigned)sa.n;
     rec.client = sa.client.len ? sa.client.name : NULL; /* its registering client stays */
@@ -1000,7 +1000,7 @@ static int queue_amend(nd_registry *reg, nd_doc *d, nd_reg_change *ch, const nd_
         rc = -ENOMEM;
     for (size_t i = 0; refs && i < nsup; i++)
         refs[i] = (nd_record_ref){.registered_at_us = ch->sup_old[i]->registered_at_us,
-                                  .id = ch->sup_old[i]->id,
+                                  .id = nd_doc_id(ch->sup_old[i]),
                                   .id_len = ch->sup_old[i]->id_len};
     rec.supersede = refs;
     rec.nsupersede = nsup;
@@ -1068,12 +1068,13 @@ static int amend(nd_registry *reg, const char *id, size_t id_len, bool set_polic
         if (rc == 0 && set_policy && (c.policy_len > ND_POLICY_MAX || (c.policy_len && !c.policy)))
             rc = -EINVAL;
         if (rc == 0) {
-            nd = nd_reg_doc_new(d->id, d->id_len, d->meta, d->meta_len, d->account, d->account_len,
-                                set_policy ? c.policy : d->policy,
+            nd = nd_reg_doc_new(nd_doc_id(d), d->id_len, nd_doc_meta(d), d->meta_len,
+                                nd_doc_account(d), d->account_len,
+                                set_policy ? c.policy : nd_doc_policy(d),
                                 set_policy ? (c.policy ? c.policy_len : 0) : d->policy_len,
                                 set_policy ? d->status : status);
             if (nd && set_policy)
-                nd->superseded_by_us = d->superseded_by_us;
+                doc_set_superseded_by(nd, nd_doc_superseded_by(d));
             ch = nd ? change_new(reg, nd, CHANGE_AMEND, fn, arg) : NULL;
             rc = ch ? change_supersede(ch, pre, npre, d->registered_at_us) : -ENOMEM;
             if (rc < 0 && ch) {
@@ -1191,10 +1192,10 @@ static int apply_amend(nd_registry *reg, nd_doc *d, const nd_record *rec,
         if (b->status == ND_CLAIM_ACTIVE)
             sup[n++] = b;
     }
-    nd_doc *nd = nd_reg_doc_new(d->id, d->id_len, d->meta, d->meta_len, rec->account,
+    nd_doc *nd = nd_reg_doc_new(nd_doc_id(d), d->id_len, nd_doc_meta(d), d->meta_len, rec->account,
                                 rec->account_len, rec->policy, rec->policy_len, rec->status);
     if (nd && rec->status == ND_CLAIM_SUPERSEDED)
-        nd->superseded_by_us = rec->superseded_by_us;
+        doc_set_superseded_by(nd, rec->superseded_by_us);
     nd_reg_change *ch = nd ? change_new(reg, nd, CHANGE_AMEND, fn, arg) : NULL;
     int rc = ch ? change_supersede(ch, sup, n, d->registered_at_us) : -ENOMEM;
     free(sup);

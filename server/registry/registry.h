@@ -27,6 +27,7 @@
 #ifndef ND_REGISTRY_H
 #define ND_REGISTRY_H
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -106,8 +107,15 @@ void nd_registry_destroy(nd_registry *reg);
  * nd_anchor_loader, finished after the scan) and the SimHash index is built
  * with one nd_index_insert_many() at the end. Lives in loader.c.
  * Calls progress at most every progress_ms and once at the end. Returns 0
- * and marks the registry loaded; -ECANCELED if *stop became true; or the
- * store's -errno / -ENOMEM (then the registry stays not loaded). */
+ * and marks the registry loaded; -ECANCELED if *stop became true;
+ * ND_REG_TOO_MANY_VERSIONS (records of more than 255 fingerprint versions
+ * other than this build's); or the store's -errno / -ENOMEM (then the
+ * registry stays not loaded). nd_registry_load_error() words any of them. */
+#define ND_REG_TOO_MANY_VERSIONS (-ENOSPC)
+
+/* What a failed nd_registry_load() met, for a log line: a static string. */
+const char *nd_registry_load_error(int rc);
+
 int nd_registry_load(nd_registry *reg, nd_registry_progress_fn progress, void *arg,
                      unsigned progress_ms, const atomic_bool *stop);
 

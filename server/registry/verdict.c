@@ -32,7 +32,7 @@ static int match_cmp(const void *a, const void *b)
     if (x->doc->registered_at_us != y->doc->registered_at_us)
         return x->doc->registered_at_us < y->doc->registered_at_us ? -1 : 1;
     size_t n = x->doc->id_len < y->doc->id_len ? x->doc->id_len : y->doc->id_len;
-    int c = memcmp(x->doc->id, y->doc->id, n);
+    int c = memcmp(nd_doc_id(x->doc), nd_doc_id(y->doc), n);
     return c ? c : (x->doc->id_len < y->doc->id_len ? -1 : x->doc->id_len > y->doc->id_len);
 }
 
@@ -109,9 +109,9 @@ static bool cannot_match(const nd_verdict_params *bound, const nd_question *q,
 static inline nd_claim claim_of(const nd_doc *d)
 {
     return (nd_claim){.registered_at_us = d->registered_at_us,
-                      .account = d->account,
+                      .account = nd_doc_account(d),
                       .account_len = d->account_len,
-                      .policy = d->policy,
+                      .policy = nd_doc_policy(d),
                       .policy_len = d->policy_len,
                       .status = d->status};
 }
@@ -127,7 +127,7 @@ static inline bool same_account(const nd_doc *d, const nd_check_req *rq)
 static inline bool same_claimant(const nd_doc *e, const nd_doc *d)
 {
     nd_claim c = claim_of(e);
-    return nd_claim_same_account(&c, d->account, d->account_len);
+    return nd_claim_same_account(&c, nd_doc_account(d), d->account_len);
 }
 
 /* Whether d, verified as a match, makes rq's article not original: the
@@ -174,8 +174,7 @@ typedef struct verify_ctx {
 
 /* Whether stage 2's estimate e of q against d makes d a gray-zone
  * candidate; *gap gets its max gap (nd_sketch_max_gap()) when it does. */
-static bool gray(const nd_sketch *q, const nd_sketch *d, const nd_sketch_estimate *e,
-                 uint32_t *gap)
+static bool gray(const nd_sketch *q, const nd_sketch *d, const nd_sketch_estimate *e, uint32_t *gap)
 {
     if (e->containment < ND_REWRITE_GRAY || e->q_n == 0 || !e->q_shingles || !d->shingles)
         return false;
@@ -253,9 +252,9 @@ static int verify_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
  * A document's sketch is read from its extra (memory mode; pending ones,
  * writer held), from res->memo (a registration's first pass), or, in
  * one read transaction, from the store. */
-static int verify_all(nd_registry *reg, const nd_question *q,
-                      const nd_question_scratch *qs, nd_check_res *res, nd_match *m, int64_t *keys,
-                      size_t n, const nd_verdict_params *bound)
+static int verify_all(nd_registry *reg, const nd_question *q, const nd_question_scratch *qs,
+                      nd_check_res *res, nd_match *m, int64_t *keys, size_t n,
+                      const nd_verdict_params *bound)
 {
     verify_ctx v = {
         .q = q, .qs = qs, .params = &reg->opts.params, .bound = bound, .res = res, .m = m};
@@ -344,8 +343,8 @@ _Static_assert(ND_REWRITE_CANDIDATES <= ND_MEMO_THIRD_MAX, "the memo keeps every
 /* Stage 3's outcome from a registration's first pass when it picked the
  * same candidates (picked[0..np), m[pick[k]]'s documents) in the same
  * order: nothing read or aligned again. */
-static bool third_from_memo(const nd_memo *memo, nd_check_res *res, nd_match *m,
-                            const size_t *pick, nd_doc *const *picked, size_t np)
+static bool third_from_memo(const nd_memo *memo, nd_check_res *res, nd_match *m, const size_t *pick,
+                            nd_doc *const *picked, size_t np)
 {
     const nd_memo_third *t = nd_memo_get_third(memo, picked, np);
     if (!t)
@@ -460,9 +459,9 @@ static int third_stage(nd_registry *reg, const nd_check_req *rq, const nd_questi
         bool part[ND_REWRITE_CANDIDATES] = {false};
         size_t mine = nd_pair_marks_overlap(qs->third, (unsigned)k, (unsigned)k);
         for (size_t j = 0; j < np; j++)
-            part[j] = other[j] && (double)nd_pair_marks_overlap(qs->third, (unsigned)k,
-                                                                (unsigned)j) <
-                                      ND_REWRITE_VERSION * (double)mine;
+            part[j] = other[j] &&
+                      (double)nd_pair_marks_overlap(qs->third, (unsigned)k, (unsigned)j) <
+                          ND_REWRITE_VERSION * (double)mine;
         size_t na, own = nd_pair_unique_marks(qs->third, (unsigned)k, part, (unsigned)np, &na);
         if (na && (double)own >= ND_REWRITE_OWN * need[k] * (double)na)
             m[pick[k]].kind = ND_MATCH_REWRITE;
@@ -483,8 +482,8 @@ static int passages_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
     nd_sketch dsk;
     (void)i;
     if (buf && nd_sketch_decode(buf, len, &dsk) == 0)
-        c->res->npassages =
-            nd_sketch_passages(c->qs->passages, &dsk, c->res->passages, c->res->passages_cap);
+        c->res->npassages = nd_sketch_passages(c->qs->passages, &dsk, c->res->passages,
+                                               c->res->passages_cap);
     return 0;
 }
 
@@ -672,8 +671,8 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
             pending = d; /* the registry's reference keeps it (writer held) */
         /* A gray-zone candidate waiting for its first commit has no kept
          * text to align yet: wait for it too, as for pending evidence. */
-        if (third && rc == 0 && !pending && (m[i].flags & MF_PENDING) &&
-            (m[i].flags & MF_GRAY) && is_evidence(d, rq))
+        if (third && rc == 0 && !pending && (m[i].flags & MF_PENDING) && (m[i].flags & MF_GRAY) &&
+            is_evidence(d, rq))
             pending = d;
         if (!verified || (m[i].flags & MF_PENDING)) {
             nd_doc_release(d);
