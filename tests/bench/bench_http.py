@@ -509,7 +509,29 @@ def run(args):
                                      " ".join("%.0f" % x for x in regs)))
     print("load average %.1f at the end" % os.getloadavg()[0])
 
-    print("\n# ratios (targets: /healthz >= 0.9 x minimal_evhttp, /check-original >= 0.6 x)")
+    def against_compare(key, what, cpu_target, rps_target):
+        """This build against --compare (the fingerprint-only build, dc6c422)
+        in the same rounds, as issue 37 states its targets: server CPU per
+        request this / other, requests/s this / other."""
+        other = key + "@other"
+        if key not in med or other not in med:
+            return
+        c = cpu_of(key) / cpu_of(other)
+        r = med[key]["rps"] / med[other]["rps"]
+        print("%-58s server CPU per request %.2f x (%.1f / %.1f us, target <= %.2f x: %s); "
+              "requests/s %.2f x%s" % (
+                  what, c, cpu_of(key), cpu_of(other), cpu_target,
+                  "met" if c <= cpu_target else "not met", r,
+                  (" (target >= %.2f x: %s)" % (rps_target, "met" if r >= rps_target
+                                                 else "not met")) if rps_target else ""))
+
+    if args.compare:
+        print("\n# against --compare in the same rounds (issue 37's targets, with --compare "
+              "the fingerprint-only build)")
+        against_compare("off-reuseport", "/check-original register=off", 1.15, 0.9)
+        against_compare("on-lg", "registrations, loadgen, fsync on", 1.5, None)
+        against_compare("on-reuseport", "registrations, wrk, fsync on", 1.5, None)
+    print("\n# ratios (target: /healthz >= 0.9 x minimal_evhttp)")
     for accept in ("reuseport", "shared"):
         ratio("healthz-" + accept, "min-" + accept, "/healthz %s vs minimal %s" % (accept, accept))
         ratio("off-" + accept, "min-" + accept,
