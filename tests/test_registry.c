@@ -771,7 +771,7 @@ static void stale_versions_bounded(void)
         snprintf(version, sizeof(version), "nd-simhash-old-%d", i);
         nd_doc *d = NULL;
         REQUIRE(nd_registry_get(w.reg, id, strlen(id), &d) == 0);
-        CHECK(d->stale && strcmp(nd_registry_doc_version(w.reg, d), version) == 0, "%s: %s", id,
+        CHECK(nd_doc_stale(d) && strcmp(nd_registry_doc_version(w.reg, d), version) == 0, "%s: %s", id,
               nd_registry_doc_version(w.reg, d));
         nd_doc_release(d);
     }

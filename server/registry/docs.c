@@ -14,9 +14,9 @@
 
 /* ---- documents ---- */
 
-/* A document is 96 bytes before its strings (proto/scale.md): a field
+/* A document is 80 bytes before its strings (proto/scale.md): a field
  * added or moved so that padding appears fails here, not in a bench. */
-_Static_assert(sizeof(void *) != 8 || sizeof(nd_doc) == 96, "nd_doc is laid out without padding");
+_Static_assert(sizeof(void *) != 8 || sizeof(nd_doc) == 80, "nd_doc is laid out without padding");
 
 /* A new document with copies of id, meta, account and policy (NULL/0:
  * none) and status. Returns NULL when out of memory. */
@@ -51,8 +51,8 @@ void nd_doc_release(nd_doc *d)
  * durable answer until the commit). */
 nd_doc *nd_reg_chain_find(const nd_registry *reg, const char *id, size_t len, bool settled)
 {
-    nd_doc *d = reg->buckets[id_hash(id, len) & (reg->nbuckets - 1)];
-    for (; d; d = d->next)
+    nd_doc *d = doc_at(reg, reg->buckets[id_hash(id, len) & (reg->nbuckets - 1)]);
+    for (; d; d = doc_at(reg, d->next))
         if (d->id_len == len && memcmp(nd_doc_id(d), id, len) == 0 &&
             !(settled && d->state == DOC_PENDING))
             return d;
@@ -69,19 +69,20 @@ int nd_reg_map_reserve(nd_registry *reg, uint64_t extra)
     size_t nb = reg->nbuckets * 2;
     while (n * 4 > nb * 3)
         nb *= 2;
-    nd_doc **b = calloc(nb, sizeof(*b));
+    uint32_t *b = calloc(nb, sizeof(*b));
     if (!b)
         return -ENOMEM;
     prefault(b, nb * sizeof(*b));
     pthread_rwlock_wrlock(&reg->table);
     for (size_t i = 0; i < reg->nbuckets; i++) {
-        nd_doc *d = reg->buckets[i];
-        while (d) {
-            nd_doc *next = d->next;
+        uint32_t link = reg->buckets[i];
+        while (link) {
+            nd_doc *d = doc_at(reg, link);
+            uint32_t next = d->next;
             size_t h = id_hash(nd_doc_id(d), d->id_len) & (nb - 1);
             d->next = b[h];
-            b[h] = d;
-            d = next;
+            b[h] = link;
+            link = next;
         }
     }
     free(reg->buckets);
@@ -150,10 +151,11 @@ int nd_reg_link_doc(nd_registry *reg, nd_doc *d)
         rc = slot_alloc(reg, &slot);
     if (rc < 0)
         return rc;
-    if (!d->stale) {
+    if (!nd_doc_stale(d)) {
         rc = nd_index_insert(reg->index, d->simhash, slot);
-        if (rc == 0 && d->extra && d->nanchors &&
-            (rc = nd_anchor_index_insert(reg->anchors, slot, d->extra, d->nanchors)) < 0)
+        if (rc == 0 && d->extra && d->extra->nanchors &&
+            (rc = nd_anchor_index_insert(reg->anchors, slot, d->extra->anchors,
+                                         d->extra->nanchors)) < 0)
             nd_index_remove(reg->index, d->simhash, slot);
         if (rc < 0) {
             reg->free_slots[reg->nfree++] = slot;
@@ -165,10 +167,10 @@ int nd_reg_link_doc(nd_registry *reg, nd_doc *d)
     pthread_rwlock_wrlock(&reg->table);
     reg->slots[slot] = d;
     d->next = reg->buckets[h];
-    reg->buckets[h] = d;
+    reg->buckets[h] = slot + 1;
     pthread_rwlock_unlock(&reg->table);
     atomic_fetch_add_explicit(&reg->ndocs, 1, memory_order_relaxed);
-    if (d->stale)
+    if (nd_doc_stale(d))
         atomic_fetch_add_explicit(&reg->nstale, 1, memory_order_relaxed);
     return 0;
 }
@@ -179,18 +181,18 @@ int nd_reg_link_doc(nd_registry *reg, nd_doc *d)
 void nd_reg_unlink_doc_anchors(nd_registry *reg, nd_doc *d, const uint32_t *anchors,
                                size_t nanchors)
 {
-    if (!d->stale) {
+    if (!nd_doc_stale(d)) {
         nd_index_remove(reg->index, d->simhash, d->slot);
         if (d->extra)
-            nd_anchor_index_remove(reg->anchors, d->slot, d->extra, d->nanchors);
+            nd_anchor_index_remove(reg->anchors, d->slot, d->extra->anchors, d->extra->nanchors);
         else if (nanchors)
             nd_anchor_index_remove(reg->anchors, d->slot, anchors, nanchors);
     }
     size_t h = id_hash(nd_doc_id(d), d->id_len) & (reg->nbuckets - 1);
     pthread_rwlock_wrlock(&reg->table);
-    nd_doc **pp = &reg->buckets[h];
-    while (*pp && *pp != d)
-        pp = &(*pp)->next;
+    uint32_t *pp = &reg->buckets[h];
+    while (*pp && *pp != d->slot + 1)
+        pp = &doc_at(reg, *pp)->next;
     if (*pp)
         *pp = d->next;
     reg->slots[d->slot] = NULL;
@@ -198,9 +200,9 @@ void nd_reg_unlink_doc_anchors(nd_registry *reg, nd_doc *d, const uint32_t *anch
     /* free_slots has room for every slot ever allocated. */
     reg->free_slots[reg->nfree++] = d->slot;
     d->state = DOC_GONE;
-    d->next = NULL;
+    d->next = 0;
     atomic_fetch_sub_explicit(&reg->ndocs, 1, memory_order_relaxed);
-    if (d->stale)
+    if (nd_doc_stale(d))
         atomic_fetch_sub_explicit(&reg->nstale, 1, memory_order_relaxed);
     nd_doc_release(d);
 }
@@ -213,7 +215,6 @@ void nd_reg_amended_from(nd_doc *nd, const nd_doc *d)
     nd->registered_at_us = d->registered_at_us;
     nd->chars = d->chars;
     memcpy(nd->text_hash, d->text_hash, 16);
-    nd->stale = d->stale;
     nd->version_ix = d->version_ix;
     atomic_init(&nd->sk_size, atomic_load_explicit(&d->sk_size, memory_order_relaxed));
     nd->state = DOC_PENDING; /* not linked until committed */
@@ -300,8 +301,8 @@ nd_doc *nd_reg_doc_of_record(nd_registry *reg, const nd_record *rec)
     d->chars = rec->chars;
     memcpy(d->text_hash, rec->text_hash, 16);
     d->registered_at_us = rec->registered_at_us;
-    d->stale = strcmp(rec->version, ND_RECORD_VERSION) != 0;
-    int ix = d->stale ? nd_reg_version_intern(reg, rec->version) : 0;
+    bool stale = strcmp(rec->version, ND_RECORD_VERSION) != 0;
+    int ix = stale ? nd_reg_version_intern(reg, rec->version) : 0;
     if (ix < 0) {
         nd_doc_release(d);
         return NULL;
@@ -311,19 +312,15 @@ nd_doc *nd_reg_doc_of_record(nd_registry *reg, const nd_record *rec)
     na = na < ND_ANCHORS_MAX ? na : ND_ANCHORS_MAX;
     size_t sk = rec->sketch ? rec->sketch_len : 0;
     if (na || sk) {
-        if (!(d->extra = malloc(4 * (size_t)na + sk))) {
+        if (!(d->extra = doc_extra_new(NULL, na, rec->sketch, sk))) {
             nd_doc_release(d);
             return NULL;
         }
         for (unsigned i = 0; i < na; i++) {
             const uint8_t *b = rec->anchors + 4 * i;
-            d->extra[i] = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-                          (uint32_t)b[3] << 24;
+            d->extra->anchors[i] = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                                   (uint32_t)b[3] << 24;
         }
-        if (sk)
-            memcpy(d->extra + na, rec->sketch, sk);
-        d->nanchors = (uint8_t)na;
-        d->sketch_len = (uint16_t)sk;
         if (sk >= 8) {
             const uint8_t *e = rec->sketch; /* nd_sketch_encode()'s header */
             atomic_init(&d->sk_size,

@@ -23,6 +23,21 @@
 
 typedef struct nd_registry nd_registry;
 
+/* What a document registered by this process keeps until its first
+ * commit: its stored anchors, then its encoded sketch (sketch_len bytes
+ * after anchors[nanchors]). One allocation (doc_extra_new()). */
+typedef struct nd_doc_extra {
+    uint16_t sketch_len;
+    uint8_t nanchors;
+    uint32_t anchors[];
+} nd_doc_extra;
+
+/* Its encoded sketch; NULL: none. */
+static inline const uint8_t *nd_doc_extra_sketch(const nd_doc_extra *x)
+{
+    return x && x->sketch_len ? (const uint8_t *)(x->anchors + x->nanchors) : NULL;
+}
+
 /* One registered document, followed in its own memory by its id, meta,
  * account and policy, and when superseded by the time of the document that
  * superseded it (doc_init() and doc_set_claim() place them; read them with
@@ -30,7 +45,7 @@ typedef struct nd_registry nd_registry;
  * nd_doc_superseded_by()): a loaded document is one carving of the arena.
  * Every field above the private ones is immutable once the document is
  * visible, so a reference holder may read them without locks. Laid out
- * without padding: 96 bytes on 64-bit hosts (docs.c asserts it;
+ * without padding: 80 bytes on 64-bit hosts (docs.c asserts it;
  * proto/scale.md counts it per document). */
 typedef struct nd_doc {
     uint64_t simhash;
@@ -41,7 +56,6 @@ typedef struct nd_doc {
     uint32_t policy_len;  /* 0: no policy (the server's default applies) */
     uint16_t id_len;      /* 1..ND_ID_MAX */
     uint16_t account_len; /* 0: no account */
-    bool stale;           /* fingerprint version differs: not in the index */
     uint8_t status;       /* the claim: ND_CLAIM_ACTIVE, ND_CLAIM_REVOKED
                           * (revoked: never evidence) or ND_CLAIM_SUPERSEDED
                           * (evidence as an active one). A policy change or a
@@ -49,11 +63,10 @@ typedef struct nd_doc {
                           * one with the same id, slot and registered_at: a
                           * reference holder sees one consistent version. */
     /* Private to the registry. */
-    bool arena; /* loaded at start: in the registry's arena */
-    uint8_t nanchors;
+    bool arena;         /* loaded at start: in the registry's arena */
     uint8_t version_ix; /* 0: ND_RECORD_VERSION; i: the registry's i-th other
                          * fingerprint version (stale; nd_registry_doc_version()) */
-    uint16_t sketch_len; /* of extra's sketch (below) */
+    bool waited;        /* the registry's waiters name it (registry.c); writer held */
     _Atomic unsigned refs;
     _Atomic int state; /* pending, live, deleting */
     uint32_t slot;
@@ -63,17 +76,23 @@ typedef struct nd_doc {
      * skipped before their sketch is read (nd_sketch_reachable()). Any
      * thread may set it (always to the same value). */
     _Atomic uint32_t sk_size;
-    struct nd_doc *next; /* hash chain */
-    struct nd_waiter *waiters;
-    /* A document registered by this process: its stored anchors
-     * (nanchors), then its encoded sketch (sketch_len bytes). Kept only
-     * until its first commit (then the store has them), changed and read
-     * under the writer only. NULL for loaded documents. */
-    uint32_t *extra;
+    uint32_t next; /* hash chain: the next document's slot + 1 (0: none) */
+    /* A document registered by this process: its stored anchors and its
+     * encoded sketch (nd_doc_extra). Kept only until its first commit
+     * (then the store has them), changed and read under the writer only.
+     * NULL for loaded documents. */
+    struct nd_doc_extra *extra;
     char bytes[]; /* id, meta, account, policy: id_len + meta_len +
                    * account_len + policy_len bytes, none NUL-terminated;
                    * then, when superseded, 8 bytes of superseded_by */
 } nd_doc;
+
+/* True when its fingerprint version is not this build's (stale: kept, not
+ * in the indexes, never compared). */
+static inline bool nd_doc_stale(const nd_doc *d)
+{
+    return d->version_ix != 0;
+}
 
 /* The document's id: id_len bytes, not NUL-terminated. */
 static inline const char *nd_doc_id(const nd_doc *d)

@@ -17,6 +17,7 @@
 #include "store.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #ifndef XXH_STATIC_LINKING_ONLY
@@ -56,10 +57,16 @@ struct nd_registry {
     pthread_mutex_t writer; /* serialises every change (see registry.h) */
     pthread_rwlock_t table; /* guards buckets/slots for lock-free-index readers */
 
-    nd_doc **buckets; /* id hash chains */
-    size_t nbuckets;  /* power of two */
-    nd_doc **slots;   /* slot -> document */
-    uint32_t nslots;  /* allocated entries of slots */
+    /* Requests waiting for changes in flight (registry.c's nd_waiter, each
+     * naming the document whose change it waits for; that document is
+     * marked waited). Writer held. */
+    struct nd_waiter *waiters;
+
+    uint32_t *buckets; /* id hash chains: the first document's slot + 1 (0:
+                        * empty); each document's next links on */
+    size_t nbuckets;   /* power of two */
+    nd_doc **slots;    /* slot -> document */
+    uint32_t nslots;   /* allocated entries of slots */
     uint32_t next_slot;
     uint32_t *free_slots;
     uint32_t nfree;
@@ -147,6 +154,31 @@ static inline void doc_set_superseded_by(nd_doc *d, int64_t us)
     if (d->status == ND_CLAIM_SUPERSEDED)
         memcpy(d->bytes + d->id_len + d->meta_len + d->account_len + d->policy_len, &us,
                sizeof(us));
+}
+
+/* A new nd_doc_extra of na anchors (their values copied from anchors,
+ * unless NULL: the caller fills them) and the encoded sketch sk[0..sk_len)
+ * (NULL/0: none). Returns NULL when out of memory; free() frees it. */
+static inline nd_doc_extra *doc_extra_new(const uint32_t *anchors, unsigned na, const uint8_t *sk,
+                                          size_t sk_len)
+{
+    nd_doc_extra *x = malloc(sizeof(*x) + 4 * (size_t)na + sk_len);
+    if (!x)
+        return NULL;
+    x->nanchors = (uint8_t)na;
+    x->sketch_len = (uint16_t)sk_len;
+    if (anchors && na)
+        memcpy(x->anchors, anchors, 4 * (size_t)na);
+    if (sk_len)
+        memcpy(x->anchors + na, sk, sk_len);
+    return x;
+}
+
+/* The document of hash chain link `link` (a slot + 1; 0: none), NULL at
+ * the chain's end. Table locked (or writer held). */
+static inline nd_doc *doc_at(const nd_registry *reg, uint32_t link)
+{
+    return link ? reg->slots[link - 1] : NULL;
 }
 
 /* The bytes doc_set_claim() appends after id and meta: account, policy,

@@ -405,20 +405,20 @@ static int load_link(load_ctx *lc, nd_doc *d, size_t h, unsigned ai)
     nd_registry *reg = lc->reg;
     uint16_t tag = lc->ahead_tag[ai];
     bool maybe = !lc->tags || (lc->tags[h] & tag);
-    for (nd_doc *o = maybe ? reg->buckets[h] : NULL; o; o = o->next)
+    for (nd_doc *o = maybe ? doc_at(reg, reg->buckets[h]) : NULL; o; o = doc_at(reg, o->next))
         if (o->id_len == d->id_len && memcmp(nd_doc_id(o), nd_doc_id(d), d->id_len) == 0) {
             atomic_fetch_add_explicit(&reg->nduplicates, 1, memory_order_relaxed);
-            if (d->stale)
+            if (nd_doc_stale(d))
                 version_uncount(reg, d->version_ix);
             return 0; /* its arena bytes stay unused */
         }
     d->slot = reg->next_slot++; /* reserved by load_batch_begin() */
     reg->slots[d->slot] = d;
     d->next = reg->buckets[h];
-    reg->buckets[h] = d;
+    reg->buckets[h] = d->slot + 1;
     if (lc->tags)
         lc->tags[h] |= tag;
-    if (!d->stale) {
+    if (!nd_doc_stale(d)) {
         lc->fps[lc->nfp] = d->simhash;
         lc->fslots[lc->nfp++] = d->slot;
         if (lc->ahead_nanc[ai]) {
@@ -433,7 +433,7 @@ static int load_link(load_ctx *lc, nd_doc *d, size_t h, unsigned ai)
         }
     }
     lc->batch_docs++;
-    lc->batch_stale += d->stale;
+    lc->batch_stale += nd_doc_stale(d);
     lc->batch_digest += doc_digest(d);
     lc->loaded++;
     return 0;
@@ -504,8 +504,8 @@ static int load_build(load_ctx *lc, const nd_record *rec)
     d->registered_at_us = rec->registered_at_us;
     d->chars = rec->chars;
     memcpy(d->text_hash, rec->text_hash, 16);
-    d->stale = strcmp(rec->version, ND_RECORD_VERSION) != 0;
-    int ix = d->stale ? nd_reg_version_intern(reg, rec->version) : 0;
+    bool stale = strcmp(rec->version, ND_RECORD_VERSION) != 0;
+    int ix = stale ? nd_reg_version_intern(reg, rec->version) : 0;
     if (ix < 0)
         return ix;
     d->version_ix = (uint8_t)ix;
@@ -532,7 +532,7 @@ static int load_build(load_ctx *lc, const nd_record *rec)
     if (lc->nahead > LOAD_AHEAD / 2) {
         unsigned mid = (lc->ahead_first + lc->nahead - 1 - LOAD_AHEAD / 2) % LOAD_AHEAD;
         bool maybe = !lc->tags || (lc->tags[lc->ahead_h[mid]] & lc->ahead_tag[mid]);
-        nd_doc *head = maybe ? reg->buckets[lc->ahead_h[mid]] : NULL;
+        nd_doc *head = maybe ? doc_at(reg, reg->buckets[lc->ahead_h[mid]]) : NULL;
         if (head) {
             __builtin_prefetch(head);
             __builtin_prefetch(nd_doc_id(head));

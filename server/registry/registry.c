@@ -20,8 +20,10 @@
 #include <time.h>
 #include <xxhash.h>
 
+/* A request waiting for the change of doc in flight (reg->waiters). */
 typedef struct nd_waiter {
     struct nd_waiter *next;
+    const nd_doc *doc;
     nd_registry_done_fn fn;
     void *arg;
 } nd_waiter;
@@ -236,18 +238,17 @@ void nd_registry_destroy(nd_registry *reg)
     if (!reg)
         return;
     for (size_t i = 0; i < reg->nbuckets; i++) {
-        nd_doc *d = reg->buckets[i];
-        while (d) {
-            nd_doc *next = d->next;
-            nd_waiter *w = d->waiters;
-            while (w) {
-                nd_waiter *wn = w->next;
-                free(w);
-                w = wn;
-            }
+        uint32_t link = reg->buckets[i];
+        while (link) {
+            nd_doc *d = doc_at(reg, link);
+            link = d->next;
             nd_doc_release(d);
-            d = next;
         }
+    }
+    while (reg->waiters) { /* none once every change has completed */
+        nd_waiter *next = reg->waiters->next;
+        free(reg->waiters);
+        reg->waiters = next;
     }
     nd_index_destroy(reg->index);
     nd_anchor_index_destroy(reg->anchors);
@@ -323,15 +324,16 @@ static int finish_in_call(nd_registry *reg, nd_reg_change *ch)
     return rc;
 }
 
-static int add_waiter(nd_doc *d, nd_registry_done_fn fn, void *arg)
+/* Makes fn(arg) wait for the change of d in flight. Writer held. Returns
+ * ND_REG_WAIT or -ENOMEM. */
+static int add_waiter(nd_registry *reg, nd_doc *d, nd_registry_done_fn fn, void *arg)
 {
     nd_waiter *w = malloc(sizeof(*w));
     if (!w)
         return -ENOMEM;
-    w->fn = fn;
-    w->arg = arg;
-    w->next = d->waiters;
-    d->waiters = w;
+    *w = (nd_waiter){.next = reg->waiters, .doc = d, .fn = fn, .arg = arg};
+    reg->waiters = w;
+    d->waited = true;
     return ND_REG_WAIT;
 }
 
@@ -398,18 +400,19 @@ static void record_of(const nd_registry *reg, const nd_doc *d, nd_record *rec, u
                        .status = d->status,
                        .superseded_by_us = nd_doc_superseded_by(d)};
     memcpy(rec->text_hash, d->text_hash, 16);
-    if (d->extra) {
-        for (unsigned i = 0; i < d->nanchors; i++) {
-            uint32_t a = d->extra[i];
+    const nd_doc_extra *x = d->extra;
+    if (x) {
+        for (unsigned i = 0; i < x->nanchors; i++) {
+            uint32_t a = x->anchors[i];
             abuf[4 * i] = (uint8_t)a;
             abuf[4 * i + 1] = (uint8_t)(a >> 8);
             abuf[4 * i + 2] = (uint8_t)(a >> 16);
             abuf[4 * i + 3] = (uint8_t)(a >> 24);
         }
-        rec->anchors = d->nanchors ? abuf : NULL;
-        rec->nanchors = d->nanchors;
-        rec->sketch = d->sketch_len ? (const uint8_t *)(d->extra + d->nanchors) : NULL;
-        rec->sketch_len = d->sketch_len;
+        rec->anchors = x->nanchors ? abuf : NULL;
+        rec->nanchors = x->nanchors;
+        rec->sketch = nd_doc_extra_sketch(x);
+        rec->sketch_len = x->sketch_len;
     }
 }
 
@@ -437,16 +440,11 @@ static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const nd_q
     d->registered_at_us = at;
     if (q->sketch_enc_len && q->sketch_enc_len <= ND_STORE_SKETCH_MAX) {
         unsigned na = q->nstore < ND_ANCHORS_MAX ? q->nstore : ND_ANCHORS_MAX;
-        d->extra = malloc(4 * (size_t)na + q->sketch_enc_len);
+        d->extra = doc_extra_new(q->store, na, q->sketch_enc, q->sketch_enc_len);
         if (!d->extra) {
             nd_doc_release(d);
             return -ENOMEM;
         }
-        if (na)
-            memcpy(d->extra, q->store, 4 * (size_t)na);
-        memcpy(d->extra + na, q->sketch_enc, q->sketch_enc_len);
-        d->nanchors = (uint8_t)na;
-        d->sketch_len = (uint16_t)q->sketch_enc_len;
         const uint8_t *e = q->sketch_enc; /* nd_sketch_encode()'s header */
         if (q->sketch_enc_len >= 8)
             atomic_init(&d->sk_size,
@@ -563,7 +561,7 @@ static int answer_existing(nd_registry *reg, nd_doc *d, const nd_check_req *rq,
     if (rc == 0 && wait_on) {
         nd_check_res_release(res);
         nd_verdict_clear(res);
-        return add_waiter(wait_on, fn, arg);
+        return add_waiter(reg, wait_on, fn, arg);
     }
     if (rc < 0) {
         nd_check_res_release(res);
@@ -598,7 +596,7 @@ static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, con
         if (rc == 0) { /* its verdict depends on a pending document */
             nd_check_res_release(res);
             nd_verdict_clear(res);
-            rc = add_waiter(wait_on, fn, arg);
+            rc = add_waiter(reg, wait_on, fn, arg);
         }
         return rc;
     }
@@ -655,8 +653,8 @@ static int check_register_locked(nd_registry *reg, const nd_check_req *rq, const
     int rc;
     nd_doc *d = map_find(reg, rq->id, rq->id_len);
     if (d && d->state != DOC_LIVE) {
-        rc = add_waiter(d, fn, arg);
-    } else if (d && d->stale && memcmp(d->text_hash, q->text_hash, 16) == 0) {
+        rc = add_waiter(reg, d, fn, arg);
+    } else if (d && nd_doc_stale(d) && memcmp(d->text_hash, q->text_hash, 16) == 0) {
         rc = do_upgrade(reg, d, rq, q, qs, res, fn, arg);
     } else if (d) {
         rc = answer_existing(reg, d, rq, q, qs, res, true, fn, arg);
@@ -674,7 +672,7 @@ static int check_register_locked(nd_registry *reg, const nd_check_req *rq, const
             nd_check_res_release(res);
             nd_verdict_clear(res);
             res->wait_at_us = before;
-            rc = add_waiter(wait_on, fn, arg);
+            rc = add_waiter(reg, wait_on, fn, arg);
         } else if (rc == 0 && res->original) {
             rc = do_register(reg, rq, q, at, res, fn, arg);
         }
@@ -738,19 +736,12 @@ static void swap_doc(nd_registry *reg, nd_doc *old, nd_doc *d)
 {
     d->slot = old->slot;
     d->state = DOC_LIVE;
-    size_t h = id_hash(nd_doc_id(old), old->id_len) & (reg->nbuckets - 1);
     pthread_rwlock_wrlock(&reg->table);
-    nd_doc **pp = &reg->buckets[h];
-    while (*pp && *pp != old)
-        pp = &(*pp)->next;
-    if (*pp) {
-        d->next = old->next;
-        *pp = d;
-    }
+    d->next = old->next; /* the chain links slots: d takes old's place */
     reg->slots[old->slot] = d;
     pthread_rwlock_unlock(&reg->table);
     old->state = DOC_GONE;
-    old->next = NULL;
+    old->next = 0;
     nd_doc_release(old);
 }
 
@@ -767,13 +758,26 @@ static void change_free(nd_reg_change *ch)
     free(ch);
 }
 
-/* Appends the waiters of d to *list. */
-static void take_waiters(nd_doc *d, nd_waiter **list)
+/* Moves the waiters of d from the registry to the end of *list (an
+ * unwaited document costs nothing). Writer held. */
+static void take_waiters(nd_registry *reg, nd_doc *d, nd_waiter **list)
 {
+    if (!d->waited)
+        return;
+    d->waited = false;
     while (*list)
         list = &(*list)->next;
-    *list = d->waiters;
-    d->waiters = NULL;
+    for (nd_waiter **pp = &reg->waiters; *pp;) {
+        nd_waiter *w = *pp;
+        if (w->doc != d) {
+            pp = &w->next;
+            continue;
+        }
+        *pp = w->next;
+        w->next = NULL;
+        *list = w;
+        list = &w->next;
+    }
 }
 
 /* Makes ch take effect or undoes it; the waiters of its document go to
@@ -808,8 +812,7 @@ static int complete_locked(nd_registry *reg, nd_reg_change *ch, int status, nd_w
             old->state = DOC_LIVE; /* its record was not touched */
             nd_doc_release(d);     /* the reference it would have linked with */
         }
-        *woken = old->waiters;
-        old->waiters = NULL;
+        take_waiters(reg, old, woken);
         for (size_t i = 0; i < ch->nsup; i++) { /* in the same transaction */
             if (status == 0) {
                 digest_change(reg, ch->sup_new[i], ch->sup_old[i]);
@@ -818,7 +821,7 @@ static int complete_locked(nd_registry *reg, nd_reg_change *ch, int status, nd_w
             } else {
                 ch->sup_old[i]->state = DOC_LIVE;
             }
-            take_waiters(ch->sup_old[i], woken);
+            take_waiters(reg, ch->sup_old[i], woken);
         }
         return rc;
     } else if (status == 0 || status == -ENOENT) {
@@ -828,8 +831,7 @@ static int complete_locked(nd_registry *reg, nd_reg_change *ch, int status, nd_w
     } else {
         d->state = DOC_LIVE;
     }
-    *woken = d->waiters;
-    d->waiters = NULL;
+    take_waiters(reg, d, woken);
     return rc;
 }
 
@@ -877,7 +879,7 @@ static int delete_live(nd_registry *reg, nd_doc *d, uint64_t seq, const nd_store
     nd_reg_change *ch = change_new(reg, d, CHANGE_DELETE, fn, arg);
     if (!ch)
         return -ENOMEM;
-    if (!d->extra && !d->stale) /* its anchors, to unindex it */
+    if (!d->extra && !nd_doc_stale(d)) /* its anchors, to unindex it */
         nd_store_get(reg->store, d->registered_at_us, read_anchors, ch);
     phase_begin(reg, ch);
     int rc = nd_store_delete_audited(reg->store, nd_doc_id(d), d->id_len, d->registered_at_us, seq,
@@ -906,7 +908,7 @@ int nd_registry_delete(nd_registry *reg, const char *id, size_t id_len, nd_reg_a
     if (!d)
         rc = -ENOENT;
     else if (d->state != DOC_LIVE)
-        rc = add_waiter(d, fn, arg);
+        rc = add_waiter(reg, d, fn, arg);
     else {
         nd_store_event ev;
         char *value = audit ? audit(audit_arg, d, &ev) : NULL;
@@ -1047,7 +1049,7 @@ static int amend(nd_registry *reg, const char *id, size_t id_len, bool set_polic
     if (!d) {
         rc = -ENOENT;
     } else if (d->state != DOC_LIVE) {
-        rc = add_waiter(d, fn, arg);
+        rc = add_waiter(reg, d, fn, arg);
     } else if (!set_policy && d->status == status) {
         rc = 0; /* unchanged: nothing written */
     } else {
@@ -1059,7 +1061,7 @@ static int amend(nd_registry *reg, const char *id, size_t id_len, bool set_polic
         /* A document it supersedes with a change in flight: after it. */
         for (size_t i = 0; rc == 0 && i < npre; i++)
             if (pre[i]->state != DOC_LIVE)
-                rc = add_waiter(pre[i], fn, arg);
+                rc = add_waiter(reg, pre[i], fn, arg);
         c.predated = pre;
         c.npredated = npre < reg->opts.max_matches ? npre : reg->opts.max_matches;
         c.predated_truncated = more || npre > c.npredated;
@@ -1187,7 +1189,7 @@ static int apply_amend(nd_registry *reg, nd_doc *d, const nd_record *rec,
             continue;
         if (b->state != DOC_LIVE) { /* a local change of it in flight */
             free(sup);
-            return add_waiter(b, fn, arg);
+            return add_waiter(reg, b, fn, arg);
         }
         if (b->status == ND_CLAIM_ACTIVE)
             sup[n++] = b;
@@ -1228,7 +1230,7 @@ int nd_registry_apply(nd_registry *reg, nd_store_change kind, const nd_record *r
     int rc;
     nd_doc *d = map_find(reg, rec->id, rec->id_len);
     if (d && d->state != DOC_LIVE) {
-        rc = add_waiter(d, fn, arg); /* a local change of the id in flight */
+        rc = add_waiter(reg, d, fn, arg); /* a local change of the id in flight */
     } else if (kind == ND_STORE_PUT) {
         rc = !d ? apply_put(reg, NULL, rec, audit, fn, arg) : same_record(d, rec) ? 0 : -EEXIST;
     } else if (kind == ND_STORE_REPLACE) {

@@ -273,9 +273,7 @@ static int verify_all(nd_registry *reg, const nd_question *q, const nd_question_
         } else if (m[i].flags & MF_PENDING) {
             m[i].flags |= MF_DIRECT;
             keys[i] = -1;
-            verify_one(&v, i,
-                       d->extra && d->sketch_len ? (const uint8_t *)(d->extra + d->nanchors) : NULL,
-                       d->sketch_len);
+            verify_one(&v, i, nd_doc_extra_sketch(d->extra), d->extra ? d->extra->sketch_len : 0);
         } else {
             keys[i] = d->registered_at_us;
             from_store++;
@@ -600,7 +598,7 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
     for (size_t i = 0; i < nmulti; i++) {
         uint32_t slot = res->ahits[i].slot;
         nd_doc *d = slot < reg->nslots ? reg->slots[slot] : NULL;
-        if (d && !d->stale)
+        if (d && !nd_doc_stale(d))
             add_candidate(d, self, before_us, simhash, locked, m, &n);
     }
     /* The single-anchor ones: the earliest per under each anchor (insertion
@@ -610,7 +608,7 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
     for (size_t i = nmulti; i < nah && nsingle; i++) {
         uint32_t slot = res->ahits[i].slot, a = res->ahits[i].anchor;
         nd_doc *d = slot < reg->nslots ? reg->slots[slot] : NULL;
-        if (!d || d->stale || d == self || d->registered_at_us >= before_us || a >= nq)
+        if (!d || nd_doc_stale(d) || d == self || d->registered_at_us >= before_us || a >= nq)
             continue;
         nd_doc **p = pick[a];
         if (npick[a] == per && d->registered_at_us >= p[per - 1]->registered_at_us)
@@ -780,7 +778,7 @@ int nd_verdict_find_predated(nd_registry *reg, nd_doc *d, unsigned k,
     *out = NULL;
     *nout = 0;
     *truncated = false;
-    if (d->stale) /* not in the index */
+    if (nd_doc_stale(d)) /* not in the index */
         return 0;
     nd_verdict_params def;
     if (!params) {
@@ -812,7 +810,7 @@ int nd_verdict_find_predated(nd_registry *reg, nd_doc *d, unsigned k,
         for (size_t i = 0; i < found; i++) {
             nd_doc *e = hits[i].slot < reg->nslots ? reg->slots[hits[i].slot] : NULL;
             int st = e ? atomic_load(&e->state) : DOC_GONE;
-            if (!e || e == d || (st != DOC_LIVE && st != DOC_AMENDING) || e->stale ||
+            if (!e || e == d || (st != DOC_LIVE && st != DOC_AMENDING) || nd_doc_stale(e) ||
                 e->status != ND_CLAIM_ACTIVE || e->registered_at_us <= d->registered_at_us ||
                 same_claimant(e, d))
                 continue;

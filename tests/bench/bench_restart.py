@@ -4,7 +4,7 @@ of N registered documents.
 
     python3 tests/bench/bench_restart.py [--n 1000000] [--build build]
                                          [--data DIR] [--keep] [--runs 1]
-                                         [--old-build DIR --old-data DIR]
+                                         [--old-build DIR --old-data DIR] [--warmup 1]
 
 1. Fills a new data directory (under $ND_BENCH_DIR, default /tmp) with N
    records through nd_store_put at full speed, no fsync (build/tests/
@@ -153,6 +153,12 @@ def main():
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--old-build", help="pair every run with this build's neardupd")
     ap.add_argument("--old-data", help="the store the old build loads (N records)")
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="starts run first and not counted (default 1): on these VMs the first "
+                         "touch of memory the guest has not used lately is slow, so the first "
+                         "run of a session pays for pages the later ones get at once "
+                         "(proto/scale.md, 'Fresh pages'); with --old-build, each warm-up "
+                         "runs the old build, then this one")
     args = ap.parse_args()
     if bool(args.old_build) != bool(args.old_data):
         sys.exit("--old-build and --old-data go together")
@@ -169,6 +175,10 @@ def main():
         print("data.mdb: %.0f MB (%.0f B/record)" % (size / 1048576, size / args.n), flush=True)
         results = []
         old = os.path.join(args.old_build, "server", "neardupd") if args.old_build else None
+        for _ in range(args.warmup):
+            if old:
+                run_once(old, args.old_data, args.n, False, tmp, "warm-up old ")
+            run_once(neardupd, data, args.n, False, tmp, "warm-up ")
         for cold in (False, True):
             for _ in range(args.runs):
                 new_r = run_once(neardupd, data, args.n, cold, tmp)
