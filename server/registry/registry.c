@@ -237,14 +237,10 @@ void nd_registry_destroy(nd_registry *reg)
 {
     if (!reg)
         return;
-    for (size_t i = 0; i < reg->nbuckets; i++) {
-        uint32_t link = reg->buckets[i];
-        while (link) {
-            nd_doc *d = doc_at(reg, link);
-            link = d->next;
-            nd_doc_release(d);
-        }
-    }
+    /* Every linked document holds its slot: the slot table, read in order
+     * (the arena's order too), releases them all. */
+    for (uint32_t s = 0; s < reg->next_slot; s++)
+        nd_doc_release(reg->slots[s]);
     while (reg->waiters) { /* none once every change has completed */
         nd_waiter *next = reg->waiters->next;
         free(reg->waiters);
