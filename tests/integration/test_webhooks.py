@@ -115,11 +115,22 @@ class Receiver:
     def url(self, path="/hook"):
         return "%s://%s:%d%s" % ("https" if self.tls else "http", HOST, self.port, path)
 
-    def records(self, path="/hook"):
+    def records(self, path="/hook", strict=True):
+        """The records logged for path. strict=False, for polling while the
+        receiver still writes: a line read torn is left out (CI saw one
+        under ASan load); the final, strict read must parse every line."""
         if not os.path.exists(self.log):
             return []
+        recs = []
         with open(self.log) as f:
-            recs = [json.loads(line) for line in f if line.endswith("\n")]
+            for line in f:
+                if not line.endswith("\n"):
+                    continue
+                try:
+                    recs.append(json.loads(line))
+                except ValueError:
+                    if strict:
+                        raise
         return [r for r in recs if r["path"] == path]
 
     def __enter__(self):
@@ -217,16 +228,18 @@ def every_type_arrives_signed_in_order():
                            sub("wrong", rcv.url("/wrong"), secret=OTHER_SECRET)])
         with Server(["--token-file", TOKEN_FILE, "--webhooks", path]) as srv:
             want = one_of_each(srv, 1)
-            recs = wait_for(lambda: (lambda r: r if len(r) >= 6 else None)(rcv.records()), 15,
-                            "six events at /hook")
+            recs = wait_for(lambda: (lambda r: r if len(r) >= 6 else None)(
+                rcv.records(strict=False)), 15, "six events at /hook")
             check_in_order(recs, "all")
             check([r["type"] for r in recs] == want, "types: %r", [r["type"] for r in recs])
             check(recs[0]["account"] == "alice", "copy.detected names the original's account")
             check(len({r["id"] for r in recs}) == 6, "ids: %r", recs)
-            revokes = wait_for(lambda: rcv.records("/revokes"), 10, "the filtered subscription")
+            revokes = wait_for(lambda: rcv.records("/revokes", strict=False), 10,
+                               "the filtered subscription")
             check([r["type"] for r in revokes] == ["claim.revoked"], "filter: %r", revokes)
             # A wrong secret fails the receiver's verification (it answers 401: retried).
-            bad = wait_for(lambda: rcv.records("/wrong"), 10, "the wrong secret's attempts")
+            bad = wait_for(lambda: rcv.records("/wrong", strict=False), 10,
+                           "the wrong secret's attempts")
             check(bad and not any(r["ok"] for r in bad), "a wrong secret verified: %r", bad)
             state = webhooks(srv)
             check(state["all"]["lag"] == 0 and state["all"]["delivered"] == 6, state["all"])
@@ -268,7 +281,7 @@ def https_verified_with_ca_file():
         with Server(["--token-file", TOKEN_FILE, "--webhooks", path]) as srv:
             register(srv, "tls-orig", TEXTS["en1"])
             copy_check(srv, "tls-copy", TEXTS["en1"])
-            recs = wait_for(lambda: rcv.records(), 15, "an event over https")
+            recs = wait_for(lambda: rcv.records(strict=False), 15, "an event over https")
             check_in_order(recs, "https")
             check([r["type"] for r in recs] == ["copy.detected"], recs)
             state = wait_for(lambda: (lambda s: s if s["failed"] else None)(
@@ -312,7 +325,7 @@ def receiver_down_30s_then_everything_once():
                      "--events-max-age", "1"]) as srv:
             register(srv, "down-orig", TEXTS["en2"])
             copy_check(srv, "down-copy-0", TEXTS["en2"])
-            wait_for(lambda: rcv.records(), 10, "the first event")
+            wait_for(lambda: rcv.records(strict=False), 10, "the first event")
             rcv.stop()
             t_down = time.monotonic()
             for i in range(1, 31):
@@ -330,7 +343,8 @@ def receiver_down_30s_then_everything_once():
             check(state["state"] != "paused", state)
             rcv.start()
             t_up = time.monotonic()
-            wait_for(lambda: len(rcv.records()) >= 32, 15, "32 events after the receiver is up")
+            wait_for(lambda: len(rcv.records(strict=False)) >= 32, 15,
+                     "32 events after the receiver is up")
             print("  all 32 delivered %.1f s after the receiver came back"
                   % (time.monotonic() - t_up))
             time.sleep(0.5)
@@ -412,13 +426,13 @@ def kill9_while_delivering_loses_nothing():
             for i in range(300):
                 copy_check(srv, "crash-copy-%d" % i, TEXTS["en4"], conn=conn)
             conn.close()
-            wait_for(lambda: len(rcv.records()) >= 40, 20, "40 deliveries")
+            wait_for(lambda: len(rcv.records(strict=False)) >= 40, 20, "40 deliveries")
             srv.proc.kill()  # SIGKILL mid-delivery
             srv.proc.wait()
             before = len(rcv.records())
             check(before < 300, "all delivered before the kill: nothing tested")
             srv.restart()
-            wait_for(lambda: len({r["seq"] for r in rcv.records()}) >= 300, 60,
+            wait_for(lambda: len({r["seq"] for r in rcv.records(strict=False)}) >= 300, 60,
                      "300 distinct events after the restart")
             time.sleep(0.5)
             recs = rcv.records()
@@ -474,7 +488,7 @@ def burst_of_10000_with_lag_reported():
                 t.join(timeout=120)
             check(not errors, "checks: %r", errors[:3])
             t_written = time.monotonic() - t0
-            wait_for(lambda: len(rcv.records()) >= n, 120, "10,000 deliveries")
+            wait_for(lambda: len(rcv.records(strict=False)) >= n, 120, "10,000 deliveries")
             t_all = time.monotonic() - t0
             wait_for(lambda: srv.metrics().get(
                 'neardup_webhook_lag_events{subscription="burst"}') == 0, 5, "lag 0")
