@@ -120,14 +120,20 @@ static inline const char *nd_doc_policy(const nd_doc *d)
     return d->policy_len ? d->bytes + d->id_len + d->meta_len + d->account_len : NULL;
 }
 
+/* Where its strings end: a superseded document's superseded_by is kept
+ * there (nd_doc_superseded_by(), doc_set_superseded_by()). */
+static inline const char *nd_doc_tail(const nd_doc *d)
+{
+    return d->bytes + d->id_len + d->meta_len + d->account_len + d->policy_len;
+}
+
 /* ND_CLAIM_SUPERSEDED: the registered_at_us of the document whose restore
  * superseded it; 0 otherwise. */
 static inline int64_t nd_doc_superseded_by(const nd_doc *d)
 {
     int64_t us = 0;
     if (d->status == ND_CLAIM_SUPERSEDED)
-        memcpy(&us, d->bytes + d->id_len + d->meta_len + d->account_len + d->policy_len,
-               sizeof(us));
+        memcpy(&us, nd_doc_tail(d), sizeof(us));
     return us;
 }
 

@@ -152,8 +152,7 @@ static inline nd_doc *doc_init(nd_doc *d, const char *id, size_t id_len, const c
 static inline void doc_set_superseded_by(nd_doc *d, int64_t us)
 {
     if (d->status == ND_CLAIM_SUPERSEDED)
-        memcpy(d->bytes + d->id_len + d->meta_len + d->account_len + d->policy_len, &us,
-               sizeof(us));
+        memcpy((char *)nd_doc_tail(d), &us, sizeof(us));
 }
 
 /* A new nd_doc_extra of na anchors (their values copied from anchors,
