@@ -1,4 +1,4 @@
-/* anchor_index.c - anchor -> slots, bucketed sorted arrays of 6-byte
+/* anchor_index.c - anchor -> slots, bucketed sorted arrays of 5-byte
  * entries under striped reader-writer locks (see anchor_index.h). */
 #include "anchor_index.h"
 
@@ -13,11 +13,17 @@
 #define BUCKET_BITS 20
 #define NBUCKETS (1u << BUCKET_BITS)
 #define NSTRIPES 4096u
-#define ENTRY 6 /* bytes: anchor low 16 bits (LE), slot (LE) */
-/* The key's bits not fixed by the bucket (bucket_of() takes the top
- * BUCKET_BITS of the anchor, the key its low 16: they share the rest). */
+/* The key: the anchor's bits that the bucket does not fix (bucket_of()
+ * takes the top BUCKET_BITS, the key the low 12). */
 #define KEY_FREE_BITS (32 - BUCKET_BITS)
 #define KEY_FREE_MASK ((1u << KEY_FREE_BITS) - 1)
+#define SLOT_BITS 28 /* ND_ANCHOR_SLOTS = 2^SLOT_BITS */
+/* An entry: key << SLOT_BITS | slot, 40 bits, little-endian. */
+#define ENTRY 5
+/* A bulk load's staged entry (nd_anchor_loader): the anchor's low 16 bits,
+ * which pick the bucket within a part as well, and the slot (LE). */
+#define SENTRY 6
+_Static_assert(KEY_FREE_BITS + SLOT_BITS == 8 * ENTRY, "an entry holds a key and a slot");
 #define MALLOC_OVERHEAD 16
 
 #define CARVED 0x80000000u /* in bucket.cap: e lies in a load region (not malloc'd) */
@@ -96,21 +102,38 @@ static inline uint32_t bucket_of(uint32_t a)
 }
 static inline uint16_t key_of(uint32_t a)
 {
-    return (uint16_t)a;
+    return (uint16_t)(a & KEY_FREE_MASK);
 }
 static inline pthread_rwlock_t *lock_of(const nd_anchor_index *idx, uint32_t b)
 {
     return (pthread_rwlock_t *)&idx->locks[b & (NSTRIPES - 1)];
 }
 
-static inline uint64_t entry_get(const uint8_t *p) /* key << 32 | slot */
+/* Entries are read and written as key << 32 | slot (the order of the
+ * entries is that of these values). */
+static inline uint64_t entry_get(const uint8_t *p)
+{
+    uint64_t x = (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 |
+                 (uint64_t)p[3] << 24 | (uint64_t)p[4] << 32;
+    return (x >> SLOT_BITS) << 32 | (x & (ND_ANCHOR_SLOTS - 1));
+}
+
+static inline void entry_put(uint8_t *p, uint64_t v)
+{
+    uint64_t x = (v >> 32 & KEY_FREE_MASK) << SLOT_BITS | (v & (ND_ANCHOR_SLOTS - 1));
+    p[0] = (uint8_t)x, p[1] = (uint8_t)(x >> 8), p[2] = (uint8_t)(x >> 16),
+    p[3] = (uint8_t)(x >> 24), p[4] = (uint8_t)(x >> 32);
+}
+
+/* A staged entry (SENTRY bytes) as (anchor & 0xFFFF) << 32 | slot. */
+static inline uint64_t staged_get(const uint8_t *p)
 {
     uint16_t k = (uint16_t)(p[0] | p[1] << 8);
     uint32_t s = (uint32_t)p[2] | (uint32_t)p[3] << 8 | (uint32_t)p[4] << 16 | (uint32_t)p[5] << 24;
     return (uint64_t)k << 32 | s;
 }
 
-static inline void entry_put(uint8_t *p, uint64_t v)
+static inline void staged_put(uint8_t *p, uint64_t v)
 {
     uint16_t k = (uint16_t)(v >> 32);
     uint32_t s = (uint32_t)v;
@@ -119,12 +142,11 @@ static inline void entry_put(uint8_t *p, uint64_t v)
     p[5] = (uint8_t)(s >> 24);
 }
 
-/* Where the entries of 16-bit key k should begin in a bucket of n. The
- * key's bits above its low KEY_FREE_BITS are the bucket's own low bits,
- * the same for every entry of a bucket; the low ones are hash bits,
- * uniform, so a bucket's keys spread evenly over its array by those.
- * (Guessing from all 16 bits put the guess up to the whole bucket away,
- * and the gallop from there was a chain of dependent cache misses.) */
+/* Where the entries of key k should begin in a bucket of n. The key's
+ * bits are hash bits, uniform, so a bucket's keys spread evenly over its
+ * array. (When the key also held bits that the bucket fixes, guessing
+ * from all of them put the guess up to the whole bucket away, and the
+ * gallop from there was a chain of dependent cache misses.) */
 static inline uint32_t key_guess(uint16_t k, uint32_t n)
 {
     return (uint32_t)(((uint64_t)(k & KEY_FREE_MASK) * n) >> KEY_FREE_BITS);
@@ -324,6 +346,8 @@ static bool del_one(nd_anchor_index *idx, uint32_t a, uint32_t slot)
 
 int nd_anchor_index_insert(nd_anchor_index *idx, uint32_t slot, const uint32_t *anchors, size_t n)
 {
+    if (slot >= ND_ANCHOR_SLOTS)
+        return -ERANGE;
     prefetch_anchors(idx, anchors, n, true);
     for (size_t i = 0; i < n; i++) {
         int rc = add_one(idx, anchors[i], slot);
@@ -377,7 +401,7 @@ static bool radix_pass(const uint64_t *src, uint64_t *dst, size_t n, unsigned sh
 }
 
 /* Sorts v[0..n) (key << 32 | slot): a stable two-pass radix sort on the
- * 16-bit key (tmp: n more), then an insertion sort of any run of equal keys
+ * 16 bits above the slot (tmp: n more), then an insertion sort of any run of equal keys
  * whose slots are not ascending already (they are when the documents come in
  * slot order, as at start-up). */
 static void sort_range(uint64_t *v, uint64_t *tmp, size_t n)
@@ -450,9 +474,10 @@ static int merge_bucket(nd_anchor_index *idx, uint32_t bi, const uint64_t *v, si
  * Entries are placed as they come into 65536 parts by the anchor's top 16
  * bits, each part a fixed stretch of one mapping (sized for the expected
  * count plus six standard deviations; the rare excess goes to a per-part
- * spill array), already in the index's 6-byte format: a part is 16 buckets
- * (bits 12-15 of the key pick one). finish() sorts each part by key (stable:
- * slots stay in the order given, ascending at start-up) and writes it back
+ * spill array), as 6-byte staged entries (the anchor's low 16 bits and the
+ * slot): a part is 16 buckets (bits 12-15 of the anchor pick one).
+ * finish() sorts each part by those bits (stable: slots stay in the order
+ * given, ascending at start-up) and writes it back as 5-byte entries,
  * compacted toward the start of its thread's range, where its buckets'
  * arrays stay: no second copy of the entries, no malloc per bucket, pages
  * left empty by the compaction given back. */
@@ -464,7 +489,7 @@ static int merge_bucket(nd_anchor_index *idx, uint32_t bi, const uint64_t *v, si
 
 typedef struct spill {
     uint32_t n, cap;
-    uint64_t v[]; /* key << 32 | slot */
+    uint64_t v[]; /* staged: (anchor & 0xFFFF) << 32 | slot */
 } spill;
 
 struct nd_anchor_loader {
@@ -498,7 +523,7 @@ int nd_anchor_loader_create(nd_anchor_loader **out, nd_anchor_index *idx, uint64
         pcap = UINT32_MAX / 2 / LPARTS;
     ld->idx = idx;
     ld->pcap = (uint32_t)pcap;
-    ld->bytes = ((size_t)LPARTS * ld->pcap * ENTRY + ((size_t)2 << 20) - 1) &
+    ld->bytes = ((size_t)LPARTS * ld->pcap * SENTRY + ((size_t)2 << 20) - 1) &
                 ~(((size_t)2 << 20) - 1);
     ld->ascending = true;
     ld->fill = calloc(LPARTS, sizeof(*ld->fill));
@@ -561,9 +586,9 @@ static int place_group(nd_anchor_loader *ld, uint32_t g)
     const uint64_t *st = ld->stage + (size_t)g * STAGE;
     for (uint32_t i = 0, n = ld->sfill[g]; i < n; i++) {
         uint32_t a = (uint32_t)(st[i] >> 32), p = a >> 16, f = ld->fill[p];
-        uint64_t v = (uint64_t)key_of(a) << 32 | (uint32_t)st[i];
+        uint64_t v = (uint64_t)(uint16_t)a << 32 | (uint32_t)st[i];
         if (f < ld->pcap) {
-            entry_put(ld->base + ((size_t)p * ld->pcap + f) * ENTRY, v);
+            staged_put(ld->base + ((size_t)p * ld->pcap + f) * SENTRY, v);
             ld->fill[p] = f + 1;
         } else if (spill_push(ld, p, v) < 0) {
             return -ENOMEM;
@@ -575,6 +600,8 @@ static int place_group(nd_anchor_loader *ld, uint32_t g)
 
 int nd_anchor_loader_add(nd_anchor_loader *ld, uint32_t slot, const uint32_t *anchors, size_t n)
 {
+    if (slot >= ND_ANCHOR_SLOTS)
+        return -ERANGE;
     if (ld->added && slot <= ld->last_slot)
         ld->ascending = false;
     ld->last_slot = slot;
@@ -601,12 +628,12 @@ static void *finish_parts(void *arg)
     finish_job *jb = arg;
     nd_anchor_loader *ld = jb->ld;
     nd_anchor_index *idx = ld->idx;
-    uint8_t *w = ld->base + (size_t)jb->lo * ld->pcap * ENTRY;
+    uint8_t *w = ld->base + (size_t)jb->lo * ld->pcap * SENTRY;
     for (uint32_t p = jb->lo; p < jb->hi; p++) {
-        const uint8_t *in = ld->base + (size_t)p * ld->pcap * ENTRY;
+        const uint8_t *in = ld->base + (size_t)p * ld->pcap * SENTRY;
         size_t n = ld->fill[p];
         for (size_t i = 0; i < n; i++)
-            jb->v[i] = entry_get(in + i * ENTRY);
+            jb->v[i] = staged_get(in + i * SENTRY);
         const spill *sp = ld->over ? ld->over[p] : NULL;
         if (sp) {
             memcpy(jb->v + n, sp->v, (size_t)sp->n * sizeof(uint64_t));
@@ -615,12 +642,15 @@ static void *finish_parts(void *arg)
         if (!n)
             continue;
         sort_range(jb->v, jb->tmp, n); /* by key; mends runs of unordered slots */
-        /* the 16 buckets of the part, in order: runs of bits 12-15 of the key */
+        /* the 16 buckets of the part, in order: runs of bits 12-15 of the
+         * staged anchor bits; each run then becomes key << 32 | slot */
         for (size_t i = 0; i < n;) {
-            uint32_t sub = (uint32_t)(jb->v[i] >> (32 + 12));
+            uint32_t sub = (uint32_t)(jb->v[i] >> (32 + KEY_FREE_BITS));
             size_t j = i, k = 0;
-            while (j < n && (uint32_t)(jb->v[j] >> (32 + 12)) == sub)
+            while (j < n && (uint32_t)(jb->v[j] >> (32 + KEY_FREE_BITS)) == sub)
                 j++;
+            for (size_t x = i; x < j; x++)
+                jb->v[x] &= (uint64_t)KEY_FREE_MASK << 32 | UINT32_MAX;
             uint32_t bi = p << 4 | sub;
             bucket *bk = &idx->b[bi];
             /* repeats go; a key keeps its first idx->cap slots (the
@@ -635,7 +665,7 @@ static void *finish_parts(void *arg)
             /* Carved at the cursor while that stays within what was read
              * (the part's own stretch); a part that spilled may need more:
              * then its own array. */
-            bool carve = w + k * ENTRY <= in + (size_t)ld->pcap * ENTRY;
+            bool carve = w + k * ENTRY <= in + (size_t)ld->pcap * SENTRY;
             uint8_t *e = carve ? w : malloc(k * ENTRY);
             if (!e) {
                 jb->rc = -ENOMEM;
@@ -772,7 +802,7 @@ int nd_anchor_index_insert_many_threads(nd_anchor_index *idx, const uint32_t *sl
 
 static inline uint16_t entry_key(const uint8_t *p)
 {
-    return (uint16_t)(p[0] | p[1] << 8);
+    return (uint16_t)((p[3] | (uint32_t)p[4] << 8) >> (SLOT_BITS - 24));
 }
 
 /* Range [*lo, *hi) of the entries under anchor a in its bucket (lock held):

@@ -3,11 +3,12 @@
  * verdict for partial copies: a query probes its own anchors and gets the
  * documents sharing the most of them.
  *
- * Layout (compact: about 6.4 bytes per (anchor, slot) entry, so ~105 B per
+ * Layout (compact: about 5.1 bytes per (anchor, slot) entry, so ~82 B per
  * document at 16 anchors; tests/bench/bench_sketch measures it at 10M):
  * 2^20 buckets chosen by the anchor's top 20 bits; a bucket is one array of
- * 6-byte entries {low 16 bits of the anchor, 32-bit slot}, sorted by
- * (anchor, slot), grown by about 1/8 at a time. The directory (16 MiB) is
+ * 5-byte entries {the anchor's other 12 bits, 28-bit slot}, sorted by
+ * (anchor, slot), grown by about 1/8 at a time. Slots are therefore below
+ * ND_ANCHOR_SLOTS (2^28: 268M documents in one index). The directory (16 MiB) is
  * allocated zeroed and touched lazily. A bulk load (nd_anchor_loader) carves
  * exact arrays side by side from one mapping; a carved bucket that grows is
  * copied to an array of its own, and the mapping's pages are given back as
@@ -47,6 +48,9 @@
 #define ND_ANCHOR_CAP_MAX 64
 #define ND_ANCHOR_HITS_MAX (ND_ANCHOR_QUERY_MAX * ND_ANCHOR_CAP_MAX)
 
+/* Slots are below this: an entry keeps 28 bits of its slot. */
+#define ND_ANCHOR_SLOTS (1u << 28)
+
 typedef struct nd_anchor_index nd_anchor_index;
 
 typedef struct nd_anchor_hit {
@@ -72,8 +76,9 @@ void nd_anchor_index_destroy(nd_anchor_index *idx);
 
 /* Indexes slot under anchors[0..n) (duplicates in the array are stored
  * once; an anchor that holds posting_cap slots already is left as it is).
- * Returns 0, or -ENOMEM: then the anchors added so far are removed
- * again and the index is as before. Allocates (bucket growth). */
+ * Returns 0, -ERANGE (slot >= ND_ANCHOR_SLOTS: nothing added), or -ENOMEM:
+ * then the anchors added so far are removed again and the index is as
+ * before. Allocates (bucket growth). */
 int nd_anchor_index_insert(nd_anchor_index *idx, uint32_t slot, const uint32_t *anchors, size_t n);
 
 /* Bulk load for start-up: slot slots[i] under anchors[i*m .. i*m + m) for
@@ -82,9 +87,9 @@ int nd_anchor_index_insert(nd_anchor_index *idx, uint32_t slot, const uint32_t *
  * without anchors out. Every bucket is rebuilt once, so this costs a sort of
  * the entries, not the O(entries * bucket size) of repeated inserts. Safe
  * against concurrent queries (they see each bucket before or after) and
- * other writers. A bulk load through nd_anchor_loader (below). Returns 0 or
- * -ENOMEM (then some documents may be indexed and others not: destroy the
- * index). */
+ * other writers. A bulk load through nd_anchor_loader (below). Returns 0,
+ * -ERANGE (a slot >= ND_ANCHOR_SLOTS: nothing indexed) or -ENOMEM (then
+ * some documents may be indexed and others not: destroy the index). */
 int nd_anchor_index_insert_many(nd_anchor_index *idx, const uint32_t *slots,
                                 const uint32_t *anchors, size_t ndocs, size_t m);
 
@@ -100,7 +105,7 @@ int nd_anchor_index_insert_many_threads(nd_anchor_index *idx, const uint32_t *sl
 
 /* A bulk load in three steps, for start-up: create, add every document as
  * it is read, finish. The entries go straight into their final place (one
- * mapping of about 6 bytes per entry, parts by the anchor's top 16 bits,
+ * mapping of 6 bytes per staged entry, parts by the anchor's top 16 bits,
  * sorted and compacted by finish, which carves the buckets' arrays from it):
  * no staging copy of the anchors, no allocation per bucket. A carved
  * bucket that later grows moves to its own array; a page of the mapping
@@ -117,7 +122,8 @@ int nd_anchor_loader_create(nd_anchor_loader **out, nd_anchor_index *idx, uint64
  * in the index before finish, which keeps under each anchor its posting_cap
  * smallest slots (those of the index first, when it had some). Cheapest with slots in ascending order (as a
  * start-up gives them); any order is correct. One thread at a time per
- * loader. Returns 0 or -ENOMEM (then destroy the loader: nothing indexed). */
+ * loader. Returns 0, -ERANGE (slot >= ND_ANCHOR_SLOTS) or -ENOMEM (then
+ * destroy the loader: nothing indexed). */
 int nd_anchor_loader_add(nd_anchor_loader *ld, uint32_t slot, const uint32_t *anchors, size_t n);
 
 /* Indexes everything added, with `threads` threads (this one and threads - 1

@@ -166,6 +166,31 @@ static void memory_store_answers_at_once(void)
     nd_store_close(st);
 }
 
+/* One registry holds at most ND_REG_DOCS_MAX documents (28-bit slots):
+ * making room past it is refused with its own code and message, before
+ * anything is allocated, and the registry goes on as before. */
+static void documents_bounded(void)
+{
+    nd_registry *reg;
+    nd_store *st = NULL;
+    nd_registry_options o = {.max_matches = 10};
+    REQUIRE(nd_store_memory_open(&st) == 0);
+    REQUIRE(nd_registry_create(&reg, st, &o) == 0);
+    nd_registry_set_loaded(reg);
+    CHECK(reg_doc(reg, "A", A_HASH) == 0);
+    CHECK(nd_registry_reserve(reg, ND_REG_DOCS_MAX) == ND_REG_TOO_MANY_DOCS, "one past the most");
+    CHECK(nd_registry_reserve(reg, UINT64_MAX / 2) == ND_REG_TOO_MANY_DOCS, "far past");
+    CHECK(strstr(nd_registry_load_error(ND_REG_TOO_MANY_DOCS), "268,435,455") != NULL, "%s",
+          nd_registry_load_error(ND_REG_TOO_MANY_DOCS));
+    CHECK(ND_REG_TOO_MANY_DOCS != ND_REG_TOO_MANY_VERSIONS);
+    CHECK(nd_registry_reserve(reg, 1000) == 0, "within it");
+    CHECK(reg_doc(reg, "B", ~A_HASH) == 0 && get_chars(reg, "A") == 500 &&
+              get_chars(reg, "B") == 500,
+          "registrations go on");
+    nd_registry_destroy(reg);
+    nd_store_close(st);
+}
+
 /* ---- the originality workflow: accounts, reprint policies, revoke/restore, given times ----
  *
  * Through the memory store and the LMDB store (real files in a mkdtemp()
@@ -771,8 +796,8 @@ static void stale_versions_bounded(void)
         snprintf(version, sizeof(version), "nd-simhash-old-%d", i);
         nd_doc *d = NULL;
         REQUIRE(nd_registry_get(w.reg, id, strlen(id), &d) == 0);
-        CHECK(nd_doc_stale(d) && strcmp(nd_registry_doc_version(w.reg, d), version) == 0, "%s: %s", id,
-              nd_registry_doc_version(w.reg, d));
+        CHECK(nd_doc_stale(d) && strcmp(nd_registry_doc_version(w.reg, d), version) == 0, "%s: %s",
+              id, nd_registry_doc_version(w.reg, d));
         nd_doc_release(d);
     }
     nd_doc *d = NULL;
@@ -1260,6 +1285,7 @@ static void anchors_beyond_16_loader_thread(void)
 int main(void)
 {
     UNIT_RUN(memory_store_answers_at_once);
+    UNIT_RUN(documents_bounded);
     UNIT_RUN(slot_reuse_never_lists_twice);
     UNIT_RUN(claims_memory);
     UNIT_RUN(claims_lmdb);

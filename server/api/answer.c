@@ -157,7 +157,11 @@ void nd_api_store_error(nd_req *r, int rc, const char *what)
                      "%s was not done: other replicas kept writing first; retry", what);
         return;
     }
-    const char *why = rc == -ENOSPC ? "storage is full" : strerror(-rc);
+    const char *why = rc == -ENOSPC                ? "storage is full"
+                      : rc == ND_REG_TOO_MANY_DOCS ? "this server holds its most documents "
+                                                     "(268,435,455; delete some or split them "
+                                                     "over servers)"
+                                                   : strerror(-rc);
     nd_log(ND_LOG_WARN, "%s failed (request %s): %s", what, r->rid, why);
     nd_api_error(r, 503, "storage_unavailable", "%s could not be stored: %s", what, why);
 }

@@ -6,6 +6,7 @@
  * shared with registry.c (changes), verdict.c (checks) and the loader;
  * locking as registry.h describes. */
 #include "docs_internal.h"
+#include "registry.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -14,9 +15,16 @@
 
 /* ---- documents ---- */
 
-/* A document is 80 bytes before its strings (proto/scale.md): a field
+/* A document is 63 bytes before its strings (proto/scale.md): a field
  * added or moved so that padding appears fails here, not in a bench. */
-_Static_assert(sizeof(void *) != 8 || sizeof(nd_doc) == 80, "nd_doc is laid out without padding");
+_Static_assert(sizeof(void *) != 8 || ND_DOC_HEAD == 63, "nd_doc is laid out without padding");
+_Static_assert(ND_META_MAX < (1u << 25) && ND_POLICY_MAX < (1u << 17) && ND_ID_MAX < (1u << 11) &&
+                   ND_ACCOUNT_MAX < (1u << 11),
+               "nd_doc's length fields hold their limits");
+_Static_assert(ND_CLAIM_ACTIVE < 4 && ND_CLAIM_REVOKED < 4 && ND_CLAIM_SUPERSEDED < 4,
+               "nd_doc.status holds every claim status");
+_Static_assert(ND_REG_DOCS_MAX <= ND_DOC_NO_SLOT && ND_DOC_NO_SLOT < (1u << 28),
+               "nd_doc.slot holds every slot and the unlinked mark");
 
 /* A new document with copies of id, meta, account and policy (NULL/0:
  * none) and status. Returns NULL when out of memory. */
@@ -26,11 +34,14 @@ nd_doc *nd_reg_doc_new(const char *id, size_t id_len, const char *meta, size_t m
 {
     account_len = account ? account_len : 0;
     policy_len = policy ? policy_len : 0;
-    nd_doc *d = malloc(sizeof(*d) + id_len + meta_len +
-                       doc_claim_size(account_len, policy_len, status));
-    if (!d)
+    /* its extra's pointer first (doc_extra()), then the document */
+    char *p = malloc(sizeof(nd_doc_extra *) + ND_DOC_HEAD + id_len + meta_len +
+                     doc_claim_size(account_len, policy_len, status));
+    if (!p)
         return NULL;
+    nd_doc *d = (nd_doc *)(void *)(p + sizeof(nd_doc_extra *));
     doc_init(d, id, id_len, meta, meta_len);
+    doc_set_extra(d, NULL);
     doc_set_claim(d, account, account_len, policy, policy_len, status);
     return d;
 }
@@ -38,8 +49,8 @@ nd_doc *nd_reg_doc_new(const char *id, size_t id_len, const char *meta, size_t m
 void nd_doc_release(nd_doc *d)
 {
     if (d && atomic_fetch_sub_explicit(&d->refs, 1, memory_order_acq_rel) == 1 && !d->arena) {
-        free(d->extra);
-        free(d);
+        free(doc_extra(d));
+        free((char *)d - sizeof(nd_doc_extra *));
     }
 }
 
@@ -93,19 +104,19 @@ int nd_reg_map_reserve(nd_registry *reg, uint64_t extra)
 }
 
 /* Grows the slot table so that extra more slots can be handed out without
- * reusing freed ones. Writer held, table unlocked. Returns 0, -ENOSPC or
- * -ENOMEM. */
+ * reusing freed ones. Writer held, table unlocked. Returns 0,
+ * ND_REG_TOO_MANY_DOCS or -ENOMEM. */
 int nd_reg_slots_reserve(nd_registry *reg, uint64_t extra)
 {
     uint64_t need = (uint64_t)reg->next_slot + extra;
-    if (need >= UINT32_MAX)
-        return -ENOSPC;
+    if (need > ND_REG_DOCS_MAX)
+        return ND_REG_TOO_MANY_DOCS;
     if (need > reg->nslots) {
         uint64_t n = reg->nslots ? (uint64_t)reg->nslots * 2 : 1024;
         if (n < need)
             n = need;
-        if (n >= UINT32_MAX)
-            n = UINT32_MAX - 1;
+        if (n > ND_REG_DOCS_MAX)
+            n = ND_REG_DOCS_MAX;
         nd_doc **s = calloc(n, sizeof(*s));
         uint32_t *f = realloc(reg->free_slots, n * sizeof(*f));
         if (!s || !f) {
@@ -153,9 +164,9 @@ int nd_reg_link_doc(nd_registry *reg, nd_doc *d)
         return rc;
     if (!nd_doc_stale(d)) {
         rc = nd_index_insert(reg->index, d->simhash, slot);
-        if (rc == 0 && d->extra && d->extra->nanchors &&
-            (rc = nd_anchor_index_insert(reg->anchors, slot, d->extra->anchors,
-                                         d->extra->nanchors)) < 0)
+        const nd_doc_extra *x = doc_extra(d);
+        if (rc == 0 && x && x->nanchors &&
+            (rc = nd_anchor_index_insert(reg->anchors, slot, x->anchors, x->nanchors)) < 0)
             nd_index_remove(reg->index, d->simhash, slot);
         if (rc < 0) {
             reg->free_slots[reg->nfree++] = slot;
@@ -176,22 +187,23 @@ int nd_reg_link_doc(nd_registry *reg, nd_doc *d)
 }
 
 /* Removes d from the indexes and the tables and drops the registry's
- * reference. Its anchors: d->extra's, else anchors[0..nanchors) (read from
+ * reference. Its anchors: doc_extra(d)'s, else anchors[0..nanchors) (read from
  * its stored record). Writer held. */
 void nd_reg_unlink_doc_anchors(nd_registry *reg, nd_doc *d, const uint32_t *anchors,
                                size_t nanchors)
 {
     if (!nd_doc_stale(d)) {
         nd_index_remove(reg->index, d->simhash, d->slot);
-        if (d->extra)
-            nd_anchor_index_remove(reg->anchors, d->slot, d->extra->anchors, d->extra->nanchors);
+        const nd_doc_extra *x = doc_extra(d);
+        if (x)
+            nd_anchor_index_remove(reg->anchors, d->slot, x->anchors, x->nanchors);
         else if (nanchors)
             nd_anchor_index_remove(reg->anchors, d->slot, anchors, nanchors);
     }
     size_t h = id_hash(nd_doc_id(d), d->id_len) & (reg->nbuckets - 1);
     pthread_rwlock_wrlock(&reg->table);
     uint32_t *pp = &reg->buckets[h];
-    while (*pp && *pp != d->slot + 1)
+    while (*pp && *pp != (uint32_t)d->slot + 1)
         pp = &doc_at(reg, *pp)->next;
     if (*pp)
         *pp = d->next;
@@ -312,15 +324,17 @@ nd_doc *nd_reg_doc_of_record(nd_registry *reg, const nd_record *rec)
     na = na < ND_ANCHORS_MAX ? na : ND_ANCHORS_MAX;
     size_t sk = rec->sketch ? rec->sketch_len : 0;
     if (na || sk) {
-        if (!(d->extra = doc_extra_new(NULL, na, rec->sketch, sk))) {
+        nd_doc_extra *x = doc_extra_new(NULL, na, rec->sketch, sk);
+        if (!x) {
             nd_doc_release(d);
             return NULL;
         }
         for (unsigned i = 0; i < na; i++) {
             const uint8_t *b = rec->anchors + 4 * i;
-            d->extra->anchors[i] = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-                                   (uint32_t)b[3] << 24;
+            x->anchors[i] = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                            (uint32_t)b[3] << 24;
         }
+        doc_set_extra(d, x);
         if (sk >= 8) {
             const uint8_t *e = rec->sketch; /* nd_sketch_encode()'s header */
             atomic_init(&d->sk_size,

@@ -45,47 +45,53 @@ static inline const uint8_t *nd_doc_extra_sketch(const nd_doc_extra *x)
  * nd_doc_superseded_by()): a loaded document is one carving of the arena.
  * Every field above the private ones is immutable once the document is
  * visible, so a reference holder may read them without locks. Laid out
- * without padding: 80 bytes on 64-bit hosts (docs.c asserts it;
- * proto/scale.md counts it per document). */
+ * without padding: the strings begin 63 bytes in on 64-bit hosts (docs.c
+ * asserts it; ND_DOC_HEAD; proto/scale.md counts it per document). The
+ * lengths, the slot, the status and the arena flag are bit-fields, written
+ * only before the document is visible. A document made by this process
+ * (nd_reg_doc_new()) has a pointer to its nd_doc_extra in the 8 bytes
+ * before it (doc_extra(): loaded documents, the most, have none). */
 typedef struct nd_doc {
     uint64_t simhash;
     int64_t registered_at_us; /* server clock, UTC microseconds since the epoch */
     uint8_t text_hash[16];    /* XXH3-128 of the text, canonical byte order */
+    /* Lengths as wide as their limits (store.h: ND_META_MAX 2^24, ND_POLICY_MAX
+     * 2^16, ND_ID_MAX and ND_ACCOUNT_MAX 2^10, each inclusive). */
+    uint64_t meta_len : 25;    /* compact JSON object; 0: none */
+    uint64_t policy_len : 17;  /* 0: no policy (the server's default applies) */
+    uint64_t id_len : 11;      /* 1..ND_ID_MAX */
+    uint64_t account_len : 11; /* 0: no account */
     uint32_t chars;
-    uint32_t meta_len;    /* compact JSON object; 0: none */
-    uint32_t policy_len;  /* 0: no policy (the server's default applies) */
-    uint16_t id_len;      /* 1..ND_ID_MAX */
-    uint16_t account_len; /* 0: no account */
-    uint8_t status;       /* the claim: ND_CLAIM_ACTIVE, ND_CLAIM_REVOKED
-                          * (revoked: never evidence) or ND_CLAIM_SUPERSEDED
-                          * (evidence as an active one). A policy change or a
-                          * revoke/restore replaces the whole nd_doc by a new
-                          * one with the same id, slot and registered_at: a
-                          * reference holder sees one consistent version. */
-    /* Private to the registry. */
-    bool arena;         /* loaded at start: in the registry's arena */
-    uint8_t version_ix; /* 0: ND_RECORD_VERSION; i: the registry's i-th other
-                         * fingerprint version (stale; nd_registry_doc_version()) */
-    bool waited;        /* the registry's waiters name it (registry.c); writer held */
     _Atomic unsigned refs;
-    _Atomic int state; /* pending, live, deleting */
-    uint32_t slot;
     /* The size of its stored sketch once known (set at registration, or
      * when the sketch is first read; 0: unknown): ND_DOC_SK_KNOWN | mode <<
      * 30 | shift << 16 | n. Candidates whose size rules out a match are
      * skipped before their sketch is read (nd_sketch_reachable()). Any
      * thread may set it (always to the same value). */
     _Atomic uint32_t sk_size;
-    uint32_t next; /* hash chain: the next document's slot + 1 (0: none) */
-    /* A document registered by this process: its stored anchors and its
-     * encoded sketch (nd_doc_extra). Kept only until its first commit
-     * (then the store has them), changed and read under the writer only.
-     * NULL for loaded documents. */
-    struct nd_doc_extra *extra;
-    char bytes[]; /* id, meta, account, policy: id_len + meta_len +
+    uint32_t next;         /* hash chain: the next document's slot + 1 (0: none) */
+    uint32_t slot : 28;    /* < ND_REG_DOCS_MAX; ND_DOC_NO_SLOT until linked */
+    uint32_t status : 2;   /* public: the claim: ND_CLAIM_ACTIVE, ND_CLAIM_REVOKED
+                          * (revoked: never evidence) or ND_CLAIM_SUPERSEDED
+                          * (evidence as an active one). A policy change or a
+                          * revoke/restore replaces the whole nd_doc by a new
+                          * one with the same id, slot and registered_at: a
+                          * reference holder sees one consistent version. */
+    uint32_t arena : 1;    /* loaded at start: in the registry's arena */
+    uint8_t version_ix;    /* 0: ND_RECORD_VERSION; i: the registry's i-th other
+                          * fingerprint version (stale; nd_registry_doc_version()) */
+    bool waited;           /* the registry's waiters name it (registry.c); writer held */
+    _Atomic uint8_t state; /* pending, live, deleting (enum doc_state) */
+    char bytes[];          /* id, meta, account, policy: id_len + meta_len +
                    * account_len + policy_len bytes, none NUL-terminated;
                    * then, when superseded, 8 bytes of superseded_by */
 } nd_doc;
+
+/* The bytes of a document before its strings: allocate ND_DOC_HEAD + the
+ * strings (sizeof(nd_doc) is larger: its tail padding). */
+#define ND_DOC_HEAD offsetof(nd_doc, bytes)
+/* A document's slot before it is linked (never a linked one's). */
+#define ND_DOC_NO_SLOT ((1u << 28) - 1)
 
 /* True when its fingerprint version is not this build's (stale: kept, not
  * in the indexes, never compared). */

@@ -129,12 +129,12 @@ static inline void prefault(void *p, size_t len)
 #endif
 }
 
-/* Fills the document at d (sizeof(nd_doc) + id_len + meta_len bytes) with
+/* Fills the document at d (ND_DOC_HEAD + id_len + meta_len bytes) with
  * copies of id and meta, one reference, the current version. */
 static inline nd_doc *doc_init(nd_doc *d, const char *id, size_t id_len, const char *meta,
                                size_t meta_len)
 {
-    memset(d, 0, sizeof(*d));
+    memset(d, 0, ND_DOC_HEAD);
     memcpy(d->bytes, id, id_len);
     d->id_len = (uint16_t)id_len;
     if (meta && meta_len) {
@@ -142,7 +142,7 @@ static inline nd_doc *doc_init(nd_doc *d, const char *id, size_t id_len, const c
         d->meta_len = (uint32_t)meta_len;
     }
     atomic_init(&d->refs, 1);
-    d->slot = UINT32_MAX;
+    d->slot = ND_DOC_NO_SLOT;
     return d;
 }
 
@@ -171,6 +171,22 @@ static inline nd_doc_extra *doc_extra_new(const uint32_t *anchors, unsigned na, 
     if (sk_len)
         memcpy(x->anchors + na, sk, sk_len);
     return x;
+}
+
+/* What a document registered by this process keeps until its first commit
+ * (its stored anchors and encoded sketch): the pointer nd_reg_doc_new()
+ * places just before the document; NULL for a loaded (arena) one. Changed
+ * and read under the writer only; nd_doc_release() frees it. */
+static inline nd_doc_extra *doc_extra(const nd_doc *d)
+{
+    return d->arena ? NULL : ((nd_doc_extra *const *)(const void *)d)[-1];
+}
+
+/* Sets d's extra (d made by nd_reg_doc_new(); the previous one is the
+ * caller's to free). Writer held, or d not visible yet. */
+static inline void doc_set_extra(nd_doc *d, nd_doc_extra *x)
+{
+    ((nd_doc_extra **)(void *)d)[-1] = x;
 }
 
 /* The document of hash chain link `link` (a slot + 1; 0: none), NULL at
@@ -290,7 +306,7 @@ static inline nd_doc *map_find(const nd_registry *reg, const char *id, size_t le
 int nd_reg_link_doc(nd_registry *reg, nd_doc *d);
 
 /* Removes d from the indexes and the tables and drops the registry's
- * reference. Its anchors: d->extra's, else anchors[0..nanchors) (read from
+ * reference. Its anchors: doc_extra(d)'s, else anchors[0..nanchors) (read from
  * its stored record). Writer held. */
 void nd_reg_unlink_doc_anchors(nd_registry *reg, nd_doc *d, const uint32_t *anchors,
                                size_t nanchors);
@@ -321,8 +337,8 @@ int nd_reg_map_reserve(nd_registry *reg, uint64_t extra);
 int nd_reg_version_intern(nd_registry *reg, const char *v);
 
 /* Grows the slot table so that extra more slots can be handed out without
- * reusing freed ones. Writer held, table unlocked. Returns 0, -ENOSPC or
- * -ENOMEM. */
+ * reusing freed ones. Writer held, table unlocked. Returns 0,
+ * ND_REG_TOO_MANY_DOCS (past ND_REG_DOCS_MAX) or -ENOMEM. */
 int nd_reg_slots_reserve(nd_registry *reg, uint64_t extra);
 
 #endif

@@ -491,7 +491,7 @@ static int load_build(load_ctx *lc, const nd_record *rec)
     size_t account_len = rec->account && rec->account_len <= ND_ACCOUNT_MAX ? rec->account_len : 0;
     size_t policy_len = rec->policy && rec->policy_len <= ND_POLICY_MAX ? rec->policy_len : 0;
     nd_doc *d = arena_alloc(reg, &lc->feed,
-                            sizeof(*d) + rec->id_len + meta_len +
+                            ND_DOC_HEAD + rec->id_len + meta_len +
                                 doc_claim_size(account_len, policy_len, rec->status));
     if (!d)
         return -ENOMEM;
@@ -654,6 +654,9 @@ const char *nd_registry_load_error(int rc)
     if (rc == ND_REG_TOO_MANY_VERSIONS)
         return "records of more than 255 fingerprint versions other than this build's (re-register "
                "or delete the documents of the oldest)";
+    if (rc == ND_REG_TOO_MANY_DOCS)
+        return "more records than one server holds (268,435,455; split the documents over "
+               "servers by id)";
     return strerror(-rc);
 }
 

@@ -396,7 +396,7 @@ static void record_of(const nd_registry *reg, const nd_doc *d, nd_record *rec, u
                        .status = d->status,
                        .superseded_by_us = nd_doc_superseded_by(d)};
     memcpy(rec->text_hash, d->text_hash, 16);
-    const nd_doc_extra *x = d->extra;
+    const nd_doc_extra *x = doc_extra(d);
     if (x) {
         for (unsigned i = 0; i < x->nanchors; i++) {
             uint32_t a = x->anchors[i];
@@ -436,8 +436,9 @@ static int link_request_doc(nd_registry *reg, const nd_check_req *rq, const nd_q
     d->registered_at_us = at;
     if (q->sketch_enc_len && q->sketch_enc_len <= ND_STORE_SKETCH_MAX) {
         unsigned na = q->nstore < ND_ANCHORS_MAX ? q->nstore : ND_ANCHORS_MAX;
-        d->extra = doc_extra_new(q->store, na, q->sketch_enc, q->sketch_enc_len);
-        if (!d->extra) {
+        nd_doc_extra *x = doc_extra_new(q->store, na, q->sketch_enc, q->sketch_enc_len);
+        doc_set_extra(d, x);
+        if (!x) {
             nd_doc_release(d);
             return -ENOMEM;
         }
@@ -789,8 +790,8 @@ static int complete_locked(nd_registry *reg, nd_reg_change *ch, int status, nd_w
             d->state = DOC_LIVE;
             /* The store has its anchors and sketch now; readers without
              * the writer never read a stored document's extra. */
-            free(d->extra);
-            d->extra = NULL;
+            free(doc_extra(d));
+            doc_set_extra(d, NULL);
             digest_change(reg, d, ch->old);
         } else {
             unlink_doc(reg, d);
@@ -875,7 +876,7 @@ static int delete_live(nd_registry *reg, nd_doc *d, uint64_t seq, const nd_store
     nd_reg_change *ch = change_new(reg, d, CHANGE_DELETE, fn, arg);
     if (!ch)
         return -ENOMEM;
-    if (!d->extra && !nd_doc_stale(d)) /* its anchors, to unindex it */
+    if (!doc_extra(d) && !nd_doc_stale(d)) /* its anchors, to unindex it */
         nd_store_get(reg->store, d->registered_at_us, read_anchors, ch);
     phase_begin(reg, ch);
     int rc = nd_store_delete_audited(reg->store, nd_doc_id(d), d->id_len, d->registered_at_us, seq,

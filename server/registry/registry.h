@@ -109,9 +109,18 @@ void nd_registry_destroy(nd_registry *reg);
  * Calls progress at most every progress_ms and once at the end. Returns 0
  * and marks the registry loaded; -ECANCELED if *stop became true;
  * ND_REG_TOO_MANY_VERSIONS (records of more than 255 fingerprint versions
- * other than this build's); or the store's -errno / -ENOMEM (then the
- * registry stays not loaded). nd_registry_load_error() words any of them. */
+ * other than this build's); ND_REG_TOO_MANY_DOCS (more records than
+ * ND_REG_DOCS_MAX); or the store's -errno / -ENOMEM (then the registry
+ * stays not loaded). nd_registry_load_error() words any of them. */
 #define ND_REG_TOO_MANY_VERSIONS (-ENOSPC)
+
+/* The most documents one registry holds at once (a slot each; slots are
+ * 28 bits, in the anchor index and in nd_doc, the last one marking "not
+ * linked": 268,435,455; deleted documents' slots are reused). A
+ * registration past it fails with ND_REG_TOO_MANY_DOCS, and so does a load
+ * of a store holding more. */
+#define ND_REG_DOCS_MAX (ND_ANCHOR_SLOTS - 1)
+#define ND_REG_TOO_MANY_DOCS (-EOVERFLOW)
 
 /* What a failed nd_registry_load() met, for a log line: a static string. */
 const char *nd_registry_load_error(int rc);
@@ -168,7 +177,7 @@ int nd_registry_check(nd_registry *reg, const nd_check_req *rq, const nd_questio
  * a bulk registration (an import), so that its registrations do not stop
  * to grow them on the way: growing the id table rehashes every document
  * held (~1 s of the importing thread at 6M documents, with the writer
- * held). Returns 0, -ENOSPC (past the slot limit) or -ENOMEM; either way
+ * held). Returns 0, ND_REG_TOO_MANY_DOCS (past ND_REG_DOCS_MAX) or -ENOMEM; either way
  * the documents are as they were. */
 int nd_registry_reserve(nd_registry *reg, uint64_t extra);
 

@@ -273,7 +273,8 @@ static int verify_all(nd_registry *reg, const nd_question *q, const nd_question_
         } else if (m[i].flags & MF_PENDING) {
             m[i].flags |= MF_DIRECT;
             keys[i] = -1;
-            verify_one(&v, i, nd_doc_extra_sketch(d->extra), d->extra ? d->extra->sketch_len : 0);
+            const nd_doc_extra *x = doc_extra(d);
+            verify_one(&v, i, nd_doc_extra_sketch(x), x ? x->sketch_len : 0);
         } else {
             keys[i] = d->registered_at_us;
             from_store++;
