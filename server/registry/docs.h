@@ -43,8 +43,9 @@ static inline const uint8_t *nd_doc_extra_sketch(const nd_doc_extra *x)
  * superseded it (doc_init() and doc_set_claim() place them; read them with
  * nd_doc_id(), nd_doc_meta(), nd_doc_account(), nd_doc_policy(),
  * nd_doc_superseded_by()): a loaded document is one carving of the arena.
- * Every field above the private ones is immutable once the document is
- * visible, so a reference holder may read them without locks. Laid out
+ * Public: simhash, registered_at_us, text_hash, the lengths, chars and
+ * status, immutable once the document is visible, so a reference holder
+ * may read them without locks; the other fields are the registry's. Laid out
  * without padding: the strings begin 63 bytes in on 64-bit hosts (docs.c
  * asserts it; ND_DOC_HEAD; proto/scale.md counts it per document). The
  * lengths, the slot, the status and the arena flag are bit-fields, written
@@ -69,22 +70,24 @@ typedef struct nd_doc {
      * skipped before their sketch is read (nd_sketch_reachable()). Any
      * thread may set it (always to the same value). */
     _Atomic uint32_t sk_size;
-    uint32_t next;         /* hash chain: the next document's slot + 1 (0: none) */
-    uint32_t slot : 28;    /* < ND_REG_DOCS_MAX; ND_DOC_NO_SLOT until linked */
-    uint32_t status : 2;   /* public: the claim: ND_CLAIM_ACTIVE, ND_CLAIM_REVOKED
-                          * (revoked: never evidence) or ND_CLAIM_SUPERSEDED
-                          * (evidence as an active one). A policy change or a
-                          * revoke/restore replaces the whole nd_doc by a new
-                          * one with the same id, slot and registered_at: a
-                          * reference holder sees one consistent version. */
-    uint32_t arena : 1;    /* loaded at start: in the registry's arena */
-    uint8_t version_ix;    /* 0: ND_RECORD_VERSION; i: the registry's i-th other
-                          * fingerprint version (stale; nd_registry_doc_version()) */
+    uint32_t next;      /* hash chain: the next document's slot + 1 (0: none) */
+    uint32_t slot : 28; /* < ND_REG_DOCS_MAX; ND_DOC_NO_SLOT until linked */
+    /* The claim: ND_CLAIM_ACTIVE, ND_CLAIM_REVOKED (revoked: never
+     * evidence) or ND_CLAIM_SUPERSEDED (evidence as an active one). A
+     * policy change or a revoke/restore replaces the whole nd_doc by a new
+     * one with the same id, slot and registered_at: a reference holder
+     * sees one consistent version. */
+    uint32_t status : 2;
+    uint32_t arena : 1; /* loaded at start: in the registry's arena */
+    /* 0: ND_RECORD_VERSION; i: the registry's i-th other fingerprint
+     * version (stale; nd_registry_doc_version()) */
+    uint8_t version_ix;
     bool waited;           /* the registry's waiters name it (registry.c); writer held */
     _Atomic uint8_t state; /* pending, live, deleting (enum doc_state) */
-    char bytes[];          /* id, meta, account, policy: id_len + meta_len +
-                   * account_len + policy_len bytes, none NUL-terminated;
-                   * then, when superseded, 8 bytes of superseded_by */
+    /* id, meta, account, policy: id_len + meta_len + account_len +
+     * policy_len bytes, none NUL-terminated; then, when superseded, 8
+     * bytes of superseded_by */
+    char bytes[];
 } nd_doc;
 
 /* The bytes of a document before its strings: allocate ND_DOC_HEAD + the
