@@ -368,8 +368,10 @@ static int load_batch_begin(load_ctx *lc)
         return -ECANCELED;
     pthread_mutex_lock(&reg->writer);
     int rc = nd_reg_map_reserve(reg, LOAD_BATCH);
+    /* the batch's slots, up to the registry's most (load_link() stops there) */
+    uint64_t room = ND_REG_DOCS_MAX - (uint64_t)reg->next_slot;
     if (rc == 0)
-        rc = nd_reg_slots_reserve(reg, LOAD_BATCH);
+        rc = nd_reg_slots_reserve(reg, room < LOAD_BATCH ? room : LOAD_BATCH);
     if (rc == 0 && lc->nfp + LOAD_BATCH > lc->capfp) {
         size_t cap = lc->capfp * 2 > lc->nfp + LOAD_BATCH ? lc->capfp * 2 : lc->nfp + LOAD_BATCH;
         uint64_t *f = realloc(lc->fps, cap * sizeof(*f));
@@ -412,6 +414,8 @@ static int load_link(load_ctx *lc, nd_doc *d, size_t h, unsigned ai)
                 version_uncount(reg, d->version_ix);
             return 0; /* its arena bytes stay unused */
         }
+    if (reg->next_slot >= reg->nslots) /* only at ND_REG_DOCS_MAX: load_batch_begin() */
+        return ND_REG_TOO_MANY_DOCS;
     d->slot = reg->next_slot++; /* reserved by load_batch_begin() */
     reg->slots[d->slot] = d;
     d->next = reg->buckets[h];
