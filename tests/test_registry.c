@@ -98,14 +98,28 @@ static void *reader_main(void *arg)
     return NULL;
 }
 
+/* A loaded registry (max_matches 10) over a new memory store: *reg and *st,
+ * the caller's to destroy and close. False (nothing left open) when either
+ * could not be made. */
+static bool memory_registry(nd_registry **reg, nd_store **st)
+{
+    nd_registry_options o = {.max_matches = 10};
+    *st = NULL;
+    if (nd_store_memory_open(st) != 0)
+        return false;
+    if (nd_registry_create(reg, *st, &o) != 0) {
+        nd_store_close(*st);
+        return false;
+    }
+    nd_registry_set_loaded(*reg);
+    return true;
+}
+
 static void slot_reuse_never_lists_twice(void)
 {
     nd_registry *reg;
-    nd_store *st = NULL;
-    nd_registry_options o = {.max_matches = 10};
-    REQUIRE(nd_store_memory_open(&st) == 0);
-    REQUIRE(nd_registry_create(&reg, st, &o) == 0, "create");
-    nd_registry_set_loaded(reg);
+    nd_store *st;
+    REQUIRE(memory_registry(&reg, &st), "a registry over a memory store");
     CHECK(reg_doc(reg, "A", A_HASH) == 0, "register A");
     pthread_t w, r[READERS];
     pthread_create(&w, NULL, writer_main, reg);
@@ -144,11 +158,8 @@ static int get_chars(nd_registry *reg, const char *id)
 static void memory_store_answers_at_once(void)
 {
     nd_registry *reg;
-    nd_store *st = NULL;
-    nd_registry_options o = {.max_matches = 10};
-    REQUIRE(nd_store_memory_open(&st) == 0);
-    REQUIRE(nd_registry_create(&reg, st, &o) == 0);
-    nd_registry_set_loaded(reg);
+    nd_store *st;
+    REQUIRE(memory_registry(&reg, &st), "a registry over a memory store");
     CHECK(reg_doc(reg, "A", A_HASH) == 0);
     CHECK(reg_doc(reg, "B", ~A_HASH) == 0);
     CHECK(get_chars(reg, "A") == 500 && get_chars(reg, "B") == 500, "live at once");
@@ -172,11 +183,8 @@ static void memory_store_answers_at_once(void)
 static void documents_bounded(void)
 {
     nd_registry *reg;
-    nd_store *st = NULL;
-    nd_registry_options o = {.max_matches = 10};
-    REQUIRE(nd_store_memory_open(&st) == 0);
-    REQUIRE(nd_registry_create(&reg, st, &o) == 0);
-    nd_registry_set_loaded(reg);
+    nd_store *st;
+    REQUIRE(memory_registry(&reg, &st), "a registry over a memory store");
     CHECK(reg_doc(reg, "A", A_HASH) == 0);
     CHECK(nd_registry_reserve(reg, ND_REG_DOCS_MAX) == ND_REG_TOO_MANY_DOCS, "one past the most");
     CHECK(nd_registry_reserve(reg, UINT64_MAX / 2) == ND_REG_TOO_MANY_DOCS, "far past");

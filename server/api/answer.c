@@ -159,7 +159,8 @@ void nd_api_store_error(nd_req *r, int rc, const char *what)
     }
     const char *why = rc == -ENOSPC                ? "storage is full"
                       : rc == ND_REG_TOO_MANY_DOCS ? "this server holds its most documents "
-                                                     "(268,435,455; delete some or split them "
+                                                     "(" ND_REG_DOCS_MAX_TEXT
+                                                     "; delete some or split them "
                                                      "over servers)"
                                                    : strerror(-rc);
     nd_log(ND_LOG_WARN, "%s failed (request %s): %s", what, r->rid, why);

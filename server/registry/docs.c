@@ -25,6 +25,7 @@ _Static_assert(ND_CLAIM_ACTIVE < 4 && ND_CLAIM_REVOKED < 4 && ND_CLAIM_SUPERSEDE
                "nd_doc.status holds every claim status");
 _Static_assert(ND_REG_DOCS_MAX <= ND_DOC_NO_SLOT && ND_DOC_NO_SLOT < (1u << 28),
                "nd_doc.slot holds every slot and the unlinked mark");
+_Static_assert(ND_REG_DOCS_MAX == 268435455, "ND_REG_DOCS_MAX_TEXT words ND_REG_DOCS_MAX");
 
 /* A new document with copies of id, meta, account and policy (NULL/0:
  * none) and status. Returns NULL when out of memory. */

@@ -659,7 +659,8 @@ const char *nd_registry_load_error(int rc)
         return "records of more than 255 fingerprint versions other than this build's (re-register "
                "or delete the documents of the oldest)";
     if (rc == ND_REG_TOO_MANY_DOCS)
-        return "more records than one server holds (268,435,455; split the documents over "
+        return "more records than one server holds (" ND_REG_DOCS_MAX_TEXT
+               "; split the documents over "
                "servers by id)";
     return strerror(-rc);
 }

@@ -120,6 +120,7 @@ void nd_registry_destroy(nd_registry *reg);
  * registration past it fails with ND_REG_TOO_MANY_DOCS, and so does a load
  * of a store holding more. */
 #define ND_REG_DOCS_MAX (ND_ANCHOR_SLOTS - 1)
+#define ND_REG_DOCS_MAX_TEXT "268,435,455" /* ND_REG_DOCS_MAX, for messages */
 #define ND_REG_TOO_MANY_DOCS (-EOVERFLOW)
 
 /* What a failed nd_registry_load() met, for a log line: a static string. */
