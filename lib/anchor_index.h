@@ -115,7 +115,8 @@ typedef struct nd_anchor_loader nd_anchor_loader;
 /* Starts a bulk load into idx of about `expect` entries (documents x
  * anchors; the mapping is sized for it, more still fit). Returns 0 and a
  * loader (free with nd_anchor_loader_destroy()) or -ENOMEM. For a large
- * load, a thread it starts prefaults the mapping meanwhile. */
+ * load (a mapping of 64 MiB or more), a thread it starts prefaults the
+ * mapping meanwhile; finish and destroy wait for it. */
 int nd_anchor_loader_create(nd_anchor_loader **out, nd_anchor_index *idx, uint64_t expect);
 
 /* Queues slot under anchors[0..n) (repeats stored once). Nothing is visible

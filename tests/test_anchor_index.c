@@ -160,8 +160,10 @@ static void test_loader_equals_inserts(void)
         /* a third in 64 parts (spills when sized small), some repeats */
         anchors[i] = i % 3 == 0 ? (r & 0x003FFFFFu) : i % 17 == 0 ? anchors[i - 1] : r;
     }
-    for (int round = 0; round < 2; round++) {
-        uint64_t expect = round == 0 ? (uint64_t)DOCS * M : 1; /* 1: parts spill */
+    for (int round = 0; round < 3; round++) {
+        /* 1: parts spill; 12M: a mapping of ~100 MiB, whose pages a thread
+         * of the loader's prefaults while the entries come in */
+        uint64_t expect = round == 0 ? (uint64_t)DOCS * M : round == 1 ? 1 : 12000000;
         nd_anchor_index *a, *b;
         nd_anchor_loader *ld;
         REQUIRE(nd_anchor_index_create(&a, 64) == 0 && nd_anchor_index_create(&b, 64) == 0);
@@ -213,6 +215,32 @@ static void test_loader_equals_inserts(void)
               (unsigned long long)sb_loaded.bytes);
         nd_anchor_index_destroy(a);
         nd_anchor_index_destroy(b);
+    }
+}
+
+/* A loader destroyed (or finished) while its thread still prefaults a
+ * large mapping waits for it first: no fault on an unmapped page, no
+ * thread left behind (AddressSanitizer and the exit tell). */
+static void test_loader_stopped_while_prefaulting(void)
+{
+    uint32_t anchors[16];
+    for (int i = 0; i < 16; i++)
+        anchors[i] = (uint32_t)i * 0x10001u;
+    for (int round = 0; round < 2; round++) {
+        nd_anchor_index *idx;
+        nd_anchor_loader *ld;
+        REQUIRE(nd_anchor_index_create(&idx, 64) == 0);
+        REQUIRE(nd_anchor_loader_create(&ld, idx, 40000000) == 0, "round %d", round);
+        if (round == 1) { /* finished at once: one document indexed */
+            CHECK(nd_anchor_loader_add(ld, 5, anchors, 16) == 0);
+            CHECK(nd_anchor_loader_finish(ld, 2) == 0);
+        }
+        nd_anchor_loader_destroy(ld);
+        nd_anchor_stats st;
+        nd_anchor_index_stats(idx, &st);
+        CHECK(st.entries == (round == 1 ? 16u : 0u), "round %d: %llu entries", round,
+              (unsigned long long)st.entries);
+        nd_anchor_index_destroy(idx);
     }
 }
 
@@ -550,6 +578,7 @@ int main(void)
     UNIT_RUN(test_basic);
     UNIT_RUN(test_bulk_equals_inserts);
     UNIT_RUN(test_loader_equals_inserts);
+    UNIT_RUN(test_loader_stopped_while_prefaulting);
     UNIT_RUN(test_concurrent);
     UNIT_RUN(test_skewed_buckets_match_model);
     UNIT_RUN(test_search_starts_near);

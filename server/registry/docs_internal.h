@@ -108,13 +108,31 @@ struct nd_registry {
     _Atomic uint64_t ndocs, nstale, npending, nduplicates;
 };
 
-/* Prefaults [p, p + len) for writing (MADV_POPULATE_WRITE, Linux 5.14+):
- * one call instead of a page fault per 4 KiB page, which costs tens of
- * microseconds on some virtual machines (measured here: 1 GiB by faults
- * 3-6 s, by this 0.3 s). From PREFAULT_HUGE_MIN bytes, huge pages are
- * asked for first (MADV_HUGEPAGE): the tables it serves are read at
- * random, and huge pages spare a TLB miss per read. For large arrays about
- * to be filled; hints, errors are ignored. */
+/* Prefaults [p, p + len) for writing on small pages (MADV_POPULATE_WRITE,
+ * Linux 5.14+): one call instead of a page fault per 4 KiB page, which
+ * costs tens of microseconds on some virtual machines (measured here:
+ * 1 GiB by faults 3-6 s, by this 0.3 s). For memory written in order and
+ * read a few places at a time (the loader's arena blocks): no huge page is
+ * asked for, as the kernel may compact memory to make one (THP defrag
+ * "madvise") in the faulting thread; at 10M documents, on a machine whose
+ * free memory the page cache had fragmented, that was 4-8 s of system time
+ * against 2-3 s on small pages. A hint; errors are ignored. */
+static inline void prefault_pages(void *p, size_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+    uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095;
+    uintptr_t e = ((uintptr_t)p + len) & ~(uintptr_t)4095;
+    if (e > a)
+        madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+#else
+    (void)p, (void)len;
+#endif
+}
+
+/* Prefaults [p, p + len) as prefault_pages() does, asking first for huge
+ * pages (MADV_HUGEPAGE) from PREFAULT_HUGE_MIN bytes: for tables read at
+ * random for as long as the server runs, where a huge page spares a TLB
+ * miss per read. */
 #define PREFAULT_HUGE_MIN ((uintptr_t)2 << 20) /* one huge page */
 static inline void prefault(void *p, size_t len)
 {
@@ -124,9 +142,7 @@ static inline void prefault(void *p, size_t len)
         return;
     if (e - a >= PREFAULT_HUGE_MIN)
         madvise((void *)a, e - a, MADV_HUGEPAGE);
-#ifdef MADV_POPULATE_WRITE
-    madvise((void *)a, e - a, MADV_POPULATE_WRITE);
-#endif
+    prefault_pages(p, len);
 }
 
 /* Fills the document at d (ND_DOC_HEAD + id_len + meta_len bytes) with

@@ -31,7 +31,7 @@ static arena_block *block_map(size_t size)
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
-    prefault(p, size); /* on huge pages where the kernel has them */
+    prefault_pages(p, size); /* written in order, read a document at a time */
     arena_block *b = p;
     b->size = size;
     b->used = (sizeof(*b) + 7) & ~(size_t)7;
@@ -608,7 +608,7 @@ static int load_store(nd_registry *reg, load_ctx *lc)
     if (!lc->fps || !lc->fslots)
         lc->capfp = 0; /* load_batch_begin() tries again */
     else {
-        prefault(lc->fps, lc->capfp * sizeof(*lc->fps));
+        prefault(lc->fps, lc->capfp * sizeof(*lc->fps)); /* the bulk build sorts them */
         prefault(lc->fslots, lc->capfp * sizeof(*lc->fslots));
     }
     if (rc == 0 && lc->total)
