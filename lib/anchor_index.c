@@ -400,35 +400,6 @@ static bool radix_pass(const uint64_t *src, uint64_t *dst, size_t n, unsigned sh
     return true;
 }
 
-/* Sorts v[0..n) (key << 32 | slot): a stable two-pass radix sort on the
- * 16 bits above the slot (tmp: n more), then an insertion sort of any run of equal keys
- * whose slots are not ascending already (they are when the documents come in
- * slot order, as at start-up). */
-static void sort_range(uint64_t *v, uint64_t *tmp, size_t n)
-{
-    if (n <= 16) {
-        insertion_sort(v, n);
-        return;
-    }
-    uint64_t *src = v, *dst = tmp;
-    for (unsigned shift = 32; shift < 48; shift += 8) {
-        radix_pass(src, dst, n, shift, false);
-        uint64_t *t = src;
-        src = dst, dst = t;
-    }
-    /* two passes: the result is back in v */
-    for (size_t i = 1; i < n; i++)
-        if (v[i] < v[i - 1]) { /* same key, slots out of order */
-            size_t a = i - 1, b = i + 1;
-            while (a && v[a - 1] >> 32 == v[i] >> 32)
-                a--;
-            while (b < n && v[b] >> 32 == v[i] >> 32)
-                b++;
-            insertion_sort(v + a, b - a);
-            i = b - 1;
-        }
-}
-
 /* Merges the sorted entries v[0..n) (key << 32 | slot) into bucket bi,
  * deduplicated, each key keeping its first idx->cap slots in slot order,
  * under its write lock. 0 or -ENOMEM. */
@@ -661,6 +632,80 @@ typedef struct finish_job {
     int rc;
 } finish_job;
 
+/* Mends the runs of equal keys in v[0..n) whose slots are out of order
+ * (documents added in no slot order). */
+static void mend_slot_order(uint64_t *v, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (v[i] < v[i - 1]) { /* same key, slots out of order */
+            size_t a = i - 1, b = i + 1;
+            while (a && v[a - 1] >> 32 == v[i] >> 32)
+                a--;
+            while (b < n && v[b] >> 32 == v[i] >> 32)
+                b++;
+            insertion_sort(v + a, b - a);
+            i = b - 1;
+        }
+}
+
+/* The staged part p's entries (its SENTRY-byte ones, then its spill's)
+ * into v, sorted by their 16 key bits, in the order added within a key: an
+ * LSD radix sort whose one counting pass counts both bytes and whose first
+ * scatter reads the staged bytes (tmp: as many more). Returns their count. */
+static size_t sort_part(const nd_anchor_loader *ld, uint32_t p, uint64_t *v, uint64_t *tmp)
+{
+    const uint8_t *in = ld->base + (size_t)p * ld->pcap * SENTRY;
+    const spill *sp = ld->over ? ld->over[p] : NULL;
+    size_t nin = ld->fill[p], nsp = sp ? sp->n : 0, n = nin + nsp;
+    if (n <= 16) {
+        for (size_t i = 0; i < nin; i++)
+            v[i] = staged_get(in + i * SENTRY);
+        for (size_t i = 0; i < nsp; i++)
+            v[nin + i] = sp->v[i];
+        insertion_sort(v, n);
+        return n;
+    }
+    size_t lo[257] = {0}, hi[257] = {0};
+    for (size_t i = 0; i < nin; i++)
+        lo[in[i * SENTRY] + 1]++, hi[in[i * SENTRY + 1] + 1]++;
+    for (size_t i = 0; i < nsp; i++)
+        lo[(sp->v[i] >> 32 & 255) + 1]++, hi[(sp->v[i] >> 40 & 255) + 1]++;
+    for (unsigned b = 1; b < 257; b++)
+        lo[b] += lo[b - 1], hi[b] += hi[b - 1];
+    for (size_t i = 0; i < nin; i++)
+        tmp[lo[in[i * SENTRY]]++] = staged_get(in + i * SENTRY);
+    for (size_t i = 0; i < nsp; i++)
+        tmp[lo[sp->v[i] >> 32 & 255]++] = sp->v[i];
+    for (size_t i = 0; i < n; i++)
+        v[hi[tmp[i] >> 40 & 255]++] = tmp[i];
+    return n;
+}
+
+/* Turns v[i..n), the sorted staged entries from one bucket's first, into
+ * that bucket's entries in place (key << 32 | slot): its run (the same
+ * bits 12-15 of the staged key) masked to the bucket's key bits, repeats
+ * dropped, each key's first `cap` slots kept (the earliest documents when
+ * slots ascend with registration). Returns how many it keeps (at v + i);
+ * *end gets the index after the run. */
+static size_t bucket_entries(uint64_t *v, size_t i, size_t n, unsigned cap, size_t *end)
+{
+    const uint64_t mask = (uint64_t)KEY_FREE_MASK << 32 | UINT32_MAX;
+    uint32_t sub = (uint32_t)(v[i] >> (32 + KEY_FREE_BITS));
+    uint64_t prev = UINT64_MAX;
+    size_t j = i, k = 0, run = 0;
+    for (; j < n && (uint32_t)(v[j] >> (32 + KEY_FREE_BITS)) == sub; j++) {
+        uint64_t x = v[j] & mask;
+        if (x == prev)
+            continue;
+        prev = x;
+        run = k && v[i + k - 1] >> 32 == x >> 32 ? run + 1 : 1;
+        if (run <= cap)
+            v[i + k++] = x;
+    }
+    *end = j;
+    return k;
+}
+
 /* Sorts each part of the job and carves its buckets at the write cursor. */
 static void *finish_parts(void *arg)
 {
@@ -670,37 +715,15 @@ static void *finish_parts(void *arg)
     uint8_t *w = ld->base + (size_t)jb->lo * ld->pcap * SENTRY;
     for (uint32_t p = jb->lo; p < jb->hi; p++) {
         const uint8_t *in = ld->base + (size_t)p * ld->pcap * SENTRY;
-        size_t n = ld->fill[p];
-        for (size_t i = 0; i < n; i++)
-            jb->v[i] = staged_get(in + i * SENTRY);
-        const spill *sp = ld->over ? ld->over[p] : NULL;
-        if (sp) {
-            memcpy(jb->v + n, sp->v, (size_t)sp->n * sizeof(uint64_t));
-            n += sp->n;
-        }
-        if (!n)
-            continue;
-        sort_range(jb->v, jb->tmp, n); /* by key; mends runs of unordered slots */
+        size_t n = sort_part(ld, p, jb->v, jb->tmp);
+        if (!ld->ascending)
+            mend_slot_order(jb->v, n);
         /* the 16 buckets of the part, in order: runs of bits 12-15 of the
-         * staged anchor bits; each run then becomes key << 32 | slot */
-        for (size_t i = 0; i < n;) {
-            uint32_t sub = (uint32_t)(jb->v[i] >> (32 + KEY_FREE_BITS));
-            size_t j = i, k = 0;
-            while (j < n && (uint32_t)(jb->v[j] >> (32 + KEY_FREE_BITS)) == sub)
-                j++;
-            for (size_t x = i; x < j; x++)
-                jb->v[x] &= (uint64_t)KEY_FREE_MASK << 32 | UINT32_MAX;
-            uint32_t bi = p << 4 | sub;
+         * staged anchor bits */
+        for (size_t i = 0, j; i < n; i = j) {
+            uint32_t bi = p << 4 | (uint32_t)(jb->v[i] >> (32 + KEY_FREE_BITS));
+            size_t k = bucket_entries(jb->v, i, n, idx->cap, &j);
             bucket *bk = &idx->b[bi];
-            /* repeats go; a key keeps its first idx->cap slots (the
-             * earliest documents when slots ascend with registration) */
-            for (size_t x = i, run = 0; x < j; x++) {
-                if (x > i && jb->v[x] == jb->v[x - 1])
-                    continue;
-                run = k && jb->v[i + k - 1] >> 32 == jb->v[x] >> 32 ? run + 1 : 1;
-                if (run <= idx->cap)
-                    jb->v[i + k++] = jb->v[x];
-            }
             /* Carved at the cursor while that stays within what was read
              * (the part's own stretch); a part that spilled may need more:
              * then its own array. */
@@ -710,11 +733,11 @@ static void *finish_parts(void *arg)
                 jb->rc = -ENOMEM;
                 return NULL;
             }
+            for (size_t x = 0; x < k; x++) /* not visible before it is published */
+                entry_put(e + x * ENTRY, jb->v[i + x]);
             pthread_rwlock_wrlock(lock_of(idx, bi));
             bool empty = bk->n == 0;
             if (empty) {
-                for (size_t x = 0; x < k; x++)
-                    entry_put(e + x * ENTRY, jb->v[i + x]);
                 bk->e = e, bk->n = (uint32_t)k, bk->cap = (uint32_t)k | (carve ? CARVED : 0);
                 if (carve)
                     w += k * ENTRY;
@@ -724,7 +747,6 @@ static void *finish_parts(void *arg)
                 free(e);
             if (!empty && jb->rc == 0)
                 jb->rc = merge_bucket(idx, bi, jb->v + i, k);
-            i = j;
         }
     }
     return NULL;
