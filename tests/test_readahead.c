@@ -3,7 +3,8 @@
  * pages interleave, as in a store), then evicted from the page cache.
  * Checks that the walk asks for exactly the records' leaf pages, that they
  * arrive in the page cache, and with the thread form (read-around off) the
- * sketches' do not, that the thread stops, that a cancel is honoured, and that a page that does
+ * sketches' do not, that the thread maps the record leaves into the process,
+ * that the thread stops, that a cancel is honoured, and that a page that does
  * not look like LMDB's stops the walk with -EBADMSG, never a crash.
  * Residency is read with mincore() on a mapping of data.mdb of our own, so
  * that the checks themselves never fault a page in. */
@@ -264,6 +265,63 @@ static void test_thread_reads_ahead_and_stops(void)
     mdb_env_close(env);
 }
 
+/* Bytes of the mapping holding addr resident in this process's page
+ * tables (its "Rss" in /proc/self/smaps), or 0. */
+static size_t mapped_bytes(const void *addr)
+{
+    unsigned long at = (unsigned long)(uintptr_t)addr;
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    bool in = false;
+    size_t kb = 0;
+    while (f && fgets(line, sizeof(line), f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = lo <= at && at < hi;
+        else if (in && sscanf(line, "Rss: %zu kB", &kb) == 1)
+            break;
+    }
+    if (f)
+        fclose(f);
+    return kb * 1024;
+}
+
+/* The thread also maps the leaves into the process (MADV_POPULATE_READ):
+ * the scan that follows takes no page fault for them. Without it only
+ * the branch pages the walk read (and the pages read around them) are. */
+static void test_thread_maps_the_leaves(void)
+{
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_env *env = open_records(dir_a, &txn, &dbi);
+    REQUIRE(env != NULL);
+    /* a place in LMDB's map: the records database's own record */
+    MDB_dbi main_dbi;
+    MDB_val name = {strlen("records"), "records"}, rec;
+    REQUIRE(mdb_dbi_open(txn, NULL, 0, &main_dbi) == 0 && mdb_get(txn, main_dbi, &name, &rec) == 0);
+    const void *in_map = rec.mv_data;
+    mdb_txn_commit(txn);
+    void *page = (void *)((uintptr_t)in_map & ~(uintptr_t)(psize - 1));
+    size_t want = rec_leaves.n * psize * 3 / 4, before = mapped_bytes(in_map);
+    if (madvise(page, psize, MADV_POPULATE_READ) != 0) {
+        unit_note("no MADV_POPULATE_READ here (%s): not checked", strerror(errno));
+        mdb_env_close(env);
+        return;
+    }
+    CHECK(before < want, "%zu bytes mapped before", before);
+    nd_readahead *ra = nd_readahead_start(&env, &dbi, "records", NULL);
+    REQUIRE(ra != NULL);
+    size_t got = 0;
+    for (int i = 0; i < 1000 && (got = mapped_bytes(in_map)) < want; i++)
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    CHECK(got >= want, "%zu of %zu record leaf bytes mapped", got, rec_leaves.n * psize);
+    long long asked = nd_readahead_stop(ra);
+    CHECK(asked == (long long)rec_leaves.n || asked == -ECANCELED, "stop returned %lld", asked);
+    unit_note("mapped %zu KiB before, %zu KiB after (record leaves %zu KiB)", before / 1024,
+              got / 1024, rec_leaves.n * psize / 1024);
+    mdb_env_close(env);
+}
+
 static void test_cancel_and_small_trees(void)
 {
     MDB_txn *txn;
@@ -351,6 +409,7 @@ int main(void)
 
     UNIT_RUN(test_walk_asks_for_the_record_leaves_only);
     UNIT_RUN(test_thread_reads_ahead_and_stops);
+    UNIT_RUN(test_thread_maps_the_leaves);
     UNIT_RUN(test_cancel_and_small_trees);
     UNIT_RUN(test_bad_page_stops_the_walk);
 

@@ -40,6 +40,7 @@ typedef struct walk {
     uint64_t npages; /* pages in use: a child must be below */
     unsigned depth;  /* of the tree: the root is level 1, leaves level depth */
     int fd;          /* data.mdb, for the reads asked for */
+    bool map;        /* also map the leaves into the process (pages_map()) */
     const atomic_bool *cancel;
 } walk;
 
@@ -96,23 +97,53 @@ static bool cancelled(const walk *w)
     return w->cancel && atomic_load_explicit(w->cancel, memory_order_relaxed);
 }
 
-/* Asks the kernel for the pages of l, in order, a run of adjacent pages
- * (at most RUN_MAX_PAGES) per call, so that they are read side by side;
- * pages already in the page cache cost it a lookup. Returns the pages
- * asked for, or -ECANCELED. */
-static long long pages_ask(const walk *w, const page_list *l)
+/* The end of the run of adjacent pages of l from i (at most
+ * RUN_MAX_PAGES of them). */
+static size_t run_end(const page_list *l, size_t i)
 {
-    size_t i = 0;
-    while (i < l->n) {
+    size_t j = i + 1;
+    while (j < l->n && l->pgno[j] == l->pgno[j - 1] + 1 && j - i < RUN_MAX_PAGES)
+        j++;
+    return j;
+}
+
+/* Maps the pages of l into the process's page tables, in order, a run
+ * per call (MADV_POPULATE_READ, Linux 5.14+; each call holds the map's
+ * lock briefly), waiting for any read still under way: the scan following
+ * behind then takes no page fault of its own. A warm start at 10M records
+ * spent ~0.4 s of the scan's time in those faults (one per 64 KiB read
+ * around); here they run on this thread, beside it. A hint: errors are
+ * ignored. Returns 0 or -ECANCELED. */
+static int pages_map(const walk *w, const page_list *l)
+{
+#ifdef MADV_POPULATE_READ
+    for (size_t i = 0, j; i < l->n; i = j) {
         if (cancelled(w))
             return -ECANCELED;
-        size_t j = i + 1;
-        while (j < l->n && l->pgno[j] == l->pgno[j - 1] + 1 && j - i < RUN_MAX_PAGES)
-            j++;
+        j = run_end(l, i);
+        madvise(w->base + l->pgno[i] * w->psize, (j - i) * w->psize, MADV_POPULATE_READ);
+    }
+#else
+    (void)w, (void)l;
+#endif
+    return 0;
+}
+
+/* Asks the kernel for the pages of l, in order, a run of adjacent pages
+ * (at most RUN_MAX_PAGES) per call, so that they are read side by side;
+ * pages already in the page cache cost it a lookup. Then maps them if
+ * w->map. Returns the pages asked for, or -ECANCELED. */
+static long long pages_ask(const walk *w, const page_list *l)
+{
+    for (size_t i = 0, j; i < l->n; i = j) {
+        if (cancelled(w))
+            return -ECANCELED;
+        j = run_end(l, i);
         posix_fadvise(w->fd, (off_t)(l->pgno[i] * w->psize), (off_t)((j - i) * w->psize),
                       POSIX_FADV_WILLNEED);
-        i = j;
     }
+    if (w->map && pages_map(w, l) < 0)
+        return -ECANCELED;
     return (long long)l->n;
 }
 
@@ -267,6 +298,7 @@ static void *readahead_main(void *arg)
             ra->span_len = w.npages * w.psize;
         }
         w.cancel = &ra->cancel;
+        w.map = true; /* on this thread, ahead of the scan */
         ra->result = rc ? (rc > 0 ? 0 : rc) : walk_run(&w, root);
         mdb_txn_abort(txn);
     }

@@ -56,7 +56,11 @@ long long nd_readahead_leaves(MDB_env *env, MDB_txn *txn, MDB_dbi dbi, const cha
  * exclusively (a reopen) is never raced; *env NULL: nothing to do. The
  * map's read-around is off (MADV_RANDOM) from the walk's start until
  * nd_readahead_stop(), so that the scan's faults read one page, not a
- * window of pages it skips. name is borrowed: it must stay valid until
+ * window of pages it skips. Once it has asked for the leaves, the thread
+ * also maps them into the process, in key order (MADV_POPULATE_READ,
+ * waiting for their reads), so that the scan following behind takes no
+ * page fault for them (at 10M records a warm start's scan spent ~0.4 s in
+ * those). name is borrowed: it must stay valid until
  * then. Returns the new read-ahead, or NULL (no memory, no thread): the
  * scan works without it. */
 nd_readahead *nd_readahead_start(MDB_env *const *env, const MDB_dbi *dbi, const char *name,
