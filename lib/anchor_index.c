@@ -492,22 +492,19 @@ struct nd_anchor_loader {
  * placing entries alone spent ~2.5 s in it while the scan feeding it
  * waited. This thread zeroes pages alongside it (each page once, by
  * whichever of the two touches it first). */
+#ifdef MADV_POPULATE_WRITE
 static void *prefault_main(void *arg)
 {
     nd_anchor_loader *ld = arg;
     /* a huge page per call: one call holds the mapping lock, which a
      * thread mapping memory (an arena block, a thread's stack) waits for */
-    for (size_t off = 0; off < ld->bytes; off += (size_t)2 << 20) {
-        size_t len = ld->bytes - off < ((size_t)2 << 20) ? ld->bytes - off : (size_t)2 << 20;
-#ifdef MADV_POPULATE_WRITE
-        madvise(ld->base + off, len, MADV_POPULATE_WRITE); /* a hint: errors ignored */
-#else
-        for (size_t pg = 0; pg < len; pg += PAGE)
-            ((volatile uint8_t *)ld->base)[off + pg] = 0; /* zero already: unchanged */
-#endif
-    }
+    const size_t step = (size_t)CHUNK_PAGES * PAGE;
+    for (size_t off = 0; off < ld->bytes; off += step)
+        madvise(ld->base + off, ld->bytes - off < step ? ld->bytes - off : step,
+                MADV_POPULATE_WRITE); /* a hint: errors ignored */
     return NULL;
 }
+#endif
 
 /* Waits for the prefault thread, if one runs. */
 static void prefault_join(nd_anchor_loader *ld)
@@ -548,8 +545,10 @@ int nd_anchor_loader_create(nd_anchor_loader **out, nd_anchor_index *idx, uint64
 #ifdef MADV_HUGEPAGE
     madvise(p, ld->bytes, MADV_HUGEPAGE); /* a hint (fewer faults and TLB misses) */
 #endif
+#ifdef MADV_POPULATE_WRITE /* without it, the placing thread faults its pages in */
     if (ld->bytes >= PREFAULT_MIN)
         ld->prefaulting = pthread_create(&ld->prefaulter, NULL, prefault_main, ld) == 0;
+#endif
     *out = ld;
     return 0;
 }
