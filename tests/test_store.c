@@ -1010,6 +1010,73 @@ static int anchors_visit(void *arg, const nd_record *r)
     return r->sketch == NULL && r->sketch_len == 0 ? 0 : -1;
 }
 
+/* Visits of nd_store_sketches(), in order: index, length and first
+ * byte of each; stop_at makes that visit fail. */
+typedef struct sketch_walk {
+    size_t calls, stop_at;
+    size_t i[32], len[32];
+    int first[32];
+} sketch_walk;
+
+static int sketch_walk_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
+{
+    sketch_walk *w = arg;
+    if (w->calls < 32) {
+        w->i[w->calls] = i;
+        w->len[w->calls] = len;
+        w->first[w->calls] = buf && len ? buf[0] : -1;
+    }
+    w->calls++;
+    return w->calls == w->stop_at ? -EIO : 0;
+}
+
+/* Many keys, as a registration's candidates give: every index visited
+ * once, in order, with its own sketch (or none: not stored, no key, never
+ * registered), at every count from 0 to 20; a visit's error ends the walk
+ * there and is returned. */
+static void test_sketches_many(void)
+{
+    char dir[128];
+    path_in(dir, sizeof(dir), "sketches-many");
+    nd_store_options o = opts_fast();
+    nd_store *st = open_ok(dir, &o);
+    int64_t keys[20];
+    int want[20];
+    for (unsigned i = 0; i < 20; i++) {
+        rec_buf b;
+        make_rec(&b, "SA-", i, 0);
+        uint8_t sk[40] = {0};
+        sk[0] = (uint8_t)(0x40 + i);
+        if (i % 5 != 3) { /* every fifth without a sketch */
+            b.r.sketch = sk;
+            b.r.sketch_len = 8 + i;
+        }
+        keys[i] = b.r.registered_at_us;
+        want[i] = i % 5 != 3 ? 0x40 + (int)i : -1;
+        if (i % 7 == 6) { /* no key, or a key never written */
+            keys[i] = i % 2 ? -1 : b.r.registered_at_us + 1000000;
+            want[i] = -1;
+        } else {
+            CHECK_RC(put_sync(st, &b.r), 0);
+        }
+    }
+    for (size_t n = 0; n <= 20; n++) {
+        sketch_walk w = {0};
+        CHECK_RC(nd_store_sketches(st, keys, n, sketch_walk_visit, &w), 0);
+        CHECK(w.calls == n);
+        for (size_t k = 0; k < n; k++) {
+            CHECK(w.i[k] == k && w.first[k] == want[k]);
+            CHECK(w.len[k] == (want[k] < 0 ? 0 : 8 + k));
+        }
+    }
+    for (size_t stop = 1; stop <= 20; stop += 6) {
+        sketch_walk w = {.stop_at = stop};
+        CHECK_RC(nd_store_sketches(st, keys, 20, sketch_walk_visit, &w), -EIO);
+        CHECK(w.calls == stop && w.i[stop - 1] == stop - 1);
+    }
+    nd_store_close(st);
+}
+
 /* Anchors in the record, the sketch in its own database under the same key:
  * written with the record (put, replace), gone with it (delete, or a
  * replace without one); a layout-2 value (no anchors) still reads. */
@@ -3000,6 +3067,7 @@ int main(void)
         {"corrupt", test_corrupt},
         {"layout", test_layout},
         {"sketches", test_sketches},
+        {"sketches_many", test_sketches_many},
         {"map_full", test_map_full},
         {"disk_full", test_disk_full},
         {"backup", test_backup},
