@@ -155,10 +155,19 @@ static inline uint64_t load48(const unsigned char *p)
     return v & MASK48;
 }
 
+/* Two stores where the host's order is the stored one: the byte loop
+ * was 12 % of the start-up's SimHash build at 10M. */
 static inline void store48(unsigned char *p, uint64_t v)
 {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint32_t lo = (uint32_t)v;
+    uint16_t hi = (uint16_t)(v >> 32);
+    memcpy(p, &lo, sizeof(lo));
+    memcpy(p + 4, &hi, sizeof(hi));
+#else
     for (int i = 0; i < 6; i++)
         p[i] = (unsigned char)(v >> (8 * i));
+#endif
 }
 
 static inline int key_cmp(key a, key b)
