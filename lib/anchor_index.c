@@ -605,7 +605,12 @@ static int spill_push(nd_anchor_loader *ld, uint32_t p, uint64_t v)
     return 0;
 }
 
-/* Writes group g's full line to its stage (at `at`, a multiple of WC). */
+/* Writes group g's full line to its stage (at `at`, a multiple of WC).
+ * Streamed lines are weakly ordered: place_group() fences before reading
+ * them on this thread, and another thread sees them after the adding
+ * thread's next lock-prefixed instruction (a mutex taken or released,
+ * which drains the write-combining buffers), as the loader is handed over
+ * between threads only under a lock or by a join. */
 static inline void line_out(nd_anchor_loader *ld, uint32_t g, uint32_t at)
 {
     uint64_t *to = ld->stage + (size_t)g * STAGE + at;

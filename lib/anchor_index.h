@@ -121,10 +121,12 @@ int nd_anchor_loader_create(nd_anchor_loader **out, nd_anchor_index *idx, uint64
 
 /* Queues slot under anchors[0..n) (repeats stored once). Nothing is visible
  * in the index before finish, which keeps under each anchor its posting_cap
- * smallest slots (those of the index first, when it had some). Cheapest with slots in ascending order (as a
- * start-up gives them); any order is correct. One thread at a time per
- * loader. Returns 0, -ERANGE (slot >= ND_ANCHOR_SLOTS) or -ENOMEM (then
- * destroy the loader: nothing indexed). */
+ * smallest slots (those of the index first, when it had some). Cheapest
+ * with slots in ascending order (as a start-up gives them); any order is
+ * correct. One thread at a time per loader, handed over between threads
+ * under a lock or by a join (a lock's lock-prefixed instruction orders the
+ * streaming stores it makes). Returns 0, -ERANGE (slot >= ND_ANCHOR_SLOTS)
+ * or -ENOMEM (then destroy the loader: nothing indexed). */
 int nd_anchor_loader_add(nd_anchor_loader *ld, uint32_t slot, const uint32_t *anchors, size_t n);
 
 /* Indexes everything added, with `threads` threads (this one and threads - 1
