@@ -585,7 +585,11 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
         keys = heap_keys;
     }
     size_t n = 0;
-    if (!locked)
+    /* The slots of the hits are read under the table lock; a question with
+     * no hit (most originals) has none to read and leaves the lock's
+     * cache line alone (every reader writes it). */
+    bool read_slots = !locked && (nhits || nah);
+    if (read_slots)
         pthread_rwlock_rdlock(&reg->table);
     for (size_t i = 0; i < nhits; i++) {
         uint32_t slot = hits[i].slot;
@@ -622,7 +626,7 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
     for (size_t a = 0; a < nq && nsingle; a++)
         for (size_t k = 0; k < npick[a]; k++)
             add_candidate(pick[a][k], self, before_us, simhash, locked, m, &n);
-    if (!locked)
+    if (read_slots)
         pthread_rwlock_unlock(&reg->table);
     free(heap_hits);
     /* The same document twice (both indexes, or a reused slot): once. */
