@@ -41,6 +41,10 @@
 #error "sketch.c hashes token hashes as little-endian bytes; port the shingle hash"
 #endif
 
+/* The CJK Unified Ideographs block, most of Chinese text. */
+#define HAN_FIRST 0x4E00u
+#define HAN_COUNT 0x5200u
+
 struct nd_sketcher {
     nd_normalizer *norm;
     uint64_t *cp_hash;      /* XXH3 of the UTF-8 of each BMP code point */
@@ -53,16 +57,14 @@ struct nd_sketcher {
      * (true with Unicode 15; checked when the sketcher is made):
      * ascii_word_swar() may take eight at a time. */
     bool ascii_swar;
-    /* Every code point of the CJK Unified Ideographs block maps to itself, a
-     * single CJK entry: tokenize_3byte_run() takes them without the table,
-     * and hashes their UTF-8 in place (true with Unicode 15; checked when
-     * the sketcher is made). */
-    bool han_plain;
+    /* Per code point of the CJK Unified Ideographs block (bit cp -
+     * HAN_FIRST): it maps to itself, a single Han entry that no fold
+     * changes (not Traditional, not invisible). tokenize_3byte_run() takes
+     * those without the 256 KiB table, whose lines a request's other work
+     * evicts, and hashes their UTF-8 in place; this map is 2.6 KiB. Built
+     * from the table when the sketcher is made. */
+    uint64_t han_plain[(HAN_COUNT + 63) / 64];
 };
-
-/* The CJK Unified Ideographs block, most of Chinese text. */
-#define HAN_FIRST 0x4E00u
-#define HAN_COUNT 0x5200u
 
 /* A token stream, one array per field: the hashes of a shingle's tokens
  * are contiguous, so the shingle hash reads them in place. */
@@ -91,6 +93,8 @@ struct nd_sk_scratch {
     size_t upos_cap;
     uint64_t *keys; /* shingle_stream(): rank keys that may be anchors */
     size_t keys_cap;
+    uint64_t *keys_tmp; /* bottom_keys(): keys sorted by their top bits */
+    size_t keys_tmp_cap;
     size_t set_size;        /* in use for the current text */
     bool have_text;         /* sh[] holds the last text */
     uint8_t shift[2];       /* that text's sketch shift, per mode */
@@ -160,11 +164,12 @@ int nd_sketcher_create(nd_sketcher **out)
         sk->ascii_swar &= want ? ND_NORM_CLASS(e) == ND_CHAR_WORD && ND_NORM_CP(e) == want
                                : ND_NORM_CLASS(e) != ND_CHAR_WORD;
     }
-    sk->han_plain = true;
     for (uint32_t cp = HAN_FIRST; cp < HAN_FIRST + HAN_COUNT; cp++) {
         uint32_t e = sk->norm->table[cp];
-        sk->han_plain &= !(e & ND_NORM_MULTI) && ND_NORM_CLASS(e) == ND_CHAR_CJK &&
-                         ND_NORM_CP(e) == cp;
+        bool plain = !(e & (ND_NORM_MULTI | ND_NORM_F_INVISIBLE | ND_NORM_F_TRAD)) &&
+                     (e & ND_NORM_F_HAN) && ND_NORM_CLASS(e) == ND_CHAR_CJK && ND_NORM_CP(e) == cp;
+        if (plain)
+            sk->han_plain[(cp - HAN_FIRST) / 64] |= 1ull << ((cp - HAN_FIRST) % 64);
     }
     *out = sk;
     return 0;
@@ -201,6 +206,7 @@ void nd_sk_scratch_destroy(nd_sk_scratch *s)
     free(s->uniq);
     free(s->upos);
     free(s->keys);
+    free(s->keys_tmp);
     free(s->fold);
     free(s);
 }
@@ -421,7 +427,8 @@ static size_t tokenize_3byte_run(const nd_sketcher *sk, tok_state *st, const uin
 {
     const uint32_t *table = sk->norm->table;
     const uint64_t *cp_hash = sk->cp_hash;
-    const bool han_plain = sk->han_plain, want_char = st->want_char;
+    const uint64_t *han_plain = sk->han_plain;
+    const bool want_char = st->want_char;
     tstream *t = &st->s->tok, *ct = &st->s->ctok;
     size_t p = pos;
     uint32_t c = *ci, cjk = 0, punct = 0, trad = 0, han = 0;
@@ -443,7 +450,8 @@ static size_t tokenize_3byte_run(const nd_sketcher *sk, tok_state *st, const uin
             }
             uint64_t h = 0;
             uint32_t cls = ND_CHAR_CJK;
-            if (cp - HAN_FIRST < HAN_COUNT && han_plain) {
+            uint32_t hi = cp - HAN_FIRST;
+            if (hi < HAN_COUNT && (han_plain[hi / 64] >> (hi % 64) & 1)) {
                 /* itself: its hash is that of its own UTF-8, computed in
                  * place (cheaper than a cache miss in cp_hash[]) */
                 x = cp;
@@ -724,47 +732,6 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-/* Max-heap of rank keys (rotl32(h)) holding the m smallest seen. */
-static void heap_push(uint64_t *heap, unsigned *n, unsigned m, uint64_t key)
-{
-    if (*n < m) {
-        unsigned i = (*n)++;
-        while (i && heap[(i - 1) / 2] < key) {
-            heap[i] = heap[(i - 1) / 2];
-            i = (i - 1) / 2;
-        }
-        heap[i] = key;
-        return;
-    }
-    if (key >= heap[0])
-        return;
-    unsigned i = 0;
-    for (;;) {
-        unsigned l = 2 * i + 1, r = l + 1, big = i;
-        uint64_t bv = key;
-        if (l < *n && heap[l] > bv)
-            big = l, bv = heap[l];
-        if (r < *n && heap[r] > bv)
-            big = r, bv = heap[r];
-        if (big == i)
-            break;
-        heap[i] = heap[big];
-        i = big;
-    }
-    heap[i] = key;
-}
-
-static void sort_u64(uint64_t *a, size_t n)
-{
-    for (size_t i = 1; i < n; i++) {
-        uint64_t x = a[i];
-        size_t j = i;
-        for (; j && a[j - 1] > x; j--)
-            a[j] = a[j - 1];
-        a[j] = x;
-    }
-}
-
 /* Sorts a[0..n), n <= ND_SKETCH_MAX, and pos[] with it, stably: one
  * counting pass on the top 8 bits (the values' top bits are hash bits: ~2
  * per bucket), then an insertion sort of the nearly sorted result (it only
@@ -805,31 +772,6 @@ static inline uint64_t shingle_hash(const uint64_t *t, size_t n)
     }
 }
 
-/* Whether key is among heap[0..n). */
-static bool heap_has(const uint64_t *heap, unsigned n, uint64_t key)
-{
-    for (unsigned i = 0; i < n; i++)
-        if (heap[i] == key)
-            return true;
-    return false;
-}
-
-#define KEYS_SCALE 4 /* bottom_keys() first looks at ~4 m keys */
-
-/* Adds each key of keys[0..n) to the bounded heap (heap_push()), skipping a
- * key it holds already (a key not in the heap and not below its top was
- * never among the m smallest, so no set of the distinct keys is needed). */
-static void heap_add_distinct(uint64_t *heap, unsigned *nheap, unsigned m, const uint64_t *keys,
-                              size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        uint64_t key = keys[i];
-        if ((*nheap == m && key >= heap[0]) || heap_has(heap, *nheap, key))
-            continue;
-        heap_push(heap, nheap, m, key);
-    }
-}
-
 /* The rank keys below which about `want` of n distinct hashes fall (all
  * of them when want >= n). */
 static uint64_t keys_below(size_t n, uint64_t want)
@@ -837,28 +779,82 @@ static uint64_t keys_below(size_t n, uint64_t want)
     return want >= n ? UINT64_MAX : UINT64_MAX / n * want;
 }
 
+#define KEYS_SCALE 4           /* bottom_keys() first looks at ~4 m keys */
+#define KEYS_BUCKETS_MAX 4096u /* buckets of the counting pass */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sorts keys[0..n) (each <= below) into tmp[0..n): one counting pass on
+ * their top bits below `below` (the keys are hashes: about one per
+ * bucket), then an insertion sort of the nearly sorted result. More keys
+ * than KEYS_BUCKETS_MAX (only when bottom_keys() widens its filter) are
+ * sorted by qsort(). */
+static void sort_keys(const uint64_t *keys, size_t n, uint64_t below, uint64_t *tmp)
+{
+    if (n > KEYS_BUCKETS_MAX) {
+        memcpy(tmp, keys, n * sizeof(*tmp));
+        qsort(tmp, n, sizeof(*tmp), cmp_u64);
+        return;
+    }
+    unsigned lg = 4;
+    while ((1u << lg) < n)
+        lg++;
+    unsigned bits = below ? 64 - (unsigned)__builtin_clzll(below) : 0;
+    unsigned shift = bits > lg ? bits - lg : 0;
+    uint32_t count[KEYS_BUCKETS_MAX + 1];
+    memset(count, 0, ((1u << lg) + 1) * sizeof(count[0]));
+    for (size_t i = 0; i < n; i++)
+        count[(keys[i] >> shift) + 1]++;
+    for (unsigned b = 1; b <= 1u << lg; b++)
+        count[b] += count[b - 1];
+    for (size_t i = 0; i < n; i++)
+        tmp[count[keys[i] >> shift]++] = keys[i];
+    for (size_t i = 1; i < n; i++) {
+        uint64_t x = tmp[i];
+        size_t j = i;
+        for (; j && tmp[j - 1] > x; j--)
+            tmp[j] = tmp[j - 1];
+        tmp[j] = x;
+    }
+}
+
+/* The min(m, distinct) smallest distinct values of keys[0..n) (each <=
+ * below) into out[], ascending; returns their count. tmp: n entries. */
+static unsigned smallest_distinct(const uint64_t *keys, size_t n, uint64_t below, unsigned m,
+                                  uint64_t *tmp, uint64_t *out)
+{
+    sort_keys(keys, n, below, tmp);
+    unsigned k = 0;
+    for (size_t i = 0; i < n && k < m; i++)
+        if (k == 0 || tmp[i] != out[k - 1])
+            out[k++] = tmp[i];
+    return k;
+}
+
 /* The min(m, distinct) smallest distinct rank keys (rotl32(h)) of the
- * shingles sh[0..nsh) into heap[] (a max-heap); returns their count.
+ * shingles sh[0..nsh) into out[], ascending; returns their count.
  * keys[0..nkeys) are the shingles' keys that are <= below, in text order
- * (shingle_stream() filters them as it hashes).
+ * (shingle_stream() filters them as it hashes); tmp holds nsh entries.
  *
  * The keys are hashes, so about m * scale / nsh of them fall below
- * UINT64_MAX / nsh * m * scale. Only those go to the heap, a few times m
+ * UINT64_MAX / nsh * m * scale. Only those are sorted, a few times m
  * instead of every shingle: the result is the same as long as at least m
- * distinct keys passed the filter (the m smallest are then all below it),
- * which the heap's count tells. A text with many repeated shingles can
- * fall short: the filter then widens, up to every key. */
-static unsigned bottom_keys(const shingle *sh, size_t nsh, unsigned m, uint64_t *heap,
-                            uint64_t *keys, size_t nkeys, uint64_t below)
+ * distinct keys passed the filter (the m smallest are then all below it).
+ * A text with many repeated shingles can fall short: the filter then
+ * widens, up to every key. */
+static unsigned bottom_keys(const shingle *sh, size_t nsh, unsigned m, uint64_t *out,
+                            uint64_t *keys, uint64_t *tmp, size_t nkeys, uint64_t below)
 {
-    unsigned nheap = 0;
     if (m == 0)
         return 0;
     for (uint64_t scale = KEYS_SCALE;; scale *= 4) {
-        heap_add_distinct(heap, &nheap, m, keys, nkeys);
-        if (nheap == m || below == UINT64_MAX)
-            return nheap;
-        nheap = 0;
+        unsigned k = smallest_distinct(keys, nkeys, below, m, tmp, out);
+        if (k == m || below == UINT64_MAX)
+            return k;
         below = keys_below(nsh, scale * 4 * m);
         nkeys = 0;
         for (size_t i = 0; i < nsh; i++) {
@@ -901,7 +897,8 @@ static int shingle_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
     const uint8_t *tw = ts->w;
     /* Shingles: tokens i..j, j the first index where the weight reaches 15. */
     if (grow((void **)&s->sh[mode], &s->sh_cap[mode], nt ? nt : 1, sizeof(shingle)) < 0 ||
-        grow((void **)&s->keys, &s->keys_cap, nt ? nt : 1, sizeof(uint64_t)) < 0)
+        grow((void **)&s->keys, &s->keys_cap, nt ? nt : 1, sizeof(uint64_t)) < 0 ||
+        grow((void **)&s->keys_tmp, &s->keys_tmp_cap, nt ? nt : 1, sizeof(uint64_t)) < 0)
         return -ENOMEM;
     shingle *sh = s->sh[mode];
     size_t nsh = 0, nkeys = 0;
@@ -956,12 +953,11 @@ static int shingle_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
      * keys kept below `below` are enough for the smaller m too). */
     if (anchors_wanted == ND_ANCHORS_SCALED)
         m = nd_anchors_scaled(mode, nsh);
-    uint64_t heap[ND_ANCHORS_MAX];
-    unsigned nheap = bottom_keys(sh, nsh, m, heap, keys, nkeys, below);
-    sort_u64(heap, nheap);
-    anchors_out->n = nheap;
-    for (unsigned i = 0; i < nheap; i++)
-        anchors_out->a[i] = (uint32_t)heap[i]; /* low half of rotl = h >> 32 */
+    uint64_t low[ND_ANCHORS_MAX];
+    unsigned nlow = bottom_keys(sh, nsh, m, low, keys, s->keys_tmp, nkeys, below);
+    anchors_out->n = nlow;
+    for (unsigned i = 0; i < nlow; i++)
+        anchors_out->a[i] = (uint32_t)low[i]; /* low half of rotl = h >> 32 */
     return 0;
 }
 

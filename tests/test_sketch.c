@@ -847,6 +847,71 @@ static size_t random_pieces(char *buf, size_t cap, unsigned n, uint64_t *rng, un
     return len;
 }
 
+static int cmp_key(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* A text's anchors are the m smallest distinct rank keys of its own mode's
+ * shingles (rotl32 of each hash; an anchor is a key's low half), ascending:
+ * worked out here from nd_sketch_shingles() by sorting every key, against
+ * the filtered sort the sketcher does (lib/sketch.c bottom_keys()). On
+ * random texts; on periods repeated (the filter widens, up to every key);
+ * and on 12,000 shingles of 50 distinct values (more keys than one counting
+ * pass takes: the widest filter sorts them another way). */
+static void test_anchor_keys(void)
+{
+    static char t[60000];
+    static uint64_t keys[20000];
+    static nd_sketch one;
+    nd_anchors a;
+    uint64_t rng = 0xD1B54A32D192ED03ull;
+    unsigned agree = 0, total = 0;
+    for (int i = 0; i < 300; i++) {
+        size_t n;
+        if (i < 200) {
+            n = random_pieces(t, sizeof(t), 1 + (unsigned)(rng >> 33) % 4000, &rng,
+                              i % 4 ? 90 : 50);
+        } else { /* a period of Han characters, repeated */
+            unsigned p = 1 + (unsigned)(i < 290 ? i % 70 : 50), reps = i < 290 ? 900 : 12004;
+            n = 0;
+            for (unsigned k = 0; n + 4 < sizeof(t) && k < reps; k++) {
+                unsigned cp = 0x6000 + (k % p) * 11 + (unsigned)i;
+                t[n++] = (char)(0xE0 | cp >> 12), t[n++] = (char)(0x80 | (cp >> 6 & 0x3F));
+                t[n++] = (char)(0x80 | (cp & 0x3F));
+            }
+            t[n] = '\0';
+        }
+        unsigned m = 1 + (unsigned)(rng >> 40) % ND_ANCHORS_MAX;
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        nd_sketch_info info;
+        const nd_shingle *sh;
+        size_t nsh;
+        if (nd_sketch_text(sk, scr, t, n, &one, &a, m, &info) != 0 ||
+            nd_sketch_shingles(scr, info.mode, &sh, &nsh) != 0 || nsh > 20000) {
+            CHECK(0, "text %d: not sketched (%zu shingles)", i, n);
+            continue;
+        }
+        for (size_t k = 0; k < nsh; k++)
+            keys[k] = sh[k].h << 32 | sh[k].h >> 32;
+        qsort(keys, nsh, sizeof(keys[0]), cmp_key);
+        unsigned want = 0;
+        bool same = true;
+        for (size_t k = 0; k < nsh && want < m; k++) {
+            if (k && keys[k] == keys[k - 1])
+                continue;
+            same &= want < a.n && a.a[want] == (uint32_t)keys[k];
+            want++;
+        }
+        same &= a.n == want;
+        CHECK(same, "text %d (%zu shingles, m %u): %u anchors, %u expected", i, nsh, m, a.n, want);
+        agree += same;
+        total += i >= 290 && nsh >= 12000;
+    }
+    CHECK(agree == 300 && total == 10, "%u of 300 agree, %u of 10 long periods", agree, total);
+}
+
 /* The tokenizer's and the query's shortcuts give what the plain paths give.
  * - nd_sketch_query() copies a character-mode shingle of five CJK tokens
  *   adjacent in the word mode from the word mode; nd_sketch_text() hashes
@@ -1217,6 +1282,7 @@ int main(void)
     UNIT_RUN(test_bounds);
     UNIT_RUN(test_query_lazy);
     UNIT_RUN(test_shortcuts);
+    UNIT_RUN(test_anchor_keys);
     UNIT_RUN(test_fp_tokens);
     UNIT_RUN(test_invalid_utf8);
     nd_sk_scratch_destroy(scr);
