@@ -13,6 +13,8 @@
 #include <emmintrin.h>
 #endif
 
+#include "sort.h"
+
 #define BUCKET_BITS 20
 #define NBUCKETS (1u << BUCKET_BITS)
 #define NSTRIPES 4096u
@@ -374,17 +376,6 @@ size_t nd_anchor_index_remove(nd_anchor_index *idx, uint32_t slot, const uint32_
     return removed;
 }
 
-static void insertion_sort(uint64_t *v, size_t n)
-{
-    for (size_t i = 1; i < n; i++) {
-        uint64_t x = v[i];
-        size_t j = i;
-        for (; j && v[j - 1] > x; j--)
-            v[j] = v[j - 1];
-        v[j] = x;
-    }
-}
-
 /* One counting pass of a radix sort: src[0..n) into dst by the byte at
  * shift, stable. Returns false, moving nothing, when skip_uniform and every
  * value has the same byte there (already in order by it). */
@@ -699,7 +690,7 @@ static void mend_slot_order(uint64_t *v, size_t n)
                 a--;
             while (b < n && v[b] >> 32 == v[i] >> 32)
                 b++;
-            insertion_sort(v + a, b - a);
+            nd_insertion_sort_u64(v + a, b - a);
             i = b - 1;
         }
 }
@@ -718,7 +709,7 @@ static size_t sort_part(const nd_anchor_loader *ld, uint32_t p, uint64_t *v, uin
             v[i] = staged_get(in + i * SENTRY);
         for (size_t i = 0; i < nsp; i++)
             v[nin + i] = sp->v[i];
-        insertion_sort(v, n);
+        nd_insertion_sort_u64(v, n);
         return n;
     }
     size_t lo[257] = {0}, hi[257] = {0};
@@ -975,7 +966,7 @@ size_t nd_anchor_index_guess_miss(const nd_anchor_index *idx, uint32_t anchor)
 static void sort_postings(uint64_t *v, uint64_t *tmp, size_t n)
 {
     if (n <= 32) {
-        insertion_sort(v, n);
+        nd_insertion_sort_u64(v, n);
         return;
     }
     uint64_t *src = v, *dst = tmp;

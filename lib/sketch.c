@@ -25,6 +25,7 @@
 #include "fold.h"
 #include "markup.h"
 #include "normalizer.h"
+#include "sort.h"
 #include "swar.h"
 #include "utf8.h"
 
@@ -813,13 +814,7 @@ static void sort_keys(const uint64_t *keys, size_t n, uint64_t below, uint64_t *
         count[b] += count[b - 1];
     for (size_t i = 0; i < n; i++)
         tmp[count[keys[i] >> shift]++] = keys[i];
-    for (size_t i = 1; i < n; i++) {
-        uint64_t x = tmp[i];
-        size_t j = i;
-        for (; j && tmp[j - 1] > x; j--)
-            tmp[j] = tmp[j - 1];
-        tmp[j] = x;
-    }
+    nd_insertion_sort_u64(tmp, n);
 }
 
 /* The min(m, distinct) smallest distinct values of keys[0..n) (each <=

@@ -1,0 +1,22 @@
+/* Small sorts shared by the sketcher and the anchor index. */
+#ifndef ND_SORT_H
+#define ND_SORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Sorts v[0..n) ascending in place: an insertion sort, for short or nearly
+ * sorted arrays (after a counting pass on the top bits of hash values, each
+ * value moves only within its bucket). */
+static inline void nd_insertion_sort_u64(uint64_t *v, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        uint64_t x = v[i];
+        size_t j = i;
+        for (; j && v[j - 1] > x; j--)
+            v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
+#endif
