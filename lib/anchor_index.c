@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -58,12 +59,20 @@ typedef struct region {
     _Atomic uint64_t held;  /* bytes of the chunks not given back */
 } region;
 
+/* A stripe's lock on a cache line of its own: a pthread_rwlock_t is 56
+ * bytes, so in a plain array most of them straddle two lines, and a read
+ * lock touches both (the reader count at its start, the flags at its end)
+ * and shares them with a neighbour's readers on the other worker. */
+typedef struct stripe_lock {
+    alignas(64) pthread_rwlock_t rw;
+} stripe_lock;
+
 struct nd_anchor_index {
     bucket *b;
     unsigned cap;
     region *regions; /* changed only by a loader's finish (then read-only) */
     pthread_mutex_t regions_mu;
-    pthread_rwlock_t locks[NSTRIPES];
+    stripe_lock locks[NSTRIPES];
 };
 
 static inline uint32_t cap_of(const bucket *bk)
@@ -111,7 +120,7 @@ static inline uint16_t key_of(uint32_t a)
 }
 static inline pthread_rwlock_t *lock_of(const nd_anchor_index *idx, uint32_t b)
 {
-    return (pthread_rwlock_t *)&idx->locks[b & (NSTRIPES - 1)];
+    return (pthread_rwlock_t *)&idx->locks[b & (NSTRIPES - 1)].rw;
 }
 
 /* Entries are read and written as key << 32 | slot (the order of the
@@ -229,9 +238,11 @@ int nd_anchor_index_create(nd_anchor_index **out, unsigned posting_cap)
 {
     if (posting_cap < 1 || posting_cap > ND_ANCHOR_CAP_MAX)
         return -EINVAL;
-    nd_anchor_index *idx = calloc(1, sizeof(*idx));
+    /* aligned for its locks (sizeof is a multiple of the alignment) */
+    nd_anchor_index *idx = aligned_alloc(alignof(nd_anchor_index), sizeof(*idx));
     if (!idx)
         return -ENOMEM;
+    memset(idx, 0, sizeof(*idx));
     idx->b = calloc(NBUCKETS, sizeof(bucket));
     if (!idx->b) {
         free(idx);
@@ -240,7 +251,7 @@ int nd_anchor_index_create(nd_anchor_index **out, unsigned posting_cap)
     idx->cap = posting_cap;
     pthread_mutex_init(&idx->regions_mu, NULL);
     for (unsigned i = 0; i < NSTRIPES; i++)
-        pthread_rwlock_init(&idx->locks[i], NULL);
+        pthread_rwlock_init(&idx->locks[i].rw, NULL);
     *out = idx;
     return 0;
 }
@@ -263,7 +274,7 @@ void nd_anchor_index_destroy(nd_anchor_index *idx)
     }
     pthread_mutex_destroy(&idx->regions_mu);
     for (unsigned i = 0; i < NSTRIPES; i++)
-        pthread_rwlock_destroy(&idx->locks[i]);
+        pthread_rwlock_destroy(&idx->locks[i].rw);
     free(idx->b);
     free(idx);
 }
