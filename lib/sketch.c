@@ -783,12 +783,6 @@ static uint64_t keys_below(size_t n, uint64_t want)
 #define KEYS_SCALE 4           /* bottom_keys() first looks at ~4 m keys */
 #define KEYS_BUCKETS_MAX 4096u /* buckets of the counting pass */
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* Sorts keys[0..n) (each <= below) into tmp[0..n): one counting pass on
  * their top bits below `below` (the keys are hashes: about one per
  * bucket), then an insertion sort of the nearly sorted result. More keys
@@ -798,7 +792,7 @@ static void sort_keys(const uint64_t *keys, size_t n, uint64_t below, uint64_t *
 {
     if (n > KEYS_BUCKETS_MAX) {
         memcpy(tmp, keys, n * sizeof(*tmp));
-        qsort(tmp, n, sizeof(*tmp), cmp_u64);
+        qsort(tmp, n, sizeof(*tmp), nd_cmp_u64);
         return;
     }
     unsigned lg = 4;

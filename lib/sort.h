@@ -19,4 +19,11 @@ static inline void nd_insertion_sort_u64(uint64_t *v, size_t n)
     }
 }
 
+/* qsort()'s comparison of two uint64_t, ascending. */
+static inline int nd_cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
 #endif

@@ -847,12 +847,6 @@ static size_t random_pieces(char *buf, size_t cap, unsigned n, uint64_t *rng, un
     return len;
 }
 
-static int cmp_key(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* A text's anchors are the m smallest distinct rank keys of its own mode's
  * shingles (rotl32 of each hash; an anchor is a key's low half), ascending:
  * worked out here from nd_sketch_shingles() by sorting every key, against
@@ -895,7 +889,7 @@ static void test_anchor_keys(void)
         }
         for (size_t k = 0; k < nsh; k++)
             keys[k] = sh[k].h << 32 | sh[k].h >> 32;
-        qsort(keys, nsh, sizeof(keys[0]), cmp_key);
+        qsort(keys, nsh, sizeof(keys[0]), u64_cmp);
         unsigned want = 0;
         bool same = true;
         for (size_t k = 0; k < nsh && want < m; k++) {
