@@ -246,15 +246,21 @@ class NatsCluster:
                                (sd.get("state") or {}).get("last_seq"))
         return out
 
+    def agreed_leader(self, stream):
+        """One look: (the live server every live server names as the
+        stream's leader, or None; stream_info())."""
+        info = self.stream_info(stream)
+        leaders = {v[0] for v in info.values()}
+        live_names = {s.name for s in self.live()}
+        return (leaders.pop() if len(leaders) == 1 and leaders <= live_names else None), info
+
     def stream_leader(self, stream, timeout=20):
         """The stream's leader (a live server all live servers agree on)."""
         deadline = time.monotonic() + timeout
-        live_names = {s.name for s in self.live()}
         while True:
-            info = self.stream_info(stream)
-            leaders = {v[0] for v in info.values()}
-            if len(leaders) == 1 and leaders <= live_names:
-                return leaders.pop()
+            leader, info = self.agreed_leader(stream)
+            if leader:
+                return leader
             check(time.monotonic() < deadline, "stream %s has no leader after %ss: %r\n%s",
                   stream, timeout, info, self.describe())
             time.sleep(0.1)

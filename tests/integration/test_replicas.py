@@ -540,13 +540,13 @@ def is_json_503(st, body, codes=None):
 
 
 class LeaderWatch:
-    """From start(), polls (every 0.2 s, in a thread) the stream's leader as
-    the live NATS servers see it, until all of them name the same live
-    server other than lost: self.elected is then the monotonic time it was
+    """From start(), polls (every 0.2 s, in a thread) until the live NATS
+    servers agree on the stream's leader (cl.nats.agreed_leader(): a killed
+    server is not live): self.elected is then the monotonic time it was
     first seen, self.leader its name."""
 
-    def __init__(self, nats, stream, lost):
-        self.nats, self.stream, self.lost = nats, stream, lost
+    def __init__(self, nats, stream):
+        self.nats, self.stream = nats, stream
         self.elected = self.leader = None
         self.seen = {}  # the last answer: {server: (leader it sees, last_seq)}
         self.stop = threading.Event()
@@ -557,13 +557,9 @@ class LeaderWatch:
 
     def run(self):
         while not self.stop.is_set():
-            info = self.nats.stream_info(self.stream)
-            self.seen = info
-            leaders = {v[0] for v in info.values()}
-            live = {s.name for s in self.nats.live()}
-            if len(leaders) == 1 and leaders <= live and self.lost not in leaders:
-                self.leader = leaders.pop()
-                self.elected = time.monotonic()
+            leader, self.seen = self.nats.agreed_leader(self.stream)
+            if leader:
+                self.leader, self.elected = leader, time.monotonic()
                 return
             time.sleep(0.2)
 
@@ -594,7 +590,7 @@ def kill9_under_write_load(cl):
         time.sleep(2.0)
         marks["nats"] = time.monotonic()
         cl.nats.servers[L].kill9()
-        watch = LeaderWatch(cl.nats, cl.stream, leader)
+        watch = LeaderWatch(cl.nats, cl.stream)
         watch.start()
         dt, body = wait_readyz(cl.nodes[L], 503, ISOLATION_S)
         print("  %s /readyz 503 %.2fs after its NATS server was killed: %s"
