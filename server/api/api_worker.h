@@ -23,8 +23,9 @@
 
 /* One listed match's passages on both sides (check.c). */
 typedef struct api_match_pairs {
-    bool kept; /* the document's text was kept: the passages are known */
-    size_t n;  /* passages in all; p[0..min(n, ND_PAIR_PASSAGES)) */
+    bool kept;    /* the document's text was kept: the passages are known */
+    bool omitted; /* not paired: over the check's read budget (pair.h) */
+    size_t n;     /* passages in all; p[0..min(n, ND_PAIR_PASSAGES)) */
     nd_passage_pair p[ND_PAIR_PASSAGES];
 } api_match_pairs;
 

@@ -43,9 +43,15 @@ static const char *verdict_name(int v)
 }
 
 /* A match's "passages": its passages on both sides, when its text was
- * read (mp not NULL and kept); else no member. */
+ * read (mp not NULL and kept); "passages_omitted": "read_budget" instead
+ * when its text was over what the check may read (pair.h); else neither. */
 static void add_match_pairs(nd_reply *w, const api_match_pairs *mp)
 {
+    if (mp && mp->omitted) {
+        nd_reply_key(w, "passages_omitted");
+        nd_reply_plain(w, "read_budget", strlen("read_budget"));
+        return;
+    }
     if (!mp || !mp->kept)
         return;
     nd_reply_key(w, "passages");
@@ -304,15 +310,21 @@ typedef struct pair_ctx {
     const nd_question_tools *qt;
     nd_pair_scratch *ps;
     api_match_pairs *mp;
-    bool rewrite; /* the match is a rewrite: its aligned stretches */
+    nd_pair_budget *budget; /* the check's, for all its matches */
+    bool rewrite;           /* the match is a rewrite: its aligned stretches */
 } pair_ctx;
 
 /* nd_store_text()'s visit: the match's kept text against the checked one:
- * the copied passages, or a rewrite's aligned stretches. */
+ * the copied passages, or a rewrite's aligned stretches; nothing (the
+ * match's passages omitted) when the text is over the check's budget. */
 static int pair_visit(void *arg, const char *text, size_t len)
 {
     pair_ctx *c = arg;
     nd_alignment al;
+    if (!nd_pair_budget_take(c->budget, len)) {
+        c->mp->omitted = true;
+        return 0;
+    }
     if (c->rewrite)
         return nd_pair_align(c->ps, c->qt->sk, c->qt->sks, text, len, &al, NULL, c->mp->p,
                              ND_PAIR_PASSAGES, &c->mp->n);
@@ -323,8 +335,13 @@ static int pair_visit(void *arg, const char *text, size_t len)
  * matches, each read from its kept text (an identical match's from the
  * checked text itself), against the checked text (still in the worker's
  * scratch: the ask has just sketched it). Only a check that lists matches
- * reads anything. A text not kept, or not read, gives a match without
- * "passages". */
+ * reads anything, and only within its read budget (pair.h: 16 times its
+ * own bytes plus 256 KiB for all its matches, in the order listed): a
+ * document whose text is over what is left is not paired (its "passages_
+ * omitted"), and one whose characters already are is not even read. The
+ * verdict is decided before (nd_registry_check()): passages are shown,
+ * they decide nothing. A text not kept, or not read, gives a match
+ * without "passages". */
 static void pair_matches(nd_req *r, op_state *op)
 {
     nd_api *api = nd_api_of(r);
@@ -333,19 +350,26 @@ static void pair_matches(nd_req *r, op_state *op)
     op->own_pairs = false;
     op->npaired = op->res.nmatches < API_PAIRED_MATCHES ? op->res.nmatches : API_PAIRED_MATCHES;
     nd_question_tools qt = question_tools(api, aw);
+    nd_pair_budget budget;
+    nd_pair_budget_init(&budget, op->rq.text_len);
     for (size_t i = 0; i < op->npaired; i++) {
         api_match_pairs *mp = &aw->match_pairs[i];
+        const nd_match *m = &op->res.matches[i];
         pair_ctx c = {.qt = &qt,
                       .ps = aw->pair,
                       .mp = mp,
-                      .rewrite = op->res.matches[i].kind == ND_MATCH_REWRITE};
+                      .budget = &budget,
+                      .rewrite = m->kind == ND_MATCH_REWRITE};
         mp->n = 0;
-        /* the same text: its passages are the text's own, nothing to read */
-        int rc = op->res.matches[i].kind == ND_MATCH_IDENTICAL
-                     ? nd_pair_passages_same(&qt, aw->pair, mp->p, ND_PAIR_PASSAGES, &mp->n)
-                     : nd_store_text(api->store, op->res.matches[i].doc->registered_at_us,
-                                     pair_visit, &c);
-        mp->kept = rc == 0;
+        mp->omitted = false;
+        int rc = 0;
+        if (m->kind == ND_MATCH_IDENTICAL) /* the text's own passages: nothing to read */
+            rc = nd_pair_passages_same(&qt, aw->pair, mp->p, ND_PAIR_PASSAGES, &mp->n);
+        else if (!nd_pair_budget_may_read(&budget, m->doc->chars))
+            mp->omitted = true; /* too long already by its characters: not read */
+        else
+            rc = nd_store_text(api->store, m->doc->registered_at_us, pair_visit, &c);
+        mp->kept = rc == 0 && !mp->omitted;
         if (rc < 0 && rc != -ENOENT)
             nd_log(ND_LOG_WARN,
                    "a match's text could not be read for its passages (request %s): %s", r->rid,

@@ -153,18 +153,39 @@ static void answer_pair(nd_req *r, const char *a, size_t la, const char *b, size
 typedef struct registered_pair {
     nd_req *r;
     const nd_compare_request *rq;
+    nd_pair_budget budget; /* what text_a may have read (pair.h) */
 } registered_pair;
 
-/* nd_store_text()'s visit: B is the kept text (borrowed for the call). */
+/* 409 source_too_large: id_b's text is over text_a's read budget. */
+static void source_too_large(nd_req *r, const nd_compare_request *rq)
+{
+    nd_reply w;
+    nd_api_error_begin(r, &w, "source_too_large",
+                       "the document's text is longer than a compare may read for a text_a of "
+                       "%zu bytes (%u times its bytes plus %u): compare with text_b",
+                       rq->text_a_len, ND_PAIR_READ_FACTOR, ND_PAIR_READ_BASE);
+    nd_reply_key(&w, "id");
+    nd_reply_string(&w, rq->id_b, rq->id_b_len);
+    nd_api_error_send(r, &w, 409);
+}
+
+/* nd_store_text()'s visit: B is the kept text (borrowed for the call),
+ * compared when within text_a's budget. */
 static int compare_kept(void *arg, const char *text, size_t len)
 {
     registered_pair *rp = arg;
-    answer_pair(rp->r, rp->rq->text_a, rp->rq->text_a_len, text, len);
+    if (!nd_pair_budget_take(&rp->budget, len))
+        source_too_large(rp->r, rp->rq);
+    else
+        answer_pair(rp->r, rp->rq->text_a, rp->rq->text_a_len, text, len);
     return 0;
 }
 
 /* id_b: compared with the registered document's kept text, or the reason
- * there is none (404 no such document, 409 text_not_kept). */
+ * there is none (404 no such document, 409 text_not_kept, 409
+ * source_too_large: longer than text_a's read budget, pair.h, as a check
+ * omits the passages of such a match; known from its characters before it
+ * is read, or from its bytes once read). */
 static void answer_registered(nd_req *r, const nd_compare_request *rq)
 {
     nd_api *api = nd_api_of(r);
@@ -179,8 +200,14 @@ static void answer_registered(nd_req *r, const nd_compare_request *rq)
         return;
     }
     int64_t at = d->registered_at_us;
+    size_t chars = d->chars;
     nd_doc_release(d);
     registered_pair rp = {.r = r, .rq = rq};
+    nd_pair_budget_init(&rp.budget, rq->text_a_len);
+    if (!nd_pair_budget_may_read(&rp.budget, chars)) {
+        source_too_large(r, rq);
+        return;
+    }
     rc = nd_store_text(api->store, at, compare_kept, &rp);
     if (rc == -ENOENT)
         nd_api_id_error(r, 409, "text_not_kept", rq->id_b, rq->id_b_len,

@@ -272,3 +272,24 @@ int nd_pair_passages(const nd_question_tools *t, nd_pair_scratch *s, const char 
         return rc;
     return pairs_in(t->sks, s, info.mode, out, cap, total);
 }
+
+void nd_pair_budget_init(nd_pair_budget *b, size_t len)
+{
+    size_t max = ((size_t)-1 - ND_PAIR_READ_BASE) / ND_PAIR_READ_FACTOR;
+    b->left = (len < max ? len : max) * ND_PAIR_READ_FACTOR + ND_PAIR_READ_BASE;
+}
+
+bool nd_pair_budget_may_read(const nd_pair_budget *b, size_t at_least)
+{
+    return at_least <= b->left;
+}
+
+bool nd_pair_budget_take(nd_pair_budget *b, size_t len)
+{
+    if (len > b->left) {
+        b->left = 0;
+        return false;
+    }
+    b->left -= len;
+    return true;
+}

@@ -13,6 +13,7 @@
 #ifndef ND_PAIR_H
 #define ND_PAIR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -121,6 +122,37 @@ int nd_pair_hold_a(nd_pair_scratch *s, const nd_sketcher *sk, const char *a, siz
  * *total. For a listed match of a check. Returns 0, -EILSEQ or -ENOMEM. */
 int nd_pair_passages(const nd_question_tools *t, nd_pair_scratch *s, const char *b, size_t lb,
                      nd_passage_pair *out, size_t cap, size_t *total);
+
+/* What one request may read of registered texts to pair them with a
+ * submitted text (a check's listed matches, POST /compare's id_b), in
+ * bytes of kept text: ND_PAIR_READ_FACTOR times the submitted text's bytes
+ * plus ND_PAIR_READ_BASE, for all the sources of the request together. A
+ * source that does not fit in what is left is not paired (its passages
+ * are omitted), so that a short request never reads and re-shingles many
+ * large kept texts (audit G02: 16 kept texts of 1 MiB behind a 495-byte
+ * check). As the third stage bounds its reads (verdict.c: at most 4 texts
+ * of at most 2.5 times the query), this bounds what a request costs by its
+ * own size; any document of the dev corpus (at most 50 KB) fits. */
+#define ND_PAIR_READ_FACTOR 16
+#define ND_PAIR_READ_BASE (256u * 1024u)
+
+/* A request's read budget (caller storage, nd_pair_budget_init()). */
+typedef struct nd_pair_budget {
+    size_t left; /* bytes of kept text the request may still pair */
+} nd_pair_budget;
+
+/* Sets *b to the budget of a submitted text of len bytes. */
+void nd_pair_budget_init(nd_pair_budget *b, size_t len);
+
+/* Whether a source of at least `at_least` bytes may fit in what is left:
+ * asked before its text is read, with what is known of it (a registered
+ * document's characters after normalization). Takes nothing. */
+bool nd_pair_budget_may_read(const nd_pair_budget *b, size_t at_least);
+
+/* Takes len bytes (a source's text once read) from *b. Returns true when
+ * they fit, then the source is paired; else false and nothing is left (its
+ * reading was paid: the sources after it are not read). */
+bool nd_pair_budget_take(nd_pair_budget *b, size_t len);
 
 /* The passages of the text A last asked with t against itself: for a
  * registered document with A's very text (an identical match), whose text
