@@ -417,8 +417,41 @@ static void *publisher_main(void *arg)
 
 /* ---- the prober ---- */
 
+/* A follower of the stream's leader counts as heard from while the leader
+ * last heard from it less than this ago: under nats-server's shortest
+ * election timeout (4 s), so a leader cut off from its followers stops
+ * counting them before they can elect another. Healthy: at most ~1 s (one
+ * heartbeat). */
+#define PROBE_PEER_FRESH_NS 3000000000LL
+
+/* Whether a stream info answer comes from the stream's leader while it
+ * hears from a quorum of its group. nats-server 2.9 also lets a member of a
+ * group without a leader answer (after its election timeout; Leader empty),
+ * and a leader cut off from the others answers as leader until it notices
+ * its lost quorum (up to ~10 s; its followers' Active, the time since it
+ * last heard from them, grows): both answer with their own copy of the
+ * stream, which may miss entries the majority acknowledged meanwhile
+ * (test_history: latest reads on the node of a partitioned NATS server
+ * answered without registrations acknowledged elsewhere). */
+static bool probe_quorate(const jsStreamInfo *si)
+{
+    const jsClusterInfo *ci = si->Cluster;
+    if (!ci)
+        return true; /* not clustered: the one server is the stream */
+    if (!ci->Leader || !ci->Leader[0])
+        return false;
+    int heard = 1; /* the leader */
+    for (int i = 0; i < ci->ReplicasLen; i++) {
+        const jsPeerInfo *p = ci->Replicas[i];
+        if (p && !p->Offline && p->Active >= 0 && p->Active < PROBE_PEER_FRESH_NS)
+            heard++;
+    }
+    return heard >= (ci->ReplicasLen + 1) / 2 + 1;
+}
+
 /* One stream info request: the stream's last entry, and whether JetStream
- * (a quorum) answers. Returns 0 or -errno. */
+ * (a quorum) answers: an answer of a leaderless member or of a leader
+ * without its quorum counts as none (-ETIMEDOUT). Returns 0 or -errno. */
 static int probe(nd_replica *r, unsigned wait_ms, uint64_t *first, uint64_t *last)
 {
     jsOptions jo;
@@ -429,6 +462,10 @@ static int probe(nd_replica *r, unsigned wait_ms, uint64_t *first, uint64_t *las
     natsStatus s = js_GetStreamInfo(&si, r->js, r->stream, &jo, &jerr);
     if (s != NATS_OK)
         return jerr == JSStreamNotFoundErr ? -ENOENT : -ETIMEDOUT;
+    if (!probe_quorate(si)) {
+        jsStreamInfo_Destroy(si);
+        return -ETIMEDOUT;
+    }
     if (first)
         *first = si->State.FirstSeq;
     *last = si->State.LastSeq;
