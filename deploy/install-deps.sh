@@ -16,6 +16,7 @@ build_pkgs=(gcc libc6-dev meson ninja-build pkg-config
             libcurl4-openssl-dev libssl-dev) # webhooks: libcurl's multi interface, HMAC-SHA256
 test_pkgs=(python3 python3-yaml python3-jsonschema curl gzip procps lmdb-utils haproxy prometheus systemd
            nats-server # tests/integration/test_replicas.py: a 3-server JetStream cluster
+           iproute2 iptables # test_history.py: a NATS server in its own network namespace, its routes cut
            opencc # tests/integration/test_evasion.py: Traditional/Simplified copies made by OpenCC itself
            clang libclang-rt-14-dev # clang + libFuzzer runtime: tests/fuzz/run.sh
            chromium chromium-driver python3-selenium # tests/integration/test_console.py

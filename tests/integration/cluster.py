@@ -48,8 +48,8 @@ REPLICAS_CFG = os.environ.get(
 free_ports = _harness.free_ports  # below the ephemeral range: safe to restart on
 
 
-def http_get_json(port, path, timeout=2.0):
-    conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
+def http_get_json(port, path, timeout=2.0, host=HOST):
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         conn.request("GET", path)
         resp = conn.getresponse()
@@ -70,9 +70,19 @@ def proc_cpu_seconds(pid):
 # -- NATS --
 
 class NatsServer:
+    """One nats-server. peer_route_ports: the other servers' route ports on
+    HOST, or (host, port) pairs. By default every port is on HOST; host (the
+    client and monitoring ports), route_host (the route port) and netns (a
+    network namespace the server runs in, with `ip netns exec`) place it
+    elsewhere: test_history.py puts one server in a namespace of its own to
+    cut its routes."""
+
     def __init__(self, tmp, name, port, route_port, mon_port, peer_route_ports,
-                 cluster_name="ndtest"):
+                 cluster_name="ndtest", host=HOST, route_host=None, netns=None):
         self.name = name
+        self.host = host
+        self.route_host = route_host or host
+        self.netns = netns
         self.port = port
         self.route_port = route_port
         self.mon_port = mon_port
@@ -81,30 +91,34 @@ class NatsServer:
         self.store = os.path.join(self.dir, "js")
         self.conf = os.path.join(self.dir, "nats.conf")
         self.log_path = os.path.join(self.dir, "nats.log")
-        routes = ", ".join("nats-route://%s:%d" % (HOST, p) for p in peer_route_ports)
+        routes = ", ".join("nats-route://%s:%d" % (p if isinstance(p, tuple) else (HOST, p))
+                           for p in peer_route_ports)
         with open(self.conf, "w") as f:
             f.write("server_name: %s\n" % name)
-            f.write("listen: %s:%d\n" % (HOST, port))
-            f.write("http: %s:%d\n" % (HOST, mon_port))
+            f.write("listen: %s:%d\n" % (host, port))
+            f.write("http: %s:%d\n" % (host, mon_port))
             f.write("jetstream {\n  store_dir: \"%s\"\n  max_memory_store: 256MB\n"
                     "  max_file_store: 2GB\n}\n" % self.store)
             # no_advertise: clients are not told the other servers' URLs,
             # so a node given one URL stays on that server (cut off when it
             # stops) instead of reconnecting to a peer it discovered.
             f.write("cluster {\n  name: %s\n  listen: %s:%d\n  no_advertise: true\n"
-                    "  routes: [ %s ]\n}\n" % (cluster_name, HOST, route_port, routes))
+                    "  routes: [ %s ]\n}\n" % (cluster_name, self.route_host, route_port, routes))
         self.proc = None
         self._log = None
         self.stopped = False  # SIGSTOPped
 
     @property
     def url(self):
-        return "nats://%s:%d" % (HOST, self.port)
+        return "nats://%s:%d" % (self.host, self.port)
 
     def start(self):
         check(self.proc is None or self.proc.poll() is not None, "%s already runs", self.name)
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(["nats-server", "-c", self.conf], stdin=subprocess.DEVNULL,
+        cmd = ["nats-server", "-c", self.conf]
+        if self.netns:
+            cmd = ["ip", "netns", "exec", self.netns] + cmd  # which execs nats-server
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                      stdout=self._log, stderr=subprocess.STDOUT)
         self.stopped = False
         deadline = time.monotonic() + 15
@@ -112,7 +126,7 @@ class NatsServer:
             check(self.proc.poll() is None, "nats-server %s exited %s:\n%s", self.name,
                   self.proc.returncode, self.log_tail())
             try:
-                status, _ = http_get_json(self.mon_port, "/varz", timeout=1)
+                status, _ = http_get_json(self.mon_port, "/varz", timeout=1, host=self.host)
                 if status == 200:
                     return self
             except (OSError, ValueError, http.client.HTTPException):
@@ -160,7 +174,8 @@ class NatsServer:
             self._log = None
 
     def jsz(self, query="", timeout=2.0):
-        status, body = http_get_json(self.mon_port, "/jsz" + query, timeout=timeout)
+        status, body = http_get_json(self.mon_port, "/jsz" + query, timeout=timeout,
+                                     host=self.host)
         check(status == 200, "%s /jsz%s: %s", self.name, query, status)
         return body
 
@@ -174,14 +189,24 @@ class NatsServer:
 
 
 class NatsCluster:
-    """n nats-servers (n1..nN) with JetStream, routes to each other."""
+    """n nats-servers (n1..nN) with JetStream, routes to each other.
+    placement: None (every port on HOST), or n dicts of NatsServer's host,
+    route_host and netns (absent keys: HOST, host, none)."""
 
-    def __init__(self, tmp, n=3):
+    def __init__(self, tmp, n=3, placement=None):
         self.tmp = tmp
         ports = free_ports(3 * n)
         client, route, mon = ports[:n], ports[n:2 * n], ports[2 * n:]
+        if placement is None:
+            self.servers = [NatsServer(tmp, "n%d" % (i + 1), client[i], route[i], mon[i],
+                                       [route[j] for j in range(n) if j != i])
+                            for i in range(n)]
+            return
+        where = [dict(host=p.get("host", HOST), route_host=p.get("route_host") or
+                      p.get("host", HOST), netns=p.get("netns")) for p in placement]
         self.servers = [NatsServer(tmp, "n%d" % (i + 1), client[i], route[i], mon[i],
-                                   [route[j] for j in range(n) if j != i])
+                                   [(where[j]["route_host"], route[j])
+                                    for j in range(n) if j != i], **where[i])
                         for i in range(n)]
 
     def start(self, timeout=30):
@@ -274,7 +299,8 @@ class NatsCluster:
         subs = {}
         for s in self.live():
             try:
-                status, body = http_get_json(s.mon_port, "/connz?subs=1&limit=1024", timeout=2)
+                status, body = http_get_json(s.mon_port, "/connz?subs=1&limit=1024", timeout=2,
+                                             host=s.host)
             except (OSError, ValueError, http.client.HTTPException):
                 continue
             for c in (body or {}).get("connections") or []:
@@ -498,10 +524,10 @@ class ReplicaCluster:
     must exit 0 (when the body did not fail)."""
 
     def __init__(self, n=3, haproxy=True, stream=None, sync=False, threads=2,
-                 node_extra=(), tmp_prefix="neardup-replicas-"):
+                 node_extra=(), tmp_prefix="neardup-replicas-", nats_placement=None):
         self.n = n
         self.tmp = tempfile.mkdtemp(prefix=tmp_prefix)
-        self.nats = NatsCluster(os.path.join(self.tmp, "nats"), n)
+        self.nats = NatsCluster(os.path.join(self.tmp, "nats"), n, placement=nats_placement)
         self.stream = stream or "nd%d_%d" % (os.getpid(), time.monotonic_ns() % 10 ** 9)
         self.sync = sync
         self.threads = threads
