@@ -28,6 +28,10 @@
 #define ROUNDS 16   /* looks in one turn before the others' turn */
 #define RETRY_AFTER_MAX_S 86400
 #define BODY_HEAD 160 /* bytes of a failed answer kept for last_error */
+/* An answer's body is read up to this, then the transfer is ended (a write
+ * error from body_cb): its status alone decides, and a receiver that
+ * streams an endless body costs one buffer, not timeout_ms of reading. */
+#define BODY_MAX 4096
 #define EVENT_ID_MAX 64
 
 enum sub_state {
@@ -59,6 +63,9 @@ typedef struct sub {
     char errbuf[CURL_ERROR_SIZE];
     char body_head[BODY_HEAD + 1];
     size_t body_head_len;
+    uint64_t body_len;  /* of the attempt's answer, as read */
+    bool body_cut;      /* ended past BODY_MAX */
+    uint64_t body_cuts; /* answers cut since start (logged now and then) */
     _Atomic bool resume_req;
     nd_hook_status st; /* guarded by wh->lock */
 } sub;
@@ -328,7 +335,12 @@ static size_t body_cb(char *buf, size_t size, size_t n, void *arg)
     memcpy(s->body_head + s->body_head_len, buf, take);
     s->body_head_len += take;
     s->body_head[s->body_head_len] = 0;
-    return len; /* the rest is read and dropped */
+    s->body_len += len;
+    if (s->body_len > BODY_MAX) {
+        s->body_cut = true;
+        return 0; /* CURLE_WRITE_ERROR: the transfer ends, its status stands */
+    }
+    return len;
 }
 
 static void fail_attempt(sub *s, int status, const char *why);
@@ -360,6 +372,8 @@ static void send_current(sub *s)
     s->errbuf[0] = 0;
     s->body_head_len = 0;
     s->body_head[0] = 0;
+    s->body_len = 0;
+    s->body_cut = false;
     CURL *e = s->easy;
     if (rc == 0) {
         curl_easy_setopt(e, CURLOPT_HTTPHEADER, s->headers);
@@ -447,12 +461,24 @@ static void fail_attempt(sub *s, int status, const char *why)
     publish(s);
 }
 
-/* An attempt that ended: delivered on a 2xx, else failed. */
+/* An attempt that ended: delivered on a 2xx status, else failed.
+ *
+ * The status decides, whatever happens after it: a 2xx answer whose body
+ * is cut past BODY_MAX (curl's CURLE_WRITE_ERROR, from body_cb), times out
+ * or breaks off delivered its event all the same (libcurl keeps the status
+ * it read, CURLINFO_RESPONSE_CODE; 0 when none came): the receiver said it
+ * took it, and sending it again would only repeat it, timeout_ms at a
+ * time. */
 static void attempt_done(sub *s, CURLcode res)
 {
     long status = 0;
     curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
-    if (res == CURLE_OK && status >= 200 && status < 300) {
+    if (s->body_cut && (++s->body_cuts == 1 || s->body_cuts % 1000 == 0))
+        nd_log(ND_LOG_WARN,
+               "webhook %s: the answer to event %s (HTTP %ld) was cut after %d bytes of its body "
+               "(%" PRIu64 " answers cut since start)",
+               s->cfg->name, s->cur_id, status, BODY_MAX, s->body_cuts);
+    if (status >= 200 && status < 300) {
         int64_t now = nd_log_now_us();
         pthread_mutex_lock(&s->wh->lock);
         s->st.delivered++;
@@ -469,8 +495,9 @@ static void attempt_done(sub *s, CURLcode res)
         publish(s);
         return;
     }
+    bool answered = res == CURLE_OK || s->body_cut; /* a status and (the head of) a body */
     char why[256];
-    if (res != CURLE_OK)
+    if (!answered)
         snprintf(why, sizeof(why), "%s", s->errbuf[0] ? s->errbuf : curl_easy_strerror(res));
     else
         snprintf(why, sizeof(why), "HTTP %ld%s%.160s", status, s->body_head_len ? ": " : "",
@@ -478,7 +505,7 @@ static void attempt_done(sub *s, CURLcode res)
     for (char *c = why; *c; c++) /* one line in the log and the answer */
         if (*c == '\n' || *c == '\r')
             *c = ' ';
-    fail_attempt(s, res == CURLE_OK ? (int)status : 0, why);
+    fail_attempt(s, answered ? (int)status : 0, why);
 }
 
 /* ---- libcurl on libevent (hiperfifo) ---- */

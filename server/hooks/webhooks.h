@@ -8,8 +8,10 @@
  * example), so a slow or dead receiver never holds a worker or the store.
  *
  * Per subscription: one event in flight; a 2xx answer delivers it (the
- * position advances); anything else (a status, a refused connection, the
- * timeout) is retried after an exponential backoff with full jitter
+ * position advances; the status decides: the body is read up to 4 KiB,
+ * then the transfer is ended, and a 2xx whose body is longer, times out or
+ * breaks off still delivers); anything else (a status, a refused
+ * connection, the timeout) is retried after an exponential backoff with full jitter
  * (uniform in [0, min(cap, base * 2^(attempt-1))]), or after the answer's
  * Retry-After (seconds or an HTTP date) when that is later; failing for
  * pause_after_s pauses the subscription (logged) until

@@ -6,7 +6,9 @@ receiver's verification; the receiver down for 30 s, then up: everything
 arrives, nothing twice under a new id; a slow receiver (5 s per answer)
 does not slow /check-original; kill -9 while delivering: after the
 restart nothing is lost and a duplicate carries its event's id; 10,000
-events in a burst are delivered with the lag metric seen above 0, then 0."""
+events in a burst are delivered with the lag metric seen above 0, then 0;
+a receiver answering 200 with an endless body is read only up to a few
+KiB and its event counts as delivered once (audit G07)."""
 
 import http.client
 import json
@@ -502,6 +504,111 @@ def burst_of_10000_with_lag_reported():
                                                         (n - 1) / max(last - first, 1e-6),
                                                         max(lags)))
             check(max(lags) > 0, "the lag was never seen above 0: %r" % lags[:20])
+
+
+# A hostile receiver (audit G07): reads the request, answers 200 with a body
+# that never ends (no Content-Length, 64 KiB writes until the peer closes or
+# 60 s), and logs each connection when it ends: its event id and the bytes
+# it managed to send.
+ENDLESS = r'''
+import json, re, socket, sys, threading, time
+port, log_path = int(sys.argv[1]), sys.argv[2]
+lock = threading.Lock()
+chunk = b"x" * 65536
+
+def serve(c):
+    t0, sent, head = time.monotonic(), 0, b""
+    try:
+        while b"\r\n\r\n" not in head:
+            d = c.recv(65536)
+            if not d:
+                return
+            head += d
+        m = re.search(rb"(?i)neardup-event-id: *(\S+)", head)
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n")
+        while time.monotonic() - t0 < 60:
+            sent += c.send(chunk)
+    except OSError:
+        pass
+    finally:
+        c.close()
+        rec = {"id": m.group(1).decode() if m else None, "sent": sent,
+               "secs": time.monotonic() - t0}
+        with lock:
+            with open(log_path, "a") as f:
+                f.write(json.dumps(rec) + "\n")
+
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", port))
+s.listen(16)
+print("ready", flush=True)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+'''
+
+
+def cpu_seconds(pid):
+    """user + system CPU of a process so far (/proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@T.test
+def endless_2xx_body_is_cut_and_delivers_once():
+    """G07: the answer's body is read up to a few KiB, the transfer ended
+    there, and the 2xx status delivers the event once (no retry)."""
+    port = free_port()
+    log = tempfile.mktemp(prefix="endless-", suffix=".jsonl", dir=TMP)
+    rx = subprocess.Popen([sys.executable, "-c", ENDLESS, str(port), log],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        check(rx.stdout.readline().startswith(b"ready"), "the endless receiver did not start")
+        url = "http://%s:%d/hook" % (HOST, port)
+        path = hooks_file([sub("endless", url, timeout_ms=5000, backoff_base_ms=200)])
+        with Server(["--token-file", TOKEN_FILE, "--webhooks", path]) as srv:
+            register(srv, "endless-orig", TEXTS["en2"])
+            cpu0 = cpu_seconds(srv.proc.pid)
+            t0 = time.monotonic()
+            copy_check(srv, "endless-copy", TEXTS["en2"])
+
+            def conns():
+                if not os.path.exists(log):
+                    return []
+                with open(log) as f:
+                    return [json.loads(line) for line in f if line.endswith("\n")]
+
+            # Before the fix the connection lasted timeout_ms (5 s), reading
+            # gigabytes; the fix ends it after the first buffer.
+            first = wait_for(conns, 10, "the endless answer's connection ended")[0]
+            # The receiver's writes land in the sockets' buffers (a few MB on
+            # loopback) before neardupd reads its 4 KiB and closes.
+            check(first["sent"] < 32e6 and first["secs"] < 3,
+                  "one answer's body was read for %.1f s: %.0f MB sent by the receiver, "
+                  "neardupd CPU %.2f s" % (first["secs"], first["sent"] / 1e6,
+                                          cpu_seconds(srv.proc.pid) - cpu0))
+            wait_for(lambda: webhooks(srv)["endless"]["delivered"] >= 1, 5,
+                     "the event delivered: %r" % webhooks(srv)["endless"])
+            time.sleep(1.5)  # a retry, if any, would connect meanwhile (backoff <= 200 ms)
+            cpu = cpu_seconds(srv.proc.pid) - cpu0
+            state = webhooks(srv)["endless"]
+            got = conns()
+            print("  endless 200 body: %.1f KB sent by the receiver in %.2f s before neardupd "
+                  "closed; neardupd CPU %.2f s in %.1f s; state %s, delivered %d, %d connection(s)"
+                  % (first["sent"] / 1e3, first["secs"], cpu, time.monotonic() - t0,
+                     state["state"], state["delivered"], len(got)))
+            check(cpu < 1.0, "neardupd used %.2f s of CPU for one event" % cpu)
+            check(state["delivered"] == 1 and state["failed"] == 0 and state["state"] == "idle"
+                  and state["lag"] == 0 and not state["last_error"],
+                  "not delivered exactly once: %r" % state)
+            check(len(got) == 1 and got[0]["id"], "connections: %r" % got)
+            check(any("was cut after 4096 bytes" in r.get("msg", "") for r in srv.log_records()),
+                  "the cut answer was not logged")
+    finally:
+        rx.kill()
+        rx.wait(timeout=10)
 
 
 if __name__ == "__main__":
