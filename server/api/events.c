@@ -6,7 +6,16 @@
  * "next_before". Filters: type= (an event type) and account=. An
  * operator sees every event; any other token those of the accounts it may
  * act for. A request reads at most EVENTS_SCAN_MAX events, so a filter
- * that matches little answers with fewer and a position to go on from. */
+ * that matches little answers with fewer and a position to go on from; a
+ * page stops before the event that would take its events over
+ * EVENTS_PAGE_BYTES (it holds one event at least, whatever its size), so
+ * a page of large events (policy.changed: up to 64 KiB) costs its bytes,
+ * not limit times 64 KiB. Each event is written from its stored data as
+ * it is (feed.h nd_event_json_head(), nd_event_data()): no JSON is parsed
+ * or dumped per event. An ascending page after the latest event answers
+ * 409 position_ahead on one node (the position came from another feed:
+ * the store was restored from an older copy); on a replica, whose feed
+ * may be behind another node's, it is an empty page. */
 #include "answer.h"
 #include "api.h"
 #include "feed.h"
@@ -22,7 +31,8 @@
 
 #define EVENTS_LIMIT_DEFAULT 100
 #define EVENTS_LIMIT_MAX 1000
-#define EVENTS_SCAN_MAX 10000 /* events read per request at most */
+#define EVENTS_SCAN_MAX 10000        /* events read per request at most */
+#define EVENTS_PAGE_BYTES (1u << 20) /* a page's events stop before this many bytes */
 
 /* A parsed GET /events. */
 typedef struct events_req {
@@ -129,6 +139,7 @@ typedef struct events_walk {
     bool operator;
     unsigned written;
     unsigned scanned;
+    size_t bytes;  /* of the events written */
     uint64_t last; /* the last seq read (0: none) */
     bool full;     /* stopped: the page is full or the scan bound reached */
     int error;
@@ -153,18 +164,29 @@ static int visit_event(void *arg, const nd_event_rec *ev)
         ew->full = true;
         return 1;
     }
+    if (!event_visible(ew, ev)) {
+        ew->scanned++;
+        ew->last = ev->seq;
+        return 0;
+    }
+    char head[ND_EVENT_HEAD_MAX];
+    size_t hlen = nd_event_json_head(ev, head);
+    const char *data;
+    size_t dlen;
+    nd_event_data(ev, &data, &dlen);
+    size_t size = hlen + dlen + 2; /* the comma, the closing brace */
+    if (ew->written && ew->bytes + size > EVENTS_PAGE_BYTES) {
+        ew->full = true; /* the next page begins with it */
+        return 1;
+    }
     ew->scanned++;
     ew->last = ev->seq;
-    if (!event_visible(ew, ev))
-        return 0;
-    size_t len;
-    char *json = nd_event_json(ev, &len);
-    if (!json) {
+    nd_reply_raw(ew->w, head, hlen);
+    if (evbuffer_add(ew->w->out, data, dlen) < 0 || evbuffer_add(ew->w->out, "}", 1) < 0) {
         ew->error = -ENOMEM;
         return 1;
     }
-    nd_reply_raw(ew->w, json, len);
-    free(json);
+    ew->bytes += size;
     ew->written++;
     return 0;
 }
@@ -181,6 +203,19 @@ static void events_page(nd_req *r, const events_req *er)
                      "after=%llu, or without after)",
                      (unsigned long long)er->after, (unsigned long long)oldest,
                      (unsigned long long)(oldest - 1));
+        return;
+    }
+    if (!er->descending && er->has_after && er->after > latest && !api->replica) {
+        nd_reply w;
+        nd_api_error_begin(r, &w, "position_ahead",
+                           "after %llu is ahead of the feed: the latest event is %llu (this "
+                           "position came from another copy of the store, e.g. before a "
+                           "restore; seqs are never reused: start again from after=%llu)",
+                           (unsigned long long)er->after, (unsigned long long)latest,
+                           (unsigned long long)latest);
+        nd_reply_key(&w, "latest");
+        nd_reply_u64(&w, latest);
+        nd_api_error_send(r, &w, 409);
         return;
     }
     nd_reply w;

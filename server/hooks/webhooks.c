@@ -66,6 +66,7 @@ typedef struct sub {
     uint64_t body_len;  /* of the attempt's answer, as read */
     bool body_cut;      /* ended past BODY_MAX */
     uint64_t body_cuts; /* answers cut since start (logged now and then) */
+    uint64_t ahead_logged; /* the position last logged as ahead of the feed (0: none) */
     _Atomic bool resume_req;
     nd_hook_status st; /* guarded by wh->lock */
 } sub;
@@ -276,16 +277,57 @@ static void follow_lead(nd_webhooks *wh)
     }
 }
 
+/* An idle subscription whose position is past the feed's latest event:
+ * the feed is older than the position (data.mdb replaced by an older copy
+ * without the data directory's events.seq, or the positions of another
+ * store). One process (positions without a lead op) delivers from the
+ * feed's end on: logged, the position moved back to latest (saved within
+ * FLUSH_MS) and shown as last_error; instead of waiting, idle, for an
+ * event it would never send. A cluster's deliverer may be a node whose
+ * feed is still behind the stream: it waits for its feed (logged once). */
+static void position_ahead(sub *s, uint64_t latest)
+{
+    nd_webhooks *wh = s->wh;
+    if (wh->pos->ops->lead) {
+        if (s->ahead_logged != s->pos)
+            nd_log(ND_LOG_WARN,
+                   "webhook %s: its position %" PRIu64
+                   " is ahead of this node's feed (latest %" PRIu64
+                   "): waiting for the feed to reach it",
+                   s->cfg->name, s->pos, latest);
+        s->ahead_logged = s->pos;
+        return;
+    }
+    nd_log(ND_LOG_ERROR,
+           "webhook %s: its position %" PRIu64 " is ahead of the feed (latest %" PRIu64
+           "): the store is older than the position (restored without its events.seq?); "
+           "delivering the events after %" PRIu64,
+           s->cfg->name, s->pos, latest, latest);
+    pthread_mutex_lock(&wh->lock);
+    snprintf(s->st.last_error, sizeof(s->st.last_error),
+             "position %" PRIu64 " was ahead of the feed (latest %" PRIu64 "): moved back to it",
+             s->pos, latest);
+    s->st.last_error_at_us = nd_log_now_us();
+    pthread_mutex_unlock(&wh->lock);
+    advance(s, latest);
+    publish(s);
+}
+
 /* Every idle subscription behind the latest event looks for its next one
- * (one caught up costs no read: a poll is cheap). */
+ * (one caught up costs no read: a poll is cheap); one ahead of it is
+ * handled (position_ahead()). */
 static void pump_all(nd_webhooks *wh)
 {
     follow_lead(wh);
     uint64_t latest = wh->src.latest(wh->src.src);
     atomic_store(&wh->latest, latest);
-    for (size_t i = 0; i < wh->nsubs; i++)
-        if (!wh->leading || wh->subs[i].pos < latest) /* a standby: marked so by pump */
-            pump(&wh->subs[i]);
+    for (size_t i = 0; i < wh->nsubs; i++) {
+        sub *s = &wh->subs[i];
+        if (wh->leading && s->state == ST_IDLE && s->pos > latest)
+            position_ahead(s, latest);
+        if (!wh->leading || s->pos < latest) /* a standby: marked so by pump */
+            pump(s);
+    }
 }
 
 static void wake_cb(evutil_socket_t fd, short what, void *arg)

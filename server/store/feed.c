@@ -1,5 +1,6 @@
 /* feed.c - the event feed's types, stored layout and JSON form (feed.h). */
 #include "feed.h"
+#include "json.h"
 #include "log.h"
 #include "record.h"
 
@@ -175,23 +176,53 @@ void nd_event_id(uint64_t seq, char out[ND_EVENT_ID_LEN + 1])
     snprintf(out, ND_EVENT_ID_LEN + 1, "evt_%016llx", (unsigned long long)seq);
 }
 
+size_t nd_event_json_head(const nd_event_rec *ev, char *out)
+{
+    char id[ND_EVENT_ID_LEN + 1], at[32];
+    nd_event_id(ev->seq, id);
+    nd_log_format_time(ev->at_us, at);
+    const char *type = nd_feed_type_name(ev->type);
+    int n = snprintf(out, ND_EVENT_HEAD_MAX,
+                     "{\"id\":\"%s\",\"seq\":%llu,\"type\":\"%s\",\"at\":\"%s\",\"account\":", id,
+                     (unsigned long long)ev->seq, type ? type : "", at);
+    size_t pos = n > 0 ? (size_t)n : 0;
+    if (ev->account && ev->account_len && ev->account_len <= ND_ACCOUNT_MAX) {
+        nd_json_escape(out, ND_EVENT_HEAD_MAX, &pos, ev->account, ev->account_len);
+    } else {
+        memcpy(out + pos, "null", 4);
+        pos += 4;
+    }
+    memcpy(out + pos, ",\"data\":", 8);
+    return pos + 8;
+}
+
+void nd_event_data(const nd_event_rec *ev, const char **data, size_t *len)
+{
+    if (ev->data && ev->data_len >= 2 && ev->data[0] == '{' && ev->data[ev->data_len - 1] == '}' &&
+        !memchr(ev->data, 0, ev->data_len)) {
+        *data = ev->data;
+        *len = ev->data_len;
+    } else {
+        *data = "{}";
+        *len = 2;
+    }
+}
+
 char *nd_event_json(const nd_event_rec *ev, size_t *len)
 {
-    char id[ND_EVENT_ID_LEN + 1];
-    nd_event_id(ev->seq, id);
-    json_t *o = json_object();
-    json_t *data = json_loadb(ev->data, ev->data_len, 0, NULL);
-    if (!o) {
-        json_decref(data);
+    char head[ND_EVENT_HEAD_MAX];
+    size_t hlen = nd_event_json_head(ev, head);
+    const char *data;
+    size_t dlen;
+    nd_event_data(ev, &data, &dlen);
+    char *out = malloc(hlen + dlen + 2);
+    if (!out)
         return NULL;
-    }
-    json_object_set_new(o, "id", json_string(id));
-    json_object_set_new(o, "seq", json_integer((json_int_t)ev->seq));
-    json_object_set_new(o, "type", json_string(nd_feed_type_name(ev->type)));
-    json_object_set_new(o, "at", time_json(ev->at_us));
-    json_object_set_new(o, "account", string_or_null(ev->account, ev->account_len));
-    json_object_set_new(o, "data", data ? data : json_object());
-    return dump(o, len);
+    memcpy(out, head, hlen);
+    memcpy(out + hlen, data, dlen);
+    memcpy(out + hlen + dlen, "}", 2);
+    *len = hlen + dlen + 1;
+    return out;
 }
 
 /* nd_store_events_after()'s visit: counts up to limit. */

@@ -90,9 +90,25 @@ int nd_feed_value_decode(uint64_t seq, const unsigned char *p, size_t n, nd_even
 #define ND_EVENT_ID_LEN 20
 void nd_event_id(uint64_t seq, char out[ND_EVENT_ID_LEN + 1]);
 
-/* The event as one compact JSON object: {"id","seq","type","at",
- * "account","data"}. Returns a new text (free() it) with *len, or NULL
- * (no memory). */
+/* The longest head nd_event_json_head() writes: its members but the
+ * account (under 160 bytes) and the account escaped (6 bytes a byte at
+ * most). */
+#define ND_EVENT_HEAD_MAX (192 + 6 * ND_ACCOUNT_MAX)
+
+/* Writes the event's JSON object up to its data, {"id":"evt_...","seq":N,
+ * "type":"...","at":"...","account":"..."|null,"data": (no NUL), into out
+ * (ND_EVENT_HEAD_MAX bytes). Returns its length. Does not allocate. */
+size_t nd_event_json_head(const nd_event_rec *ev, char *out);
+
+/* The event's data as it is stored (a compact JSON object text, written by
+ * this file's callers), in *data and *len: pointers into ev, or "{}" when
+ * the stored text is not an object (a damaged value). The data is spliced
+ * into answers as it is: never parsed and dumped again. */
+void nd_event_data(const nd_event_rec *ev, const char **data, size_t *len);
+
+/* The event as one compact JSON object: nd_event_json_head(), its data
+ * (nd_event_data()) and "}". Returns a new text (free() it) with *len, or
+ * NULL (no memory). */
 char *nd_event_json(const nd_event_rec *ev, size_t *len);
 
 #endif

@@ -22,11 +22,17 @@ int lmdb_feed_append(nd_store *st, MDB_txn *txn, const unsigned char *e, size_t 
 int lmdb_feed_trim(nd_store *st, MDB_txn *txn, size_t budget);
 
 /* Writes info/feed_seq = st->feed_next - 1 in txn when this transaction
- * appended. Returns 0 or the LMDB error. */
+ * appended, after the data directory's mark (events.seq, see
+ * lmdb_feed.c) says these seqs are handed out (one node's store; fsynced
+ * once per reservation of 256 with --sync). Returns 0, an errno of the
+ * mark (the transaction must then not commit) or the LMDB error. */
 int lmdb_feed_note(nd_store *st, MDB_txn *txn);
 
-/* The greatest seq handed out in the store (info/feed_seq, or the last
- * key), at open. */
+/* The greatest seq handed out in the store, at open: info/feed_seq or the
+ * last key, and (one node's store, not a replica's) never below the data
+ * directory's mark (events.seq: what it handed out before data.mdb was
+ * replaced by an older copy); a floor from the mark is logged and written
+ * into info in txn (a write transaction), and the mark is rewritten. */
 uint64_t lmdb_feed_read_seq(MDB_txn *txn, MDB_dbi info, MDB_dbi events);
 
 /* The ops table's feed calls (store.h). */

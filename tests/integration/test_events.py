@@ -5,18 +5,29 @@ paged forwards (after=) and backwards (order=desc), filtered by type and
 account, seen by an account token only for its own accounts; in the LMDB
 store across a restart and a kill -9 (an acknowledged change has its event,
 and no seq is handed out twice); age retention with its 410 for a position
-too old; bad parameters answered with clear errors."""
+too old; bad parameters answered with clear errors. Audit 2026-12-07 G03:
+a page is bounded in bytes (~1 MiB), whatever its limit, and large events
+come whole across pages. G04: after README's restore (data.mdb from
+`neardup backup`, lock.mdb removed, after a kill -9) no seq or event id is
+handed out again, the webhook and a consumer at their old positions get
+the new events, a position ahead of the feed answers 409 (2^64 - 1 too,
+not wrapped), and a webhook position ahead of the feed is moved back to
+it instead of waiting for ever."""
 
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import quote
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (RFC3339_US, Runner, Server, check, edit, expect_error,  # noqa: E402
-                     feed_events, load_texts)
+                     feed_events, load_texts, neardup_path)
 
 T = Runner("test_events")
 TEXTS = load_texts()
@@ -210,6 +221,191 @@ def retention_by_age(_srv):
         srv.restart()
         checked(srv, edit(TEXTS["en1"], 6, 77), "after-restart", "bob")
         check(events(srv, "?after=%d" % latest)["events"][0]["seq"] == latest + 1)
+
+
+PAGE_BYTES = 1 << 20  # events.c EVENTS_PAGE_BYTES
+
+
+def big_policy(v):
+    """A policy of ~65 KB (the most PUT takes is 65536 bytes of compact JSON)."""
+    return {"reprint": "allow", "whitelist": [
+        {"account": ("%03d-%d-" % (i, v)) + "a" * 185, "may_modify": True,
+         "may_hide_source": True} for i in range(256)]}
+
+
+@T.test
+def pages_bounded_in_bytes(srv):
+    """G03: 24 policy.changed events of ~65 KB each. A limit=1000 page
+    stops before 1 MiB (next_after where it stopped), and paging (up and
+    down) gives every event whole, as pages of one do."""
+    checked(srv, TEXTS["en1"], "pol", "alice", register=True)
+    n = 24
+    for v in range(n):
+        status, b = srv.json("PUT", "/documents/pol/policy", big_policy(v), headers=auth())
+        check(status == 200, "PUT policy %d: %s %r", v, status, b)
+    t0 = time.monotonic()
+    status, _, raw = srv.request("GET", "/events?limit=1000", headers=auth())
+    took = time.monotonic() - t0
+    check(status == 200, "GET /events?limit=1000: %s %r", status, raw[:200])
+    page = json.loads(raw)
+    got = len(page["events"])
+    print("   a limit=1000 page: %d of %d events, %d bytes, %.3f s" % (got, n, len(raw), took))
+    check(len(raw) <= PAGE_BYTES + 1024, "a page of %d bytes (%d events)", len(raw), got)
+    check(0 < got < n, "%d events in the first page", got)
+    check(page["next_after"] == page["events"][-1]["seq"], "next_after %r", page["next_after"])
+    check(page["latest"] > page["next_after"], page["latest"])
+    evs = all_events(srv, limit=1000)
+    check(len(evs) == n and all(e["type"] == "policy.changed" for e in evs),
+          "%d events: %r", len(evs), [e["type"] for e in evs])
+    check(evs == all_events(srv, limit=1), "byte-bounded pages differ from pages of one")
+    for v, e in enumerate(evs):
+        check(e["data"]["detail"]["policy"] == big_policy(v), "event %d's policy changed", v)
+    back, before = [], None
+    for _ in range(n + 1):
+        q = "?order=desc&limit=1000" + ("&before=%d" % before if before else "")
+        status, _, raw = srv.request("GET", "/events" + q, headers=auth())
+        check(status == 200 and len(raw) <= PAGE_BYTES + 1024, "%s: %s, %d bytes", q, status,
+              len(raw))
+        page = json.loads(raw)
+        back += page["events"]
+        if page["next_before"] is None:
+            break
+        before = page["next_before"]
+    check(back == list(reversed(evs)), "newest first: %r", [e["seq"] for e in back])
+
+
+class Hooks:
+    """A webhook receiver in this process: (Neardup-Event-Id, seq, data) of
+    each POST, answered 200."""
+
+    def __init__(self):
+        got = self.got = []
+
+        class Hook(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                ev = json.loads(body)
+                got.append((self.headers.get("Neardup-Event-Id"), ev["seq"], ev["data"]))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.file = os.path.join(TMP, "hooks-%d.json" % self.httpd.server_address[1])
+        with open(self.file, "w") as f:
+            json.dump({"subscriptions": [{
+                "name": "cms", "url": "http://127.0.0.1:%d/hook" % self.httpd.server_address[1],
+                "secret": "0123456789abcdef0123", "start": "oldest",
+                "backoff_base_ms": 50, "backoff_cap_ms": 1000}]}, f)
+
+    def wait(self, n, what, timeout=10):
+        deadline = time.monotonic() + timeout
+        while len(self.got) < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        check(len(self.got) >= n, "%s: the webhook got %d events of %d in %d s: %r", what,
+              len(self.got), n, timeout, [g[:2] for g in self.got])
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def copy_checked(srv, doc, seed):
+    checked(srv, edit(TEXTS["en1"], 3 + seed % 4, 20 + seed), doc, "bob")
+
+
+@T.test
+def restore_never_reuses_seqs(_srv):
+    """G04: README's restore after a kill -9. The feed goes on after every
+    seq handed out before (logged): no id names another event, and the
+    webhook and a consumer at their old positions get the new events."""
+    rx = Hooks()
+    try:
+        with fresh(["--webhooks", rx.file]) as srv:
+            checked(srv, TEXTS["en1"], "r-orig", "alice", register=True)
+            for i in range(3):
+                copy_checked(srv, "r-a%d" % i, i)
+            bk = os.path.join(srv.tmp, "backup")
+            b = subprocess.run([neardup_path(), "backup", "--data", srv.data_dir, bk],
+                               capture_output=True, timeout=60,
+                               env=dict(os.environ, NEARDUP_DATA=""))
+            check(b.returncode == 0, "backup: %r", b.stderr)
+            for i in range(3, 6):
+                copy_checked(srv, "r-a%d" % i, i)
+            before = all_events(srv, limit=100)
+            check(len(before) == 6, "%d events before", len(before))
+            rx.wait(6, "before the restore")
+            consumer_at = before[-1]["seq"]
+            srv.kill()  # then README's restore: the backup's data.mdb, no lock.mdb
+            shutil.copy(os.path.join(bk, "data.mdb"), os.path.join(srv.data_dir, "data.mdb"))
+            if os.path.exists(os.path.join(srv.data_dir, "lock.mdb")):
+                os.remove(os.path.join(srv.data_dir, "lock.mdb"))
+            srv.restart()
+            for i in range(3):
+                copy_checked(srv, "r-b%d" % i, 10 + i)
+            after = all_events(srv, limit=100)
+            old = {e["id"]: e for e in before}
+            reused = [(e["id"], old[e["id"]]["data"]["copy"]["id"], e["data"]["copy"]["id"])
+                      for e in after if e["id"] in old and e != old[e["id"]]]
+            check(not reused, "event ids given again to other events: %r", reused)
+            check("the event feed goes on after seq %d" % consumer_at in srv.log_text(),
+                  "no floor logged: %s", srv.log_tail())
+            new = [e for e in after if e["id"] not in old]
+            check([e["data"]["copy"]["id"] for e in new] == ["r-b0", "r-b1", "r-b2"] and
+                  new[0]["seq"] > consumer_at, "new events: %r", new)
+            page = events(srv, "?after=%d" % consumer_at)  # a consumer's position from before
+            check([e["id"] for e in page["events"]] == [e["id"] for e in new], page)
+            rx.wait(9, "after the restore")
+            sent = {}
+            for eid, seq, data in rx.got:
+                check(sent.setdefault(eid, data) == data, "webhook id %s sent for 2 events", eid)
+            check([g[0] for g in rx.got[6:]] == [e["id"] for e in new], "sent: %r", rx.got[6:])
+            latest = page["latest"]
+            for after_q in (latest + 1, 2**63 - 1, 2**63, 2**64 - 1):
+                status, body = srv.json("GET", "/events?after=%d&limit=3" % after_q,
+                                        headers=auth())
+                err = expect_error(status, body, 409, "position_ahead")
+                check(err.get("latest") == latest, "after=%d: %r", after_q, err)
+            # A plain restart after it: seqs go on by one, no gap, no reuse.
+            srv.restart()
+            copy_checked(srv, "r-c0", 30)
+            more = events(srv, "?after=%d" % latest)["events"]
+            check(len(more) == 1 and more[0]["seq"] == latest + 1, more)
+    finally:
+        rx.close()
+
+
+@T.test
+def webhook_position_ahead_of_feed(_srv):
+    """G04: a webhook position past the feed's latest event (positions of
+    another store) is logged and moved back to the feed's end; the next
+    event is delivered instead of the subscription waiting idle."""
+    rx = Hooks()
+    try:
+        with fresh(["--webhooks", rx.file]) as srv:
+            checked(srv, TEXTS["en1"], "w-orig", "alice", register=True)
+            copy_checked(srv, "w-a0", 0)
+            rx.wait(1, "the first event")
+            srv.stop()
+            with open(os.path.join(srv.data_dir, "webhooks", "cms.position"), "w") as f:
+                f.write("1000000\n")
+            srv.restart()
+            copy_checked(srv, "w-a1", 1)
+            rx.wait(2, "with the position ahead")
+            check(rx.got[1][2]["copy"]["id"] == "w-a1", rx.got)
+            check("is ahead of the feed" in srv.log_text(), "not logged: %s", srv.log_tail())
+            status, body = srv.json("GET", "/webhooks", headers=auth())
+            subs = body["subscriptions"]
+            check(status == 200 and subs[0]["position"] == rx.got[1][1], body)
+    finally:
+        rx.close()
 
 
 if __name__ == "__main__":
