@@ -3,7 +3,8 @@
  * files, and the delivery thread against a real HTTP receiver on loopback
  * (libevent's evhttp on a thread of this test): order, signatures,
  * filters, retries after 503 and Retry-After, pause and resume, positions
- * kept across a restart. The events come from a small journal in this file
+ * kept across a restart, a cluster's rules (a refused compare-and-set
+ * save loads the position again; a lease in doubt sends nothing). The events come from a small journal in this file
  * (the daemon's feed is tested by tests/integration/test_webhooks.py). */
 #include "unit.h"
 
@@ -13,6 +14,7 @@
 #include <sys/socket.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -463,6 +465,159 @@ static void test_retry_after_and_pause(void)
     nd_webhooks_destroy(wh);
 }
 
+/* ---- a cluster's positions, faked: a lease and compare-and-set saves ---- */
+
+typedef struct fake_cluster {
+    nd_hook_positions head;
+    pthread_mutex_t lock;
+    uint64_t value, rev; /* the shared bucket's key */
+    uint64_t seen_rev;   /* what this node last read or wrote */
+    bool have;
+    _Atomic int lead, held;
+    _Atomic int stale, back; /* saves refused; saves that would have moved it back */
+} fake_cluster;
+
+static fake_cluster FC = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int fake_load(nd_hook_positions *p, const char *sub, uint64_t *seq)
+{
+    (void)p, (void)sub;
+    pthread_mutex_lock(&FC.lock);
+    int rc = FC.have ? 0 : -ENOENT;
+    *seq = FC.value;
+    FC.seen_rev = FC.rev;
+    pthread_mutex_unlock(&FC.lock);
+    return rc;
+}
+
+static int fake_save(nd_hook_positions *p, const char *sub, uint64_t seq)
+{
+    (void)p, (void)sub;
+    pthread_mutex_lock(&FC.lock);
+    int rc = 0;
+    if (FC.have && FC.seen_rev != FC.rev) {
+        FC.stale++;
+        rc = -ESTALE;
+    } else {
+        if (FC.have && seq < FC.value)
+            FC.back++;
+        FC.value = seq;
+        FC.seen_rev = ++FC.rev;
+        FC.have = true;
+    }
+    pthread_mutex_unlock(&FC.lock);
+    return rc;
+}
+
+static int fake_lead(nd_hook_positions *p)
+{
+    (void)p;
+    return atomic_load(&FC.lead);
+}
+
+static int fake_held(nd_hook_positions *p)
+{
+    (void)p;
+    return atomic_load(&FC.lead) && atomic_load(&FC.held);
+}
+
+static void fake_close(nd_hook_positions *p)
+{
+    (void)p;
+}
+
+static const nd_hook_positions_ops fake_ops = {.name = "fake",
+                                               .load = fake_load,
+                                               .save = fake_save,
+                                               .lead = fake_lead,
+                                               .held = fake_held,
+                                               .close = fake_close};
+
+static uint64_t fake_value(void)
+{
+    pthread_mutex_lock(&FC.lock);
+    uint64_t v = FC.value;
+    pthread_mutex_unlock(&FC.lock);
+    return v;
+}
+
+/* Waits (at most ms) for the subscription's state and position. */
+static bool wait_status(nd_webhooks *wh, const char *state, uint64_t position, int ms)
+{
+    nd_hook_status st;
+    for (int64_t end = nd_clock_ms() + ms; nd_clock_ms() < end; usleep(10000)) {
+        nd_webhooks_status(wh, 0, &st);
+        if (strcmp(st.state, state) == 0 && st.position == position)
+            return true;
+    }
+    return false;
+}
+
+/* Audit G08's rules, without NATS: a save refused because another node
+ * wrote the position (-ESTALE) stops delivery and loads the position again
+ * (never writes over it, never resends what the other node delivered); a
+ * lease in doubt (held 0) sends nothing. */
+static void test_cluster_positions(void)
+{
+    char text[1024], err[1024] = "";
+    snprintf(text, sizeof(text),
+             "{\"subscriptions\": [{\"name\": \"t\", \"url\": \"http://127.0.0.1:%d/hook\", "
+             "\"secret\": \"" SECRET "\", \"start\": \"latest\", \"backoff_base_ms\": 20}]}",
+             R.port);
+    nd_hook_config *c = NULL;
+    REQUIRE(load_text(text, &c, err, sizeof(err)) == 0, "%s", err);
+    FC.head.ops = &fake_ops;
+    atomic_store(&FC.lead, 1);
+    atomic_store(&FC.held, 1);
+    nd_hook_source src = {.after = journal_after, .latest = journal_latest, .src = NULL};
+    nd_webhooks *wh = NULL;
+    REQUIRE(nd_webhooks_create(&wh, c, &src, &FC.head, err, sizeof(err)) == 0, "%s", err);
+    REQUIRE(nd_webhooks_start(wh) == 0);
+    uint64_t base = J.n; /* start: latest */
+    size_t before = received();
+    journal_add("copy.detected", "acme"); /* base + 1 */
+    nd_webhooks_wake(wh);
+    CHECK(wait_received(before + 1, 5000));
+    CHECK(wait_status(wh, "idle", base + 1, 2000));
+    for (int64_t end = nd_clock_ms() + 2000; nd_clock_ms() < end && fake_value() != base + 1;)
+        usleep(10000);
+    CHECK(fake_value() == base + 1, "saved %" PRIu64, fake_value());
+
+    /* Another node delivers up to base + 10 and writes it. */
+    pthread_mutex_lock(&FC.lock);
+    FC.value = base + 10;
+    FC.rev++;
+    pthread_mutex_unlock(&FC.lock);
+    journal_add("copy.detected", "acme"); /* base + 2: sent, its save refused */
+    nd_webhooks_wake(wh);
+    CHECK(wait_received(before + 2, 5000));
+    CHECK(wait_status(wh, "idle", base + 10, 3000), "position loaded again after -ESTALE");
+    CHECK(atomic_load(&FC.stale) >= 1 && fake_value() == base + 10);
+    for (int i = 3; i <= 12; i++)
+        journal_add("copy.detected", "acme");
+    nd_webhooks_wake(wh);
+    CHECK(wait_received(before + 4, 5000));
+    CHECK(wait_status(wh, "idle", base + 12, 3000));
+    pthread_mutex_lock(&R.lock);
+    bool resumed = R.n == before + 4 && R.seqs[before + 2] == base + 11 &&
+                   R.seqs[before + 3] == base + 12;
+    pthread_mutex_unlock(&R.lock);
+    CHECK(resumed, "after the reload: only base+11, base+12 (%zu sent)", received() - before);
+    usleep(200000);
+    CHECK(fake_value() == base + 12 && atomic_load(&FC.back) == 0, "%" PRIu64, fake_value());
+
+    /* The lease in doubt: nothing is sent until it is confirmed. */
+    atomic_store(&FC.held, 0);
+    size_t n = received();
+    journal_add("copy.detected", "acme");
+    nd_webhooks_wake(wh);
+    usleep(400000);
+    CHECK(received() == n, "sent while the lease was in doubt");
+    atomic_store(&FC.held, 1);
+    CHECK(wait_received(n + 1, 5000), "sent once confirmed");
+    nd_webhooks_destroy(wh);
+}
+
 int main(void)
 {
     evthread_use_pthreads();
@@ -476,6 +631,7 @@ int main(void)
     UNIT_RUN(test_delivery);
     UNIT_RUN(test_filters);
     UNIT_RUN(test_retry_after_and_pause);
+    UNIT_RUN(test_cluster_positions);
     receiver_stop();
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);

@@ -23,14 +23,23 @@ typedef struct nd_hook_positions_ops {
     int (*load)(nd_hook_positions *p, const char *sub, uint64_t *seq);
     /* Keeps seq as sub's position; durable (survives kill -9 and a power
      * loss) when it returns 0; else -errno and the previous position is
-     * still the one kept. */
+     * still the one kept. -ESTALE (a store shared by a cluster): another
+     * process wrote sub's position since this one last loaded or saved it;
+     * nothing was written (a position never moves back): this process
+     * stops delivering and loads the positions again. */
     int (*save)(nd_hook_positions *p, const char *sub, uint64_t seq);
     /* Optional (NULL: this process always delivers): 1 when this process
-     * may deliver now, 0 when another one does (a cluster elects one
-     * deliverer: the others stand by, and a newly elected one loads the
-     * positions again). Called often (every poll): the implementation
-     * rate-limits its own work. */
+     * may deliver now, 0 when another one does or may (a cluster elects
+     * one deliverer: the others stand by, and a newly elected one loads
+     * the positions again). Called before every send and save: the
+     * implementation rate-limits its round trips, and answers 0 as soon as
+     * its last confirmation is too old to rely on (a process that was
+     * stopped or starved), whatever it answered before. */
     int (*lead)(nd_hook_positions *p);
+    /* Optional (NULL: always 1): what lead would answer now without any
+     * I/O (a clock read), for the last check before a request is written.
+     * 0 means: call lead again (and load the positions if it answers 1). */
+    int (*held)(nd_hook_positions *p);
     /* Frees p. */
     void (*close)(nd_hook_positions *p);
 } nd_hook_positions_ops;
@@ -65,6 +74,12 @@ static inline int nd_hook_positions_save(nd_hook_positions *p, const char *sub, 
 static inline int nd_hook_positions_lead(nd_hook_positions *p)
 {
     return p->ops->lead ? p->ops->lead(p) : 1;
+}
+
+/* Whether this process still delivers, without I/O (see the held op). */
+static inline int nd_hook_positions_held(nd_hook_positions *p)
+{
+    return p->ops->held ? p->ops->held(p) : 1;
 }
 
 /* Frees p; NULL is allowed. */

@@ -63,9 +63,11 @@ typedef struct sub {
     char errbuf[CURL_ERROR_SIZE];
     char body_head[BODY_HEAD + 1];
     size_t body_head_len;
-    uint64_t body_len;  /* of the attempt's answer, as read */
-    bool body_cut;      /* ended past BODY_MAX */
-    uint64_t body_cuts; /* answers cut since start (logged now and then) */
+    uint64_t body_len;     /* of the attempt's answer, as read */
+    bool body_cut;         /* ended past BODY_MAX */
+    bool held_back;        /* prereq_cb stopped the request: the lease was in doubt */
+    uint64_t body_cuts;    /* answers cut since start (logged now and then) */
+    uint64_t term;         /* wh->term when its position was last loaded */
     uint64_t ahead_logged; /* the position last logged as ahead of the feed (0: none) */
     _Atomic bool resume_req;
     nd_hook_status st; /* guarded by wh->lock */
@@ -86,7 +88,8 @@ struct nd_webhooks {
     bool running;
     pthread_mutex_t lock;
     _Atomic uint64_t latest;
-    bool leading; /* delivery thread: this process delivers (hook_position.h lead) */
+    bool leading;  /* delivery thread: this process delivers (hook_position.h lead) */
+    uint64_t term; /* delivery thread: times leading became true (the positions load again) */
     uint64_t rng;
     sub *subs;
     size_t nsubs;
@@ -122,11 +125,32 @@ void nd_webhooks_status(nd_webhooks *wh, size_t i, nd_hook_status *st)
 
 /* ---- positions ---- */
 
+static bool may_deliver(nd_webhooks *wh);
+static void drop_lead(nd_webhooks *wh);
+static void load_position(sub *s);
+
+/* Saves s's position when it moved, only while this process delivers and
+ * only from the term its position was loaded in: a node deposed while it
+ * was stopped never writes over the holder's position (the cluster's
+ * store also refuses it: -ESTALE, then this node stands by and loads
+ * again when it leads). */
 static void save_position(sub *s)
 {
+    nd_webhooks *wh = s->wh;
     if (s->pos == s->saved || s->state == ST_FAILED)
         return;
-    int rc = nd_hook_positions_save(s->wh->pos, s->cfg->name, s->pos);
+    uint64_t term = wh->term;
+    if (s->term != term || !may_deliver(wh) || wh->term != term)
+        return; /* not delivering, or a new term: loaded again, not saved */
+    int rc = nd_hook_positions_save(wh->pos, s->cfg->name, s->pos);
+    if (rc == -ESTALE) {
+        nd_log(ND_LOG_WARN,
+               "webhook %s: its position (%" PRIu64 ") was moved by another node: standing by "
+               "until the lease is confirmed, then loading it again",
+               s->cfg->name, s->pos);
+        drop_lead(wh);
+        return;
+    }
     if (rc < 0) {
         nd_log(ND_LOG_ERROR, "webhook %s: cannot save its position %" PRIu64 ": %s", s->cfg->name,
                s->pos, strerror(-rc));
@@ -223,12 +247,18 @@ static void send_current(sub *s);
 static void pump(sub *s)
 {
     nd_webhooks *wh = s->wh;
-    if (s->state == ST_IDLE && !wh->leading) {
+    if (s->state == ST_IDLE && !may_deliver(wh)) { /* asked now, not cached */
         s->state = ST_STANDBY;
         publish(s);
     }
     if (s->state != ST_IDLE)
         return;
+    if (s->term != wh->term) { /* it was busy when this node took the lead again */
+        load_position(s);
+        s->term = wh->term;
+        if (s->state != ST_IDLE)
+            return;
+    }
     for (int round = 0; round < ROUNDS; round++) {
         pick p = {.s = s, .scanned = s->pos};
         int rc = wh->src.after(wh->src.src, s->pos, BATCH, pick_visit, &p);
@@ -266,14 +296,43 @@ static void follow_lead(nd_webhooks *wh)
     if (lead == wh->leading)
         return;
     wh->leading = lead;
+    if (lead)
+        wh->term++;
     nd_log(ND_LOG_INFO, "webhooks: %s", lead ? "this node delivers" : "another node delivers");
     for (size_t i = 0; i < wh->nsubs; i++) {
         sub *s = &wh->subs[i];
-        if (lead && (s->state == ST_STANDBY || s->state == ST_IDLE))
+        if (lead && (s->state == ST_STANDBY || s->state == ST_IDLE)) {
             load_position(s);
-        else if (!lead && s->state == ST_IDLE)
+            s->term = wh->term;
+        } else if (!lead && s->state == ST_IDLE)
             s->state = ST_STANDBY;
         publish(s);
+    }
+}
+
+/* Whether this process may send or save now: the positions' lead, asked
+ * now (a round trip at most once a second, a clock read otherwise, and 0
+ * as soon as the lease's last renewal is too old), its changes followed. */
+static bool may_deliver(nd_webhooks *wh)
+{
+    follow_lead(wh);
+    return wh->leading;
+}
+
+/* Stops delivering until lead answers 1 again: then it is a new term, and
+ * every subscription loads its position before it sends. */
+static void drop_lead(nd_webhooks *wh)
+{
+    if (!wh->leading)
+        return;
+    wh->leading = false;
+    nd_log(ND_LOG_INFO, "webhooks: standing by until this node's lease is confirmed");
+    for (size_t i = 0; i < wh->nsubs; i++) {
+        sub *s = &wh->subs[i];
+        if (s->state == ST_IDLE) {
+            s->state = ST_STANDBY;
+            publish(s);
+        }
     }
 }
 
@@ -385,12 +444,39 @@ static size_t body_cb(char *buf, size_t size, size_t n, void *arg)
     return len;
 }
 
+/* Called by libcurl once connected, right before the request is written:
+ * the last point where a node that lost its lease (stopped, starved) can
+ * hold the event back. No I/O here: a lease in doubt stops the attempt,
+ * attempt_done() stands by, and the lease is asked again. */
+static int prereq_cb(void *arg, char *primary_ip, char *local_ip, int primary_port, int local_port)
+{
+    (void)primary_ip, (void)local_ip, (void)primary_port, (void)local_port;
+    sub *s = arg;
+    if (s->wh->leading && s->term == s->wh->term && nd_hook_positions_held(s->wh->pos))
+        return CURL_PREREQFUNC_OK;
+    s->held_back = true;
+    return CURL_PREREQFUNC_ABORT;
+}
+
 static void fail_attempt(sub *s, int status, const char *why);
 
 /* Sends the held event (s->cur_*) once, signed now. */
 static void send_current(sub *s)
 {
     nd_webhooks *wh = s->wh;
+    if (!wh->leading || !nd_hook_positions_held(wh->pos)) { /* a clock read, no I/O */
+        drop_lead(wh);
+        s->state = ST_STANDBY; /* the deliverer sends it, same id */
+        publish(s);
+        return;
+    }
+    if (s->term != wh->term) { /* a retry from before this node led again */
+        evtimer_del(s->retry_ev);
+        load_position(s);
+        s->term = wh->term;
+        pump(s);
+        return;
+    }
     char sig[ND_HOOK_SIGNATURE_MAX];
     int rc = nd_hook_sign(s->cfg->secret, s->cfg->secret_len, (int64_t)time(NULL), s->cur_json,
                           s->cur_len, sig);
@@ -416,6 +502,7 @@ static void send_current(sub *s)
     s->body_head[0] = 0;
     s->body_len = 0;
     s->body_cut = false;
+    s->held_back = false;
     CURL *e = s->easy;
     if (rc == 0) {
         curl_easy_setopt(e, CURLOPT_HTTPHEADER, s->headers);
@@ -444,7 +531,7 @@ static void retry_cb(evutil_socket_t fd, short what, void *arg)
     sub *s = arg;
     if (s->state != ST_RETRYING)
         return;
-    if (!s->wh->leading) { /* the new deliverer sends it again, same id */
+    if (!may_deliver(s->wh)) { /* the new deliverer sends it again, same id */
         s->state = ST_STANDBY;
         publish(s);
         return;
@@ -503,7 +590,8 @@ static void fail_attempt(sub *s, int status, const char *why)
     publish(s);
 }
 
-/* An attempt that ended: delivered on a 2xx status, else failed.
+/* An attempt that ended: delivered on a 2xx status, else failed; held back
+ * (never written: the lease was in doubt), it stands by.
  *
  * The status decides, whatever happens after it: a 2xx answer whose body
  * is cut past BODY_MAX (curl's CURLE_WRITE_ERROR, from body_cb), times out
@@ -513,8 +601,17 @@ static void fail_attempt(sub *s, int status, const char *why)
  * time. */
 static void attempt_done(sub *s, CURLcode res)
 {
+    nd_webhooks *wh = s->wh;
     long status = 0;
     curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (res == CURLE_ABORTED_BY_CALLBACK && s->held_back) {
+        nd_log(ND_LOG_WARN, "webhook %s: event %s held back: this node's lease is in doubt",
+               s->cfg->name, s->cur_id);
+        drop_lead(wh);
+        s->state = ST_STANDBY;
+        publish(s);
+        return;
+    }
     if (s->body_cut && (++s->body_cuts == 1 || s->body_cuts % 1000 == 0))
         nd_log(ND_LOG_WARN,
                "webhook %s: the answer to event %s (HTTP %ld) was cut after %d bytes of its body "
@@ -532,8 +629,8 @@ static void attempt_done(sub *s, CURLcode res)
         s->st.last_delivered_at_us = now;
         pthread_mutex_unlock(&s->wh->lock);
         advance(s, s->cur_seq);
-        s->state = s->wh->leading ? ST_IDLE : ST_STANDBY;
-        pump(s);
+        s->state = ST_IDLE;
+        pump(s); /* asks the lease first: a node deposed meanwhile stands by */
         publish(s);
         return;
     }
@@ -781,6 +878,8 @@ static int sub_init(nd_webhooks *wh, sub *s, const nd_hook_sub_config *c)
     curl_easy_setopt(e, CURLOPT_HEADERDATA, s);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, body_cb);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, s);
+    curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, prereq_cb);
+    curl_easy_setopt(e, CURLOPT_PREREQDATA, s);
     curl_easy_setopt(e, CURLOPT_POST, 1L);
     return 0;
 }

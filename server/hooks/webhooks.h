@@ -20,6 +20,12 @@
  * ~50 ms of a delivery and at stop: after a crash the events since the
  * last save are sent again, with the same Neardup-Event-Id.
  *
+ * With positions that elect a deliverer (a lead op: a cluster's lease),
+ * the lead is asked before every send and save, not cached, and checked
+ * again without I/O (the held op) right before libcurl writes a request; a
+ * save refused as -ESTALE, or a lead lost and taken again, starts a new
+ * term: every subscription loads its position again before it sends.
+ *
  * Each POST: the event's JSON as the body; Content-Type: application/json,
  * Neardup-Event-Id: <the event's id>, Neardup-Signature: t=..,v1=..
  * (hook_sign.h), signed again at each attempt. */

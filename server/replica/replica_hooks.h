@@ -9,10 +9,19 @@
  * the NATS servers' clock). It is taken with a create (only when no live
  * entry exists) and renewed every RENEW_MS with an update expecting the
  * revision it wrote; a node that fails to renew stops delivering at once.
+ * The holder sends and saves only while its last successful renewal began
+ * less than LEASE_MS - MARGIN_MS ago (a clock that counts a suspend, read
+ * before every send and save): a node stopped or starved past that (a
+ * SIGSTOP, a VM pause, swapping) stops on its own when it runs again,
+ * before it asks NATS, and comes back only by taking the lease anew as a
+ * new term, after loading the positions again.
  * A node killed holds it until it expires; then another node takes it,
  * loads the positions and sends what was in flight again (same event id).
  * Positions live in the bucket <stream>_hooks, key "pos.<subscription>",
- * replicated like the stream. */
+ * replicated like the stream, written with a compare-and-set on the
+ * revision this node last read or wrote (kvStore_Update): a write from a
+ * node whose view is older than the bucket's is refused (the save is
+ * -ESTALE, delivery stops until a load), so a position never moves back. */
 #ifndef ND_REPLICA_HOOKS_H
 #define ND_REPLICA_HOOKS_H
 

@@ -4,10 +4,17 @@ key-value bucket), the positions live in JetStream, and when the
 delivering node is killed with kill -9 mid-delivery another takes over:
 every event of the feed reaches the receiver (checked by id), none under a
 new id, duplicates only of what was in flight; the killed node comes back
-as a standby with the same feed."""
+as a standby with the same feed. A deliverer stopped (SIGSTOP) past its
+lease while an answer is pending stands down when continued: it sends
+nothing more, and the shared position never moves back (audit G08)."""
 
+import base64
+import json
 import os
+import signal
+import socket
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -92,6 +99,161 @@ def one_deliverer_and_a_takeover():
             check(feed_ids(cl.nodes[leader[0]]) == want, "the restarted node's feed differs")
             time.sleep(1.5)
             check(len(rcv.records()) == len(recs), "deliveries after the takeover settled")
+
+
+class KvWatch(threading.Thread):
+    """Reads one key of a JetStream key-value bucket every 20 ms over a
+    plain NATS connection ($JS.API.STREAM.MSG.GET, last_by_subj) and keeps
+    every change: (time, value)."""
+
+    def __init__(self, port, bucket, key):
+        super().__init__(daemon=True)
+        self.stream = "KV_" + bucket
+        self.subject = "$KV.%s.%s" % (bucket, key)
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.buf = b""
+        self._line()  # INFO
+        self.sock.sendall(b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB _INBOX.kvw 1\r\n')
+        self.seen = []
+        self.errors = []
+        self.halt = threading.Event()
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            d = self.sock.recv(65536)
+            if not d:
+                raise OSError("NATS closed the connection")
+            self.buf += d
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def get(self):
+        req = json.dumps({"last_by_subj": self.subject}).encode()
+        self.sock.sendall(b"PUB $JS.API.STREAM.MSG.GET.%s _INBOX.kvw %d\r\n%s\r\n"
+                          % (self.stream.encode(), len(req), req))
+        while True:
+            line = self._line()
+            if line.startswith(b"PING"):
+                self.sock.sendall(b"PONG\r\n")
+            elif line.startswith(b"MSG"):
+                n = int(line.split()[-1])
+                while len(self.buf) < n + 2:
+                    self.buf += self.sock.recv(65536)
+                payload, self.buf = self.buf[:n], self.buf[n + 2:]
+                msg = json.loads(payload).get("message")
+                return int(base64.b64decode(msg["data"])) if msg else None
+
+    def run(self):
+        try:
+            while not self.halt.is_set():
+                v = self.get()
+                if v is not None and (not self.seen or self.seen[-1][1] != v):
+                    self.seen.append((time.time(), v))
+                self.halt.wait(0.02)
+        except Exception as e:  # noqa: BLE001 - reported by the test
+            self.errors.append(repr(e))
+        finally:
+            self.sock.close()
+
+    def finish(self):
+        self.halt.set()
+        self.join(timeout=10)
+        return self.seen
+
+
+def hook_counts(srv):
+    status, body = srv.json("GET", "/webhooks", timeout=5)
+    check(status == 200, "GET /webhooks: %s %r", status, body)
+    s = body["subscriptions"][0]
+    return s["state"], s["delivered"] + s["failed"]
+
+
+@T.test
+def deposed_deliverer_stands_down():
+    """Audit G08: the deliverer is stopped (SIGSTOP) while a request's answer
+    is pending, for longer than its lease; another node takes over and
+    delivers past it. When continued, the old deliverer sends nothing more
+    (its pending answer only completes), never writes its older position
+    over the new holder's (the bucket's value never goes back), and the
+    receiver's answers after SIGCONT keep going forward."""
+    n_events = 24
+    with Receiver(delay=0.3) as rcv:
+        path = hooks_file([sub("g08", rcv.url(), start="oldest", backoff_base_ms=100,
+                               backoff_cap_ms=500)])
+        with ReplicaCluster(n=3, haproxy=False, node_extra=["--webhooks", path]) as cl:
+            node0 = cl.nodes[0]
+            orig = article(800)
+            conn = node0.connect()
+            status, _, body = post(conn, "/check-original", register_body("g08-o", orig,
+                                                                          account="alice"))
+            check(status == 200 and body["registered"], "%s %r", status, body)
+            for i in range(n_events):
+                status, _, body = post(conn, "/check-original",
+                                    register_body("g08-c%d" % i, near_duplicate(orig, 41 * i + 3),
+                                                  account="bob", register=False))
+                check(status == 200 and not body["original"], "copy %d: %s %r", i, status, body)
+            conn.close()
+            want = feed_ids(node0)
+            check(len(want) == n_events, "events: %d", len(want))
+            wait_for(lambda: len(rcv.records(strict=False)) >= 3, 60, "3 deliveries")
+            kv = KvWatch(cl.nats.servers[1].port, cl.stream + "_hooks", "pos.g08")
+            kv.start()
+            leader = [i for i, s in states(cl).items() if s != "standby"]
+            check(len(leader) == 1, "deliverers: %r", states(cl))
+            dep = cl.nodes[leader[0]]
+            # Stop it while its next request's answer is pending (0.3 s each).
+            n0 = len(rcv.records(strict=False))
+            wait_for(lambda: len(rcv.records(strict=False)) > n0, 10, "the next delivery")
+            time.sleep(0.1)
+            _, attempts0 = hook_counts(dep)
+            t_stop = time.time()
+            dep.proc.send_signal(signal.SIGSTOP)  # our own child, by its PID
+            stopped = True
+            try:
+                top = max(r["seq"] for r in rcv.records(strict=False))
+                # Another node takes the lease (expired 5 s after its last
+                # renewal) and delivers two events past the pending one.
+                wait_for(lambda: max([r["seq"] for r in rcv.records(strict=False)
+                                      if r["at"] > t_stop + 1.0] or [0]) >= top + 3, 60,
+                         "another node delivering while the deliverer is stopped")
+                time.sleep(max(0.0, 7.5 - (time.time() - t_stop)))  # well past the lease
+                stop_s = time.time() - t_stop
+                t_cont = time.time()
+                dep.proc.send_signal(signal.SIGCONT)
+                stopped = False
+            finally:
+                if stopped:
+                    dep.proc.send_signal(signal.SIGCONT)
+            wait_for(lambda: set(want) <= {r["id"] for r in rcv.records(strict=False)}, 60,
+                     "every event at the receiver")
+            wait_for(lambda: hook_counts(dep)[0] == "standby", 10,
+                     "the continued node standing by: %r" % (hook_counts(dep),))
+            time.sleep(1.0)
+            seen = kv.finish()
+            check(not kv.errors, "reading the bucket: %r", kv.errors)
+            _, attempts1 = hook_counts(dep)
+            recs = rcv.records()
+            before = [r["seq"] for r in recs if r["at"] < t_cont]
+            after = [r["seq"] for r in recs if r["at"] >= t_cont]
+            values = [v for _, v in seen]
+            back = [(a, b) for a, b in zip(values, values[1:]) if b < a]
+            ids = [r["id"] for r in recs]
+            print("  deliverer stopped %.1f s; receiver had up to seq %d at SIGCONT, then %r; "
+                  "bucket values %r; the continued node made %d attempt(s) after its stop; "
+                  "%d deliveries of %d events"
+                  % (stop_s, max(before), after[:6], values, attempts1 - attempts0, len(ids),
+                     len(want)))
+            check(not back, "the shared position went back: %r in %r", back, values)
+            check(all(b > a for a, b in zip(after, after[1:])) and
+                  all(s > max(before) for s in after),
+                  "an event arrived out of order after SIGCONT (before: up to %d): %r",
+                  max(before), after)
+            check(attempts1 - attempts0 <= 1,
+                  "the deposed node sent %d more event(s) after SIGCONT",
+                  attempts1 - attempts0 - 1)
+            check(all(r["ok"] and r["header_id"] == r["id"] for r in recs), "a bad delivery")
+            check(set(ids) == set(want), "ids not in the feed: %r", set(ids) - set(want))
+            check(len(ids) - len(set(ids)) <= 3, "%d duplicates", len(ids) - len(set(ids)))
 
 
 if __name__ == "__main__":
