@@ -447,6 +447,10 @@ static const char *action_name(int action)
 
 void nd_workflow_add_action(nd_reply *w, const nd_check_res *res)
 {
+    nd_reply_key(w, "copied_share");
+    nd_reply_fraction(w, res->copied_share);
+    nd_reply_key(w, "share_estimated");
+    nd_reply_bool(w, res->share_estimated);
     nd_reply_key(w, "action");
     const char *a = action_name(res->action);
     nd_reply_plain(w, a, strlen(a));
@@ -477,6 +481,21 @@ void nd_workflow_add_action(nd_reply *w, const nd_check_res *res)
 void nd_workflow_add_match(nd_reply *w, const nd_match *m, bool account_given)
 {
     const nd_doc *d = m->doc;
+    if (m->share >= 0) {
+        nd_reply_key(w, "share");
+        nd_reply_fraction(w, m->share);
+    }
+    if (m->evidence) {
+        nd_reply_key(w, "action");
+        const char *a = action_name(m->action);
+        nd_reply_plain(w, a, strlen(a));
+        if (m->action == ND_ACTION_REPRINT) {
+            nd_reply_key(w, "show_source");
+            nd_reply_bool(w, m->show_source);
+            nd_reply_key(w, "may_modify");
+            nd_reply_bool(w, m->may_modify);
+        }
+    }
     if (!account_given && !has_claim_state(d))
         return;
     if (nd_doc_account(d)) {

@@ -158,13 +158,17 @@ const char *nd_workflow_sub(const char *path, size_t *id_len);
  * bytes it had before the workflow's members). */
 void nd_workflow_add_document(nd_req *r, nd_reply *w, const nd_doc *d);
 
-/* A check's added members (after "passages"): "action", "source",
- * "show_source", "may_modify". */
+/* A check's added members (after "passages"): "copied_share" and
+ * "share_estimated" (lib/share.h), "action", "source", "show_source",
+ * "may_modify". */
 void nd_workflow_add_action(nd_reply *w, const nd_check_res *res);
 
-/* A match's added members: "account" (when any), "same_account", "status";
- * none when the request names no account (account_given false) and the
- * document has no workflow state (as for nd_workflow_add_document()). */
+/* A match's added members: "share" (its own share of the text, when
+ * counted), "action" (with "show_source", "may_modify" for
+ * publish_as_reprint) when it is evidence; then "account" (when any),
+ * "same_account", "status", none of these three when the request names
+ * no account (account_given false) and the document has no workflow state
+ * (as for nd_workflow_add_document()). */
 void nd_workflow_add_match(nd_reply *w, const nd_match *m, bool account_given);
 
 /* The detection of a check with an id judged not original, as the

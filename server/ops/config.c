@@ -3,6 +3,7 @@
 #include "bounds.h"
 #include "json.h"
 #include "log.h"
+#include "share.h"
 #include "sketch.h"
 
 #include <ctype.h>
@@ -36,6 +37,9 @@ void nd_config_defaults(nd_config *cfg)
     cfg->max_matches = ND_MAX_MATCHES_DEFAULT; /* matches listed; more sets "truncated" */
     cfg->min_resemblance = ND_VERDICT_MIN_RESEMBLANCE; /* measured: proto/sketch.md */
     cfg->min_containment = ND_VERDICT_MIN_CONTAINMENT;
+    cfg->min_source_share = 0; /* off until the answers name the kinds (ND_SHARE_MIN_SOURCE) */
+    cfg->min_quote_share = ND_SHARE_MIN_QUOTE;
+    cfg->min_copied_share = ND_SHARE_MIN_COPIED;
     cfg->max_verify = ND_VERDICT_MAX_VERIFY;
     cfg->max_meta = ND_MAX_META_DEFAULT;            /* author/title/url and friends */
     cfg->max_text = ND_MAX_TEXT_DEFAULT;            /* ten times a long article */
@@ -121,6 +125,16 @@ static const opt_desc options[] = {
      1000, false, "a match is a near duplicate from this estimated resemblance (0..1)"},
     {"min-containment", "NEARDUP_MIN_CONTAINMENT", "FRACTION", T_FRAC, OFF(min_containment), 1,
      1000, false, "a match is a partial copy when this share of the text is in it (0..1)"},
+    {"min-source-share", "NEARDUP_MIN_SOURCE_SHARE", "FRACTION", T_FRAC, OFF(min_source_share), 0,
+     1000, false,
+     "a source below the partial-copy bar is listed (\"quoted\") when its passages hold this "
+     "share of the text (0..1; 0: none listed, no compilation or quotation verdict)"},
+    {"min-quote-share", "NEARDUP_MIN_QUOTE_SHARE", "FRACTION", T_FRAC, OFF(min_quote_share), 1,
+     1000, false, "one source holding this share of the text makes it a quotation (0..1)"},
+    {"min-copied-share", "NEARDUP_MIN_COPIED_SHARE", "FRACTION", T_FRAC, OFF(min_copied_share), 1,
+     1000, false,
+     "two or more listed sources together holding this share of the text make it a "
+     "compilation (0..1)"},
     {"max-verify", "NEARDUP_MAX_VERIFY", "N", T_UINT, OFF(max_verify), 0, ND_VERIFY_MAX, false,
      "anchor candidates sharing one anchor verified per check (every one sharing two is)"},
     {"max-text", "NEARDUP_MAX_TEXT", "SIZE", T_SIZE, OFF(max_text), ND_MAX_TEXT_SMALLEST,
@@ -629,6 +643,7 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
             ",\"in_memory\":%s,\"threads\":%u,\"accept\":\"%s\",\"k\":%u,"
             "\"min_chars\":%u,\"max_body\":%zu,\"max_headers\":%zu,\"max_batch\":%u,"
             "\"max_matches\":%u,\"min_resemblance\":%g,\"min_containment\":%g,"
+            "\"min_source_share\":%g,\"min_quote_share\":%g,\"min_copied_share\":%g,"
             "\"max_verify\":%u,\"max_meta\":%zu,\"max_text\":%zu,"
             "\"max_connections\":%u,\"request_timeout\":%u,\"auth_all\":%s,\"console\":%s,"
             "\"timeout\":%u,\"drain_timeout\":%u,"
@@ -640,7 +655,8 @@ size_t nd_config_describe(const nd_config *cfg, char *buf, size_t cap)
             cfg->in_memory ? "true" : "false", cfg->threads,
             cfg->accept_mode == ND_ACCEPT_SHARED ? "shared" : "reuseport", cfg->k, cfg->min_chars,
             cfg->max_body, cfg->max_headers, cfg->max_batch, cfg->max_matches, cfg->min_resemblance,
-            cfg->min_containment, cfg->max_verify, cfg->max_meta, cfg->max_text,
+            cfg->min_containment, cfg->min_source_share, cfg->min_quote_share,
+            cfg->min_copied_share, cfg->max_verify, cfg->max_meta, cfg->max_text,
             cfg->max_connections, cfg->request_timeout_s, cfg->auth_all ? "true" : "false",
             cfg->console ? "true" : "false", cfg->timeout_s, cfg->drain_s, cfg->drain_delay_s,
             cfg->map_size, cfg->sync ? "true" : "false", cfg->keep_text ? "true" : "false",

@@ -29,7 +29,7 @@ void nd_memo_destroy(nd_memo *memo)
 }
 
 void nd_memo_put(nd_memo *memo, nd_doc *d, double resemblance, double containment, float gap,
-                 uint8_t kind, bool deep, bool gray)
+                 uint8_t kind, float reach, bool gray)
 {
     if (memo->mode != ND_MEMO_RECORD || memo->n == memo->cap)
         return;
@@ -38,7 +38,7 @@ void nd_memo_put(nd_memo *memo, nd_doc *d, double resemblance, double containmen
                                          .containment = containment,
                                          .gap = gap,
                                          .kind = kind,
-                                         .deep = deep,
+                                         .reach = reach,
                                          .gray = gray};
 }
 

@@ -25,8 +25,9 @@ typedef struct nd_memo_entry {
     double resemblance, containment;
     float gap;
     uint8_t kind;
-    bool deep; /* compared to the gray zone's bound (not only the listing's) */
-    bool gray; /* a gray-zone candidate */
+    float reach; /* the bound's min_containment it was compared down to
+                  * (the listing's, a source's or the gray zone's) */
+    bool gray;   /* a gray-zone candidate */
 } nd_memo_entry;
 
 /* Stage 3's outcome for one set of picked candidates, in order. */
@@ -61,7 +62,7 @@ void nd_memo_destroy(nd_memo *memo);
 /* Remembers d's figures (a new reference to d) when recording and not
  * full. */
 void nd_memo_put(nd_memo *memo, nd_doc *d, double resemblance, double containment, float gap,
-                 uint8_t kind, bool deep, bool gray);
+                 uint8_t kind, float reach, bool gray);
 
 /* Ends the first pass: sorts the entries for nd_memo_get() and turns to
  * ND_MEMO_USE. */

@@ -196,6 +196,9 @@ void nd_registry_options_from_config(nd_registry_options *o, const nd_config *cf
     nd_verdict_params_default(&o->params);
     o->params.min_resemblance = cfg->min_resemblance;
     o->params.min_containment = cfg->min_containment;
+    o->share = (nd_share_params){.min_source_share = cfg->min_source_share,
+                                 .min_quote_share = cfg->min_quote_share,
+                                 .min_copied_share = cfg->min_copied_share};
     o->rewrite = cfg->rewrite_verdict == ND_CONFIG_REWRITE_REVIEW   ? ND_REWRITE_REVIEW
                  : cfg->rewrite_verdict == ND_CONFIG_REWRITE_IGNORE ? ND_REWRITE_IGNORE
                                                                     : ND_REWRITE_DUPLICATE;

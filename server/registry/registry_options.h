@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 
+#include "share.h"
 #include "sketch.h"
 
 /* What a rewrite (the third stage's kind, align.h) does to a verdict. */
@@ -44,6 +45,10 @@ typedef struct nd_registry_options {
      * registered since have none and are never aligned. */
     int rewrite;
     nd_rewrite_params rewrite_params;
+    /* Sources below the partial-copy bar (share.h): listed from
+     * share.min_source_share (0: off, as in zeroed options), and the
+     * compilation and quotation verdicts. */
+    nd_share_params share;
 } nd_registry_options;
 
 #endif

@@ -141,15 +141,32 @@ static inline bool is_evidence(const nd_doc *d, const nd_check_req *rq)
 /* Most documents holding a single query anchor verified per anchor. */
 #define SINGLE_PER_ANCHOR_MAX 4
 
+/* Only the first candidates stage 1 found (SimHash hits, then the anchor
+ * candidates best first) are compared far enough to be gray: the rest are
+ * cut short at the listing thresholds (the sources' bound, share.h), as
+ * without the third stage. */
+#define ND_REWRITE_GRAY_FIRST 4
+
 typedef struct verify_ctx {
     const nd_question *q;
     const nd_question_scratch *qs;
     const nd_verdict_params *params; /* the registry's */
-    const nd_verdict_params *bound;  /* what a comparison is cut short by:
-                                      * params, or the gray zone's */
+    /* What a comparison is cut short by: the first candidates (rank below
+     * ND_REWRITE_GRAY_FIRST) at the gray zone's bound when the third
+     * stage is on (gray not NULL), every other at rest's: the sources'
+     * (source_params(): down to the share a listed source holds) or,
+     * with that rule off, params. */
+    const nd_verdict_params *gray;
+    const nd_verdict_params *rest;
     nd_check_res *res;
     nd_match *m;
 } verify_ctx;
+
+/* The bound candidate m is compared to (verify_ctx). */
+static inline const nd_verdict_params *bound_of(const verify_ctx *v, const nd_match *m)
+{
+    return m->rank < ND_REWRITE_GRAY_FIRST && v->gray ? v->gray : v->rest;
+}
 
 /* The gray zone: candidates that stage 2 leaves below every threshold
  * but whose estimate shares at least this much with the query are
@@ -166,10 +183,6 @@ typedef struct verify_ctx {
  * and it is of a comparable size (its distinct shingles within this
  * factor of the query's either way). */
 #define ND_REWRITE_GRAY_GAP 0.25
-/* Only the first candidates stage 1 found (SimHash hits, then the anchor
- * candidates best first) are compared far enough to be gray: the rest are
- * cut short at the listing thresholds, as without the third stage. */
-#define ND_REWRITE_GRAY_FIRST 4
 #define ND_REWRITE_GRAY_SIZE 2.5
 
 /* Whether stage 2's estimate e of q against d makes d a gray-zone
@@ -194,7 +207,7 @@ static void verify_one(verify_ctx *v, size_t i, const uint8_t *buf, size_t len)
     nd_sketch dsk;
     nd_sketch_estimate e = {0};
     bool have = buf && nd_sketch_decode(buf, len, &dsk) == 0;
-    const nd_verdict_params *bound = m->rank < ND_REWRITE_GRAY_FIRST ? v->bound : v->params;
+    const nd_verdict_params *bound = bound_of(v, m);
     if (have && !(atomic_load_explicit(&m->doc->sk_size, memory_order_relaxed) & ND_DOC_SK_KNOWN))
         atomic_store_explicit(&m->doc->sk_size, sk_size_pack(dsk.mode, dsk.shift, dsk.n),
                               memory_order_relaxed); /* a loaded document's, first read */
@@ -206,7 +219,7 @@ static void verify_one(verify_ctx *v, size_t i, const uint8_t *buf, size_t len)
         e.resemblance = e.containment = e.containment_r = 1.0;
     m->kind = have || same ? (uint8_t)nd_match_classify(&e, same, v->params) : ND_MATCH_NONE;
     uint32_t gap;
-    if (have && m->kind == ND_MATCH_NONE && bound != v->params &&
+    if (have && m->kind == ND_MATCH_NONE && bound == v->gray &&
         gray(nd_sketch_for(qs->sketch, &dsk), &dsk, &e, &gap)) {
         m->flags |= MF_GRAY;
         m->gap = e.q_n ? (float)gap / (float)e.q_n : 1.0f;
@@ -218,22 +231,22 @@ static void verify_one(verify_ctx *v, size_t i, const uint8_t *buf, size_t len)
      * change by then). */
     if (v->res->memo && (have || same) && !(m->flags & MF_PENDING))
         nd_memo_put(v->res->memo, m->doc, e.resemblance, e.containment, m->gap, m->kind,
-                    bound != v->params, m->flags & MF_GRAY);
+                    (float)bound->min_containment, m->flags & MF_GRAY);
 }
 
 /* m's stage-2 figures from the first pass of a registration when kept
  * there and compared at least as far as bound asks (m then needs no
- * read). */
+ * read). gray: the gray zone's bound, or NULL. */
 static bool verify_from_memo(const nd_memo *memo, nd_match *m, const nd_verdict_params *bound,
-                             const nd_verdict_params *params)
+                             const nd_verdict_params *gray)
 {
     const nd_memo_entry *me = memo && !(m->flags & MF_PENDING) ? nd_memo_get(memo, m->doc) : NULL;
-    if (!me || (!me->deep && bound != params))
+    if (!me || me->reach > (float)bound->min_containment)
         return false;
     m->kind = me->kind;
     m->resemblance = me->resemblance;
     m->containment = me->containment;
-    if (me->gray && bound != params) {
+    if (me->gray && bound == gray) {
         m->flags |= MF_GRAY;
         m->gap = me->gap;
     }
@@ -254,15 +267,20 @@ static int verify_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
  * one read transaction, from the store. */
 static int verify_all(nd_registry *reg, const nd_question *q, const nd_question_scratch *qs,
                       nd_check_res *res, nd_match *m, int64_t *keys, size_t n,
-                      const nd_verdict_params *bound)
+                      const nd_verdict_params *gray, const nd_verdict_params *rest)
 {
-    verify_ctx v = {
-        .q = q, .qs = qs, .params = &reg->opts.params, .bound = bound, .res = res, .m = m};
+    verify_ctx v = {.q = q,
+                    .qs = qs,
+                    .params = &reg->opts.params,
+                    .gray = gray,
+                    .rest = rest,
+                    .res = res,
+                    .m = m};
     size_t from_store = 0;
     for (size_t i = 0; i < n; i++) {
         nd_doc *d = m[i].doc;
-        const nd_verdict_params *b = m[i].rank < ND_REWRITE_GRAY_FIRST ? bound : &reg->opts.params;
-        if (verify_from_memo(res->memo, &m[i], b, &reg->opts.params)) {
+        const nd_verdict_params *b = bound_of(&v, &m[i]);
+        if (verify_from_memo(res->memo, &m[i], b, gray)) {
             m[i].flags |= MF_DIRECT;
             keys[i] = -1;
         } else if (cannot_match(b, q, qs, d)) {
@@ -308,6 +326,17 @@ static nd_verdict_params gray_params(const nd_verdict_params *p)
     if (g.min_resemblance > ND_REWRITE_GRAY)
         g.min_resemblance = ND_REWRITE_GRAY;
     return g;
+}
+
+/* The registry's thresholds with a listed source's containment (share.h):
+ * a bounded comparison then runs far enough to give a source holding
+ * that share of the query its figures. The rule off: p itself. */
+static nd_verdict_params source_params(const nd_verdict_params *p, const nd_share_params *share)
+{
+    nd_verdict_params s = *p;
+    if (nd_share_on(share) && share->min_source_share < s.min_containment)
+        s.min_containment = share->min_source_share;
+    return s;
 }
 
 typedef struct third_ctx {
@@ -508,6 +537,248 @@ static int best_passages(nd_registry *reg, const nd_question_scratch *qs, nd_che
     return nd_store_sketches(reg->store, &key, 1, passages_visit, &c);
 }
 
+/* ---- the share step (share.h) ---- */
+
+typedef struct share_ctx {
+    const nd_question_scratch *qs;
+    nd_passage (*spans)[ND_SHARE_SPANS_MAX];
+    size_t *nspans;
+    const size_t *source_of; /* a read's index -> its source's */
+    bool *sampled;           /* [source]: its passages from a sample */
+} share_ctx;
+
+/* nd_store_sketches()'s visit: a source's passages in the query, from its
+ * stored sketch (nd_sketch_passages()). */
+static int share_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
+{
+    share_ctx *c = arg;
+    size_t k = c->source_of[i];
+    nd_sketch dsk;
+    c->nspans[k] = 0;
+    if (!buf || nd_sketch_decode(buf, len, &dsk) < 0) {
+        c->sampled[k] = true; /* nothing to count it with */
+        return 0;
+    }
+    size_t np = nd_sketch_passages(c->qs->passages, &dsk, c->spans[k], ND_SHARE_SPANS_MAX);
+    if (np > ND_SHARE_SPANS_MAX || dsk.shift || nd_sketch_for(c->qs->sketch, &dsk)->shift)
+        c->sampled[k] = true; /* a sample of the shingles, or more passages than counted */
+    c->nspans[k] = np < ND_SHARE_SPANS_MAX ? np : ND_SHARE_SPANS_MAX;
+    return 0;
+}
+
+/* Sources below the bar whose passages come from their kept texts (the
+ * most contained first; the others' from their sketches), within the
+ * request's read budget (pair.h). */
+#define ND_SHARE_EXACT_MAX 4
+
+typedef struct exact_ctx {
+    nd_question_tools qt;
+    nd_pair_scratch *ps;
+    nd_pair_budget *budget;
+    nd_passage_pair pairs[ND_PAIR_PASSAGES];
+    size_t npairs;
+    bool paired;
+} exact_ctx;
+
+/* nd_store_text()'s visit: a source's exact passages in the query. */
+static int exact_visit(void *arg, const char *text, size_t len)
+{
+    exact_ctx *c = arg;
+    c->paired = false;
+    if (!nd_pair_budget_take(c->budget, len))
+        return 0;
+    int rc = nd_pair_passages(&c->qt, c->ps, text, len, c->pairs, ND_PAIR_PASSAGES, &c->npairs);
+    c->paired = rc == 0 && c->npairs <= ND_PAIR_PASSAGES;
+    return rc == -ENOMEM ? rc : 0;
+}
+
+/* The exact passages of the sources below the bar among picks
+ * m[pick[0..np)) (at most ND_SHARE_EXACT_MAX, within the request's read
+ * budget) into spans/nspans, in place of their sketches'; exact[k] set
+ * for those. Returns 0 or -ENOMEM. */
+static int exact_passages(nd_registry *reg, const nd_check_req *rq, const nd_question_scratch *qs,
+                          const nd_match *m, const size_t *pick, size_t np,
+                          nd_passage (*spans)[ND_SHARE_SPANS_MAX], size_t *nspans, bool *exact)
+{
+    if (!qs->third || !qs->sk || !qs->passages || !reg->opts.keep_text)
+        return 0;
+    nd_pair_budget budget;
+    nd_pair_budget_init(&budget, rq->text_len);
+    exact_ctx c = {.qt = {.sk = qs->sk, .sks = (nd_sk_scratch *)qs->passages, .pair = qs->third},
+                   .ps = qs->third,
+                   .budget = &budget};
+    for (size_t k = 0, done = 0; k < np && done < ND_SHARE_EXACT_MAX; k++) {
+        if (m[pick[k]].kind != ND_MATCH_QUOTED)
+            continue;
+        done++;
+        c.paired = false;
+        int rc = nd_store_text(reg->store, m[pick[k]].doc->registered_at_us, exact_visit, &c);
+        if (rc == -ENOMEM)
+            return rc;
+        if (rc < 0 || !c.paired)
+            continue; /* no text kept, or over the budget: its sketch's */
+        size_t n = 0;
+        for (size_t j = 0; j < c.npairs && n < ND_SHARE_SPANS_MAX; j++)
+            spans[k][n++] = (nd_passage){c.pairs[j].start, c.pairs[j].end};
+        nspans[k] = n;
+        exact[k] = true;
+    }
+    return 0;
+}
+
+/* The code points of text[0..len) (valid UTF-8: the sketch read it). */
+static uint32_t code_points(const char *text, size_t len)
+{
+    uint32_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += ((unsigned char)text[i] & 0xC0) != 0x80;
+    return n;
+}
+
+/* Whether x is counted before y: the most contained, then the earliest. */
+static bool share_before(const nd_match *x, const nd_match *y)
+{
+    if (x->containment != y->containment)
+        return x->containment > y->containment;
+    return x->doc->registered_at_us < y->doc->registered_at_us;
+}
+
+/* The share step: the passages of the listed matches m[0..n) (the
+ * ND_SHARE_SOURCES_MAX most contained; an identical one's are the whole
+ * query, the others' from their stored sketches, one read) give each its
+ * share, res->copied_share, and the kinds of those below the bar
+ * (ND_MATCH_QUOTED so far): compiled or quotation (evidence), or quoted.
+ * When no evidence reaches the bar (bar false) and the sources below it
+ * make a compilation or a quotation, res->passages gets the union of
+ * their passages. Returns 0 or a store read's -errno. */
+static int share_step(nd_registry *reg, const nd_check_req *rq, const nd_question_scratch *qs,
+                      nd_check_res *res, nd_match *m, size_t n, bool bar)
+{
+    size_t pick[ND_SHARE_SOURCES_MAX], np = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t at = np < ND_SHARE_SOURCES_MAX ? np++ : ND_SHARE_SOURCES_MAX;
+        if (at == ND_SHARE_SOURCES_MAX) {
+            res->share_estimated = true; /* more sources than counted */
+            if (!share_before(&m[i], &m[pick[at - 1]]))
+                continue;
+            at--;
+        }
+        for (; at && share_before(&m[i], &m[pick[at - 1]]); at--)
+            pick[at] = pick[at - 1];
+        pick[at] = i;
+    }
+    const char *text = rq->text ? rq->text : qs->text;
+    size_t text_len = rq->text ? rq->text_len : qs->text_len;
+    uint32_t cp = text ? code_points(text, text_len) : 0;
+    nd_passage spans[ND_SHARE_SOURCES_MAX][ND_SHARE_SPANS_MAX];
+    size_t nspans[ND_SHARE_SOURCES_MAX] = {0}, source_of[ND_SHARE_SOURCES_MAX], nread = 0;
+    int64_t keys[ND_SHARE_SOURCES_MAX];
+    bool exact[ND_SHARE_SOURCES_MAX] = {false};
+    int rc = 0;
+    if (nd_share_on(&reg->opts.share) &&
+        (rc = exact_passages(reg, rq, qs, m, pick, np, spans, nspans, exact)) < 0)
+        return rc;
+    for (size_t k = 0; k < np; k++) {
+        const nd_match *x = &m[pick[k]];
+        if (exact[k])
+            continue;
+        if (x->kind == ND_MATCH_IDENTICAL) {
+            spans[k][0] = (nd_passage){0, cp};
+            nspans[k] = 1;
+            continue;
+        }
+        if (x->kind == ND_MATCH_REWRITE)
+            res->share_estimated = true; /* reworded: few shingles shared */
+        keys[nread] = x->doc->registered_at_us;
+        source_of[nread++] = k;
+    }
+    bool sampled[ND_SHARE_SOURCES_MAX] = {false};
+    share_ctx c = {
+        .qs = qs, .spans = spans, .nspans = nspans, .source_of = source_of, .sampled = sampled};
+    rc = nread ? nd_store_sketches(reg->store, keys, nread, share_visit, &c) : 0;
+    if (rc < 0)
+        return rc;
+    for (size_t k = 0; k < np; k++)
+        res->share_estimated |= sampled[k] && !exact[k];
+    res->share_counted = true;
+    nd_share_source src[ND_SHARE_SOURCES_MAX];
+    for (size_t k = 0; k < np; k++) {
+        const nd_match *x = &m[pick[k]];
+        src[k] = (nd_share_source){.p = spans[k],
+                                   .n = nspans[k],
+                                   .eligible = is_evidence(x->doc, rq),
+                                   .above = x->kind != ND_MATCH_QUOTED};
+    }
+    nd_share_answer ans;
+    nd_share_decide(src, np, cp, &reg->opts.share, &ans);
+    res->copied_share = ans.copied_share;
+    for (size_t k = 0; k < np; k++) {
+        /* a rewrite shares few shingles: its part is what the third stage
+         * aligned (estimated) */
+        const nd_match *x = &m[pick[k]];
+        if (x->kind == ND_MATCH_REWRITE && src[k].share < x->coverage) {
+            src[k].share = x->coverage;
+            if (src[k].eligible && res->copied_share < src[k].share)
+                res->copied_share = src[k].share;
+        }
+    }
+    const nd_passage *lists[ND_SHARE_SOURCES_MAX];
+    size_t len[ND_SHARE_SOURCES_MAX], nl = 0;
+    for (size_t k = 0; k < np; k++) {
+        nd_match *x = &m[pick[k]];
+        x->share = (float)src[k].share;
+        if (x->kind != ND_MATCH_QUOTED)
+            continue;
+        x->kind = src[k].kind == ND_SHARE_KIND_COMPILED    ? ND_MATCH_COMPILED
+                  : src[k].kind == ND_SHARE_KIND_QUOTATION ? ND_MATCH_QUOTATION
+                                                           : ND_MATCH_QUOTED;
+        x->evidence = x->kind != ND_MATCH_QUOTED;
+        if (x->evidence) {
+            lists[nl] = src[k].p;
+            len[nl++] = src[k].n;
+        }
+    }
+    if (!bar && nl && res->passages) {
+        size_t total = 0;
+        nd_share_union(lists, len, nl, res->passages, res->passages_cap, &total);
+        res->npassages = total;
+    }
+    return 0;
+}
+
+/* m's action towards rq's account (m evidence): its claim's
+ * (nd_claim_action()), as the source's is decided. */
+static void match_action(const nd_registry *reg, const nd_check_req *rq, nd_match *m)
+{
+    nd_claim c = claim_of(m->doc);
+    nd_claim_decision dec;
+    nd_claim_action(&c, rq->account, rq->account_len, reg->opts.default_reprint, &dec);
+    m->action = (uint8_t)dec.action;
+    m->show_source = dec.show_source;
+    m->may_modify = dec.may_modify;
+}
+
+const char *nd_verdict_kind_name(unsigned kind)
+{
+    switch (kind) {
+    case ND_MATCH_COMPILED: return "compiled";
+    case ND_MATCH_QUOTATION: return "quotation";
+    case ND_MATCH_QUOTED: return "quoted";
+    default: return nd_match_kind_name((nd_match_kind)kind);
+    }
+}
+
+const char *nd_verdict_name(int verdict)
+{
+    switch (verdict) {
+    case ND_VERDICT_DUPLICATE: return "duplicate";
+    case ND_VERDICT_PARTIAL: return "partial_copy";
+    case ND_VERDICT_COMPILATION: return "compilation";
+    case ND_VERDICT_QUOTATION: return "quotation";
+    default: return "original";
+    }
+}
+
 /* The action for rq's account given the source (the earliest evidence, or
  * NULL: original), with a new reference to it in res->source. */
 static void decide(const nd_registry *reg, const nd_check_req *rq, nd_doc *source,
@@ -648,15 +919,23 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
         rc = nd_sketch_query_finish(qs->lazy, qs->sketch);
     bool third = verify && qs->third && reg->opts.rewrite != ND_REWRITE_IGNORE;
     nd_verdict_params gray = gray_params(&reg->opts.params);
+    nd_verdict_params rest = source_params(&reg->opts.params, &reg->opts.share);
     res->aligned = 0;
     res->review = false;
     if (verify)
-        rc = rc ? rc : verify_all(reg, q, qs, res, m, keys, n, third ? &gray : &reg->opts.params);
+        rc = rc ? rc : verify_all(reg, q, qs, res, m, keys, n, third ? &gray : NULL, &rest);
     if (third && rc == 0)
         rc = third_stage(reg, rq, q, qs, res, m, n);
     else if (!verify)
         for (size_t i = 0; i < n; i++)
             m[i].kind = ND_MATCH_NEAR_DUPLICATE;
+    /* What stages 2 and 3 leave below the bar holding a source's share:
+     * listed for now (the share step decides its kind). */
+    if (verify && rc == 0 && nd_share_on(&reg->opts.share))
+        for (size_t i = 0; i < n; i++)
+            if (m[i].kind == ND_MATCH_NONE && !(m[i].flags & MF_PENDING) &&
+                m[i].containment >= reg->opts.share.min_source_share)
+                m[i].kind = ND_MATCH_QUOTED;
     /* Keep the verified matches, marked; note a pending document that
      * would be evidence. */
     nd_doc *pending = NULL, *source = NULL;
@@ -665,7 +944,7 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
     for (size_t i = 0; i < n; i++) {
         nd_doc *d = m[i].doc;
         bool verified = rc == 0 && m[i].kind != ND_MATCH_NONE;
-        bool evidence = verified && is_evidence(d, rq);
+        bool evidence = verified && m[i].kind != ND_MATCH_QUOTED && is_evidence(d, rq);
         if (evidence && m[i].kind == ND_MATCH_REWRITE && reg->opts.rewrite == ND_REWRITE_REVIEW) {
             evidence = false; /* listed for a human to confirm */
             res->review = true;
@@ -683,6 +962,9 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
         }
         m[i].same_account = same_account(d, rq);
         m[i].evidence = evidence;
+        m[i].share = -1.0f;
+        m[i].action = ND_ACTION_PUBLISH;
+        m[i].show_source = m[i].may_modify = false;
         if (evidence) {
             nev++;
             if (!source || d->registered_at_us < source->registered_at_us)
@@ -692,15 +974,29 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
     }
     n = u;
     free(heap_keys);
+    res->copied_share = 0;
+    res->share_estimated = res->share_counted = false;
+    if (rc == 0 && n && qs && qs->passages && qs->sketch)
+        rc = share_step(reg, rq, qs, res, m, n, nev > 0);
     if (rc < 0) {
+        for (size_t i = 0; i < n; i++) /* kept ones (the share step failed) */
+            nd_doc_release(m[i].doc);
         free(heap_m);
         res->npassages = 0;
         return rc;
     }
+    for (size_t i = 0; i < n; i++) /* the share step's evidence */
+        if (m[i].evidence && (m[i].kind == ND_MATCH_COMPILED || m[i].kind == ND_MATCH_QUOTATION)) {
+            nev++;
+            if (!source || m[i].doc->registered_at_us < source->registered_at_us)
+                source = m[i].doc;
+        }
     qsort(m, n, sizeof(nd_match), match_cmp);
     res->verdict = ND_VERDICT_ORIGINAL;
     if (nev)
         res->verdict = m[0].kind == ND_MATCH_PARTIAL_COPY ? ND_VERDICT_PARTIAL
+                       : m[0].kind == ND_MATCH_COMPILED   ? ND_VERDICT_COMPILATION
+                       : m[0].kind == ND_MATCH_QUOTATION  ? ND_VERDICT_QUOTATION
                                                           : ND_VERDICT_DUPLICATE;
     if (res->verdict == ND_VERDICT_PARTIAL && qs && qs->passages &&
         (rc = best_passages(reg, qs, res, m, n)) < 0) {
@@ -710,6 +1006,9 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
         return rc;
     }
     decide(reg, rq, source, res);
+    for (size_t i = 0; i < n; i++)
+        if (m[i].evidence)
+            match_action(reg, rq, &m[i]);
     res->truncated = false;
     if (n > reg->opts.max_matches) {
         for (size_t i = reg->opts.max_matches; i < n; i++)
@@ -875,6 +1174,8 @@ void nd_verdict_clear(nd_check_res *res)
     res->aligned = 0;
     res->nmatches = 0;
     res->npassages = 0;
+    res->copied_share = 0;
+    res->share_estimated = res->share_counted = false;
     res->verdict = ND_VERDICT_ORIGINAL;
     res->doc = NULL;
     res->action = ND_ACTION_PUBLISH;

@@ -14,7 +14,19 @@
 #include "anchor_index.h"
 #include "docs.h"
 #include "index.h"
+#include "share.h"
 #include "sketch.h"
+
+/* The kinds of a source below the partial-copy bar (share.h), beyond the
+ * sketch's nd_match_kind: part of a compilation and one large quotation
+ * (both evidence), and a smaller quotation (listed, never evidence). */
+#define ND_MATCH_COMPILED 5
+#define ND_MATCH_QUOTATION 6
+#define ND_MATCH_QUOTED 7
+
+/* A match kind's name: nd_match_kind_name()'s, or "compiled",
+ * "quotation", "quoted" (static). */
+const char *nd_verdict_kind_name(unsigned kind);
 
 /* A document found near the query and verified. */
 typedef struct nd_match {
@@ -33,6 +45,12 @@ typedef struct nd_match {
     bool same_account;  /* doc has the request's (non-empty) account */
     bool evidence;      /* makes the article not original: not the same
                          * account and doc->status active (the claim rule) */
+    /* The action its claim gives the request's account when it is
+     * evidence (nd_claim_action(); enum nd_action), else publish. */
+    uint8_t action;
+    bool show_source, may_modify;
+    float share; /* its own share of the query's code points (share.h); -1:
+                  * not counted (beyond ND_SHARE_SOURCES_MAX) */
 } nd_match;
 
 /* The verdict of a check. */
@@ -40,7 +58,13 @@ enum nd_verdict {
     ND_VERDICT_ORIGINAL = 0,  /* no verified match registered earlier */
     ND_VERDICT_DUPLICATE = 1, /* an identical or near-duplicate one */
     ND_VERDICT_PARTIAL = 2,   /* only partial copies (the query is mostly in one) */
+    /* No source reaches the partial-copy bar (share.h): */
+    ND_VERDICT_COMPILATION = 3, /* several together hold much of the query */
+    ND_VERDICT_QUOTATION = 4,   /* one holds a large part of it */
 };
+
+/* "original", "duplicate", "partial_copy", "compilation", "quotation". */
+const char *nd_verdict_name(int verdict);
 
 /* The answer, and the caller's scratch for computing it. */
 typedef struct nd_check_res {
@@ -80,8 +104,19 @@ typedef struct nd_check_res {
     int verdict;      /* enum nd_verdict, from the evidence only; original
                          * == (verdict == ORIGINAL) */
     size_t npassages; /* partial copy: the query's spans found in the best
-                         * partial match (passages[0..min(npassages, cap))) */
-    nd_doc *doc;      /* the document under this id (new reference) or NULL */
+                         * partial match (passages[0..min(npassages, cap)));
+                         * compilation, quotation: the union of the
+                         * evidence's spans */
+    /* How much of the query is someone else's (share.h): the union of the
+     * passages of the listed sources the claim rule lets be evidence, in
+     * the query's code points; estimated when a source's passages come
+     * from a sampled sketch (a sketch holds every shingle only up to 512)
+     * or a rewrite's (its reworded stretches share few shingles).
+     * share_counted: the union was computed (some source listed). */
+    double copied_share;
+    bool share_estimated;
+    bool share_counted;
+    nd_doc *doc; /* the document under this id (new reference) or NULL */
     /* The action for the request's account (claim.h's rule):
      * publish when original; else source is the earliest evidence (new
      * reference; it may lie beyond the matches returned), and show_source /

@@ -135,7 +135,11 @@ def original_then_duplicate(srv):
     check(len(r2["matches"]) == 1, r2)
     m = r2["matches"][0]
     check(set(m) == {"id", "simhash", "distance", "similarity", "resemblance", "containment",
-                     "kind", "registered_at", "meta", "passages"}, m)
+                     "kind", "registered_at", "meta", "passages", "share", "action",
+                     "show_source", "may_modify"}, m)
+    # its own part of the text (lib/share.h), and the action its claim gives
+    check(0.9 <= m["share"] <= 1 and r2["copied_share"] == m["share"], r2)
+    check(m["action"] == "publish_as_reprint" and m["show_source"] is True, m)
     # the copy (two characters edited) on both sides: from the start to the end
     check(len(m["passages"]) == 1 and m["passages"][0]["start"] == 0
           and m["passages"][0]["source_start"] == 0, m)
