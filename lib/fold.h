@@ -1,13 +1,14 @@
 /* fold.h - what the reader-equivalence folds read differently, and the
- * word-level look-alike fold.
+ * folds that run before the normalizer.
  *
  * The normalizer (normalizer.h) folds, code point by code point, Traditional
  * Han characters into Simplified ones (OpenCC's t2s character table) and
- * drops or blanks characters that render as nothing or as a space. The
- * look-alike fold is word-level (a letter's reading depends on the other
- * letters of its word), so it runs before the normalizer, into a scratch
- * copy of the text with code points replaced one for one (code-point
- * offsets unchanged). proto/fingerprint.md specifies every fold. */
+ * drops or blanks characters that render as nothing or as a space. Two
+ * folds depend on a code point's neighbours, so they run before the
+ * normalizer, into a scratch copy of the text with as many code points:
+ * text under a directional override is put in reading order, and look-alike
+ * letters are replaced one for one (a letter's reading depends on the other
+ * letters of its word). proto/fingerprint.md specifies every fold. */
 #ifndef ND_FOLD_H
 #define ND_FOLD_H
 
@@ -19,7 +20,7 @@ struct nd_normalizer;
 /* What a text's reading changed, by kind (a plain value). */
 typedef struct nd_integrity {
     uint32_t invisible;   /* characters that render as nothing or a blank: dropped, or a space */
-    uint32_t lookalike;   /* letters read as their look-alike in another script */
+    uint32_t lookalike;   /* letters read as a look-alike (nd_fold_lookalikes(): swaps) */
     uint32_t traditional; /* Traditional characters read as Simplified */
     uint32_t han;         /* Han characters read (to judge the script: traditional*20 >= han) */
 } nd_integrity;
@@ -35,29 +36,54 @@ static inline const char *nd_integrity_script(const nd_integrity *in)
     return (uint64_t)in->traditional * 20 >= in->han ? "traditional" : "simplified";
 }
 
-/* The look-alike fold (proto/fingerprint.md, "Look-alike letters"). A word
- * is a run of code points that are letters, marks or digits (or dropped by
- * the normalizer). Each letter of the Latin, Cyrillic, Greek or Armenian
- * script is unambiguous, or confusable when a letter of another of these
- * scripts shares its UTS #39 skeleton (nd_normalizer.lk). A word's script
- * is that of most of its unambiguous letters (a tie: none); a word without
- * any takes the text's dominant script (most unambiguous letters over the
- * whole text; a tie goes to the lower of Latin, Cyrillic, Greek, Armenian;
- * none when the text has no unambiguous letter), but only when each of its
- * letters of these scripts is of that script or has a twin in it. In a word
- * with a script, each confusable letter of another script is replaced by
- * its twin in the word's script, when it has one.
+/* The folds before the normalizer (proto/fingerprint.md, step 0b).
+ *
+ * Overrides: the run after an RLO (U+202E), up to the PDF that closes it
+ * (embeddings and overrides opened inside it are closed by their own), a
+ * PDI or the end of its paragraph, is shown reversed: its code points are
+ * reversed, but for each stretch from a right-to-left letter (bidi class R
+ * or AL) to the last one before a left-to-right letter (L), which its
+ * reader reads from the right anyway. In a run after an LRO (U+202D), only
+ * those stretches are reversed. Nested overrides move with the run that
+ * holds them. The overrides of a run that changed (its own and the nested
+ * ones) become embeddings of their direction (RLE, LRE), so the fold is
+ * idempotent. Not counted.
+ *
+ * Look-alike letters. A word is a run of code points that are letters,
+ * marks or digits (or dropped by the normalizer). A Latin letter that a
+ * reader reads as an ASCII letter (nd_normalizer.lk_base_cp: its UTS #39
+ * skeleton is that letter, or it is a small capital; not the letters of
+ * living orthographies, and the dotless i only in a text without a Turkic
+ * letter ğ ş İ ə ә) is read as that letter first, in any word. Then each
+ * letter of the Latin, Cyrillic, Greek or Armenian script is unambiguous,
+ * or confusable when a letter of another of these scripts shares its UTS
+ * #39 skeleton (nd_normalizer.lk). A word's script is that of most of its
+ * unambiguous letters (a tie: none); a word without any takes the text's
+ * dominant script (most unambiguous letters over the whole text; a tie
+ * goes to the lower of Latin, Cyrillic, Greek, Armenian; none when the
+ * text has no unambiguous letter), but only when each of its letters of
+ * these scripts is of that script or has a twin in it. In a word with a
+ * script, each confusable letter of another script is replaced by its twin
+ * in the word's script, when it has one.
+ *
+ * Counted (*lookalike): letters read as an ASCII letter, letters replaced
+ * in words holding letters of two scripts; letters replaced in words of one
+ * script only when some word of the text mixes scripts (TOYOTA in an
+ * untouched Russian text reads in Cyrillic, but is no swap), and ı read as
+ * i only when another letter is counted (a Turkish name in English text).
  *
  * Only a text that may hold both a Latin letter (an ASCII letter or a lead
- * byte C3..C9) and a Greek, Cyrillic or Armenian one (lead byte CD..D6) is
- * read; any other is returned as is, with a cheap byte scan.
+ * byte C3..C9) and a Greek, Cyrillic or Armenian one (lead byte CD..D6), or
+ * may hold a look-alike within the Latin script or an override (a byte
+ * pattern), is read; any other is returned as is, after a cheap byte scan.
  *
- * Sets *out and *out_len to the text to read: text itself when nothing is
- * replaced (or when the text is not valid UTF-8: the tokenizer refuses it),
- * else *buf, a caller-owned buffer of *cap bytes that is grown with
- * realloc() when needed (free it with free()). Code points are replaced one
- * for one, so code-point offsets are those of text. *lookalike gets the
- * number of letters replaced. Returns 0, or -ENOMEM (outputs untouched). */
+ * Sets *out and *out_len to the text to read: text itself when nothing
+ * changes (or when the text is not valid UTF-8: the tokenizer refuses it),
+ * else a part of *buf, a caller-owned buffer of *cap bytes that is grown
+ * with realloc() when needed (free it with free()). The code points are as
+ * many as those of text, and outside override runs at the same offsets.
+ * *lookalike gets the number of letters counted. Returns 0, or -ENOMEM
+ * (outputs as for an unchanged text). */
 int nd_fold_lookalikes(const struct nd_normalizer *n, const char *text, size_t len, char **buf,
                        size_t *cap, const char **out, size_t *out_len, uint32_t *lookalike);
 

@@ -90,10 +90,19 @@ static bool is_blank_braille(uint32_t cp)
     return in_range(cp, BRAILLE_FIRST, BRAILLE_LAST) && ((cp - BRAILLE_FIRST) & 0xFFu) == 0;
 }
 
+/* U+1D159 MUSICAL SYMBOL NULL NOTEHEAD: a symbol (So) that renders as
+ * nothing, unlike its neighbours. */
+#define NULL_NOTEHEAD 0x1D159u
+
 bool nd_normalizer_invisible(uint32_t cp)
 {
-    return u_hasBinaryProperty((UChar32)cp, UCHAR_DEFAULT_IGNORABLE_CODE_POINT) ||
-           is_blank_braille(cp);
+    if (u_hasBinaryProperty((UChar32)cp, UCHAR_DEFAULT_IGNORABLE_CODE_POINT) ||
+        is_blank_braille(cp) || cp == NULL_NOTEHEAD)
+        return true;
+    /* format characters render as nothing, but for the prepended
+     * concatenation marks (Arabic number signs, end of ayah...) */
+    return u_charType((UChar32)cp) == U_FORMAT_CHAR &&
+           !u_hasBinaryProperty((UChar32)cp, UCHAR_PREPENDED_CONCATENATION_MARK);
 }
 
 static bool is_dropped_mark(uint32_t cp)
@@ -103,10 +112,10 @@ static bool is_dropped_mark(uint32_t cp)
 }
 
 /* Computes the mapping of cp into out[ND_NORM_MAX]; returns its length.
- * What renders as nothing or as a blank: a default-ignorable code point
- * (ICU's Default_Ignorable_Code_Point) is dropped, unless it is a spacing
- * letter (general category Lo: the Hangul fillers), which renders as a
- * blank and reads as a space, as does the blank Braille pattern. */
+ * What renders as nothing or as a blank (nd_normalizer_invisible()) is
+ * dropped, unless it is a spacing letter (general category Lo: the Hangul
+ * fillers), which renders as a blank and reads as a space, as does the
+ * blank Braille pattern. */
 unsigned nd_normalizer_map_slow(uint32_t cp, uint32_t out[ND_NORM_MAX])
 {
     if (nd_normalizer_invisible(cp)) {
@@ -259,6 +268,72 @@ static unsigned lk_case(uint32_t cp)
 
 #define SKEL_MAX 8
 
+/* Letters whose skeleton is an ASCII letter that stay as written: those of
+ * living orthographies, U+0196 U+0269 Ɩ ɩ (Kabiye), U+01C0 ǀ (Khoekhoe),
+ * U+0263 ɣ and U+028B ʋ (Ewe); and the obsolete U+01A6 Ʀ (yr) and U+01BD ƽ
+ * (tone five), which lib/fold.c's byte scan would find only by sending
+ * Vietnamese text (ơ ư, from the same lead byte) down the slow path.
+ * U+0131 ı (Turkic) is in the table: lib/fold.c reads it only outside
+ * Turkic text. */
+static bool base_kept(uint32_t cp)
+{
+    return cp == 0x0196 || cp == 0x0269 || cp == 0x01C0 || cp == 0x0263 || cp == 0x028B ||
+           cp == 0x01A6 || cp == 0x01BD;
+}
+
+/* The ASCII letter a Latin letter cp reads as, or 0: the one code point of
+ * its UTS #39 skeleton when that is an ASCII letter, or X for "LATIN LETTER
+ * SMALL CAPITAL X" (a reader reads small capitals as letters). */
+static uint8_t base_letter(USpoofChecker *sc, uint32_t cp)
+{
+    UChar id[1] = {(UChar)cp}, sk[SKEL_MAX];
+    UErrorCode e = U_ZERO_ERROR;
+    int32_t k = uspoof_getSkeleton(sc, 0, id, 1, sk, SKEL_MAX, &e);
+    if (U_SUCCESS(e) && k == 1 && sk[0] < 0x80 && (unsigned)((sk[0] | 0x20) - 'a') < 26u)
+        return (uint8_t)sk[0];
+    static const char prefix[] = "LATIN LETTER SMALL CAPITAL ";
+    char name[64];
+    e = U_ZERO_ERROR;
+    int32_t len = u_charName((UChar32)cp, U_UNICODE_CHAR_NAME, name, sizeof(name), &e);
+    if (U_SUCCESS(e) && len == (int32_t)sizeof(prefix) &&
+        memcmp(name, prefix, sizeof(prefix) - 1) == 0 && name[len - 1] >= 'A' &&
+        name[len - 1] <= 'Z')
+        return (uint8_t)(name[len - 1] | 0x20);
+    return 0;
+}
+
+/* Look-alikes within the Latin script (lib/fold.h): every BMP letter (L*)
+ * of the Latin script that reads as an ASCII letter (base_letter()), but
+ * for base_kept(), whose step-2 mapping is not already that of an ASCII
+ * letter (fullwidth, ſ, the Kelvin sign). Returns 0 or -ENOMEM (no room:
+ * cannot happen with ICU 72). */
+static int build_base(nd_normalizer *n, USpoofChecker *sc)
+{
+    n->lk_base_n = 0;
+    for (uint32_t cp = 0x80; cp < ND_NORM_BMP; cp++) {
+        int8_t t = u_charType((UChar32)cp);
+        UErrorCode st = U_ZERO_ERROR;
+        if (t != U_UPPERCASE_LETTER && t != U_LOWERCASE_LETTER && t != U_TITLECASE_LETTER &&
+            t != U_OTHER_LETTER && t != U_MODIFIER_LETTER)
+            continue;
+        if (uscript_getScript((UChar32)cp, &st) != USCRIPT_LATIN || base_kept(cp))
+            continue;
+        uint32_t e = n->table[cp];
+        if (!(e & ND_NORM_MULTI) && ND_NORM_CP(e) < 0x80)
+            continue; /* already read as ASCII */
+        uint8_t to = base_letter(sc, cp);
+        if (!to)
+            continue;
+        if (n->lk_base_n == ND_LK_BASE_MAX)
+            return -ENOMEM;
+        if (cp < ND_LK_END)
+            n->lk[cp] |= ND_LK_BASE;
+        n->lk_base_cp[n->lk_base_n] = (uint16_t)cp;
+        n->lk_base_to[n->lk_base_n++] = to;
+    }
+    return 0;
+}
+
 /* Look-alike letters (UTS #39, ICU's uspoof skeletons): below ND_LK_END,
  * each letter (general category Lu, Ll, Lt, Lo) of the Latin, Cyrillic,
  * Greek or Armenian script whose skeleton equals that of a letter of
@@ -297,7 +372,12 @@ static int build_lookalikes(nd_normalizer *n)
         int32_t k = uspoof_getSkeleton(sc, 0, id, 1, skel[cp], SKEL_MAX, &e);
         slen[cp] = U_SUCCESS(e) && k > 0 && k <= SKEL_MAX ? (uint8_t)k : 0;
     }
+    int rc = build_base(n, sc);
     uspoof_close(sc);
+    if (rc < 0) {
+        free(skel), free(slen);
+        return rc;
+    }
     for (uint32_t a = 0; a < ND_LK_END; a++) {
         unsigned sa = n->lk[a] & 7u;
         if (sa == ND_LK_NONE || slen[a] == 0)
@@ -313,6 +393,20 @@ static int build_lookalikes(nd_normalizer *n)
             if (n->lk_twin[a][sb] == 0) /* the lowest (b ascends) */
                 n->lk_twin[a][sb] = (uint16_t)b;
         }
+    }
+    /* A twin is never a look-alike within the Latin script (н: ʜ), but the
+     * ASCII letter that one reads as (h), when that is confusable too; else
+     * there is none (в: ʙ, b is unambiguous). So the fold is idempotent:
+     * read again, no letter changes its class. */
+    for (uint32_t a = 0; a < ND_LK_END; a++) {
+        uint32_t t = n->lk_twin[a][ND_LK_LATIN];
+        if (t == 0 || !(n->lk[t] & ND_LK_BASE))
+            continue;
+        uint32_t x = 0;
+        for (uint32_t i = 0; i < n->lk_base_n; i++)
+            if (n->lk_base_cp[i] == t)
+                x = n->lk_base_to[i];
+        n->lk_twin[a][ND_LK_LATIN] = (uint16_t)(n->lk[x] & ND_LK_CONFUSABLE ? x : 0);
     }
     free(skel), free(slen);
     return 0;

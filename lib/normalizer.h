@@ -10,9 +10,11 @@
  *
  * Reading as a reader sees (proto/fingerprint.md, "Folds"): a Traditional
  * Han character whose OpenCC t2s conversion is one other character reads as
- * that character; a default-ignorable code point (ICU) is dropped, or read
- * as a space when it is a spacing letter (the Hangul fillers), and so is the
- * blank Braille pattern U+2800.
+ * that character; a default-ignorable code point (ICU), a format character
+ * (Cf: U+FFF9..FFFB, the Egyptian hieroglyph format controls) other than the
+ * visible prepended concatenation marks, and U+1D159 MUSICAL SYMBOL NULL
+ * NOTEHEAD are dropped; the Hangul fillers and the blank Braille pattern
+ * U+2800 read as a space.
  *
  * Every output code point carries a class that drives tokenization.
  * The table for the Basic Multilingual Plane is computed once, from utf8proc,
@@ -60,11 +62,20 @@ enum nd_char_class {
 #define ND_LK_END 0x0590u
 /* Look-alike table entry: script in bits 0..2 (ND_LK_*), bit 3 set when the
  * letter has a twin in another script (confusable), bit 4 set for a
- * letter, mark or digit (continues a word). */
+ * letter, mark or digit (continues a word), bit 5 (ND_LK_BASE) for a
+ * look-alike of an ASCII letter within the Latin script. */
 enum { ND_LK_NONE = 0, ND_LK_LATIN = 1, ND_LK_CYRILLIC = 2, ND_LK_GREEK = 3, ND_LK_ARMENIAN = 4 };
 #define ND_LK_SCRIPTS 5
 #define ND_LK_CONFUSABLE 8u
 #define ND_LK_WORD 16u
+/* Look-alike table entry bit 5: a look-alike within the Latin script
+ * (nd_normalizer.lk_base_cp). */
+#define ND_LK_BASE 32u
+/* Room for the look-alikes within the Latin script (50 with ICU 72). */
+#define ND_LK_BASE_MAX 128
+/* U+0131 LATIN SMALL LETTER DOTLESS I: a look-alike of i except in Turkic
+ * text (lib/fold.h). */
+#define ND_LK_DOTLESS_I 0x0131u
 
 /* Read-only after nd_normalizer_create(); the layout is public only so that
  * nd_normalizer_map() can be inlined on the hot path. */
@@ -76,6 +87,11 @@ typedef struct nd_normalizer {
     /* A confusable letter's twin in each script (0: none): the letter of
      * that script with the same UTS #39 skeleton, of the same case if any. */
     uint16_t lk_twin[ND_LK_END][ND_LK_SCRIPTS];
+    /* Look-alikes within the Latin script (lib/fold.h): lk_base_cp[i], in
+     * ascending order, reads as the ASCII letter lk_base_to[i]. */
+    uint32_t lk_base_n;
+    uint16_t lk_base_cp[ND_LK_BASE_MAX];
+    uint8_t lk_base_to[ND_LK_BASE_MAX];
 } nd_normalizer;
 
 /* Maps a code point (computed with utf8proc and ICU) into buf, without the
@@ -88,7 +104,9 @@ unsigned nd_normalizer_map_astral(const struct nd_normalizer *n, uint32_t cp,
                                   uint32_t buf[ND_NORM_MAX]);
 
 /* Whether cp renders as nothing or as a blank (a default-ignorable code
- * point, or the blank Braille pattern): what the INVISIBLE flag marks. */
+ * point, a format character (Cf) that is not a prepended concatenation
+ * mark, U+1D159 MUSICAL SYMBOL NULL NOTEHEAD, or the blank Braille
+ * pattern): what the INVISIBLE flag marks. */
 bool nd_normalizer_invisible(uint32_t cp);
 
 /* Builds the tables. Returns 0 and a new normalizer (free with

@@ -1,7 +1,9 @@
 /* test_fold.c - the folds that read a text as a reader sees it: Traditional
- * Han as Simplified, invisible and blank characters, look-alike letters;
- * what must not fold (Russian, Greek, Ukrainian text, emoji sequences, a
- * Latin word in a Russian text), and the integrity counts. */
+ * Han as Simplified, invisible and blank characters, look-alike letters
+ * (of another script and within the Latin one), text under a directional
+ * override; what must not fold (Russian, Greek, Ukrainian, Turkish, Ewe
+ * text, emoji sequences, a Latin word in a Russian text), and the
+ * integrity counts. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +12,7 @@
 #include "normalizer.h"
 #include "sketch.h"
 #include "unit.h"
+#include "utf8.h"
 
 static nd_sketcher *sk;
 static nd_sk_scratch *scr;
@@ -62,6 +65,18 @@ static void expect_same(const char *a, const char *b, uint32_t inv, uint32_t lk,
           x.info.code_points, y.info.code_points);
 }
 
+/* Reads b (with controls a that a reads without) as a, with lk
+ * look-alikes and nothing else counted. */
+static void expect_reads(const char *a, const char *b, uint32_t lk)
+{
+    read_out x = rd(a), y = rd(b);
+    CHECK(same(&x, &y), "%s | %s read differently", a, b);
+    CHECK(y.info.integrity.invisible == 0 && y.info.integrity.lookalike == lk &&
+              y.info.integrity.traditional == 0,
+          "%s: invisible %u lookalike %u traditional %u, want 0 %u 0", b,
+          y.info.integrity.invisible, y.info.integrity.lookalike, y.info.integrity.traditional, lk);
+}
+
 /* Reads t with nothing folded. */
 static void expect_plain(const char *t)
 {
@@ -100,6 +115,18 @@ static void test_invisible(void)
         "🏴\U000E0067\U000E0062\U000E0065\U000E006E\U000E0067\U000E007F, keycap "
         "1\uFE0F\u20E3 2\uFE0F\u20E3.");
     expect_plain("می\u200Cخواهم");
+    /* format characters that are not default-ignorable, and the null
+     * notehead (audit G05): they rendered as nothing but split words */
+    expect_same("hello world again and again", "hel\uFFF9lo wor\uFFFBld again and again", 2, 0, 0);
+    expect_same("hello world again", "hel\U00013430lo wor\U00013437ld again", 2, 0, 0);
+    expect_same("hello world again", "hel\U0001D159lo world again", 1, 0, 0);
+    /* a visible format character (a prepended concatenation mark) stays */
+    read_out an = rd("\u0600\u0661\u0662 \u0643\u062A\u0627\u0628"),
+             a0 = rd("\u0661\u0662 \u0643\u062A\u0627\u0628");
+    CHECK(an.info.code_points == 8 && an.info.integrity.invisible == 0,
+          "Arabic number sign: %u code points, invisible %u", an.info.code_points,
+          an.info.integrity.invisible);
+    (void)a0;
 }
 
 static const char *en = "The quick brown fox jumps over the lazy dog while the committee "
@@ -144,6 +171,90 @@ static void test_lookalike(void)
     expect_same("Привет, сосед", "Привет, cосед", 0, 1, 0);
 }
 
+/* Look-alikes within the Latin script (audit G05): small capitals, IPA
+ * letters, dotless i; counted as look-alikes. */
+static void test_within_script(void)
+{
+    expect_same("The cow saw us move a dozen boxes", "The ᴄoᴡ ꜱaᴡ ᴜꜱ ᴍᴏᴠe a ᴅᴏᴢᴇɴ ʙᴏxeꜱ", 0, 17, 0);
+    expect_same("a big dog is singing again", "ɑ biɡ doɡ ıs sınɡınɡ ɑɡɑın", 0, 12, 0);
+    expect_same("ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘꞯʀꜱᴛᴜᴠᴡxʏᴢ",
+                "abcdefghijklmnopqrstuvwxyz", 0, 0, 0);
+    read_out sc = rd("ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘꞯʀꜱᴛᴜᴠᴡxʏᴢ");
+    CHECK(sc.info.integrity.lookalike == 25, "small capitals: lookalike %u",
+          sc.info.integrity.lookalike);
+    /* in a Russian word, a small capital reads as its Cyrillic twin */
+    expect_same("Привет, сосед", "Привет, ᴄосед", 0, 1, 0);
+    /* Turkish keeps its dotless i; Ewe its ɣ ʋ, Kabiye its ɩ */
+    expect_plain("Kısa bir yolculuk için şehirden ayrıldık ve ılık bir rüzgâr esti.");
+    read_out tr = rd("Kısa bir yolculuk için şehirden ayrıldık."),
+             ti = rd("Kisa bir yolculuk için şehirden ayrildik.");
+    CHECK(!same(&tr, &ti), "Turkish ı read as i");
+    /* a Turkish name in English text: read as i, but no swap by itself */
+    expect_same("Thanks to Olcay Yildirim and Anna.", "Thanks to Olcay Yıldırım and Anna.", 0, 0,
+                0);
+    expect_plain("Eʋegbe nye gbe si wodoa le Ghana kple Togo, eye ɣletia dze.");
+    expect_plain("Kabɩyɛ tɔm.");
+}
+
+static const char *en_para = "The old ferry used to leave the north pier at seven every "
+                             "morning, and on most days the same small crowd waited for it.";
+
+/* The text reversed under a right-to-left override (U+202E ... U+202C):
+ * a browser shows the original (audit G05). */
+static char *rlo(const char *t)
+{
+    size_t len = strlen(t), o = 0;
+    char *r = malloc(len + 7);
+    if (!r)
+        abort();
+    memcpy(r, "\u202E", 3), o = 3;
+    for (size_t end = len; end > 0;) {
+        size_t start = end - 1;
+        while (start > 0 && ((uint8_t)t[start] & 0xC0) == 0x80)
+            start--;
+        memcpy(r + o, t + start, end - start);
+        o += end - start;
+        end = start;
+    }
+    memcpy(r + o, "\u202C", 4);
+    return r;
+}
+
+static void test_overrides(void)
+{
+    const char *zh = "老城区的渡口每天早上七点准时开船，几十年来几乎没有变过。";
+    const char *texts[] = {en_para, zh, "Ünïcödé, 2026: naïve café — 12 km/h."};
+    for (size_t i = 0; i < 3; i++) {
+        char *r = rlo(texts[i]);
+        expect_reads(texts[i], r, 0);
+        free(r);
+    }
+    /* the run ends at its paragraph's end, or at the PDF that closes it */
+    expect_reads("hello world\nand again", "\u202Edlrow olleh\nand again", 0);
+    expect_reads("hello world and again", "\u202Edlrow olleh\u202C and again", 0);
+    expect_reads("world hello and again", "\u202Eolleh \u202A\u202C dlrow\u202C and again", 0);
+    /* right-to-left letters under RLO read as they are; under LRO, a
+     * reversed Hebrew word reads as the word */
+    expect_reads("שלום עולם and more", "\u202Eשלום עולם\u202C and more", 0);
+    expect_reads("שלום עולם and more", "\u202Dםלוע םולש\u202C and more", 0);
+    expect_reads("abc שלום def", "\u202Efed שלום cba\u202C", 0);
+    /* an override with look-alikes in it */
+    expect_reads("hello world", "\u202Edlrоw оlleh", 2);
+}
+
+/* A Latin word in Cyrillic text is not a swap, even when every letter has
+ * a Cyrillic twin (audit G06); a word with letters of both is. */
+static void test_swaps_counted(void)
+{
+    const char *brands = "Компании TOYOTA и PEPSICO, XEROX и COCA-COLA представили отчёты за год.";
+    expect_plain(brands);
+    read_out b = rd(brands);
+    CHECK(b.info.integrity.lookalike == 0, "brands: lookalike %u", b.info.integrity.lookalike);
+    read_out m = rd("Компании TОYOTA и PEPSICO представили отчёты за год.");
+    CHECK(m.info.integrity.lookalike >= 1, "a Cyrillic О in TОYOTA: lookalike %u",
+          m.info.integrity.lookalike);
+}
+
 static void test_not_folded(void)
 {
     expect_plain(ru);
@@ -183,6 +294,44 @@ static void test_fold_api(void)
     CHECK(nd_fold_lookalikes(n, bad, sizeof(bad) - 1, &buf, &cap, &o, &olen, &lk) == 0 && o == bad,
           "invalid");
     free(once);
+    /* every look-alike within the Latin script is read (the byte scan
+     * that decides whether a text is read at all catches each) */
+    CHECK(n->lk_base_n >= 40, "%u look-alikes within Latin", n->lk_base_n);
+    for (uint32_t i = 0; i < n->lk_base_n; i++) {
+        /* alone (the scan's tail; ı alone counts nothing), and at each
+         * offset of a long text (the scan's byte lanes) */
+        char w[160] = "ab";
+        size_t k = 2 + nd_utf8_encode(n->lk_base_cp[i], (uint8_t *)w + 2);
+        memcpy(w + k, "cd", 3);
+        bool dotless = n->lk_base_cp[i] == ND_LK_DOTLESS_I;
+        CHECK(nd_fold_lookalikes(n, w, strlen(w), &buf, &cap, &o, &olen, &lk) == 0 && o != w &&
+                  olen == 5 && o[2] == (char)n->lk_base_to[i] && lk == !dotless,
+              "U+%04X not read as %c", n->lk_base_cp[i], n->lk_base_to[i]);
+        for (size_t at = 0; at < 80; at++) {
+            memset(w, 'x', sizeof(w));
+            size_t e = at + nd_utf8_encode(n->lk_base_cp[i], (uint8_t *)w + at);
+            w[sizeof(w) - 4] = '\0';
+            CHECK(nd_fold_lookalikes(n, w, strlen(w), &buf, &cap, &o, &olen, &lk) == 0 && o != w &&
+                      o[at] == (char)n->lk_base_to[i] && o[at + 1] == w[e],
+                  "U+%04X at %zu not read as %c", n->lk_base_cp[i], at, n->lk_base_to[i]);
+        }
+    }
+    /* overrides: the text in reading order, the override an embedding
+     * (read again, nothing moves), counted nowhere */
+    const char *ov = "\u202Eolleh\u202C \u202Dםולש\u202C";
+    CHECK(nd_fold_lookalikes(n, ov, strlen(ov), &buf, &cap, &o, &olen, &lk) == 0 &&
+              olen == strlen(ov) && memcmp(o, "\u202Bhello\u202C \u202Aשלום\u202C", olen) == 0 &&
+              lk == 0,
+          "override");
+    once = strndup(o, olen);
+    CHECK(nd_fold_lookalikes(n, once, strlen(once), &buf, &cap, &o, &olen, &lk) == 0 && o == once,
+          "override: idempotent");
+    free(once);
+    /* a Latin name in a Russian text reads in Cyrillic, but is no swap */
+    const char *brand = "Компания TOYOTA";
+    CHECK(nd_fold_lookalikes(n, brand, strlen(brand), &buf, &cap, &o, &olen, &lk) == 0 &&
+              o != brand && lk == 0,
+          "brand: %u", lk);
     free(buf);
     nd_normalizer_destroy(n);
 }
@@ -197,6 +346,9 @@ int main(void)
     UNIT_RUN(test_traditional);
     UNIT_RUN(test_invisible);
     UNIT_RUN(test_lookalike);
+    UNIT_RUN(test_within_script);
+    UNIT_RUN(test_overrides);
+    UNIT_RUN(test_swaps_counted);
     UNIT_RUN(test_not_folded);
     UNIT_RUN(test_fold_api);
     nd_sketcher_destroy(sk);

@@ -1,4 +1,5 @@
-/* test_normalizer.c - the per-code-point normalization table. */
+/* test_normalizer.c - the per-code-point normalization table, and the
+ * look-alike tables it holds for lib/fold.c. */
 #include <stdlib.h>
 
 #include "normalizer.h"
@@ -71,6 +72,52 @@ int main(void)
     expect_dropped(0x200B);          /* zero width space */
     expect_dropped(0x00AD);          /* soft hyphen */
     expect_dropped(0xFE0F);          /* variation selector */
+
+    /* format characters that are not default-ignorable render as nothing
+     * too, and so does U+1D159; the prepended concatenation marks are
+     * visible (audit G05) */
+    expect_dropped(0xFFF9);  /* interlinear annotation anchor */
+    expect_dropped(0xFFFB);  /* interlinear annotation terminator */
+    expect_dropped(0x13430); /* Egyptian hieroglyph vertical joiner */
+    expect_dropped(0x1343F); /* Egyptian hieroglyph end walled enclosure */
+    expect_dropped(0x1D159); /* musical symbol null notehead */
+    CHECK(nd_normalizer_invisible(0xFFF9) && nd_normalizer_invisible(0x13430) &&
+              nd_normalizer_invisible(0x1D159),
+          "format characters invisible");
+    CHECK(!nd_normalizer_invisible(0x0600) && !nd_normalizer_invisible(0x06DD) &&
+              !nd_normalizer_invisible(0x110BD) && !nd_normalizer_invisible(0x1D158),
+          "number signs, end of ayah, a visible notehead");
+    expect_one(0x0600, 0x0600, ND_CHAR_SPACE);   /* Arabic number sign: kept */
+    expect_one(0x1D158, 0x1D158, ND_CHAR_PUNCT); /* closed notehead: a symbol */
+    CHECK((norm->table[0xFFF9] & ND_NORM_F_INVISIBLE) != 0, "U+FFF9 flagged invisible");
+
+    /* look-alikes within the Latin script (lib/fold.h): small capitals,
+     * IPA letters, dotless i; not the letters of living orthographies */
+    static const struct {
+        uint32_t cp;
+        char to;
+    } base[] = {{0x1D04, 'c'}, {0x1D0F, 'o'}, {0xA731, 's'}, {0x1D1C, 'u'}, {0x1D20, 'v'},
+                {0x1D21, 'w'}, {0x1D22, 'z'}, {0x0251, 'a'}, {0x0261, 'g'}, {0x0131, 'i'},
+                {0x0299, 'b'}, {0x026A, 'i'}, {0xA7AF, 'q'}, {0x1D00, 'a'}};
+    for (size_t i = 0; i < sizeof(base) / sizeof(base[0]); i++) {
+        char got = 0;
+        for (uint32_t j = 0; j < norm->lk_base_n; j++)
+            if (norm->lk_base_cp[j] == base[i].cp)
+                got = (char)norm->lk_base_to[j];
+        CHECK(got == base[i].to, "U+%04X reads as %c, want %c", base[i].cp, got ? got : '-',
+              base[i].to);
+    }
+    static const uint32_t kept[] = {0x0263, 0x028B, 0x0269, 0x0196, 0x01C0, 0x025B,
+                                    0x0254, 0x014B, 0x0259, 0x017F, 0xFF41, 'a'};
+    for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++)
+        for (uint32_t j = 0; j < norm->lk_base_n; j++)
+            CHECK(norm->lk_base_cp[j] != kept[i], "U+%04X read as %c", kept[i],
+                  norm->lk_base_to[j]);
+    for (uint32_t j = 1; j < norm->lk_base_n; j++)
+        CHECK(norm->lk_base_cp[j - 1] < norm->lk_base_cp[j], "look-alikes in order");
+    CHECK((norm->lk[0x0131] & ND_LK_BASE) && (norm->lk[0x0251] & ND_LK_BASE) &&
+              !(norm->lk['a'] & ND_LK_BASE),
+          "ND_LK_BASE flags");
 
     uint32_t out[ND_NORM_MAX];
     unsigned k = map(0xFB01, out); /* ﬁ ligature -> f i */

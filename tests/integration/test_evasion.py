@@ -3,13 +3,14 @@
 Each evasion a re-poster uses against a checker that reads characters, not
 text: a Simplified article converted to Traditional (and the reverse) by
 OpenCC's own converter (the `opencc` command), Latin letters swapped for
-Cyrillic and Greek look-alikes, invisible and blank characters sprinkled
-between letters. Each copy must be found (duplicate, its source first among
+Cyrillic and Greek look-alikes or for small capitals and IPA letters,
+invisible and blank characters (format characters too) sprinkled between
+letters, the text reversed under a right-to-left override. Each copy must be found (duplicate, its source first among
 the matches) and the answer's `integrity` must say what was hidden, counted
 exactly where the test knows the count, while an ordinary article (with
 emoji joiners and variation selectors) reports nothing. Real Russian text
 is not read as Latin: a Russian article and its Latin-look-alike twin match
-each other and nothing English. neardup_check_integrity_total counts the
+each other and nothing English, and Latin brand names in it are not swaps. neardup_check_integrity_total counts the
 checks that carried each kind. Skipped (77) when `opencc` is missing
 (deploy/install-deps.sh --test installs it).
 """
@@ -217,6 +218,96 @@ def russian_is_not_latin(srv):
     for text in (RU, twin):
         ids = [m["id"] for m in check_text(srv, text)["matches"]]
         check("en-mail" not in ids, "Russian matched English: %r", ids)
+
+
+# Latin letters a reader reads as others of the Latin script (audit G05):
+# small capitals, IPA letters, the dotless i.
+SMALL_CAPS = {"c": "\u1d04", "o": "\u1d0f", "s": "\ua731", "u": "\u1d1c", "v": "\u1d20",
+              "w": "\u1d21", "z": "\u1d22"}
+IPA = {"a": "\u0251", "g": "\u0261", "i": "\u0131"}
+# Characters that render as nothing and are not default-ignorable: format
+# characters (Cf) and the musical null notehead.
+FORMAT = ["\ufff9", "\U00013430", "\U0001d159"]
+
+
+def translate(text, table):
+    """Each character of table replaced; returns (text, number replaced)."""
+    out = [table.get(c, c) for c in text]
+    return "".join(out), sum(1 for c in text if c in table)
+
+
+def reversed_under_rlo(text):
+    """Each line reversed after U+202E RIGHT-TO-LEFT OVERRIDE, closed by
+    U+202C: a browser shows the text itself."""
+    return "\n".join("\u202e" + line[::-1] + "\u202c" for line in text.split("\n"))
+
+
+def between_letters(text, ch, every):
+    """ch after every `every`-th letter that another letter follows; returns
+    (text, number put)."""
+    out, n, seen = [], 0, 0
+    for i, c in enumerate(text):
+        out.append(c)
+        if c.isalpha() and i + 1 < len(text) and text[i + 1].isalpha():
+            seen += 1
+            if seen % every == 0:
+                out.append(ch)
+                n += 1
+    return "".join(out), n
+
+
+@T.test
+def reversed_under_override_found(srv):
+    """Audit G05: the text reversed under RLO was judged original."""
+    register(srv, "en-src", TEXTS["en1"])
+    register(srv, "zh-src", TEXTS["zh1"])
+    for name, src in (("en", "en-src"), ("zh", "zh-src")):
+        ans = check_text(srv, reversed_under_rlo(TEXTS[name + "1"]))
+        found(ans, src, "reversed under RLO, " + name)
+
+
+@T.test
+def latin_lookalikes_of_latin_found(srv):
+    """Audit G05: small capitals, IPA letters and the dotless i were judged
+    original, with nothing in integrity."""
+    register(srv, "en-src", TEXTS["en1"])
+    for what, table in (("small capitals", SMALL_CAPS), ("IPA letters, dotless i", IPA)):
+        copy, n = translate(TEXTS["en1"], table)
+        check(n > 50, "%s: only %d", what, n)
+        ans = check_text(srv, copy)
+        found(ans, "en-src", what)
+        check(ans["integrity"]["lookalike"] == n and ans["integrity"]["invisible"] == 0,
+              "%s: %r, replaced %d", what, ans["integrity"], n)
+    check(integrity_metrics(srv)["lookalike"] == 2, "metrics: %r", integrity_metrics(srv))
+
+
+@T.test
+def format_characters_hidden(srv):
+    """Audit G05: format characters that are not default-ignorable split
+    the words they hid in."""
+    register(srv, "en-src", TEXTS["en1"])
+    for ch in FORMAT:
+        copy, n = between_letters(TEXTS["en1"], ch, 3)
+        ans = check_text(srv, copy)
+        found(ans, "en-src", "U+%04X between letters" % ord(ch))
+        check(ans["integrity"]["invisible"] == n, "U+%04X: %r, put %d", ord(ch),
+              ans["integrity"], n)
+    check(integrity_metrics(srv)["invisible"] == len(FORMAT), "metrics: %r",
+          integrity_metrics(srv))
+
+
+@T.test
+def latin_names_in_russian_are_not_swaps(srv):
+    """Audit G06: Latin words whose every letter has a Cyrillic twin, in an
+    untouched Russian text, counted 17 look-alikes."""
+    text = ("Компании TOYOTA и PEPSICO, XEROX и COCA-COLA представили отчёты за год. " + RU)
+    ans = register(srv, "ru-brands", text)
+    check(ans["integrity"]["lookalike"] == 0, "untouched: %r", ans["integrity"])
+    check(integrity_metrics(srv)["lookalike"] == 0, "metrics: %r", integrity_metrics(srv))
+    # A swap inside one of them is one.
+    ans = check_text(srv, text.replace("TOYOTA", "T\u041eYOTA"))
+    found(ans, "ru-brands", "a Cyrillic О in TOYOTA")
+    check(ans["integrity"]["lookalike"] >= 1, "swap: %r", ans["integrity"])
 
 
 def main():
