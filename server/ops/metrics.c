@@ -52,6 +52,8 @@ static const struct {
                               "verdict=\"original\""},
     [ND_EV_CHECK_DUPLICATE] = {"neardup_checks_total", NULL, "verdict=\"duplicate\""},
     [ND_EV_CHECK_PARTIAL] = {"neardup_checks_total", NULL, "verdict=\"partial_copy\""},
+    [ND_EV_CHECK_COMPILATION] = {"neardup_checks_total", NULL, "verdict=\"compilation\""},
+    [ND_EV_CHECK_QUOTATION] = {"neardup_checks_total", NULL, "verdict=\"quotation\""},
     [ND_EV_REGISTERED] = {"neardup_registrations_total",
                           "Registrations by outcome (failed: undone after a store error).",
                           "result=\"ok\""},
@@ -75,6 +77,9 @@ static const struct {
     [ND_EV_THIRD_ALIGNED] = {"neardup_rewrite_stage_aligned_total",
                              "Candidates the third stage read and aligned.", NULL},
     [ND_EV_REWRITES] = {"neardup_rewrites_total", "Checks that listed a rewrite.", NULL},
+    [ND_EV_SHARE_CHECKS] = {"neardup_copied_share_checks_total",
+                            "Checks whose copied share was counted over their listed sources.",
+                            NULL},
 };
 
 int nd_metrics_create(nd_metrics **out, unsigned nworkers)

@@ -49,6 +49,8 @@ enum nd_event {
     ND_EV_CHECK_ORIGINAL,    /* /check-original said original */
     ND_EV_CHECK_DUPLICATE,   /* ... said duplicate (identical or near) */
     ND_EV_CHECK_PARTIAL,     /* ... said partial_copy */
+    ND_EV_CHECK_COMPILATION, /* ... said compilation (lib/share.h) */
+    ND_EV_CHECK_QUOTATION,   /* ... said quotation */
     ND_EV_REGISTERED,        /* registration durable */
     ND_EV_REGISTER_FAILED,   /* registration undone after a store failure */
     ND_EV_DELETED,           /* deletion durable */
@@ -63,6 +65,7 @@ enum nd_event {
     ND_EV_THIRD_CHECKS,        /* checks that ran the third stage (aligned a candidate) */
     ND_EV_THIRD_ALIGNED,       /* candidates it aligned (nd_metrics_add) */
     ND_EV_REWRITES,            /* checks that listed a rewrite */
+    ND_EV_SHARE_CHECKS,        /* checks whose copied share was counted (a source listed) */
     ND_EV_COUNT
 };
 

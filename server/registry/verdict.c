@@ -570,6 +570,9 @@ static int share_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
  * most contained first; the others' from their sketches), within the
  * request's read budget (pair.h). */
 #define ND_SHARE_EXACT_MAX 4
+/* Listed matches whose sketches are read for their passages (the most
+ * contained), of which ND_SHARE_SOURCES_MAX are counted. */
+#define ND_SHARE_READ_MAX 32
 
 typedef struct exact_ctx {
     nd_question_tools qt;
@@ -595,12 +598,21 @@ static int exact_visit(void *arg, const char *text, size_t len)
 /* The exact passages of the sources below the bar among picks
  * m[pick[0..np)) (at most ND_SHARE_EXACT_MAX, within the request's read
  * budget) into spans/nspans, in place of their sketches'; exact[k] set
- * for those. Returns 0 or -ENOMEM. */
+ * for those. Only when the rule may turn on them (two such sources, or a
+ * quotation share below 1): else a listed source's share is its
+ * sketch's. Returns 0 or -ENOMEM. */
 static int exact_passages(nd_registry *reg, const nd_check_req *rq, const nd_question_scratch *qs,
                           const nd_match *m, const size_t *pick, size_t np,
                           nd_passage (*spans)[ND_SHARE_SPANS_MAX], size_t *nspans, bool *exact)
 {
     if (!qs->third || !qs->sk || !qs->passages || !reg->opts.keep_text)
+        return 0;
+    /* Only when the verdict may turn on them: two sources below the bar
+     * that could be evidence (a compilation), or quotations judged. */
+    size_t below = 0;
+    for (size_t k = 0; k < np; k++)
+        below += m[pick[k]].kind == ND_MATCH_QUOTED && is_evidence(m[pick[k]].doc, rq);
+    if (below < 2 && !(below && reg->opts.share.min_quote_share < 1.0))
         return 0;
     nd_pair_budget budget;
     nd_pair_budget_init(&budget, rq->text_len);
@@ -644,9 +656,12 @@ static bool share_before(const nd_match *x, const nd_match *y)
 }
 
 /* The share step: the passages of the listed matches m[0..n) (the
- * ND_SHARE_SOURCES_MAX most contained; an identical one's are the whole
- * query, the others' from their stored sketches, one read) give each its
- * share, res->copied_share, and the kinds of those below the bar
+ * ND_SHARE_READ_MAX most contained; an identical one's are the whole
+ * query, the others' from their stored sketches, one read; of those, the
+ * ND_SHARE_SOURCES_MAX counted: the ones at the bar, then those adding
+ * most to the union, their passages exact from their kept texts when the
+ * rule may turn on them) give each its share, res->copied_share, and the
+ * kinds of those below the bar
  * (ND_MATCH_QUOTED so far): compiled or quotation (evidence), or quoted.
  * When no evidence reaches the bar (bar false) and the sources below it
  * make a compilation or a quotation, res->passages gets the union of
@@ -654,37 +669,33 @@ static bool share_before(const nd_match *x, const nd_match *y)
 static int share_step(nd_registry *reg, const nd_check_req *rq, const nd_question_scratch *qs,
                       nd_check_res *res, nd_match *m, size_t n, bool bar)
 {
-    size_t pick[ND_SHARE_SOURCES_MAX], np = 0;
+    /* The candidates: the ND_SHARE_READ_MAX most contained, each with its
+     * sketch's passages (one read). */
+    size_t cand[ND_SHARE_READ_MAX], nc = 0;
     for (size_t i = 0; i < n; i++) {
-        size_t at = np < ND_SHARE_SOURCES_MAX ? np++ : ND_SHARE_SOURCES_MAX;
-        if (at == ND_SHARE_SOURCES_MAX) {
+        size_t at = nc < ND_SHARE_READ_MAX ? nc++ : ND_SHARE_READ_MAX;
+        if (at == ND_SHARE_READ_MAX) {
             res->share_estimated = true; /* more sources than counted */
-            if (!share_before(&m[i], &m[pick[at - 1]]))
+            if (!share_before(&m[i], &m[cand[at - 1]]))
                 continue;
             at--;
         }
-        for (; at && share_before(&m[i], &m[pick[at - 1]]); at--)
-            pick[at] = pick[at - 1];
-        pick[at] = i;
+        for (; at && share_before(&m[i], &m[cand[at - 1]]); at--)
+            cand[at] = cand[at - 1];
+        cand[at] = i;
     }
     const char *text = rq->text ? rq->text : qs->text;
     size_t text_len = rq->text ? rq->text_len : qs->text_len;
     uint32_t cp = text ? code_points(text, text_len) : 0;
-    nd_passage spans[ND_SHARE_SOURCES_MAX][ND_SHARE_SPANS_MAX];
-    size_t nspans[ND_SHARE_SOURCES_MAX] = {0}, source_of[ND_SHARE_SOURCES_MAX], nread = 0;
-    int64_t keys[ND_SHARE_SOURCES_MAX];
-    bool exact[ND_SHARE_SOURCES_MAX] = {false};
-    int rc = 0;
-    if (nd_share_on(&reg->opts.share) &&
-        (rc = exact_passages(reg, rq, qs, m, pick, np, spans, nspans, exact)) < 0)
-        return rc;
-    for (size_t k = 0; k < np; k++) {
-        const nd_match *x = &m[pick[k]];
-        if (exact[k])
-            continue;
+    nd_passage cspans[ND_SHARE_READ_MAX][ND_SHARE_SPANS_MAX];
+    size_t ncspans[ND_SHARE_READ_MAX] = {0}, source_of[ND_SHARE_READ_MAX], nread = 0;
+    int64_t keys[ND_SHARE_READ_MAX];
+    bool sampled[ND_SHARE_READ_MAX] = {false};
+    for (size_t k = 0; k < nc; k++) {
+        const nd_match *x = &m[cand[k]];
         if (x->kind == ND_MATCH_IDENTICAL) {
-            spans[k][0] = (nd_passage){0, cp};
-            nspans[k] = 1;
+            cspans[k][0] = (nd_passage){0, cp};
+            ncspans[k] = 1;
             continue;
         }
         if (x->kind == ND_MATCH_REWRITE)
@@ -692,15 +703,59 @@ static int share_step(nd_registry *reg, const nd_check_req *rq, const nd_questio
         keys[nread] = x->doc->registered_at_us;
         source_of[nread++] = k;
     }
-    bool sampled[ND_SHARE_SOURCES_MAX] = {false};
     share_ctx c = {
-        .qs = qs, .spans = spans, .nspans = nspans, .source_of = source_of, .sampled = sampled};
-    rc = nread ? nd_store_sketches(reg->store, keys, nread, share_visit, &c) : 0;
+        .qs = qs, .spans = cspans, .nspans = ncspans, .source_of = source_of, .sampled = sampled};
+    int rc = nread ? nd_store_sketches(reg->store, keys, nread, share_visit, &c) : 0;
     if (rc < 0)
         return rc;
-    for (size_t k = 0; k < np; k++)
-        res->share_estimated |= sampled[k] && !exact[k];
     res->share_counted = true;
+    /* The sources counted: those at the bar, then greedily the one adding
+     * the most to their union (versions of one text, or pages sharing a
+     * template, add nothing: they do not crowd the others out). */
+    size_t pick[ND_SHARE_SOURCES_MAX], from[ND_SHARE_SOURCES_MAX], np = 0;
+    bool chosen[ND_SHARE_READ_MAX] = {false};
+    const nd_passage *lists[ND_SHARE_SOURCES_MAX + 1];
+    size_t len[ND_SHARE_SOURCES_MAX + 1];
+    for (size_t k = 0; k < nc && np < ND_SHARE_SOURCES_MAX; k++)
+        if (m[cand[k]].kind != ND_MATCH_QUOTED) {
+            chosen[k] = true;
+            lists[np] = cspans[k];
+            len[np] = ncspans[k];
+            from[np] = k;
+            pick[np++] = cand[k];
+        }
+    while (np < ND_SHARE_SOURCES_MAX) {
+        int64_t base = nd_share_union(lists, len, np, NULL, 0, NULL), gain = 0;
+        size_t best = nc;
+        for (size_t k = 0; k < nc; k++) {
+            if (chosen[k])
+                continue;
+            lists[np] = cspans[k];
+            len[np] = ncspans[k];
+            int64_t g = nd_share_union(lists, len, np + 1, NULL, 0, NULL) - base;
+            if (g > gain)
+                gain = g, best = k;
+        }
+        if (best == nc)
+            break;
+        chosen[best] = true;
+        lists[np] = cspans[best];
+        len[np] = ncspans[best];
+        from[np] = best;
+        pick[np++] = cand[best];
+    }
+    nd_passage spans[ND_SHARE_SOURCES_MAX][ND_SHARE_SPANS_MAX];
+    size_t nspans[ND_SHARE_SOURCES_MAX];
+    bool exact[ND_SHARE_SOURCES_MAX] = {false};
+    for (size_t k = 0; k < np; k++) {
+        memcpy(spans[k], cspans[from[k]], ncspans[from[k]] * sizeof(nd_passage));
+        nspans[k] = ncspans[from[k]];
+    }
+    if (nd_share_on(&reg->opts.share) &&
+        (rc = exact_passages(reg, rq, qs, m, pick, np, spans, nspans, exact)) < 0)
+        return rc;
+    for (size_t k = 0; k < np; k++)
+        res->share_estimated |= sampled[from[k]] && !exact[k];
     nd_share_source src[ND_SHARE_SOURCES_MAX];
     for (size_t k = 0; k < np; k++) {
         const nd_match *x = &m[pick[k]];
@@ -722,8 +777,18 @@ static int share_step(nd_registry *reg, const nd_check_req *rq, const nd_questio
                 res->copied_share = src[k].share;
         }
     }
-    const nd_passage *lists[ND_SHARE_SOURCES_MAX];
-    size_t len[ND_SHARE_SOURCES_MAX], nl = 0;
+    /* The candidates not counted (nothing to add): their own shares, from
+     * their sketches; quoted. */
+    for (size_t k = 0; k < nc; k++) {
+        if (chosen[k])
+            continue;
+        nd_share_source one = {.p = cspans[k], .n = ncspans[k]};
+        nd_share_answer a1;
+        nd_share_decide(&one, 1, cp, NULL, &a1);
+        m[cand[k]].share = (float)one.share;
+        res->share_estimated |= sampled[k];
+    }
+    size_t nl = 0;
     for (size_t k = 0; k < np; k++) {
         nd_match *x = &m[pick[k]];
         x->share = (float)src[k].share;
