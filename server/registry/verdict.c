@@ -572,7 +572,7 @@ static int share_visit(void *arg, size_t i, const uint8_t *buf, size_t len)
 #define ND_SHARE_EXACT_MAX 4
 /* Listed matches whose sketches are read for their passages (the most
  * contained), of which ND_SHARE_SOURCES_MAX are counted. */
-#define ND_SHARE_READ_MAX 32
+#define ND_SHARE_READ_MAX 96
 
 typedef struct exact_ctx {
     nd_question_tools qt;
@@ -714,8 +714,8 @@ static int share_step(nd_registry *reg, const nd_check_req *rq, const nd_questio
      * template, add nothing: they do not crowd the others out). */
     size_t pick[ND_SHARE_SOURCES_MAX], from[ND_SHARE_SOURCES_MAX], np = 0;
     bool chosen[ND_SHARE_READ_MAX] = {false};
-    const nd_passage *lists[ND_SHARE_SOURCES_MAX + 1];
-    size_t len[ND_SHARE_SOURCES_MAX + 1];
+    const nd_passage *lists[ND_SHARE_SOURCES_MAX + 1] = {NULL};
+    size_t len[ND_SHARE_SOURCES_MAX + 1] = {0};
     for (size_t k = 0; k < nc && np < ND_SHARE_SOURCES_MAX; k++)
         if (m[cand[k]].kind != ND_MATCH_QUOTED) {
             chosen[k] = true;
@@ -724,11 +724,16 @@ static int share_step(nd_registry *reg, const nd_check_req *rq, const nd_questio
             from[np] = k;
             pick[np++] = cand[k];
         }
+    int64_t own[ND_SHARE_READ_MAX]; /* what each holds: a bound on what it adds */
+    for (size_t k = 0; k < nc; k++) {
+        const nd_passage *one = cspans[k];
+        own[k] = nd_share_union(&one, &ncspans[k], 1, NULL, 0, NULL);
+    }
     while (np < ND_SHARE_SOURCES_MAX) {
         int64_t base = nd_share_union(lists, len, np, NULL, 0, NULL), gain = 0;
         size_t best = nc;
         for (size_t k = 0; k < nc; k++) {
-            if (chosen[k])
+            if (chosen[k] || own[k] <= gain)
                 continue;
             lists[np] = cspans[k];
             len[np] = ncspans[k];
