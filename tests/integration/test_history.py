@@ -73,7 +73,8 @@ A run whose NATS servers end with copies of the stream that differ is
 counted inconclusive (printed, logs kept; exit 77 when no run was judged)
 unless ND_HISTORY_STRICT=1 (see STRICT below).
 
-Bounded: one run is 65-80 s on 2 cores (about a minute of workload); HISTORY_RUNS (1) runs in a row,
+Bounded: one run is 65-110 s on 2 cores (about a minute of workload; up
+to ~3 min when a node stops in replica_failed or the nodes do not converge); HISTORY_RUNS (1) runs in a row,
 each with its own cluster. Every process is stopped by the test itself, on
 failure too (SIGTERM from meson included). Timeouts times 3 when the node
 is an ASan build (as test_badinput does). ND_HISTORY_JSON=PATH writes each
