@@ -16,6 +16,7 @@
 #include "fold.h"
 #include "markup.h"
 #include "normalizer.h"
+#include "sort.h"
 #include "swar.h"
 #include "utf8.h"
 
@@ -38,6 +39,15 @@
 #define WORD_MAX 256      /* bytes of a word that are hashed; the rest is cut */
 #define WEIGHT_SCALE 1024 /* weights are integers: 1.0 == 1024 */
 #define TABLE_MIN 1024    /* initial slots of the feature table */
+/* Occupied cells the feature table may pass per feature counted (beyond
+ * PROBES_MIN) before the text's features are spilled and sorted instead.
+ * Random hashes at the table's load (at most 1/2) pass about 1.5 a
+ * feature, and 8 a feature over a text is never reached by chance; words
+ * crafted so that their hashes (public, unseeded XXH3) fall into a few
+ * cells pass one per feature already there, O(n^2): an anonymous POST
+ * /fingerprint of 1 MiB of such words cost 15 s (audit 2026-12-07 G01). */
+#define PROBES_PER 8
+#define PROBES_MIN 4096
 /* The sum of step 5 is done per slot: the distinct features of one weight
  * (most have tf 1, 2, 3, or at least the cap, so a text uses few slots). A
  * slot counts, for each of the 64 bits, the features that have it set, in
@@ -101,6 +111,17 @@ struct nd_fp_scratch {
     uint32_t *used; /* indexes of occupied slots, in insertion order */
     size_t cap, nused;
     size_t limit; /* cap / 2: the table grows before it holds more */
+    /* This text's occupied cells passed in the table. Past a budget
+     * (PROBES_PER a feature of the text) the table is given up: the
+     * features counted after it go to spill[] in counting order, repeats
+     * too, and sum_spilled() merges both by a radix sort. */
+    size_t probes;
+    bool spilled;
+    feature *spill;
+    size_t nspill, spill_cap;
+    uint64_t *sort_key; /* sum_spilled()'s pairs: 2 (nused + nspill) */
+    uint32_t *sort_idx;
+    size_t sort_cap;
     /* Unigram CJK tokens of the BMP are counted by code point instead
      * (no hashing per occurrence): tf by code point, and the code points
      * seen, in order. Allocated at the first CJK character. */
@@ -369,6 +390,9 @@ void nd_fp_scratch_destroy(nd_fp_scratch *s)
         return;
     free(s->slots);
     free(s->used);
+    free(s->spill);
+    free(s->sort_key);
+    free(s->sort_idx);
     free(s->cjk_tf);
     free(s->cjk_seen);
     free(s->cjk_seen_hash);
@@ -394,7 +418,7 @@ static int scratch_grow(nd_fp_scratch *s)
         const feature *f = &s->slots[s->used[k]];
         size_t i = (size_t)f->hash & mask;
         while (slots[i].hash != 0)
-            i = (i + 1) & mask;
+            i = (i + 1) & mask, s->probes++;
         slots[i] = *f;
         used[k] = (uint32_t)i;
     }
@@ -427,19 +451,45 @@ static int scratch_cjk_ready(nd_fp_scratch *s)
     return 0;
 }
 
-/* Adds tf occurrences of feature h to the table. Returns 0 or -ENOMEM. */
-static inline int count_feature_tf(nd_fp_scratch *s, uint64_t h, unsigned kind, unsigned n,
-                                   uint32_t tf)
+/* Appends tf occurrences of feature h to the spill. Returns 0 or -ENOMEM. */
+static __attribute__((noinline)) int spill_add(nd_fp_scratch *s, uint64_t h, unsigned kind,
+                                               unsigned n, uint32_t tf)
 {
-    if (s->nused >= s->limit && scratch_grow(s) < 0)
-        return -ENOMEM;
+    if (s->nspill == s->spill_cap) {
+        size_t cap = s->spill_cap ? 2 * s->spill_cap : 4096;
+        feature *f = realloc(s->spill, cap * sizeof(*f));
+        if (!f)
+            return -ENOMEM;
+        s->spill = f, s->spill_cap = cap;
+    }
+    s->spill[s->nspill++] = (feature){.hash = h, .tf = tf, .kind = (uint8_t)kind, .n = (uint8_t)n};
+    return 0;
+}
+
+/* Adds tf occurrences of feature h to the table (or, once it is given up,
+ * to the spill); features: the text's features so far (the probe budget's
+ * measure). Returns 0 or -ENOMEM. */
+static inline int count_feature_tf(nd_fp_scratch *s, uint64_t h, unsigned kind, unsigned n,
+                                   uint32_t tf, size_t features)
+{
     if (h == 0)
         h = 1;
+    if (__builtin_expect(s->nused >= s->limit, 0)) { /* limit 0 once spilled */
+        if (s->spilled)
+            return spill_add(s, h, kind, n, tf);
+        if (scratch_grow(s) < 0)
+            return -ENOMEM;
+    }
     size_t mask = s->cap - 1, i = (size_t)h & mask;
     while (s->slots[i].hash != 0) {
         if (s->slots[i].hash == h) {
             s->slots[i].tf += tf;
             return 0;
+        }
+        if (__builtin_expect(++s->probes > PROBES_MIN + PROBES_PER * features, 0)) {
+            /* h may be further on: the sort merges it with the table's */
+            s->spilled = true, s->limit = 0;
+            return spill_add(s, h, kind, n, tf);
         }
         i = (i + 1) & mask;
     }
@@ -464,7 +514,7 @@ static feature *find_feature(const nd_fp_scratch *s, uint64_t h)
 static inline void count_feature(fp_state *st, uint64_t h, unsigned kind, unsigned n)
 {
     st->features++;
-    if (count_feature_tf(st->scratch, h, kind, n, 1) < 0)
+    if (count_feature_tf(st->scratch, h, kind, n, 1, st->features) < 0)
         st->err = -ENOMEM;
 }
 
@@ -690,8 +740,9 @@ static inline void slot_add(const nd_fingerprinter *fp, fp_sum *sum, unsigned sl
 }
 
 /* Adds one distinct feature of hash h (kind, n, tf) to the sums. */
-static inline void sum_feature(const nd_fingerprinter *fp, fp_sum *sum, uint64_t h, unsigned kind,
-                               unsigned n, uint32_t tf)
+static inline __attribute__((always_inline)) void
+sum_feature(const nd_fingerprinter *fp, fp_sum *sum, uint64_t h, unsigned kind, unsigned n,
+            uint32_t tf)
 {
     unsigned slot = feature_slot(fp, kind, n, tf);
     if (slot != NO_SLOT)
@@ -710,13 +761,18 @@ static void sum_cjk(const nd_fingerprinter *fp, nd_fp_scratch *s, fp_sum *sum, i
         uint32_t tf = s->cjk_tf[cp];
         s->cjk_tf[cp] = 0;
         if (!fp->cjk_hash) { /* two CJK hashes are equal: they must merge */
-            if (count_feature_tf(s, cjk_token_hash(cp), KIND_CJK, 1, tf) < 0)
+            if (count_feature_tf(s, cjk_token_hash(cp), KIND_CJK, 1, tf, s->nused + s->ncjk) < 0)
                 *err = -ENOMEM;
             continue;
         }
         uint64_t h = !s->seen_hash         ? fp->cjk_hash[cp]
                      : s->cjk_seen_hash[k] ? s->cjk_seen_hash[k] /* the same, from the token */
                                            : 1;
+        if (s->spilled) { /* merged by sum_spilled() (the earlier feature's kind) */
+            if (spill_add(s, h, KIND_CJK, 1, tf) < 0)
+                *err = -ENOMEM;
+            continue;
+        }
         feature *f = find_feature(s, h);
         if (f)
             f->tf += tf;
@@ -724,6 +780,50 @@ static void sum_cjk(const nd_fingerprinter *fp, nd_fp_scratch *s, fp_sum *sum, i
             sum_feature(fp, sum, h, KIND_CJK, 1, tf);
     }
     s->ncjk = 0;
+}
+
+static void reset_table(nd_fp_scratch *s);
+
+/* Sums the table's features and the spill's (which may repeat them and
+ * each other) as the table would have: a stable radix sort of (hash,
+ * index) pairs, the table's in insertion order first, then each run of one
+ * hash is one feature, its tf the run's sum, its kind and n the run's
+ * first. O(n) whatever the hashes. Returns 0 or -ENOMEM (nothing summed). */
+static __attribute__((noinline)) int sum_spilled(const nd_fingerprinter *fp, nd_fp_scratch *s,
+                                                 fp_sum *sum)
+{
+    size_t n = s->nused + s->nspill;
+    if (n > UINT32_MAX)
+        return -ENOMEM;
+    if (2 * n > s->sort_cap) {
+        uint64_t *k = realloc(s->sort_key, 2 * n * sizeof(*k));
+        if (k)
+            s->sort_key = k;
+        uint32_t *x = realloc(s->sort_idx, 2 * n * sizeof(*x));
+        if (x)
+            s->sort_idx = x;
+        if (!k || !x)
+            return -ENOMEM;
+        s->sort_cap = 2 * n;
+    }
+    uint64_t *key = s->sort_key;
+    uint32_t *idx = s->sort_idx;
+    for (size_t k = 0; k < n; k++) {
+        key[k] = k < s->nused ? s->slots[s->used[k]].hash : s->spill[k - s->nused].hash;
+        idx[k] = (uint32_t)k;
+    }
+    nd_radix_sort_u64_idx(key, idx, n, key + n, idx + n);
+    for (size_t g = 0; g < n;) {
+        const feature *first = idx[g] < s->nused ? &s->slots[s->used[idx[g]]]
+                                                 : &s->spill[idx[g] - s->nused];
+        uint32_t tf = 0;
+        size_t e = g;
+        for (; e < n && key[e] == key[g]; e++)
+            tf += idx[e] < s->nused ? s->slots[s->used[idx[e]]].tf : s->spill[idx[e] - s->nused].tf;
+        sum_feature(fp, sum, first->hash, first->kind, first->n, tf);
+        g = e;
+    }
+    return 0;
 }
 
 /* Sums the distinct features into the fingerprint and empties the table:
@@ -741,12 +841,18 @@ static uint64_t sum_features(const nd_fingerprinter *fp, nd_fp_scratch *s, int *
     sum->total = 0;
     sum->room = UINT32_MAX;
     sum_cjk(fp, s, sum, err);
-    for (size_t k = 0; k < s->nused; k++) {
-        feature *f = &s->slots[s->used[k]];
-        sum_feature(fp, sum, f->hash, f->kind, f->n, f->tf);
-        f->hash = 0;
+    if (s->spilled) {
+        if (sum_spilled(fp, s, sum) < 0)
+            *err = -ENOMEM;
+    } else {
+        for (size_t k = 0; k < s->nused; k++) {
+            feature *f = &s->slots[s->used[k]];
+            sum_feature(fp, sum, f->hash, f->kind, f->n, f->tf);
+            f->hash = 0;
+        }
+        s->nused = 0;
     }
-    s->nused = 0;
+    reset_table(s);
     for (unsigned k = 0; k < sum->nused; k++) {
         unsigned slot = sum->used[k];
         carry_slot(fp, sum, slot);
@@ -767,6 +873,10 @@ static void reset_table(nd_fp_scratch *s)
     for (size_t k = 0; k < s->nused; k++)
         s->slots[s->used[k]].hash = 0;
     s->nused = 0;
+    s->nspill = 0;
+    s->spilled = false;
+    s->limit = s->cap / 2;
+    s->probes = 0;
     for (size_t k = 0; k < s->ncjk; k++)
         s->cjk_tf[s->cjk_seen[k]] = 0;
     s->ncjk = 0;
@@ -997,7 +1107,7 @@ static int finish(fp_state *st, nd_fingerprint_result *out)
     const nd_fingerprinter *fp = st->fp;
     nd_fp_scratch *scratch = st->scratch;
     uint64_t simhash = 0;
-    if (st->err == 0 && (scratch->nused || scratch->ncjk))
+    if (st->err == 0 && (scratch->nused || scratch->nspill || scratch->ncjk))
         simhash = sum_features(fp, scratch, &st->err);
     if (st->err < 0) {
         reset_table(scratch);

@@ -88,6 +88,8 @@ struct nd_sk_scratch {
     size_t nsh[2], sh_cap[2];
     uint64_t *set;  /* open addressing, 0 = empty; power-of-two size */
     size_t set_cap; /* allocated */
+    uint32_t *sort_idx; /* first_by_sort(): 2 entries a shingle */
+    size_t sort_idx_cap;
     uint64_t *uniq; /* the distinct hashes of the current stream */
     size_t uniq_cap;
     uint8_t *upos; /* their positions (nd_sketch.pos), uniq's order */
@@ -204,6 +206,7 @@ void nd_sk_scratch_destroy(nd_sk_scratch *s)
     free(s->sh[0]);
     free(s->sh[1]);
     free(s->set);
+    free(s->sort_idx);
     free(s->uniq);
     free(s->upos);
     free(s->keys);
@@ -706,14 +709,16 @@ static uint64_t rotl32(uint64_t h)
 }
 
 /* Inserts h into the set; true if it was new. h is a hash already: its
- * halves folded pick the cell (the set's layout changes no output). */
-static bool set_add(nd_sk_scratch *s, uint64_t h)
+ * halves folded pick the cell (the set's layout changes no output). Adds
+ * the occupied cells passed to *probes. */
+static inline bool set_add(nd_sk_scratch *s, uint64_t h, size_t *probes)
 {
     size_t mask = s->set_size - 1, i = (size_t)(h ^ (h >> 32)) & mask;
     while (s->set[i]) {
         if (s->set[i] == h)
             return false;
         i = (i + 1) & mask;
+        ++*probes;
     }
     s->set[i] = h;
     return true;
@@ -950,6 +955,41 @@ static int shingle_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
     return 0;
 }
 
+/* Occupied cells the distinct set may pass per shingle of a text (beyond
+ * SET_PROBES_MIN) before sample_stream() gives it up for the sort. Random
+ * hashes at the set's load (at most 1/2) pass about 1.5 an insertion, and
+ * 8 a shingle over a whole text is never reached by chance; hashes crafted
+ * to fall into a few cells (anyone can: the shingle hash is public and
+ * unseeded) pass one per shingle already there, O(n^2) in all. */
+#define SET_PROBES_PER 8
+#define SET_PROBES_MIN 4096
+/* Shingles between two looks at that budget: past it, a block costs at
+ * most SET_BLOCK times the set's largest cluster, so O(n) in all. */
+#define SET_BLOCK 64
+
+/* The distinct step without the set: *first (borrowed, in the scratch) gets
+ * per shingle 1 when it is its hash's first occurrence, else 0, from a
+ * radix sort of (hash, position) pairs: O(nsh) whatever the hashes.
+ * Overwrites the set (2 nsh cells at least: the sort's keys). Returns 0 or
+ * -ENOMEM. */
+static int first_by_sort(nd_sk_scratch *s, const shingle *sh, size_t nsh, const uint32_t **first)
+{
+    if (grow((void **)&s->sort_idx, &s->sort_idx_cap, 2 * nsh, sizeof(uint32_t)) < 0)
+        return -ENOMEM;
+    uint64_t *key = s->set, *tkey = s->set + nsh;
+    uint32_t *idx = s->sort_idx, *mark = s->sort_idx + nsh;
+    for (size_t i = 0; i < nsh; i++)
+        key[i] = sh[i].h, idx[i] = (uint32_t)i;
+    nd_radix_sort_u64_idx(key, idx, nsh, tkey, mark);
+    /* stable: each run of one hash starts at its first position */
+    memset(mark, 0, nsh * sizeof(*mark));
+    for (size_t g = 0; g < nsh; g++)
+        if (g == 0 || key[g] != key[g - 1])
+            mark[idx[g]] = 1;
+    *first = mark;
+    return 0;
+}
+
 /* The sketch of the shingles held in mode slot `mode` (shingle_stream()). */
 static int sample_stream(nd_sk_scratch *s, unsigned mode, nd_sketch *out)
 {
@@ -974,14 +1014,35 @@ static int sample_stream(nd_sk_scratch *s, unsigned mode, nd_sketch *out)
     uint8_t *upos = s->upos;
     uint32_t hist[LEVEL_MAX + 1] = {0};
     uint32_t distinct = 0;
-    for (size_t i = 0; i < nsh; i++) {
-        uint64_t h = sh[i].h;
-        if (!set_add(s, h))
-            continue;
-        /* its first occurrence: i of nsh, scaled to 0..255 */
-        upos[distinct] = (uint8_t)(((uint64_t)i << 8) / nsh);
-        uniq[distinct++] = h;
-        hist[level_of(h)]++;
+    /* The set while its probes stay within a budget that random hashes
+     * never reach; then the sort, from where the set stopped. */
+    size_t i = 0, probes = 0, budget = SET_PROBES_MIN + SET_PROBES_PER * nsh;
+    while (i < nsh && probes <= budget) {
+        /* a block of SET_BLOCK shingles between two looks at the budget */
+        size_t end = nsh - i > SET_BLOCK ? i + SET_BLOCK : nsh;
+        for (; i < end; i++) {
+            uint64_t h = sh[i].h;
+            if (!set_add(s, h, &probes))
+                continue;
+            /* its first occurrence: i of nsh, scaled to 0..255 */
+            upos[distinct] = (uint8_t)(((uint64_t)i << 8) / nsh);
+            uniq[distinct++] = h;
+            hist[level_of(h)]++;
+        }
+    }
+    if (i < nsh) {
+        const uint32_t *first;
+        int rc = first_by_sort(s, sh, nsh, &first);
+        if (rc < 0)
+            return rc;
+        for (; i < nsh; i++) {
+            uint64_t h = sh[i].h;
+            if (!first[i])
+                continue;
+            upos[distinct] = (uint8_t)(((uint64_t)i << 8) / nsh);
+            uniq[distinct++] = h;
+            hist[level_of(h)]++;
+        }
     }
     unsigned shift = 0;
     {

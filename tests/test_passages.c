@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "hashflood.h"
 #include "passages.h"
 #include "sketch.h"
 #include "unit.h"
@@ -373,6 +374,74 @@ static void test_adversarial(void)
     }
 }
 
+/* Best of 3: seconds of nd_passage_pairs() of a's shingles in b's (both
+ * Han: character mode); *n and out[0] the pairs. */
+static double time_pairs(const char *a, size_t la, const char *b, size_t lb, nd_passage_pair *out,
+                         size_t *n)
+{
+    const nd_shingle *ha, *hb;
+    size_t na = 0, nb = 0;
+    nd_sketch_info ia, ib;
+    CHECK(nd_sketch_shingle_text(sk, sx, a, la, &ia) == 0 &&
+          nd_sketch_shingle_text(sk, sy, b, lb, &ib) == 0 && ia.mode == ND_SKETCH_MODE_CHAR &&
+          ib.mode == ND_SKETCH_MODE_CHAR);
+    CHECK(nd_sketch_shingles(sx, ND_SKETCH_MODE_CHAR, &ha, &na) == 0 &&
+          nd_sketch_shingles(sy, ND_SKETCH_MODE_CHAR, &hb, &nb) == 0);
+    double best = 1e9;
+    for (int r = 0; r < 3; r++) {
+        double t0 = now_s();
+        int rc = nd_passage_pairs(pg, ha, na, hb, nb, ND_SKETCH_MODE_CHAR, out, CAP, n);
+        double dt = now_s() - t0;
+        CHECK(rc == 0, "rc %d", rc);
+        best = dt < best ? dt : best;
+    }
+    return best;
+}
+
+/* Audit G01, hash flooding: a source whose shingle hashes all fall into
+ * the first 4096 cells of the table's old layout (tests/hashflood.h) is
+ * paired in about the time of a random text of the same length (the old
+ * table walked the cluster at every insertion and lookup: ~500x at 20,000
+ * characters), with the same passages: the whole text against itself,
+ * and the crafted part of a random text followed by it. */
+static void test_hash_flooding(void)
+{
+    static hf_alphabet al;
+    REQUIRE(hf_alphabet_init(sk, sa, &al) == 0, "alphabet");
+    enum { N = 20000 };
+    size_t bytes = 3 * (N + 4);
+    char *crafted = malloc(bytes), *plain = malloc(2 * bytes);
+    uint64_t *th = malloc((N + 4) * sizeof(uint64_t)), seed = 2463534242ull;
+    REQUIRE(crafted && plain && th);
+    size_t missed = hf_text(&al, N, 4096, false, &seed, crafted, th);
+    hf_text(&al, N, SIZE_MAX, false, &seed, plain, th);
+    CHECK(missed < N / 100, "%zu shingles outside the window", missed);
+    nd_passage_pair p[CAP];
+    size_t nc = 0, nr = 0, nm = 0;
+    double tc = time_pairs(crafted, bytes, crafted, bytes, p, &nc);
+    CHECK(nc == 1 && p[0].start == 0 && p[0].end == N + 4 && p[0].source_start == 0 &&
+              p[0].source_end == N + 4,
+          "crafted: %zu pairs, [%u, %u) <- [%u, %u)", nc, p[0].start, p[0].end, p[0].source_start,
+          p[0].source_end);
+    double tr = time_pairs(plain, bytes, plain, bytes, p, &nr);
+    CHECK(nr == 1 && p[0].start == 0 && p[0].end == N + 4, "random: %zu pairs", nr);
+    unit_note("nd_passage_pairs, %d characters against themselves: crafted %.4f s, random %.4f s "
+              "(%.1fx)",
+              N + 4, tc, tr, tc / tr);
+    CHECK(tc < 10 * tr + 0.01, "crafted %.4f s, random %.4f s", tc, tr);
+    /* random then crafted, against the crafted text: its second half */
+    memcpy(plain + bytes, crafted, bytes);
+    double tm = time_pairs(plain, 2 * bytes, crafted, bytes, p, &nm);
+    CHECK(nm == 1 && p[0].start == N + 4 && p[0].end == 2 * (N + 4) && p[0].source_start == 0 &&
+              p[0].source_end == N + 4,
+          "mixed: %zu pairs, [%u, %u) <- [%u, %u)", nm, p[0].start, p[0].end, p[0].source_start,
+          p[0].source_end);
+    CHECK(tm < 20 * tr + 0.01, "mixed %.4f s, random %.4f s", tm, tr);
+    free(crafted);
+    free(plain);
+    free(th);
+}
+
 /* nd_sketch_shingle_text() (what a source is read with) holds the same
  * shingles as nd_sketch_text() in the text's own mode. */
 static void test_shingle_text(void)
@@ -412,6 +481,7 @@ int main(void)
     UNIT_RUN(test_unrelated);
     UNIT_RUN(test_adversarial);
     UNIT_RUN(test_shingle_text);
+    UNIT_RUN(test_hash_flooding);
     nd_pairing_destroy(pg);
     nd_sk_scratch_destroy(sa);
     nd_sk_scratch_destroy(sb);

@@ -7,8 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fingerprint_tuning.h"
+#include "hashflood.h"
 #include "sketch.h"
 #include "unit.h"
 #include "utf8.h"
@@ -1260,6 +1262,148 @@ static void test_invalid_utf8(void)
               agree);
 }
 
+/* (hash, first position) of a shingle, for ref_sample(). */
+typedef struct first_at {
+    uint64_t h;
+    size_t i;
+} first_at;
+
+static int first_at_cmp(const void *a, const void *b)
+{
+    const first_at *x = a, *y = b;
+    if (x->h != y->h)
+        return x->h < y->h ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+static int first_pos_cmp(const void *a, const void *b)
+{
+    const first_at *x = a, *y = b;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+static unsigned ref_level(uint64_t h)
+{
+    unsigned z = h ? (unsigned)__builtin_ctzll(h) : 31;
+    return z > 31 ? 31 : z;
+}
+
+/* The sketch of shingles sh[0..n) as proto/sketch.md defines it, by qsort
+ * alone (no table): the distinct hashes in order of first occurrence, the
+ * smallest shift leaving at most ND_SKETCH_MAX, their values sorted with
+ * the first position of each. */
+static void ref_sample(const nd_shingle *sh, size_t n, nd_sketch *out)
+{
+    first_at *f = malloc((n ? n : 1) * sizeof(*f));
+    for (size_t i = 0; i < n; i++)
+        f[i] = (first_at){sh[i].h, i};
+    qsort(f, n, sizeof(*f), first_at_cmp);
+    size_t d = 0;
+    for (size_t i = 0; i < n; i++)
+        if (d == 0 || f[i].h != f[d - 1].h)
+            f[d++] = f[i];
+    qsort(f, d, sizeof(*f), first_pos_cmp);
+    uint32_t hist[32] = {0}, above = (uint32_t)d;
+    for (size_t i = 0; i < d; i++)
+        hist[ref_level(f[i].h)]++;
+    unsigned shift = 0;
+    while (shift < 31 && above > ND_SKETCH_MAX)
+        above -= hist[shift++];
+    out->shift = (uint8_t)shift, out->shingles = (uint32_t)d, out->n = 0;
+    for (size_t i = 0; i < d && out->n < ND_SKETCH_MAX; i++) {
+        if (ref_level(f[i].h) < shift)
+            continue;
+        uint32_t v = (uint32_t)((f[i].h >> 37) << 5) | ref_level(f[i].h);
+        uint8_t pos = (uint8_t)(((uint64_t)f[i].i << 8) / n);
+        uint16_t k = out->n++;
+        for (; k && out->values[k - 1] > v; k--) /* stable: the first position first */
+            out->values[k] = out->values[k - 1], out->pos[k] = out->pos[k - 1];
+        if (k && out->values[k - 1] == v) { /* one value: the earlier position */
+            memmove(out->values + k, out->values + k + 1, (out->n - 1 - k) * sizeof(uint32_t));
+            memmove(out->pos + k, out->pos + k + 1, out->n - 1 - k);
+            out->n--;
+            continue;
+        }
+        out->values[k] = v, out->pos[k] = pos;
+    }
+    free(f);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Best of 3: seconds of nd_sketch_text_modes() (a query: both modes, each
+ * with its distinct set) on t, and its sketches. */
+static double time_query(const char *t, size_t len, nd_sketch out[2])
+{
+    double best = 1e9;
+    for (int r = 0; r < 3; r++) {
+        nd_anchors a[2];
+        double t0 = now_s();
+        int rc = nd_sketch_text_modes(sk, scr, t, len, out, a, ND_ANCHORS_SCALED, NULL);
+        double dt = now_s() - t0;
+        CHECK(rc == ND_SKETCH_MODE_CHAR, "rc %d", rc);
+        best = dt < best ? dt : best;
+    }
+    return best;
+}
+
+/* Audit G01, hash flooding: a CJK text whose shingle hashes all fall into
+ * the first 4096 cells of the distinct set's old layout (tests/hashflood.h)
+ * is sketched in about the time of a random text of the same length (the
+ * old set walked the cluster at every insertion: ~200x at 20,000
+ * characters), and its sketches are those proto/sketch.md defines
+ * (ref_sample()), as are a random text's. */
+static void test_hash_flooding(void)
+{
+    static hf_alphabet al;
+    REQUIRE(hf_alphabet_init(sk, scr, &al) == 0, "alphabet");
+    enum { N = 20000 };
+    size_t bytes = 3 * (N + 4);
+    char *crafted = malloc(bytes), *plain = malloc(bytes);
+    uint64_t *th = malloc((N + 4) * sizeof(uint64_t)), seed = 88172645463325252ull;
+    REQUIRE(crafted && plain && th);
+    size_t missed = hf_text(&al, N, 4096, false, &seed, crafted, th);
+    hf_text(&al, N, SIZE_MAX, false, &seed, plain, th);
+    /* the attack holds: the text's shingles do crowd into the window */
+    nd_sketch d;
+    const nd_shingle *sh;
+    size_t nsh = 0, in = 0;
+    REQUIRE(nd_sketch_text(sk, scr, crafted, bytes, &d, NULL, 0, NULL) == 0 &&
+            nd_sketch_shingles(scr, ND_SKETCH_MODE_CHAR, &sh, &nsh) == 0 && nsh == N);
+    for (size_t i = 0; i < nsh; i++)
+        in += hf_cell(sh[i].h, hf_table_size(nsh)) < 4096;
+    CHECK(missed < N / 100 && in > nsh - nsh / 50, "%zu of %zu shingles in the window", in, nsh);
+    double tc = time_query(crafted, bytes, (nd_sketch[2]){0});
+    double tr = time_query(plain, bytes, (nd_sketch[2]){0});
+    unit_note("nd_sketch_text_modes, %d characters: crafted %.4f s, random %.4f s (%.1fx)", N + 4,
+              tc, tr, tc / tr);
+    CHECK(tc < 10 * tr + 0.01, "crafted %.4f s, random %.4f s", tc, tr);
+    /* the same sketches as the definition, in both modes, for both texts */
+    const char *texts[2] = {crafted, plain};
+    for (int k = 0; k < 2; k++) {
+        nd_sketch q[2], ref;
+        REQUIRE(nd_sketch_text_modes(sk, scr, texts[k], bytes, q, NULL, 0, NULL) >= 0);
+        for (unsigned mode = 0; mode < 2; mode++) {
+            REQUIRE(nd_sketch_shingles(scr, mode, &sh, &nsh) == 0);
+            ref_sample(sh, nsh, &ref);
+            CHECK(q[mode].shift == ref.shift && q[mode].shingles == ref.shingles &&
+                      q[mode].n == ref.n &&
+                      memcmp(q[mode].values, ref.values, ref.n * sizeof(uint32_t)) == 0 &&
+                      memcmp(q[mode].pos, ref.pos, ref.n) == 0,
+                  "text %d mode %u: shift %u/%u shingles %u/%u n %u/%u", k, mode, q[mode].shift,
+                  ref.shift, q[mode].shingles, ref.shingles, q[mode].n, ref.n);
+        }
+    }
+    free(crafted);
+    free(plain);
+    free(th);
+}
+
 int main(void)
 {
     if (nd_sketcher_create(&sk) < 0 || nd_sk_scratch_create(&scr) < 0) {
@@ -1279,6 +1423,7 @@ int main(void)
     UNIT_RUN(test_anchor_keys);
     UNIT_RUN(test_fp_tokens);
     UNIT_RUN(test_invalid_utf8);
+    UNIT_RUN(test_hash_flooding);
     nd_sk_scratch_destroy(scr);
     nd_sketcher_destroy(sk);
     return unit_summary("sketch");
