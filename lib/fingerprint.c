@@ -1124,10 +1124,10 @@ int nd_fingerprint(const nd_fingerprinter *fp, nd_fp_scratch *scratch, const cha
 {
     fp_state st = {.fp = fp, .scratch = scratch, .word_start = true};
     scratch->seen_hash = false;
-    /* look-alike letters read as their twin (fold.h) */
-    uint32_t lookalike;
-    int rc = nd_fold_lookalikes(fp->norm, text, len, &scratch->fold, &scratch->fold_cap, &text,
-                                &len, &lookalike);
+    /* readings dropped, look-alike letters read as their twin (fold.h) */
+    uint32_t lookalike, annotation;
+    int rc = nd_fold_text(fp->norm, text, len, &scratch->fold, &scratch->fold_cap, &text, &len,
+                          &lookalike, &annotation);
     if (rc < 0)
         return rc;
     scan_text(&st, (const uint8_t *)text, len);

@@ -6,9 +6,11 @@
  * drops or blanks characters that render as nothing or as a space. Two
  * folds depend on a code point's neighbours, so they run before the
  * normalizer, into a scratch copy of the text with as many code points:
- * text under a directional override is put in reading order, and look-alike
- * letters are replaced one for one (a letter's reading depends on the other
- * letters of its word). proto/fingerprint.md specifies every fold. */
+ * text under a directional override is put in reading order, a reading in
+ * brackets after Han characters (原(yuán)创(chuàng)) is dropped, and
+ * look-alike letters are replaced one for one (a letter's reading depends
+ * on the other letters of its word). proto/fingerprint.md specifies every
+ * fold. */
 #ifndef ND_FOLD_H
 #define ND_FOLD_H
 
@@ -21,6 +23,7 @@ struct nd_normalizer;
 typedef struct nd_integrity {
     uint32_t invisible;   /* characters that render as nothing or a blank: dropped, or a space */
     uint32_t lookalike;   /* letters read as a look-alike (nd_fold_lookalikes(): swaps) */
+    uint32_t annotation;  /* readings in brackets after Han characters, dropped (nd_fold_text()) */
     uint32_t traditional; /* Traditional characters read as Simplified */
     uint32_t han;         /* Han characters read (to judge the script: traditional*20 >= han) */
 } nd_integrity;
@@ -86,5 +89,33 @@ static inline const char *nd_integrity_script(const nd_integrity *in)
  * (outputs as for an unchanged text). */
 int nd_fold_lookalikes(const struct nd_normalizer *n, const char *text, size_t len, char **buf,
                        size_t *cap, const char **out, size_t *out_len, uint32_t *lookalike);
+
+/* Every fold before the normalizer, in the order of proto/fingerprint.md:
+ * overrides (step 0a), readings (step 0c), look-alike letters (step 0b, on
+ * the text without its readings). What the fingerprint and the sketch read.
+ *
+ * Readings. A reading is an opening bracket ( [ （ ［ 【 right after a Han
+ * character, then lowercase Hanyu Pinyin syllables (ü as ü, v or u with
+ * U+0308; ɑ ɡ as a g), with tone marks (U+0300 U+0301 U+0304 U+030C,
+ * precomposed or not), tone digits 1..5 or none, a space or an apostrophe
+ * between two syllables, up to its closing bracket ) ） for ( （, ] ］ for
+ * [ ［, 】 for 【, within 64 bytes. Without a tone, each run between
+ * separators must be exactly one syllable and the closing bracket not be
+ * followed by a letter or digit (`(locale)` spells lo-ca-le, `(hang)3` is
+ * text). The interjections m n ng hm hng are syllables only with a tone
+ * mark. A text's readings are dropped only when it holds at least 2 with a
+ * tone or 8 in all (an English word in brackets that spells syllables, or
+ * one gloss, stays text): each of their code points, brackets included,
+ * becomes U+0300 (a mark step 2 drops, not counted as invisible), so the
+ * code points keep their offsets and a passage maps to the text's own.
+ * Only a text with an opening bracket is scanned past a byte scan, and only
+ * its brackets after a Han character are read.
+ *
+ * Outputs as nd_fold_lookalikes(), but *out may hold readings dropped (and
+ * *buf may grow to 7 bytes a byte of text); *annotation gets the readings
+ * dropped (not NULL). Returns 0 or -ENOMEM. */
+int nd_fold_text(const struct nd_normalizer *n, const char *text, size_t len, char **buf,
+                 size_t *cap, const char **out, size_t *out_len, uint32_t *lookalike,
+                 uint32_t *annotation);
 
 #endif

@@ -2,8 +2,10 @@
  * Han as Simplified, invisible and blank characters, look-alike letters
  * (of another script and within the Latin one), text under a directional
  * override; what must not fold (Russian, Greek, Ukrainian, Turkish, Ewe
- * text, emoji sequences, a Latin word in a Russian text), and the
- * integrity counts. */
+ * text, emoji sequences, a Latin word in a Russian text), readings in
+ * brackets after Han characters (dropped: 原(yuán)创(chuàng); kept: an
+ * English word, an acronym, a formula, one gloss alone), and the integrity
+ * counts. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -336,6 +338,210 @@ static void test_fold_api(void)
     nd_normalizer_destroy(n);
 }
 
+/* ---- readings in brackets ---- */
+
+static const char *zh = "原创文章的作者是谁，我们需要知道。这篇文章讲的是软件开发的历史与文化";
+
+/* The code points of s[0, len) into cps (at most max); returns how many. */
+static size_t decode_all(const char *s, size_t len, uint32_t *cps, size_t max)
+{
+    size_t n = 0;
+    for (size_t pos = 0; pos < len && n < max;)
+        if (nd_utf8_decode((const uint8_t *)s, len, &pos, &cps[n++]) < 0)
+            return 0;
+    return n;
+}
+
+/* Reads b as a, with `count` readings dropped and nothing else counted;
+ * b's folded text keeps its code points where they were, each code point
+ * of a reading one U+0300 (a mark step 2 drops), and folds to itself. */
+static void expect_dropped(const char *a, const char *b, uint32_t count)
+{
+    read_out x = rd(a), y = rd(b);
+    CHECK(same(&x, &y), "%s | %s read differently", a, b);
+    CHECK(y.info.integrity.annotation == count && y.info.integrity.invisible == 0 &&
+              y.info.integrity.lookalike == 0 && y.info.integrity.traditional == 0,
+          "%s: annotation %u (want %u) invisible %u lookalike %u traditional %u", b,
+          y.info.integrity.annotation, count, y.info.integrity.invisible,
+          y.info.integrity.lookalike, y.info.integrity.traditional);
+    nd_normalizer *n = NULL;
+    REQUIRE(nd_normalizer_create(&n) == 0);
+    char *buf = NULL, *buf2 = NULL;
+    size_t cap = 0, cap2 = 0, olen, alen;
+    const char *o, *again;
+    uint32_t lk, an, lk2, an2;
+    CHECK(nd_fold_text(n, b, strlen(b), &buf, &cap, &o, &olen, &lk, &an) == 0 && an == count &&
+              lk == 0,
+          "%s: fold %u", b, an);
+    static uint32_t in[4096], out[4096];
+    size_t ni = decode_all(b, strlen(b), in, 4096), no = decode_all(o, olen, out, 4096);
+    CHECK(ni == no && ni == y.info.code_points, "%s: %zu code points, folded %zu", b, ni, no);
+    size_t kept = 0;
+    for (size_t i = 0; i < ni && i < no; i++) {
+        CHECK(out[i] == in[i] || out[i] == 0x0300, "%s: U+%04X at %zu became U+%04X", b, in[i], i,
+              out[i]);
+        kept += out[i] == in[i] && out[i] != 0x0300;
+    }
+    uint32_t ca[4096];
+    CHECK(kept == decode_all(a, strlen(a), ca, 4096), "%s: %zu code points kept", b, kept);
+    CHECK(nd_fold_text(n, o, olen, &buf2, &cap2, &again, &alen, &lk2, &an2) == 0 && again == o &&
+              an2 == 0 && lk2 == 0,
+          "%s: not idempotent (%u more)", b, an2);
+    free(buf);
+    free(buf2);
+    nd_normalizer_destroy(n);
+}
+
+/* Reads t as it is: no reading dropped, the fold returns t itself. */
+static void expect_kept(const char *t)
+{
+    read_out x = rd(t);
+    CHECK(x.info.integrity.annotation == 0, "%s: annotation %u", t, x.info.integrity.annotation);
+    nd_normalizer *n = NULL;
+    REQUIRE(nd_normalizer_create(&n) == 0);
+    char *buf = NULL;
+    size_t cap = 0, olen;
+    const char *o;
+    uint32_t lk, an;
+    CHECK(nd_fold_text(n, t, strlen(t), &buf, &cap, &o, &olen, &lk, &an) == 0 && o == t && an == 0,
+          "%s: folded (%u)", t, an);
+    free(buf);
+    nd_normalizer_destroy(n);
+}
+
+static void test_annotation_dropped(void)
+{
+    /* a reading with tone marks after most characters, as found on the web */
+    expect_dropped(
+        zh,
+        "原(yuán)创(chuàng)文(wén)章(zhāng)的(de)作者是(shì)谁，我(wǒ)们需(xū)要知(zhī)"
+        "道(dào)。这篇(piān)文章讲(jiǎng)的是软(ruǎn)件开(kāi)发的历(lì)史与(yǔ)文化(huà)",
+        17);
+    /* fullwidth brackets, square brackets, a pair mixed by a width edit */
+    expect_dropped(
+        zh,
+        "原（yuán）创（chuàng）文章的作者是谁，我们需要知道。这篇文章讲的是软件开发的历史与文化",
+        2);
+    expect_dropped(
+        zh,
+        "原[yuán]"
+        "创［chuàng］文章的作者是谁，我们需要知道。这篇文章讲的是软件开发的历史与【wén】文化",
+        3);
+    expect_dropped(
+        zh, "原(yuán）创（chuàng)文章的作者是谁，我们需要知道。这篇文章讲的是软件开发的历史与文化",
+        2);
+    /* toneless, 8 of them: read as readings too */
+    expect_dropped(zh,
+                   "原[yuan]创[chuang]文[wen]章[zhang]的[de]作[zuo]者[zhe]是[shi]谁，我们需要知道。"
+                   "这篇文章讲的是软件开发的历史与文化",
+                   8);
+    /* tone digits; a run over a word, with a space or an apostrophe, or
+     * none; decomposed tone marks; ü as ü, v and u + U+0308; ɑ ɡ */
+    expect_dropped(zh,
+                   "原(yuan2)创(chuang4)文章(wen2 zhang1)的作者是谁，我们需要知道。这篇文章讲的是"
+                   "软件(ruǎnjiàn)开发(kāi'fā)的历史与文化",
+                   5);
+    expect_dropped(zh,
+                   "原(yua\u0301n)创(chua\u0300ng)"
+                   "文章的作者是谁，我们需要知道。这篇文章讲的是软件开发的历史与文化",
+                   2);
+    expect_dropped("绿女略和女", "绿(lǜ)女(nv3)略(lu\u0308e\u0300)和女(nü)", 4);
+    expect_dropped(zh,
+                   "原(yuán)创(chuàng)"
+                   "文章的作者是谁，我们需要知道。这篇文章讲的是软件开发的历史与文(wén)化(huɑ̀)",
+                   4);
+    /* at a sentence's end, before punctuation or a space, at the text's
+     * end; a toned reading before Latin text; the interjection ń */
+    expect_dropped("知道。嗯 好rpm包的", "知(zhī)道(dào)。嗯(ń) 好(hǎo)rpm包(bāo)的(de)", 6);
+    /* a reading's span is one code point each: offsets as in the copy */
+    const char *copy = "原(yuán)创(chuàng)文(wén)章(zhāng)的作者是谁，我们需要知道。";
+    read_out c = rd(copy);
+    const nd_shingle *sh;
+    size_t nsh;
+    CHECK(nd_sketch_shingles(scr, c.info.mode, &sh, &nsh) == 0 && nsh > 0, "shingles");
+    uint32_t cps[256];
+    size_t ncp = decode_all(copy, strlen(copy), cps, 256);
+    for (size_t i = 0; i < nsh; i++)
+        CHECK(sh[i].start < sh[i].end && sh[i].end <= ncp && cps[sh[i].start] >= 0x4E00 &&
+                  cps[sh[i].end - 1] >= 0x4E00,
+              "shingle %zu: [%u, %u) not on Han characters", i, sh[i].start, sh[i].end);
+    CHECK(nsh && sh[0].start == 0 && cps[sh[nsh - 1].end] == 0x3002, "spans [%u, %u)",
+          nsh ? sh[0].start : 0, nsh ? sh[nsh - 1].end : 0);
+}
+
+static void test_annotation_kept(void)
+{
+    /* an English word with spaces around it, an acronym, code, formulas */
+    expect_kept("我们使用 (Python) 来写这个程序，然后用 (go) 来部署它，再用(rust)重写");
+    expect_kept("世界卫生组织(WHO)发布了报告，联合国(UN)和欧盟(EU)也表示支持，北京(Beijing)");
+    expect_kept("调用函数f(x)的值，函数(x)和(y)以及数组[i]与[n]的和，记作(m)，单位(n)，距离(km)");
+    expect_kept("执行printf(\"%d\")时，用ls(1)查看，见(a)和(b)，见图(1)");
+    /* English words that happen to spell syllables, without tones */
+    expect_kept("区域设置(locale)和区域(locale)以及(locale)，确保(ensure)命名(name)挂起(hang)");
+    /* one gloss alone, or one word with accents: text */
+    expect_kept("在中国做生意要讲关系(guānxì)，这很重要。");
+    expect_kept("请把你的简历(résumé)发给我们，谢谢。");
+    /* toneless, but fewer than 8, or followed by a letter or digit */
+    expect_kept("原[yuan]创[chuang]文[wen]章[zhang]的[de]作[zuo]者[zhe]是谁");
+    expect_kept("原[yuan]x创[chuang]x文[wen]x章[zhang]x的[de]x作[zuo]x者[zhe]x是[shi]x谁[shei]3");
+    /* not after a Han character, not closed, uppercase, a space inside */
+    expect_kept("原 (yuán) 创 (chuàng) 文章");
+    expect_kept("原(yuán创(chuàng文章");
+    expect_kept("原(Yuán)创(Chuàng)文章");
+    expect_kept("原( yuán )创(chuàng  chuàng)文章");
+    expect_kept("(yuán)(chuàng) yes (yuán) no");
+    /* no bracket at all: the text itself, after the byte scan */
+    expect_kept(zh);
+    expect_kept(en);
+}
+
+static void test_annotation_counted(void)
+{
+    /* with look-alike letters: each fold counts its own; pinyin's ɑ is a
+     * reading's letter, not a swap */
+    read_out r = rd("原(yuán)创(chuàng)文章(wénzhɑ̄ng)的 pаypal 账户");
+    CHECK(r.info.integrity.annotation == 3 && r.info.integrity.lookalike == 1,
+          "annotation %u lookalike %u", r.info.integrity.annotation, r.info.integrity.lookalike);
+    /* a reading written with look-alike letters (Cyrillic а, a small
+     * capital) is read as the look-alike fold reads its letters: dropped,
+     * so that the text folded once more holds no reading */
+    read_out l = rd("原(yuаn)创(chuàng)文(ᴡén)章"), p = rd("原创文章");
+    CHECK(same(&l, &p) && l.info.integrity.annotation == 3 && l.info.integrity.lookalike == 0,
+          "look-alikes in readings: annotation %u lookalike %u", l.info.integrity.annotation,
+          l.info.integrity.lookalike);
+    /* a text with Traditional characters: readings after them too */
+    read_out t = rd("顯(xiǎn)示一(yī)個日(rì)曆"), s = rd("显示一个日历");
+    CHECK(same(&t, &s) && t.info.integrity.annotation == 3 && t.info.integrity.traditional == 3,
+          "traditional: annotation %u traditional %u", t.info.integrity.annotation,
+          t.info.integrity.traditional);
+    /* at every byte offset of the scan's lanes */
+    nd_normalizer *n = NULL;
+    REQUIRE(nd_normalizer_create(&n) == 0);
+    char *buf = NULL;
+    size_t cap = 0, olen;
+    const char *o;
+    uint32_t lk, an;
+    for (size_t at = 0; at < 140; at++) {
+        char w[256];
+        memset(w, 'x', at);
+        strcpy(w + at, "原(yuán)创（chuàng）文【wén】xx");
+        CHECK(nd_fold_text(n, w, strlen(w), &buf, &cap, &o, &olen, &lk, &an) == 0 && an == 3 &&
+                  olen == strlen(w) + 8, /* 7 + 13 + 10 bytes, 6 + 8 + 5 code points */
+              "at %zu: %u readings, %zu bytes", at, an, olen);
+    }
+    /* invalid UTF-8: returned as is */
+    const char bad[] = "原(yuán)创(chuàng)\xFF";
+    CHECK(nd_fold_text(n, bad, sizeof(bad) - 1, &buf, &cap, &o, &olen, &lk, &an) == 0 && o == bad &&
+              an == 0,
+          "invalid");
+    /* nd_fold_lookalikes() leaves readings alone */
+    const char *two = "原(yuán)创(chuàng)";
+    CHECK(nd_fold_lookalikes(n, two, strlen(two), &buf, &cap, &o, &olen, &lk) == 0 && o == two,
+          "lookalikes only");
+    free(buf);
+    nd_normalizer_destroy(n);
+}
+
 int main(void)
 {
     if (nd_sketcher_create(&sk) < 0 || nd_sk_scratch_create(&scr) < 0 ||
@@ -351,6 +557,9 @@ int main(void)
     UNIT_RUN(test_swaps_counted);
     UNIT_RUN(test_not_folded);
     UNIT_RUN(test_fold_api);
+    UNIT_RUN(test_annotation_dropped);
+    UNIT_RUN(test_annotation_kept);
+    UNIT_RUN(test_annotation_counted);
     nd_sketcher_destroy(sk);
     nd_sk_scratch_destroy(scr);
     nd_fingerprinter_destroy(fp);

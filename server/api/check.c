@@ -116,6 +116,8 @@ static void add_integrity(nd_reply *w, nd_metrics *metrics, const nd_integrity *
         nd_metrics_event(metrics, ND_EV_INTEGRITY_INVISIBLE);
     if (in->lookalike)
         nd_metrics_event(metrics, ND_EV_INTEGRITY_LOOKALIKE);
+    if (in->annotation)
+        nd_metrics_event(metrics, ND_EV_INTEGRITY_ANNOTATION);
     if (in->traditional)
         nd_metrics_event(metrics, ND_EV_INTEGRITY_SCRIPT);
 }

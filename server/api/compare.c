@@ -17,6 +17,8 @@ void nd_compare_write_integrity(nd_reply *w, const nd_integrity *in)
     nd_reply_u64(w, in->invisible);
     nd_reply_key(w, "lookalike");
     nd_reply_u64(w, in->lookalike);
+    nd_reply_key(w, "annotation");
+    nd_reply_u64(w, in->annotation);
     nd_reply_key(w, "traditional");
     nd_reply_u64(w, in->traditional);
     nd_reply_key(w, "script");

@@ -71,6 +71,8 @@ static const struct {
                                    "by kind (the answer's integrity).",
                                    "kind=\"invisible\""},
     [ND_EV_INTEGRITY_LOOKALIKE] = {"neardup_check_integrity_total", NULL, "kind=\"lookalike\""},
+    [ND_EV_INTEGRITY_ANNOTATION] = {"neardup_check_integrity_total", NULL,
+                                    "kind=\"annotation\""},
     [ND_EV_INTEGRITY_SCRIPT] = {"neardup_check_integrity_total", NULL, "kind=\"script\""},
     [ND_EV_THIRD_CHECKS] = {"neardup_rewrite_stage_checks_total",
                             "Checks whose gray-zone candidates the third stage aligned.", NULL},

@@ -7,10 +7,15 @@
  *   UTF-8 as valid UTF-8 with the same number of code points (moved or
  *   replaced one for one), not the text itself when a letter was counted;
  * - they are idempotent: the folded text folds to itself, nothing counted;
+ * - with the readings in brackets (nd_fold_text()): the same, and each
+ *   reading dropped is one opening and one closing bracket become U+0300
+ *   where they were (in a text without overrides, which move code points);
+ *   without a reading dropped, the text reads as nd_fold_lookalikes() reads
+ *   it;
  * - the normalizer's fold is idempotent too: a code point mapped to one
  *   entry maps, once more, to the same entry's code point;
- * - the sketch's integrity counts are bounded: look-alikes as the fold
- *   counts them, invisible <= code points, traditional <= han (Han code
+ * - the sketch's integrity counts are bounded: look-alikes and readings as
+ *   the fold counts them, invisible <= code points, traditional <= han (Han code
  *   points after normalization: U+337B SQUARE ERA NAME HEISEI reads two). */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,8 +30,8 @@
 static nd_normalizer *norm;
 static nd_sketcher *sk;
 static nd_sk_scratch *scr;
-static char *buf, *buf2;
-static size_t cap, cap2;
+static char *buf, *buf2, *buf3, *buf4;
+static size_t cap, cap2, cap3, cap4;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -43,6 +48,41 @@ static size_t code_points(const uint8_t *s, size_t len)
     for (size_t i = 0; i < len; i++)
         n += (s[i] & 0xC0) != 0x80;
     return n;
+}
+
+static bool is_open(uint32_t cp)
+{
+    return cp == '(' || cp == '[' || cp == 0xFF08 || cp == 0xFF3B || cp == 0x3010;
+}
+
+static bool is_close(uint32_t cp)
+{
+    return cp == ')' || cp == ']' || cp == 0xFF09 || cp == 0xFF3D || cp == 0x3011;
+}
+
+/* The readings nd_fold_text() dropped from text (valid UTF-8, no override)
+ * into out: opening and closing brackets that became U+0300 where they
+ * were, counted apart; false when another code point moved or changed to
+ * something other than U+0300 or a letter. */
+static bool brackets_dropped(const uint8_t *in, size_t ilen, const uint8_t *out, size_t olen,
+                             uint32_t *opened, uint32_t *closed)
+{
+    *opened = *closed = 0;
+    size_t i = 0, o = 0;
+    while (i < ilen && o < olen) {
+        uint32_t a, b;
+        if (nd_utf8_decode(in, ilen, &i, &a) < 0 || nd_utf8_decode(out, olen, &o, &b) < 0)
+            return false;
+        if (a == b)
+            continue;
+        if (b == 0x0300) {
+            *opened += is_open(a), *closed += is_close(a);
+            continue;
+        }
+        if (is_open(a) || is_close(a) || is_open(b) || is_close(b))
+            return false; /* the look-alike fold replaces letters only */
+    }
+    return i == ilen && o == olen;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -69,6 +109,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    again == out && lk2 == 0,
                "not idempotent: %u more replaced", lk2);
 
+    /* every fold, with the readings in brackets */
+    const char *tout;
+    size_t tlen;
+    uint32_t tlk, an;
+    FUZZ_CHECK(nd_fold_text(norm, text, size, &buf3, &cap3, &tout, &tlen, &tlk, &an) == 0,
+               "fold text");
+    FUZZ_CHECK(fuzz_utf8_valid((const uint8_t *)tout, tlen) &&
+                   code_points((const uint8_t *)tout, tlen) == code_points(data, size),
+               "readings: code points %zu -> %zu", code_points(data, size),
+               code_points((const uint8_t *)tout, tlen));
+    FUZZ_CHECK(an == 0 || tout != text, "%u readings but out is text", an);
+    if (an == 0)
+        FUZZ_CHECK(tlen == olen && memcmp(tout, out, olen) == 0 && tlk == lk,
+                   "no reading, read otherwise than nd_fold_lookalikes()");
+    bool overrides = false; /* LRO, RLO: E2 80 AD, E2 80 AE */
+    for (size_t i = 0; i + 2 < size; i++)
+        overrides |= data[i] == 0xE2 && data[i + 1] == 0x80 &&
+                     (data[i + 2] == 0xAD || data[i + 2] == 0xAE);
+    uint32_t opened, closed;
+    if (!overrides)
+        FUZZ_CHECK(brackets_dropped(data, size, (const uint8_t *)tout, tlen, &opened, &closed) &&
+                       opened == an && closed == an,
+                   "%u readings: %u opening, %u closing brackets dropped", an, opened, closed);
+    const char *tagain;
+    size_t talen;
+    uint32_t tlk2, an2;
+    FUZZ_CHECK(nd_fold_text(norm, tout, tlen, &buf4, &cap4, &tagain, &talen, &tlk2, &an2) == 0 &&
+                   tagain == tout && an2 == 0 && tlk2 == 0,
+               "readings: not idempotent: %u more readings, %u letters", an2, tlk2);
+
     /* the normalizer's per-code-point fold */
     for (size_t pos = 0; pos < size;) {
         uint32_t cp, b1[ND_NORM_MAX], b2[ND_NORM_MAX];
@@ -88,8 +158,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     nd_sketch sketch;
     nd_sketch_info info;
     FUZZ_CHECK(nd_sketch_text(sk, scr, text, size, &sketch, NULL, 0, &info) == 0, "sketch");
-    FUZZ_CHECK(info.integrity.lookalike == lk, "lookalike %u, fold %u", info.integrity.lookalike,
-               lk);
+    FUZZ_CHECK(info.integrity.lookalike == tlk && info.integrity.annotation == an,
+               "lookalike %u annotation %u, fold %u %u", info.integrity.lookalike,
+               info.integrity.annotation, tlk, an);
     FUZZ_CHECK(info.integrity.invisible <= info.code_points &&
                    info.integrity.traditional <= info.integrity.han &&
                    info.integrity.han <= (uint64_t)ND_NORM_MAX * info.code_points,

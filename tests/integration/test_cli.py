@@ -148,12 +148,27 @@ def test_compare():
                 f.write(text.encode())
         r = run(["compare"] + pair)
         out = json.loads(r.stdout) if r.returncode == 0 else {}
-        check(out.get("integrity_a") == {"invisible": 0, "lookalike": 0, "traditional": 0,
-                                         "script": None}
-              and out.get("integrity_b") == {"invisible": 8, "lookalike": 24, "traditional": 0,
-                                             "script": None}
+        check(out.get("integrity_a") == {"invisible": 0, "lookalike": 0, "annotation": 0,
+                                         "traditional": 0, "script": None}
+              and out.get("integrity_b") == {"invisible": 8, "lookalike": 24, "annotation": 0,
+                                             "traditional": 0, "script": None}
               and out.get("kind") == "near_duplicate" and out.get("resemblance") == 1.0,
               f"integrity: {r.stdout!r}")
+        # A Chinese text and its copy with a reading in brackets after its
+        # characters (issue 52): read alike, the readings counted.
+        zh = "原创文章的作者是谁，我们需要知道。这篇文章讲的是软件开发的历史与文化。" * 10
+        noisy = ("原(yuán)创(chuàng)文(wén)章(zhāng)的(de)作者是谁，我们需要知道。"
+                 "这篇文章讲的是软(ruǎn)件开(kāi)发的历史与文化。") * 10
+        pair = [os.path.join(d, "zh"), os.path.join(d, "noisy")]
+        for path, text in zip(pair, (zh, noisy)):
+            with open(path, "wb") as f:
+                f.write(text.encode())
+        r = run(["compare"] + pair)
+        out = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(out.get("integrity_b", {}).get("annotation") == 70
+              and out.get("integrity_a", {}).get("annotation") == 0
+              and out.get("distance") == 0 and out.get("resemblance") == 1.0,
+              f"annotation: {r.stdout!r}")
         bad = os.path.join(d, "bad")
         with open(bad, "wb") as f:
             f.write(b"abc \xff def")

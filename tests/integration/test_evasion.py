@@ -5,7 +5,8 @@ text: a Simplified article converted to Traditional (and the reverse) by
 OpenCC's own converter (the `opencc` command), Latin letters swapped for
 Cyrillic and Greek look-alikes or for small capitals and IPA letters,
 invisible and blank characters (format characters too) sprinkled between
-letters, the text reversed under a right-to-left override. Each copy must be found (duplicate, its source first among
+letters, the text reversed under a right-to-left override, a Mandarin reading in
+brackets after most Han characters (原(yuán)创(chuàng)). Each copy must be found (duplicate, its source first among
 the matches) and the answer's `integrity` must say what was hidden, counted
 exactly where the test knows the count, while an ordinary article (with
 emoji joiners and variation selectors) reports nothing. Real Russian text
@@ -17,6 +18,7 @@ checks that carried each kind. Skipped (77) when `opencc` is missing
 
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -101,7 +103,8 @@ def check_text(srv, text, **extra):
     body = dict(text=text, **extra)
     status, ans = srv.json("POST", "/check-original", body, timeout=60)
     check(status == 200, "%s %r", status, ans)
-    check(set(ans["integrity"]) == {"invisible", "lookalike", "traditional", "script"},
+    check(set(ans["integrity"]) == {"invisible", "lookalike", "annotation", "traditional",
+                                    "script"},
           "integrity fields %r", ans["integrity"])
     return ans
 
@@ -123,23 +126,25 @@ def integrity_metrics(srv):
     check(status == 200, "metrics %s", status)
     m = parse_metrics(data.decode())
     return {k: m.get('neardup_check_integrity_total{kind="%s"}' % k, 0)
-            for k in ("invisible", "lookalike", "script")}
+            for k in ("invisible", "lookalike", "annotation", "script")}
 
 
 @T.test
 def ordinary_text_reports_nothing(srv):
     zh = register(srv, "zh-plain", TEXTS["zh1"])
-    check(zh["integrity"] == {"invisible": 0, "lookalike": 0, "traditional": 0,
+    check(zh["integrity"] == {"invisible": 0, "lookalike": 0, "annotation": 0, "traditional": 0,
                               "script": "simplified"}, "zh1: %r", zh["integrity"])
     en = register(srv, "en-plain", TEXTS["en1"])
-    check(en["integrity"] == {"invisible": 0, "lookalike": 0, "traditional": 0, "script": None},
+    check(en["integrity"] == {"invisible": 0, "lookalike": 0, "annotation": 0, "traditional": 0,
+                              "script": None},
           "en1: %r", en["integrity"])
     # Emoji sequences use joiners and variation selectors: nothing hidden.
     emoji = TEXTS["en2"] + "\n\nThanks \u2764\ufe0f from the team \U0001F468\u200d\U0001F469" \
         "\u200d\U0001F467 and \U0001F44D\U0001F3FD!"
     ans = check_text(srv, emoji)
     check(ans["integrity"]["invisible"] == 0, "emoji counted as hidden: %r", ans["integrity"])
-    check(integrity_metrics(srv) == {"invisible": 0, "lookalike": 0, "script": 0},
+    check(integrity_metrics(srv) == {"invisible": 0, "lookalike": 0, "annotation": 0,
+                                     "script": 0},
           "metrics moved: %r", integrity_metrics(srv))
 
 
@@ -308,6 +313,80 @@ def latin_names_in_russian_are_not_swaps(srv):
     ans = check_text(srv, text.replace("TOYOTA", "T\u041eYOTA"))
     found(ans, "ru-brands", "a Cyrillic О in TOYOTA")
     check(ans["integrity"]["lookalike"] >= 1, "swap: %r", ans["integrity"])
+
+
+# Mandarin readings (Unihan kMandarin) of the characters of texts/zh1.txt that a
+# re-poster annotates (test data: what the copies are made of).
+READINGS = dict(w.split(":") for w in (
+    "的:de 件:jiàn 包:bāo 软:ruǎn 一:yī 们:men 理:lǐ 源:yuán 用:yòng 个:gè 它:tā 代:dài "
+    "方:fāng 为:wèi 存:cún 有:yǒu 者:zhě 整:zhěng 器:qì 来:lái 服:fú 务:wù 在:zài 以:yǐ "
+    "些:xiē 建:jiàn 程:chéng 提:tí 供:gōng 作:zuò 于:yú 并:bìng 缓:huǎn 官:guān 了:le "
+    "使:shǐ 人:rén 员:yuán 本:běn 创:chuàng 时:shí 保:bǎo 要:yào 与:yǔ 可:kě 配:pèi 置:zhì "
+    "级:jí 过:guò 他:tā 开:kāi 发:fā 意:yì 志:zhì 愿:yuàn 任:rèn 完:wán 性:xìng 行:xíng "
+    "因:yīn 内:nèi 容:róng 当:dāng 远:yuǎn 更:gèng 中:zhōng 参:cān 见:jiàn 节:jié 间:jiān "
+    "非:fēi 户:hù 新:xīn 编:biān 给:gěi 所:suǒ 比:bǐ 选:xuǎn").split())
+READING = re.compile(r"(?<=[\u4e00-\u9fff])[(（\[]([a-zāáǎàēéěèīíǐìōóǒòūúǔùǖǘǚǜü' ]+)[)）\]]")
+
+
+def annotate(text, share, seed, brackets="()"):
+    """A reading after `share` of the characters READINGS knows; returns
+    (text, number of readings a reader skips: a toneless one before a
+    Latin letter or digit is left out, as the server reads it as text)."""
+    rnd = random.Random(seed)
+    out, n = [], 0
+    for i, ch in enumerate(text):
+        out.append(ch)
+        if ch in READINGS and rnd.random() < share:
+            r = READINGS[ch]
+            out.append(brackets[0] + r + brackets[1])
+            nxt = text[i + 1] if i + 1 < len(text) else ""
+            toned = not r.isascii()
+            n += toned or not (nxt.isascii() and nxt.isalnum())
+    return "".join(out), n
+
+
+def code_points(text):
+    return list(text)
+
+
+@T.test
+def annotation_noise_found(srv):
+    """Issue 52: a copy with its Mandarin reading in brackets after most Han
+    characters was judged original (pinyin 1.0 % on the dev set)."""
+    src = TEXTS["zh1"]
+    register(srv, "zh-src", src)
+    for seed, brackets in ((5, "()"), (6, "（）"), (7, "[]")):
+        copy, n = annotate(src, 0.8, seed, brackets)
+        check(n > 300, "only %d readings", n)
+        ans = check_text(srv, copy)
+        found(ans, "zh-src", "readings in %s" % brackets)
+        check(ans["original"] is False and ans["integrity"]["annotation"] == n
+              and ans["integrity"]["invisible"] == 0 and ans["integrity"]["lookalike"] == 0,
+              "%s: %r, put %d", brackets, ans["integrity"], n)
+    check(integrity_metrics(srv)["annotation"] == 3, "metrics: %r", integrity_metrics(srv))
+    # POST /compare: the same counts, and passages that map to the copy's
+    # own code points: each copy span, its readings taken out, is the
+    # source span it pairs with.
+    copy, n = annotate(src, 0.8, 8)
+    status, ans = srv.json("POST", "/compare", {"text_a": copy, "id_b": "zh-src"}, timeout=60)
+    check(status == 200, "compare %s %r", status, ans)
+    check(ans["integrity_a"]["annotation"] == n and ans["integrity_b"]["annotation"] == 0
+          and ans["kind"] in ("identical", "near_duplicate"),
+          "compare: %s %r %r", ans.get("kind"), ans.get("integrity_a"), ans.get("integrity_b"))
+    a, b = code_points(copy), code_points(src)
+    pairs = ans.get("passages") or []
+    check(pairs, "no passages")
+    covered = sum(p["end"] - p["start"] for p in pairs)
+    check(covered >= 0.9 * len(a), "passages cover %d of %d code points", covered, len(a))
+    for p in pairs:
+        span = READING.sub("", "".join(a[p["start"]:p["end"]]))
+        check(span == "".join(b[p["source_start"]:p["source_end"]]),
+              "passage %r: %r vs %r", p, span[:60], "".join(b[p["source_start"]:p["source_end"]])[:60])
+    # The same article with a few English words in brackets: text, nothing
+    # dropped.
+    words = src.replace("软件", "软件 (software) ", 2).replace("使用", "使用(use)", 2)
+    ans = check_text(srv, words)
+    check(ans["integrity"]["annotation"] == 0, "English words dropped: %r", ans["integrity"])
 
 
 def main():
