@@ -112,6 +112,23 @@ static bool may_change_id(nd_req *r, const char *id, size_t id_len)
     return may;
 }
 
+/* Whether a change of id would be answered here from the document as this
+ * node holds it, without a write: none held (404) or the caller may not
+ * change it (403); nothing is answered. Loading: false (answered as such).
+ * On a replica such an answer waits for the stream's latest state first
+ * (ND_PENDING_LATEST): the document may be registered, deleted or given to
+ * another account in entries this node has not applied yet. */
+static bool decided_here(nd_req *r, const char *id, size_t id_len)
+{
+    nd_doc *d = NULL;
+    int rc = nd_registry_get(nd_api_of(r)->reg, id, id_len, &d);
+    if (rc < 0)
+        return rc != -EAGAIN;
+    bool owns = nd_api_owns(r, d);
+    nd_doc_release(d);
+    return !owns;
+}
+
 /* Answers a change that is done: the policy as GET /documents shows it, or
  * {"id","status"}. */
 static void wf_reply(nd_req *r, wf_op *op)
@@ -309,6 +326,9 @@ static int wf_ask(nd_req *r)
 {
     nd_api *api = nd_api_of(r);
     wf_op *op = r->op;
+    bool latest = nd_pending_at_latest(r);
+    if (!latest && decided_here(r, op->id, op->id_len))
+        return ND_PENDING_LATEST;
     if (!may_change_id(r, op->id, op->id_len)) {
         r->op = NULL;
         wf_free(op);
@@ -319,11 +339,21 @@ static int wf_ask(nd_req *r)
     params.min_resemblance = api->cfg->min_resemblance;
     params.min_containment = api->cfg->min_containment;
     op->refused = false;
-    return op->is_policy
-               ? nd_registry_change_policy(api->reg, op->id, op->id_len, wf_decide_policy, r,
-                                           nd_pending_done, r)
-               : nd_registry_change_status(api->reg, op->id, op->id_len, op->status, api->cfg->k,
-                                           &params, wf_decide_status, r, nd_pending_done, r);
+    int rc = op->is_policy
+                 ? nd_registry_change_policy(api->reg, op->id, op->id_len, wf_decide_policy, r,
+                                             nd_pending_done, r)
+                 : nd_registry_change_status(api->reg, op->id, op->id_len, op->status,
+                                             api->cfg->k, &params, wf_decide_status, r,
+                                             nd_pending_done, r);
+    /* Nothing written, so no expected-sequence check fenced the decision:
+     * a restore or revoke that changes nothing (0: a replica's store never
+     * commits within the call), no such id, a merge refused on the policy
+     * held here. A replica decides it again on the stream's latest state. */
+    if (!latest && (rc == 0 || rc == -ENOENT || op->refused)) {
+        op->refused = false;
+        return ND_PENDING_LATEST;
+    }
+    return rc;
 }
 
 static void wf_answer(nd_req *r, void *state, int rc, bool completed)
@@ -375,9 +405,30 @@ static wf_op *wf_op_new(nd_req *r, const char *id_enc, size_t id_enc_len)
     return op;
 }
 
+static void policy_body(nd_req *r, int status);
+
 static void handle_policy(nd_req *r, wf_op *op)
 {
     if (!nd_api_json_body(r)) {
+        wf_free(op);
+        return;
+    }
+    r->op = op;
+    /* A 404 or 403 decided here: on a replica, on the latest state. */
+    if (!nd_pending_at_latest(r) && decided_here(r, op->id, op->id_len))
+        nd_pending_catch_up(r, policy_body);
+    else
+        policy_body(r, 0);
+}
+
+/* The policy change in r->op, once the document's holder and owner were
+ * asked (status: the catch-up's, 0 when none was needed). */
+static void policy_body(nd_req *r, int status)
+{
+    wf_op *op = r->op;
+    r->op = NULL;
+    if (status < 0) {
+        nd_api_store_error(r, status, "the policy change");
         wf_free(op);
         return;
     }
@@ -544,13 +595,17 @@ static int ask_delete(nd_req *r)
 {
     nd_api *api = nd_api_of(r);
     op_state *op = r->op;
+    bool latest = nd_pending_at_latest(r);
+    if (!latest && decided_here(r, op->rq.id, op->rq.id_len))
+        return ND_PENDING_LATEST; /* a 404 or 403: on the latest state */
     if (!may_change_id(r, op->rq.id, op->rq.id_len)) {
         r->op = NULL;
         op_free(op);
         return ND_PENDING_ANSWERED;
     }
-    return nd_registry_delete(api->reg, op->rq.id, op->rq.id_len, nd_workflow_delete_audit, r,
-                              nd_pending_done, r);
+    int rc = nd_registry_delete(api->reg, op->rq.id, op->rq.id_len, nd_workflow_delete_audit, r,
+                                nd_pending_done, r);
+    return !latest && rc == -ENOENT ? ND_PENDING_LATEST : rc;
 }
 
 static void delete_answer(nd_req *r, void *state, int rc, bool completed)

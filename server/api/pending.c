@@ -2,7 +2,8 @@
  * the registry's hand-off and a store's or replica's callback post the
  * request back to its worker; there the change is completed or asked again
  * and the request answered once. Also the state a check or a document
- * request keeps while it waits (op_state), and consistency "latest". */
+ * request keeps while it waits (op_state), consistency "latest", and the
+ * catch-up of a change answered without a write (ND_PENDING_LATEST). */
 #include "answer.h"
 #include "api.h"
 #include "log.h"
@@ -18,14 +19,33 @@ static nd_req *req_of(nd_task *t)
     return (nd_req *)((char *)t - offsetof(nd_req, task));
 }
 
+static void run(nd_req *r);
+
+/* After the catch-up an ask asked for (ND_PENDING_LATEST): asks again, on
+ * the stream's latest state, or answers why it could not be reached. */
+static void latest_again(nd_req *r, int status)
+{
+    nd_pending *p = r->op;
+    if (status == 0) {
+        run(r);
+        return;
+    }
+    r->op = NULL;
+    p->steps->answer(r, p, status, false);
+}
+
 static void run(nd_req *r)
 {
     nd_pending *p = r->op;
     int rc = p->steps->ask(r);
     if (rc == ND_REG_QUEUED || rc == ND_REG_WAIT || rc == ND_PENDING_ANSWERED)
         return; /* resume() answers, or the ask did */
+    if (rc == ND_PENDING_LATEST && !p->latest) {
+        nd_pending_catch_up(r, latest_again);
+        return;
+    }
     r->op = NULL;
-    p->steps->answer(r, p, rc, false);
+    p->steps->answer(r, p, rc == ND_PENDING_LATEST ? -EPROTO : rc, false);
 }
 
 /* Asks the registry again: after a wait, or on the newer state after
@@ -87,6 +107,27 @@ void nd_pending_after(void *arg, int status)
     p->status = status;
     r->task.fn = resume_after;
     nd_worker_post(r->worker, &r->task);
+}
+
+bool nd_pending_at_latest(nd_req *r)
+{
+    nd_pending *p = r->op;
+    return !nd_api_of(r)->replica || p->latest;
+}
+
+void nd_pending_catch_up(nd_req *r, void (*then)(nd_req *r, int status))
+{
+    nd_api *api = nd_api_of(r);
+    nd_pending *p = r->op;
+    p->latest = true; /* once: the answer after it stands */
+    if (!api->replica) {
+        then(r, 0);
+        return;
+    }
+    p->next = then;
+    int rc = nd_replica_sync(api->replica, nd_pending_after, r);
+    if (rc < 0)
+        then(r, rc);
 }
 
 /* ---- a check's or a document request's state ---- */

@@ -21,6 +21,18 @@
  * current document) and freed its state. */
 #define ND_PENDING_ANSWERED 0x7fff
 
+/* What a step's ask returns (nothing written, its state kept) when its
+ * answer would be decided on this node's local state alone, with no stream
+ * entry whose expected-sequence check fences it: a restore or revoke that
+ * changes nothing, a 404 of an id, a 403 on the document as held here. On
+ * a replica such an answer may be stale (issue 51: a node behind answered
+ * a restore 200 "active" 1.6 s after another node's revoke was
+ * acknowledged), so the request first waits until this node holds the
+ * stream's latest state (nd_replica_sync(), as a read at consistency
+ * "latest"), then is asked again, and that answer stands. Return it only
+ * while nd_pending_at_latest() is false. */
+#define ND_PENDING_LATEST 0x7ffe
+
 typedef struct nd_pending_steps {
     /* Asks the registry for r (its state in r->op), with nd_pending_done
      * and r as the hand-off. Returns the registry's 0, ND_REG_QUEUED,
@@ -39,12 +51,29 @@ typedef struct nd_pending {
     nd_reg_change *ch;                   /* set by the hand-off: a change to complete */
     int status;                          /* the hand-off's or a callback's status */
     unsigned stale_tries;                /* asked again after another replica wrote first */
+    bool latest;                         /* this replica caught up with the stream for it */
     void (*next)(nd_req *r, int status); /* what nd_pending_after() resumes */
 } nd_pending;
 
 /* Runs steps for r (r->op set: its state, an nd_pending first): asks,
- * and answers now unless the registry will call back. */
+ * and answers now unless the registry will call back. An ask that returns
+ * ND_PENDING_LATEST is asked again once this replica caught up with the
+ * stream; should it not (cut off, or behind past --nats-timeout-ms), the
+ * answer step gets the sync's -ENOTCONN, -ETIMEDOUT or -ESHUTDOWN
+ * (completed false). */
 void nd_pending_start(nd_req *r, const nd_pending_steps *steps);
+
+/* Whether an answer for r may be decided on this node's local state: one
+ * node (no replica), or a replica that caught up with the stream for r
+ * (after an ask returned ND_PENDING_LATEST, or nd_pending_catch_up()). */
+bool nd_pending_at_latest(nd_req *r);
+
+/* Makes r (r->op: its state, an nd_pending first) wait until this replica
+ * holds the stream's latest state, then runs then(r, status) on r's worker:
+ * status 0 (nd_pending_at_latest() is true from then on) or the sync's
+ * -errno (-ENOTCONN, -ETIMEDOUT, -ESHUTDOWN, -ENOMEM). On one node then
+ * runs at once with 0. Uses the nd_pending's next. */
+void nd_pending_catch_up(nd_req *r, void (*then)(nd_req *r, int status));
 
 /* The registry's hand-off (nd_reg_done_fn; another thread): posts r (arg)
  * back to its worker, which completes the change or asks again, then

@@ -1051,7 +1051,9 @@ static int amend(nd_registry *reg, const char *id, size_t id_len, bool set_polic
     } else if (d->state != DOC_LIVE) {
         rc = add_waiter(reg, d, fn, arg);
     } else if (!set_policy && d->status == status) {
-        rc = 0; /* unchanged: nothing written */
+        rc = 0; /* unchanged: nothing written, so no stream entry fences it: a
+                 * replica's API asks again on the stream's latest state
+                 * (pending.h, ND_PENDING_LATEST) */
     } else {
         nd_doc **pre = NULL;
         size_t npre = 0;

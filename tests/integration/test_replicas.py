@@ -36,6 +36,10 @@ and log target substituted) in front of the three.
   while the others keep registering; then another node restarts on an
   empty directory and an --in-memory node joins (both replay the whole
   stream): every node ends with the same digest, document count and records.
+- no_stale_unchanged: a restore that changes nothing, a 404 and a 403
+  are not answered from a node's stale state (no stream entry fences them):
+  on a node cut off and behind they answer 503; back in the stream, on the
+  stream's latest state (issue 51).
 - isolation: the NATS server of one node is stopped (SIGSTOP; one that
   leads neither the stream nor the meta group and, when there is one, holds
   the consumer through which ANOTHER node tails the stream): within
@@ -1031,6 +1035,94 @@ def isolation(cl):
     up = ha.wait_status(ha.server_names[I], "UP", tm.up_within() + 5)
     print("  caught up: seq %d, %d documents, digest %s; haproxy: UP %.2fs later"
           % (states[0]["applied_seq"], states[0]["documents"], states[0]["digest"], up))
+
+
+# -- changes answered without a write --
+
+def claim_status(record):
+    """A record's claim status (GET /documents/{id} shows it when not
+    active)."""
+    return record.get("status", "active") if isinstance(record, dict) else None
+
+@T.test
+def no_stale_unchanged(cl):
+    """Issue 51 (test_history): a restore or revoke that changes nothing, a
+    404 and a 403 write no stream entry, so no expected-sequence check fences
+    them; a node behind answered them from its local state (a restore 200
+    "active" 1.6 s after another node's revoke was acknowledged: the claim
+    stayed revoked; a 404 for a document registered elsewhere). Node X's
+    NATS server is stopped (X is cut off and behind); another node revokes a
+    claim and registers a new document (both acknowledged); X must not
+    answer the restore 200 "active", nor a revoke, a policy PUT or a DELETE
+    of the new document 404: it answers 503 (it cannot learn the stream's
+    latest state). Back in the stream, X answers on the latest state: the
+    restore restores (every node then holds the claim active), a restore
+    that changes nothing is 200, an id registered nowhere is 404."""
+    names = [cl.name(i) for i in range(3)]
+    servers = [s.name for s in cl.nats.servers]
+    leader = cl.nats.stream_leader(cl.stream)
+    # X's server leads nothing the others need (no election meanwhile).
+    X = max(i for i in range(3) if servers[i] != leader)
+    Y = next(i for i in range(3) if i != X)
+    x, y = cl.nodes[X], cl.nodes[Y]
+    st, body = y.json("POST", "/check-original",
+                      {"id": "ns-claim", "text": article("ns-claim-%d" % SEED), "register": True})
+    check(st == 200 and body.get("registered") is True, "ns-claim: %s %r", st, body)
+    wait_converged(cl.nodes, 30, names)
+    st, body = x.json("GET", "/documents/ns-claim")
+    check(st == 200 and claim_status(body) == "active", "ns-claim on %s: %s %r", names[X], st,
+          body)
+    print("  stopping %s (stream leader %s): %s is cut off" % (servers[X], leader, names[X]))
+    cl.nats.servers[X].sigstop()
+    try:
+        st, body = y.json("POST", "/documents/ns-claim/revoke", timeout=20)
+        check(st == 200 and body.get("status") == "revoked", "revoke on %s: %s %r", names[Y],
+              st, body)
+        st, body = y.json("POST", "/check-original",
+                          {"id": "ns-new", "text": article("ns-new-%d" % SEED), "register": True},
+                          timeout=20)
+        check(st == 200 and body.get("registered") is True, "ns-new: %s %r", st, body)
+        asks = [("POST", "/documents/ns-claim/restore", None),
+                ("POST", "/documents/ns-new/revoke", None),
+                ("PUT", "/documents/ns-new/policy", {"reprint": "forbid"}),
+                ("DELETE", "/documents/ns-new", None)]
+        for method, path, obj in asks:
+            t0 = time.monotonic()
+            st, body = x.json(method, path, obj, timeout=20)
+            secs = time.monotonic() - t0
+            check(st == 503 and is_json_503(st, body, {"replication_unavailable",
+                                                       "replica_behind"}),
+                  "%s %s on %s, cut off and behind: %s %r (a 200 or 404 decided on its stale "
+                  "state)", method, path, names[X], st, body)
+            check(secs <= 3.0, "%s %s on %s took %.2fs", method, path, names[X], secs)
+        print("  on %s while cut off: restore, revoke, policy, DELETE answered 503" % names[X])
+    finally:
+        cl.nats.servers[X].sigcont()
+    wait_readyz(x, 200, 30)
+    deadline = time.monotonic() + AFTER_SIGCONT_S
+    while True:  # its NATS server may still be rejoining (as in isolation)
+        st, body = x.json("POST", "/documents/ns-claim/restore", timeout=20)
+        if st != 503 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    check(st == 200 and body.get("status") == "active", "restore on %s after SIGCONT: %s %r",
+          names[X], st, body)
+    st, body = x.json("POST", "/documents/ns-claim/restore")
+    check(st == 200 and body.get("status") == "active", "restore again (no change): %s %r", st,
+          body)
+    st, body = x.json("POST", "/documents/ns-new/revoke")
+    check(st == 200 and body.get("status") == "revoked", "revoke of ns-new on %s: %s %r",
+          names[X], st, body)
+    st, body = x.json("DELETE", "/documents/ns-nowhere")
+    check(st == 404, "DELETE of an id registered nowhere: %s %r", st, body)
+    st, body = x.json("POST", "/documents/ns-nowhere/restore")
+    check(st == 404, "restore of an id registered nowhere: %s %r", st, body)
+    wait_converged(cl.nodes, 30, names)
+    for i, n in enumerate(cl.nodes):
+        for doc, want in (("ns-claim", "active"), ("ns-new", "revoked")):
+            st, body = n.json("GET", "/documents/" + doc)
+            check(st == 200 and claim_status(body) == want, "%s on %s: %s %r, want %s", doc,
+                  names[i], st, body, want)
 
 
 if __name__ == "__main__":
