@@ -139,12 +139,14 @@ static pub_item *take_own(nd_replica *r, bool from_here, uint64_t token)
 }
 
 /* Applies stream entry seq (published at ts_ns, by origin), whose body is
- * data[0..len): each change at position seq << POS_SHIFT | index. */
+ * data[0..len): each change at position seq << POS_SHIFT | index. Only the
+ * entry after the last one applied: entries are applied in order and none
+ * is passed over (fill_gap() reads the ones a consumer skipped). */
 static void apply_entry(nd_replica *r, uint64_t seq, int64_t ts_ns, const char *origin,
                         const uint8_t *data, size_t len)
 {
-    if (seq <= atomic_load(&r->applied_seq))
-        return; /* applied already */
+    if (seq != atomic_load(&r->applied_seq) + 1)
+        return; /* applied already, or entries before it are not */
     bool from_here = origin && strcmp(origin, r->origin) == 0;
     size_t off = 0, blen = 0;
     uint64_t token;
@@ -188,6 +190,8 @@ static void apply_entry(nd_replica *r, uint64_t seq, int64_t ts_ns, const char *
     note_applied(r, seq);
 }
 
+static void fill_gap(nd_replica *r);
+
 static void apply_msg(nd_replica *r, natsMsg *m)
 {
     jsMsgMetaData *meta = NULL;
@@ -197,6 +201,13 @@ static void apply_msg(nd_replica *r, natsMsg *m)
     atomic_max(&r->stream_seq, seq + meta->NumPending);
     int64_t ts = meta->Timestamp;
     jsMsgMetaData_Destroy(meta);
+    if (seq > atomic_load(&r->applied_seq) + 1) {
+        /* The consumer skipped entries (deleted ones; or its server's copy
+         * lacks them): read from the stream's leader first, this one with
+         * them. */
+        fill_gap(r);
+        return;
+    }
     const char *origin = NULL;
     natsMsgHeader_Get(m, HDR_ORIGIN, &origin);
     apply_entry(r, seq, ts, origin, (const uint8_t *)natsMsg_GetData(m),
@@ -204,8 +215,9 @@ static void apply_msg(nd_replica *r, natsMsg *m)
 }
 
 /* Fills a gap the subscription left (its server stopped: the library
- * makes a new consumer only after missed heartbeats): reads the entries
- * after the last applied one directly from the stream. */
+ * makes a new consumer only after missed heartbeats; or it skipped
+ * entries): reads the entries after the last applied one directly from the
+ * stream. */
 static void fill_gap(nd_replica *r)
 {
     jsOptions jo;
@@ -219,9 +231,21 @@ static void fill_gap(nd_replica *r)
         jsErrCode jerr = 0;
         natsStatus s = js_GetMsg(&m, r->js, r->stream, seq, &jo, &jerr);
         if (s != NATS_OK) {
-            if (jerr == JSNoMessageFoundErr) /* deleted by hand: nothing to apply */
+            /* "No message found" comes from a server whose copy does not
+             * hold the entry: deleted by hand (nothing to apply), or not
+             * there yet (a leader just elected that has not applied its
+             * log to its copy). Passing over the second lost the entry on
+             * this node for good (issue 51: a policy change, its audit
+             * entry and its event, after this node was paused while the
+             * stream's leader was stopped): passed over only when the
+             * stream's leader, with its quorum, says it is gone. */
+            if (jerr == JSNoMessageFoundErr && replica_entry_gone(r, seq) == 1) {
+                nd_log(ND_LOG_WARN, "replica: entry %" PRIu64 " of stream %s was deleted: "
+                       "nothing to apply", seq, r->stream);
                 note_applied(r, seq);
-            return;
+                continue;
+            }
+            return; /* read again on the applier's next round */
         }
         const char *origin = NULL;
         natsMsgHeader_Get(m, HDR_ORIGIN, &origin);

@@ -473,6 +473,27 @@ static int probe(nd_replica *r, unsigned wait_ms, uint64_t *first, uint64_t *las
     return 0;
 }
 
+int replica_entry_gone(nd_replica *r, uint64_t seq)
+{
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.Wait = r->timeout_ms < PROBE_WAIT_MAX ? r->timeout_ms : PROBE_WAIT_MAX;
+    jo.Stream.Info.DeletedDetails = true;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    if (js_GetStreamInfo(&si, r->js, r->stream, &jo, &jerr) != NATS_OK)
+        return -ETIMEDOUT;
+    int gone = -ETIMEDOUT;
+    if (probe_quorate(si)) {
+        const jsStreamState *st = &si->State;
+        gone = seq < st->FirstSeq;
+        for (int i = 0; !gone && seq <= st->LastSeq && i < st->DeletedLen; i++)
+            gone = st->Deleted[i] == seq;
+    }
+    jsStreamInfo_Destroy(si);
+    return gone;
+}
+
 static void *prober_main(void *arg)
 {
     nd_replica *r = arg;

@@ -216,6 +216,13 @@ static inline bool stopping(nd_replica *r)
     return s;
 }
 
+/* Whether the stream no longer holds entry seq, as its leader answers
+ * while it hears from a quorum (replica.c): 1 when purged (before its
+ * first entry) or deleted (nats stream rmm), 0 when it holds it or has not
+ * reached it yet, -ETIMEDOUT when no such leader answered. One stream info
+ * request with the deleted entries listed. */
+int replica_entry_gone(nd_replica *r, uint64_t seq);
+
 /* ---- threads started by replica.c, in applier.c ---- */
 
 /* The applier thread (arg: the nd_replica). Returns NULL. */
