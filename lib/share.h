@@ -47,7 +47,7 @@
 /* Defaults, measured on the dev set (proto/sketch.md section 8). */
 #define ND_SHARE_MIN_SOURCE 0.10
 #define ND_SHARE_MIN_QUOTE 1.0
-#define ND_SHARE_MIN_COPIED 0.90
+#define ND_SHARE_MIN_COPIED 0.95
 
 /* The thresholds. min_source_share 0 (or below): the rule is off (no
  * source below the bar is listed, no verdict of this module's). */

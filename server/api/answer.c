@@ -558,7 +558,7 @@ char *nd_workflow_detection(const nd_check_req *rq, const nd_check_res *res, nd_
         nd_reply_key(&w, "account");
         nd_reply_string(&w, rq->account, rq->account_len);
     }
-    const char *kind = m ? nd_match_kind_name((nd_match_kind)m->kind) : "near_duplicate";
+    const char *kind = m ? nd_verdict_kind_name(m->kind) : "near_duplicate";
     nd_reply_key(&w, "kind");
     nd_reply_plain(&w, kind, strlen(kind));
     nd_reply_key(&w, "resemblance");

@@ -37,9 +37,7 @@ static void add_similarity(nd_reply *w, unsigned distance)
 
 static const char *verdict_name(int v)
 {
-    return v == ND_VERDICT_DUPLICATE ? "duplicate"
-           : v == ND_VERDICT_PARTIAL ? "partial_copy"
-                                     : "original";
+    return nd_verdict_name(v); /* verdict.h: compilation and quotation too */
 }
 
 /* A match's "passages": its passages on both sides, when its text was
@@ -75,7 +73,7 @@ static void add_match(nd_reply *w, const nd_match *m, bool account_given, const 
     nd_reply_key(w, "containment");
     nd_reply_fraction(w, m->containment);
     nd_reply_key(w, "kind");
-    const char *kind = nd_match_kind_name((nd_match_kind)m->kind);
+    const char *kind = nd_verdict_kind_name(m->kind);
     nd_reply_plain(w, kind, strlen(kind));
     nd_reply_key(w, "registered_at");
     nd_reply_time(w, d->registered_at_us);
@@ -101,6 +99,8 @@ static enum nd_event verdict_event(int verdict)
     switch (verdict) {
     case ND_VERDICT_DUPLICATE: return ND_EV_CHECK_DUPLICATE;
     case ND_VERDICT_PARTIAL: return ND_EV_CHECK_PARTIAL;
+    case ND_VERDICT_COMPILATION: return ND_EV_CHECK_COMPILATION;
+    case ND_VERDICT_QUOTATION: return ND_EV_CHECK_QUOTATION;
     default: return ND_EV_CHECK_ORIGINAL;
     }
 }
@@ -182,6 +182,8 @@ static void reply_check(nd_req *r, op_state *op)
     nd_workflow_add_action(&w, res);
     nd_reply_object_end(&w);
     nd_metrics_event(api->metrics, verdict_event(res->verdict));
+    if (res->share_counted)
+        nd_metrics_event(api->metrics, ND_EV_SHARE_CHECKS);
     if (res->aligned) {
         nd_metrics_event(api->metrics, ND_EV_THIRD_CHECKS);
         nd_metrics_add(api->metrics, ND_EV_THIRD_ALIGNED, res->aligned);
@@ -365,6 +367,10 @@ static void pair_matches(nd_req *r, op_state *op)
         mp->n = 0;
         mp->omitted = false;
         int rc = 0;
+        if (m->kind == ND_MATCH_QUOTED) { /* listed, never evidence: its share, nothing read */
+            mp->kept = false;
+            continue;
+        }
         if (m->kind == ND_MATCH_IDENTICAL) /* the text's own passages: nothing to read */
             rc = nd_pair_passages_same(&qt, aw->pair, mp->p, ND_PAIR_PASSAGES, &mp->n);
         else if (!nd_pair_budget_may_read(&budget, m->doc->chars))

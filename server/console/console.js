@@ -379,6 +379,10 @@
     dl.replaceChildren();
     fact(dl, 'Verdict', el('span', { className: 'verdict-' + String(answer.verdict) }, String(answer.verdict)));
     fact(dl, 'Action', String(answer.action));
+    if (answer.copied_share !== undefined) {
+      fact(dl, 'Copied share', fig(answer.copied_share) + ' of the text is in the sources listed' +
+        (answer.share_estimated ? ' (estimated)' : ''));
+    }
     if (answer.source) {
       const s = el('span', null, docLink(answer.source.id));
       if (answer.show_source !== undefined) s.appendChild(el('span', { className: 'muted' }, ' show source: ' + answer.show_source + ', may modify: ' + answer.may_modify));

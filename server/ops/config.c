@@ -37,7 +37,7 @@ void nd_config_defaults(nd_config *cfg)
     cfg->max_matches = ND_MAX_MATCHES_DEFAULT; /* matches listed; more sets "truncated" */
     cfg->min_resemblance = ND_VERDICT_MIN_RESEMBLANCE; /* measured: proto/sketch.md */
     cfg->min_containment = ND_VERDICT_MIN_CONTAINMENT;
-    cfg->min_source_share = 0; /* off until the answers name the kinds (ND_SHARE_MIN_SOURCE) */
+    cfg->min_source_share = ND_SHARE_MIN_SOURCE; /* measured: proto/sketch.md section 8 */
     cfg->min_quote_share = ND_SHARE_MIN_QUOTE;
     cfg->min_copied_share = ND_SHARE_MIN_COPIED;
     cfg->max_verify = ND_VERDICT_MAX_VERIFY;

@@ -47,7 +47,7 @@ typedef struct nd_config {
     double min_source_share;    /* a source below the partial bar is listed from this
                                  * share of the text's code points (0.1; share.h) */
     double min_quote_share;     /* one such source from this share: a quotation (1: none) */
-    double min_copied_share;    /* several together from this share: a compilation (0.9) */
+    double min_copied_share;    /* several together from this share: a compilation (0.95) */
     unsigned max_verify;        /* anchor-index candidates verified per check (32) */
     size_t max_meta;            /* largest "meta" object, compact JSON bytes (16 KiB) */
     size_t max_text;            /* longest single text, bytes of UTF-8 (1 MiB) */
