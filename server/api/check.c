@@ -118,6 +118,8 @@ static void add_integrity(nd_reply *w, nd_metrics *metrics, const nd_integrity *
         nd_metrics_event(metrics, ND_EV_INTEGRITY_LOOKALIKE);
     if (in->annotation)
         nd_metrics_event(metrics, ND_EV_INTEGRITY_ANNOTATION);
+    if (in->reordered)
+        nd_metrics_event(metrics, ND_EV_INTEGRITY_REORDERED);
     if (in->traditional)
         nd_metrics_event(metrics, ND_EV_INTEGRITY_SCRIPT);
 }
@@ -385,6 +387,8 @@ static void pair_matches(nd_req *r, op_state *op)
     }
 }
 
+static void again_check(nd_req *r);
+
 /* The check's ask: the registry decides (and registers when asked). */
 static int ask_check(nd_req *r)
 {
@@ -404,6 +408,16 @@ static int ask_check(nd_req *r)
     int rc = sketch_check(api, aw, op, &qs);
     if (rc == 0)
         rc = nd_registry_check(api->reg, &op->rq, &op->q, &qs, &op->res, nd_pending_done, r);
+    /* A registration answered without a write (a replica's store never
+     * commits within the call): the id registered already (existing, or
+     * 409 for another text), or judged not original on the documents held
+     * here. No expected-sequence check fences it, and the evidence may be
+     * deleted or revoked in entries not applied here yet: a replica decides
+     * it again on the stream's latest state (pending.h). */
+    if (op->rq.do_register && (rc == 0 || rc == -EEXIST) && !nd_pending_at_latest(r)) {
+        again_check(r);
+        return ND_PENDING_LATEST;
+    }
     op->npaired = 0;
     if ((rc == 0 || rc == ND_REG_QUEUED) && op->res.nmatches)
         pair_matches(r, op);

@@ -24,10 +24,12 @@
 /* What a step's ask returns (nothing written, its state kept) when its
  * answer would be decided on this node's local state alone, with no stream
  * entry whose expected-sequence check fences it: a restore or revoke that
- * changes nothing, a 404 of an id, a 403 on the document as held here. On
- * a replica such an answer may be stale (issue 51: a node behind answered
- * a restore 200 "active" 1.6 s after another node's revoke was
- * acknowledged), so the request first waits until this node holds the
+ * changes nothing, a 404 of an id, a 403 on the document as held here, a
+ * registration answered with the document its id holds or judged not
+ * original on the documents held here (check.c). On a replica such an
+ * answer may be stale (issue 51: a node behind answered a restore 200
+ * "active" 1.6 s after another node's revoke was acknowledged), so the
+ * request first waits until this node holds the
  * stream's latest state (nd_replica_sync(), as a read at consistency
  * "latest"), then is asked again, and that answer stands. Return it only
  * while nd_pending_at_latest() is false. */

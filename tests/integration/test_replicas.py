@@ -40,6 +40,10 @@ and log target substituted) in front of the three.
   are not answered from a node's stale state (no stream entry fences them):
   on a node cut off and behind they answer 503; back in the stream, on the
   stream's latest state (issue 51).
+- no_stale_registration: a registration answered without a write (the id
+  registered already; a near-duplicate of a document deleted or revoked
+  elsewhere) is not decided on a node's stale state: cut off and behind,
+  503; back in the stream, original and registered (issue 51).
 - isolation: the NATS server of one node is stopped (SIGSTOP; one that
   leads neither the stream nor the meta group and, when there is one, holds
   the consumer through which ANOTHER node tails the stream): within
@@ -1124,6 +1128,79 @@ def no_stale_unchanged(cl):
             check(st == 200 and claim_status(body) == want, "%s on %s: %s %r, want %s", doc,
                   names[i], st, body, want)
 
+
+@T.test
+def no_stale_registration(cl):
+    """Issue 51: a registration that writes nothing (the id registered
+    already, answered existing; judged not original on a document held
+    here) had no expected-sequence check fencing it, so a node behind
+    decided it on its local state: a 200 naming as evidence a document
+    deleted or revoked elsewhere, acknowledged already. Node X's NATS server
+    is stopped; another node deletes D, revokes R and deletes E (acknowledged);
+    on X, registering a near-duplicate of D, one of R, and E again with its
+    own text answers 503 (not 200 with D or R as evidence, nor existing).
+    Back in the stream, X decides them on the latest state: each original
+    and registered, with no evidence."""
+    names = [cl.name(i) for i in range(3)]
+    servers = [s.name for s in cl.nats.servers]
+    leader = cl.nats.stream_leader(cl.stream)
+    X = max(i for i in range(3) if servers[i] != leader)
+    Y = next(i for i in range(3) if i != X)
+    x, y = cl.nodes[X], cl.nodes[Y]
+    texts = {d: article("%s-%d" % (d, SEED)) for d in ("nr-d", "nr-r", "nr-e")}
+    for doc, text in texts.items():
+        st, body = y.json("POST", "/check-original", {"id": doc, "text": text, "register": True})
+        check(st == 200 and body.get("registered") is True, "%s: %s %r", doc, st, body)
+    wait_converged(cl.nodes, 30, names)
+    asks = [("nr-d2", near_duplicate(texts["nr-d"], "nr-d2-%d" % SEED, 3)),
+            ("nr-r2", near_duplicate(texts["nr-r"], "nr-r2-%d" % SEED, 3)),
+            ("nr-e", texts["nr-e"])]
+    # Before: on X, the near-duplicates are not original (D, R the evidence).
+    for doc, text in asks[:2]:
+        st, body = x.json("POST", "/check-original", {"text": text})
+        check(st == 200 and body.get("original") is False, "%s before on %s: %s %r", doc,
+              names[X], st, body)
+    print("  stopping %s (stream leader %s): %s is cut off" % (servers[X], leader, names[X]))
+    cl.nats.servers[X].sigstop()
+    try:
+        for method, path in (("DELETE", "/documents/nr-d"), ("POST", "/documents/nr-r/revoke"),
+                             ("DELETE", "/documents/nr-e")):
+            st, body = y.json(method, path, timeout=20)
+            check(st == 200, "%s %s on %s: %s %r", method, path, names[Y], st, body)
+        for doc, text in asks:
+            t0 = time.monotonic()
+            st, body = x.json("POST", "/check-original",
+                              {"id": doc, "text": text, "register": True}, timeout=20)
+            secs = time.monotonic() - t0
+            check(st == 503 and is_json_503(st, body, {"replication_unavailable",
+                                                       "replica_behind"}),
+                  "register %s on %s, cut off and behind: %s %r (decided on its stale state)",
+                  doc, names[X], st, body)
+            check(secs <= 3.0, "register %s on %s took %.2fs", doc, names[X], secs)
+        print("  on %s while cut off: the registrations answered 503" % names[X])
+    finally:
+        cl.nats.servers[X].sigcont()
+    wait_readyz(x, 200, 30)
+    for doc, text in asks:
+        deadline = time.monotonic() + AFTER_SIGCONT_S
+        while True:  # its NATS server may still be rejoining (as in isolation)
+            st, body = x.json("POST", "/check-original",
+                              {"id": doc, "text": text, "register": True}, timeout=20)
+            if st != 503 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        check(st == 200 and body.get("original") is True and body.get("registered") is True,
+              "register %s on %s after SIGCONT (on the latest state): %s %r", doc, names[X],
+              st, body)
+        evidence = [m.get("id") for m in body.get("matches") or []
+                    if m.get("status", "active") == "active"]
+        check("nr-d" not in evidence and "nr-r" not in evidence,
+              "register %s on %s: evidence %r", doc, names[X], evidence)
+    wait_converged(cl.nodes, 30, names)
+    for i, n in enumerate(cl.nodes):
+        for doc, _ in asks:
+            st, body = n.json("GET", "/documents/" + doc)
+            check(st == 200, "%s on %s: %s %r", doc, names[i], st, body)
 
 if __name__ == "__main__":
     missing = [p for p in ("nats-server", "haproxy") if shutil.which(p) is None]
