@@ -1124,10 +1124,11 @@ int nd_fingerprint(const nd_fingerprinter *fp, nd_fp_scratch *scratch, const cha
 {
     fp_state st = {.fp = fp, .scratch = scratch, .word_start = true};
     scratch->seen_hash = false;
-    /* readings dropped, look-alike letters read as their twin (fold.h) */
-    uint32_t lookalike, annotation;
+    /* overrides in reading order, readings dropped, look-alike letters
+     * read as their twin (fold.h) */
+    uint32_t lookalike, annotation, reordered;
     int rc = nd_fold_text(fp->norm, text, len, &scratch->fold, &scratch->fold_cap, &text, &len,
-                          &lookalike, &annotation);
+                          &lookalike, &annotation, &reordered);
     if (rc < 0)
         return rc;
     scan_text(&st, (const uint8_t *)text, len);

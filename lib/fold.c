@@ -169,11 +169,12 @@ static bool reverse_rtl_stretches(uint8_t *s, size_t n)
  * under a left-to-right override (LRO), the right-to-left stretches
  * reversed; the overrides of a run that moved (its own and those nested in
  * it) replaced by the embeddings of their direction (RLE, LRE). Returns
- * whether o differs from s. */
-static bool reading_order(const uint8_t *s, size_t len, uint8_t *o)
+ * the code points of the runs that moved (the override opening each not
+ * counted, those nested in it counted): 0 when o holds s unchanged. */
+static uint32_t reading_order(const uint8_t *s, size_t len, uint8_t *o)
 {
     memcpy(o, s, len);
-    bool moved = false;
+    uint32_t moved = 0;
     for (size_t pos = 0; pos < len;) {
         uint32_t cp = 0;
         nd_utf8_decode(s, len, &pos, &cp);
@@ -213,8 +214,9 @@ static bool reading_order(const uint8_t *s, size_t len, uint8_t *o)
                 if (run[i] == 0xE2 && run[i + 1] == 0x80 &&
                     (run[i + 2] == 0xAD || run[i + 2] == 0xAE))
                     run[i + 2] = (uint8_t)(run[i + 2] - (RLO - RLE));
+            for (size_t i = 0; i < n; i++)
+                moved += (run[i] & 0xC0) != 0x80;
         }
-        moved |= m;
         pos = end;
     }
     return moved;
@@ -857,14 +859,16 @@ static size_t fold_words(const nd_normalizer *n, const survey *sv, const uint8_t
     return olen;
 }
 
-/* nd_fold_text(), or nd_fold_lookalikes() when annotation is NULL. */
+/* nd_fold_text(), or nd_fold_lookalikes() when annotation (and reordered)
+ * is NULL. */
 static int fold_text(const nd_normalizer *n, const char *text, size_t len, char **buf, size_t *cap,
-                     const char **out, size_t *out_len, uint32_t *lookalike, uint32_t *annotation)
+                     const char **out, size_t *out_len, uint32_t *lookalike, uint32_t *annotation,
+                     uint32_t *reordered)
 {
     const uint8_t *s = (const uint8_t *)text;
     *out = text, *out_len = len, *lookalike = 0;
     if (annotation)
-        *annotation = 0;
+        *annotation = 0, *reordered = 0;
     bool letters = maybe_mixed(s, len) || maybe_special(s, len);
     bool readings = annotation && has_readings(n, s, len);
     if (!letters && !readings)
@@ -885,8 +889,11 @@ static int fold_text(const nd_normalizer *n, const char *text, size_t len, char 
         *buf = b, *cap = need;
     }
     uint8_t *o = (uint8_t *)*buf;
-    if (sv.overrides && reading_order(s, len, o)) {
+    uint32_t moved = sv.overrides ? reading_order(s, len, o) : 0;
+    if (moved) {
         s = o, *out = *buf;
+        if (reordered)
+            *reordered = moved;
         readings = drop && has_readings(n, s, len); /* in the order read */
     }
     uint32_t count = 0;
@@ -909,11 +916,12 @@ static int fold_text(const nd_normalizer *n, const char *text, size_t len, char 
 int nd_fold_lookalikes(const nd_normalizer *n, const char *text, size_t len, char **buf,
                        size_t *cap, const char **out, size_t *out_len, uint32_t *lookalike)
 {
-    return fold_text(n, text, len, buf, cap, out, out_len, lookalike, NULL);
+    return fold_text(n, text, len, buf, cap, out, out_len, lookalike, NULL, NULL);
 }
 
 int nd_fold_text(const nd_normalizer *n, const char *text, size_t len, char **buf, size_t *cap,
-                 const char **out, size_t *out_len, uint32_t *lookalike, uint32_t *annotation)
+                 const char **out, size_t *out_len, uint32_t *lookalike, uint32_t *annotation,
+                 uint32_t *reordered)
 {
-    return fold_text(n, text, len, buf, cap, out, out_len, lookalike, annotation);
+    return fold_text(n, text, len, buf, cap, out, out_len, lookalike, annotation, reordered);
 }

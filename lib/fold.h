@@ -24,6 +24,7 @@ typedef struct nd_integrity {
     uint32_t invisible;   /* characters that render as nothing or a blank: dropped, or a space */
     uint32_t lookalike;   /* letters read as a look-alike (nd_fold_lookalikes(): swaps) */
     uint32_t annotation;  /* readings in brackets after Han characters, dropped (nd_fold_text()) */
+    uint32_t reordered;   /* code points read in another order under an override (nd_fold_text()) */
     uint32_t traditional; /* Traditional characters read as Simplified */
     uint32_t han;         /* Han characters read (to judge the script: traditional*20 >= han) */
 } nd_integrity;
@@ -50,7 +51,11 @@ static inline const char *nd_integrity_script(const nd_integrity *in)
  * those stretches are reversed. Nested overrides move with the run that
  * holds them. The overrides of a run that changed (its own and the nested
  * ones) become embeddings of their direction (RLE, LRE), so the fold is
- * idempotent. Not counted.
+ * idempotent. Counted by nd_fold_text() only (*reordered: the code points
+ * of the runs that changed, nested overrides included, the override that
+ * opens a run not). Embeddings (RLE, LRE) and isolates (RLI, LRI, FSI)
+ * are not overrides: they are read as they are and count 0, and so does a
+ * run that reads the same either way (right-to-left words under an RLO).
  *
  * Look-alike letters. A word is a run of code points that are letters,
  * marks or digits (or dropped by the normalizer). A Latin letter that a
@@ -113,9 +118,10 @@ int nd_fold_lookalikes(const struct nd_normalizer *n, const char *text, size_t l
  *
  * Outputs as nd_fold_lookalikes(), but *out may hold readings dropped (and
  * *buf may grow to 7 bytes a byte of text); *annotation gets the readings
- * dropped (not NULL). Returns 0 or -ENOMEM. */
+ * dropped, *reordered the code points of the override runs read in another
+ * order (both not NULL). Returns 0 or -ENOMEM. */
 int nd_fold_text(const struct nd_normalizer *n, const char *text, size_t len, char **buf,
                  size_t *cap, const char **out, size_t *out_len, uint32_t *lookalike,
-                 uint32_t *annotation);
+                 uint32_t *annotation, uint32_t *reordered);
 
 #endif

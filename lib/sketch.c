@@ -1087,10 +1087,11 @@ static int tokenize_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *te
                          uint32_t *ncp)
 {
     s->have_text = false;
-    /* readings dropped, look-alike letters read as their twin (fold.h) */
-    uint32_t lookalike, annotation;
+    /* overrides in reading order, readings dropped, look-alike letters
+     * read as their twin (fold.h) */
+    uint32_t lookalike, annotation, reordered;
     int rc = nd_fold_text(sk->norm, text, len, &s->fold, &s->fold_cap, &text, &len, &lookalike,
-                          &annotation);
+                          &annotation, &reordered);
     if (rc < 0)
         return rc;
     tok_state st = {
@@ -1103,6 +1104,7 @@ static int tokenize_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *te
     s->integrity = (nd_integrity){.invisible = st.invisible,
                                   .lookalike = lookalike,
                                   .annotation = annotation,
+                                  .reordered = reordered,
                                   .traditional = st.traditional,
                                   .han = st.han};
     /* Character mode: when CJK code points are at least 1/25 of the CJK,

@@ -244,6 +244,68 @@ static void test_overrides(void)
     expect_reads("hello world", "\u202Edlrоw оlleh", 2);
 }
 
+/* integrity.reordered: the code points of the override runs read in
+ * another order (issue 51: G05 read them, but counted nothing). */
+static uint32_t reordered(const char *t)
+{
+    nd_normalizer *n = NULL;
+    if (nd_normalizer_create(&n) != 0) {
+        CHECK(false, "normalizer");
+        return UINT32_MAX;
+    }
+    char *buf = NULL;
+    size_t cap = 0, olen;
+    const char *o;
+    uint32_t lk, an, ro = 0;
+    CHECK(nd_fold_text(n, t, strlen(t), &buf, &cap, &o, &olen, &lk, &an, &ro) == 0, "fold");
+    read_out r = rd(t);
+    CHECK(r.info.integrity.reordered == ro, "%s: the sketch counts %u, the fold %u", t,
+          r.info.integrity.reordered, ro);
+    /* read again, nothing moves */
+    char *once = strndup(o, olen);
+    uint32_t ro2 = 1;
+    CHECK(nd_fold_text(n, once, strlen(once), &buf, &cap, &o, &olen, &lk, &an, &ro2) == 0 &&
+              ro2 == 0,
+          "%s: read again, %u reordered", t, ro2);
+    free(once);
+    free(buf);
+    nd_normalizer_destroy(n);
+    return ro;
+}
+
+static void test_reordered(void)
+{
+    /* an RLO run: its code points, not the override nor the PDF */
+    uint32_t c = reordered("\u202Edlrow olleh\u202C and again");
+    CHECK(c == 11, "RLO run: %u", c);
+    char *r = rlo(en_para);
+    c = reordered(r);
+    CHECK(c == strlen(en_para), "a reversed paragraph: %u", c);
+    free(r);
+    c = reordered("\u202Edlrow olleh\nand again\n\u202Eniaga\u202C");
+    CHECK(c == 16, "two runs, to the paragraph's end and to the PDF: %u", c);
+    /* the nested embedding moves with its run and counts */
+    c = reordered("\u202Eolleh \u202A\u202C dlrow\u202C and again");
+    CHECK(c == 14, "nested: %u", c);
+    /* an LRO run with a reversed Hebrew word in it */
+    c = reordered("\u202D\u05dd\u05dc\u05d5\u05e2 \u05dd\u05d5\u05dc\u05e9\u202C and more");
+    CHECK(c == 9, "LRO: %u", c);
+    /* nothing read in another order: plain text, right-to-left words under
+     * an RLO (read as they are), embeddings and isolates (not overrides) */
+    const char *zero[] = {
+        en_para,
+        "老城区的渡口每天早上七点准时开船，几十年来几乎没有变过。",
+        "\u202E\u05e9\u05dc\u05d5\u05dd \u05e2\u05d5\u05dc\u05dd\u202C and more",
+        "\u202Bdlrow olleh\u202C and again",
+        "\u2067dlrow olleh\u2069 and again",
+        "\u202Adlrow olleh\u202C and \u2066again\u2069 \u2068more\u2069",
+    };
+    for (size_t i = 0; i < sizeof(zero) / sizeof(zero[0]); i++) {
+        c = reordered(zero[i]);
+        CHECK(c == 0, "%s: %u reordered", zero[i], c);
+    }
+}
+
 /* A Latin word in Cyrillic text is not a swap, even when every letter has
  * a Cyrillic twin (audit G06); a word with letters of both is. */
 static void test_swaps_counted(void)
@@ -369,8 +431,8 @@ static void expect_dropped(const char *a, const char *b, uint32_t count)
     char *buf = NULL, *buf2 = NULL;
     size_t cap = 0, cap2 = 0, olen, alen;
     const char *o, *again;
-    uint32_t lk, an, lk2, an2;
-    CHECK(nd_fold_text(n, b, strlen(b), &buf, &cap, &o, &olen, &lk, &an) == 0 && an == count &&
+    uint32_t lk, an, lk2, an2, ro;
+    CHECK(nd_fold_text(n, b, strlen(b), &buf, &cap, &o, &olen, &lk, &an, &ro) == 0 && an == count &&
               lk == 0,
           "%s: fold %u", b, an);
     static uint32_t in[4096], out[4096];
@@ -384,8 +446,8 @@ static void expect_dropped(const char *a, const char *b, uint32_t count)
     }
     uint32_t ca[4096];
     CHECK(kept == decode_all(a, strlen(a), ca, 4096), "%s: %zu code points kept", b, kept);
-    CHECK(nd_fold_text(n, o, olen, &buf2, &cap2, &again, &alen, &lk2, &an2) == 0 && again == o &&
-              an2 == 0 && lk2 == 0,
+    CHECK(nd_fold_text(n, o, olen, &buf2, &cap2, &again, &alen, &lk2, &an2, &ro) == 0 &&
+              again == o && an2 == 0 && lk2 == 0,
           "%s: not idempotent (%u more)", b, an2);
     free(buf);
     free(buf2);
@@ -402,8 +464,9 @@ static void expect_kept(const char *t)
     char *buf = NULL;
     size_t cap = 0, olen;
     const char *o;
-    uint32_t lk, an;
-    CHECK(nd_fold_text(n, t, strlen(t), &buf, &cap, &o, &olen, &lk, &an) == 0 && o == t && an == 0,
+    uint32_t lk, an, ro;
+    CHECK(nd_fold_text(n, t, strlen(t), &buf, &cap, &o, &olen, &lk, &an, &ro) == 0 && o == t &&
+              an == 0,
           "%s: folded (%u)", t, an);
     free(buf);
     nd_normalizer_destroy(n);
@@ -520,19 +583,19 @@ static void test_annotation_counted(void)
     char *buf = NULL;
     size_t cap = 0, olen;
     const char *o;
-    uint32_t lk, an;
+    uint32_t lk, an, ro;
     for (size_t at = 0; at < 140; at++) {
         char w[256];
         memset(w, 'x', at);
         strcpy(w + at, "原(yuán)创（chuàng）文【wén】xx");
-        CHECK(nd_fold_text(n, w, strlen(w), &buf, &cap, &o, &olen, &lk, &an) == 0 && an == 3 &&
+        CHECK(nd_fold_text(n, w, strlen(w), &buf, &cap, &o, &olen, &lk, &an, &ro) == 0 && an == 3 &&
                   olen == strlen(w) + 8, /* 7 + 13 + 10 bytes, 6 + 8 + 5 code points */
               "at %zu: %u readings, %zu bytes", at, an, olen);
     }
     /* invalid UTF-8: returned as is */
     const char bad[] = "原(yuán)创(chuàng)\xFF";
-    CHECK(nd_fold_text(n, bad, sizeof(bad) - 1, &buf, &cap, &o, &olen, &lk, &an) == 0 && o == bad &&
-              an == 0,
+    CHECK(nd_fold_text(n, bad, sizeof(bad) - 1, &buf, &cap, &o, &olen, &lk, &an, &ro) == 0 &&
+              o == bad && an == 0,
           "invalid");
     /* nd_fold_lookalikes() leaves readings alone */
     const char *two = "原(yuán)创(chuàng)";
@@ -554,6 +617,7 @@ int main(void)
     UNIT_RUN(test_lookalike);
     UNIT_RUN(test_within_script);
     UNIT_RUN(test_overrides);
+    UNIT_RUN(test_reordered);
     UNIT_RUN(test_swaps_counted);
     UNIT_RUN(test_not_folded);
     UNIT_RUN(test_fold_api);

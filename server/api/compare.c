@@ -19,6 +19,8 @@ void nd_compare_write_integrity(nd_reply *w, const nd_integrity *in)
     nd_reply_u64(w, in->lookalike);
     nd_reply_key(w, "annotation");
     nd_reply_u64(w, in->annotation);
+    nd_reply_key(w, "reordered");
+    nd_reply_u64(w, in->reordered);
     nd_reply_key(w, "traditional");
     nd_reply_u64(w, in->traditional);
     nd_reply_key(w, "script");

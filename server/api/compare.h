@@ -19,8 +19,8 @@
 void nd_compare_write(nd_reply *w, const nd_pair *p);
 
 /* Parts of it that /check-original writes too: what the folds read in a
- * text ({"invisible", "lookalike", "annotation", "traditional", "script"}), and n
- * passages on both sides as an array. Write into w only. */
+ * text ({"invisible", "lookalike", "annotation", "reordered", "traditional",
+ * "script"}), and n passages on both sides as an array. Write into w only. */
 void nd_compare_write_integrity(nd_reply *w, const nd_integrity *in);
 void nd_compare_write_pairs(nd_reply *w, const nd_passage_pair *p, size_t n);
 

@@ -397,8 +397,8 @@
     fact(dl, 'SimHash', String(answer.simhash));
     const ig = answer.integrity || {};
     fact(dl, 'Integrity', 'invisible ' + fig(ig.invisible) + ', look-alike ' + fig(ig.lookalike) +
-      ', annotation ' + fig(ig.annotation) + ', traditional ' + fig(ig.traditional) +
-      ', script ' + String(ig.script));
+      ', annotation ' + fig(ig.annotation) + ', reordered ' + fig(ig.reordered) +
+      ', traditional ' + fig(ig.traditional) + ', script ' + String(ig.script));
     if (answer.truncated) fact(dl, 'Truncated', 'more matches exist than listed');
     if (answer.review) fact(dl, 'Review', 'a rewrite was found (listed, not counted as evidence): a person should confirm it');
 

@@ -73,6 +73,7 @@ static const struct {
     [ND_EV_INTEGRITY_LOOKALIKE] = {"neardup_check_integrity_total", NULL, "kind=\"lookalike\""},
     [ND_EV_INTEGRITY_ANNOTATION] = {"neardup_check_integrity_total", NULL,
                                     "kind=\"annotation\""},
+    [ND_EV_INTEGRITY_REORDERED] = {"neardup_check_integrity_total", NULL, "kind=\"reordered\""},
     [ND_EV_INTEGRITY_SCRIPT] = {"neardup_check_integrity_total", NULL, "kind=\"script\""},
     [ND_EV_THIRD_CHECKS] = {"neardup_rewrite_stage_checks_total",
                             "Checks whose gray-zone candidates the third stage aligned.", NULL},

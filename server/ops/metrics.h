@@ -62,6 +62,7 @@ enum nd_event {
     ND_EV_INTEGRITY_INVISIBLE, /* a check's text hid characters (nd_integrity) */
     ND_EV_INTEGRITY_LOOKALIKE, /* ... swapped letters for look-alikes */
     ND_EV_INTEGRITY_ANNOTATION, /* ... hid behind readings in brackets (dropped) */
+    ND_EV_INTEGRITY_REORDERED,  /* ... was shown in another order by an override */
     ND_EV_INTEGRITY_SCRIPT,    /* ... was read from Traditional characters */
     ND_EV_THIRD_CHECKS,        /* checks that ran the third stage (aligned a candidate) */
     ND_EV_THIRD_ALIGNED,       /* candidates it aligned (nd_metrics_add) */

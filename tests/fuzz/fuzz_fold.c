@@ -112,8 +112,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* every fold, with the readings in brackets */
     const char *tout;
     size_t tlen;
-    uint32_t tlk, an;
-    FUZZ_CHECK(nd_fold_text(norm, text, size, &buf3, &cap3, &tout, &tlen, &tlk, &an) == 0,
+    uint32_t tlk, an, ro;
+    FUZZ_CHECK(nd_fold_text(norm, text, size, &buf3, &cap3, &tout, &tlen, &tlk, &an, &ro) == 0,
                "fold text");
     FUZZ_CHECK(fuzz_utf8_valid((const uint8_t *)tout, tlen) &&
                    code_points((const uint8_t *)tout, tlen) == code_points(data, size),
@@ -127,6 +127,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i + 2 < size; i++)
         overrides |= data[i] == 0xE2 && data[i + 1] == 0x80 &&
                      (data[i + 2] == 0xAD || data[i + 2] == 0xAE);
+    /* code points read in another order only under an override, at most
+     * all of them */
+    FUZZ_CHECK(ro <= code_points(data, size) && (overrides || ro == 0) && (ro == 0 || tout != text),
+               "%u reordered (overrides %d)", ro, overrides);
     uint32_t opened, closed;
     if (!overrides)
         FUZZ_CHECK(brackets_dropped(data, size, (const uint8_t *)tout, tlen, &opened, &closed) &&
@@ -134,10 +138,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    "%u readings: %u opening, %u closing brackets dropped", an, opened, closed);
     const char *tagain;
     size_t talen;
-    uint32_t tlk2, an2;
-    FUZZ_CHECK(nd_fold_text(norm, tout, tlen, &buf4, &cap4, &tagain, &talen, &tlk2, &an2) == 0 &&
-                   tagain == tout && an2 == 0 && tlk2 == 0,
-               "readings: not idempotent: %u more readings, %u letters", an2, tlk2);
+    uint32_t tlk2, an2, ro2;
+    FUZZ_CHECK(nd_fold_text(norm, tout, tlen, &buf4, &cap4, &tagain, &talen, &tlk2, &an2, &ro2) ==
+                       0 &&
+                   tagain == tout && an2 == 0 && tlk2 == 0 && ro2 == 0,
+               "readings: not idempotent: %u more readings, %u letters, %u reordered", an2, tlk2,
+               ro2);
 
     /* the normalizer's per-code-point fold */
     for (size_t pos = 0; pos < size;) {

@@ -149,9 +149,9 @@ def test_compare():
         r = run(["compare"] + pair)
         out = json.loads(r.stdout) if r.returncode == 0 else {}
         check(out.get("integrity_a") == {"invisible": 0, "lookalike": 0, "annotation": 0,
-                                         "traditional": 0, "script": None}
+                                         "reordered": 0, "traditional": 0, "script": None}
               and out.get("integrity_b") == {"invisible": 8, "lookalike": 24, "annotation": 0,
-                                             "traditional": 0, "script": None}
+                                             "reordered": 0, "traditional": 0, "script": None}
               and out.get("kind") == "near_duplicate" and out.get("resemblance") == 1.0,
               f"integrity: {r.stdout!r}")
         # A Chinese text and its copy with a reading in brackets after its

@@ -103,8 +103,8 @@ def check_text(srv, text, **extra):
     body = dict(text=text, **extra)
     status, ans = srv.json("POST", "/check-original", body, timeout=60)
     check(status == 200, "%s %r", status, ans)
-    check(set(ans["integrity"]) == {"invisible", "lookalike", "annotation", "traditional",
-                                    "script"},
+    check(set(ans["integrity"]) == {"invisible", "lookalike", "annotation", "reordered",
+                                    "traditional", "script"},
           "integrity fields %r", ans["integrity"])
     return ans
 
@@ -126,17 +126,17 @@ def integrity_metrics(srv):
     check(status == 200, "metrics %s", status)
     m = parse_metrics(data.decode())
     return {k: m.get('neardup_check_integrity_total{kind="%s"}' % k, 0)
-            for k in ("invisible", "lookalike", "annotation", "script")}
+            for k in ("invisible", "lookalike", "annotation", "reordered", "script")}
 
 
 @T.test
 def ordinary_text_reports_nothing(srv):
     zh = register(srv, "zh-plain", TEXTS["zh1"])
-    check(zh["integrity"] == {"invisible": 0, "lookalike": 0, "annotation": 0, "traditional": 0,
-                              "script": "simplified"}, "zh1: %r", zh["integrity"])
+    check(zh["integrity"] == {"invisible": 0, "lookalike": 0, "annotation": 0, "reordered": 0,
+                              "traditional": 0, "script": "simplified"}, "zh1: %r", zh["integrity"])
     en = register(srv, "en-plain", TEXTS["en1"])
-    check(en["integrity"] == {"invisible": 0, "lookalike": 0, "annotation": 0, "traditional": 0,
-                              "script": None},
+    check(en["integrity"] == {"invisible": 0, "lookalike": 0, "annotation": 0, "reordered": 0,
+                              "traditional": 0, "script": None},
           "en1: %r", en["integrity"])
     # Emoji sequences use joiners and variation selectors: nothing hidden.
     emoji = TEXTS["en2"] + "\n\nThanks \u2764\ufe0f from the team \U0001F468\u200d\U0001F469" \
@@ -144,7 +144,7 @@ def ordinary_text_reports_nothing(srv):
     ans = check_text(srv, emoji)
     check(ans["integrity"]["invisible"] == 0, "emoji counted as hidden: %r", ans["integrity"])
     check(integrity_metrics(srv) == {"invisible": 0, "lookalike": 0, "annotation": 0,
-                                     "script": 0},
+                                     "reordered": 0, "script": 0},
           "metrics moved: %r", integrity_metrics(srv))
 
 
@@ -263,12 +263,25 @@ def between_letters(text, ch, every):
 
 @T.test
 def reversed_under_override_found(srv):
-    """Audit G05: the text reversed under RLO was judged original."""
+    """Audit G05: the text reversed under RLO was judged original; issue 51:
+    found, but integrity counted nothing."""
     register(srv, "en-src", TEXTS["en1"])
     register(srv, "zh-src", TEXTS["zh1"])
     for name, src in (("en", "en-src"), ("zh", "zh-src")):
-        ans = check_text(srv, reversed_under_rlo(TEXTS[name + "1"]))
+        text = TEXTS[name + "1"]
+        ans = check_text(srv, reversed_under_rlo(text))
         found(ans, src, "reversed under RLO, " + name)
+        # every code point of a line that reads otherwise reversed (no
+        # right-to-left letter in these texts), not the RLO and PDF
+        n = sum(len(line) for line in text.split("\n") if line[::-1] != line)
+        check(n > 0 and ans["integrity"]["reordered"] == n
+              and ans["integrity"]["lookalike"] == 0 and ans["integrity"]["annotation"] == 0,
+              "%s: %r, reversed %d", name, ans["integrity"], n)
+    check(integrity_metrics(srv)["reordered"] == 2, "metrics: %r", integrity_metrics(srv))
+    # an embedding or an isolate is no override: nothing counted
+    ans = check_text(srv, "\u202b" + TEXTS["en1"] + "\u202c \u2067isolated\u2069")
+    check(ans["integrity"]["reordered"] == 0, "RLE, RLI: %r", ans["integrity"])
+    check(integrity_metrics(srv)["reordered"] == 2, "metrics: %r", integrity_metrics(srv))
 
 
 @T.test
