@@ -446,7 +446,11 @@
     if (seq !== checkSeq) return;
     const srcText = doc.status === 200 && doc.json && typeof doc.json.text === 'string' ? doc.json.text : null;
     /* Without a kept text there is nothing to compare with. */
-    const pair = Array.isArray(m.passages) || srcText === null ? null : await api('POST', '/compare', { text_a: text, id_b: m.id });
+    let pair = Array.isArray(m.passages) || srcText === null ? null : await api('POST', '/compare', { text_a: text, id_b: m.id });
+    /* A registered text longer than the check's read budget (409
+     * source_too_large): compare with the text this page already has. */
+    if (pair && pair.status === 409 && pair.json && pair.json.error && pair.json.error.code === 'source_too_large' && seq === checkSeq)
+      pair = await api('POST', '/compare', { text_a: text, text_b: srcText });
     if (seq !== checkSeq) return;
     const compared = pair && pair.status === 200 && pair.json && Array.isArray(pair.json.passages) ? pair.json : null;
     $('pair-json').textContent = compared ? json(compared, 2) : '';

@@ -797,6 +797,48 @@ def test_no_console_errors(srv, b):
     check(not csp, "CSP violations: %r", csp)
 
 
+@T.test
+def test_source_over_read_budget(srv, b):
+    """A match whose kept text is over the check's read budget comes without
+    passages ("passages_omitted"), and /compare with its id answers 409
+    source_too_large: the page compares with the text it already read (runs
+    after test_no_console_errors: the 409 is a logged failed load)."""
+    register_original(srv)
+    # The original's text after 400 KB of zero-width spaces (read as
+    # nothing): registered while the original's claim is revoked (else it
+    # is the original's duplicate), then the claim restored.
+    big = "\u200b" * (400 * 1024 // 3) + ORIGINAL
+    for action in ("revoke", "restore"):
+        if action == "restore":
+            status, reg = srv.json("POST", "/check-original",
+                                   {"id": "zh-big", "register": True, "text": big}, headers=AUTH)
+            check(status == 200 and reg["registered"], "register: %s %r", status,
+                  {k: reg.get(k) for k in ("verdict", "registered", "error")})
+        status, r = srv.json("POST", "/documents/zh-original/" + action,
+                             {"reason": "test"}, headers=AUTH)
+        check(status == 200, "%s: %s %r", action, status, r)
+    ans = api_check(srv, COPY)
+    idx = [i for i, m in enumerate(ans["matches"]) if m["id"] == "zh-big"]
+    check(idx, "zh-big not listed: %r", [m["id"] for m in ans["matches"]])
+    m = ans["matches"][idx[0]]
+    check(m.get("passages_omitted") == "read_budget" and "passages" not in m, "match %r", m)
+    status, pair = srv.json("POST", "/compare", {"text_a": COPY, "id_b": "zh-big"}, headers=AUTH)
+    check(status == 409 and pair["error"]["code"] == "source_too_large", "%s %r", status, pair)
+    status, want = srv.json("POST", "/compare", {"text_a": COPY, "text_b": big}, headers=AUTH)
+    check(status == 200 and want["passages"], "compare text_b: %s", status)
+    check_through_page(b, COPY)
+    b.js("document.getElementById('pair-json').textContent = '';"
+         "document.querySelector('#matches tbody button[data-match=\"%d\"]').click()" % idx[0])
+    b.wait(lambda: b.text("pair-json"), "the pair compared with the registered text")
+    b.wait(lambda: b.js("return document.getElementById('check-result').dataset.shown")
+           == "zh-big", "zh-big shown")
+    shown = json.loads(b.text("pair-json"))
+    check(shown["passages"] == want["passages"], "the page's pair %r", shown.get("passages"))
+    assert_spans(marks(b, "sub-text"), COPY, want["passages"], "submitted")
+    print("     %d passages of a %d KB source over the read budget shown"
+          % (len(want["passages"]), len(big.encode()) // 1024))
+
+
 def main():
     if webdriver is None:
         skip("python3-selenium is not installed")
