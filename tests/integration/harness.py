@@ -33,6 +33,24 @@ RFC3339_US = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 HEX16 = re.compile(r"^[0-9a-f]{16}$")
 
 
+# A small fixed English vocabulary for made-up articles (word_article()).
+ARTICLE_WORDS = (
+    "river town ferry horn baker quay ovens smell rye bread drifts water fishing boats "
+    "knock gently against pier old man green coat walks dog along embankment morning "
+    "hour nodding tram driver waits terminus thermos tea nobody writes things down yet "
+    "they are what made small habits repeated until become shape place winter snow "
+    "lamp harbour gull market cobble bridge clock tower chimney smoke lantern window "
+    "garden orchard meadow hill valley forest path stone wall gate field barn mill").split()
+
+
+def word_article(seed, words=80):
+    """A made-up article of `words` words of ARTICLE_WORDS, a full stop
+    after every 12th; the same for the same seed."""
+    rnd = random.Random(seed)
+    return " ".join(rnd.choice(ARTICLE_WORDS) + ("." if i % 12 == 11 else "")
+                    for i in range(words))
+
+
 def tool_path(env, default):
     """A built program: $env, else default (path parts) under the build
     directory that holds $NEARDUPD."""

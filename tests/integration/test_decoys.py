@@ -21,26 +21,16 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Runner, Server, check, neardup_path  # noqa: E402
+from harness import Runner, Server, check, neardup_path, word_article as article  # noqa: E402
 
 T = Runner("test_decoys")
 
-WORDS = ("river town ferry horn baker quay ovens smell rye bread drifts water fishing boats "
-         "knock gently against pier old man green coat walks dog along embankment morning "
-         "hour nodding tram driver waits terminus thermos tea nobody writes things down yet "
-         "they are what made small habits repeated until become shape place winter snow "
-         "lamp harbour gull market cobble bridge clock tower chimney smoke lantern window "
-         "garden orchard meadow hill valley forest path stone wall gate field barn mill").split()
 FILLER = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "
           "november oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee "
           "zulu").split()
 DECOYS = 1000
 ACCOUNTS = 40
 
-
-def article(seed, words):
-    rnd = random.Random(seed)
-    return " ".join(rnd.choice(WORDS) + ("." if i % 12 == 11 else "") for i in range(words))
 
 
 def sketch_lines(texts):

@@ -24,27 +24,16 @@ source_too_large.
 """
 
 import os
-import random
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Runner, Server, check, expect_error  # noqa: E402
+from harness import Runner, Server, check, expect_error, word_article as article  # noqa: E402
 
 T = Runner("test_pair_budget")
 
-WORDS = ("river town ferry horn baker quay ovens smell rye bread drifts water fishing boats "
-         "knock gently against pier old man green coat walks dog along embankment morning "
-         "hour nodding tram driver waits terminus thermos tea nobody writes things down yet "
-         "they are what made small habits repeated until become shape place winter snow "
-         "lamp harbour gull market cobble bridge clock tower chimney smoke lantern window "
-         "garden orchard meadow hill valley forest path stone wall gate field barn mill").split()
 BUDGET_FACTOR, BUDGET_BASE = 16, 256 * 1024  # server/registry/pair.h
 
-
-def article(seed, words=80):
-    rnd = random.Random(seed)
-    return " ".join(rnd.choice(WORDS) + ("." if i % 12 == 11 else "") for i in range(words))
 
 
 P = article(7)
