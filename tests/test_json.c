@@ -1,7 +1,8 @@
 /* test_json - what neardupd writes as JSON: the one string escaper
  * (server/core/json.c: nd_json_escape, nd_json_write_string) and the answer
  * writer on top of it (server/net/reply.c: commas, numbers, fractions, reals,
- * the error shape). jansson is the reference where the two agree by
+ * the error shape), and the one writer of reals (nd_json_format_real,
+ * nd_json_dumps). jansson is the reference where the two agree by
  * design: the bytes of answers that jansson used to write (errors, documents,
  * deletions) must not change. */
 #include <errno.h>
@@ -254,23 +255,79 @@ static void test_numbers(void)
         const char *t = reply_of(write_fraction);
         CHECK(strcmp(t, fr[i].want) == 0, "%g: %s", fr[i].x, t);
     }
-    /* reals as jansson writes them: every similarity 1 - d/64, and a few more */
-    for (int d = 0; d <= 70; d++) {
-        double x = d <= 64   ? 1.0 - d / 64.0
-                   : d == 65 ? 1e-300
-                   : d == 66 ? 123456789.0
-                   : d == 67 ? -2.5
-                   : d == 68 ? 1e22
-                   : d == 69 ? 0.1
-                             : 3;
-        char mine[32];
-        size_t n = nd_reply_format_real(x, mine);
+    /* reals: every similarity 1 - d/64 as jansson writes it (exact in
+     * binary, so "%.17g" is its shortest form already) */
+    for (int d = 0; d <= 64; d++) {
+        double x = 1.0 - d / 64.0;
+        char mine[ND_JSON_REAL_MAX];
+        size_t n = nd_json_format_real(x, mine);
         json_t *j = json_real(x);
         char *ref = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT);
         CHECK(n == strlen(mine) && strcmp(mine, ref) == 0, "%.17g: %s vs jansson %s", x, mine, ref);
         free(ref);
         json_decref(j);
     }
+    /* the shortest decimal that reads back, in jansson's form otherwise */
+    static const struct {
+        double x;
+        const char *want;
+    } re[] = {{0.958, "0.958"},        {0.1, "0.1"},           {1e-300, "1e-300"},
+              {123456789.0, "123456789.0"}, {-2.5, "-2.5"},    {1e22, "1e22"},
+              {3, "3.0"},              {0.1 + 0.2, "0.30000000000000004"},
+              {1e-5, "1e-5"},          {0, "0.0"}};
+    for (size_t i = 0; i < sizeof(re) / sizeof(re[0]); i++) {
+        char mine[ND_JSON_REAL_MAX];
+        size_t n = nd_json_format_real(re[i].x, mine);
+        CHECK(n == strlen(mine) && strcmp(mine, re[i].want) == 0, "%.17g: %s", re[i].x, mine);
+    }
+    /* random doubles: each reads back, never longer than jansson's */
+    srand(57);
+    for (int i = 0; i < 20000 && !unit_test_failed(); i++) {
+        uint64_t bits = 0;
+        for (int b = 0; b < 4; b++)
+            bits = bits << 16 | (uint64_t)(rand() & 0xffff);
+        double x;
+        memcpy(&x, &bits, sizeof(x));
+        if (!isfinite(x))
+            continue;
+        if (i % 2)
+            x = (double)(rand() % 100000) / 10000.0; /* figures like 0.958 */
+        char mine[ND_JSON_REAL_MAX];
+        nd_json_format_real(x, mine);
+        json_t *j = json_real(x);
+        char *ref = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT);
+        CHECK(strtod(mine, NULL) == x && strlen(mine) <= strlen(ref), "%.17g: %s vs %s", x, mine,
+              ref);
+        free(ref);
+        json_decref(j);
+    }
+}
+
+/* nd_json_dumps(): jansson's text with each real in its shortest form;
+ * strings, integers and the rest untouched. */
+static void test_dumps(void)
+{
+    const char *in = "{\"f\":0.958,\"s\":\"0.95799999999999996 \\\" 1.50\",\"i\":-12,"
+                     "\"a\":[1e22,-0.5,2.0,true,false,null,{\"e\":1.5e-7}],\"t\":0.1}";
+    json_t *j = json_loads(in, 0, NULL);
+    REQUIRE(j != NULL);
+    char *ref = json_dumps(j, JSON_COMPACT);
+    char *out = nd_json_dumps(j, JSON_COMPACT);
+    REQUIRE(ref && out);
+    CHECK(strstr(ref, "0.95799999999999996,"), "%s", ref); /* what jansson does */
+    const char *want = "{\"f\":0.958,\"s\":\"0.95799999999999996 \\\" 1.50\",\"i\":-12,"
+                       "\"a\":[1e22,-0.5,2.0,true,false,null,{\"e\":1.5e-7}],\"t\":0.1}";
+    CHECK(strcmp(out, want) == 0, "%s", out);
+    json_t *back = json_loads(out, 0, NULL);
+    CHECK(back && json_equal(back, j));
+    json_decref(back);
+    free(out);
+    out = nd_json_dumps(j, JSON_INDENT(2)); /* white space kept */
+    REQUIRE(out);
+    CHECK(strstr(out, "\"f\": 0.958,\n"), "%s", out);
+    free(out);
+    free(ref);
+    json_decref(j);
 }
 
 static void write_error(nd_reply *w)
@@ -349,6 +406,7 @@ int main(void)
     UNIT_RUN(test_escape_capped);
     UNIT_RUN(test_writer_structure);
     UNIT_RUN(test_numbers);
+    UNIT_RUN(test_dumps);
     UNIT_RUN(test_error_shape);
     return unit_summary("json");
 }

@@ -3,9 +3,11 @@
 #include "answer.h"
 #include "api.h"
 #include "import.h"
+#include "json.h"
 #include "log.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -140,9 +142,8 @@ void nd_backfill_write_summary(nd_reply *w, const nd_import_summary *s, bool com
     nd_reply_key(w, "detections");
     nd_reply_u64(w, s->detections);
     nd_reply_key(w, "seconds");
-    char num[32];
-    int n = snprintf(num, sizeof(num), "%.3f", s->seconds);
-    nd_reply_raw(w, num, (size_t)n);
+    char num[ND_JSON_REAL_MAX]; /* to the millisecond, written as every real is */
+    nd_reply_raw(w, num, nd_json_format_real(round(s->seconds * 1000) / 1000, num));
     nd_reply_key(w, "complete");
     nd_reply_bool(w, complete);
     nd_reply_object_end(w);

@@ -6,6 +6,7 @@
 #include "api.h"
 #include "api_worker.h"
 #include "compare.h"
+#include "json.h"
 #include "log.h"
 #include "pending.h"
 #include "handlers.h"
@@ -17,15 +18,15 @@
 #include <string.h>
 
 /* The similarity 1 - distance / 64 of each distance, as JSON numbers
- * (nd_reply_format_real()), made once. */
-static char similarity_text[65][32];
+ * (nd_json_format_real()), made once. */
+static char similarity_text[65][ND_JSON_REAL_MAX];
 static size_t similarity_len[65];
 static pthread_once_t similarity_once = PTHREAD_ONCE_INIT;
 
 static void similarity_init(void)
 {
     for (unsigned d = 0; d <= 64; d++)
-        similarity_len[d] = nd_reply_format_real(1.0 - (double)d / 64.0, similarity_text[d]);
+        similarity_len[d] = nd_json_format_real(1.0 - (double)d / 64.0, similarity_text[d]);
 }
 
 static void add_similarity(nd_reply *w, unsigned distance)

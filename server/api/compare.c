@@ -6,6 +6,7 @@
 #include "api.h"
 #include "api_worker.h"
 #include "handlers.h"
+#include "json.h"
 
 #include <errno.h>
 #include <string.h>
@@ -76,12 +77,12 @@ void nd_compare_write_pairs(nd_reply *w, const nd_passage_pair *p, size_t n)
 
 void nd_compare_write(nd_reply *w, const nd_pair *p)
 {
-    char real[32];
+    char real[ND_JSON_REAL_MAX];
     nd_reply_object(w);
     nd_reply_key(w, "distance");
     nd_reply_u64(w, p->distance);
     nd_reply_key(w, "similarity");
-    nd_reply_raw(w, real, nd_reply_format_real(1.0 - (double)p->distance / 64.0, real));
+    nd_reply_raw(w, real, nd_json_format_real(1.0 - (double)p->distance / 64.0, real));
     nd_reply_key(w, "resemblance");
     nd_reply_fraction(w, p->e.resemblance);
     nd_reply_key(w, "containment");

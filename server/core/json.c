@@ -1,4 +1,5 @@
-/* json.c - strict one-pass JSON reader for request objects; string writer. */
+/* json.c - strict one-pass JSON reader for request objects; string writer;
+ * the writer of reals. */
 #include "json.h"
 #include "bounds.h"
 #include "utf8.h"
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include <event2/buffer.h>
+#include <jansson.h>
 
 #define MAX_DEPTH ND_REQUEST_MAX_DEPTH
 
@@ -612,4 +614,105 @@ int nd_json_write_string(struct evbuffer *out, const char *str, size_t len)
     }
     rc |= evbuffer_add(out, "\"", 1);
     return rc ? -ENOMEM : 0;
+}
+
+/* ---- the writer of reals: the shortest decimal that reads back ---- */
+
+/* Rewrites the exponent of out[0..n) as jansson does (no '+', no leading
+ * zeros: 1e+22 is 1e22, 1e-05 is 1e-5), or appends ".0" when the text
+ * would read as an integer. Returns the new length. */
+static size_t jansson_form(char *out, size_t n)
+{
+    char *e = strchr(out, 'e');
+    if (e) {
+        char *d = e + 1, *from = d;
+        if (*from == '+')
+            from++;
+        else if (*from == '-')
+            d++, from++;
+        while (*from == '0' && from[1])
+            from++;
+        memmove(d, from, strlen(from) + 1);
+        return strlen(out);
+    }
+    if (!strpbrk(out, ".in") && n + 2 < ND_JSON_REAL_MAX) {
+        memcpy(out + n, ".0", 3);
+        n += 2;
+    }
+    return n;
+}
+
+size_t nd_json_format_real(double x, char out[ND_JSON_REAL_MAX])
+{
+    /* 17 significant digits always read back (jansson's form); fewer often
+     * do. Of the fewest that do, the shorter of "%g"'s form and jansson's:
+     * -5.322147822446094e16 is longer than -53221478224460944.0. */
+    char full[ND_JSON_REAL_MAX];
+    int nf = snprintf(full, sizeof(full), "%.17g", x);
+    if (nf < 0 || nf >= ND_JSON_REAL_MAX) {
+        out[0] = 0;
+        return 0;
+    }
+    size_t lf = jansson_form(full, (size_t)nf);
+    for (int prec = 1; prec < 17; prec++) {
+        int n = snprintf(out, ND_JSON_REAL_MAX, "%.*g", prec, x);
+        if (n > 0 && n < ND_JSON_REAL_MAX && strtod(out, NULL) == x) {
+            size_t len = jansson_form(out, (size_t)n);
+            if (len <= lf)
+                return len;
+            break;
+        }
+    }
+    memcpy(out, full, lf + 1);
+    return lf;
+}
+
+/* The end of the string literal starting at s[i] (its opening quote). */
+static size_t skip_literal(const char *s, size_t i)
+{
+    for (i++; s[i] && s[i] != '"'; i++)
+        if (s[i] == '\\' && s[i + 1])
+            i++;
+    return s[i] ? i + 1 : i;
+}
+
+char *nd_json_dumps(const struct json_t *j, size_t flags)
+{
+    char *s = json_dumps(j, flags);
+    if (!s)
+        return NULL;
+    /* Outside string literals, a token of digits, '-', '+', '.', 'e' is a
+     * number; jansson writes an integer without '.' or 'e'. Each real
+     * becomes its shortest form, which is never longer: rewritten in place. */
+    size_t r = 0, w = 0;
+    while (s[r]) {
+        if (s[r] == '"') {
+            size_t end = skip_literal(s, r);
+            memmove(s + w, s + r, end - r);
+            w += end - r, r = end;
+            continue;
+        }
+        size_t len = s[r] == '-' || (s[r] >= '0' && s[r] <= '9')
+                         ? strspn(s + r, "0123456789+-.eE")
+                         : 0;
+        if (!len) {
+            s[w++] = s[r++];
+            continue;
+        }
+        char num[ND_JSON_REAL_MAX];
+        size_t n = 0;
+        if (len < sizeof(num) && strcspn(s + r, ".eE") < len) {
+            char *end;
+            double x = strtod(s + r, &end);
+            if (end == s + r + len)
+                n = nd_json_format_real(x, num);
+        }
+        if (n && n <= len)
+            memcpy(s + w, num, n);
+        else
+            memmove(s + w, s + r, n = len);
+        w += n, r += len;
+    }
+    s[w] = 0;
+    return s;
 }

@@ -101,4 +101,25 @@ int nd_json_write_string(struct evbuffer *out, const char *s, size_t len);
  * For fixed buffers such as log lines. */
 bool nd_json_escape(char *buf, size_t cap, size_t *pos, const char *s, size_t len);
 
+/* The server's one writer of reals: every real in an answer, a stored
+ * meta, an event or a webhook body is the shortest decimal that reads back
+ * as the same double (0.958, where "%.17g" and jansson write
+ * 0.95799999999999996), otherwise in jansson's form: an exponent without
+ * '+' or leading zeros (1e22, 1e-5), ".0" after an integral value (3.0).
+ * The figures of a check (resemblance, containment...) are rounded to 4
+ * decimals before (nd_reply_fraction()), so each prints the same bytes
+ * wherever it is shown. */
+#define ND_JSON_REAL_MAX 32 /* the longest real written, with its NUL */
+
+/* Writes x (finite) at out, NUL-terminated; returns its length (0 and an
+ * empty string if it does not fit, which a finite double never does). Does
+ * not allocate. */
+size_t nd_json_format_real(double x, char out[ND_JSON_REAL_MAX]);
+
+/* json_dumps(j, flags) with every real written by nd_json_format_real().
+ * Returns a new string (the caller frees it), or NULL when jansson fails
+ * (out of memory). */
+struct json_t;
+char *nd_json_dumps(const struct json_t *j, size_t flags);
+
 #endif

@@ -1,5 +1,6 @@
 /* request.c - request bodies and paths: parse, validate, or say why not. */
 #include "request.h"
+#include "json.h"
 #include "utf8.h"
 
 #include <errno.h>
@@ -303,7 +304,7 @@ int nd_request_check_meta(nd_check_req *out, const nd_request_limits *lim, nd_re
                              JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     if (!obj)
         return invalid_field(err, "meta", "meta is not valid: %s", jerr.text);
-    char *text = json_dumps(obj, JSON_COMPACT);
+    char *text = nd_json_dumps(obj, JSON_COMPACT); /* reals as the answers write them */
     json_decref(obj);
     if (!text)
         return refuse(err, 500, "internal", NULL, "out of memory");

@@ -167,29 +167,6 @@ void nd_reply_time(nd_reply *w, int64_t us)
     nd_reply_plain(w, ts, strlen(ts));
 }
 
-size_t nd_reply_format_real(double x, char out[32])
-{
-    int n = snprintf(out, 32, "%.17g", x);
-    if (n < 0 || n >= 32)
-        n = 0, out[0] = 0;
-    char *e = strchr(out, 'e');
-    if (e) { /* as jansson: no '+' and no leading zeros in the exponent */
-        char *d = e + 1, *from = d;
-        if (*from == '+')
-            from++;
-        else if (*from == '-')
-            d++, from++;
-        while (*from == '0' && from[1])
-            from++;
-        memmove(d, from, strlen(from) + 1);
-        n = (int)strlen(out);
-    } else if (!strpbrk(out, ".in") && n + 2 < 32) { /* reads as an integer */
-        memcpy(out + n, ".0", 3);
-        n += 2;
-    }
-    return (size_t)n;
-}
-
 void nd_reply_error_begin(nd_reply *w, const char *code, const char *fmt, ...)
 {
     va_list ap;

@@ -65,7 +65,7 @@ void nd_reply_bool(nd_reply *w, bool v);
 void nd_reply_null(nd_reply *w);
 
 /* A JSON value written already (a stored compact "meta", a number made by
- * nd_reply_format_real()), copied as it is. */
+ * nd_json_format_real()), copied as it is. */
 void nd_reply_raw(nd_reply *w, const char *json, size_t len);
 
 /* A fraction in [0, 1] rounded to 4 decimals, trailing zeros dropped but
@@ -78,10 +78,6 @@ void nd_reply_simhash(nd_reply *w, uint64_t h);
 /* A time, UTC microseconds since the epoch: an RFC 3339 string
  * (nd_log_format_time()). */
 void nd_reply_time(nd_reply *w, int64_t us);
-
-/* Formats x as jansson writes a real ("%.17g", with ".0" added when that
- * reads as an integer) into out; returns its length (< 32). */
-size_t nd_reply_format_real(double x, char out[32]);
 
 /* Opens an error body: {"error":{"code":code,"message":<fmt...>, leaving
  * the "error" object open for extra members (nd_reply_key() + value);

@@ -73,10 +73,11 @@ static json_t *time_json(int64_t us)
     return json_string(ts);
 }
 
-/* Dumps j compactly (then frees it). Returns the text with *len, or NULL. */
+/* Dumps j compactly, each real as the answers write it (json.h: 0.958, not
+ * 0.95799999999999996), then frees it. Returns the text with *len, or NULL. */
 static char *dump(json_t *j, size_t *len)
 {
-    char *out = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    char *out = j ? nd_json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(j);
     if (out)
         *len = strlen(out);
