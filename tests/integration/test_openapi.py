@@ -239,6 +239,65 @@ def examples_validate(srv):
     check(counts["negative"] >= 6 and counts["valid"] >= 8, counts)
 
 
+def example_sites(node, where="#"):
+    """Every example in the document beside the schema it illustrates, as
+    (where, schema, value, valid): the `example` and `examples` of a media
+    type, parameter or header (valid), their `x-negative-examples` (not
+    valid), and the `examples` list of a schema, wherever it is (paths,
+    components, webhooks, nested properties)."""
+    if isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from example_sites(v, "%s/%d" % (where, i))
+        return
+    if not isinstance(node, dict):
+        return
+    schema = node.get("schema")
+    if isinstance(schema, dict):
+        if "example" in node:
+            yield where + "/example", schema, node["example"], True
+        for kind, valid in (("examples", True), ("x-negative-examples", False)):
+            for name, ex in (node.get(kind) or {}).items():
+                ex = resolve(ex)
+                if "value" in ex:
+                    yield "%s/%s/%s" % (where, kind, name), schema, ex["value"], valid
+    if isinstance(node.get("examples"), list) and "$ref" not in node:
+        for i, v in enumerate(node["examples"]):
+            yield "%s/examples/%d" % (where, i), node, v, True
+    for k, v in node.items():
+        if k not in ("example", "examples", "x-negative-examples"):
+            yield from example_sites(v, "%s/%s" % (where, k.replace("/", "~1")))
+
+
+@T.test
+def every_example_validates(srv):
+    """Issue 57: besides the request and response examples above, every
+    example anywhere in the file validates against its schema (a negative
+    one does not): the singular `example` of a media type, the examples of
+    query and header parameters and of response headers, the `examples` of
+    schemas inside properties, parameters and the webhooks section. And
+    every request example gets its documented answer: each one (valid or
+    negative) has a response example of the same name in its operation,
+    which examples_replay sends to the server and compares, unless that
+    answer is marked x-replay: false."""
+    n = 0
+    for where, schema, value, valid in example_sites(SPEC):
+        errors = schema_errors(value, schema)
+        check(not errors if valid else bool(errors), "%s: %r %s" % (
+            where, value, ("does not validate: %s" % errors[:3]) if valid else
+            "validates, but it is a negative example"))
+        n += 1
+    unanswered = []
+    for path, item, method, op in operations():
+        answers = {name for _, _, _, name, _, _ in response_examples(op)}
+        for name in request_examples(op):
+            if name not in answers:
+                unanswered.append("%s %s example %s" % (method.upper(), path, name))
+    check(not unanswered, "request examples without a documented answer (a response "
+          "example of the same name): %s" % unanswered)
+    print("     %d examples, each against its schema" % n)
+    check(n >= 40, n)
+
+
 @T.test
 def spec_is_valid_openapi(srv):
     check(str(SPEC["openapi"]).startswith("3.1"), SPEC["openapi"])
