@@ -463,10 +463,18 @@ static void check_answer(nd_req *r, void *state, int rc, bool completed)
     } else if (rc == 0) {
         answer_check(r, op);
         return;
-    } else if (rc == -EEXIST) {
+    } else if (rc == -EEXIST) { /* another text, or a registration's account or meta */
         nd_metrics_event(api->metrics, ND_EV_ID_CONFLICT);
-        nd_api_id_error(r, 409, "id_conflict", op->rq.id, op->rq.id_len,
-                        "this id is registered with a different text");
+        nd_reply w;
+        nd_api_error_begin(r, &w, "id_conflict", "%s", nd_conflict_message(op->res.conflict));
+        nd_reply_key(&w, "id");
+        nd_reply_string(&w, op->rq.id, op->rq.id_len);
+        const char *field = nd_conflict_field(op->res.conflict);
+        if (field) {
+            nd_reply_key(&w, "field");
+            nd_reply_plain(&w, field, strlen(field));
+        }
+        nd_api_error_send(r, &w, 409);
     } else if (rc == -EAGAIN) {
         nd_api_loading(r);
     } else if (rc == -ENOMEM) {

@@ -718,7 +718,7 @@ static void conclude(import_ctx *c, prep *pr, nd_check_res *res, int rc, nd_impo
                               .source_len = s ? s->id_len : 0};
         emit(c, pr, &ev);
     } else if (rc == -EEXIST) {
-        report_error(c, pr, out, "id_conflict", "this id is registered with a different text");
+        report_error(c, pr, out, "id_conflict", nd_conflict_message(res->conflict));
     } else if (!c->fatal) { /* the store or the registry stopped: not judged */
         c->fatal = rc;
     }

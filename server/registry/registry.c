@@ -12,6 +12,7 @@
 #include "utf8.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -546,14 +547,54 @@ static int do_register(nd_registry *reg, const nd_check_req *rq, const nd_questi
     return rc;
 }
 
+/* True when the metas a[0..alen) and b[0..blen) (compact JSON objects, or
+ * NULL: none, the same as {}) hold the same members: the same bytes, or
+ * read as equal (a meta stored before its reals were written short, keys
+ * in another order). */
+static bool same_meta(const char *a, size_t alen, const char *b, size_t blen)
+{
+    if (!a || !alen)
+        a = "{}", alen = 2;
+    if (!b || !blen)
+        b = "{}", blen = 2;
+    if (alen == blen && memcmp(a, b, alen) == 0)
+        return true;
+    json_t *ja = json_loadb(a, alen, JSON_ALLOW_NUL, NULL);
+    json_t *jb = json_loadb(b, blen, JSON_ALLOW_NUL, NULL);
+    bool same = ja && jb && json_equal(ja, jb);
+    json_decref(ja);
+    json_decref(jb);
+    return same;
+}
+
+/* What a registration rq of d's id, with d's text, differs from d in
+ * (enum nd_conflict): its account (none is an account of its own), else
+ * (with_meta) the meta it brings (none brings nothing). Nothing a
+ * registration brings is silently dropped: it is the document's already,
+ * or the registration is refused. */
+static int registration_conflict(const nd_doc *d, const nd_check_req *rq, bool with_meta)
+{
+    size_t alen = rq->account ? rq->account_len : 0;
+    if (alen != d->account_len || (alen && memcmp(nd_doc_account(d), rq->account, alen) != 0))
+        return ND_CONFLICT_ACCOUNT;
+    if (with_meta && rq->meta && !same_meta(nd_doc_meta(d), d->meta_len, rq->meta, rq->meta_len))
+        return ND_CONFLICT_META;
+    return ND_CONFLICT_NONE;
+}
+
 /* The id is registered already. Writer held (locked: a registration, which
  * waits for a pending document its verdict would depend on) or a reference
- * held (a query). */
+ * held (a query). -EEXIST with res->conflict for another text, or for a
+ * registration (rq->do_register) with another account or meta. */
 static int answer_existing(nd_registry *reg, nd_doc *d, const nd_check_req *rq,
                            const nd_question *q, const nd_question_scratch *qs, nd_check_res *res,
                            bool locked, nd_registry_done_fn fn, void *arg)
 {
-    if (memcmp(d->text_hash, q->text_hash, 16) != 0)
+    if (memcmp(d->text_hash, q->text_hash, 16) != 0) {
+        res->conflict = ND_CONFLICT_TEXT;
+        return -EEXIST;
+    }
+    if (rq->do_register && (res->conflict = registration_conflict(d, rq, true)))
         return -EEXIST;
     nd_doc *wait_on = NULL;
     int rc = nd_verdict_find(reg, rq, q, qs, d, d->registered_at_us, res, locked,
@@ -575,14 +616,17 @@ static int answer_existing(nd_registry *reg, nd_doc *d, const nd_check_req *rq,
 
 /* The id holds a document of another fingerprint version (old, live) with
  * the same text: registers the text's current fingerprint in its place,
- * keeping its registration time (the claim) and its meta unless the
- * request brings one. The new document is linked at once, ahead of old
+ * keeping its registration time (the claim), its account (another one is
+ * -EEXIST, ND_CONFLICT_ACCOUNT) and its meta unless the request brings one.
+ * The new document is linked at once, ahead of old
  * (which stays what readers get until the commit, and is unlinked then);
  * the answer is as for an existing document. Writer held. */
 static int do_upgrade(nd_registry *reg, nd_doc *old, const nd_check_req *rq, const nd_question *q,
                       const nd_question_scratch *qs, nd_check_res *res, nd_registry_done_fn fn,
                       void *arg)
 {
+    if ((res->conflict = registration_conflict(old, rq, false)))
+        return -EEXIST;
     const char *meta = rq->meta ? rq->meta : nd_doc_meta(old);
     size_t meta_len = rq->meta ? rq->meta_len : old->meta_len;
     nd_doc *d;

@@ -166,7 +166,10 @@ void nd_registry_shutdown(nd_registry *reg);
  * reported (a query skips them; a query by the id of one answers as for an
  * unknown id). The verdict is exact however many documents lie within k
  * (then truncated only cuts the list).
- *   -EEXIST        the id holds a different text (res is empty).
+ *   -EEXIST        the id holds a different text, or (registering) the
+ *                  same text under another account or with other meta:
+ *                  res->conflict says which (enum nd_conflict); nothing
+ *                  was changed, res is otherwise empty.
  *   -EAGAIN        still loading.
  *   -ENOMEM, or the store's -errno (e.g. -ESHUTDOWN) when the write could not
  *                  be queued (nothing was registered). */

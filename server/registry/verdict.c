@@ -849,6 +849,25 @@ const char *nd_verdict_name(int verdict)
     }
 }
 
+const char *nd_conflict_field(int conflict)
+{
+    switch (conflict) {
+    case ND_CONFLICT_TEXT: return "text";
+    case ND_CONFLICT_ACCOUNT: return "account";
+    case ND_CONFLICT_META: return "meta";
+    default: return NULL;
+    }
+}
+
+const char *nd_conflict_message(int conflict)
+{
+    switch (conflict) {
+    case ND_CONFLICT_ACCOUNT: return "this id is registered with the same text under another account";
+    case ND_CONFLICT_META: return "this id is registered with the same text and other meta";
+    default: return "this id is registered with a different text";
+    }
+}
+
 /* The action for rq's account given the source (the earliest evidence, or
  * NULL: original), with a new reference to it in res->source. */
 static void decide(const nd_registry *reg, const nd_check_req *rq, nd_doc *source,
@@ -1252,4 +1271,5 @@ void nd_verdict_clear(nd_check_res *res)
     res->source = NULL;
     res->show_source = res->may_modify = false;
     res->wait_at_us = 0;
+    res->conflict = ND_CONFLICT_NONE;
 }

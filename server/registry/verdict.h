@@ -66,6 +66,26 @@ enum nd_verdict {
 /* "original", "duplicate", "partial_copy", "compilation", "quotation". */
 const char *nd_verdict_name(int verdict);
 
+/* What the document under a registration's id differs from it in, when
+ * nothing is registered (nd_check_res.conflict with -EEXIST). The same
+ * text, account and meta again is no conflict: the first answer again. */
+enum nd_conflict {
+    ND_CONFLICT_NONE = 0,
+    ND_CONFLICT_TEXT = 1,    /* another text (registering or not) */
+    ND_CONFLICT_ACCOUNT = 2, /* the same text under another account, or
+                              * with an account where there was none, or
+                              * none where there was one */
+    ND_CONFLICT_META = 3,    /* the same text and account, and a meta
+                              * that is not the document's (none is {});
+                              * a registration without meta brings none */
+};
+
+/* What differs, as the answers name it: "text", "account", "meta" (NULL
+ * for none); and the sentence that says it ("this id is registered with a
+ * different text", ...). Static strings. */
+const char *nd_conflict_field(int conflict);
+const char *nd_conflict_message(int conflict);
+
 /* The answer, and the caller's scratch for computing it. */
 typedef struct nd_check_res {
     /* Scratch, provided by the caller (per thread): hits, matches and keys
@@ -130,6 +150,8 @@ typedef struct nd_check_res {
      * only documents registered before it could be evidence (INT64_MAX:
      * the clock's, any). 0 for any other wait (the id's change in flight). */
     int64_t wait_at_us;
+    /* With -EEXIST: what the id's document differs in (enum nd_conflict). */
+    int conflict;
 } nd_check_res;
 
 /* Releases the references held by res and empties it (the scratch stays). */

@@ -172,13 +172,17 @@ def registration_needs_the_account():
         registered(srv, "n-1", TEXTS["en5"], None, who="op")
         check("account" not in get_doc(srv, "n-1")[1], get_doc(srv, "n-1"))
         # An id registered already is its account's: bob may not register
-        # it again (even with his own account), alice may (same answer).
+        # it again (even with his own account), alice may (same answer);
+        # with a meta it does not have, that is a conflict, not a drop
+        # (issue 57), once the right is granted.
         status, body = register(srv, "a-1", TEXTS["en1"], "bob", who="bob")
         err = refused(status, body, "bob", "bob registers alice's id")
         check(err.get("id") == "a-1", err)
+        status, body = register(srv, "a-1", TEXTS["en1"], "alice", who="alice")
+        check(status == 200 and body["registered"], body)
         status, body = register(srv, "a-1", TEXTS["en1"], "alice", who="alice",
                                 meta={"title": "x"})
-        check(status == 200 and body["registered"], body)
+        expect_error(status, body, 409, "id_conflict", "meta")
 
 
 # ---- document writes ----
@@ -488,10 +492,10 @@ def clients_own_their_documents(in_memory):
         status, body = ccall(srv, "POST", doc_path("imp-1", "/revoke"), {"reason": "x"},
                              "alice-cms")
         check(status == 200, "alice-cms revokes its import: %s %r", status, body)
-        # alice-cms may re-register its id (same text, new meta) and delete it.
+        # alice-cms may re-register its id (same text and account) and delete it.
         status, body = ccall(srv, "POST", "/check-original",
                              {"id": "a-1", "text": TEXTS["en1"], "register": True,
-                              "account": "alice", "meta": {"title": "t"}}, "alice-cms")
+                              "account": "alice"}, "alice-cms")
         check(status == 200 and body["registered"], body)
         status, body = ccall(srv, "DELETE", doc_path("a-1"), None, "alice-cms")
         check(status == 200 and body.get("deleted") is True, "alice-cms DELETE: %s %r", status,
