@@ -715,6 +715,8 @@ int main(int argc, char **argv)
     static daemon_t d;
     nd_config_defaults(&d.cfg);
     int rc = nd_config_parse(&d.cfg, argc, argv, stdout, stderr);
+    if (rc == ND_CONFIG_HELP)
+        nd_api_usage(stdout); /* the options, then the endpoints */
     if (rc != 0)
         return rc > 0 ? 0 : 2;
     mask_nats_argv(argc, argv);

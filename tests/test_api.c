@@ -1,6 +1,7 @@
 /* test_api.c - server/api/: the handlers in process, behind the real
  * dispatch of net/http.c (route table, 404, 405, the routes' auth levels),
- * over an in-memory store and registry. One worker listens on 127.0.0.1
+ * over an in-memory store and registry; --help's endpoints against the
+ * route table. One worker listens on 127.0.0.1
  * port 0 and the test speaks raw HTTP/1.1 to it from its own thread.
  *
  * (A socketpair handed to evhttp would spare the listener, but the
@@ -11,10 +12,12 @@
 #include "api.h"
 #include "backfill.h"
 #include "log.h"
+#include "routes.h"
 #include "store_memory.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,6 +190,92 @@ static void test_auth_levels(void)
           "/audit has its own label");
 }
 
+/* The method bit of "GET", "POST"... (0: none of the API's). */
+static int method_bit(const char *m)
+{
+    static const struct {
+        const char *name;
+        int bit;
+    } bits[] = {{"GET", EVHTTP_REQ_GET},     {"POST", EVHTTP_REQ_POST},
+                {"PUT", EVHTTP_REQ_PUT},     {"PATCH", EVHTTP_REQ_PATCH},
+                {"DELETE", EVHTTP_REQ_DELETE}};
+    for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++)
+        if (strcmp(m, bits[i].name) == 0)
+            return bits[i].bit;
+    return 0;
+}
+
+typedef struct help_line {
+    char method[8], path[64];
+} help_line;
+
+/* Asks for one endpoint --help lists, {id} a registered document's and
+ * {name} a subscription's that does not exist: the real dispatch must take
+ * it to a handler (not 405, not 404 but for the subscription). */
+static void ask_listed(const help_line *l)
+{
+    char path[128];
+    const char *brace = strchr(l->path, '{');
+    if (brace)
+        snprintf(path, sizeof(path), "%.*s%s%s", (int)(brace - l->path), l->path,
+                 strncmp(brace, "{id}", 4) == 0 ? "help-1" : "none", strchr(brace, '}') + 1);
+    else
+        snprintf(path, sizeof(path), "%s", l->path);
+    bool body = method_bit(l->method) & (EVHTTP_REQ_POST | EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH);
+    answer a;
+    REQUIRE(ask(l->method, path, OPERATOR, body ? "{}" : NULL, &a) == 0);
+    CHECK(a.status != 405 && (a.status != 404 || strstr(l->path, "{name}")),
+          "--help lists %s %s; it answers %d %s", l->method, l->path, a.status, a.body);
+}
+
+/* `neardupd --help`'s endpoints (nd_api_usage()) and the route table
+ * (nd_api_routes) agree: each row's path with each method it admits is
+ * listed (a prefix row's by a path under it), and each line listed reaches
+ * its handler through the real dispatch. */
+static void test_help_lists_every_route(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    REQUIRE(f != NULL);
+    nd_api_usage(f);
+    fclose(f);
+    static help_line lines[64];
+    size_t n = 0;
+    char *save = NULL;
+    for (char *l = strtok_r(text, "\n", &save); l && n < 64; l = strtok_r(NULL, "\n", &save))
+        if (sscanf(l, "  %7s %63s", lines[n].method, lines[n].path) == 2 &&
+            method_bit(lines[n].method) && lines[n].path[0] == '/')
+            n++;
+    free(text);
+    CHECK(n >= 20, "%zu endpoints listed", n);
+    static const char *const names[] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
+    for (const nd_route_def *d = nd_api_routes; d->path; d++) {
+        CHECK(!(d->methods & EVHTTP_REQ_GET) || (d->methods & EVHTTP_REQ_HEAD),
+              "%s: GET without HEAD, which --help says it answers", d->path);
+        for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+            if (!(d->methods & method_bit(names[k])))
+                continue;
+            size_t plen = strlen(d->path), i = 0;
+            while (i < n && !(strcmp(lines[i].method, names[k]) == 0 &&
+                              (d->prefix ? strncmp(lines[i].path, d->path, plen) == 0
+                                         : strcmp(lines[i].path, d->path) == 0)))
+                i++;
+            CHECK(i < n, "--help does not list %s %s%s", names[k], d->path, d->prefix ? "..." : "");
+        }
+    }
+    char body[4096];
+    answer a;
+    snprintf(body, sizeof(body), "{\"id\":\"help-1\",\"register\":true,\"text\":\"%s\"}",
+             long_text());
+    REQUIRE(ask("POST", "/check-original", OPERATOR, body, &a) == 0);
+    REQUIRE(a.status == 200, "%d %s", a.status, a.body);
+    for (int pass = 0; pass < 2; pass++) /* the deletions last */
+        for (size_t i = 0; i < n; i++)
+            if ((strcmp(lines[i].method, "DELETE") == 0) == (pass == 1))
+                ask_listed(&lines[i]);
+}
+
 int main(void)
 {
     nd_log_set_level(ND_LOG_ERROR);
@@ -240,6 +329,7 @@ int main(void)
     UNIT_RUN(test_fingerprint);
     UNIT_RUN(test_check_and_register);
     UNIT_RUN(test_auth_levels);
+    UNIT_RUN(test_help_lists_every_route);
 
     nd_http_refuse(http);
     nd_registry_shutdown(reg);

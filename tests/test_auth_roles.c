@@ -6,6 +6,7 @@
 #include "unit.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,6 +83,44 @@ static void test_roles(void)
     CHECK(nd_auth_create(&a, "", TO, &loose, err, sizeof(err)) == 0 && a);
     CHECK(who_of(a, TO)->is_operator);
     nd_auth_destroy(a);
+}
+
+/* --help's token roles (nd_auth_usage()) are those a token file takes:
+ * each role listed, on a named line, gives its identity; all three are
+ * listed. */
+static void test_usage_roles(void)
+{
+    char *text = NULL, err[512];
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    REQUIRE(f != NULL);
+    nd_auth_usage(f);
+    fclose(f);
+    const char *at = strstr(text, "Token roles");
+    CHECK(at != NULL, "%s", text);
+    unsigned seen = 0;
+    for (const char *l = at ? strchr(at, '\n') : NULL; l && l[1]; l = strchr(l + 1, '\n')) {
+        char role[64], line[256];
+        if (l[1] != ' ' || l[3] == ' ' || sscanf(l + 1, " %63s", role) != 1)
+            continue; /* a heading, or a description carried over */
+        char *acc = strstr(role, "A[,B...]");
+        if (acc)
+            snprintf(acc, sizeof(role) - (size_t)(acc - role), "alice,bob");
+        snprintf(line, sizeof(line), "n " TA "%s%s\n", strcmp(role, "(none)") ? " " : "",
+                 strcmp(role, "(none)") ? role : "");
+        nd_auth *a = parse(line, err, sizeof(err));
+        CHECK(a != NULL, "--help's role %s: %s", role, err);
+        const nd_auth_identity *who = a ? who_of(a, TA) : NULL;
+        if (who && strcmp(role, "operator") == 0)
+            seen |= who->is_operator ? 1 : 0;
+        else if (who && acc)
+            seen |= who->naccounts == 2 && !who->is_operator && !who->is_client ? 2 : 0;
+        else if (who)
+            seen |= who->is_client && !who->is_operator && !who->naccounts ? 4 : 0;
+        nd_auth_destroy(a);
+    }
+    CHECK(seen == 7, "--help lists the roles operator, accounts= and none: %u\n%s", seen, text);
+    free(text);
 }
 
 static void test_refusals(void)
@@ -215,6 +254,7 @@ static void test_retention(void)
 int main(void)
 {
     UNIT_RUN(test_roles);
+    UNIT_RUN(test_usage_roles);
     UNIT_RUN(test_refusals);
     UNIT_RUN(test_retention);
     return unit_summary("auth_roles");

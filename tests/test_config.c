@@ -123,7 +123,7 @@ typedef struct option_line {
 static size_t help_options(option_line *opts, size_t cap)
 {
     parsed p = run(NULL, ARGS("--help"));
-    CHECK(p.rc == 1, "--help returns 1, got %d", p.rc);
+    CHECK(p.rc == ND_CONFIG_HELP, "--help returns ND_CONFIG_HELP, got %d", p.rc);
     CHECK(p.err && !p.err[0], "--help wrote to err: %s", p.err);
     size_t n = 0;
     char *save = NULL;
@@ -458,15 +458,16 @@ static void test_bad_values(void)
 static void test_help_and_version(void)
 {
     parsed p = run(NULL, ARGS("--version"));
-    CHECK(p.rc == 1 && strcmp(p.out, "neardupd " ND_PROGRAM_VERSION "\n") == 0 && !p.err[0],
+    CHECK(p.rc == ND_CONFIG_VERSION && strcmp(p.out, "neardupd " ND_PROGRAM_VERSION "\n") == 0 &&
+              !p.err[0],
           "rc %d out %s", p.rc, p.out);
     parsed_free(&p);
     /* --help wins over a bad value later on the line, not over one before */
     p = run(NULL, ARGS("--help", "--k", "99"));
-    CHECK(p.rc == 1 && strstr(p.out, "Usage: neardupd"), "rc %d", p.rc);
+    CHECK(p.rc == ND_CONFIG_HELP && strstr(p.out, "Usage: neardupd"), "rc %d", p.rc);
     parsed_free(&p);
     p = run(NULL, ARGS("-h"));
-    CHECK(p.rc == 1 && strstr(p.out, "--max-body SIZE"), "-h: rc %d", p.rc);
+    CHECK(p.rc == ND_CONFIG_HELP && strstr(p.out, "--max-body SIZE"), "-h: rc %d", p.rc);
     parsed_free(&p);
     /* usage() writes the same text --help does */
     char *text = NULL;

@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "auth.h"
 #include "config.h"
@@ -44,6 +45,10 @@ typedef struct nd_api {
 
 /* The route table (ends with a NULL path), for nd_http_hooks.routes. */
 extern const nd_route_def nd_api_routes[];
+
+/* Writes the endpoints (nd_api_endpoints, routes.c) for --help: a heading,
+ * then "  METHOD PATH  who may call it" a line. */
+void nd_api_usage(FILE *out);
 
 /* nd_http_hooks.admit: asks for what the route's auth level needs (routes.h).
  * Returns true to run the handler, false once answered 401 or 403. */

@@ -9,6 +9,8 @@
 #include "handlers.h"
 #include "routes.h"
 
+#include <stdio.h>
+
 #define GET_HEAD (EVHTTP_REQ_GET | EVHTTP_REQ_HEAD)
 #define DOCUMENTS_ALL (DOCUMENT_METHODS | EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH | EVHTTP_REQ_POST)
 
@@ -42,6 +44,43 @@ const nd_route_def nd_api_routes[] = {
     {NULL, false, ND_ROUTE_OTHER, 0, NULL, ND_API_AUTH_NONE, NULL},
 };
 /* clang-format on */
+
+/* "read": anyone, or any valid token with --auth-all (ND_API_AUTH_READ);
+ * "owner": an operator, a token of the document's account, or the client
+ * that registered it. */
+const nd_api_endpoint nd_api_endpoints[] = {
+    {"POST", "/check-original", "read; to register or name an account: a token acting for it"},
+    {"POST", "/fingerprint", "read"},
+    {"POST", "/compare", "read"},
+    {"GET", "/documents/{id}", "read"},
+    {"DELETE", "/documents/{id}", "owner"},
+    {"PUT", "/documents/{id}/policy", "owner"},
+    {"PATCH", "/documents/{id}/policy", "owner"},
+    {"POST", "/documents/{id}/revoke", "owner"},
+    {"POST", "/documents/{id}/restore", "owner"},
+    {"GET", "/documents/{id}/copies", "read"},
+    {"GET", "/audit", "a token: an operator all, others their documents' and their own"},
+    {"GET", "/events", "a token: an account token only its accounts' events"},
+    {"POST", "/import", "an operator or a client"},
+    {"GET", "/webhooks", "an operator"},
+    {"POST", "/webhooks/{name}/resume", "an operator"},
+    {"GET", "/replica", "an operator"},
+    {"GET", "/metrics", "read"},
+    {"GET", "/healthz", "anyone"},
+    {"GET", "/readyz", "anyone"},
+    {"GET", "/console/", "anyone (the page's own calls carry the token)"},
+    {"GET", "/console", "anyone: a redirect to /console/"},
+    {NULL, NULL, NULL},
+};
+
+void nd_api_usage(FILE *out)
+{
+    fprintf(out, "\nEndpoints (GET also answers HEAD). Who may call each once a token is\n"
+                 "configured: read = anyone (a valid token with --auth-all); owner = an\n"
+                 "operator, a token of the document's account, or the client that registered it.\n");
+    for (const nd_api_endpoint *e = nd_api_endpoints; e->method; e++)
+        fprintf(out, "  %-6s %-24s %s\n", e->method, e->path, e->who);
+}
 
 bool nd_api_admit(nd_req *r)
 {

@@ -19,4 +19,19 @@ enum nd_api_auth {
     ND_API_AUTH_OPERATOR, /* an operator's token (401 without one, 403 with another) */
 };
 
+/* One endpoint as `neardupd --help` lists it (nd_api_usage()): the method
+ * (GET also answers HEAD), the path with its parameters in braces, and who
+ * may call it once a token is configured. The route table above dispatches
+ * by path or prefix; this one names every method and path a client uses
+ * (test_api checks that the two agree, test_help that it is
+ * openapi.yaml's paths and methods). */
+typedef struct nd_api_endpoint {
+    const char *method;
+    const char *path;
+    const char *who;
+} nd_api_endpoint;
+
+/* Every endpoint, in --help's order; ends with a NULL method. */
+extern const nd_api_endpoint nd_api_endpoints[];
+
 #endif

@@ -458,3 +458,15 @@ int nd_auth_check_identity(const nd_auth *a, const char *h, const nd_auth_identi
         *name = &a->t[which].id;
     return ND_AUTH_OK;
 }
+
+void nd_auth_usage(FILE *out)
+{
+    fprintf(out,
+            "Token roles (a token file's line \"NAME TOKEN [ROLE]\"; a bare token and\n"
+            "NEARDUP_TOKEN are the operator \"default\"):\n"
+            "  %-22s %s\n  %-22s %s\n  %-22s %s\n  %-22s %s\n",
+            "operator", "acts for every account; also the operator's calls (GET /replica,",
+            "", "GET /webhooks, POST /webhooks/{name}/resume)",
+            "accounts=A[,B...]", "acts for the listed accounts only",
+            "(none)", "a client: names any account, changes only what it registered");
+}

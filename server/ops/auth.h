@@ -41,6 +41,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define ND_AUTH_TOKEN_MIN 16
 #define ND_AUTH_TOKEN_MAX 256
@@ -89,6 +90,12 @@ int nd_auth_parse(nd_auth **out, const char *text, size_t len, const char *where
 /* The number of tokens, and the name of the i-th (borrowed, NUL-terminated). */
 size_t nd_auth_count(const nd_auth *a);
 const char *nd_auth_name(const nd_auth *a, size_t i);
+
+/* The roles a token file's line may give, as --help lists them: one line
+ * "  ROLE  what it may do" each (the role field as written: "operator",
+ * "accounts=A[,B...]", and "(none)" for a named line without one), after a
+ * heading. Test_auth_roles parses each role listed. */
+void nd_auth_usage(FILE *out);
 
 /* Wipes and frees the token; NULL is allowed. */
 void nd_auth_destroy(nd_auth *a);

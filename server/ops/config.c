@@ -1,5 +1,6 @@
 /* config.c - defaults, NEARDUP_* variables and flags, all from one table. */
 #include "config.h"
+#include "auth.h"
 #include "bounds.h"
 #include "json.h"
 #include "log.h"
@@ -449,11 +450,8 @@ void nd_config_usage(FILE *out, const char *prog)
 {
     fprintf(out,
             "Usage: %s [OPTIONS]\n"
-            "The neardup server: near-duplicate lookup over HTTP (POST /fingerprint,\n"
-            "POST /check-original, GET|DELETE /documents/{id}, PUT|PATCH\n"
-            "/documents/{id}/policy, POST /documents/{id}/revoke|restore,\n"
-            "GET /documents/{id}/copies, GET /audit, /healthz, /readyz, /metrics; the review\n"
-            "console at /console/).\n"
+            "The neardup server: near-duplicate lookup over HTTP (every endpoint is listed\n"
+            "at the end; the contract is proto/openapi.yaml).\n"
             "Every option may also be set by its environment variable; flags win.\n\n",
             prog);
     for (size_t i = 0; i < NOPTIONS; i++) {
@@ -467,10 +465,12 @@ void nd_config_usage(FILE *out, const char *prog)
     fprintf(out, "  %-26s %s\n  %-26s %s\n", "--help", "show this text and exit", "--version",
             "show the version and exit");
     fprintf(out, "\nAuthentication: with a token (--token-file, or NEARDUP_TOKEN in the\n"
-                 "environment; never as a flag, which ps would show) registering, DELETE and\n"
-                 "admin endpoints need \"Authorization: Bearer <token>\", else 401. A token\n"
-                 "file may hold several named tokens, lines \"NAME TOKEN\"; the name is the\n"
-                 "client of the audit log and the access log.\n");
+                 "environment; never as a flag, which ps would show) writes and the operator's\n"
+                 "calls need \"Authorization: Bearer <token>\", else 401; a token without the\n"
+                 "right is 403 (who may call what: Endpoints below). A token file may hold\n"
+                 "several named tokens; the name is the client of the audit log and the\n"
+                 "access log.\n");
+    nd_auth_usage(out);
     fprintf(out, "\nNATS (--nats): a replicated node logs in with --nats-user and its password\n"
                  "in --nats-password-file or NEARDUP_NATS_PASSWORD, a token in --nats-token-file\n"
                  "or NEARDUP_NATS_TOKEN, or --nats-creds; never as flags. Credentials inside\n"
@@ -527,7 +527,7 @@ int nd_config_parse(nd_config *cfg, int argc, char **argv, FILE *out, FILE *err)
     while ((c = getopt_long(argc, argv, ":hV", longopts, NULL)) != -1) {
         if (c == 'h') {
             nd_config_usage(out, "neardupd");
-            return 1;
+            return ND_CONFIG_HELP;
         }
         if (c == 'T') {
             fprintf(err, "neardupd: --token is not accepted (ps would show the token): use "
@@ -544,7 +544,7 @@ int nd_config_parse(nd_config *cfg, int argc, char **argv, FILE *out, FILE *err)
         }
         if (c == 'V') {
             fprintf(out, "neardupd %s\n", ND_PROGRAM_VERSION);
-            return 1;
+            return ND_CONFIG_VERSION;
         }
         if (c == '?' || c == ':') {
             fprintf(err, "neardupd: %s option %s (see --help)\n",

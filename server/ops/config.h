@@ -100,14 +100,20 @@ typedef struct nd_config {
 /* Fills cfg with the defaults. */
 void nd_config_defaults(nd_config *cfg);
 
+#define ND_CONFIG_VERSION 1 /* nd_config_parse(): --version written */
+#define ND_CONFIG_HELP 2    /* nd_config_parse(): --help's options written */
+
 /* Applies NEARDUP_* variables from the process environment, then the flags in
- * argv. Returns 0; 1 if --help or --version was given (the text has been
- * written to out, the caller exits 0); or -EINVAL after writing a one-line
- * reason to err (the caller exits 2). Validates every value. Does not keep
- * pointers into argv or the environment. */
+ * argv. Returns 0; ND_CONFIG_VERSION or ND_CONFIG_HELP when --version or
+ * --help was given (the text has been written to out; after the help the
+ * caller adds what it serves, the endpoints, and exits 0); or -EINVAL after
+ * writing a one-line reason to err (the caller exits 2). Validates every
+ * value. Does not keep pointers into argv or the environment. */
 int nd_config_parse(nd_config *cfg, int argc, char **argv, FILE *out, FILE *err);
 
-/* Writes the usage text, listing every flag with its variable and default. */
+/* Writes the usage text, listing every flag with its variable and default,
+ * then authentication (the token roles, nd_auth_usage()), NATS
+ * credentials and signals. */
 void nd_config_usage(FILE *out, const char *prog);
 
 /* Copies the comma-separated URL list urls into out[cap] (NUL-terminated,
