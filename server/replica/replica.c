@@ -648,10 +648,11 @@ int nd_replica_sync(nd_replica *r, nd_store_done_fn done, void *arg)
     w->done = done;
     w->arg = arg;
     pthread_mutex_lock(&r->mu);
-    if (r->stopping || !r->started) {
+    if (r->stopping || !atomic_load(&r->started)) { /* not yet tailing: not ready either */
+        bool stopping = r->stopping;
         pthread_mutex_unlock(&r->mu);
         free(w);
-        return -ESHUTDOWN;
+        return stopping ? -ESHUTDOWN : -ENOTCONN;
     }
     w->next = r->sync_new;
     r->sync_new = w;
@@ -881,6 +882,7 @@ int nd_replica_open(nd_replica **out, nd_store *local, const nd_replica_options 
     }
     atomic_init(&r->stream_seq, last);
     atomic_init(&r->writable, true);
+    atomic_init(&r->started, false);
     nd_log(ND_LOG_INFO,
            "replica: node %s on stream %s at %s: %" PRIu64 " entries applied here, the stream "
            "ends at %" PRIu64,
@@ -929,7 +931,7 @@ int nd_replica_start(nd_replica *r, nd_registry *reg)
         return -rc;
     }
     pthread_mutex_lock(&r->mu);
-    r->started = true;
+    atomic_store(&r->started, true);
     pthread_mutex_unlock(&r->mu);
     return 0;
 }
@@ -939,7 +941,7 @@ static void rep_close(nd_store *st)
     nd_replica *r = rep_of(st);
     pthread_mutex_lock(&r->mu);
     r->stopping = true;
-    bool started = r->started;
+    bool started = atomic_load(&r->started);
     pthread_cond_broadcast(&r->work);
     pthread_cond_broadcast(&r->probe);
     pthread_cond_broadcast(&r->progress);
@@ -988,7 +990,9 @@ bool nd_replica_ready(const nd_replica *r, const char **why)
     nd_replica *m = (nd_replica *)(uintptr_t)r;
     const char *w = NULL;
     uint64_t last = atomic_load(&m->stream_seq), applied = atomic_load(&m->applied_seq);
-    if (atomic_load(&m->failed))
+    if (!atomic_load(&m->started))
+        w = "loading"; /* loaded, its threads not started yet (nd_replica_start()) */
+    else if (atomic_load(&m->failed))
         w = "replica_failed";
     else if (!atomic_load(&m->writable))
         w = "replication_unavailable";

@@ -116,7 +116,7 @@ struct nd_replica {
     uint64_t next_token;
     bool woken;    /* a registry wait of the applier ended */
     bool stopping; /* nd_store_close() began */
-    bool started;
+    _Atomic bool started; /* its threads run (nd_replica_start()): read by probes */
     sync_waiter *sync_new;     /* reads to probe for */
     sync_waiter *sync_waiting; /* probed: waiting until their target is visible */
     pthread_t publisher, applier, prober, completer, syncer;
