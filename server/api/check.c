@@ -389,6 +389,7 @@ static void pair_matches(nd_req *r, op_state *op)
 }
 
 static void again_check(nd_req *r);
+static int may_register_id(nd_req *r, op_state *op);
 
 /* The check's ask: the registry decides (and registers when asked). */
 static int ask_check(nd_req *r)
@@ -405,8 +406,11 @@ static int ask_check(nd_req *r)
     op->res.acap = API_ANCHOR_HITS;
     op->res.passages = op->passages;
     op->res.passages_cap = API_PASSAGES;
+    int rc = may_register_id(r, op);
+    if (rc != 0)
+        return rc;
     nd_question_scratch qs;
-    int rc = sketch_check(api, aw, op, &qs);
+    rc = sketch_check(api, aw, op, &qs);
     if (rc == 0)
         rc = nd_registry_check(api->reg, &op->rq, &op->q, &qs, &op->res, nd_pending_done, r);
     /* A registration answered without a write (a replica's store never
@@ -539,8 +543,9 @@ static int fingerprint_check(nd_req *r, op_state *op)
  * exactly one account is that account's; from a token of several, a
  * registration is refused (400 invalid_field account) and a detection not
  * recorded. Registering an id that exists needs the right to change that
- * document. Without a token configured every caller may do everything.
- * Returns false once answered. */
+ * document (may_register_id(), on every run of the registration). Without
+ * a token configured every caller may do everything. Returns false once
+ * answered. */
 static bool check_rights(nd_req *r, nd_check_req *rq, bool *no_record)
 {
     nd_api_identify(r);
@@ -575,17 +580,35 @@ static bool check_rights(nd_req *r, nd_check_req *rq, bool *no_record)
         rq->client = who->name;
         rq->client_len = strlen(who->name);
     }
-    /* Registering an id that is registered already writes to that
-     * document (an upgrade in place takes the request's meta): its
-     * account's right too. */
+    return true; /* an id registered already: may_register_id() */
+}
+
+/* Registering an id that is registered already writes to that document
+ * (an upgrade in place takes the request's meta): it needs the right to
+ * change that document, asked on every run of the registration. Returns
+ * 0 (it may, or no document holds the id), ND_PENDING_LATEST (a replica
+ * would answer 403 on the document as it holds it: the document may have
+ * been deleted, or registered for the caller, in entries not applied here
+ * yet, so that is decided on the stream's latest state), or
+ * ND_PENDING_ANSWERED once answered 403 (op freed). */
+static int may_register_id(nd_req *r, op_state *op)
+{
     nd_doc *d = NULL;
-    if (rq->do_register && rq->id &&
-        nd_registry_get(nd_api_of(r)->reg, rq->id, rq->id_len, &d) == 0) {
-        bool may = nd_api_may_change(r, d); /* else answered 403 */
+    if (!op->rq.do_register || !op->rq.id ||
+        nd_registry_get(nd_api_of(r)->reg, op->rq.id, op->rq.id_len, &d) != 0)
+        return 0;
+    bool owns = nd_api_owns(r, d);
+    if (!owns && !nd_pending_at_latest(r)) {
         nd_doc_release(d);
-        return may;
+        return ND_PENDING_LATEST;
     }
-    return true;
+    bool may = owns || nd_api_may_change(r, d); /* else answered 403 */
+    nd_doc_release(d);
+    if (may)
+        return 0;
+    r->op = NULL;
+    op_free(op);
+    return ND_PENDING_ANSWERED;
 }
 
 void handle_check(nd_req *r)

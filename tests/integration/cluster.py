@@ -355,23 +355,26 @@ def replica_node(nats, name, stream, data_dir=None, extra=(), **kw):
     return Server(replica_args(nats.url, name, stream, extra), data_dir=data_dir, **kw)
 
 
-def replica_state(srv, timeout=5):
-    status, body = srv.json("GET", "/replica", timeout=timeout)
+def replica_state(srv, timeout=5, headers=None):
+    """GET /replica of srv (headers: an operator's Authorization when the
+    node has tokens)."""
+    status, body = srv.json("GET", "/replica", headers=headers, timeout=timeout)
     check(status == 200 and isinstance(body, dict),
           "GET /replica on %s: %s %r", srv.port, status, body)
     return body
 
 
-def wait_converged(nodes, timeout=30, names=None):
+def wait_converged(nodes, timeout=30, names=None, headers=None):
     """Waits until every node of nodes has applied the whole stream (lag 0,
     applied_seq == stream_seq, all equal) and all digests and document
-    counts are equal. Returns the list of /replica states."""
+    counts are equal (headers: replica_state()'s). Returns the list of
+    /replica states."""
     deadline = time.monotonic() + timeout
     names = names or [str(n.port) for n in nodes]
     last = None
     while True:
         try:
-            states = [replica_state(n, timeout=2) for n in nodes]
+            states = [replica_state(n, timeout=2, headers=headers) for n in nodes]
         except (OSError, AssertionError, http.client.HTTPException) as e:
             states = None
             last = repr(e)

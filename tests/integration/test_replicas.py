@@ -44,6 +44,10 @@ and log target substituted) in front of the three.
   registered already; a near-duplicate of a document deleted or revoked
   elsewhere) is not decided on a node's stale state: cut off and behind,
   503; back in the stream, original and registered (issue 51).
+- no_stale_forbidden: the 403 of a registration of an id whose document
+  the caller may not change is not decided on a node's stale state (the
+  document deleted elsewhere): cut off and behind, 503; back in the
+  stream, registered for the caller (issue 51).
 - isolation: the NATS server of one node is stopped (SIGSTOP; one that
   leads neither the stream nor the meta group and, when there is one, holds
   the consumer through which ANOTHER node tails the stream): within
@@ -1201,6 +1205,72 @@ def no_stale_registration(cl):
         for doc, _ in asks:
             st, body = n.json("GET", "/documents/" + doc)
             check(st == 200, "%s on %s: %s %r", doc, names[i], st, body)
+
+@T.test
+def no_stale_forbidden(cl):
+    """Issue 51 (left by ca2a197): registering an id registered already
+    needs the right to change its document, and that 403 was decided on
+    the document as the node held it (check.c, before the registry was
+    asked): a node behind refused bob's registration of an id alice had
+    deleted elsewhere (acknowledged). The nodes restart with tokens
+    (alice and bob, each an account token); alice registers D on node Y;
+    on X bob's registration of D's id is 403 (alice's document). X's NATS
+    server is stopped, alice deletes D on Y (acknowledged); on X bob's
+    registration answers 503, not 403. Back in the stream, X registers it
+    for bob, and every node holds it as bob's."""
+    names = [cl.name(i) for i in range(3)]
+    tokens = {"alice": "alice-token-%026d" % SEED, "bob": "bob-token-%028d" % SEED,
+              "op": "op-token-%029d" % SEED}
+    path = os.path.join(cl.tmp, "tokens")
+    with open(path, "w") as f:
+        f.write("".join("%s-app %s %s\n" % (n, t, "operator" if n == "op" else "accounts=" + n)
+                        for n, t in tokens.items()))
+    for srv in cl.nodes:
+        srv.restart(srv.args + ["--token-file", path])
+    auth = {n: {"Authorization": "Bearer " + t} for n, t in tokens.items()}
+    op = auth["op"]
+    servers = [s.name for s in cl.nats.servers]
+    leader = cl.nats.stream_leader(cl.stream)
+    X = max(i for i in range(3) if servers[i] != leader)
+    Y = next(i for i in range(3) if i != X)
+    x, y = cl.nodes[X], cl.nodes[Y]
+    mine = {"id": "nf-doc", "text": article("nf-alice-%d" % SEED), "register": True}
+    theirs = {"id": "nf-doc", "text": article("nf-bob-%d" % SEED), "register": True}
+    st, body = y.json("POST", "/check-original", mine, headers=auth["alice"])
+    check(st == 200 and body.get("registered") is True, "alice registers on %s: %s %r",
+          names[Y], st, body)
+    wait_converged(cl.nodes, 30, names, headers=op)
+    st, body = x.json("POST", "/check-original", theirs, headers=auth["bob"])
+    check(st == 403 and (body or {}).get("error", {}).get("code") == "forbidden",
+          "bob registers alice's id on %s: %s %r", names[X], st, body)
+    print("  stopping %s (stream leader %s): %s is cut off" % (servers[X], leader, names[X]))
+    cl.nats.servers[X].sigstop()
+    try:
+        st, body = y.json("DELETE", "/documents/nf-doc", headers=auth["alice"], timeout=20)
+        check(st == 200, "alice deletes on %s: %s %r", names[Y], st, body)
+        t0 = time.monotonic()
+        st, body = x.json("POST", "/check-original", theirs, headers=auth["bob"], timeout=20)
+        check(st == 503 and is_json_503(st, body, {"replication_unavailable", "replica_behind"}),
+              "bob registers on %s, cut off and behind: %s %r (a 403 decided on the document "
+              "as it held it)", names[X], st, body)
+        check(time.monotonic() - t0 <= 3.0, "the 503 took %.2fs", time.monotonic() - t0)
+    finally:
+        cl.nats.servers[X].sigcont()
+    wait_readyz(x, 200, 30)
+    deadline = time.monotonic() + AFTER_SIGCONT_S
+    while True:  # its NATS server may still be rejoining
+        st, body = x.json("POST", "/check-original", theirs, headers=auth["bob"], timeout=20)
+        if st != 503 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    check(st == 200 and body.get("registered") is True and body.get("original") is True,
+          "bob registers on %s back in the stream: %s %r", names[X], st, body)
+    wait_converged(cl.nodes, 30, names, headers=op)
+    for i, n in enumerate(cl.nodes):
+        st, body = n.json("GET", "/documents/nf-doc", headers=auth["bob"])
+        check(st == 200 and body.get("account") == "bob", "nf-doc on %s: %s %r", names[i], st,
+              body)
+
 
 if __name__ == "__main__":
     missing = [p for p in ("nats-server", "haproxy") if shutil.which(p) is None]
