@@ -73,6 +73,8 @@ body("register-city-notes.json", {"id": "a-2", "account": "chen", "register": Tr
                                   "meta": {"title": "城市笔记"}, "text": city})
 body("check-disguised.json", {"text": read("city-notes-disguised.txt")})
 body("compare-excerpt.json", {"text_a": read("city-notes-excerpt.txt"), "id_b": "a-2"})
+body("reregister-night-ferry.json", {"id": "a-1", "account": "bob", "register": True,
+                                     "meta": {"title": "The Night Ferry"}, "text": ferry})
 body("check-bob.json", {"id": "b-7", "account": "bob", "text": edited})
 body("check-carol.json", {"id": "c-1", "account": "carol", "text": edited})
 
