@@ -11,6 +11,7 @@
 
 #include "api.h"
 #include "backfill.h"
+#include "corpus_local.h"
 #include "log.h"
 #include "routes.h"
 #include "store_memory.h"
@@ -304,11 +305,13 @@ int main(void)
         return 1;
     }
     nd_registry_set_loaded(reg);
+    nd_corpus *corpus = NULL;
+    if (nd_corpus_local_wrap(&corpus, reg, store) < 0)
+        return 1;
     api = (nd_api){.cfg = &cfg,
                    .fp = fp,
                    .sk = sk,
-                   .reg = reg,
-                   .store = store,
+                   .corpus = corpus,
                    .metrics = metrics,
                    .auth = auth,
                    .backfill = bf};

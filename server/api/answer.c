@@ -29,6 +29,11 @@ nd_api *nd_api_of(nd_req *r)
     return nd_http_app(r);
 }
 
+nd_corpus *nd_api_corpus(nd_req *r)
+{
+    return nd_api_of(r)->corpus;
+}
+
 nd_request_parser *nd_api_parser(nd_req *r)
 {
     return &scratch_of(r)->parser;
@@ -235,7 +240,7 @@ bool nd_api_registered(nd_req *r, const nd_doc *d)
     if (!nd_api_is_client(r))
         return false;
     client_match m = {r->who->name, strlen(r->who->name), false};
-    return nd_store_get(nd_api_of(r)->store, d->registered_at_us, match_client, &m) == 0 && m.same;
+    return nd_corpus_record(nd_api_corpus(r), d->registered_at_us, match_client, &m) == 0 && m.same;
 }
 
 bool nd_api_owns(nd_req *r, const nd_doc *d)
@@ -406,7 +411,7 @@ static void add_superseded_by(nd_req *r, nd_reply *w, const nd_doc *d)
     id_at a = {.len = 0};
     nd_reply_key(w, "superseded_by");
     nd_reply_object(w);
-    if (nd_store_get(nd_api_of(r)->store, nd_doc_superseded_by(d), visit_id, &a) == 0 && a.len) {
+    if (nd_corpus_record(nd_api_corpus(r), nd_doc_superseded_by(d), visit_id, &a) == 0 && a.len) {
         nd_reply_key(w, "id");
         nd_reply_string(w, a.id, a.len);
     }

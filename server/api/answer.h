@@ -11,11 +11,10 @@
 #include <stddef.h>
 
 #include "config.h"
+#include "corpus.h"
 #include "http.h"
-#include "registry.h"
 #include "reply.h"
 #include "request.h"
-#include "store.h"
 
 /* api.h's (not included: api.h is the server's view of server/api/). */
 typedef struct nd_api nd_api;
@@ -30,6 +29,11 @@ typedef struct nd_api_scratch {
 
 /* The nd_api of a request. */
 nd_api *nd_api_of(nd_req *r);
+
+/* The corpus a request reads and changes (borrowed): picked here, once per
+ * request, and used for every step of it. Today the server's one corpus;
+ * a namespace picks its own here. */
+nd_corpus *nd_api_corpus(nd_req *r);
 
 /* The worker's request parser (scratch reused from request to request). */
 nd_request_parser *nd_api_parser(nd_req *r);

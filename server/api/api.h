@@ -8,7 +8,9 @@
  *
  * Handlers run on the worker threads of http.c; the state they share lives in
  * one nd_api, filled by neardupd.c before the workers start and read-only
- * afterwards except for the atomic start-up progress fields. */
+ * afterwards except for the atomic start-up progress fields. The documents
+ * are reached only through the corpus (server/corpus/corpus.h), picked once
+ * per request by nd_api_corpus() (answer.h). */
 #ifndef ND_API_H
 #define ND_API_H
 
@@ -21,22 +23,20 @@
 #include "config.h"
 #include "fingerprint.h"
 #include "http.h"
+#include "corpus.h"
 #include "metrics.h"
-#include "registry.h"
 #include "sketch.h"
-#include "store.h"
 
 typedef struct nd_api {
     const nd_config *cfg;         /* borrowed */
     nd_fingerprinter *fp;         /* borrowed; shared by all workers */
     const nd_sketcher *sk;        /* borrowed; shared by all workers */
-    nd_registry *reg;             /* borrowed */
-    nd_store *store;              /* borrowed: LMDB, or the memory store (--in-memory) */
+    nd_corpus *corpus;            /* borrowed: the documents (corpus.h); a request
+                                   * reaches it through nd_api_corpus() */
     nd_metrics *metrics;          /* borrowed */
     nd_http *http;                /* borrowed; set before nd_http_start() */
     const nd_auth *auth;          /* borrowed; NULL: no token, nothing guarded */
     struct nd_backfill *backfill; /* borrowed: POST /import's one slot (backfill.h) */
-    struct nd_replica *replica;   /* borrowed; NULL: one node (replica.h) */
     struct nd_webhooks *webhooks; /* borrowed; NULL: no subscriptions (webhooks.h) */
     int64_t start_ns;             /* CLOCK_MONOTONIC at start */
     _Atomic uint64_t load_done, load_total;

@@ -7,7 +7,6 @@
 #include "json.h"
 #include "log.h"
 #include "reply.h"
-#include "replica.h"
 #include "request.h"
 
 #include <errno.h>

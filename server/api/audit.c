@@ -41,7 +41,7 @@ static bool entry_visible(page_walk *pw, const nd_json_member *mem, size_t n)
     const nd_json_member *doc = nd_json_find(mem, n, "document");
     nd_doc *d = NULL;
     if (!doc || doc->value.type != ND_JSON_STRING ||
-        nd_registry_get(nd_api_of(r)->reg, doc->value.str, doc->value.str_len, &d) < 0)
+        nd_corpus_get(nd_api_corpus(r), doc->value.str, doc->value.str_len, &d) < 0)
         return false;
     bool visible = nd_api_is_client(r)
                        ? nd_api_registered(r, d)
@@ -102,7 +102,6 @@ static int visit_entry(void *arg, const nd_store_event *ev)
 void nd_audit_page(nd_req *r, const char *name, nd_event_kind kind, int64_t owner,
                    const nd_page_req *pg)
 {
-    nd_api *api = nd_api_of(r);
     nd_request_error e;
     int64_t before = -1;
     int ck = kind == ND_EVENT_AUDIT ? ND_CURSOR_AUDIT : ND_CURSOR_COPIES;
@@ -126,9 +125,9 @@ void nd_audit_page(nd_req *r, const char *name, nd_event_kind kind, int64_t owne
      * sees only some entries reads on until it has them. */
     size_t want = pw.viewer ? 0 : pg->limit + 1;
     int rc = pg->document
-                 ? nd_store_audit_of(api->store, owner, pg->document, pg->document_len, before,
+                 ? nd_corpus_audit_of(nd_api_corpus(r), owner, pg->document, pg->document_len, before,
                                      want, visit_entry, &pw)
-                 : nd_store_events(api->store, kind, owner, before, want, visit_entry, &pw);
+                 : nd_corpus_events(nd_api_corpus(r), kind, owner, before, want, visit_entry, &pw);
     nd_reply_array_end(&w);
     if (rc < 0) {
         struct evbuffer *out = w.out; /* drop what was written */

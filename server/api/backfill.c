@@ -236,7 +236,7 @@ static void audit_import(job *j)
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.cv, NULL);
     int rc;
-    while ((rc = nd_store_event_put(j->api->store, &ev, sync_done_cb, &s)) == -EBUSY)
+    while ((rc = nd_corpus_event_put(j->api->corpus, &ev, sync_done_cb, &s)) == -EBUSY)
         nanosleep(&(struct timespec){0, 1000000}, NULL); /* the store's queue is full */
     free(value);
     if (rc == 0) {
@@ -271,7 +271,7 @@ static void *job_main(void *arg)
     p.predate = j->predate;
     p.audit_client = j->r->client; /* read-only while the request waits */
     p.stale_tries = ND_API_STALE_TRIES;
-    j->rc = nd_import_run(j->api->reg, j->api->store, j->body, j->len, &p, job_report, j, &j->sum);
+    j->rc = nd_corpus_import(j->api->corpus, j->body, j->len, &p, job_report, j, &j->sum);
     free(j->body);
     j->body = NULL;
     if (j->sum.lines)
@@ -369,7 +369,7 @@ void nd_backfill_handle(nd_req *r)
         nd_api_error(r, 400, "invalid_field", "predate must be true or false");
         return;
     }
-    if (!nd_registry_loaded(api->reg)) {
+    if (!nd_corpus_loaded(nd_api_corpus(r))) {
         nd_api_loading(r);
         return;
     }

@@ -284,7 +284,7 @@ static void answer_check(nd_req *r, op_state *op)
     op->journaled = value;
     op->pend.next = journal_resume;
     r->op = op;
-    int rc = nd_store_event_put(nd_api_of(r)->store, &ev, nd_pending_after, r);
+    int rc = nd_corpus_event_put(nd_api_corpus(r), &ev, nd_pending_after, r);
     if (rc < 0) {
         r->op = NULL;
         nd_api_store_error(r, rc, "the detection");
@@ -379,7 +379,7 @@ static void pair_matches(nd_req *r, op_state *op)
         else if (!nd_pair_budget_may_read(&budget, m->doc->chars))
             mp->omitted = true; /* too long already by its characters: not read */
         else
-            rc = nd_store_text(api->store, m->doc->registered_at_us, pair_visit, &c);
+            rc = nd_corpus_text(nd_api_corpus(r), m->doc->registered_at_us, pair_visit, &c);
         mp->kept = rc == 0 && !mp->omitted;
         if (rc < 0 && rc != -ENOENT)
             nd_log(ND_LOG_WARN,
@@ -412,7 +412,7 @@ static int ask_check(nd_req *r)
     nd_question_scratch qs;
     rc = sketch_check(api, aw, op, &qs);
     if (rc == 0)
-        rc = nd_registry_check(api->reg, &op->rq, &op->q, &qs, &op->res, nd_pending_done, r);
+        rc = nd_corpus_check(nd_api_corpus(r), &op->rq, &op->q, &qs, &op->res, nd_pending_done, r);
     /* A registration answered without a write (a replica's store never
      * commits within the call): the id registered already (existing, or
      * 409 for another text), or judged not original on the documents held
@@ -595,7 +595,7 @@ static int may_register_id(nd_req *r, op_state *op)
 {
     nd_doc *d = NULL;
     if (!op->rq.do_register || !op->rq.id ||
-        nd_registry_get(nd_api_of(r)->reg, op->rq.id, op->rq.id_len, &d) != 0)
+        nd_corpus_get(nd_api_corpus(r), op->rq.id, op->rq.id_len, &d) != 0)
         return 0;
     bool owns = nd_api_owns(r, d);
     if (!owns && !nd_pending_at_latest(r)) {
@@ -651,7 +651,7 @@ void handle_check(nd_req *r)
         nd_api_request_error(r, &e);
         return;
     }
-    bool wait_latest = rq->latest && !rq->do_register && api->replica;
+    bool wait_latest = rq->latest && !rq->do_register && nd_corpus_replicated(nd_api_corpus(r));
     if (rq->do_register || wait_latest) {
         /* It may be decided again once the worker's parser has served other
          * requests (a query waits for the replica to catch up): its own

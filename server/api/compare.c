@@ -193,9 +193,8 @@ static int compare_kept(void *arg, const char *text, size_t len)
  * is read, or from its bytes once read). */
 static void answer_registered(nd_req *r, const nd_compare_request *rq)
 {
-    nd_api *api = nd_api_of(r);
     nd_doc *d = NULL;
-    int rc = nd_registry_get(api->reg, rq->id_b, rq->id_b_len, &d);
+    int rc = nd_corpus_get(nd_api_corpus(r), rq->id_b, rq->id_b_len, &d);
     if (rc == -EAGAIN) {
         nd_api_loading(r);
         return;
@@ -213,7 +212,7 @@ static void answer_registered(nd_req *r, const nd_compare_request *rq)
         source_too_large(r, rq);
         return;
     }
-    rc = nd_store_text(api->store, at, compare_kept, &rp);
+    rc = nd_corpus_text(nd_api_corpus(r), at, compare_kept, &rp);
     if (rc == -ENOENT)
         nd_api_id_error(r, 409, "text_not_kept", rq->id_b, rq->id_b_len,
                         "the store keeps no text for this document (registered with "

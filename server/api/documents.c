@@ -105,7 +105,7 @@ static void reply_method(nd_req *r, const char *allow)
 static bool may_change_id(nd_req *r, const char *id, size_t id_len)
 {
     nd_doc *d = NULL;
-    if (nd_registry_get(nd_api_of(r)->reg, id, id_len, &d) != 0)
+    if (nd_corpus_get(nd_api_corpus(r), id, id_len, &d) != 0)
         return true;
     bool may = nd_api_may_change(r, d); /* else answered 403 */
     nd_doc_release(d);
@@ -121,7 +121,7 @@ static bool may_change_id(nd_req *r, const char *id, size_t id_len)
 static bool decided_here(nd_req *r, const char *id, size_t id_len)
 {
     nd_doc *d = NULL;
-    int rc = nd_registry_get(nd_api_of(r)->reg, id, id_len, &d);
+    int rc = nd_corpus_get(nd_api_corpus(r), id, id_len, &d);
     if (rc < 0)
         return rc != -EAGAIN;
     bool owns = nd_api_owns(r, d);
@@ -340,9 +340,9 @@ static int wf_ask(nd_req *r)
     params.min_containment = api->cfg->min_containment;
     op->refused = false;
     int rc = op->is_policy
-                 ? nd_registry_change_policy(api->reg, op->id, op->id_len, wf_decide_policy, r,
+                 ? nd_corpus_change_policy(nd_api_corpus(r), op->id, op->id_len, wf_decide_policy, r,
                                              nd_pending_done, r)
-                 : nd_registry_change_status(api->reg, op->id, op->id_len, op->status,
+                 : nd_corpus_change_status(nd_api_corpus(r), op->id, op->id_len, op->status,
                                              api->cfg->k, &params, wf_decide_status, r,
                                              nd_pending_done, r);
     /* Nothing written, so no expected-sequence check fenced the decision:
@@ -444,7 +444,7 @@ static void policy_body(nd_req *r, int status)
     /* Who may change it before what it says: a caller without the right
      * learns nothing from the body's checks. */
     nd_doc *d = NULL;
-    int rc = nd_registry_get(nd_api_of(r)->reg, op->id, op->id_len, &d);
+    int rc = nd_corpus_get(nd_api_corpus(r), op->id, op->id_len, &d);
     if (rc < 0) {
         if (rc == -EAGAIN)
             nd_api_loading(r);
@@ -518,7 +518,6 @@ static void handle_status(nd_req *r, wf_op *op, bool revoke)
 
 static void handle_copies(nd_req *r, wf_op *op)
 {
-    nd_api *api = nd_api_of(r);
     nd_page_req pg;
     nd_request_error e;
     if (nd_request_parse_page(nd_api_query(r), false, &pg, &e) < 0) {
@@ -527,7 +526,7 @@ static void handle_copies(nd_req *r, wf_op *op)
         return;
     }
     nd_doc *d = NULL;
-    int rc = nd_registry_get(api->reg, op->id, op->id_len, &d);
+    int rc = nd_corpus_get(nd_api_corpus(r), op->id, op->id_len, &d);
     if (rc == 0)
         nd_audit_page(r, "copies", ND_EVENT_DETECTION, d->registered_at_us, &pg);
     else if (rc == -EAGAIN)
@@ -593,7 +592,6 @@ static int document_id(nd_req *r, op_state *op)
  * (it may have changed while this waited behind another change). */
 static int ask_delete(nd_req *r)
 {
-    nd_api *api = nd_api_of(r);
     op_state *op = r->op;
     bool latest = nd_pending_at_latest(r);
     if (!latest && decided_here(r, op->rq.id, op->rq.id_len))
@@ -603,7 +601,7 @@ static int ask_delete(nd_req *r)
         op_free(op);
         return ND_PENDING_ANSWERED;
     }
-    int rc = nd_registry_delete(api->reg, op->rq.id, op->rq.id_len, nd_workflow_delete_audit, r,
+    int rc = nd_corpus_delete(nd_api_corpus(r), op->rq.id, op->rq.id_len, nd_workflow_delete_audit, r,
                                 nd_pending_done, r);
     return !latest && rc == -ENOENT ? ND_PENDING_LATEST : rc;
 }
@@ -661,7 +659,7 @@ static void reply_document(nd_req *r, const nd_doc *d, bool want_text)
     nd_reply_key(&w, "chars");
     nd_reply_u64(&w, d->chars);
     nd_reply_key(&w, "version");
-    const char *version = nd_registry_doc_version(nd_api_of(r)->reg, d);
+    const char *version = nd_corpus_doc_version(nd_api_corpus(r), d);
     nd_reply_string(&w, version, strlen(version));
     nd_reply_key(&w, "registered_at");
     nd_reply_time(&w, d->registered_at_us);
@@ -669,7 +667,7 @@ static void reply_document(nd_req *r, const nd_doc *d, bool want_text)
     nd_api_add_meta(&w, d);
     nd_workflow_add_document(r, &w, d);
     if (want_text) {
-        int rc = nd_store_text(nd_api_of(r)->store, d->registered_at_us, write_text, &w);
+        int rc = nd_corpus_text(nd_api_corpus(r), d->registered_at_us, write_text, &w);
         if (rc == -ENOENT) {
             nd_reply_key(&w, "text");
             nd_reply_null(&w);
@@ -688,11 +686,10 @@ static void reply_document(nd_req *r, const nd_doc *d, bool want_text)
 /* GET /documents/{id}: answers from the registry. */
 static void run_get(nd_req *r)
 {
-    nd_api *api = nd_api_of(r);
     op_state *op = r->op;
     r->op = NULL;
     nd_doc *d = NULL;
-    int rc = nd_registry_get(api->reg, op->rq.id, op->rq.id_len, &d);
+    int rc = nd_corpus_get(nd_api_corpus(r), op->rq.id, op->rq.id_len, &d);
     if (rc == 0)
         reply_document(r, d, op->want_text);
     else if (rc == -EAGAIN)

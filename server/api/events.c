@@ -194,9 +194,8 @@ static int visit_event(void *arg, const nd_event_rec *ev)
 /* Answers the page of er. */
 static void events_page(nd_req *r, const events_req *er)
 {
-    nd_api *api = nd_api_of(r);
     uint64_t oldest, latest;
-    nd_store_feed_bounds(api->store, &oldest, &latest);
+    nd_corpus_feed_bounds(nd_api_corpus(r), &oldest, &latest);
     if (!er->descending && er->has_after && oldest > 1 && er->after + 1 < oldest) {
         nd_api_error(r, 410, "position_too_old",
                      "events after %llu were pruned: the oldest kept is %llu (start again from "
@@ -205,7 +204,7 @@ static void events_page(nd_req *r, const events_req *er)
                      (unsigned long long)(oldest - 1));
         return;
     }
-    if (!er->descending && er->has_after && er->after > latest && !api->replica) {
+    if (!er->descending && er->has_after && er->after > latest && !nd_corpus_replicated(nd_api_corpus(r))) {
         nd_reply w;
         nd_api_error_begin(r, &w, "position_ahead",
                            "after %llu is ahead of the feed: the latest event is %llu (this "
@@ -227,7 +226,7 @@ static void events_page(nd_req *r, const events_req *er)
     uint64_t from = er->descending ? (er->has_before ? er->before : 0) : er->after;
     int rc = er->descending && er->has_before && er->before <= 1
                  ? 0
-                 : nd_store_feed_scan(api->store, from, er->descending, visit_event, &ew);
+                 : nd_corpus_feed_scan(nd_api_corpus(r), from, er->descending, visit_event, &ew);
     nd_reply_array_end(&w);
     if (rc < 0 || ew.error) {
         struct evbuffer *out = w.out; /* drop what was written */

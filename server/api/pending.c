@@ -8,7 +8,6 @@
 #include "api.h"
 #include "log.h"
 #include "pending.h"
-#include "replica.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -73,7 +72,7 @@ static void resume(nd_task *t)
         again(r, p);
         return;
     }
-    int rc = nd_registry_complete(nd_api_of(r)->reg, p->ch, p->status);
+    int rc = nd_corpus_complete(nd_api_corpus(r), p->ch, p->status);
     p->ch = NULL;
     if (rc == -ESTALE && p->stale_tries++ < ND_API_STALE_TRIES) {
         again(r, p); /* another replica wrote first: on the newer state */
@@ -112,20 +111,20 @@ void nd_pending_after(void *arg, int status)
 bool nd_pending_at_latest(nd_req *r)
 {
     nd_pending *p = r->op;
-    return !nd_api_of(r)->replica || p->latest;
+    return !nd_corpus_replicated(nd_api_corpus(r)) || p->latest;
 }
 
 void nd_pending_catch_up(nd_req *r, void (*then)(nd_req *r, int status))
 {
-    nd_api *api = nd_api_of(r);
+    nd_corpus *corpus = nd_api_corpus(r);
     nd_pending *p = r->op;
     p->latest = true; /* once: the answer after it stands */
-    if (!api->replica) {
+    if (!nd_corpus_replicated(corpus)) {
         then(r, 0);
         return;
     }
     p->next = then;
-    int rc = nd_replica_sync(api->replica, nd_pending_after, r);
+    int rc = nd_corpus_sync(corpus, nd_pending_after, r);
     if (rc < 0)
         then(r, rc);
 }
@@ -171,15 +170,15 @@ static void latest_resume(nd_req *r, int status)
  * answers the error if the replica cannot. */
 void when_latest(nd_req *r, op_state *op, void (*then)(nd_req *r))
 {
-    nd_api *api = nd_api_of(r);
+    nd_corpus *corpus = nd_api_corpus(r);
     r->op = op;
-    if (!api->replica) {
+    if (!nd_corpus_replicated(corpus)) {
         then(r);
         return;
     }
     op->when_latest = then;
     op->pend.next = latest_resume;
-    int rc = nd_replica_sync(api->replica, nd_pending_after, r);
+    int rc = nd_corpus_sync(corpus, nd_pending_after, r);
     if (rc < 0) {
         r->op = NULL;
         nd_api_latest_error(r, rc);

@@ -5,7 +5,6 @@
 #include "api.h"
 #include "api_worker.h"
 #include "clock.h"
-#include "replica.h"
 #include "handlers.h"
 
 #include <string.h>
@@ -32,12 +31,8 @@ bool nd_api_ready(const nd_api *api, const char **why)
         w = "draining";
     else if (atomic_load(&api->load_failed))
         w = "load_failed";
-    else if (!nd_registry_loaded(api->reg))
-        w = "loading";
-    else if (!nd_store_writable(api->store))
-        w = "storage_unavailable";
-    else if (api->replica)
-        nd_replica_ready(api->replica, &w);
+    else
+        nd_corpus_ready(api->corpus, &w); /* loading, storage, replica */
     if (why)
         *why = w;
     return w == NULL;
@@ -70,8 +65,9 @@ void handle_readyz(nd_req *r)
 void handle_metrics(nd_req *r)
 {
     nd_api *api = nd_api_of(r);
+    nd_corpus *corpus = nd_api_corpus(r);
     nd_registry_stats st;
-    nd_registry_stats_get(api->reg, &st);
+    nd_corpus_stats(corpus, &st);
     nd_metrics_gauges g = {
         .documents = st.documents,
         .index_entries = st.index_entries,
@@ -83,9 +79,9 @@ void handle_metrics(nd_req *r)
         .threads = api->cfg->threads,
         .ready = nd_api_ready(api, NULL),
         .draining = nd_http_draining(api->http),
-        .loading = !nd_registry_loaded(api->reg),
-        .store_writable = nd_store_writable(api->store),
-        .in_memory = !nd_store_durable(api->store),
+        .loading = !nd_corpus_loaded(corpus),
+        .store_writable = nd_corpus_writable(corpus),
+        .in_memory = !nd_corpus_durable(corpus),
         .uptime_s = (double)(nd_clock_ns() - api->start_ns) / 1e9,
     };
     api_worker *aw = aw_of(r);
@@ -106,21 +102,19 @@ void handle_metrics(nd_req *r)
  * token is asked for whenever one is configured. */
 void handle_replica(nd_req *r)
 {
-    nd_api *api = nd_api_of(r);
+    nd_corpus *corpus = nd_api_corpus(r);
     uint64_t n = 0, digest = 0;
-    if (nd_registry_digest(api->reg, &n, &digest) < 0) {
+    if (nd_corpus_digest(corpus, &n, &digest) < 0) {
         nd_api_loading(r);
         return;
     }
     nd_reply w;
     nd_reply_object(nd_api_body_begin(r, &w));
     nd_reply_key(&w, "replicated");
-    nd_reply_bool(&w, api->replica != NULL);
-    if (api->replica) {
-        nd_replica_stats rs;
-        nd_replica_stats_get(api->replica, &rs);
-        const char *why = NULL;
-        nd_replica_ready(api->replica, &why);
+    nd_corpus_replica rs;
+    bool replicated = nd_corpus_replica_get(corpus, &rs);
+    nd_reply_bool(&w, replicated);
+    if (replicated) {
         nd_reply_key(&w, "node");
         nd_reply_string(&w, rs.node, strlen(rs.node));
         nd_reply_key(&w, "stream");
@@ -138,8 +132,7 @@ void handle_replica(nd_req *r)
         nd_reply_key(&w, "writable");
         nd_reply_bool(&w, rs.writable);
         nd_reply_key(&w, "state");
-        const char *state = why ? why : "ready";
-        nd_reply_string(&w, state, strlen(state));
+        nd_reply_string(&w, rs.state, strlen(rs.state));
         nd_reply_key(&w, "published");
         nd_reply_u64(&w, rs.published);
         nd_reply_key(&w, "applied");

@@ -1,5 +1,6 @@
 /* hook_feed.h - webhook delivery's events (webhooks.h's nd_hook_source)
- * read from the store's events feed (feed.h). */
+ * read from the store's events feed (feed.h). Internal to server/corpus/:
+ * corpus_local.c hands it to the delivery it composes. */
 #ifndef ND_HOOK_FEED_H
 #define ND_HOOK_FEED_H
 
