@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 #include "config.h"
-#include "corpus.h"
+#include "corpus.h" /* and, through it, the values the corpus takes */
 #include "http.h"
 #include "reply.h"
 #include "request.h"

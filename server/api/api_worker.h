@@ -6,9 +6,6 @@
 
 #include "answer.h"
 #include "fingerprint.h"
-#include "memo.h"
-#include "pair.h"
-#include "registry.h"
 #include "sketch.h"
 
 #define API_PASSAGES ND_REPLY_MAX_PASSAGES

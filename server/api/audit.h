@@ -4,8 +4,8 @@
 
 #include <stdint.h>
 
+#include "corpus.h"
 #include "http.h"
-#include "store.h"
 
 /* Writes the list of kind of owner as {"<name>":[...],"next_cursor":..}
  * and answers it. */

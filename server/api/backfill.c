@@ -2,7 +2,6 @@
 #include "backfill.h"
 #include "answer.h"
 #include "api.h"
-#include "import.h"
 #include "json.h"
 #include "log.h"
 

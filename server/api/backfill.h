@@ -12,12 +12,10 @@
 #ifndef ND_BACKFILL_H
 #define ND_BACKFILL_H
 
+#include "corpus.h"
 #include "http.h"
-#include "import.h"
-#include "registry.h"
 #include "reply.h"
 #include "request.h"
-#include "store.h"
 
 typedef struct nd_backfill nd_backfill;
 

@@ -11,7 +11,6 @@
 #include "pending.h"
 #include "handlers.h"
 
-#include "question.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>

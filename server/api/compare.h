@@ -4,7 +4,7 @@
 #ifndef ND_COMPARE_H
 #define ND_COMPARE_H
 
-#include "pair.h"
+#include "corpus.h"
 #include "reply.h"
 
 /* Writes the answer for p as a JSON object: "distance", "similarity",

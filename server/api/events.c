@@ -18,7 +18,6 @@
  * may be behind another node's, it is an empty page. */
 #include "answer.h"
 #include "api.h"
-#include "feed.h"
 #include "handlers.h"
 
 #include <errno.h>

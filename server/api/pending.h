@@ -15,7 +15,6 @@
 
 #include "answer.h"
 #include "api_worker.h"
-#include "registry.h"
 
 /* What a step's ask returns when it answered itself (a 403 decided on the
  * current document) and freed its state. */

@@ -23,7 +23,14 @@
  * the claim changes return 0, ND_REG_QUEUED or ND_REG_WAIT (or -errno) and
  * call done(arg, change, status) on another thread; the request completes
  * the change on its own thread with nd_corpus_complete(). A store's or a
- * replica's (void *, int) callback is an nd_store_done_fn. */
+ * replica's (void *, int) callback is an nd_store_done_fn.
+ *
+ * This header is the API's one door to the engine: it brings the types
+ * the calls take and return (registry.h: the check's request, question and
+ * result, nd_doc and its accessors, claims; store.h: records and journal
+ * events; feed.h: the events feed; import.h: an import's parameters), and
+ * the scratch a worker keeps for a check's second pass (memo.h, pair.h).
+ * server/api/ includes none of them itself (tests/test_api_corpus.py). */
 #ifndef ND_CORPUS_H
 #define ND_CORPUS_H
 
@@ -33,6 +40,8 @@
 
 #include "feed.h"
 #include "import.h"
+#include "memo.h"
+#include "pair.h"
 #include "registry.h"
 #include "store.h"
 
