@@ -1,7 +1,6 @@
 /* sketch.c - shingles, the nested-sample sketch, estimates, passages and
  * anchors (see sketch.h; the specification is proto/sketch.md). */
 #include "sketch.h"
-#include "hangul.h"
 
 #include <errno.h>
 #ifdef __SSE2__
@@ -20,18 +19,10 @@
 #include <xxhash.h>
 #pragma GCC diagnostic pop
 
-#include <unicode/uchar.h>
-
-#include "fold.h"
-#include "markup.h"
-#include "normalizer.h"
 #include "sort.h"
-#include "swar.h"
-#include "utf8.h"
+#include "swar.h" /* ND_SWAR: nd_sketch_decode()'s SSE2 path */
+#include "tokenizer.h"
 
-#define WORD_MAX 256 /* bytes of a word that are hashed (as fingerprint.md) */
-#define W_CJK 3      /* token weights */
-#define W_WORD 5
 #define W_SHINGLE 15 /* a shingle's tokens reach this summed weight */
 #define LEVEL_MAX 31
 #define CHAR_MODE_NUM 1 /* character mode when CJK >= NUM/DEN of C + W */
@@ -42,48 +33,18 @@
 #error "sketch.c hashes token hashes as little-endian bytes; port the shingle hash"
 #endif
 
-/* The CJK Unified Ideographs block, most of Chinese text. */
-#define HAN_FIRST 0x4E00u
-#define HAN_COUNT 0x5200u
-
 struct nd_sketcher {
-    nd_normalizer *norm;
-    uint64_t *cp_hash;      /* XXH3 of the UTF-8 of each BMP code point */
-    uint8_t cjk_block[256]; /* BMP block cp >> 8 has a code point mapping to CJK */
-    /* Each ASCII byte maps to one entry, not CJK, and a word character to an
-     * ASCII one: tokenize_ascii() may take runs of them (true with Unicode
-     * 15; checked when the sketcher is made). */
-    bool ascii_fast;
-    /* The ASCII word characters are the letters and digits, letters lowered
-     * (true with Unicode 15; checked when the sketcher is made):
-     * ascii_word_swar() may take eight at a time. */
-    bool ascii_swar;
-    /* Per code point of the CJK Unified Ideographs block (bit cp -
-     * HAN_FIRST): it maps to itself, a single Han entry that no fold
-     * changes (not Traditional, not invisible). tokenize_3byte_run() takes
-     * those without the 256 KiB table, whose lines a request's other work
-     * evicts, and hashes their UTF-8 in place; this map is 2.6 KiB. Built
-     * from the table when the sketcher is made. */
-    uint64_t han_plain[(HAN_COUNT + 63) / 64];
+    nd_tokenizer *tk; /* the folds and the tokens (tokenizer.h) */
 };
 
-/* A token stream, one array per field: the hashes of a shingle's tokens
- * are contiguous, so the shingle hash reads them in place. */
-typedef struct tstream {
-    uint64_t *h;
-    uint32_t *start, *end; /* source code points [start, end) */
-    /* Word mode: a CJK token's code point, 0 for a word. Character mode: a
-     * CJK token's index in the word mode + 1, 0 for a letter or digit. */
-    uint32_t *cjk;
-    uint8_t *w; /* weight */
-    size_t n, cap;
-} tstream;
+/* A token stream (tokenizer.h): the hashes of a shingle's tokens are
+ * contiguous, so the shingle hash reads them in place. */
+typedef nd_token_stream tstream;
 
 typedef nd_shingle shingle;
 
 struct nd_sk_scratch {
-    tstream tok;    /* word mode stream */
-    tstream ctok;   /* character mode stream (see tokenize()) */
+    nd_tokens tokens; /* the last text's: word and character mode streams, stats */
     shingle *sh[2]; /* per mode: the last text's shingles, in text order */
     size_t nsh[2], sh_cap[2];
     uint64_t *set;  /* open addressing, 0 = empty; power-of-two size */
@@ -105,74 +66,17 @@ struct nd_sk_scratch {
     bool sampled[2];        /* shift[mode] is that of sh[mode] (sample_stream()) */
     bool query;             /* sh[] holds both modes of nd_sketch_query() */
     uint8_t own_mode;       /* the last text's own mode */
-    uint32_t chars;         /* the last text's characters as the fingerprint counts them */
-    nd_integrity integrity; /* what the folds read differently in the last text */
-    char *fold;             /* the look-alike fold's copy of the text (fold.h) */
-    size_t fold_cap;
 };
-
-typedef struct tok_state {
-    nd_sk_scratch *s;
-    const uint64_t *cp_hash;
-    uint8_t word[WORD_MAX];
-    size_t word_len;
-    uint32_t word_start, word_end;
-    uint32_t hangul, hangul_start; /* pending jamo L or LV syllable, its start */
-    uint32_t cjk_cps, word_cps;    /* class C and W code points (after mapping) */
-    uint32_t chars;                /* entries not of class S (fingerprint.md's chars) */
-    bool want_char;                /* build the character mode stream */
-    /* What the folds read differently (nd_integrity): invisible code
-     * points are counted when they sit between two letters (W or C):
-     * pending_inv since the last visible code point, prev_letter whether
-     * that was a letter, prev_cp its code point. */
-    uint32_t invisible, pending_inv, traditional, han, prev_cp;
-    bool prev_letter, prev_cjk;
-    int err;
-} tok_state;
 
 int nd_sketcher_create(nd_sketcher **out)
 {
     nd_sketcher *sk = calloc(1, sizeof(*sk));
     if (!sk)
         return -ENOMEM;
-    sk->cp_hash = malloc(ND_NORM_BMP * sizeof(uint64_t));
-    int rc = sk->cp_hash ? nd_normalizer_create(&sk->norm) : -ENOMEM;
+    int rc = nd_tokenizer_create(&sk->tk);
     if (rc < 0) {
-        free(sk->cp_hash);
         free(sk);
         return rc;
-    }
-    for (uint32_t cp = 0; cp < ND_NORM_BMP; cp++) {
-        uint8_t b[4];
-        sk->cp_hash[cp] = cp >= 0xD800 && cp <= 0xDFFF ? 0 : XXH3_64bits(b, nd_utf8_encode(cp, b));
-        uint32_t buf[ND_NORM_MAX];
-        const uint32_t *seq;
-        unsigned n = cp >= 0xD800 && cp <= 0xDFFF ? 0 : nd_normalizer_map(sk->norm, cp, buf, &seq);
-        for (unsigned i = 0; i < n; i++)
-            if (ND_NORM_CLASS(seq[i]) == ND_CHAR_CJK)
-                sk->cjk_block[cp >> 8] = 1;
-    }
-    sk->ascii_fast = true;
-    for (uint32_t c = 0; c < 0x80; c++) {
-        uint32_t e = sk->norm->table[c];
-        sk->ascii_fast &= !(e & ND_NORM_MULTI) && ND_NORM_CLASS(e) != ND_CHAR_CJK &&
-                          (ND_NORM_CLASS(e) != ND_CHAR_WORD || ND_NORM_CP(e) < 0x80);
-    }
-    sk->ascii_swar = ND_SWAR && sk->ascii_fast;
-    for (uint32_t c = 0; c < 0x80; c++) {
-        uint32_t e = sk->norm->table[c];
-        uint32_t want = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ? c
-                        : c >= 'A' && c <= 'Z'                           ? c | 0x20
-                                                                         : 0;
-        sk->ascii_swar &= want ? ND_NORM_CLASS(e) == ND_CHAR_WORD && ND_NORM_CP(e) == want
-                               : ND_NORM_CLASS(e) != ND_CHAR_WORD;
-    }
-    for (uint32_t cp = HAN_FIRST; cp < HAN_FIRST + HAN_COUNT; cp++) {
-        uint32_t e = sk->norm->table[cp];
-        bool plain = !(e & (ND_NORM_MULTI | ND_NORM_F_INVISIBLE | ND_NORM_F_TRAD)) &&
-                     (e & ND_NORM_F_HAN) && ND_NORM_CLASS(e) == ND_CHAR_CJK && ND_NORM_CP(e) == cp;
-        if (plain)
-            sk->han_plain[(cp - HAN_FIRST) / 64] |= 1ull << ((cp - HAN_FIRST) % 64);
     }
     *out = sk;
     return 0;
@@ -182,8 +86,7 @@ void nd_sketcher_destroy(nd_sketcher *sk)
 {
     if (!sk)
         return;
-    nd_normalizer_destroy(sk->norm);
-    free(sk->cp_hash);
+    nd_tokenizer_destroy(sk->tk);
     free(sk);
 }
 
@@ -200,9 +103,7 @@ void nd_sk_scratch_destroy(nd_sk_scratch *s)
 {
     if (!s)
         return;
-    tstream *ts[2] = {&s->tok, &s->ctok};
-    for (int i = 0; i < 2; i++)
-        free(ts[i]->h), free(ts[i]->start), free(ts[i]->end), free(ts[i]->cjk), free(ts[i]->w);
+    nd_tokens_finish(&s->tokens);
     free(s->sh[0]);
     free(s->sh[1]);
     free(s->set);
@@ -211,483 +112,7 @@ void nd_sk_scratch_destroy(nd_sk_scratch *s)
     free(s->upos);
     free(s->keys);
     free(s->keys_tmp);
-    free(s->fold);
     free(s);
-}
-
-/* ---- tokens ---- */
-
-static __attribute__((noinline)) int ts_grow(tstream *t)
-{
-    size_t c = t->cap ? t->cap * 2 : 1024;
-    uint64_t *h = realloc(t->h, c * sizeof(*h));
-    if (h)
-        t->h = h;
-    uint32_t *a = realloc(t->start, c * sizeof(*a));
-    if (a)
-        t->start = a;
-    uint32_t *b = realloc(t->end, c * sizeof(*b));
-    if (b)
-        t->end = b;
-    uint32_t *k = realloc(t->cjk, c * sizeof(*k));
-    if (k)
-        t->cjk = k;
-    uint8_t *w = realloc(t->w, c);
-    if (w)
-        t->w = w;
-    if (!h || !a || !b || !k || !w)
-        return -ENOMEM;
-    t->cap = c;
-    return 0;
-}
-
-/* Appends a token to t; with_cjk (a constant) also stores cjk (the word
- * mode's CJK code point or 0). */
-static inline __attribute__((always_inline)) void push_to(tok_state *st, tstream *t, uint64_t h,
-                                                          uint32_t start, uint32_t end, uint32_t w,
-                                                          bool with_cjk, uint32_t cjk)
-{
-    if (__builtin_expect(t->n == t->cap, 0) && ts_grow(t) < 0) {
-        st->err = -ENOMEM;
-        return;
-    }
-    size_t i = t->n++;
-    t->h[i] = h, t->start[i] = start, t->end[i] = end, t->w[i] = (uint8_t)w;
-    if (with_cjk)
-        t->cjk[i] = cjk;
-}
-
-/* A token of the word-mode stream (words, cjk 0, and CJK characters). */
-static inline void push_token(tok_state *st, uint64_t h, uint32_t start, uint32_t end, uint32_t w,
-                              uint32_t cjk)
-{
-    push_to(st, &st->s->tok, h, start, end, w, true, cjk);
-}
-
-/* A token of the character-mode stream (every W or C code point). */
-static inline uint64_t cp_hash(const tok_state *st, uint32_t cp)
-{
-    if (cp < ND_NORM_BMP)
-        return st->cp_hash[cp];
-    uint8_t b[4];
-    return XXH3_64bits(b, nd_utf8_encode(cp, b));
-}
-
-/* wi: the token's word-mode index + 1 (the CJK token just pushed there:
- * tok.n), or 0 for a letter or digit. */
-static inline void push_char_token(tok_state *st, uint64_t h, uint32_t start, uint32_t end,
-                                   uint32_t wi)
-{
-    push_to(st, &st->s->ctok, h, start, end, W_CJK, true, wi);
-}
-
-static void push_cjk(tok_state *st, uint32_t cp, uint32_t start, uint32_t end)
-{
-    uint64_t h = cp_hash(st, cp);
-    push_token(st, h, start, end, W_CJK, cp);
-    if (st->want_char)
-        push_char_token(st, h, start, end, (uint32_t)st->s->tok.n);
-}
-
-static void flush_hangul(tok_state *st, uint32_t end)
-{
-    if (st->hangul) {
-        push_cjk(st, st->hangul, st->hangul_start, end);
-        st->hangul = 0;
-    }
-}
-
-/* One CJK-class code point from source code point ci. */
-static void feed_cjk(tok_state *st, uint32_t cp, uint32_t ci)
-{
-    uint32_t p = st->hangul;
-    if (p && is_jamo_l(p) && is_jamo_v(cp)) {
-        st->hangul = hangul_compose_lv(p, cp);
-        return;
-    }
-    if (p && is_lv(p) && is_jamo_t(cp)) {
-        st->hangul = 0;
-        push_cjk(st, hangul_compose_lvt(p, cp), st->hangul_start, ci + 1);
-        return;
-    }
-    flush_hangul(st, ci);
-    if (is_jamo_l(cp) || is_lv(cp))
-        st->hangul = cp, st->hangul_start = ci;
-    else
-        push_cjk(st, cp, ci, ci + 1);
-}
-
-static void end_word(tok_state *st)
-{
-    if (st->word_len == 0)
-        return;
-    push_token(st, XXH3_64bits(st->word, st->word_len), st->word_start, st->word_end, W_WORD, 0);
-    st->word_len = 0;
-}
-
-/* One normalized entry of source code point ci. */
-static void feed_entry(tok_state *st, uint32_t e, uint32_t ci)
-{
-    uint32_t cls = ND_NORM_CLASS(e), cp = ND_NORM_CP(e);
-    st->chars += cls != ND_CHAR_SPACE;
-    st->traditional += (e & ND_NORM_F_TRAD) != 0;
-    st->han += (e & ND_NORM_F_HAN) != 0;
-    if (cls == ND_CHAR_WORD) {
-        /* A pending jamo ends where the word starts. */
-        flush_hangul(st, ci);
-        st->word_cps++;
-        if (st->want_char)
-            push_char_token(st, cp_hash(st, cp), ci, ci + 1, 0);
-        if (st->word_len == 0)
-            st->word_start = ci;
-        st->word_end = ci + 1;
-        if (cp < 0x80 && st->word_len < WORD_MAX) {
-            st->word[st->word_len++] = (uint8_t)cp;
-        } else if (st->word_len + 4 <= WORD_MAX) {
-            st->word_len += nd_utf8_encode(cp, st->word + st->word_len);
-        } else {
-            uint8_t b[4];
-            size_t n = nd_utf8_encode(cp, b);
-            if (st->word_len + n <= WORD_MAX) {
-                memcpy(st->word + st->word_len, b, n);
-                st->word_len += n;
-            }
-        }
-        return;
-    }
-    end_word(st);
-    if (cls == ND_CHAR_CJK)
-        st->cjk_cps++, feed_cjk(st, cp, ci);
-    else
-        flush_hangul(st, ci);
-}
-
-/* Bytes that may start a skipped span (lib/markup.h, the fingerprint's
- * rule, fingerprint.md step 1): ! ] h w f H W F. */
-static const uint8_t skip_trigger[256] = {
-    ['!'] = 1, [']'] = 1, ['h'] = 1, ['w'] = 1, ['f'] = 1, ['H'] = 1, ['W'] = 1, ['F'] = 1,
-};
-
-/* Whether s may hold a code point that maps to a CJK-class entry (false:
- * it certainly holds none, so its character-mode stream is not needed).
- * Reads only s[0, len), whether s is valid UTF-8 or not. */
-static bool maybe_cjk(const nd_sketcher *sk, const uint8_t *s, size_t len)
-{
-    size_t i = 0;
-    while (i < len) {
-        if (i + 8 <= len) {
-            uint64_t x;
-            memcpy(&x, s + i, 8);
-            if (!(x & 0x8080808080808080ull)) {
-                i += 8;
-                continue;
-            }
-        }
-        uint8_t b = s[i];
-        if (b < 0x80) {
-            i++;
-        } else if (len - i < 3) {
-            return true; /* a short tail (or invalid): the tokenizer decides */
-        } else if (b < 0xE0) {
-            uint32_t cp = (uint32_t)(b & 0x1F) << 6 | (s[i + 1] & 0x3Fu);
-            if (sk->cjk_block[cp >> 8])
-                return true;
-            i += 2;
-        } else if (b < 0xF0) {
-            uint32_t cp = (uint32_t)(b & 0x0F) << 12 | (uint32_t)(s[i + 1] & 0x3F) << 6 |
-                          (s[i + 2] & 0x3Fu);
-            if (sk->cjk_block[cp >> 8])
-                return true;
-            i += 3;
-        } else {
-            return true; /* outside the BMP: not tabulated */
-        }
-    }
-    return false;
-}
-
-/* Makes room for `extra` more tokens in t. Returns 0 or -ENOMEM. */
-static int ts_reserve(tstream *t, size_t extra)
-{
-    while (t->cap - t->n < extra)
-        if (ts_grow(t) < 0)
-            return -ENOMEM;
-    return 0;
-}
-
-#define RUN_CHUNK 4096 /* tokens tokenize_3byte_run() makes room for at once */
-
-/* A run of valid 3-byte sequences from s[pos] (lead E0..EF, two
- * continuation bytes, not overlong; a surrogate's entry has length 0) that
- * each map to one entry which is a CJK code point outside the Hangul
- * composition, or punctuation or space: what feed_entry() does for them,
- * with no pending jamo. Returns the bytes consumed (0: the first is not
- * one; an invalid sequence ends the run, for the general path to refuse);
- * *ci advances by the code points consumed. Most of Chinese and Japanese
- * text: it makes room for a chunk of tokens at once and writes them through
- * local pointers. */
-static size_t tokenize_3byte_run(const nd_sketcher *sk, tok_state *st, const uint8_t *s, size_t len,
-                                 size_t pos, uint32_t *ci)
-{
-    const uint32_t *table = sk->norm->table;
-    const uint64_t *cp_hash = sk->cp_hash;
-    const uint64_t *han_plain = sk->han_plain;
-    const bool want_char = st->want_char;
-    tstream *t = &st->s->tok, *ct = &st->s->ctok;
-    size_t p = pos;
-    uint32_t c = *ci, cjk = 0, punct = 0, trad = 0, han = 0;
-    bool ended = false, more = true, last_cjk = false;
-    while (more && p + 3 <= len) {
-        size_t room = (len - p) / 3 < RUN_CHUNK ? (len - p) / 3 : RUN_CHUNK;
-        /* + 1: the word that the run ends (end_word()) */
-        if (ts_reserve(t, room + 1) < 0 || (want_char && ts_reserve(ct, room) < 0)) {
-            st->err = -ENOMEM;
-            break;
-        }
-        size_t n = t->n, cn = ct->n, stop = p + 3 * room;
-        for (; p < stop; p += 3, c++) {
-            uint32_t b0 = s[p], b1 = s[p + 1] ^ 0x80u, b2 = s[p + 2] ^ 0x80u;
-            uint32_t cp = ((b0 & 0x0F) << 12) | (b1 << 6) | b2, x;
-            if ((b0 & 0xF0) != 0xE0 || (b1 | b2) > 0x3F || cp < 0x800) {
-                more = false;
-                break;
-            }
-            uint64_t h = 0;
-            uint32_t cls = ND_CHAR_CJK;
-            uint32_t hi = cp - HAN_FIRST;
-            if (hi < HAN_COUNT && (han_plain[hi / 64] >> (hi % 64) & 1)) {
-                /* itself: its hash is that of its own UTF-8, computed in
-                 * place (cheaper than a cache miss in cp_hash[]) */
-                x = cp;
-                h = XXH3_64bits(s + p, 3);
-                han++;
-            } else {
-                uint32_t e = table[cp];
-                cls = ND_NORM_CLASS(e), x = ND_NORM_CP(e);
-                /* an invisible blank: the general path counts it */
-                bool take = !(e & (ND_NORM_MULTI | ND_NORM_F_INVISIBLE)) &&
-                            (cls == ND_CHAR_PUNCT || cls == ND_CHAR_SPACE ||
-                             (cls == ND_CHAR_CJK && !is_jamo_l(x) && !is_lv(x) && x < ND_NORM_BMP));
-                if (!take) {
-                    more = false;
-                    break;
-                }
-                if (cls == ND_CHAR_CJK) {
-                    /* itself: the hash of its own UTF-8, computed in place
-                     * (cheaper than a cache miss in cp_hash[]) */
-                    h = x == cp ? XXH3_64bits(s + p, 3) : cp_hash[x];
-                    trad += (e & ND_NORM_F_TRAD) != 0;
-                    han += (e & ND_NORM_F_HAN) != 0;
-                }
-            }
-            last_cjk = cls == ND_CHAR_CJK;
-            if (!ended) { /* the run ends the word before it */
-                t->n = n;
-                end_word(st);
-                n = t->n, ended = true;
-            }
-            if (cls != ND_CHAR_CJK) {
-                punct += cls == ND_CHAR_PUNCT;
-                continue;
-            }
-            t->h[n] = h, t->start[n] = c, t->end[n] = c + 1, t->w[n] = W_CJK, t->cjk[n] = x;
-            n++;
-            if (want_char) {
-                ct->h[cn] = h, ct->start[cn] = c, ct->end[cn] = c + 1, ct->w[cn] = W_CJK;
-                ct->cjk[cn] = (uint32_t)n;
-                cn++;
-            }
-            cjk++;
-        }
-        t->n = n, ct->n = cn;
-    }
-    st->cjk_cps += cjk;
-    st->chars += cjk + punct;
-    st->traditional += trad;
-    st->han += han;
-    if (p != pos)
-        st->prev_letter = last_cjk, st->prev_cjk = last_cjk;
-    *ci = c;
-    return p - pos;
-}
-
-/* Skips the markup of k bytes at s[pos] (lib/markup.h), checking that it
- * is valid UTF-8 (it may hold any byte up to its end). */
-static void skip_span(tok_state *st, const uint8_t *s, size_t pos, size_t k, uint32_t *ci)
-{
-    if (nd_utf8_validate((const char *)s + pos, k, NULL) < 0) {
-        st->err = -EILSEQ;
-        return;
-    }
-    end_word(st);
-    flush_hangul(st, *ci);
-    uint32_t c = *ci;
-    for (size_t j = pos; j < pos + k; j++)
-        c += (s[j] & 0xC0) != 0x80;
-    *ci = c;
-}
-
-/* Continues the current word with the ASCII letters and digits at s[pos..]
- * eight at a time (sk->ascii_swar), while eight more fit in st->word: what
- * tokenize_ascii() does for them one by one (inside a word no markup can
- * start at a letter or digit). Returns the bytes taken; the caller counts
- * them in ci and chars. */
-static size_t ascii_word_swar(tok_state *st, const uint8_t *s, size_t len, size_t pos, uint32_t ci)
-{
-    size_t room = len - pos < WORD_MAX - st->word_len ? len - pos : WORD_MAX - st->word_len;
-    uint8_t *w = st->word + st->word_len;
-    bool ended;
-    size_t done = nd_swar_word_copy(s + pos, room, w, &ended);
-    if (done == 0)
-        return 0;
-    if (st->want_char)
-        for (size_t i = 0; i < done; i++)
-            push_char_token(st, st->cp_hash[w[i]], ci + (uint32_t)i, ci + (uint32_t)i + 1, 0);
-    st->word_len += done;
-    st->word_cps += (uint32_t)done;
-    st->word_end = ci + (uint32_t)done;
-    return done;
-}
-
-/* A run of ASCII bytes from s[pos] (sk->ascii_fast): what the general path
- * below does for them, markup included, without decoding or mapping each.
- * Returns the position after the run; *ci and *word_start follow. */
-static size_t tokenize_ascii(const nd_sketcher *sk, tok_state *st, const uint8_t *s, size_t len,
-                             size_t pos, uint32_t *ci_io, bool *word_start)
-{
-    const uint32_t *table = sk->norm->table;
-    uint32_t ci = *ci_io, chars = 0;
-    bool ws = *word_start;
-    flush_hangul(st, ci); /* every ASCII entry ends a pending jamo */
-    while (pos < len && s[pos] < 0x80) {
-        uint32_t b = s[pos];
-        size_t k;
-        if (skip_trigger[b] && (k = nd_markup_skip_length(s, len, pos, ws)) != 0) {
-            skip_span(st, s, pos, k, &ci);
-            if (st->err)
-                break;
-            pos += k;
-            ws = true;
-            continue;
-        }
-        uint32_t e = table[b], cls = ND_NORM_CLASS(e);
-        chars += cls != ND_CHAR_SPACE;
-        if (cls == ND_CHAR_WORD) {
-            uint32_t cp = ND_NORM_CP(e);
-            st->word_cps++;
-            if (st->want_char)
-                push_char_token(st, st->cp_hash[cp], ci, ci + 1, 0);
-            if (st->word_len == 0)
-                st->word_start = ci;
-            st->word_end = ci + 1;
-            if (st->word_len < WORD_MAX)
-                st->word[st->word_len++] = (uint8_t)cp;
-            ws = false;
-            ci++, pos++;
-            if (sk->ascii_swar) {
-                size_t k = ascii_word_swar(st, s, len, pos, ci);
-                ci += (uint32_t)k, pos += k, chars += (uint32_t)k;
-            }
-            continue;
-        } else {
-            end_word(st);
-            ws = true;
-        }
-        ci++, pos++;
-    }
-    st->chars += chars;
-    *ci_io = ci;
-    *word_start = ws;
-    return pos;
-}
-
-/* Counts the invisible code points that hide between two letters (what a
- * reader cannot see; a joiner, ICU's Join_Control, only after a letter of
- * Latin, Greek, Cyrillic, Armenian or a CJK one, as other scripts use them
- * in ordinary text), after cp (n entries seq) was fed. Emoji sequences
- * (joiners and variation selectors after symbols) are not counted. */
-static void count_invisible(const nd_sketcher *sk, tok_state *st, uint32_t cp, unsigned n,
-                            const uint32_t *seq)
-{
-    if (n == 0) {
-        bool inv = cp < ND_NORM_BMP ? (sk->norm->table[cp] & ND_NORM_F_INVISIBLE) != 0
-                                    : nd_normalizer_invisible(cp);
-        if (!inv) { /* a dropped mark: visible */
-            st->pending_inv = 0;
-            return;
-        }
-        if (st->prev_letter && (!u_hasBinaryProperty((UChar32)cp, UCHAR_JOIN_CONTROL) ||
-                                st->prev_cp < 0x0590 || st->prev_cjk))
-            st->pending_inv++;
-        return;
-    }
-    uint32_t e = seq[n - 1], cls = ND_NORM_CLASS(e);
-    if (n == 1 && (e & ND_NORM_F_INVISIBLE)) { /* a blank read as a space */
-        if (st->prev_letter)
-            st->pending_inv++;
-        return;
-    }
-    if (cls == ND_CHAR_WORD || cls == ND_CHAR_CJK) {
-        if (ND_NORM_CLASS(seq[0]) == ND_CHAR_WORD || ND_NORM_CLASS(seq[0]) == ND_CHAR_CJK)
-            st->invisible += st->pending_inv;
-        st->prev_letter = true, st->prev_cp = cp, st->prev_cjk = cls == ND_CHAR_CJK;
-    } else {
-        st->prev_letter = false;
-    }
-    st->pending_inv = 0;
-}
-
-/* Tokenizes UTF-8, refusing it (st->err -EILSEQ) where it is not valid;
- * returns the code point count. */
-static uint32_t tokenize(const nd_sketcher *sk, tok_state *st, const uint8_t *s, size_t len)
-{
-    size_t pos = 0;
-    uint32_t ci = 0;
-    bool word_start = true;
-    while (pos < len && !st->err) {
-        uint8_t b = s[pos];
-        /* the fast paths run with no invisible code point pending */
-        if ((b & 0xF0) == 0xE0 && !st->hangul && !st->pending_inv) {
-            size_t k = tokenize_3byte_run(sk, st, s, len, pos, &ci);
-            if (k) {
-                pos += k;
-                word_start = true;
-                continue;
-            }
-        }
-        if (b < 0x80 && sk->ascii_fast && !st->pending_inv) {
-            pos = tokenize_ascii(sk, st, s, len, pos, &ci, &word_start);
-            st->prev_letter = st->word_len > 0;
-            st->prev_cp = 'a', st->prev_cjk = false;
-            continue;
-        }
-        if (skip_trigger[b]) {
-            size_t k = nd_markup_skip_length(s, len, pos, word_start);
-            if (k) {
-                skip_span(st, s, pos, k, &ci);
-                pos += k;
-                word_start = true;
-                continue;
-            }
-        }
-        uint32_t cp;
-        if (nd_utf8_decode(s, len, &pos, &cp) < 0) {
-            st->err = -EILSEQ;
-            break;
-        }
-        uint32_t buf[ND_NORM_MAX];
-        const uint32_t *seq;
-        unsigned n = nd_normalizer_map(sk->norm, cp, buf, &seq);
-        for (unsigned i = 0; i < n; i++)
-            feed_entry(st, seq[i], ci);
-        if (n)
-            word_start = ND_NORM_CLASS(seq[n - 1]) != ND_CHAR_WORD;
-        count_invisible(sk, st, cp, n, seq);
-        ci++;
-    }
-    end_word(st);
-    flush_hangul(st, ci);
-    return ci;
 }
 
 /* ---- shingles, set, sample ---- */
@@ -904,7 +329,7 @@ static int shingle_stream(nd_sk_scratch *s, const tstream *ts, unsigned mode,
                                                        : anchors_wanted;
     uint64_t below = m ? keys_below(nt, (uint64_t)KEYS_SCALE * m) : 0, *keys = s->keys;
     if (mode == ND_SKETCH_MODE_CHAR && nt >= 5) {
-        /* Every token weighs 3 (W_CJK): shingle i is tokens i..i+4, for
+        /* Every token weighs 3 (ND_TOKEN_W_CJK): shingle i is tokens i..i+4, for
          * every i up to nt - 5, as the general loop below finds too. */
         const uint32_t *cjk = ts->cjk;
         for (size_t i = 0; i + 5 <= nt; i++) {
@@ -1087,33 +512,18 @@ static int tokenize_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *te
                          uint32_t *ncp)
 {
     s->have_text = false;
-    /* overrides in reading order, readings dropped, look-alike letters
-     * read as their twin (fold.h) */
-    uint32_t lookalike, annotation, reordered;
-    int rc = nd_fold_text(sk->norm, text, len, &s->fold, &s->fold_cap, &text, &len, &lookalike,
-                          &annotation, &reordered);
+    int rc = nd_tokenize(sk->tk, &s->tokens, text, len, ND_TOKENIZE_SPANS | ND_TOKENIZE_CHARS);
     if (rc < 0)
         return rc;
-    tok_state st = {
-        .s = s, .cp_hash = sk->cp_hash, .want_char = maybe_cjk(sk, (const uint8_t *)text, len)};
-    s->tok.n = s->ctok.n = 0;
-    *ncp = tokenize(sk, &st, (const uint8_t *)text, len);
-    if (st.err)
-        return st.err;
-    s->chars = st.chars;
-    s->integrity = (nd_integrity){.invisible = st.invisible,
-                                  .lookalike = lookalike,
-                                  .annotation = annotation,
-                                  .reordered = reordered,
-                                  .traditional = st.traditional,
-                                  .han = st.han};
+    const nd_text_stats *st = &s->tokens.stats;
+    *ncp = st->code_points;
     /* Character mode: when CJK code points are at least 1/25 of the CJK,
      * letter and digit code points, every letter and digit is a token of
      * weight 3, as the ground truth's character 5-grams of Chinese text
      * count them. */
-    s->has_cjk = st.cjk_cps > 0;
-    return st.cjk_cps && (uint64_t)st.cjk_cps * CHAR_MODE_DEN >=
-                             (uint64_t)(st.cjk_cps + st.word_cps) * CHAR_MODE_NUM
+    s->has_cjk = st->cjk_cps > 0;
+    return st->cjk_cps && (uint64_t)st->cjk_cps * CHAR_MODE_DEN >=
+                              (uint64_t)(st->cjk_cps + st->word_cps) * CHAR_MODE_NUM
                ? ND_SKETCH_MODE_CHAR
                : ND_SKETCH_MODE_WORD;
 }
@@ -1123,11 +533,11 @@ static int tokenize_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *te
 static void finish_text(nd_sk_scratch *s, int mode, uint32_t ncp, nd_sketch_info *info)
 {
     if (info) {
-        info->tokens = (uint32_t)(mode ? s->ctok.n : s->tok.n);
+        info->tokens = (uint32_t)(mode ? s->tokens.chr.n : s->tokens.word.n);
         info->shingles = (uint32_t)s->nsh[mode];
         info->code_points = ncp;
         info->mode = (uint8_t)mode;
-        info->integrity = s->integrity;
+        info->integrity = s->tokens.stats.integrity;
     }
     s->own_mode = (uint8_t)mode;
     s->have_text = true;
@@ -1154,8 +564,8 @@ int nd_sketch_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, si
     if (mode < 0)
         return mode;
     int rc = mode == ND_SKETCH_MODE_CHAR
-                 ? sketch_stream(s, &s->ctok, 1, out, anchors_out, anchors_wanted)
-                 : sketch_stream(s, &s->tok, 0, out, anchors_out, anchors_wanted);
+                 ? sketch_stream(s, &s->tokens.chr, 1, out, anchors_out, anchors_wanted)
+                 : sketch_stream(s, &s->tokens.word, 0, out, anchors_out, anchors_wanted);
     if (rc < 0)
         return rc;
     finish_text(s, mode, ncp, info);
@@ -1169,7 +579,7 @@ int nd_sketch_shingle_text(const nd_sketcher *sk, nd_sk_scratch *s, const char *
     int mode = tokenize_own(sk, s, text, len, &ncp);
     if (mode < 0)
         return mode;
-    int rc = shingle_stream(s, mode == ND_SKETCH_MODE_CHAR ? &s->ctok : &s->tok, (unsigned)mode,
+    int rc = shingle_stream(s, mode == ND_SKETCH_MODE_CHAR ? &s->tokens.chr : &s->tokens.word, (unsigned)mode,
                             NULL, NULL, 0);
     if (rc < 0)
         return rc;
@@ -1190,9 +600,9 @@ int nd_sketch_query(const nd_sketcher *sk, nd_sk_scratch *s, const char *text, s
     unsigned want[2] = {anchors_wanted, anchors_wanted};
     if (anchors_wanted == ND_ANCHORS_SCALED)
         want[!mode] = ND_ANCHORS_QUERY;
-    int rc = shingle_stream(s, &s->tok, 0, NULL, anchors_out ? &anchors_out[0] : NULL, want[0]);
+    int rc = shingle_stream(s, &s->tokens.word, 0, NULL, anchors_out ? &anchors_out[0] : NULL, want[0]);
     if (rc == 0 && s->has_cjk) {
-        rc = shingle_stream(s, &s->ctok, 1, s->sh[0], anchors_out ? &anchors_out[1] : NULL,
+        rc = shingle_stream(s, &s->tokens.chr, 1, s->sh[0], anchors_out ? &anchors_out[1] : NULL,
                             want[1]);
     } else if (rc == 0) {
         /* No CJK code point: the character mode is left empty (it would
@@ -1236,10 +646,10 @@ int nd_sketch_fp_tokens(const nd_sk_scratch *s, nd_fp_tokens *out)
 {
     if (!s->have_text)
         return -EINVAL;
-    out->hash = s->tok.h;
-    out->cjk = s->tok.cjk;
-    out->n = s->tok.n;
-    out->chars = s->chars;
+    out->hash = s->tokens.word.h;
+    out->cjk = s->tokens.word.cjk;
+    out->n = s->tokens.word.n;
+    out->chars = s->tokens.stats.chars;
     return 0;
 }
 
@@ -1262,7 +672,7 @@ int nd_sketch_tokens(const nd_sk_scratch *s, unsigned mode, const uint64_t **h,
 {
     if (!s->have_text || mode > 1)
         return -EINVAL;
-    const tstream *t = mode == ND_SKETCH_MODE_CHAR ? &s->ctok : &s->tok;
+    const tstream *t = mode == ND_SKETCH_MODE_CHAR ? &s->tokens.chr : &s->tokens.word;
     /* the character stream is only built for a text that needs it */
     size_t held = s->nsh[mode] ? t->n : 0;
     *h = t->h;
