@@ -390,9 +390,9 @@ const uint8_t *nd_align_marks(const nd_aligner *al, size_t *n)
 }
 
 int nd_align_is_rewrite(const nd_alignment *al, double min_coverage, double min_spread,
-                        double max_long_gaps)
+                        double max_long_gaps_a, double max_long_gaps_b)
 {
     return al->coverage_a >= min_coverage && al->spread_a >= min_spread &&
-           al->spread_b >= min_spread && al->long_gaps_a <= max_long_gaps &&
-           al->long_gaps_b <= max_long_gaps;
+           al->spread_b >= min_spread && al->long_gaps_a <= max_long_gaps_a &&
+           al->long_gaps_b <= max_long_gaps_b;
 }

@@ -73,7 +73,8 @@
 /* The rewrite rule's defaults (nd_align_is_rewrite()). */
 #define ND_ALIGN_MIN_COVERAGE 0.5
 #define ND_ALIGN_MIN_SPREAD 0.35
-#define ND_ALIGN_MAX_LONG_GAPS 0.09
+#define ND_ALIGN_MAX_LONG_GAPS_A 0.12 /* the submitted text (a re-poster adds sentences) */
+#define ND_ALIGN_MAX_LONG_GAPS_B 0.09 /* the registered text */
 /* Across Chinese scripts (one text Traditional, the other Simplified) a
  * rewrite must cover this much: the zh-CN and zh-TW editions of one help
  * page, translated apart, align as a rewrite does (coverage up to 0.82 in
@@ -125,8 +126,9 @@ const uint8_t *nd_align_marks(const nd_aligner *al, size_t *n);
 
 /* The rewrite rule: A follows B all along both texts (coverage of A at
  * least min_coverage, the spread of both sides at least min_spread) with
- * few long gaps (at most max_long_gaps on each side). Returns 1 or 0. */
+ * few long gaps (at most max_long_gaps_a of A's tokens, max_long_gaps_b of
+ * B's). Returns 1 or 0. */
 int nd_align_is_rewrite(const nd_alignment *al, double min_coverage, double min_spread,
-                        double max_long_gaps);
+                        double max_long_gaps_a, double max_long_gaps_b);
 
 #endif

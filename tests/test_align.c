@@ -111,13 +111,14 @@ static void note_fig(const char *what, const nd_alignment *f)
         "%u segments, rewrite %d",
         what, f->coverage_a, f->coverage_b, f->spread_a, f->spread_b, f->long_gaps_a,
         f->long_gaps_b, f->segments,
-        nd_align_is_rewrite(f, ND_ALIGN_MIN_COVERAGE, ND_ALIGN_MIN_SPREAD, ND_ALIGN_MAX_LONG_GAPS));
+        nd_align_is_rewrite(f, ND_ALIGN_MIN_COVERAGE, ND_ALIGN_MIN_SPREAD, ND_ALIGN_MAX_LONG_GAPS_A,
+                            ND_ALIGN_MAX_LONG_GAPS_B));
 }
 
 static int is_rewrite(const nd_alignment *f)
 {
     return nd_align_is_rewrite(f, ND_ALIGN_MIN_COVERAGE, ND_ALIGN_MIN_SPREAD,
-                               ND_ALIGN_MAX_LONG_GAPS);
+                               ND_ALIGN_MAX_LONG_GAPS_A, ND_ALIGN_MAX_LONG_GAPS_B);
 }
 
 /* The figures of the last nd_align() (total segments, the first nseg of
@@ -267,8 +268,8 @@ static int edit_trials(double rate, int trials, nd_alignment *lo, int *by_gaps)
         if (k < 2)
             note_fig(what, &f);
         rewrites += is_rewrite(&f);
-        *by_gaps += is_rewrite(&f) == (f.long_gaps_a <= ND_ALIGN_MAX_LONG_GAPS &&
-                                       f.long_gaps_b <= ND_ALIGN_MAX_LONG_GAPS);
+        *by_gaps += is_rewrite(&f) == (f.long_gaps_a <= ND_ALIGN_MAX_LONG_GAPS_A &&
+                                       f.long_gaps_b <= ND_ALIGN_MAX_LONG_GAPS_B);
 #define LOWER(x) lo->x = f.x < lo->x ? f.x : lo->x
 #define HIGHER(x) lo->x = f.x > lo->x ? f.x : lo->x
         LOWER(coverage_a), LOWER(coverage_b), LOWER(spread_a), LOWER(spread_b);
@@ -292,7 +293,8 @@ static void test_edits_20(void)
     CHECK(lo.coverage_a >= 0.75, "coverage %.3f", lo.coverage_a);
     CHECK(lo.spread_a >= 0.35 && lo.spread_b >= 0.35, "spread %.3f / %.3f", lo.spread_a,
           lo.spread_b);
-    CHECK(lo.long_gaps_a <= ND_ALIGN_MAX_LONG_GAPS, "long gaps %.3f", lo.long_gaps_a);
+    CHECK(lo.long_gaps_a <= ND_ALIGN_MAX_LONG_GAPS_B && lo.long_gaps_b <= ND_ALIGN_MAX_LONG_GAPS_B,
+          "long gaps %.3f / %.3f", lo.long_gaps_a, lo.long_gaps_b);
     CHECK(rewrites == 20, "%d of 20 rewrites", rewrites);
 }
 
@@ -314,9 +316,39 @@ static void test_edits_40(void)
     CHECK(lo.spread_a >= ND_ALIGN_MIN_SPREAD && lo.spread_b >= ND_ALIGN_MIN_SPREAD,
           "spread %.3f / %.3f", lo.spread_a, lo.spread_b);
     CHECK(by_gaps == 20, "%d of 20 decided by the long gaps", by_gaps);
-    CHECK(lo.long_gaps_a > ND_ALIGN_MAX_LONG_GAPS && lo.long_gaps_a < 0.35, "long gaps %.3f",
+    CHECK(lo.long_gaps_a > ND_ALIGN_MAX_LONG_GAPS_A && lo.long_gaps_a < 0.35, "long gaps %.3f",
           lo.long_gaps_a);
     CHECK(rewrites <= 10, "%d of 20 rewrites", rewrites);
+}
+
+/* The long-gap limits per side: the submitted text may hold more of its
+ * tokens in long unaligned runs (ND_ALIGN_MAX_LONG_GAPS_A: a re-poster's
+ * spun copy adds sentences of its own) than the registered one
+ * (ND_ALIGN_MAX_LONG_GAPS_B: sentences of the original left out); each
+ * limit inclusive, the other conditions held. */
+static void test_rule_sides(void)
+{
+    nd_alignment f = {.coverage_a = 0.8, .coverage_b = 0.8, .spread_a = 0.5, .spread_b = 0.5};
+    const struct {
+        double a, b;
+        int want;
+    } cases[] = {
+        {0.05, 0.05, 1},
+        {0.11, 0.05, 1},                                          /* copy side over 0.09 */
+        {ND_ALIGN_MAX_LONG_GAPS_A, ND_ALIGN_MAX_LONG_GAPS_B, 1}, /* both at their limits */
+        {0.05, 0.11, 0},                                          /* source side over its own */
+        {0.13, 0.05, 0},
+        {0.05, 0.05, 1},
+    };
+    CHECK(ND_ALIGN_MAX_LONG_GAPS_A > ND_ALIGN_MAX_LONG_GAPS_B, "the copy side is the looser");
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        f.long_gaps_a = cases[i].a, f.long_gaps_b = cases[i].b;
+        CHECK(is_rewrite(&f) == cases[i].want, "long gaps %.3f / %.3f: %d", cases[i].a,
+              cases[i].b, is_rewrite(&f));
+    }
+    f.long_gaps_a = f.long_gaps_b = 0.05;
+    f.spread_b = ND_ALIGN_MIN_SPREAD - 0.01;
+    CHECK(!is_rewrite(&f), "spread of B below the rule");
 }
 
 /* Two texts on one topic: independent draws from the same small
@@ -449,7 +481,7 @@ static void test_large(void)
     unit_note("%zu x %d tokens: %.3f s", na, N, dt);
     note_fig("large, 20 % edits", &f);
     CHECK(f.coverage_a >= 0.75, "coverage %.3f", f.coverage_a);
-    CHECK(f.long_gaps_a <= ND_ALIGN_MAX_LONG_GAPS && is_rewrite(&f),
+    CHECK(f.long_gaps_a <= ND_ALIGN_MAX_LONG_GAPS_A && is_rewrite(&f),
           "long gaps %.3f / %.3f: chains ended by chance seeds", f.long_gaps_a, f.long_gaps_b);
     free(a), free(b);
     free(v.cdf);
@@ -691,6 +723,7 @@ int main(void)
     UNIT_RUN(test_swapped_halves);
     UNIT_RUN(test_edits_20);
     UNIT_RUN(test_edits_40);
+    UNIT_RUN(test_rule_sides);
     UNIT_RUN(test_unrelated_topic);
     UNIT_RUN(test_template);
     UNIT_RUN(test_repeated_token);

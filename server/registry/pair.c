@@ -77,7 +77,8 @@ void nd_rewrite_params_default(nd_rewrite_params *p)
 {
     p->min_coverage = ND_ALIGN_MIN_COVERAGE;
     p->min_spread = ND_ALIGN_MIN_SPREAD;
-    p->max_long_gaps = ND_ALIGN_MAX_LONG_GAPS;
+    p->max_long_gaps_a = ND_ALIGN_MAX_LONG_GAPS_A;
+    p->max_long_gaps_b = ND_ALIGN_MAX_LONG_GAPS_B;
     p->min_coverage_xscript = ND_ALIGN_MIN_COVERAGE_XSCRIPT;
 }
 
@@ -94,7 +95,7 @@ bool nd_rewrite_is(const nd_alignment *al, const nd_rewrite_params *p, const nd_
                    const nd_integrity *b)
 {
     double cover = nd_rewrite_min_coverage(p, a, b);
-    return nd_align_is_rewrite(al, cover, p->min_spread, p->max_long_gaps);
+    return nd_align_is_rewrite(al, cover, p->min_spread, p->max_long_gaps_a, p->max_long_gaps_b);
 }
 
 /* A's tokens (scratch a) aligned with B's (s->sks), both of mode `mode`:

@@ -205,7 +205,8 @@ void nd_registry_options_from_config(nd_registry_options *o, const nd_config *cf
                                                                     : ND_REWRITE_DUPLICATE;
     o->rewrite_params.min_coverage = ND_ALIGN_MIN_COVERAGE;
     o->rewrite_params.min_spread = ND_ALIGN_MIN_SPREAD;
-    o->rewrite_params.max_long_gaps = ND_ALIGN_MAX_LONG_GAPS;
+    o->rewrite_params.max_long_gaps_a = ND_ALIGN_MAX_LONG_GAPS_A;
+    o->rewrite_params.max_long_gaps_b = ND_ALIGN_MAX_LONG_GAPS_B;
     o->rewrite_params.min_coverage_xscript = ND_ALIGN_MIN_COVERAGE_XSCRIPT;
 }
 

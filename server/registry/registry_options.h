@@ -20,10 +20,11 @@ enum nd_rewrite_verdict {
 
 /* The third stage's rule: a rewrite when the alignment covers at least
  * min_coverage of the submitted text, its spread on both sides is at
- * least min_spread and its long gaps at most max_long_gaps
+ * least min_spread and its long gaps at most max_long_gaps_a of the
+ * submitted text's tokens and max_long_gaps_b of the registered one's
  * (nd_align_is_rewrite()). Off is options.rewrite ND_REWRITE_IGNORE. */
 typedef struct nd_rewrite_params {
-    double min_coverage, min_spread, max_long_gaps;
+    double min_coverage, min_spread, max_long_gaps_a, max_long_gaps_b;
     double min_coverage_xscript; /* one text Traditional, the other Simplified */
 } nd_rewrite_params;
 

@@ -63,7 +63,7 @@ static void check_figures(const nd_alignment *f, size_t na, size_t nb, size_t to
         FUZZ_CHECK(v[k] >= 0 && v[k] <= 1, "figure %zu: %f", k, v[k]);
     FUZZ_CHECK(f->segments == total, "segments %u, total %zu", f->segments, total);
     int r = nd_align_is_rewrite(f, ND_ALIGN_MIN_COVERAGE, ND_ALIGN_MIN_SPREAD,
-                                ND_ALIGN_MAX_LONG_GAPS);
+                                ND_ALIGN_MAX_LONG_GAPS_A, ND_ALIGN_MAX_LONG_GAPS_B);
     FUZZ_CHECK(r == 0 || r == 1, "is_rewrite %d", r);
 }
 
