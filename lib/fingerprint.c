@@ -1,23 +1,17 @@
-/* fingerprint.c - normalize, tokenize, weight, hash, sum: the SimHash.
+/* fingerprint.c - weight, hash, sum: the SimHash of a text's tokens.
  * proto/fingerprint.md is the specification; this file follows it step by
  * step:
- *   1. skip URLs and markdown image/link targets (raw bytes);
- *   2. map each code point through the normalizer (NFKD + case fold, marks
- *      and ignorables dropped) and count the characters that are not space;
- *   3. tokens: a maximal run of word characters is one token, each CJK
- *      character is one token, everything else separates;
+ *   1..3. the folds, skipped URLs and markup, the normalizer and the tokens:
+ *      lib/tokenizer.h (one reading for the fingerprint and the sketch);
  *   4. features: token n-grams with a weight per (kind, n), counted;
  *   5. each distinct feature adds +w/-w per bit of its XXH3-64 hash into 64
  *      integer counters, w = weight(kind, n) * min(tf, cap)^pow (integer);
  *   6. bit i is set iff counter i > 0. */
 #include "fingerprint.h"
-#include "hangul.h"
 #include "fingerprint_tuning.h"
-#include "fold.h"
-#include "markup.h"
 #include "normalizer.h"
 #include "sort.h"
-#include "swar.h"
+#include "tokenizer.h"
 #include "utf8.h"
 
 #include <errno.h>
@@ -36,7 +30,6 @@
 #include <xxhash.h>
 #pragma GCC diagnostic pop
 
-#define WORD_MAX 256      /* bytes of a word that are hashed; the rest is cut */
 #define WEIGHT_SCALE 1024 /* weights are integers: 1.0 == 1024 */
 #define TABLE_MIN 1024    /* initial slots of the feature table */
 /* Occupied cells the feature table may pass per feature counted (beyond
@@ -64,17 +57,8 @@
 
 enum { KIND_WORD = 0, KIND_CJK = 1 };
 
-/* Bits of nd_fingerprinter.ascii[], per byte. ASCII_CHAR must be 1. */
-enum {
-    ASCII_CHAR = 1, /* counts in `chars`: not class S */
-    ASCII_WORD = 2, /* a word character (ascii_fold[] holds its mapping) */
-    ASCII_SKIP = 4, /* '!' or ']': may start link markup anywhere */
-    ASCII_URL = 8,  /* h, w, f in either case: may start a URL at a word start */
-    ASCII_HIGH = 16 /* not ASCII */
-};
-
 struct nd_fingerprinter {
-    nd_normalizer *norm;
+    nd_tokenizer *tk; /* the folds and the tokens (tokenizer.h) */
     nd_fp_params params;
     unsigned max_n;   /* longest n-gram with a non-zero weight */
     bool counted[2];  /* [kind]: unigrams of that kind have a weight */
@@ -87,13 +71,6 @@ struct nd_fingerprinter {
     uint16_t slot_of[2][ND_FP_MAX_N + 1][ND_FP_TF_TABLE + 1];
     int64_t slot_weight[NSLOT_MAX];
     bool capped;
-    uint8_t ascii[256];      /* ASCII_* bits of each byte */
-    uint8_t ascii_fold[256]; /* normalized form of an ASCII word byte, else 0 */
-    bool ascii_swar;         /* ascii_fold[] is [0-9a-z] and [A-Z] lowered */
-    /* With direct_cjk: for a BMP code point that normalizes to one CJK token
-     * counted by code point and not taking part in Hangul composition, that
-     * token's code point; else 0. */
-    uint16_t cjk_direct[ND_NORM_BMP];
     /* With direct_cjk: the feature hash of each BMP code point as a CJK
      * token (0 replaced by 1), or NULL if two of them are equal. Owned. */
     uint64_t *cjk_hash;
@@ -122,20 +99,16 @@ struct nd_fp_scratch {
     uint64_t *sort_key; /* sum_spilled()'s pairs: 2 (nused + nspill) */
     uint32_t *sort_idx;
     size_t sort_cap;
-    /* Unigram CJK tokens of the BMP are counted by code point instead
-     * (no hashing per occurrence): tf by code point, and the code points
-     * seen, in order. Allocated at the first CJK character. */
-    uint16_t *cjk_tf;
-    uint16_t *cjk_seen;
-    /* With seen_hash: the hash of each code point in cjk_seen[], as its
-     * token carried it (nd_fingerprint_tokens()), so that sum_cjk() need
-     * not look it up in the fingerprinter's 512 KiB cjk_hash[]. */
+    /* The text's tokens (nd_fingerprint()). Unigram CJK tokens of the
+     * BMP are counted by code point instead (no hashing per occurrence):
+     * tokens.cjk, by the tokenizer or by nd_fingerprint_tokens(). */
+    nd_tokens tokens;
+    /* With seen_hash: the hash of each code point in tokens.cjk.seen[], as
+     * its token carried it (nd_fingerprint_tokens()), so that sum_cjk()
+     * need not look it up in the fingerprinter's 512 KiB cjk_hash[]. */
     uint64_t *cjk_seen_hash;
     bool seen_hash;
-    size_t ncjk;
     struct fp_sum *sum; /* allocated at the first sum; counters kept zero */
-    char *fold;         /* the look-alike fold's copy of the text (fold.h) */
-    size_t fold_cap;
 };
 
 /* Per-call state. */
@@ -146,10 +119,6 @@ typedef struct fp_state {
     bool ring_cjk[ND_FP_MAX_N]; /* whether that token is a CJK character */
     uint64_t ntok;
     uint32_t chars, features;
-    uint8_t word[WORD_MAX];
-    size_t word_len;
-    uint32_t hangul; /* a Hangul L jamo or LV syllable that may compose, or 0 */
-    bool word_start; /* a URL may start here (spec step 1) */
     int err;
 } fp_state;
 
@@ -192,55 +161,6 @@ static uint64_t cjk_token_hash(uint32_t cp)
 {
     uint8_t b[4];
     return XXH3_64bits(b, nd_utf8_encode(cp, b));
-}
-
-/* Hangul composition (Unicode 3.12), as NFKC does: conjoining jamo L+V
- * compose into an LV syllable, and LV+T into an LVT syllable. */
-
-/* Fills ascii[] and ascii_fold[] from the normalizer's table. */
-static void init_ascii(nd_fingerprinter *fp)
-{
-    for (unsigned c = 0; c < 256; c++) {
-        if (c >= 0x80) {
-            fp->ascii[c] = ASCII_HIGH;
-            continue;
-        }
-        uint32_t e = fp->norm->table[c];
-        unsigned bits = ND_NORM_CLASS(e) != ND_CHAR_SPACE ? ASCII_CHAR : 0;
-        if (ND_NORM_CLASS(e) == ND_CHAR_WORD) {
-            fp->ascii_fold[c] = (uint8_t)ND_NORM_CP(e);
-            bits |= ASCII_WORD;
-        }
-        if (c == '!' || c == ']')
-            bits |= ASCII_SKIP;
-        unsigned lower = c | 0x20;
-        if (lower == 'h' || lower == 'w' || lower == 'f')
-            bits |= ASCII_URL;
-        fp->ascii[c] = (uint8_t)bits;
-    }
-    fp->ascii_swar = true;
-    for (unsigned c = 0; c < 0x80; c++) {
-        unsigned want = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ? c
-                        : c >= 'A' && c <= 'Z'                           ? c | 0x20
-                                                                         : 0;
-        fp->ascii_swar &= fp->ascii_fold[c] == want;
-    }
-}
-
-/* Fills cjk_direct[]: the BMP code points whose normalization is a single
- * CJK token that feed_cjk() would count at once, whatever came before. */
-static void init_cjk_direct(nd_fingerprinter *fp)
-{
-    for (uint32_t cp = 0; cp < ND_NORM_BMP; cp++) {
-        uint32_t e = fp->norm->table[cp];
-        if ((e & ND_NORM_MULTI) || ND_NORM_CLASS(e) != ND_CHAR_CJK)
-            continue;
-        uint32_t t = ND_NORM_CP(e);
-        if (cp < 0x800 || t == 0 || t >= ND_NORM_BMP || is_jamo_l(t) || is_jamo_v(t) ||
-            is_jamo_t(t) || is_lv(t))
-            continue;
-        fp->cjk_direct[cp] = (uint16_t)t;
-    }
 }
 
 /* Whether two of the non-zero values h[0..n) are equal (n <= 2^16). */
@@ -340,16 +260,14 @@ int nd_fingerprinter_create_tuned(nd_fingerprinter **out, const nd_fp_params *p)
     nd_fingerprinter *fp = calloc(1, sizeof(*fp));
     if (!fp)
         return -ENOMEM;
-    int rc = nd_normalizer_create(&fp->norm);
+    int rc = nd_tokenizer_create(&fp->tk);
     if (rc < 0) {
         free(fp);
         return rc;
     }
     fp->params = *p;
     init_weights(fp);
-    init_ascii(fp);
     if (fp->direct_cjk) {
-        init_cjk_direct(fp);
         if ((rc = init_cjk_hash(fp)) < 0) {
             nd_fingerprinter_destroy(fp);
             return rc;
@@ -370,7 +288,7 @@ void nd_fingerprinter_destroy(nd_fingerprinter *fp)
 {
     if (!fp)
         return;
-    nd_normalizer_destroy(fp->norm);
+    nd_tokenizer_destroy(fp->tk);
     free(fp->cjk_hash);
     free(fp);
 }
@@ -380,6 +298,7 @@ int nd_fp_scratch_create(nd_fp_scratch **out)
     nd_fp_scratch *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;
+    nd_tokens_init(&s->tokens);
     *out = s;
     return 0;
 }
@@ -393,11 +312,9 @@ void nd_fp_scratch_destroy(nd_fp_scratch *s)
     free(s->spill);
     free(s->sort_key);
     free(s->sort_idx);
-    free(s->cjk_tf);
-    free(s->cjk_seen);
+    nd_tokens_finish(&s->tokens);
     free(s->cjk_seen_hash);
     free(s->sum);
-    free(s->fold);
     free(s);
 }
 
@@ -431,23 +348,16 @@ static int scratch_grow(nd_fp_scratch *s)
     return 0;
 }
 
-/* Allocates the per-code-point CJK counters at the first CJK character.
- * Returns 0 or -ENOMEM. */
+/* Allocates the per-code-point CJK counters (and the hashes they carry)
+ * at the first CJK character counted here. Returns 0 or -ENOMEM. */
 static int scratch_cjk_ready(nd_fp_scratch *s)
 {
-    if (s->cjk_tf)
+    if (s->cjk_seen_hash && s->tokens.cjk.tf)
         return 0;
-    s->cjk_tf = calloc(ND_NORM_BMP, sizeof(*s->cjk_tf));
-    s->cjk_seen = malloc(ND_NORM_BMP * sizeof(*s->cjk_seen));
-    s->cjk_seen_hash = malloc(ND_NORM_BMP * sizeof(*s->cjk_seen_hash));
-    if (!s->cjk_tf || !s->cjk_seen || !s->cjk_seen_hash) {
-        free(s->cjk_tf);
-        free(s->cjk_seen);
-        free(s->cjk_seen_hash);
-        s->cjk_tf = s->cjk_seen = NULL;
-        s->cjk_seen_hash = NULL;
+    if (nd_cjk_counts_ready(&s->tokens.cjk) < 0)
         return -ENOMEM;
-    }
+    if (!s->cjk_seen_hash && !(s->cjk_seen_hash = malloc(ND_NORM_BMP * sizeof(uint64_t))))
+        return -ENOMEM;
     return 0;
 }
 
@@ -561,9 +471,10 @@ static int count_cjk_direct(fp_state *st, uint32_t cp)
     if (scratch_cjk_ready(s) < 0)
         return -ENOMEM;
     st->features++;
-    uint16_t *tf = &s->cjk_tf[cp];
+    nd_cjk_counts *c = &s->tokens.cjk;
+    uint16_t *tf = &c->tf[cp];
     if (*tf == 0)
-        s->cjk_seen[s->ncjk++] = (uint16_t)cp;
+        c->seen[c->n++] = (uint16_t)cp;
     if (*tf < UINT16_MAX)
         (*tf)++;
     return 0;
@@ -579,34 +490,6 @@ static void push_cjk(fp_state *st, uint32_t cp)
     push_token(st, cjk_token_hash(cp), true);
 }
 
-static void flush_hangul(fp_state *st)
-{
-    if (st->hangul) {
-        push_cjk(st, st->hangul);
-        st->hangul = 0;
-    }
-}
-
-/* Feeds one CJK-class code point, composing Hangul jamo on the way. */
-static void feed_cjk(fp_state *st, uint32_t cp)
-{
-    uint32_t p = st->hangul;
-    if (p && is_jamo_l(p) && is_jamo_v(cp)) {
-        st->hangul = hangul_compose_lv(p, cp);
-        return;
-    }
-    if (p && is_lv(p) && is_jamo_t(cp)) {
-        st->hangul = 0;
-        push_cjk(st, hangul_compose_lvt(p, cp));
-        return;
-    }
-    flush_hangul(st);
-    if (is_jamo_l(cp) || is_lv(cp))
-        st->hangul = cp;
-    else
-        push_cjk(st, cp);
-}
-
 /* Counts a word token of hash h. */
 static inline void push_word(fp_state *st, uint64_t h)
 {
@@ -614,41 +497,6 @@ static inline void push_word(fp_state *st, uint64_t h)
         count_feature(st, h, KIND_WORD, 1);
     else
         push_token(st, h, false);
-}
-
-static inline void end_word(fp_state *st)
-{
-    if (st->word_len == 0)
-        return;
-    uint64_t h = XXH3_64bits(st->word, st->word_len);
-    st->word_len = 0;
-    push_word(st, h);
-}
-
-/* Feeds one normalized code point (class and code point, see normalizer.h). */
-static inline void feed_char(fp_state *st, uint32_t e)
-{
-    uint32_t cls = ND_NORM_CLASS(e), cp = ND_NORM_CP(e);
-    st->chars += cls != ND_CHAR_SPACE;
-    if (cls == ND_CHAR_WORD) {
-        flush_hangul(st);
-        if (cp < 0x80 && st->word_len < WORD_MAX) {
-            st->word[st->word_len++] = (uint8_t)cp;
-        } else if (cp >= 0x80) {
-            uint8_t b[4];
-            size_t n = nd_utf8_encode(cp, b);
-            if (st->word_len + n <= WORD_MAX) {
-                memcpy(st->word + st->word_len, b, n);
-                st->word_len += n;
-            }
-        }
-        return;
-    }
-    end_word(st);
-    if (cls == ND_CHAR_CJK)
-        feed_cjk(st, cp);
-    else
-        flush_hangul(st);
 }
 
 /* Integer weight of a feature of kind and n seen tf times. */
@@ -756,12 +604,13 @@ sum_feature(const nd_fingerprinter *fp, fp_sum *sum, uint64_t h, unsigned kind, 
  * hash) is merged into it, as inserting it into the table would. */
 static void sum_cjk(const nd_fingerprinter *fp, nd_fp_scratch *s, fp_sum *sum, int *err)
 {
-    for (size_t k = 0; k < s->ncjk; k++) {
-        uint32_t cp = s->cjk_seen[k];
-        uint32_t tf = s->cjk_tf[cp];
-        s->cjk_tf[cp] = 0;
+    nd_cjk_counts *c = &s->tokens.cjk;
+    for (size_t k = 0; k < c->n; k++) {
+        uint32_t cp = c->seen[k];
+        uint32_t tf = c->tf[cp];
+        c->tf[cp] = 0;
         if (!fp->cjk_hash) { /* two CJK hashes are equal: they must merge */
-            if (count_feature_tf(s, cjk_token_hash(cp), KIND_CJK, 1, tf, s->nused + s->ncjk) < 0)
+            if (count_feature_tf(s, cjk_token_hash(cp), KIND_CJK, 1, tf, s->nused + c->n) < 0)
                 *err = -ENOMEM;
             continue;
         }
@@ -779,7 +628,7 @@ static void sum_cjk(const nd_fingerprinter *fp, nd_fp_scratch *s, fp_sum *sum, i
         else
             sum_feature(fp, sum, h, KIND_CJK, 1, tf);
     }
-    s->ncjk = 0;
+    c->n = 0;
 }
 
 static void reset_table(nd_fp_scratch *s);
@@ -877,227 +726,10 @@ static void reset_table(nd_fp_scratch *s)
     s->spilled = false;
     s->limit = s->cap / 2;
     s->probes = 0;
-    for (size_t k = 0; k < s->ncjk; k++)
-        s->cjk_tf[s->cjk_seen[k]] = 0;
-    s->ncjk = 0;
-}
-
-/* Feeds the normalized form of code point cp. */
-static void feed_code_point(fp_state *st, uint32_t cp)
-{
-    uint32_t buf[ND_NORM_MAX];
-    const uint32_t *seq;
-    unsigned n = nd_normalizer_map(st->fp->norm, cp, buf, &seq);
-    for (unsigned i = 0; i < n; i++)
-        feed_char(st, seq[i]);
-    if (n)
-        st->word_start = ND_NORM_CLASS(seq[n - 1]) != ND_CHAR_WORD;
-}
-
-/* Appends the ASCII word bytes at s[*pos..] to word[*wl..] eight at a time
- * (letters lowered, digits kept), while eight fit. Returns true if the word
- * ended there. */
-static inline bool scan_word_swar(const uint8_t *s, size_t len, size_t *pos, uint8_t *word,
-                                  size_t *wl)
-{
-    size_t room = len - *pos < WORD_MAX - *wl ? len - *pos : WORD_MAX - *wl;
-    bool ended;
-    size_t done = nd_swar_word_copy(s + *pos, room, word + *wl, &ended);
-    *pos += done;
-    *wl += done;
-    return ended;
-}
-
-/* Feeds the ASCII word bytes from s[pos] on (s[pos] is one), appending their
- * normalized form to the current word while it has room. Returns the
- * position after them (the caller counts them in chars). */
-static size_t scan_ascii_word(fp_state *st, const uint8_t *s, size_t len, size_t pos)
-{
-    const uint8_t *fold = st->fp->ascii_fold;
-    uint8_t *word = st->word, f;
-    size_t wl = st->word_len;
-    if (!(ND_SWAR && st->fp->ascii_swar && scan_word_swar(s, len, &pos, word, &wl))) {
-        size_t end = len - pos > WORD_MAX - wl ? pos + (WORD_MAX - wl) : len;
-        while (pos < end && (f = fold[s[pos]]) != 0) {
-            word[wl++] = f;
-            pos++;
-        }
-        if (pos == end) /* the word is full: the rest is cut */
-            while (pos < len && fold[s[pos]])
-                pos++;
-    }
-    st->word_len = wl;
-    st->word_start = false;
-    return pos;
-}
-
-/* What the character at p (3 readable bytes) is to scan_3byte_run(). */
-enum { RUN_NONE, RUN_CJK, RUN_PUNCT, RUN_SPACE };
-static inline unsigned run_char(const nd_fingerprinter *fp, const uint8_t *p, uint32_t *t)
-{
-    uint32_t b0 = p[0], b1 = p[1], b2 = p[2];
-    if ((b0 & 0xF0) != 0xE0 || ((b1 | b2 << 8) & 0xC0C0) != 0x8080) /* 1110xxxx 10xxxxxx 10xxxxxx */
-        return RUN_NONE;
-    uint32_t cp = (b0 << 12) + (b1 << 6) + b2 - ((0xE0u << 12) + (0x80u << 6) + 0x80u);
-    if ((*t = fp->cjk_direct[cp]) != 0) /* 0 for overlong and surrogate forms */
-        return RUN_CJK;
-    if (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))
-        return RUN_NONE;
-    uint32_t cls = ND_NORM_CLASS(fp->norm->table[cp]); /* not 1..4 if not one */
-    return cls == ND_CHAR_PUNCT ? RUN_PUNCT : cls == ND_CHAR_SPACE ? RUN_SPACE : RUN_NONE;
-}
-
-/* Feeds a run of 3-byte characters from s[pos] that need no state: CJK
- * characters counted by code point (cjk_direct) and punctuation or space
- * that maps to one code point — most of Chinese and Japanese text. Returns
- * the bytes consumed: 0 when the first character is not such a one. */
-static size_t scan_3byte_run(fp_state *st, const uint8_t *s, size_t len, size_t pos)
-{
-    const nd_fingerprinter *fp = st->fp;
-    nd_fp_scratch *sc = st->scratch;
-    uint32_t t, chars = 0, features = 0;
-    if (len - pos < 3 || run_char(fp, s + pos, &t) == RUN_NONE)
-        return 0;
-    end_word(st); /* what the previous characters left open */
-    flush_hangul(st);
-    const uint8_t *p = s + pos, *last = s + len - 3;
-    uint16_t *tf = sc->cjk_tf, *seen = sc->cjk_seen;
-    size_t ncjk = sc->ncjk;
-    unsigned kind;
-    while (p <= last && (kind = run_char(fp, p, &t)) != RUN_NONE) {
-        if (kind == RUN_CJK) {
-            if (!tf) {
-                if (scratch_cjk_ready(sc) < 0) {
-                    st->err = -ENOMEM;
-                    break;
-                }
-                tf = sc->cjk_tf, seen = sc->cjk_seen;
-            }
-            uint32_t n = tf[t];
-            if (n == 0)
-                seen[ncjk++] = (uint16_t)t;
-            tf[t] = (uint16_t)(n + (n < UINT16_MAX));
-            features++;
-        }
-        chars += kind != RUN_SPACE;
-        p += 3;
-    }
-    sc->ncjk = ncjk;
-    st->chars += chars;
-    st->features += features;
-    st->word_start = true;
-    return (size_t)(p - (s + pos));
-}
-
-/* Feeds a 3-byte sequence with lead E1..EC at s[pos] (no overlong or
- * surrogate form is possible there: most Han, kana and Hangul text), if it
- * is one. Returns the bytes consumed: 3, or 0 when it is not such a sequence. */
-static size_t feed_3byte(fp_state *st, const uint8_t *s, size_t len, size_t pos)
-{
-    uint8_t c = s[pos];
-    if (c < 0xE1 || c > 0xEC || len - pos < 3 || (s[pos + 1] & 0xC0) != 0x80 ||
-        (s[pos + 2] & 0xC0) != 0x80)
-        return 0;
-    uint32_t cp = ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(s[pos + 1] & 0x3F) << 6) |
-                  (s[pos + 2] & 0x3F);
-    uint32_t e = st->fp->norm->table[cp];
-    if (!(e & ND_NORM_MULTI) && ND_NORM_CLASS(e) == ND_CHAR_CJK) {
-        end_word(st);
-        st->chars++;
-        feed_cjk(st, ND_NORM_CP(e));
-        st->word_start = true;
-    } else {
-        feed_code_point(st, cp);
-    }
-    return 3;
-}
-
-/* Skips a URL or link markup at s[pos], if one starts there (spec step 1).
- * Returns the bytes skipped, or 0. */
-static size_t skip_markup(fp_state *st, const uint8_t *s, size_t len, size_t pos)
-{
-    size_t skip = nd_markup_skip_length(s, len, pos, st->word_start);
-    if (!skip)
-        return 0;
-    if (nd_utf8_validate((const char *)s + pos, skip, NULL) < 0)
-        st->err = -EILSEQ;
-    end_word(st);
-    flush_hangul(st);
-    st->word_start = true;
-    return skip;
-}
-
-/* Whether nd_markup_skip_length() may find a URL or link markup at s[pos], an ASCII
- * byte of class bits a: a quick test of the first two bytes. */
-static inline bool may_skip(const uint8_t *s, size_t len, size_t pos, unsigned a, bool word_start)
-{
-    if (!(a & ASCII_SKIP || (a & ASCII_URL && word_start)) || pos + 1 >= len)
-        return false;
-    uint8_t c = s[pos], next = s[pos + 1];
-    if (c == '!' || c == ']')
-        return next == (c == '!' ? '[' : '(');
-    return (next | 0x20) == ((c | 0x20) == 'w' ? 'w' : 't'); /* www. http ftp: */
-}
-
-/* Feeds the ASCII text from s[pos] (an ASCII byte) up to the next non-ASCII
- * byte: words, the space and punctuation between them, URLs and link markup
- * to skip. Returns the position after it. */
-static size_t scan_ascii(fp_state *st, const uint8_t *s, size_t len, size_t pos)
-{
-    const nd_fingerprinter *fp = st->fp;
-    const uint8_t *ascii = fp->ascii;
-    bool strip = fp->params.strip_urls;
-    uint32_t chars = 0;
-    size_t n;
-    flush_hangul(st); /* any ASCII character ends a Hangul composition */
-    while (pos < len) {
-        unsigned a = ascii[s[pos]];
-        if (a & ASCII_HIGH)
-            break;
-        if (strip && may_skip(s, len, pos, a, st->word_start) &&
-            (n = skip_markup(st, s, len, pos)) != 0) {
-            pos += n;
-            if (st->err)
-                break;
-            continue;
-        }
-        if (a & ASCII_WORD) {
-            n = scan_ascii_word(st, s, len, pos);
-            chars += (uint32_t)(n - pos);
-            pos = n;
-            continue;
-        }
-        end_word(st); /* space and punctuation, up to what may start a skip */
-        do
-            chars += a & ASCII_CHAR;
-        while (++pos < len && !((a = ascii[s[pos]]) & (ASCII_WORD | ASCII_SKIP | ASCII_HIGH)));
-        st->word_start = true;
-    }
-    st->chars += chars;
-    return pos;
-}
-
-/* Runs steps 1..3 of the spec over the text, counting features. */
-static void scan_text(fp_state *st, const uint8_t *s, size_t len)
-{
-    size_t pos = 0, n;
-    while (pos < len && st->err == 0) {
-        if (s[pos] < 0x80) {
-            pos = scan_ascii(st, s, len, pos);
-        } else if ((n = scan_3byte_run(st, s, len, pos)) != 0) {
-            pos += n;
-        } else if ((n = feed_3byte(st, s, len, pos)) != 0) {
-            pos += n;
-        } else {
-            uint32_t cp;
-            if (nd_utf8_decode(s, len, &pos, &cp) < 0)
-                st->err = -EILSEQ;
-            else
-                feed_code_point(st, cp);
-        }
-    }
-    end_word(st);
-    flush_hangul(st);
+    nd_cjk_counts *c = &s->tokens.cjk;
+    for (size_t k = 0; k < c->n; k++)
+        c->tf[c->seen[k]] = 0;
+    c->n = 0;
 }
 
 /* Steps 4..6 over the features counted in st; fills *out. Returns 0 or
@@ -1107,7 +739,7 @@ static int finish(fp_state *st, nd_fingerprint_result *out)
     const nd_fingerprinter *fp = st->fp;
     nd_fp_scratch *scratch = st->scratch;
     uint64_t simhash = 0;
-    if (st->err == 0 && (scratch->nused || scratch->nspill || scratch->ncjk))
+    if (st->err == 0 && (scratch->nused || scratch->nspill || scratch->tokens.cjk.n))
         simhash = sum_features(fp, scratch, &st->err);
     if (st->err < 0) {
         reset_table(scratch);
@@ -1119,64 +751,96 @@ static int finish(fp_state *st, nd_fingerprint_result *out)
     return 0;
 }
 
+/* Counts n word unigrams of hashes h, in text order (direct_word). */
+static void count_words(fp_state *st, const uint64_t *h, size_t n)
+{
+    nd_fp_scratch *s = st->scratch;
+    uint32_t features = st->features;
+    for (size_t i = 0; i < n; i++) {
+        if (count_feature_tf(s, h[i], KIND_WORD, 1, 1, ++features) < 0) {
+            st->err = -ENOMEM;
+            break;
+        }
+    }
+    st->features = features;
+}
+
+/* Counts the tokens' features in text order: a word's, and a CJK
+ * token's (its hash is the one cjk_token_hash() gives). BMP CJK tokens
+ * already counted by code point (ND_TOKENIZE_CJK_COUNTS) are not in t. */
+static void count_tokens(fp_state *st, const nd_fp_tokens *t)
+{
+    const nd_fingerprinter *fp = st->fp;
+    nd_fp_scratch *s = st->scratch;
+    const uint64_t *hash = t->hash;
+    const uint32_t *cjk = t->cjk;
+    if (fp->direct_cjk && fp->direct_word) { /* the defaults: unigrams */
+        for (size_t i = 0; i < t->n && st->err == 0; i++) {
+            uint32_t cp = cjk[i];
+            if (cp == 0) {
+                count_feature(st, hash[i], KIND_WORD, 1);
+            } else if (cp < ND_NORM_BMP && scratch_cjk_ready(s) == 0) {
+                /* every CJK code point is counted here with its hash */
+                nd_cjk_counts *c = &s->tokens.cjk;
+                s->seen_hash = true;
+                st->features++;
+                uint16_t *tf = &c->tf[cp];
+                if (*tf == 0)
+                    s->cjk_seen_hash[c->n] = hash[i], c->seen[c->n++] = (uint16_t)cp;
+                *tf = (uint16_t)(*tf + (*tf < UINT16_MAX));
+            } else if (cp < ND_NORM_BMP) {
+                st->err = -ENOMEM;
+            } else {
+                push_token(st, hash[i], true);
+            }
+        }
+    } else {
+        for (size_t i = 0; i < t->n && st->err == 0; i++) {
+            if (cjk[i] == 0)
+                push_word(st, hash[i]);
+            else if (fp->direct_cjk && cjk[i] < ND_NORM_BMP)
+                push_cjk(st, cjk[i]);
+            else
+                push_token(st, hash[i], true);
+        }
+    }
+}
+
 int nd_fingerprint(const nd_fingerprinter *fp, nd_fp_scratch *scratch, const char *text, size_t len,
                    nd_fingerprint_result *out)
 {
-    fp_state st = {.fp = fp, .scratch = scratch, .word_start = true};
-    scratch->seen_hash = false;
-    /* overrides in reading order, readings dropped, look-alike letters
-     * read as their twin (fold.h) */
-    uint32_t lookalike, annotation, reordered;
-    int rc = nd_fold_text(fp->norm, text, len, &scratch->fold, &scratch->fold_cap, &text, &len,
-                          &lookalike, &annotation, &reordered);
-    if (rc < 0)
+    /* Steps 1..3 (tokenizer.h). With unigram CJK features, the BMP CJK
+     * tokens are counted by the tokenizer; their hashes come from
+     * cjk_hash[] when summed. */
+    unsigned flags = (fp->params.strip_urls ? 0 : ND_TOKENIZE_KEEP_MARKUP) |
+                     (fp->direct_cjk ? ND_TOKENIZE_CJK_COUNTS : 0);
+    nd_tokens *tk = &scratch->tokens;
+    int rc = nd_tokenize(fp->tk, tk, text, len, flags);
+    if (rc < 0) {
+        reset_table(scratch);
         return rc;
-    scan_text(&st, (const uint8_t *)text, len);
+    }
+    scratch->seen_hash = false;
+    fp_state st = {.fp = fp,
+                   .scratch = scratch,
+                   .chars = tk->stats.chars,
+                   .features = fp->direct_cjk ? tk->cjk.occurrences : 0};
+    nd_fp_tokens t = {.hash = tk->word.h, .cjk = tk->word.cjk, .n = tk->word.n};
+    if (fp->direct_cjk && fp->direct_word && tk->cjk.listed == 0)
+        count_words(&st, t.hash, t.n); /* the defaults, and only words listed: most texts */
+    else
+        count_tokens(&st, &t);
     return finish(&st, out);
 }
 
-/* The tokens' events in text order, as scan_text() has them: end_word()
- * for a word and push_cjk() for a CJK token (its hash is the one
- * cjk_token_hash() gives). */
 int nd_fingerprint_tokens(const nd_fingerprinter *fp, nd_fp_scratch *scratch, const nd_fp_tokens *t,
                           nd_fingerprint_result *out)
 {
     if (!fp->params.strip_urls)
         return -ENOTSUP;
     fp_state st = {.fp = fp, .scratch = scratch, .chars = t->chars};
-    const uint64_t *hash = t->hash;
-    const uint32_t *cjk = t->cjk;
     scratch->seen_hash = false;
-    if (fp->direct_cjk && fp->direct_word) { /* the defaults: unigrams */
-        nd_fp_scratch *s = scratch;
-        /* every CJK code point is counted below with its hash */
-        s->seen_hash = true;
-        for (size_t i = 0; i < t->n && st.err == 0; i++) {
-            uint32_t cp = cjk[i];
-            if (cp == 0) {
-                count_feature(&st, hash[i], KIND_WORD, 1);
-            } else if (cp < ND_NORM_BMP && (s->cjk_tf || scratch_cjk_ready(s) == 0)) {
-                st.features++;
-                uint16_t *tf = &s->cjk_tf[cp];
-                if (*tf == 0)
-                    s->cjk_seen_hash[s->ncjk] = hash[i], s->cjk_seen[s->ncjk++] = (uint16_t)cp;
-                *tf = (uint16_t)(*tf + (*tf < UINT16_MAX));
-            } else if (cp < ND_NORM_BMP) {
-                st.err = -ENOMEM;
-            } else {
-                push_token(&st, hash[i], true);
-            }
-        }
-    } else {
-        for (size_t i = 0; i < t->n && st.err == 0; i++) {
-            if (cjk[i] == 0)
-                push_word(&st, hash[i]);
-            else if (fp->direct_cjk && cjk[i] < ND_NORM_BMP)
-                push_cjk(&st, cjk[i]);
-            else
-                push_token(&st, hash[i], true);
-        }
-    }
+    count_tokens(&st, t);
     return finish(&st, out);
 }
 

@@ -52,8 +52,9 @@ int nd_fingerprint(const nd_fingerprinter *fp, nd_fp_scratch *scratch, const cha
 /* A text's tokens as steps 1..3 of fingerprint.md make them, in text order:
  * each word's hash (XXH3-64 of its normalized UTF-8, cut at 256 bytes) and
  * each CJK token's code point (after Hangul composition) with its hash
- * (XXH3-64 of its UTF-8). The sketch's word-mode tokens are exactly these
- * (nd_sketch_fp_tokens()), so a text tokenized once gives both. */
+ * (XXH3-64 of its UTF-8). nd_fingerprint() and the sketch both read a text
+ * through lib/tokenizer.h, so the sketch's word-mode tokens are exactly
+ * these (nd_sketch_fp_tokens()): a text tokenized once gives both. */
 typedef struct nd_fp_tokens {
     const uint64_t *hash; /* [n]: each token's hash */
     const uint32_t *cjk;  /* [n]: a CJK token's code point, 0 for a word */
