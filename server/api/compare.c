@@ -89,6 +89,8 @@ void nd_compare_write(nd_reply *w, const nd_pair *p)
     nd_reply_fraction(w, p->e.containment);
     nd_reply_key(w, "containment_reverse");
     nd_reply_fraction(w, p->e.containment_r);
+    nd_reply_key(w, "copied_share");
+    nd_reply_fraction(w, p->copied_share);
     nd_reply_key(w, "kind");
     if (p->kind == ND_MATCH_NONE) {
         nd_reply_null(w);

@@ -9,7 +9,8 @@
 
 /* Writes the answer for p as a JSON object: "distance", "similarity",
  * "resemblance", "containment", "containment_reverse", "kind" (null when
- * not a match), "mode" ("word" / "character"), "simhash_a/b", "chars_a/b",
+ * not a match), "copied_share" (A's part inside the passages, as a
+ * match's share in /check-original), "mode" ("word" / "character"), "simhash_a/b", "chars_a/b",
  * "shingles_a/b", "shared", "sampled_a/b", "shift", "core_found",
  * "core_n", "max_gap" (nd_sketch_max_gap()), "alignment" (the third
  * stage's figures, see

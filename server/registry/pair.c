@@ -1,5 +1,6 @@
 /* pair.c - two texts compared as a check compares them (pair.h). */
 #include "pair.h"
+#include "share.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -207,6 +208,34 @@ int nd_pair_align(nd_pair_scratch *s, const nd_sketcher *sk, const nd_sk_scratch
     return align_in(a ? a : s->ska, s, info.mode, al, out, cap, total);
 }
 
+static int passage_cmp(const void *x, const void *y)
+{
+    const nd_passage *a = x, *b = y;
+    return a->start < b->start ? -1 : a->start > b->start;
+}
+
+/* out->copied_share: A's code points (a[0..la), valid UTF-8) inside the
+ * pair's passages, as /check-original counts a match's share (share.h:
+ * a passage under ND_SHARE_MIN_SPAN code points counts for nothing); a
+ * rewrite's is at least its alignment's coverage of A. */
+static void pair_share(nd_pair *out, const char *a, size_t la)
+{
+    uint32_t cp = 0;
+    for (size_t i = 0; i < la; i++)
+        cp += ((unsigned char)a[i] & 0xC0) != 0x80;
+    nd_passage spans[ND_PAIR_PASSAGES];
+    size_t n = out->npairs < ND_PAIR_PASSAGES ? out->npairs : ND_PAIR_PASSAGES;
+    for (size_t i = 0; i < n; i++)
+        spans[i] = (nd_passage){out->pairs[i].start, out->pairs[i].end};
+    qsort(spans, n, sizeof(*spans), passage_cmp);
+    nd_share_source one = {.p = spans, .n = n, .eligible = true};
+    nd_share_answer ans;
+    nd_share_decide(&one, 1, cp, NULL, &ans);
+    out->copied_share = ans.copied_share;
+    if (out->kind == ND_MATCH_REWRITE && out->copied_share < out->align.coverage_a)
+        out->copied_share = out->align.coverage_a;
+}
+
 int nd_pair_compare(nd_question_tools *t, nd_pair_scratch *s, const char *a, size_t la,
                     const char *b, size_t lb, const nd_verdict_params *p,
                     const nd_rewrite_params *rw, nd_pair *out, int *which)
@@ -246,9 +275,13 @@ int nd_pair_compare(nd_question_tools *t, nd_pair_scratch *s, const char *a, siz
     if (out->kind == ND_MATCH_NONE && rw &&
         nd_rewrite_is(&out->align, rw, &out->integrity_a, &out->integrity_b)) {
         out->kind = ND_MATCH_REWRITE; /* its evidence: the aligned stretches */
+        pair_share(out, a, la);
         return 0;
     }
-    return pairs_in(t->sks, s, (unsigned)mode, out->pairs, ND_PAIR_PASSAGES, &out->npairs);
+    rc = pairs_in(t->sks, s, (unsigned)mode, out->pairs, ND_PAIR_PASSAGES, &out->npairs);
+    if (rc == 0)
+        pair_share(out, a, la);
+    return rc;
 }
 
 int nd_pair_passages_same(const nd_question_tools *t, nd_pair_scratch *s, nd_passage_pair *out,

@@ -38,6 +38,8 @@ typedef struct nd_pair {
     uint32_t shingles_a, shingles_b;
     nd_integrity integrity_a, integrity_b;
     nd_alignment align; /* the third stage: A's tokens against B's (align.h) */
+    double copied_share; /* A's part inside the passages (a rewrite's: at
+                          * least align.coverage_a), as a match's share */
     /* passages in all; pairs[0..min(npairs, ND_PAIR_PASSAGES)): for kind
      * rewrite the aligned stretches, else the copied passages */
     size_t npairs;

@@ -113,6 +113,16 @@ def every_kind_with_passages_on_both_sides():
             check(body["kind"] == kind, "%s: kind %r, wanted %s", name, body["kind"], kind)
             check_passages(srv, name, a, b, body, exact)
             covered = sum(p["end"] - p["start"] for p in body["passages"])
+            # copied_share: the part of A (code points) inside the passages
+            # of at least 32 code points, 4 decimals.
+            union, end = 0, 0
+            for p in sorted(body["passages"], key=lambda p: p["start"]):
+                if p["end"] - p["start"] >= 32:
+                    union += max(0, p["end"] - max(p["start"], end))
+                    end = max(end, p["end"])
+            check(body["copied_share"] == round(union / len(a), 4),
+                  "%s: copied_share %r, the passages hold %d of %d code points", name,
+                  body["copied_share"], union, len(a))
             if kind != "partial_copy":  # the whole text, but its edges
                 check(covered > 0.95 * len(a.strip()), "%s: %d of %d covered", name, covered,
                       len(a))
@@ -152,7 +162,8 @@ def unrelated_texts_no_kind_no_passages():
         for x, y in (("en1", "en3"), ("zh1", "zh3"), ("en2", "zh2")):
             body = compare(srv, TEXTS[x], TEXTS[y])
             check(body["kind"] is None and body["passages"] == [], "%s/%s: %r", x, y, body)
-            check(body["passages_truncated"] is False, "%r", body)
+            check(body["passages_truncated"] is False and body["copied_share"] == 0.0, "%r",
+                  body)
 
 
 SOURCES = {"zh": "zh2", "en": "en2"}
