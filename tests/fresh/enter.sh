@@ -16,6 +16,8 @@ cmd="${2:?COMMAND}"
 shift 2
 [[ "$$" == 1 ]] || { echo "enter.sh: not the first process of a new PID namespace" >&2; exit 125; }
 mount --make-rprivate /
+# The root a mount point, as / is on a machine (ip netns exec remounts it).
+mount --bind "$root" "$root"
 mount -t proc proc "$root/proc"
 mount --rbind /dev "$root/dev"
 mount -t sysfs -o ro sysfs "$root/sys" 2>/dev/null || true

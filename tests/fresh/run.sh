@@ -10,10 +10,12 @@
 #              README.md, runs there as written (server in the background);
 #              /healthz, /readyz and a /check-original round trip are checked
 #              from the host over 127.0.0.1; SIGTERM stops it with exit code 0
-#   tests      in that root: deploy/install-deps.sh --test, the build, and the
-#              unit and integration suites (NEARDUP_FRESH_TESTS=readme runs the
-#              README's whole test command instead, without this stage;
-#              =none skips them)
+#   tests      in that root: deploy/install-deps.sh --test, the contract's npm
+#              packages, the build; every tool the integration tests use is
+#              there (tests/fresh/tools.py), the unit suite, and a test that
+#              runs each tool; no test may skip (NEARDUP_FRESH_TESTS=suites
+#              runs the whole unit and integration suites instead, =readme the
+#              README's whole test command without this stage, =none nothing)
 #   systemd    that root gets systemd and dbus, boots with systemd-nspawn -b,
 #              installs and starts deploy/systemd/neardupd.service as its
 #              header says; probes, drain (/readyz 503) and stop within
@@ -26,10 +28,11 @@
 #              a new container on the same volume finds the article
 #
 # Needs root, network to Debian's mirror, debootstrap, podman, runc and
-# systemd-container (deploy/install-deps.sh --test installs them).
+# systemd-container (deploy/install-deps.sh --test installs them), and
+# tests/contract/node_modules (tests/contract/install.sh; run when absent).
 # One line per check: "fresh NAME: PASS|FAIL|SKIP detail", also in
-# DIR/results.txt (default build-fresh); logs in DIR/logs/, seconds per part
-# in DIR/times.txt. Exit 1 if any check failed.
+# DIR/results.txt (default build-fresh); logs in DIR/logs/, wall and CPU
+# seconds per part in DIR/times.txt. Exit 1 if any check failed.
 #
 # Cache (NEARDUP_FRESH_CACHE, default /var/cache/neardup-fresh, outside the
 # clone since CI clones anew each run): the minbase root, keyed by what makes
@@ -56,7 +59,7 @@ want() { [[ " ${parts[*]} " == *" $1 "* ]]; }
 
 cache="${NEARDUP_FRESH_CACHE:-/var/cache/neardup-fresh}"
 mirror="${NEARDUP_FRESH_MIRROR:-http://deb.debian.org/debian}"
-tests_mode="${NEARDUP_FRESH_TESTS:-suites}"
+tests_mode="${NEARDUP_FRESH_TESTS:-tools}"
 suite=bookworm
 recipe=1 # bump when the way the base root is made changes
 mkdir -p "$out/logs"
@@ -74,8 +77,21 @@ result() {
     [[ "$status" != FAIL ]] || failures=$((failures + 1))
 }
 
-# timed PART SECONDS: one line of times.txt
-timed() { echo "$1 $2" | tee -a "$out/times.txt" | sed 's/^/fresh: seconds: /'; }
+# cpu_now: CPU centiseconds (user + system) of the processes this shell has
+# waited for (a daemonised one, such as podman's conmon, is not counted).
+hz="$(getconf CLK_TCK 2>/dev/null || echo 100)"
+cpu_now() { # called as $(cpu_now): this shell is $$
+    local f
+    read -ra f <"/proc/$$/stat"
+    echo $(((f[15] + f[16]) * 100 / hz))
+}
+# timed PART T0 CPU0: one line of times.txt, "PART SECONDS cpu CPU_SECONDS":
+# the wall seconds since T0 ($SECONDS) and the CPU seconds since CPU0 (cpu_now).
+timed() {
+    local w=$((SECONDS - $2)) c=$((($(cpu_now) - $3) / 100))
+    echo "$1 $w cpu $c" >>"$out/times.txt"
+    echo "fresh: seconds: $1 $w (CPU $c)"
+}
 
 log_tail() { tail -n "${2:-25}" "$1" 2>/dev/null | sed 's/^/    | /'; }
 
@@ -248,7 +264,8 @@ base_key="$(printf '%s\n' "debootstrap --variant=minbase $suite $mirror" "recipe
     sha256sum | cut -c1-16)"
 base="$cache/base-$base_key"
 make_base() {
-    local log="$out/logs/base.log" t0=$SECONDS
+    local log="$out/logs/base.log" t0=$SECONDS c0
+    c0="$(cpu_now)"
     exec 9>"$cache/lock"
     flock -w 1800 9 || { result base-root FAIL "waited 30 min for $cache/lock"; return 1; }
     if [[ -f "$base.ok" && -n "$(find "$base.ok" -mtime -30)" && -d "$base" ]]; then
@@ -275,7 +292,7 @@ make_base() {
     find "$cache" -maxdepth 1 -name 'base-*' ! -name "base-$base_key" ! -name "base-$base_key.ok" \
         -exec rm -rf --one-file-system {} +
     result base-root PASS "made in $((SECONDS - t0)) s: $base"
-    timed base-root $((SECONDS - t0))
+    timed base-root "$t0" "$c0"
     flock -u 9
 }
 
@@ -364,10 +381,21 @@ part_readme() {
     fi
 }
 
-# ---- tests: the README's test suites in that root ---------------------------
+# ---- tests: what the test suites need, in that root -------------------------
+# What running the tests in a fresh root proves is that
+# `deploy/install-deps.sh --test` brings everything they use; the host's
+# suites (normal and ASan) prove that they pass. So by default
+# (NEARDUP_FRESH_TESTS=tools) the root runs tests/fresh/tools.sh: after
+# install-deps --test and the build, every tool the integration tests use is
+# there (tests/fresh/tools.py), clang builds a libFuzzer target, the unit suite
+# runs, and for each tool an integration test that runs it for real; any
+# failure, or any test skipping there, fails the part. ~5 min instead of ~14.
+# NEARDUP_FRESH_TESTS=suites runs the whole unit and integration suites there
+# instead, =readme the README's whole test command, =none nothing.
 part_tests() {
     local log="$out/logs/tests.log" t0=$SECONDS
-    local cmd rc
+    local cmd rc logs=() env=(NEARDUP_SKIP_FRESH=1 CI="${CI:-}")
+    local setup="bash deploy/install-deps.sh --test && bash deploy/build.sh build"
     case "$tests_mode" in
     none)
         result tests SKIP "NEARDUP_FRESH_TESTS=none"
@@ -375,37 +403,88 @@ part_tests() {
     readme)
         cmd="$(readme_command "Set up and run all tests")"
         [[ -n "$cmd" ]] || { result tests FAIL "no test command in README.md"; return 1; }
+        logs=(testlog)
         echo "fresh: README's test command (without this stage): $cmd" ;;
-    *)
-        cmd="bash deploy/install-deps.sh --test && bash deploy/build.sh build &&"
-        cmd+=" meson test -C build --suite unit --suite integration --print-errorlogs --num-processes 2"
+    suites)
+        cmd="$setup && meson test -C build --suite unit --suite integration --print-errorlogs --num-processes 2"
+        logs=(testlog)
         echo "fresh: the unit and integration suites: $cmd" ;;
+    *)
+        cmd="bash tests/fresh/tools.sh"
+        logs=(unit tools)
+        echo "fresh: what the tests need and a test running each tool: $cmd" ;;
     esac
-    rm -f "$work/root/neardup/build/meson-logs/testlog.json"
-    in_root 3600 "$log" "$cmd" NEARDUP_SKIP_FRESH=1 CI="${CI:-}"
+    local l jsons=()
+    for l in "${logs[@]}"; do
+        rm -f "$work/root/neardup/build/meson-logs/$l.json"
+        jsons+=("$work/root/neardup/build/meson-logs/$l.json")
+    done
+    if [[ "$tests_mode" == tools ]]; then
+        # test_contract's npm packages: the host's, which tests/contract/install.sh
+        # installed from the lock file (npm ci, as tests/run-all.sh does before
+        # the suites; the same script in the root then checks node, npm and the
+        # lock's sum). The root runs them on Debian's node, as a fresh machine
+        # would; npm's registry is not asked twice.
+        [[ -f "$src/tests/contract/node_modules/.neardup-lock-sha256" ]] ||
+            bash "$src/tests/contract/install.sh" >>"$log" 2>&1
+        cp -a "$src/tests/contract/node_modules" "$work/root/neardup/tests/contract/" 2>>"$log"
+    fi
+    in_root 3600 "$log" "$cmd" "${env[@]}"
     rc=$?
-    local counts
-    counts="$(python3 - "$work/root/neardup/build/meson-logs/testlog.json" <<'PY'
+    grep -a '^fresh-tools: \|^tools: ' "$log" | sed 's/^/    | /'
+    local counts skipped
+    counts="$(python3 - "${jsons[@]}" <<'PY'
 import json, sys
 c = {"passed": 0, "failed": 0, "skipped": 0}
-try:
-    for line in open(sys.argv[1]):
-        r = json.loads(line).get("result")
-        c["passed" if r in ("OK", "EXPECTEDFAIL") else "skipped" if r == "SKIP" else "failed"] += 1
-except OSError:
-    pass
-print("%(passed)d passed, %(failed)d failed, %(skipped)d skipped" % c)
+skipped = []
+for path in sys.argv[1:]:
+    try:
+        for line in open(path):
+            t = json.loads(line)
+            r = t.get("result")
+            k = "passed" if r in ("OK", "EXPECTEDFAIL") else "skipped" if r == "SKIP" else "failed"
+            c[k] += 1
+            if k == "skipped":
+                skipped.append(t.get("name", "?").split(" / ")[-1])
+    except OSError:
+        pass
+print("%(passed)d passed, %(failed)d failed, %(skipped)d skipped" % c
+      + (" (skipped: %s)" % " ".join(skipped) if skipped else ""))
 PY
 )"
     [[ "$tests_mode" != readme ]] || counts="$(grep -a '^tests: ' "$log" | tail -1)"
-    if ((rc == 0)); then
+    # A test that skips in the root is one whose tool install-deps did not bring.
+    skipped=0
+    [[ "$tests_mode" != tools || "$counts" != *"(skipped:"* ]] || skipped=1
+    if ((rc == 0 && skipped == 0)); then
         result tests PASS "$counts in $((SECONDS - t0)) s"
     else
         result tests FAIL "exit $rc: $counts (log: $log)"
-        grep -a -E '^ *[0-9]+/[0-9]+ .*(FAIL|TIMEOUT|ERROR)' "$log" | sed 's/^/    | /' | head -20
-        failed_output "$work/root/neardup/build/meson-logs/testlog.json"
+        grep -a -E '^ *[0-9]+/[0-9]+ .*(FAIL|TIMEOUT|ERROR|SKIP)' "$log" | sed 's/^/    | /' | head -20
+        for l in "${jsons[@]}"; do failed_output "$l"; done
         log_tail "$log"
     fi
+    for l in "${jsons[@]}"; do slowest "$l"; done
+}
+
+# slowest TESTLOG_JSON: the five slowest tests of each suite in it, and the
+# suite's total, in seconds.
+slowest() {
+    python3 - "$1" <<'PY' | sed 's/^/    | /'
+import json, sys
+suites = {}
+try:
+    for line in open(sys.argv[1]):
+        t = json.loads(line)
+        suite = t["name"].split(" / ")[0].split(":")[-1]  # "neardup:unit / utf8"
+        suites.setdefault(suite, []).append((t.get("duration", 0.0), t["name"].split(" / ")[-1]))
+except OSError:
+    sys.exit(0)
+for suite, tests in sorted(suites.items()):
+    tests.sort(reverse=True)
+    print("%s: %d tests, %.0f s; slowest: %s" % (suite, len(tests), sum(d for d, _ in tests),
+          ", ".join("%s %.0f" % (n, d) for d, n in tests[:5])))
+PY
 }
 
 # failed_output TESTLOG_JSON: the last lines each failed test printed, so a
@@ -667,11 +746,13 @@ part_container() {
 }
 
 t_all=$SECONDS
+c_all="$(cpu_now)"
 if make_base; then
     if want readme; then
         t_part=$SECONDS
+        c_part="$(cpu_now)"
         part_readme
-        timed readme $((SECONDS - t_part))
+        timed readme "$t_part" "$c_part"
         # The later parts in the root need what the README's command installed and built.
         if [[ ! -x "$work/root/neardup/build/server/neardupd" ]]; then
             want tests && result tests SKIP "the README's command did not build neardupd"
@@ -687,11 +768,12 @@ if make_base; then
     for part in tests systemd container; do
         want "$part" || continue
         t_part=$SECONDS
+        c_part="$(cpu_now)"
         "part_$part"
-        timed "$part" $((SECONDS - t_part))
+        timed "$part" "$t_part" "$c_part"
     done
 fi
-timed total $((SECONDS - t_all))
+timed total "$t_all" "$c_all"
 p=$(grep -c ': PASS' "$out/results.txt")
 f=$(grep -c ': FAIL' "$out/results.txt")
 s=$(grep -c ': SKIP' "$out/results.txt")
