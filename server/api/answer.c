@@ -221,26 +221,14 @@ bool nd_api_may_name(nd_req *r, const char *account, size_t len)
     return nd_api_is_client(r) || nd_api_may_act_for(r, account, len);
 }
 
-/* nd_store_get() visitor: whether the record's client is the name in arg. */
-typedef struct client_match {
-    const char *name;
-    size_t len;
-    bool same;
-} client_match;
-
-static int match_client(void *arg, const nd_record *rec)
-{
-    client_match *m = arg;
-    m->same = rec->client && rec->client_len == m->len && memcmp(rec->client, m->name, m->len) == 0;
-    return 0;
-}
-
 bool nd_api_registered(nd_req *r, const nd_doc *d)
 {
     if (!nd_api_is_client(r))
         return false;
-    client_match m = {r->who->name, strlen(r->who->name), false};
-    return nd_corpus_record(nd_api_corpus(r), d->registered_at_us, match_client, &m) == 0 && m.same;
+    bool same = false;
+    return nd_corpus_registered_by(nd_api_corpus(r), d->registered_at_us, r->who->name,
+                                   strlen(r->who->name), &same) == 0 &&
+           same;
 }
 
 bool nd_api_owns(nd_req *r, const nd_doc *d)
@@ -388,32 +376,17 @@ const char *status_name(int status)
     return nd_status_name(status); /* claim.h: the same values as the store's */
 }
 
-/* The id of the record stored at a time (copied). */
-typedef struct id_at {
-    char id[ND_ID_MAX];
-    size_t len;
-} id_at;
-
-static int visit_id(void *arg, const nd_record *rec)
-{
-    id_at *a = arg;
-    if (rec->id_len <= sizeof(a->id)) {
-        memcpy(a->id, rec->id, rec->id_len);
-        a->len = rec->id_len;
-    }
-    return 0;
-}
-
 /* "superseded_by": {"id" (while that document is stored),
  * "registered_at"} of superseded document d: one store read. */
 static void add_superseded_by(nd_req *r, nd_reply *w, const nd_doc *d)
 {
-    id_at a = {.len = 0};
+    char id[ND_ID_MAX];
+    size_t id_len = 0;
     nd_reply_key(w, "superseded_by");
     nd_reply_object(w);
-    if (nd_corpus_record(nd_api_corpus(r), nd_doc_superseded_by(d), visit_id, &a) == 0 && a.len) {
+    if (nd_corpus_id_at(nd_api_corpus(r), nd_doc_superseded_by(d), id, &id_len) == 0 && id_len) {
         nd_reply_key(w, "id");
-        nd_reply_string(w, a.id, a.len);
+        nd_reply_string(w, id, id_len);
     }
     nd_reply_key(w, "registered_at");
     nd_reply_time(w, nd_doc_superseded_by(d));

@@ -88,8 +88,9 @@ typedef struct nd_corpus_ops {
     int (*import)(nd_corpus *c, const char *buf, size_t len, const nd_import_params *p,
                   nd_import_report_fn report, void *arg, nd_import_summary *out);
     /* what is kept with them */
-    int (*record)(nd_corpus *c, int64_t registered_at_us,
-                  int (*visit)(void *arg, const nd_record *rec), void *arg);
+    int (*registered_by)(nd_corpus *c, int64_t registered_at_us, const char *client,
+                         size_t client_len, bool *same);
+    int (*id_at)(nd_corpus *c, int64_t registered_at_us, char *id, size_t *id_len);
     int (*text)(nd_corpus *c, int64_t registered_at_us,
                 int (*visit)(void *arg, const char *text, size_t text_len), void *arg);
     int (*event_put)(nd_corpus *c, const nd_store_event *ev, nd_store_done_fn done, void *arg);
@@ -237,12 +238,25 @@ static inline int nd_corpus_import(nd_corpus *c, const char *buf, size_t len,
 
 /* ---- what is kept with them (store.h gives each call's results) ---- */
 
-/* nd_store_get(): visit(arg, rec) once with the record registered at that
- * time (rec borrowed for the call). */
-static inline int nd_corpus_record(nd_corpus *c, int64_t registered_at_us,
-                                   int (*visit)(void *arg, const nd_record *rec), void *arg)
+/* Sets *same to whether the document stored under registered_at_us was
+ * registered by the client named client[0..client_len) (the store keeps
+ * who registered; memory does not). Returns 0, or -ENOENT (no document at
+ * that time), -EINVAL, -EBADMSG, -EIO (*same untouched). One store read;
+ * does not allocate. */
+static inline int nd_corpus_registered_by(nd_corpus *c, int64_t registered_at_us,
+                                          const char *client, size_t client_len, bool *same)
 {
-    return c->ops->record(c, registered_at_us, visit, arg);
+    return c->ops->registered_by(c, registered_at_us, client, client_len, same);
+}
+
+/* Copies the id of the document stored under registered_at_us into
+ * id[ND_ID_MAX] and sets *id_len (left as it was when the stored id is
+ * longer). Returns 0, or -ENOENT (none stored at that time), -EINVAL,
+ * -EBADMSG, -EIO. One store read; does not allocate. */
+static inline int nd_corpus_id_at(nd_corpus *c, int64_t registered_at_us, char *id,
+                                  size_t *id_len)
+{
+    return c->ops->id_at(c, registered_at_us, id, id_len);
 }
 
 /* nd_store_text(): visit(arg, text, len) once with the kept text. */

@@ -166,10 +166,50 @@ static int op_import(nd_corpus *c, const char *buf, size_t len, const nd_import_
     return nd_import_run(L(c)->reg, L(c)->store, buf, len, p, report, arg, out);
 }
 
-static int op_record(nd_corpus *c, int64_t registered_at_us,
-                     int (*visit)(void *arg, const nd_record *rec), void *arg)
+/* nd_store_get() visitor: whether the record's client is the name in arg. */
+typedef struct client_match {
+    const char *name;
+    size_t len;
+    bool same;
+} client_match;
+
+static int match_client(void *arg, const nd_record *rec)
 {
-    return nd_store_get(L(c)->store, registered_at_us, visit, arg);
+    client_match *m = arg;
+    m->same = rec->client && rec->client_len == m->len && memcmp(rec->client, m->name, m->len) == 0;
+    return 0;
+}
+
+static int op_registered_by(nd_corpus *c, int64_t registered_at_us, const char *client,
+                            size_t client_len, bool *same)
+{
+    client_match m = {client, client_len, false};
+    int rc = nd_store_get(L(c)->store, registered_at_us, match_client, &m);
+    if (rc == 0)
+        *same = m.same;
+    return rc;
+}
+
+/* The id of the record stored at a time (copied). */
+typedef struct id_at {
+    char *id; /* ND_ID_MAX bytes */
+    size_t *len;
+} id_at;
+
+static int visit_id(void *arg, const nd_record *rec)
+{
+    id_at *a = arg;
+    if (rec->id_len <= ND_ID_MAX) {
+        memcpy(a->id, rec->id, rec->id_len);
+        *a->len = rec->id_len;
+    }
+    return 0;
+}
+
+static int op_id_at(nd_corpus *c, int64_t registered_at_us, char *id, size_t *id_len)
+{
+    id_at a = {id, id_len};
+    return nd_store_get(L(c)->store, registered_at_us, visit_id, &a);
 }
 
 static int op_text(nd_corpus *c, int64_t registered_at_us,
@@ -227,7 +267,8 @@ static const nd_corpus_ops local_ops = {
     .change_policy = op_change_policy,
     .change_status = op_change_status,
     .import = op_import,
-    .record = op_record,
+    .registered_by = op_registered_by,
+    .id_at = op_id_at,
     .text = op_text,
     .event_put = op_event_put,
     .events = op_events,
