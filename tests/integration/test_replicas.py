@@ -1208,7 +1208,7 @@ def no_stale_registration(cl):
 
 @T.test
 def no_stale_forbidden(cl):
-    """Issue 51 (left by ca2a197): registering an id registered already
+    """Left by ca2a197: registering an id registered already
     needs the right to change its document, and that 403 was decided on
     the document as the node held it (check.c, before the registry was
     asked): a node behind refused bob's registration of an id alice had
