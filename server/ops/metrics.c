@@ -13,7 +13,6 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <jansson.h>
-#include <lmdb.h>
 
 #include "fingerprint.h"
 #include "sketch.h"
@@ -275,10 +274,9 @@ static int render_build_info(struct evbuffer *out)
                                "and sketch algorithms and its libraries; always 1.\n"
                                "# TYPE neardup_build_info gauge\n"
                                "neardup_build_info{version=\"%s\",fingerprint=\"%s\",sketch=\"%s\","
-                               "libevent=\"%s\",lmdb=\"%d.%d.%d\",jansson=\"%s\"} 1\n",
+                               "libevent=\"%s\",lmdb=\"%s\",jansson=\"%s\"} 1\n",
                                ND_PROGRAM_VERSION, ND_FINGERPRINT_VERSION, ND_SKETCH_VERSION,
-                               event_get_version(), MDB_VERSION_MAJOR, MDB_VERSION_MINOR,
-                               MDB_VERSION_PATCH, JANSSON_VERSION) < 0;
+                               event_get_version(), ND_LMDB_VERSION, JANSSON_VERSION) < 0;
 }
 
 static unsigned count_open_fds(void)
