@@ -622,12 +622,19 @@ class HAProxyProcess:
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(["haproxy", "-db", "-f", self.cfg], stdin=subprocess.DEVNULL,
                                      stdout=self._log, stderr=subprocess.STDOUT)
+        # Until the admin socket answers: its file can exist a moment before
+        # HAProxy accepts on it (a connect then is refused: seen under load).
         deadline = time.monotonic() + 10
-        while not os.path.exists(self.sock):
+        while True:
             check(self.proc.poll() is None, "haproxy exited:\n%s", self.log_text())
+            if os.path.exists(self.sock):
+                try:
+                    haproxy_command(self.sock, "show info")
+                    return self
+                except OSError:
+                    pass
             check(time.monotonic() < deadline, "haproxy did not start:\n%s", self.log_text())
             time.sleep(0.02)
-        return self
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
