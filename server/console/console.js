@@ -38,6 +38,35 @@
   const json = (v, indent) => JSON.stringify(v, null, indent).replace(/[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g,
     (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'));
   const fig = (x) => (typeof x === 'number' ? (Number.isInteger(x) ? String(x) : x.toFixed(4)) : '—');
+  /* A share (0..1) as people read it: a whole percentage (100 x rounded
+   * half to even, as Python's round() and the tests: 64.5 → 64); "under
+   * 1 %" for a part that would round to none, "over 99 %" for less than
+   * all that would round to all. */
+  const percent = (x) => {
+    if (typeof x !== 'number' || !Number.isFinite(x)) return '—';
+    const y = x * 100;
+    let r = Math.round(y);
+    if (r - y === 0.5 && r % 2 !== 0) r -= 1;
+    if (r === 0 && x > 0) return 'under 1\u00a0%';
+    if (r === 100 && x < 1) return 'over 99\u00a0%';
+    return r + '\u00a0%';
+  };
+  /* A small bar of a share (0..1); the words beside it say the figure. */
+  const shareBar = (x, className) => el('meter', {
+    className: 'share' + (className ? ' ' + className : ''), min: 0, max: 1,
+    value: typeof x === 'number' && Number.isFinite(x) ? Math.min(Math.max(x, 0), 1) : 0, 'aria-hidden': 'true',
+  });
+  /* A match's kind in words (the API's name in data-kind and the title). */
+  const KINDS = {
+    identical: 'identical: the same text',
+    near_duplicate: 'near duplicate: nearly the same text',
+    partial_copy: 'partial copy: a part of it copied',
+    rewrite: 'rewrite: reworded all along',
+    compiled: 'compiled: part of a compilation',
+    quotation: 'quotation: a large quotation',
+    quoted: 'quoted: listed, not evidence',
+  };
+  const kindWords = (k) => KINDS[k] || String(k).replace(/_/g, ' ');
   /* A server time (RFC 3339, microseconds, UTC) shown to the second; the
    * whole stamp in its datetime and title. */
   const when = (ts) => {
@@ -372,6 +401,27 @@
     return i < 0 ? 0 : i;
   }
 
+  /* "64 % of this text is found in 2 sources", with a bar: the answer's
+   * copied_share, over the sources that hold a part of it (a share above
+   * 0, another account's, a claim not revoked: those copied_share counts). */
+  function copiedShare(answer) {
+    const x = answer.copied_share;
+    const matches = Array.isArray(answer.matches) ? answer.matches : [];
+    const n = matches.filter((m) => typeof m.share === 'number' && m.share > 0 && !m.same_account &&
+      m.status !== 'revoked').length;
+    let words;
+    if (typeof x === 'number' && x > 0) {
+      words = percent(x) + ' of this text is found in ' +
+        (n ? n + (n === 1 ? ' source' : ' sources') : 'the sources listed');
+    } else {
+      words = matches.length ? 'None of this text counts as someone else\'s (the sources listed are the same account\'s or revoked)'
+        : 'None of this text is found in a registered source';
+    }
+    if (answer.share_estimated) words += ' (estimated)';
+    return el('span', { id: 'copied-share', className: 'share-line' }, shareBar(x, 'copied'),
+      el('span', null, words));
+  }
+
   function renderCheck() {
     const { answer } = lastCheck;
     $('check-result').hidden = false;
@@ -379,10 +429,7 @@
     dl.replaceChildren();
     fact(dl, 'Verdict', el('span', { className: 'verdict-' + String(answer.verdict) }, String(answer.verdict)));
     fact(dl, 'Action', String(answer.action));
-    if (answer.copied_share !== undefined) {
-      fact(dl, 'Copied share', fig(answer.copied_share) + ' of the text is in the sources listed' +
-        (answer.share_estimated ? ' (estimated)' : ''));
-    }
+    if (answer.copied_share !== undefined) fact(dl, 'Copied', copiedShare(answer));
     if (answer.source) {
       const s = el('span', null, docLink(answer.source.id));
       if (answer.show_source !== undefined) s.appendChild(el('span', { className: 'muted' }, ' show source: ' + answer.show_source + ', may modify: ' + answer.may_modify));
@@ -410,7 +457,10 @@
       btn.addEventListener('click', () => showMatch(i));
       tbody.appendChild(el('tr', { dataset: { match: String(i) } },
         el('td', null, docLink(m.id), accountNote(m.account)),
-        el('td', null, String(m.kind)),
+        el('td', { className: 'kind', dataset: { kind: String(m.kind) }, title: 'kind ' + String(m.kind) }, kindWords(m.kind)),
+        el('td', { className: 'num share-cell' }, typeof m.share === 'number'
+          ? el('span', { className: 'share-line' }, shareBar(m.share), el('span', null, percent(m.share)))
+          : el('span', { className: 'muted', title: 'not counted: beyond the 8 most contained' }, '—')),
         el('td', { className: 'num' }, fig(m.resemblance)),
         el('td', { className: 'num' }, fig(m.containment)),
         el('td', { className: 'num' }, fig(m.distance)),
@@ -475,7 +525,8 @@
           fig(m.alignment ? m.alignment.coverage : null) + ' of it aligned); select one to see it in the other text.'
         : pairs.length + ' copied passage(s) on both sides; select one to see it in the other text.';
       if (compared) {
-        note += ' The pair: ' + String(compared.kind) + ', resemblance ' + fig(compared.resemblance) +
+        note += ' The pair alone: ' + (compared.kind ? kindWords(compared.kind) : 'under every bar') +
+          ', resemblance ' + fig(compared.resemblance) +
           ', containment ' + fig(compared.containment) + ' (of the submitted text), ' +
           fig(compared.containment_reverse) + ' (of the registered one)' +
           (compared.passages_truncated ? '; more passages than listed.' : '.');

@@ -20,12 +20,17 @@ What it asserts:
 - hostile ids, texts and meta (<script>, "onerror=, <img onerror>, a
   javascript: URL, U+202E): nothing runs, nothing is injected, the text
   shows literally, isolated in <bdi>;
+- the copied share as people read it ("99 % of this text is found in 2
+  sources", a bar) and each source's share and kind in words, equal to
+  the answer's copied_share and share: a splice of two registered articles
+  (a compilation) and an original quoting one (quoted), without overlap at
+  1400 and 390 px;
 - recent detections, newest first, paged, as GET /events lists them;
 - an original's copies paged; its text loaded into the check form by id
   and shown on its page; the keyboard walk (tab order, focus rings, Enter);
 - a 1 MiB text renders its highlights within a bound;
 - no errors in the browser's console (CSP violations, script errors);
-- screenshots at 1280 and 390 px under the build directory
+- screenshots at 1280 (1400) and 390 px under the build directory
   (tests/artifacts/console-*.png).
 
 Skipped (exit 77) when chromium, chromedriver or selenium is missing or
@@ -353,6 +358,31 @@ def fig(x):
     return str(x) if isinstance(x, int) else "%.4f" % x
 
 
+# The words the page gives each kind of match (console.js KINDS).
+KIND_WORDS = {
+    "identical": "identical: the same text",
+    "near_duplicate": "near duplicate: nearly the same text",
+    "partial_copy": "partial copy: a part of it copied",
+    "rewrite": "rewrite: reworded all along",
+    "compiled": "compiled: part of a compilation",
+    "quotation": "quotation: a large quotation",
+    "quoted": "quoted: listed, not evidence",
+}
+
+
+def percent(x):
+    """A share as the page shows it: round(100 * x) %, under 1 % for a part
+    that rounds to none, over 99 % for less than all that rounds to all."""
+    if x is None:
+        return "\u2014"
+    r = round(100 * x)
+    if r == 0 and x > 0:
+        return "under 1\u00a0%"
+    if r == 100 and x < 1:
+        return "over 99\u00a0%"
+    return "%d\u00a0%%" % r
+
+
 # -- tests --
 
 @T.test
@@ -434,8 +464,10 @@ def test_check_passages(srv, b):
                 ".map((tr) => Array.from(tr.cells).map((c) => c.textContent))")
     check(len(rows) == len(ans["matches"]), "rows %r", rows)
     for row, m in zip(rows, ans["matches"]):
-        check(row[0].startswith(m["id"]) and row[1] == m["kind"], "row %r vs %r", row, m)
-        check(row[2:5] == [fig(m["resemblance"]), fig(m["containment"]), fig(m["distance"])],
+        check(row[0].startswith(m["id"]) and row[1] == KIND_WORDS[m["kind"]], "row %r vs %r",
+              row, m)
+        check(row[2] == percent(m.get("share")), "share %r vs %r", row, m)
+        check(row[3:6] == [fig(m["resemblance"]), fig(m["containment"]), fig(m["distance"])],
               "figures %r vs %r", row, m)
     i = shown_match(ans)
     m = ans["matches"][i]
@@ -480,6 +512,7 @@ def test_check_passages(srv, b):
          ".scrollIntoView({block: 'start'})")
     time.sleep(0.2)
     b.d.save_screenshot(os.path.join(ARTIFACTS, "console-readme-1280.png"))
+    assert_no_overlap(b, "the check at 1280 px")
 
 
 @T.test
@@ -562,6 +595,114 @@ def test_english_duplicate(srv, b):
         assert_spans(marks(b, "src-text"), en, [{"start": p["source_start"],
                                                   "end": p["source_end"]} for p in pairs],
                      "source (duplicate)")
+
+
+def shares_shown(b):
+    """The copied share's line and each match row's kind (data-kind, its
+    words) and share, as the page shows them."""
+    return b.js("""
+        return {copied: document.getElementById('copied-share').textContent,
+                bar: Number(document.querySelector('#copied-share meter').value),
+                rows: Array.from(document.querySelectorAll('#matches tbody tr')).map((tr) => ({
+                  id: tr.cells[0].querySelector('bdi').textContent,
+                  kind: tr.cells[1].dataset.kind, words: tr.cells[1].textContent,
+                  share: tr.cells[2].textContent,
+                  bar: tr.cells[2].querySelector('meter') ?
+                    Number(tr.cells[2].querySelector('meter').value) : null}))};""")
+
+
+def assert_shares(b, ans, where):
+    """The page shows the answer's copied share ("N % of this text is found
+    in K sources", its bar) and each match's kind in words and share."""
+    got = shares_shown(b)
+    holders = [m for m in ans["matches"] if m.get("share", 0) > 0 and not m.get("same_account")
+               and m.get("status", "active") != "revoked"]
+    want = "%s of this text is found in %d source%s" % (
+        percent(ans["copied_share"]), len(holders), "" if len(holders) == 1 else "s")
+    if ans["share_estimated"]:
+        want += " (estimated)"
+    check(got["copied"] == want, "%s: copied share shown %r, want %r (copied_share %r)", where,
+          got["copied"], want, ans["copied_share"])
+    check(abs(got["bar"] - ans["copied_share"]) < 1e-9, "%s: bar %r", where, got["bar"])
+    check(len(got["rows"]) == len(ans["matches"]), "%s: rows %r", where, got["rows"])
+    for row, m in zip(got["rows"], ans["matches"]):
+        check(row["id"] == m["id"] and row["kind"] == m["kind"] and
+              row["words"] == KIND_WORDS[m["kind"]], "%s: kind %r vs %r", where, row, m)
+        check(row["share"] == percent(m["share"]) and
+              abs(row["bar"] - m["share"]) < 1e-9, "%s: share %r vs %r", where, row, m["share"])
+    return got
+
+
+def assert_no_overlap(b, where):
+    """At the window's width: neither the page nor the matches scroll
+    sideways, and in the copied share's line and each share cell the bar
+    and its words neither overlap nor leave their box."""
+    bad = b.js("""
+        const out = [];
+        const r = (e) => e.getBoundingClientRect();
+        const doc = document.documentElement;
+        if (doc.scrollWidth > doc.clientWidth) out.push('page wider than the window: ' + doc.scrollWidth);
+        const table = document.getElementById('matches').closest('.scroll');
+        if (table.scrollWidth > table.clientWidth + 1) out.push('the matches scroll sideways: ' + table.scrollWidth);
+        for (const line of document.querySelectorAll('#check-result .share-line')) {
+          const box = r(line.closest('td, dd'));
+          const [bar, words] = [r(line.children[0]), r(line.children[1])];
+          const apart = bar.right <= words.left + 0.5 || words.top >= bar.bottom - 0.5;
+          const inside = (q) => q.left >= box.left - 0.5 && q.right <= box.right + 0.5 &&
+            q.top >= box.top - 0.5 && q.bottom <= box.bottom + 0.5;
+          if (!apart || !inside(bar) || !inside(words))
+            out.push([line.textContent, JSON.stringify([bar, words, box])]);
+        }
+        return out;""")
+    check(not bad, "%s: overlap: %r", where, bad)
+
+
+@T.test
+def test_copied_share(srv, b):
+    """The copied share as a percentage with a bar, each source's share and
+    kind in words, as /check-original answers them: a splice of two
+    registered articles (paragraphs of each: a compilation, both sources
+    compiled) and an original quoting a registered article (its source
+    quoted, not evidence); at 1400 and 390 px without overlap. On a server
+    of its own (the other tests' registrations hold these texts too)."""
+    parts = (TEXTS["zh2"].split("\n\n")[:6], TEXTS["zh3"].split("\n\n")[-9:])
+    splice = "\n\n".join(parts[0] + parts[1])
+    host = TEXTS["en5"].split("\n\n")
+    run = "\n\n".join(TEXTS["en4"].split("\n\n")[1:4])
+    quoting = "\n\n".join(host[:7] + [run] + host[7:])
+    with Server(env={"NEARDUP_TOKEN": TOKEN}) as own:
+        for doc_id, name in (("zh-source-a", "zh2"), ("zh-source-b", "zh3"),
+                             ("en-quoted-source", "en4")):
+            status, reg = own.json("POST", "/check-original", {"id": doc_id, "register": True,
+                                                              "text": TEXTS[name]}, headers=AUTH)
+            check(status == 200 and reg["registered"], "register %s: %s %r", doc_id, status, reg)
+        b.d.get("http://127.0.0.1:%d/console/" % own.port)
+        enter_token(b)
+        for name, text, verdict, kinds in (
+                ("compilation", splice, "compilation", {"zh-source-a": "compiled",
+                                                        "zh-source-b": "compiled"}),
+                ("quoted", quoting, "original", {"en-quoted-source": "quoted"})):
+            check_through_page(b, text, keyboard=False)
+            ans = api_check(own, text)
+            page = json.loads(b.text("check-json"))
+            for key in ("verdict", "copied_share", "share_estimated", "matches"):
+                check(page[key] == ans[key], "%s: %s: page %r, API %r", name, key, page.get(key),
+                      ans.get(key))
+            check(ans["verdict"] == verdict and
+                  {m["id"]: m["kind"] for m in ans["matches"]} == kinds and
+                  all(m["share"] > 0 for m in ans["matches"]),
+                  "%s: %r", name, {k: ans.get(k) for k in ("verdict", "copied_share", "matches")})
+            got = assert_shares(b, ans, name)
+            print("     %s: %r; %s" % (name, got["copied"], ", ".join(
+                "%s %s %s" % (r["id"], r["kind"], r["share"]) for r in got["rows"])))
+            for w in (1400, 390):
+                b.d.set_window_size(w, 900)
+                time.sleep(0.2)
+                assert_no_overlap(b, "%s at %d px" % (name, w))
+                b.screenshot(name, w)
+            b.no_injection()
+    b.d.get(b.base + "/console/")
+    ensure_token(b)
 
 
 @T.test
