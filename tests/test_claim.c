@@ -67,9 +67,9 @@ static void names(void)
     CHECK(strcmp(nd_reprint_name(ND_REPRINT_ALLOW), "allow") == 0);
     CHECK(strcmp(nd_reprint_name(ND_REPRINT_FORBID), "forbid") == 0);
     CHECK(nd_reprint_name(ND_REPRINT_UNSET) == NULL);
-    CHECK(strcmp(nd_status_name(ND_STATUS_ACTIVE), "active") == 0);
-    CHECK(strcmp(nd_status_name(ND_STATUS_REVOKED), "revoked") == 0);
-    CHECK(strcmp(nd_status_name(ND_STATUS_SUPERSEDED), "superseded") == 0);
+    CHECK(strcmp(nd_status_name(ND_CLAIM_ACTIVE), "active") == 0);
+    CHECK(strcmp(nd_status_name(ND_CLAIM_REVOKED), "revoked") == 0);
+    CHECK(strcmp(nd_status_name(ND_CLAIM_SUPERSEDED), "superseded") == 0);
 }
 
 static void merge_makes_policy(void)
@@ -269,7 +269,7 @@ static void decide_edges(void)
 
     /* The earliest is revoked: not evidence; the next decides; all revoked:
      * publish. */
-    nd_claim c3[] = {claim(100, "a", forbid, ND_STATUS_REVOKED), claim(200, "b", allow, 0)};
+    nd_claim c3[] = {claim(100, "a", forbid, ND_CLAIM_REVOKED), claim(200, "b", allow, 0)};
     d = decide(c3, 2, "u", ND_REPRINT_ALLOW);
     CHECK(d.action == ND_ACTION_REPRINT && d.source == 1);
     d = decide(c3, 1, "u", ND_REPRINT_ALLOW);
@@ -334,9 +334,9 @@ static void decide_edges(void)
     nd_claim x = claim(1, "a", NULL, 0);
     CHECK(nd_claim_same_account(&x, S("a")) && !nd_claim_is_evidence(&x, S("a")));
     CHECK(!nd_claim_same_account(&x, NULL, 0) && nd_claim_is_evidence(&x, NULL, 0));
-    x.status = ND_STATUS_REVOKED;
+    x.status = ND_CLAIM_REVOKED;
     CHECK(!nd_claim_is_evidence(&x, S("b")));
-    x.status = ND_STATUS_SUPERSEDED; /* a later original: evidence still */
+    x.status = ND_CLAIM_SUPERSEDED; /* a later original: evidence still */
     CHECK(nd_claim_is_evidence(&x, S("b")) && !nd_claim_is_evidence(&x, S("a")));
 }
 

@@ -24,9 +24,9 @@ const char *nd_action_name(int action)
 
 const char *nd_status_name(int status)
 {
-    return status == ND_STATUS_REVOKED      ? "revoked"
-           : status == ND_STATUS_SUPERSEDED ? "superseded"
-                                            : "active";
+    return status == ND_CLAIM_REVOKED      ? "revoked"
+           : status == ND_CLAIM_SUPERSEDED ? "superseded"
+                                           : "active";
 }
 
 /* ---- the policy format: a request's fields made into a stored policy ---- */

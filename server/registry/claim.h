@@ -34,6 +34,7 @@
 #define ND_CLAIM_H
 
 #include "request.h"
+#include "store.h" /* enum nd_claim_status (the store owns it) */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -46,15 +47,6 @@ enum nd_reprint {
     ND_REPRINT_UNSET = 0, /* not given: the server's default applies */
     ND_REPRINT_ALLOW = 1,
     ND_REPRINT_FORBID = 2,
-};
-
-/* A claim's status (the store's ND_CLAIM_ACTIVE / _REVOKED /
- * _SUPERSEDED). A superseded claim is a later original of a text whose
- * earlier claim was restored: still evidence, as an active one. */
-enum nd_claim_status {
-    ND_STATUS_ACTIVE = 0,
-    ND_STATUS_REVOKED = 1,
-    ND_STATUS_SUPERSEDED = 2,
 };
 
 /* What the submitting account may do with the article. */
@@ -154,7 +146,7 @@ static inline bool nd_claim_same_account(const nd_claim *c, const char *account,
  * (the smallest registered_at_us), and nd_claim_action() its action. */
 static inline bool nd_claim_is_evidence(const nd_claim *c, const char *account, size_t account_len)
 {
-    return c->status != ND_STATUS_REVOKED && !nd_claim_same_account(c, account, account_len);
+    return c->status != ND_CLAIM_REVOKED && !nd_claim_same_account(c, account, account_len);
 }
 
 /* The decision of a check. */

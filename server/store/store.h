@@ -63,12 +63,14 @@ typedef struct nd_store nd_store;
 #define ND_EVENT_VALUE_MAX (64u << 10)     /* longest event value text, bytes */
 #define ND_EVENT_AT_MAX ((int64_t)1 << 62) /* latest event time, us */
 
-/* A claim's status (nd_record.status). */
-#define ND_CLAIM_ACTIVE 0
-#define ND_CLAIM_REVOKED 1
-#define ND_CLAIM_SUPERSEDED                                                                        \
-    2 /* a later original of a text whose earlier
-                               * claim was restored (still evidence) */
+/* A claim's status (nd_record.status; the registry's claim rule reads
+ * it too: claim.h). */
+enum nd_claim_status {
+    ND_CLAIM_ACTIVE = 0,
+    ND_CLAIM_REVOKED = 1,
+    ND_CLAIM_SUPERSEDED = 2, /* a later original of a text whose earlier claim
+                              * was restored (still evidence) */
+};
 
 /* The most records one amendment supersedes (nd_record.supersede). */
 #define ND_STORE_SUPERSEDE_MAX 256
