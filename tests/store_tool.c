@@ -23,6 +23,7 @@
  *     increasing times ending about now. Prints the rate.
  *
  * The store must not be held by a running neardupd (nd_store_open refuses). */
+#include "clock.h"
 #include "fingerprint.h"
 #include "registry.h"
 #include "sketch.h"
@@ -42,13 +43,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int64_t wall_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 static uint64_t mix64(uint64_t x)
@@ -278,7 +272,7 @@ static int cmd_fill(const char *dir, const char *count, const char *version)
         return 2;
     }
     nd_store *st = open_store(dir);
-    int64_t end_us = wall_us() - 1000000;
+    int64_t end_us = nd_clock_wall_us() - 1000000;
     double t0 = now_s();
     for (uint64_t i = 0; i < n; i++) {
         fill_rec b;

@@ -1,5 +1,6 @@
 /* log.c - JSON-lines logging to stderr. */
 #include "log.h"
+#include "clock.h"
 #include "fmt.h"
 #include "json.h"
 
@@ -45,9 +46,7 @@ bool nd_log_enabled(int level)
 
 int64_t nd_log_now_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return nd_clock_wall_us();
 }
 
 void nd_log_format_time(int64_t us, char out[32])

@@ -56,7 +56,8 @@ void nd_log_fields(int level, const char *fields, const char *fmt, ...)
  * one it can: 0000-01-01T00:00:00.000000Z or 9999-12-31T23:59:59.999999Z. */
 void nd_log_format_time(int64_t us, char out[32]);
 
-/* The server clock: UTC microseconds since the epoch (CLOCK_REALTIME). */
+/* The server clock: UTC microseconds since the epoch (CLOCK_REALTIME:
+ * nd_clock_wall_us(), clock.h). */
 int64_t nd_log_now_us(void);
 
 /* Writes len bytes (whole lines) to stderr with a single write(2), retrying

@@ -8,6 +8,7 @@
 #include "memo.h"
 #include "verdict_internal.h"
 #include "align.h"
+#include "clock.h"
 #include "fingerprint.h"
 #include "utf8.h"
 
@@ -69,20 +70,13 @@ enum change_phase {
     PHASE_DONE = 2,     /* done ran within the call: its caller finishes it */
 };
 
-static int64_t wall_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 void nd_reg_clock_raise(nd_registry *reg, int64_t at)
 {
     if (at > reg->beyond_us)
         reg->beyond_us = at;
     if (at <= reg->last_us)
         return;
-    int64_t cap = wall_us() + ND_REGISTRY_AHEAD_US;
+    int64_t cap = nd_clock_wall_us() + ND_REGISTRY_AHEAD_US;
     reg->last_us = at < cap ? at : cap;
 }
 
@@ -90,7 +84,7 @@ static int first_free(nd_registry *reg, int64_t at, int64_t *out);
 
 static int64_t clock_next(nd_registry *reg)
 {
-    int64_t now = wall_us();
+    int64_t now = nd_clock_wall_us();
     if (now <= reg->last_us)
         now = reg->last_us + 1; /* the clock went back, or two in one µs */
     int64_t free_at;
@@ -750,7 +744,7 @@ int nd_registry_check(nd_registry *reg, const nd_check_req *rq, const nd_questio
         rq->account_len > ND_ACCOUNT_MAX || rq->policy_len > ND_POLICY_MAX ||
         (rq->account_len && !rq->account) || (rq->policy_len && !rq->policy))
         return -EINVAL;
-    if (rq->registered_at_us > wall_us() + ND_REGISTRY_AHEAD_US)
+    if (rq->registered_at_us > nd_clock_wall_us() + ND_REGISTRY_AHEAD_US)
         return -ERANGE;
     if (rq->do_register)
         return check_register(reg, rq, q, qs, res, fn, arg);

@@ -4,6 +4,7 @@
  * of both, and reading them back (nd_store_events, nd_store_audit_of). */
 #include "lmdb_journals.h"
 #include "lmdb_feed.h"
+#include "clock.h"
 
 int nd_store_audit_subject(const char *value, size_t len, nd_json_scratch *scratch,
                            const char **doc, size_t *doc_len)
@@ -141,14 +142,6 @@ int lmdb_detections_drop(nd_store *st, MDB_txn *txn, const unsigned char *owner)
     return rc ? rc : drop_prefix(txn, st->detidx_dbi, owner);
 }
 
-/* Wall-clock time in us (the clock of audit times: nd_log_now_us()). */
-static int64_t wall_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Drops the oldest audit entries while there are more than
  * audit_max_entries or the oldest is older than audit_max_age_us, at most
  * budget of them, with their index entries. Returns 0 or the LMDB error. */
@@ -164,7 +157,7 @@ int lmdb_audit_trim(nd_store *st, MDB_txn *txn, size_t budget)
     if (rc || (rc = mdb_cursor_open(txn, st->audit_dbi, &cur)))
         return rc;
     uint64_t n = ms.ms_entries;
-    int64_t cutoff = age ? wall_us() - age : INT64_MIN;
+    int64_t cutoff = age ? nd_clock_wall_us() - age : INT64_MIN;
     MDB_val k, v;
     for (; budget > 0; budget--) {
         if ((rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST)))

@@ -5,6 +5,7 @@
 #include "json.h"
 #include "retention.h"
 #include "text_pack.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -529,14 +530,6 @@ static mem_journal *event_reserve(mem_store *ms, mem_ev *e)
     return journal_reserve(ms, e->ev.kind, e->ev.owner_at);
 }
 
-/* Wall-clock time in us (the clock of audit times: nd_log_now_us()). */
-static int64_t wall_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Drops the oldest audit entries of j beyond audit_max_entries or older
  * than audit_max_age_us, at most budget of them (as the LMDB store's
  * retention, counted per journal: the API keeps every audit entry in
@@ -545,7 +538,7 @@ static void audit_trim(mem_store *ms, mem_journal *j, size_t budget)
 {
     uint64_t max = ms->base.audit_max_entries;
     int64_t age = ms->base.audit_max_age_us;
-    int64_t cutoff = age ? wall_us() - age : INT64_MIN;
+    int64_t cutoff = age ? nd_clock_wall_us() - age : INT64_MIN;
     while ((max || age) && budget-- > 0 && journal_len(j) > 0 &&
            ((max && journal_len(j) > max) || j->ev[j->first]->ev.at_us < cutoff)) {
         if (j->ev[j->first]->has_doc)
@@ -598,7 +591,7 @@ static void feed_trim(mem_store *ms, size_t budget)
 {
     if (!ms->events_max_age_us)
         return;
-    int64_t cutoff = wall_us() - ms->events_max_age_us;
+    int64_t cutoff = nd_clock_wall_us() - ms->events_max_age_us;
     uint64_t hold = atomic_load(&ms->feed_hold);
     for (; budget > 0 && ms->feed_first < ms->feed_n; budget--) {
         mem_feed_ev *f = ms->feed[ms->feed_first];
