@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tests/quick.sh - the developer's loop after changing a file or two (issue
-# 57): builds (incrementally, in its own build directory), runs the unit
+# tests/quick.sh - the developer's loop after changing a file or two:
+# builds (incrementally, in its own build directory), runs the unit
 # suite and the integration tests of what changed, else a fast subset, and
 # ends with one line:
 #   quick: N passed, M failed in S s

@@ -245,7 +245,7 @@ static void test_overrides(void)
 }
 
 /* integrity.reordered: the code points of the override runs read in
- * another order (issue 51: G05 read them, but counted nothing). */
+ * another order (G05 read them, but counted nothing). */
 static uint32_t reordered(const char *t)
 {
     nd_normalizer *n = NULL;

@@ -26,7 +26,7 @@
  * changes nothing, a 404 of an id, a 403 on the document as held here, a
  * registration answered with the document its id holds or judged not
  * original on the documents held here (check.c). On a replica such an
- * answer may be stale (issue 51: a node behind answered a restore 200
+ * answer may be stale (a node behind once answered a restore 200
  * "active" 1.6 s after another node's revoke was acknowledged), so the
  * request first waits until this node holds the
  * stream's latest state (nd_replica_sync(), as a read at consistency

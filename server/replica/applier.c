@@ -235,7 +235,7 @@ static void fill_gap(nd_replica *r)
              * hold the entry: deleted by hand (nothing to apply), or not
              * there yet (a leader just elected that has not applied its
              * log to its copy). Passing over the second lost the entry on
-             * this node for good (issue 51: a policy change, its audit
+             * this node for good (a policy change, its audit
              * entry and its event, after this node was paused while the
              * stream's leader was stopped): passed over only when the
              * stream's leader, with its quorum, says it is gone. */

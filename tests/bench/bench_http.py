@@ -511,7 +511,7 @@ def run(args):
 
     def against_compare(key, what, cpu_target, rps_target):
         """This build against --compare (the fingerprint-only build, dc6c422)
-        in the same rounds, as issue 37 states its targets: server CPU per
+        in the same rounds, as the targets are stated: server CPU per
         request this / other, requests/s this / other."""
         other = key + "@other"
         if key not in med or other not in med:
@@ -526,7 +526,7 @@ def run(args):
                                                  else "not met")) if rps_target else ""))
 
     if args.compare:
-        print("\n# against --compare in the same rounds (issue 37's targets, with --compare "
+        print("\n# against --compare in the same rounds (the targets, with --compare "
               "the fingerprint-only build)")
         against_compare("off-reuseport", "/check-original register=off", 1.15, 0.9)
         against_compare("on-lg", "registrations, loadgen, fsync on", 1.5, None)

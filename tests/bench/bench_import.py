@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Day-one backfill speed: `neardup import` of N synthetic documents, then
-the server's start on the imported store (issue 13: >= 50k documents/s,
+the server's start on the imported store (the target: >= 50k documents/s,
 durable at the end; the start within the restart target).
 
     python3 tests/bench/bench_import.py [--n 10000000] [--build build]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Benchmark of replicated neardupd nodes on a NATS JetStream cluster
-(issue 14), in one run, next to a plain single node of the same build:
+"""Benchmark of replicated neardupd nodes on a NATS JetStream cluster,
+in one run, next to a plain single node of the same build:
 
     python3 tests/bench/bench_replicas.py [--build build] [--duration 10]
         [--clients 8] [--threads 2] [--warmup 1] [--no-sync] [--rounds 1]

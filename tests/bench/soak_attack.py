@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Soak under attack (issue 16): neardupd with a durable store serves normal
+"""Soak under attack: neardupd with a durable store serves normal
 clients for --minutes (10) while two kinds of attackers run alongside:
 
-- meta amplification (item 3): bodies of --max-body (4 MiB) whose "meta"
+- meta amplification: bodies of --max-body (4 MiB) whose "meta"
   is nested empty objects, as queries and as registrations without a
   token, one after the other from --meta-attackers processes;
-- clients that never read (item 4): --unread connections that pipeline
+- clients that never read: --unread connections that pipeline
   k=8 queries into a dense cluster (150 documents of one text with 16 KiB
   of meta each, written by store_tool: answers of about 1.65 MB) and never
   read; a connection the server closes is opened again.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Offline simulator of the two-stage verdict (issue 12), scored exactly as
+"""Offline simulator of the two-stage verdict, scored exactly as
 ../shared/eval/verdict.py scores a server, to choose the defaults quickly.
 
 It runs `neardup sketch --jsonl --anchors 64` once over the corpus and the

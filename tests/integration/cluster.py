@@ -1,5 +1,5 @@
 """A replicated neardup on loopback, for tests/integration/test_replicas.py and
-tests/bench/bench_replicas.py (issue 14; the contract of a replicated node:
+tests/bench/bench_replicas.py (the contract of a replicated node:
 its --nats, --stream, --node-name flags, GET /replica, /readyz):
 
 - NatsCluster: N nats-server processes (Debian's 2.9) forming one JetStream
@@ -442,7 +442,7 @@ class ReplicaHAProxy(HAProxyProcess):
         self.tmp = tmp
         self.src = cfg
         check(os.path.exists(cfg), "%s does not exist (the shipped HAProxy configuration "
-              "over replicated nodes, issue 14)", cfg)
+              "over replicated nodes)", cfg)
         with open(cfg) as f:
             shipped = f.read()
         self.sock = os.path.join(tmp, "haproxy-admin.sock")

@@ -1,4 +1,4 @@
-"""The checker of tests/integration/test_history.py (issue 51): a recorded
+"""The checker of tests/integration/test_history.py: a recorded
 history of concurrent operations on a replicated neardup, judged against
 the cluster's promises the way Jepsen judges one. Pure Python, standard
 library only; no process, no socket.

@@ -199,7 +199,7 @@ def world_readable_token_file_warns(srv):
 
 @T.test
 def group_readable_token_file_warns(srv):
-    """Issue 16, item 6: the group is other users too (only the world bit
+    """The group is other users too (only the world bit
     was checked); an owner-only file gets no warning."""
     for mode, warned in ((0o640, True), (0o440, True), (0o604, True), (0o600, False),
                          (0o400, False)):

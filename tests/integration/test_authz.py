@@ -174,7 +174,7 @@ def registration_needs_the_account():
         # An id registered already is its account's: bob may not register
         # it again (even with his own account), alice may (same answer);
         # with a meta it does not have, that is a conflict, not a drop
-        # (issue 57), once the right is granted.
+        # once the right is granted.
         status, body = register(srv, "a-1", TEXTS["en1"], "bob", who="bob")
         err = refused(status, body, "bob", "bob registers alice's id")
         check(err.get("id") == "a-1", err)

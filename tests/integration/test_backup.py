@@ -38,7 +38,7 @@ WORDS = ["".join(_WR.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(_WR.ran
 
 def text_of(tag, i):
     """A text of its own: pseudo-words drawn for (tag, i), far from every
-    other text (the verdict compares shingles, issue 12), then unique words."""
+    other text (the verdict compares shingles), then unique words."""
     rng = random.Random("%s-%d" % (tag, i))
     words = " ".join("%s%dw%d" % (tag, i, j) for j in range(40))
     return " ".join(rng.choice(WORDS) for _ in range(250)) + "\n" + words
@@ -46,7 +46,7 @@ def text_of(tag, i):
 
 def register(srv, conn, doc, text, meta):
     req = {"id": doc, "text": text, "register": True, "k": 0}
-    if meta is not None:  # a null meta is refused (issue 16 item 13)
+    if meta is not None:  # a null meta is refused
         req["meta"] = meta
     status, body = srv.json("POST", "/check-original", req, conn=conn)
     check(status == 200, "%s: %s %r", doc, status, body)

@@ -247,7 +247,7 @@ def meta_body(register, size, empty_objects=True):
 
 @T.test
 def meta_amplification(srv):
-    """Issue 16, item 3: a 4 MiB body of empty objects in "meta" cost 1.4 s
+    """A 4 MiB body of empty objects in "meta" cost 1.4 s
     of CPU and 310 MB of memory (a jansson node each) before it was refused
     as too large, for queries too and before the token was checked. Now a
     query ignores meta, a registration checks the token first and bounds
@@ -329,7 +329,7 @@ DELAY_MS = 15000  # each fsync while slow_disk_sheds_load's first commit is in f
 
 @T.test
 def slow_disk_sheds_load(srv):
-    """Suspected in issue 16, confirmed: with the store's queue full (a slow
+    """Suspected in a review, confirmed: with the store's queue full (a slow
     disk), nd_store_put() waited for room on the worker's loop, holding the
     registry's writer lock, so that loop answered nothing, not even
     /healthz, until the commit in flight ended (measured: 4.7 s of /healthz
@@ -855,9 +855,10 @@ def memory_stays_bounded(srv):
 
 @T.test
 def workflow_endpoints(srv):
-    """Issue 13's endpoints and fields against hostile input: bad JSON, wrong
-    types, oversized lists, bad cursors and limits, unknown ids, missing or
-    wrong tokens, wrong methods and media types: each a clear JSON error."""
+    """The originality workflow's endpoints and fields against hostile
+    input: bad JSON, wrong types, oversized lists, bad cursors and limits,
+    unknown ids, missing or wrong tokens, wrong methods and media types:
+    each a clear JSON error."""
     import tempfile
     tok = "badinput-token-0123456789abcdef"
     tmp = tempfile.mkdtemp(prefix="neardup-badinput-")

@@ -155,7 +155,7 @@ def test_compare():
               and out.get("kind") == "near_duplicate" and out.get("resemblance") == 1.0,
               f"integrity: {r.stdout!r}")
         # A Chinese text and its copy with a reading in brackets after its
-        # characters (issue 52): read alike, the readings counted.
+        # characters: read alike, the readings counted.
         zh = "原创文章的作者是谁，我们需要知道。这篇文章讲的是软件开发的历史与文化。" * 10
         noisy = ("原(yuán)创(chuàng)文(wén)章(zhāng)的(de)作者是谁，我们需要知道。"
                  "这篇文章讲的是软(ruǎn)件开(kāi)发的历史与文化。") * 10

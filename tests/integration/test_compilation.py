@@ -1,4 +1,4 @@
-"""How much of a text is someone else's (issue 52) against a real neardupd:
+"""How much of a text is someone else's against a real neardupd:
 the copied share, each source's share, and the verdicts below the
 partial-copy bar (lib/share.h, proto/sketch.md section 8).
 

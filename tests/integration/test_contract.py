@@ -5,7 +5,7 @@ by deploy/install-deps.sh --test, never by the server):
 - validator: @apidevtools/swagger-parser validates proto/openapi.yaml
   against the OpenAPI 3.1 schema; it must pass, and must fail on a copy
   whose info.license lost its identifier (the file as it was when the
-  validator refused it, issue 40);
+  validator refused it);
 - request schemas: no property of a request body carries `default` (a
   generator such as openapi-typescript makes such a field required);
 - generated client: openapi-typescript (default options) generates the

@@ -476,7 +476,7 @@ def second_server_on_same_data_refused(srv):
     check(status == 200)
 
 
-# ---- issue 13: policies, revocations and detections under kill -9 ----
+# ---- the workflow: policies, revocations and detections under kill -9 ----
 
 WF_CYCLES = int(os.environ.get("ND_CRASH_WF_CYCLES", "6"))
 
@@ -642,7 +642,7 @@ def workflow_kill_cycles(srv):
           "detections) lost=0" % (WF_CYCLES, acked), flush=True)
 
 
-# ---- issue 13: POST /import killed midway ----
+# ---- POST /import killed midway ----
 
 IMPORT_CYCLES = int(os.environ.get("ND_CRASH_IMPORT_CYCLES", "4"))
 

@@ -8,7 +8,7 @@
   of NEARDUP_LISTEN, a non-root user, and a termination grace period longer
   than NEARDUP_DRAIN_DELAY + NEARDUP_DRAIN_TIMEOUT;
 - the systemd units stop later than the drain of the environment file;
-- replicas (issue 14, proto/replication.md): `nats-server -t` accepts
+- replicas (proto/replication.md): `nats-server -t` accepts
   deploy/nats/nats-server.conf and the copy in the Kubernetes manifests
   (which keeps its settings), with routes to three servers;
   deploy/nats/nats-server.conf's clients, routes and store agree with
@@ -238,7 +238,7 @@ def systemd_units_outlast_the_drain():
 
 
 
-# -- replicas (issue 14) --
+# -- replicas --
 
 # The replication settings (proto/replication.md, "Settings").
 REPLICA_SETTINGS = ("NEARDUP_NATS", "NEARDUP_STREAM", "NEARDUP_STREAM_REPLICAS",

@@ -103,7 +103,7 @@ def invalid_fields_check(srv):
         ({"text": LONG, "meta": []}, "meta"),
         ({"text": LONG, "meta": "author"}, "meta"),
         ({"text": LONG, "id": "m1", "register": True, "meta": {"x": "y" * 20000}}, "meta"),
-        # null is a value of the wrong type, never "absent" (issue 16, item 13)
+        # null is a value of the wrong type, never "absent"
         ({"text": LONG, "meta": None}, "meta"),
         ({"text": LONG, "k": None}, "k"),
         ({"text": LONG, "id": None}, "id"),
@@ -119,7 +119,7 @@ def invalid_fields_check(srv):
         err = expect_error(status, body, 400, "invalid_field", field)
         check(field in err["message"], "message does not name %s: %r", field, err)
     # The longest id and the largest meta are accepted. An id counts
-    # characters, as JSON Schema's maxLength does (issue 16, item 14): 256
+    # characters, as JSON Schema's maxLength does: 256
     # of them whatever their UTF-8 size.
     status, body = post(srv, "/check-original", {"text": LONG, "id": "é" * 128,
                                                   "meta": {"x": "y" * 16000}})
@@ -151,7 +151,7 @@ def invalid_fields_check(srv):
 
 @T.test
 def k_as_integer_valued_number(srv):
-    """JSON Schema calls 3.0 an integer: so does k (issue 16, item 14)."""
+    """JSON Schema calls 3.0 an integer: so does k."""
     for raw in ("3.0", "30e-1", "0.3e1", "3E0", "8.000", "-0", "0.0e5", "0e999",
                 "1" + "0" * 45 + "e-45", "0." + "0" * 47 + "8e48"):
         status, body = post(srv, "/check-original",
@@ -176,7 +176,7 @@ def null_fields_refused(srv):
 @T.test
 def meta_round_trips(srv):
     """What a registration stores as meta is what every read shows, NUL
-    characters included (issue 16, item 13)."""
+    characters included."""
     meta = {"title": "a\u0000b", "nested": {"s": "\u0000", "list": [1, "x\u0000"]},
             "author": "李明"}
     status, body = post(srv, "/check-original", {"text": LONG, "id": "nul-1",

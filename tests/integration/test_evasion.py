@@ -263,7 +263,7 @@ def between_letters(text, ch, every):
 
 @T.test
 def reversed_under_override_found(srv):
-    """Audit G05: the text reversed under RLO was judged original; issue 51:
+    """Audit G05: the text reversed under RLO was judged original; later
     found, but integrity counted nothing."""
     register(srv, "en-src", TEXTS["en1"])
     register(srv, "zh-src", TEXTS["zh1"])
@@ -364,7 +364,7 @@ def code_points(text):
 
 @T.test
 def annotation_noise_found(srv):
-    """Issue 52: a copy with its Mandarin reading in brackets after most Han
+    """A copy with its Mandarin reading in brackets after most Han
     characters was judged original (pinyin 1.0 % on the dev set)."""
     src = TEXTS["zh1"]
     register(srv, "zh-src", src)

@@ -3,7 +3,7 @@ entries travel in the stream like every other write, so every node holds
 the same feed, event for event (same seq, id, type, time and data), also
 after a node is killed with kill -9 while checks are running and comes
 back, and after a node read entries directly from a NATS server that
-answered "no message found" for them (issue 51: it passed over them).
+answered "no message found" for them (it passed over them).
 Three NATS servers and three nodes on loopback (cluster.py)."""
 
 import json
@@ -156,7 +156,7 @@ def gap_fills(srv):
 
 @T.test
 def entry_not_found_not_passed_over():
-    """Issue 51 (test_history): one node's feed lacked a policy.changed event
+    """Found by test_history: one node's feed lacked a policy.changed event
     the others have (its records equal: later changes covered the record).
     The node, behind after a pause, read the entry directly from the stream
     (its consumer's server stopped: a gap fill) while the stream's leader was

@@ -1,4 +1,4 @@
-"""HTTP/1.1 framing on raw sockets (issue 16, items 7-12): a proxy in front
+"""HTTP/1.1 framing on raw sockets: a proxy in front
 of neardupd reuses connections, so any request whose boundaries the two
 read differently is a smuggling hole.
 

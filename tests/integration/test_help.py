@@ -1,5 +1,5 @@
 """`neardupd --help` lists every endpoint, one line each (method and path),
-and the token roles (issue 57, item 5): its endpoints are exactly the paths
+and the token roles: its endpoints are exactly the paths
 and methods of proto/openapi.yaml (HEAD folded into GET, as the help says;
 a redirect the contract does not list aside), and every role a token file
 takes. test_api checks the same list against the route table in process;

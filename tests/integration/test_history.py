@@ -1,4 +1,4 @@
-"""The cluster's promises checked as Jepsen checks them (issue 51): a recorded
+"""The cluster's promises checked as Jepsen checks them: a recorded
 history of concurrent operations under faults, judged by a model
 (tests/integration/history_check.py; its own tests:
 test_history_check.py).

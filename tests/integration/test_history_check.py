@@ -1,5 +1,5 @@
 """The checker of test_history (tests/integration/history_check.py) tested on
-hand-made histories (issue 51): one that keeps every promise, with
+hand-made histories: one that keeps every promise, with
 indeterminate operations that may or may not have happened, is valid; each
 rule rejects the histories made to break it, and only the rule broken says
 so where the fault touches one rule. The CLI judges a file and a tampered

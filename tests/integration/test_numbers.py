@@ -1,4 +1,4 @@
-"""Numbers printed the same everywhere (issue 57, item 3): a figure of a
+"""Numbers printed the same everywhere: a figure of a
 copy detected is the same bytes in the /check-original answer, on a
 GET /events page and in the webhook body that tells of it (0.958, never
 0.95799999999999996 where jansson re-wrote it); a registration's meta

@@ -44,7 +44,7 @@ SHAPE_ONLY = {
     "features": lambda v: isinstance(v, int) and v >= 0,
     "distance": lambda v: isinstance(v, int) and 0 <= v <= 64,
     "similarity": lambda v: isinstance(v, (int, float)) and 0 <= v <= 1,
-    # estimates of the sketch (issue 12): their exact values follow the
+    # estimates of the sketch: their exact values follow the
     # sketch's parameters; test_verdict checks them against the texts
     "resemblance": lambda v: isinstance(v, (int, float)) and 0 <= v <= 1,
     "containment": lambda v: isinstance(v, (int, float)) and 0 <= v <= 1,
@@ -53,12 +53,12 @@ SHAPE_ONLY = {
     "message": lambda v: isinstance(v, str) and v,
     "line": lambda v: isinstance(v, int),
     "column": lambda v: isinstance(v, int),
-    # issue 13: journal times and opaque cursors
+    # journal times and opaque cursors
     "detected_at": lambda v: isinstance(v, str) and RFC3339_US.match(v),
     "at": lambda v: isinstance(v, str) and RFC3339_US.match(v),
     "next_cursor": lambda v: v is None or (isinstance(v, str) and v),
     "seconds": lambda v: isinstance(v, (int, float)) and v >= 0,  # POST /import
-    # GET /replica (issue 14): whatever the examples before it registered
+    # GET /replica: whatever the examples before it registered
     "documents": lambda v: isinstance(v, int) and v >= 0,
     "digest": lambda v: isinstance(v, str) and HEX16.match(v),
 }
@@ -212,7 +212,7 @@ def replay_one(srv, path, item, method, op, want_status, ctype, schema, name, ex
 def examples_validate(srv):
     """Every valid example validates against its schema, every negative one
     does not: a schema-driven tester that takes the spec's examples as valid
-    requests gets only valid ones (issue 16, item 14)."""
+    requests gets only valid ones."""
     counts = {"valid": 0, "negative": 0, "responses": 0}
     for path, item, method, op in operations():
         body = resolve(op.get("requestBody", {}))
@@ -270,7 +270,7 @@ def example_sites(node, where="#"):
 
 @T.test
 def every_example_validates(srv):
-    """Issue 57: besides the request and response examples above, every
+    """Besides the request and response examples above, every
     example anywhere in the file validates against its schema (a negative
     one does not): the singular `example` of a media type, the examples of
     query and header parameters and of response headers, the `examples` of
@@ -323,8 +323,8 @@ def examples_replay(srv):
           "%(shared)d shared" % counts)
     check(counts["replayed"] >= 20, counts)
     # a shared response marked x-replay: false (storage_full) counts once per
-    # operation that refers to it: 8 before issue 13's six operations; and
-    # GET /replica's replicated example (issue 14: test_replicas checks it);
+    # operation that refers to it: 8 before the workflow's six operations; and
+    # GET /replica's replicated example (test_replicas checks it);
     # GET /events refers to it too; GET /webhooks' retrying and the
     # resume's 202 need a subscription and a receiver (test_webhooks checks
     # both); and POST /compare's 413 (BodyTooLarge, shared) and 409
@@ -347,7 +347,7 @@ def schema_and_server_agree(srv):
     bodies and of the path id. A request the schema calls valid is accepted
     (2xx, or 404/409/422), one it calls invalid is refused with 400, and
     every JSON answer validates against the documented schema of its status
-    (issue 16, items 13 and 14: null fields, k 3.0, id length in
+    (null fields, k 3.0, id length in
     characters, control characters in path ids, register without id)."""
     check_schema = resolve({"$ref": "#/components/schemas/CheckRequest"})
     fp_schema = SPEC["paths"]["/fingerprint"]["post"]["requestBody"]["content"][

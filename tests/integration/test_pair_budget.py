@@ -1,4 +1,4 @@
-"""Passages within a read budget (audit 2026-12-07 G02, issue 51).
+"""Passages within a read budget (audit 2026-12-07 G02).
 
 A check pairs its listed matches with their kept texts (their passages on
 both sides), and POST /compare with id_b pairs its text with one: both read

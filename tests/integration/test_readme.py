@@ -1,4 +1,4 @@
-"""README.md's examples run, and say what the server says (issue 57).
+"""README.md's examples run, and say what the server says.
 
 Every ```sh block of README.md is run, in order, in one bash session against a
 real neardupd on a free loopback port, unless an HTML comment right before it

@@ -1,4 +1,4 @@
-"""Replicas on a NATS JetStream cluster (issue 14; the contract:
+"""Replicas on a NATS JetStream cluster (the contract:
 /work/bench/replica_contract.md, proto/openapi.yaml's /replica and /readyz).
 
 Each test gets its own set-up on loopback (tests/integration/cluster.py): a
@@ -39,15 +39,15 @@ and log target substituted) in front of the three.
 - no_stale_unchanged: a restore that changes nothing, a 404 and a 403
   are not answered from a node's stale state (no stream entry fences them):
   on a node cut off and behind they answer 503; back in the stream, on the
-  stream's latest state (issue 51).
+  stream's latest state.
 - no_stale_registration: a registration answered without a write (the id
   registered already; a near-duplicate of a document deleted or revoked
   elsewhere) is not decided on a node's stale state: cut off and behind,
-  503; back in the stream, original and registered (issue 51).
+  503; back in the stream, original and registered.
 - no_stale_forbidden: the 403 of a registration of an id whose document
   the caller may not change is not decided on a node's stale state (the
   document deleted elsewhere): cut off and behind, 503; back in the
-  stream, registered for the caller (issue 51).
+  stream, registered for the caller.
 - isolation: the NATS server of one node is stopped (SIGSTOP; one that
   leads neither the stream nor the meta group and, when there is one, holds
   the consumer through which ANOTHER node tails the stream): within
@@ -1062,7 +1062,7 @@ def claim_status(record):
 
 @T.test
 def no_stale_unchanged(cl):
-    """Issue 51 (test_history): a restore or revoke that changes nothing, a
+    """Found by test_history: a restore or revoke that changes nothing, a
     404 and a 403 write no stream entry, so no expected-sequence check fences
     them; a node behind answered them from its local state (a restore 200
     "active" 1.6 s after another node's revoke was acknowledged: the claim
@@ -1143,7 +1143,7 @@ def no_stale_unchanged(cl):
 
 @T.test
 def no_stale_registration(cl):
-    """Issue 51: a registration that writes nothing (the id registered
+    """A registration that writes nothing (the id registered
     already, answered existing; judged not original on a document held
     here) had no expected-sequence check fencing it, so a node behind
     decided it on its local state: a 200 naming as evidence a document

@@ -1,4 +1,4 @@
-"""No silent drops (issue 57, item 4): registering an id again with its
+"""No silent drops: registering an id again with its
 text but another account (or none where there was one), or a meta other
 than the document's, is 409 id_conflict naming the field that differs
 (account, meta; another text names text), and the document stays as it

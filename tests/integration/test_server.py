@@ -244,7 +244,7 @@ def matches_sorted_and_k(srv):
 @T.test
 def default_k_is_3(srv):
     """k is the SimHash radius of stage 1; the passage (anchor) index finds
-    the rest (issue 12). With it off (--max-verify 0), only k decides which
+    the rest. With it off (--max-verify 0), only k decides which
     documents are candidates."""
     base = ZH[4] + "默认半径测试。"
     a = new_id()
@@ -297,7 +297,7 @@ def document_get_delete(srv):
 
 @T.test
 def consistency_on_a_single_node(srv):
-    """consistency (issue 14) is for replicas; a single node is always at its
+    """consistency is for replicas; a single node is always at its
     latest state: "latest" answers as "local", anything else is 400."""
     i = new_id("latest")
     text = ZH[2] + "一致性测试。" * 3

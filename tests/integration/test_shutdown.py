@@ -274,7 +274,7 @@ def answer_of(conn, method, path, body=None):
 
 @T.test
 def waiting_request_at_the_drain_deadline(srv):
-    """Issue 16, item 2: fsync slowed to 2.5 s, --drain-timeout 1. X is
+    """Fsync slowed to 2.5 s, --drain-timeout 1. X is
     being registered (its commit is slow), DELETE X waits behind it, then
     SIGTERM: the drain deadline passes with both in flight. The old
     teardown closed (freed) the store, then ran the queued tasks: X's
@@ -318,7 +318,7 @@ def waiting_request_at_the_drain_deadline(srv):
 
 @T.test
 def keepalive_requests_around_the_drain_check(srv):
-    """Issue 16, item 2, the race without the timeout: keep-alive clients
+    """The race without the timeout: keep-alive clients
     keep registering and deleting the same few ids (so that requests wait
     behind each other) with a slow fsync while SIGTERM arrives; requests
     dispatched after the drain check found nothing in flight must not

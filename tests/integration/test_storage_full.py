@@ -37,7 +37,7 @@ WORDS = ["".join(_WR.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(_WR.ran
 
 def doc_text(i):
     """Document i: ~2 KB of pseudo-words, far from every other one (the
-    verdict compares shingles, issue 12: edits of a few shared bases would be
+    verdict compares shingles: edits of a few shared bases would be
     near duplicates of each other and never registered)."""
     rng = random.Random(i)
     return " ".join(rng.choice(WORDS) for _ in range(300)) + " #%d" % i * 40

@@ -1,4 +1,4 @@
-"""Clients that do not read their answers (issue 16, item 4): an answer can
+"""Clients that do not read their answers: an answer can
 be about 100 matches x 16 KiB of meta = 1.65 MB, and 300 connections that
 sent k=8 queries into a dense cluster of such documents and never read took
 the server from 13 to 559 MB. Now a connection whose reply stays unwritten

@@ -1,9 +1,9 @@
 """The verdict of /check-original against a real neardupd.
 
-Issue 12: each verdict kind (identical, near duplicate with a footer, a
+Each verdict kind (identical, near duplicate with a footer, a
 partial copy with its passages checked against the texts, original), the
 same after a restart (LMDB store), a partial copy never registered.
-Issue 16: a registration still waiting for its commit is never evidence
+A registration still waiting for its commit is never evidence
 (an LD_PRELOAD shim slows fsync, then fails the commit); the verdict is
 exact however many documents lie within k (more than the 1,024 nearest).
 """
@@ -50,7 +50,7 @@ def ids_of(body):
     return [m["id"] for m in body["matches"]]
 
 
-# -- issue 12: the verdict kinds --
+# -- the verdict kinds --
 
 FOOTER = "\n\n转载请注明出处。本文首发于某某技术社区，作者保留所有权利，未经许可不得转载。"
 
@@ -144,7 +144,7 @@ def english_verdicts_in_memory():
         check_kinds(srv, (a_text, other))
 
 
-# -- issue 16 item 1: pending registrations are never evidence --
+# -- pending registrations are never evidence --
 
 @T.test
 def pending_never_evidence():
@@ -240,7 +240,7 @@ def pending_then_committed_is_evidence():
               and ids_of(bb) == ["A"], "B: %r", bb)
 
 
-# -- issue 16 item 5: the verdict is exact past the 1,024 nearest --
+# -- the verdict is exact past the 1,024 nearest --
 
 def flip(h_hex, bits):
     v = int(h_hex, 16)

@@ -1,4 +1,4 @@
-"""The originality workflow of issue 13, walked against the real neardupd
+"""The originality workflow, walked against the real neardupd
 (LMDB, a token file of two named tokens): accounts (an author's own
 re-post is original), reprint policies and the action of every verdict
 (publish, publish_as_reprint with its source, block; whitelists with

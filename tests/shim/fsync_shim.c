@@ -1,6 +1,6 @@
 /* fsync_shim.c - an LD_PRELOAD library that makes fsync(2) and fdatasync(2)
  * slow or failing on demand, for tests of what the server does while a
- * commit is in flight or after one failed (issue 16).
+ * commit is in flight or after one failed.
  *
  * Controlled at run time through two files whose paths come from the
  * environment, so a test can switch the behaviour while the server runs:
