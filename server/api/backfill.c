@@ -106,6 +106,8 @@ void nd_backfill_write_event(nd_reply *w, const nd_import_event *ev)
             nd_reply_string(w, ev->source, ev->source_len);
         else
             nd_reply_null(w);
+        nd_reply_key(w, "copied_share");
+        nd_reply_fraction(w, ev->copied_share);
     } else {
         nd_reply_key(w, "code");
         nd_reply_plain(w, ev->code, strlen(ev->code));

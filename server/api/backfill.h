@@ -31,7 +31,8 @@ void nd_backfill_stop(nd_backfill *bf);
 /* Frees bf after nd_backfill_stop(); NULL is allowed. */
 void nd_backfill_destroy(nd_backfill *bf);
 
-/* Writes one event of an import (a duplicate: {"line","id","source"}; a
+/* Writes one event of an import (a duplicate: {"line","id","source",
+ * "copied_share"}, the share as /check-original writes it; a
  * refused line: {"line","id","code","message"}) as a value with w; the
  * answer's "events" items and the lines `neardup import` prints. */
 void nd_backfill_write_event(nd_reply *w, const nd_import_event *ev);

@@ -715,7 +715,8 @@ static void conclude(import_ctx *c, prep *pr, nd_check_res *res, int rc, nd_impo
                               .id = pr->rq.id,
                               .id_len = pr->rq.id_len,
                               .source = s ? nd_doc_id(s) : NULL,
-                              .source_len = s ? s->id_len : 0};
+                              .source_len = s ? s->id_len : 0,
+                              .copied_share = res->copied_share};
         emit(c, pr, &ev);
     } else if (rc == -EEXIST) {
         report_error(c, pr, out, "id_conflict", nd_conflict_message(res->conflict));

@@ -102,6 +102,8 @@ typedef struct nd_import_event {
     size_t id_len;
     const char *source; /* duplicate: the source's id (borrowed) */
     size_t source_len;
+    double copied_share; /* duplicate: nd_check_res.copied_share, as
+                          * /check-original answers it for the text */
     const char *code;    /* error: "invalid_json", "invalid_field", "text_too_short",
                           * "id_conflict", "storage_unavailable", ... */
     const char *message; /* error: for people */

@@ -10,6 +10,7 @@ struct nd_pair_scratch {
     nd_sk_scratch *sks; /* B's tokens */
     nd_sk_scratch *ska; /* A's, for nd_pair_hold_a() (created on first use) */
     nd_anchors ska_anchors[2];
+    nd_sketch ska_sketch[2];
     bool holds_a;
     nd_aligner *al;
     nd_align_segment seg[ND_PAIR_PASSAGES];
@@ -179,15 +180,19 @@ size_t nd_pair_marks_overlap(const nd_pair_scratch *s, unsigned i, unsigned j)
     return c;
 }
 
-int nd_pair_hold_a(nd_pair_scratch *s, const nd_sketcher *sk, const char *a, size_t la)
+int nd_pair_hold_a(nd_pair_scratch *s, const nd_sketcher *sk, const char *a, size_t la,
+                   const nd_sk_scratch **out)
 {
     s->holds_a = false;
     if (!s->ska && nd_sk_scratch_create(&s->ska) < 0)
         return -ENOMEM;
     int rc = nd_sketch_query(sk, s->ska, a, la, s->ska_anchors, ND_ANCHORS_QUERY, NULL);
+    if (rc >= 0) /* readies its passages (nd_sketch_passages()) */
+        rc = nd_sketch_query_finish(s->ska, s->ska_sketch);
     if (rc < 0)
         return rc;
     s->holds_a = true;
+    *out = s->ska;
     return 0;
 }
 

@@ -112,11 +112,14 @@ size_t nd_pair_unique_marks(const nd_pair_scratch *s, unsigned slot, const bool 
  * for different texts or modes). */
 size_t nd_pair_marks_overlap(const nd_pair_scratch *s, unsigned i, unsigned j);
 
-/* Tokenizes A's text a[0..la) with both modes into s's own A scratch, for
- * nd_pair_align(a = NULL): a caller whose scratch no longer holds A (an
- * import line judged after its batch was sketched). Returns 0, -EILSEQ or
- * -ENOMEM. */
-int nd_pair_hold_a(nd_pair_scratch *s, const nd_sketcher *sk, const char *a, size_t la);
+/* Tokenizes A's text a[0..la) with both modes into s's own A scratch and
+ * sketches it, as a check's question does, for a caller whose scratch no
+ * longer holds A (an import line judged after its batch was sketched):
+ * *out gets that scratch (borrowed from s, valid until s holds another A),
+ * ready for nd_pair_align(), nd_pair_passages() and nd_sketch_passages();
+ * nd_pair_align(a = NULL) reads it too. Returns 0, -EILSEQ or -ENOMEM. */
+int nd_pair_hold_a(nd_pair_scratch *s, const nd_sketcher *sk, const char *a, size_t la,
+                   const nd_sk_scratch **out);
 
 /* The passages of the text A last asked with t (its tokens in t->sks,
  * both modes: nd_question_make()) found in the registered text b[0..lb),

@@ -402,6 +402,28 @@ static void third_to_memo(nd_memo *memo, const nd_check_res *res, const nd_match
     nd_memo_put_third(memo, &t);
 }
 
+/* The query's text and its length: the request's, or (an import line,
+ * whose request gave its text up) the scratch's. */
+static const char *query_text(const nd_check_req *rq, const nd_question_scratch *qs, size_t *len)
+{
+    *len = rq->text ? rq->text_len : qs->text_len;
+    return rq->text ? rq->text : qs->text;
+}
+
+/* Gives qs the query's tokens for passages when it has none (an import
+ * line: its tokens went with its batch): its text tokenized again into
+ * the third stage's scratch, once per check and only when a stage needs
+ * them. Returns 0 (qs->passages still NULL without a third stage's
+ * scratch) or -EILSEQ / -ENOMEM. */
+static int query_tokens(const nd_check_req *rq, nd_question_scratch *qs)
+{
+    if (qs->passages || !qs->third || !qs->sk)
+        return 0;
+    size_t len;
+    const char *text = query_text(rq, qs, &len);
+    return nd_pair_hold_a(qs->third, qs->sk, text, len, &qs->passages);
+}
+
 /* Stage 3: the best ND_REWRITE_CANDIDATES gray candidates of m[0..n)
  * (kind none, committed, gray(): MF_GRAY) read from their
  * kept texts and aligned with the query. A candidate that the rule calls
@@ -413,7 +435,7 @@ static void third_to_memo(nd_memo *memo, const nd_check_res *res, const nd_match
  * rewrites) still count for each. A text not kept (or not readable) is
  * left as it was. Sets res->aligned. Returns 0 or -ENOMEM. */
 static int third_stage(nd_registry *reg, const nd_check_req *rq, const nd_question *q,
-                       const nd_question_scratch *qs, nd_check_res *res, nd_match *m, size_t n)
+                       nd_question_scratch *qs, nd_check_res *res, nd_match *m, size_t n)
 {
     size_t pick[ND_REWRITE_CANDIDATES], np = 0;
     for (size_t i = 0; i < n; i++) {
@@ -435,13 +457,10 @@ static int third_stage(nd_registry *reg, const nd_check_req *rq, const nd_questi
         picked[k] = m[pick[k]].doc;
     if (res->memo && third_from_memo(res->memo, res, m, pick, picked, np))
         return 0;
+    int hold = query_tokens(rq, qs);
+    if (hold < 0)
+        return hold == -ENOMEM ? hold : 0;
     third_ctx c = {.pair = qs->third, .sk = qs->sk, .a = qs->passages};
-    if (!c.a) { /* the query's tokens are gone: tokenize it again */
-        int rc = qs->text ? nd_pair_hold_a(qs->third, qs->sk, qs->text, qs->text_len)
-                          : nd_pair_hold_a(qs->third, qs->sk, rq->text, rq->text_len);
-        if (rc < 0)
-            return rc == -ENOMEM ? rc : 0;
-    }
     /* The order of the tries: the most evenly shared first (the smallest
      * max gap), then as picked. */
     size_t order[ND_REWRITE_CANDIDATES];
@@ -615,7 +634,9 @@ static int exact_passages(nd_registry *reg, const nd_check_req *rq, const nd_que
     if (below < 2 && !(below && reg->opts.share.min_quote_share < 1.0))
         return 0;
     nd_pair_budget budget;
-    nd_pair_budget_init(&budget, rq->text_len);
+    size_t text_len;
+    query_text(rq, qs, &text_len);
+    nd_pair_budget_init(&budget, text_len);
     exact_ctx c = {.qt = {.sk = qs->sk, .sks = (nd_sk_scratch *)qs->passages, .pair = qs->third},
                    .ps = qs->third,
                    .budget = &budget};
@@ -684,8 +705,8 @@ static int share_step(nd_registry *reg, const nd_check_req *rq, const nd_questio
             cand[at] = cand[at - 1];
         cand[at] = i;
     }
-    const char *text = rq->text ? rq->text : qs->text;
-    size_t text_len = rq->text ? rq->text_len : qs->text_len;
+    size_t text_len;
+    const char *text = query_text(rq, qs, &text_len);
     uint32_t cp = text ? code_points(text, text_len) : 0;
     nd_passage cspans[ND_SHARE_READ_MAX][ND_SHARE_SPANS_MAX];
     size_t ncspans[ND_SHARE_READ_MAX] = {0}, source_of[ND_SHARE_READ_MAX], nread = 0;
@@ -887,6 +908,37 @@ static void decide(const nd_registry *reg, const nd_check_req *rq, nd_doc *sourc
     res->source = doc_ref(source);
 }
 
+/* Whether stages 2 and 3 leave x below the bar holding a source's share
+ * (share.h: --min-source-share). */
+static bool below_bar(const nd_registry *reg, const nd_match *x)
+{
+    return nd_share_on(&reg->opts.share) && x->kind == ND_MATCH_NONE &&
+           x->containment >= reg->opts.share.min_source_share;
+}
+
+/* A containment (the query's shingles, sampled) may understate the share
+ * its passages give (code points, short gaps bridged): the sources below
+ * the bar are taken as pieces from this part of a share's threshold. */
+#define PIECE_SLACK 0.5
+
+/* Whether the sources below the bar among m[0..n) (pending ones too)
+ * that could be evidence may make a compilation or a quotation: the sum
+ * of their containments (a bound on their union) reaches min_copied_share,
+ * or one reaches min_quote_share, each times PIECE_SLACK. */
+static bool may_piece(const nd_registry *reg, const nd_check_req *rq, const nd_match *m, size_t n)
+{
+    const nd_share_params *p = &reg->opts.share;
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!below_bar(reg, &m[i]) || !is_evidence(m[i].doc, rq))
+            continue;
+        if (m[i].containment >= PIECE_SLACK * p->min_quote_share)
+            return true;
+        sum += m[i].containment;
+    }
+    return sum >= PIECE_SLACK * p->min_copied_share;
+}
+
 /* Answers a check: candidates from the SimHash index within k and from the
  * anchor index, each verified with the sketches (stage 2); res->matches
  * gets the verified documents: live ones (a document waiting for its first
@@ -909,6 +961,8 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
 {
     uint64_t simhash = q->simhash;
     unsigned max_verify = reg->opts.max_verify;
+    /* qs, given the query's tokens when a stage needs them (query_tokens()) */
+    nd_question_scratch own = qs ? *qs : (nd_question_scratch){.sketch = NULL};
     nd_index_hit *hits, *heap_hits;
     long nh = query_all(reg, simhash, rq->k, res, &hits, &heap_hits);
     if (nh < 0)
@@ -1014,16 +1068,16 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
     if (verify)
         rc = rc ? rc : verify_all(reg, q, qs, res, m, keys, n, third ? &gray : NULL, &rest);
     if (third && rc == 0)
-        rc = third_stage(reg, rq, q, qs, res, m, n);
+        rc = third_stage(reg, rq, q, &own, res, m, n);
     else if (!verify)
         for (size_t i = 0; i < n; i++)
             m[i].kind = ND_MATCH_NEAR_DUPLICATE;
     /* What stages 2 and 3 leave below the bar holding a source's share:
      * listed for now (the share step decides its kind). */
-    if (verify && rc == 0 && nd_share_on(&reg->opts.share))
+    bool pieces = verify && rc == 0 && may_piece(reg, rq, m, n);
+    if (verify && rc == 0)
         for (size_t i = 0; i < n; i++)
-            if (m[i].kind == ND_MATCH_NONE && !(m[i].flags & MF_PENDING) &&
-                m[i].containment >= reg->opts.share.min_source_share)
+            if (below_bar(reg, &m[i]) && !(m[i].flags & MF_PENDING))
                 m[i].kind = ND_MATCH_QUOTED;
     /* Keep the verified matches, marked; note a pending document that
      * would be evidence. */
@@ -1043,6 +1097,12 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
         /* A gray-zone candidate waiting for its first commit has no kept
          * text to align yet: wait for it too, as for pending evidence. */
         if (third && rc == 0 && !pending && (m[i].flags & MF_PENDING) && (m[i].flags & MF_GRAY) &&
+            is_evidence(d, rq))
+            pending = d;
+        /* And for a source below the bar when those could make a
+         * compilation or a quotation: the share step counts committed ones
+         * only (an import's splice judged right behind its sources). */
+        if (pieces && !pending && (m[i].flags & MF_PENDING) && below_bar(reg, &m[i]) &&
             is_evidence(d, rq))
             pending = d;
         if (!verified || (m[i].flags & MF_PENDING)) {
@@ -1065,8 +1125,8 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
     free(heap_keys);
     res->copied_share = 0;
     res->share_estimated = res->share_counted = false;
-    if (rc == 0 && n && qs && qs->passages && qs->sketch)
-        rc = share_step(reg, rq, qs, res, m, n, nev > 0);
+    if (rc == 0 && n && qs && qs->sketch && (rc = query_tokens(rq, &own)) == 0 && own.passages)
+        rc = share_step(reg, rq, &own, res, m, n, nev > 0);
     if (rc < 0) {
         for (size_t i = 0; i < n; i++) /* kept ones (the share step failed) */
             nd_doc_release(m[i].doc);

@@ -80,7 +80,8 @@ def parse_output(stdout):
     check(set(summary) == SUMMARY_KEYS, "summary fields: %r", summary)
     events = lines[:-1]
     for ev in events:
-        check(set(ev) in ({"line", "id", "source"}, {"line", "id", "code", "message"}),
+        check(set(ev) in ({"line", "id", "source", "copied_share"},
+                          {"line", "id", "code", "message"}),
               "event fields: %r", ev)
     return events, summary
 
@@ -239,6 +240,15 @@ def expected_summary(expect):
             "errors": kinds.count("error"), "detections": n_dup}
 
 
+def check_duplicate(ev, n, e):
+    """The event of a duplicate ("duplicate", id, source) on line n, with
+    the part of its text copied."""
+    share = ev.get("copied_share")
+    check(isinstance(share, (int, float)) and 0 < share <= 1, "line %d: copied_share %r", n, share)
+    check(ev == {"line": n, "id": e[1], "source": e[2], "copied_share": share},
+          "line %d: %r, wanted duplicate of %s", n, ev, e[2])
+
+
 def check_events(events, expect, order=None):
     """Events: exactly the duplicates and refused lines expected, in the
     order the lines are judged (registered_at order, lines without a valid
@@ -250,8 +260,7 @@ def check_events(events, expect, order=None):
     for n, ev in got.items():
         e = expect[n]
         if e[0] == "duplicate":
-            check(ev == {"line": n, "id": e[1], "source": e[2]},
-                  "line %d: %r, wanted duplicate of %s", n, ev, e[2])
+            check_duplicate(ev, n, e)
         else:
             check(ev.get("code") == e[2] and ev.get("id") == e[1],
                   "line %d: %r, wanted error %s id %r", n, ev, e[2], e[1])
@@ -413,7 +422,7 @@ def copy_of_a_pending_source_keeps_order():
           "events for lines %s, wanted %s", [ev["line"] for ev in events], [n for n, _ in want])
     for ev, (n, e) in zip(events, want):
         if e[0] == "duplicate":
-            check(ev == {"line": n, "id": e[1], "source": e[2]}, "line %d: %r", n, ev)
+            check_duplicate(ev, n, e)
         else:
             check(ev.get("code") == e[2] and ev.get("id") == e[1], "line %d: %r", n, ev)
     with Server(data_dir=data) as srv:
@@ -962,6 +971,90 @@ def post_import_while_loading():
     finally:
         srv.cleanup()
         shutil.rmtree(data, ignore_errors=True)
+
+
+# ---- 6. copied_share: what /check-original says of the same text ----
+
+def lead(name, want):
+    """The first paragraphs of TEXTS[name] making up at least want code
+    points."""
+    out = []
+    for part in TEXTS[name].split("\n\n"):
+        out.append(part)
+        if len("\n\n".join(out)) >= want:
+            break
+    return "\n\n".join(out)
+
+
+def share_archive():
+    """The sources (three zh and one en article, each its own account and
+    time), then a splice of three of them, a near duplicate of the fourth
+    and an unrelated article. Returns (the sources' lines, the copies'
+    lines): dicts with id, text, account, registered_at."""
+    t0 = us_of(2022, 3, 1)
+    day = 86400 * 1000000
+    sources = [{"id": "src-" + n, "text": TEXTS[n], "account": "author-" + n,
+                "registered_at": t0 + i * day} for i, n in enumerate(("zh1", "zh2", "zh4", "en4"))]
+    splice = "\n\n".join(lead(n, w) for n, w in (("zh1", 480), ("zh2", 420), ("zh4", 400)))
+    copies = [{"id": "splice", "text": splice}, {"id": "near", "text": edit(TEXTS["en4"], 4, 2)},
+              {"id": "own", "text": TEXTS["en5"]}]
+    for i, c in enumerate(copies):
+        c.update(account="mixer", registered_at=t0 + (10 + i) * day)
+    return sources, copies
+
+
+def lines_of(rows):
+    return ("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n").encode("utf-8")
+
+
+@T.test
+def copied_share_as_check_original():
+    """A spliced copy and a near duplicate imported (POST /import and
+    `neardup import`) are listed with the copied_share /check-original
+    gives for the same text against the same archive (within 0.001), and
+    their source is its; the unrelated article is imported (no event) and
+    /check-original finds none of it copied."""
+    sources, copies = share_archive()
+    want = {}  # id -> /check-original's answer on the sources alone
+    with Server(["--token-file", TOKEN_FILE]) as ref:
+        summary, events = check_import_answer(*post_import(ref, lines_of(sources))[::2])
+        check(summary["imported"] == len(sources) and events == [], "sources: %r %r", summary,
+              events)
+        for c in copies:
+            status, b = ref.json("POST", "/check-original",
+                                 {"text": c["text"], "account": c["account"]}, headers=AUTH)
+            check(status == 200, "check %s: %s %r", c["id"], status, b)
+            want[c["id"]] = b
+    check(want["splice"]["verdict"] == "compilation" and want["splice"]["copied_share"] > 0.9,
+          "the splice: %r", want["splice"])
+    check(want["near"]["verdict"] == "duplicate", "the near duplicate: %r", want["near"])
+    check(want["own"]["original"] is True and want["own"]["copied_share"] <= 0.001,
+          "the unrelated article: %r", want["own"])
+    body = lines_of(sources + copies)
+    with Server(["--token-file", TOKEN_FILE]) as srv:
+        summary, events = check_import_answer(*post_import(srv, body)[::2])
+        check(summary["imported"] == len(sources) + 1 and summary["duplicates"] == 2, summary)
+        status, b = srv.json("GET", doc_path("own"))
+        check(status == 200 and b["account"] == "mixer", "the unrelated article: %s %r", status, b)
+    src = os.path.join(TMP, "share.jsonl")
+    with open(src, "wb") as f:
+        f.write(body)
+    cli_events, cli_summary, _ = run_import(new_dir("data-share"), src)
+    check(counts(cli_summary) == counts(summary), "CLI %r, POST %r", cli_summary, summary)
+    check(cli_events == events, "the CLI's events differ:\n%r\n%r", cli_events, events)
+    n_source = len(sources)
+    got = {ev["id"]: ev for ev in events}
+    check(set(got) == {"splice", "near"}, "events: %r", events)
+    for i, ev in got.items():
+        w = want[i]
+        check(ev["line"] == n_source + 1 + [c["id"] for c in copies].index(i), ev)
+        check(abs(ev["copied_share"] - w["copied_share"]) <= 0.001,
+              "%s: the import says copied_share %s, /check-original %s", i, ev["copied_share"],
+              w["copied_share"])
+        check(ev["source"] == w["source"]["id"], "%s: source %s, /check-original's %s", i,
+              ev["source"], w["source"]["id"])
+        print("  %s: copied_share %s imported, %s checked" % (i, ev["copied_share"],
+                                                            w["copied_share"]))
 
 
 def main():

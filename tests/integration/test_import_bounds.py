@@ -124,7 +124,8 @@ def backdated_copy_of_a_stored_document():
                                              "registered_at": "1971-01-01T00:00:00Z"}])
         check(status == 200, "import: %s %r", status, body)
         check(body["summary"]["duplicates"] == 1 and body["summary"]["imported"] == 0, body)
-        check(body["events"] == [{"line": 1, "id": "steal", "source": "a-1"}], body["events"])
+        check(body["events"] == [{"line": 1, "id": "steal", "source": "a-1", "copied_share": 1.0}],
+              body["events"])
         status, _ = srv.json("GET", "/documents/steal")
         check(status == 404, "steal stored: %s", status)
         status, r = srv.json("POST", "/check-original", {"account": "carol", "text": text})
@@ -201,8 +202,8 @@ def cli_predate():
     s, _ = cli_import(data, [{"id": "orig", "text": text, "registered_at": "2024-01-01T00:00:00Z"}])
     check(s["imported"] == 1, s)
     s, ev = cli_import(data, [{"id": "back", "text": text, "registered_at": "2001-01-01T00:00:00Z"}])
-    check(s["duplicates"] == 1 and ev == [{"line": 1, "id": "back", "source": "orig"}], "%r %r",
-          s, ev)
+    check(s["duplicates"] == 1 and
+          ev == [{"line": 1, "id": "back", "source": "orig", "copied_share": 1.0}], "%r %r", s, ev)
     s, ev = cli_import(data, [{"id": "back", "text": text, "registered_at": "2001-01-01T00:00:00Z"}],
                        "--predate")
     check(s["imported"] == 1 and not ev, "%r %r", s, ev)

@@ -497,7 +497,10 @@ def check_imported(srv, s, events, lines, want_lines):
     mixes are imported."""
     want = [{"line": want_lines[lang], "id": "rw-" + lang, "source": DOC[lang]}
             for lang in LANGS]
+    shares = [ev.pop("copied_share", None) for ev in events]
     check(events == want, "import events %r, wanted %r (summary %r)", events, want, s)
+    # a rewrite's copied share: at least its alignment's coverage of the text
+    check(all(isinstance(x, float) and 0.8 <= x <= 1 for x in shares), "copied_share %r", shares)
     check((s["lines"], s["duplicates"], s["detections"], s["errors"]) == (lines, 2, 2, 0) and
           s["imported"] == lines - 2, "import summary %r", s)
     for lang in LANGS:
