@@ -1,4 +1,4 @@
-"""The day-one backfill of issue 13, run as real processes on real files:
+"""The day-one backfill, run as real processes on real files:
 `neardup import` (lines judged in registered_at order whatever the file
 order, the later of two near duplicates reported with the earliest claim as
 its source, refused lines reported and counted, .jsonl.gz and standard
