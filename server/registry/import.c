@@ -573,16 +573,6 @@ static void report_error(import_ctx *c, const prep *pr, nd_import_summary *out, 
     emit(c, pr, &ev);
 }
 
-/* The source of a duplicate: the earliest claim among the evidence. */
-static const nd_doc *source_of(const nd_check_res *res)
-{
-    const nd_doc *s = NULL;
-    for (size_t i = 0; i < res->nmatches; i++)
-        if (!s || res->matches[i].doc->registered_at_us < s->registered_at_us)
-            s = res->matches[i].doc;
-    return s;
-}
-
 /* The store's queue is full (a store that sheds: the server's): waits for
  * this import's own changes to commit, or a millisecond when it has none
  * queued. Returns false when the import is to stop instead. */
@@ -709,7 +699,7 @@ static void conclude(import_ctx *c, prep *pr, nd_check_res *res, int rc, nd_impo
     } else if (rc == 0) {
         out->duplicates++;
         record_detection(c, pr, res, out);
-        const nd_doc *s = res->source ? res->source : source_of(res);
+        const nd_doc *s = res->source ? res->source : nd_match_source(res->matches, res->nmatches);
         nd_import_event ev = {.duplicate = true,
                               .line = pr->ref->no,
                               .id = pr->rq.id,

@@ -859,6 +859,15 @@ const char *nd_verdict_kind_name(unsigned kind)
     }
 }
 
+nd_doc *nd_match_source(const nd_match *m, size_t n)
+{
+    nd_doc *source = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (m[i].evidence && (!source || m[i].doc->registered_at_us < source->registered_at_us))
+            source = m[i].doc;
+    return source;
+}
+
 const char *nd_verdict_name(int verdict)
 {
     switch (verdict) {
@@ -1081,7 +1090,7 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
                 m[i].kind = ND_MATCH_QUOTED;
     /* Keep the verified matches, marked; note a pending document that
      * would be evidence. */
-    nd_doc *pending = NULL, *source = NULL;
+    nd_doc *pending = NULL;
     size_t nev = 0;
     u = 0;
     for (size_t i = 0; i < n; i++) {
@@ -1114,11 +1123,7 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
         m[i].share = -1.0f;
         m[i].action = ND_ACTION_PUBLISH;
         m[i].show_source = m[i].may_modify = false;
-        if (evidence) {
-            nev++;
-            if (!source || d->registered_at_us < source->registered_at_us)
-                source = d; /* the earliest claim decides */
-        }
+        nev += evidence;
         m[u++] = m[i];
     }
     n = u;
@@ -1135,11 +1140,8 @@ int nd_verdict_find(nd_registry *reg, const nd_check_req *rq, const nd_question 
         return rc;
     }
     for (size_t i = 0; i < n; i++) /* the share step's evidence */
-        if (m[i].evidence && (m[i].kind == ND_MATCH_COMPILED || m[i].kind == ND_MATCH_QUOTATION)) {
-            nev++;
-            if (!source || m[i].doc->registered_at_us < source->registered_at_us)
-                source = m[i].doc;
-        }
+        nev += m[i].evidence && (m[i].kind == ND_MATCH_COMPILED || m[i].kind == ND_MATCH_QUOTATION);
+    nd_doc *source = nd_match_source(m, n); /* the earliest claim decides */
     qsort(m, n, sizeof(nd_match), match_cmp);
     res->verdict = ND_VERDICT_ORIGINAL;
     if (nev)

@@ -63,6 +63,11 @@ enum nd_verdict {
     ND_VERDICT_QUOTATION = 4,   /* one holds a large part of it */
 };
 
+/* The source among m[0..n): the earliest claim (the smallest
+ * registered_at_us) of the matches marked evidence (claim.h's rule), or
+ * NULL when none is. Borrowed (m's reference); does not allocate. */
+nd_doc *nd_match_source(const nd_match *m, size_t n);
+
 /* "original", "duplicate", "partial_copy", "compilation", "quotation". */
 const char *nd_verdict_name(int verdict);
 
