@@ -11,9 +11,14 @@
  * to the server. bench_http.py prints the client's CPU per request next to
  * the server's for both clients.
  *
- * Usage: loadgen --port P --paragraphs FILE [--connections 64]
- *                [--threads 2] [--duration 10] [--seed S]
+ * Usage: loadgen --port P (--paragraphs FILE | --texts FILE [--register 0|1])
+ *                [--connections 64] [--threads 2] [--duration 10] [--seed S]
  * FILE holds one paragraph per line, already escaped for a JSON string.
+ * --paragraphs: every request four random paragraphs of FILE under a new
+ * id, register true (the fixed pool: bench_archive.py's "worst case").
+ * --texts: every line of FILE a whole text, sent in the file's order (the
+ * threads share one cursor; it wraps at the end), register false unless
+ * --register 1 (then under a new id): bench_archive.py's stream.
  * Prints one JSON object: requests, seconds, rps, p50_ms, p99_ms, status
  * counts, errors, cpu_s (this process, user + system). Exits 1 on a usage
  * or set-up error, 0 otherwise (errors are counted, not fatal). */
@@ -59,6 +64,8 @@ typedef struct {
     uint64_t rng;
     uint64_t stop_ns;
     const pool *paras;
+    bool texts;    /* --texts: paras holds whole texts, sent in order */
+    bool register_; /* with texts: register true */
     uint16_t port;
     /* results */
     uint64_t requests, errors;
@@ -118,10 +125,47 @@ static size_t append(char *dst, size_t off, const char *s, size_t n)
     return off + n;
 }
 
+/* Writes the HTTP head of a request whose body has body_len bytes and
+ * starts with head[0..hn) into c->req; returns the offset after them. */
+static size_t start_request_text(const worker *w, conn *c, const char *head, int hn,
+                                 size_t body_len)
+{
+    int rn = snprintf(c->req, 256,
+                      "POST /check-original HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n"
+                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                      (unsigned)w->port, body_len + (size_t)hn);
+    return append(c->req, (size_t)rn, head, (size_t)hn);
+}
+
+static size_t text_cursor; /* --texts: the next line to send (atomic) */
+
+/* --texts: the next line of the file as a whole text. */
+static void build_text_request(worker *w, conn *c, size_t ci)
+{
+    const pool *p = w->paras;
+    size_t i = __atomic_fetch_add(&text_cursor, 1, __ATOMIC_RELAXED);
+    size_t t = i % p->n;
+    char head[160];
+    int hn = w->register_
+                 ? snprintf(head, sizeof(head),
+                            "{\"id\":\"s%zu-%d-%zu-%llu\",\"register\":true,\"k\":3,\"text\":\"",
+                            i, w->index, ci, (unsigned long long)c->serial++)
+                 : snprintf(head, sizeof(head), "{\"register\":false,\"k\":3,\"text\":\"");
+    size_t off = start_request_text(w, c, head, hn, p->len[t] + 2);
+    off = append(c->req, off, p->text[t], p->len[t]);
+    off = append(c->req, off, "\"}", 2);
+    c->req_len = off;
+    c->req_off = 0;
+}
+
 /* Builds the next request of c into c->req (allocated once, large enough
- * for any four paragraphs). */
+ * for any four paragraphs, or any one text with --texts). */
 static void build_request(worker *w, conn *c, size_t ci)
 {
+    if (w->texts) {
+        build_text_request(w, c, ci);
+        return;
+    }
     const pool *p = w->paras;
     size_t a = next_rand(&w->rng) % p->n, b = next_rand(&w->rng) % p->n;
     size_t d = next_rand(&w->rng) % p->n, e = (a + b + 1) % p->n;
@@ -130,13 +174,8 @@ static void build_request(worker *w, conn *c, size_t ci)
                       "{\"id\":\"g%d-%zu-%llu-%llu\",\"register\":true,\"k\":3,\"text\":\"",
                       w->index, ci, (unsigned long long)c->serial++,
                       (unsigned long long)(next_rand(&w->rng) % 1000000000u));
-    size_t body_len = (size_t)hn + p->len[a] + p->len[b] + p->len[d] + p->len[e] + 3 * 2 + 2;
-    int rn = snprintf(c->req, 256,
-                      "POST /check-original HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n"
-                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
-                      (unsigned)w->port, body_len);
-    size_t off = (size_t)rn;
-    off = append(c->req, off, head, (size_t)hn);
+    size_t off = start_request_text(w, c, head, hn,
+                                    p->len[a] + p->len[b] + p->len[d] + p->len[e] + 3 * 2 + 2);
     off = append(c->req, off, p->text[a], p->len[a]);
     off = append(c->req, off, "\\n", 2);
     off = append(c->req, off, p->text[b], p->len[b]);
@@ -370,8 +409,8 @@ static int cmp_u32(const void *a, const void *b)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: loadgen --port P --paragraphs FILE [--connections N] "
-                    "[--threads T] [--duration S] [--seed S]\n");
+    fprintf(stderr, "usage: loadgen --port P (--paragraphs FILE | --texts FILE [--register 0|1]) "
+                    "[--connections N] [--threads T] [--duration S] [--seed S]\n");
     exit(1);
 }
 
@@ -381,6 +420,7 @@ int main(int argc, char **argv)
     double duration = 10;
     uint64_t seed = (uint64_t)time(NULL);
     const char *paras_path = NULL;
+    bool texts = false, reg = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
@@ -389,6 +429,11 @@ int main(int argc, char **argv)
             port = atoi(v);
         else if (!strcmp(a, "--paragraphs"))
             paras_path = v;
+        else if (!strcmp(a, "--texts")) {
+            paras_path = v;
+            texts = true;
+        } else if (!strcmp(a, "--register"))
+            reg = atoi(v) != 0;
         else if (!strcmp(a, "--connections"))
             nconn = atoi(v);
         else if (!strcmp(a, "--threads"))
@@ -421,6 +466,8 @@ int main(int argc, char **argv)
                          .rng = seed * 2654435761u + (uint64_t)i * 40503u + 1,
                          .stop_ns = stop,
                          .paras = &paras,
+                         .texts = texts,
+                         .register_ = reg,
                          .port = (uint16_t)port};
         pthread_create(&th[i], NULL, worker_main, &ws[i]);
     }
