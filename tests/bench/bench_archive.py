@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A realistic archive (issue 56, item 1): does a check cost the same on an
+"""A realistic archive: does a check cost the same on an
 archive of 2M articles as on one of 100k?
 
     python3 tests/bench/bench_archive.py [--n 100000,2000000] [--build build]
