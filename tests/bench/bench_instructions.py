@@ -165,6 +165,9 @@ def main():
     ap.add_argument("--stream", type=int, default=100000,
                     help="bench_archive.py's stream length (its file is shared)")
     ap.add_argument("--requests", type=int, default=100)
+    ap.add_argument("--skip", type=int, default=0,
+                    help="skip the stream's first texts (registered by a bench_archive.py "
+                         "--in-place run on the same store)")
     ap.add_argument("--compare", nargs="*", default=[], help="other neardupd binaries")
     ap.add_argument("--no-empty", action="store_true", help="skip the empty-store baseline")
     a = ap.parse_args()
@@ -177,6 +180,8 @@ def main():
     model = bench_archive.build_model(os.path.join(a.dir, "model.json"))
     store, stream, _ = bench_archive.prepare(a, a.n, model)
     with open(stream, encoding="utf-8") as f:
+        for _ in range(a.skip):
+            next(f)
         stream_texts = [json.loads('"' + next(f).rstrip("\n") + '"') for _ in range(a.requests)]
     zh = corpus_texts("zh", 1500, 2600, a.requests + 10)
     en = corpus_texts("en", 1800, 2300, a.requests + 10)
