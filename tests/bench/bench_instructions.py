@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Instructions, not seconds (issue 56, item 3): callgrind instructions per
+"""Instructions, not seconds: callgrind instructions per
 /check-original on a preloaded store, and the candidates each one verified.
 
     python3 tests/bench/bench_instructions.py [--build build] [--n 100000]
