@@ -8,7 +8,9 @@ Fails when a file of server/api/:
     (corpus.h is the one door: it brings the types its calls take);
   - calls a function of the registry, the store, the replica or the import
     (nd_registry_*(), nd_store_*(), nd_replica_*(), nd_import_*()) other
-    than the few value helpers listed below.
+    than the few value helpers listed below;
+  - names the registry's document (nd_doc, struct nd_doc) or its accessors
+    (nd_doc_*()): a document crosses the corpus as a value, nd_corpus_doc.
 Before checking the tree, each check is run on a planted violation and must
 catch it, so a check that stopped matching fails too.
 
@@ -25,6 +27,7 @@ ENGINE = ("registry", "store", "replica")
 
 REACH = re.compile(r"(\bapi|nd_api_of\(r\))->(reg|store|replica)\b")
 CALL = re.compile(r"\b(nd_(?:registry|store|replica|import)_\w+)\s*\(")
+DOC = re.compile(r"\bnd_doc\b|\bnd_doc_\w+\s*\(")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # Value helpers that touch no engine state: the verdict's thresholds read
 # from the configuration (compare.c asks with the server's settings), and an
@@ -54,6 +57,9 @@ def violations(name, src, headers):
         for m in CALL.finditer(line):
             if m.group(1) not in ALLOWED_CALLS:
                 out.append("%s:%d: calls %s() (use the corpus: corpus.h)" % (name, i, m.group(1)))
+        if DOC.search(line):
+            out.append("%s:%d: names the registry's document (use nd_corpus_doc): %s"
+                       % (name, i, line.strip()))
     for m in INCLUDE.finditer(code):
         if os.path.basename(m.group(1)) in headers:
             line = code.count("\n", 0, m.start()) + 1
@@ -70,9 +76,13 @@ def self_test(headers):
         "call": "void k(nd_corpus *c) { nd_store_text(x, 1, v, 0); }\n",
         "include": '#include "replica.h"\n',
         "include_store": '#include "store.h"\n',
+        "doc": "bool o(nd_req *r, const nd_doc *d);\n",
+        "doc_struct": "char *a(void *r, const struct nd_doc *d);\n",
+        "doc_accessor": "void m(nd_reply *w) { nd_reply_raw(w, nd_doc_meta(x), 1); }\n",
     }
     bad = [k for k, src in planted.items() if not violations(k, src, headers)]
-    clean = "/* nd_store_text() in a comment */\nint ok(nd_req *r) { return nd_corpus_loaded(nd_api_corpus(r)); }\n"
+    clean = ("/* nd_store_text() in a comment */\nint ok(nd_req *r) { return nd_corpus_loaded(nd_api_corpus(r)); }\n"
+             "void v(nd_corpus *c, const nd_corpus_doc *d) { nd_corpus_doc_release(c, 0); }\n")
     if violations("clean", clean, headers):
         bad.append("clean code flagged")
     return bad
