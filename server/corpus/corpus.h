@@ -8,7 +8,7 @@
  * (answer.h), picked once per request: today it is always the server's one
  * corpus; a namespace picks another there, and nothing below changes.
  *
- * The shape is the store's (store.h): a table of function pointers
+ * The shape is the store's (server/store/): a table of function pointers
  * (nd_corpus_ops) at the head of every implementation's object, and one
  * inline wrapper per operation. A table rather than a single set of
  * functions because the second implementation is already known: a shard
@@ -19,24 +19,29 @@
  * One indirect call per operation; no operation allocates on the caller's
  * behalf unless it says so.
  *
- * The asynchronous flow is the registry's (registry.h): check, delete and
+ * The asynchronous flow is the registry's (change.h): check, delete and
  * the claim changes return 0, ND_REG_QUEUED or ND_REG_WAIT (or -errno) and
  * call done(arg, change, status) on another thread; the request completes
  * the change on its own thread with nd_corpus_complete(). A store's or a
  * replica's (void *, int) callback is an nd_store_done_fn.
  *
  * A document crosses it as a value (nd_corpus_doc: its fields and borrowed
- * strings), never as the registry's nd_doc: nd_corpus_get() fills one
- * holding a reference, a check's matches are read through views
+ * strings), never as the registry's document struct: nd_corpus_get() fills
+ * one holding a reference, a check's matches are read through views
  * (nd_corpus_match_doc()), and the callbacks of a registration's or
  * deletion's audit entry and of a claim change receive views.
  *
- * This header is the API's one door to the engine: it brings the types
- * the calls take and return (registry.h: the check's request, question and
- * result, claims; store.h: journal events; feed.h: the events feed;
- * import.h: an import's parameters), and the scratch a worker keeps for a
- * check's second pass (memo.h, pair.h). server/api/ includes none of them
- * itself (tests/test_api_corpus.py). */
+ * This header is the API's one door to the engine: it brings the value
+ * types the calls take and return, each from the header that defines it
+ * without the engine's state (below: the check's request, question and
+ * result, the asynchronous flow, claims, journal events and limits, the
+ * events feed, an import's parameters) and the scratch a worker keeps for
+ * a check's second pass (memo.h, pair.h). Not the registry's, the store's
+ * or the replica's interfaces: a check's result and a worker's memo hold
+ * references to registry documents as an opaque typedef (verdict.h,
+ * memo.h), which the API cannot read (it reads views). server/api/
+ * includes no engine header itself, and this header reaches none of those
+ * interfaces (tests/test_api_corpus.py). */
 #ifndef ND_CORPUS_H
 #define ND_CORPUS_H
 
@@ -44,12 +49,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "feed.h"
-#include "import.h"
-#include "memo.h"
-#include "pair.h"
-#include "registry.h"
-#include "store.h"
+#include "change.h"       /* ND_REG_QUEUED, ND_REG_WAIT, nd_registry_done_fn */
+#include "claim.h"        /* policies, actions, claim statuses */
+#include "feed.h"         /* nd_event_rec */
+#include "import.h"       /* nd_import_params, nd_import_summary */
+#include "memo.h"         /* a worker's check scratch */
+#include "pair.h"         /* a worker's passages scratch */
+#include "question.h"     /* nd_question, ND_RECORD_VERSION */
+#include "request.h"      /* nd_check_req */
+#include "store_values.h" /* nd_store_event, limits, nd_store_done_fn */
+#include "verdict.h"      /* nd_check_res, nd_match (their documents opaque) */
 
 typedef struct nd_corpus nd_corpus;
 
@@ -121,6 +130,15 @@ typedef struct nd_corpus_replica {
     uint64_t published, applied, entries, conflicts;
 } nd_corpus_replica;
 
+/* The counts of documents (nd_corpus_stats()): a snapshot. */
+typedef struct nd_corpus_counts {
+    uint64_t documents;     /* ids held, pending ones included */
+    uint64_t index_entries; /* fingerprints in the index */
+    uint64_t stale;         /* documents of another fingerprint version */
+    uint64_t pending;       /* changes waiting for the store */
+    uint64_t duplicates;    /* records skipped at load: id stored twice */
+} nd_corpus_counts;
+
 /* An implementation: the calls below, dispatched. */
 typedef struct nd_corpus_ops {
     const char *name; /* "local" */
@@ -132,7 +150,7 @@ typedef struct nd_corpus_ops {
     bool (*replicated)(const nd_corpus *c);
     int (*sync)(nd_corpus *c, nd_store_done_fn done, void *arg);
     bool (*replica)(const nd_corpus *c, nd_corpus_replica *out);
-    void (*stats)(const nd_corpus *c, nd_registry_stats *out);
+    void (*stats)(const nd_corpus *c, nd_corpus_counts *out);
     int (*digest)(nd_corpus *c, uint64_t *documents, uint64_t *digest);
     /* documents */
     int (*check)(nd_corpus *c, const nd_check_req *rq, nd_corpus_audit_fn audit, void *audit_arg,
@@ -188,7 +206,7 @@ static inline bool nd_corpus_ready(const nd_corpus *c, const char **why)
     return c->ops->ready(c, why);
 }
 
-/* True while the storage takes writes (store.h's nd_store_writable()). */
+/* True while the storage takes writes (the store's nd_store_writable()). */
 static inline bool nd_corpus_writable(const nd_corpus *c)
 {
     return c->ops->writable(c);
@@ -223,7 +241,7 @@ static inline bool nd_corpus_replica_get(const nd_corpus *c, nd_corpus_replica *
 }
 
 /* The counts (a snapshot; no lock). */
-static inline void nd_corpus_stats(const nd_corpus *c, nd_registry_stats *out)
+static inline void nd_corpus_stats(const nd_corpus *c, nd_corpus_counts *out)
 {
     c->ops->stats(c, out);
 }
@@ -235,7 +253,7 @@ static inline int nd_corpus_digest(nd_corpus *c, uint64_t *documents, uint64_t *
     return c->ops->digest(c, documents, digest);
 }
 
-/* ---- documents (registry.h gives each call's results in full) ---- */
+/* ---- documents (the registry's calls give each one's results in full) ---- */
 
 /* nd_registry_check(): checks rq, registering it when original and asked;
  * a registration's audit entry is audit(audit_arg, d, ev)'s (NULL: none;
@@ -318,7 +336,7 @@ static inline int nd_corpus_import(nd_corpus *c, const char *buf, size_t len,
     return c->ops->import(c, buf, len, p, report, arg, out);
 }
 
-/* ---- what is kept with them (store.h gives each call's results) ---- */
+/* ---- what is kept with them (the store's calls give each one's results) ---- */
 
 /* Sets *same to whether the document stored under registered_at_us was
  * registered by the client named client[0..client_len) (the store keeps

@@ -108,9 +108,15 @@ static bool op_replica(const nd_corpus *c, nd_corpus_replica *out)
     return true;
 }
 
-static void op_stats(const nd_corpus *c, nd_registry_stats *out)
+static void op_stats(const nd_corpus *c, nd_corpus_counts *out)
 {
-    nd_registry_stats_get(CL(c)->reg, out);
+    nd_registry_stats st;
+    nd_registry_stats_get(CL(c)->reg, &st);
+    *out = (nd_corpus_counts){.documents = st.documents,
+                              .index_entries = st.index_entries,
+                              .stale = st.stale,
+                              .pending = st.pending,
+                              .duplicates = st.duplicates};
 }
 
 static int op_digest(nd_corpus *c, uint64_t *documents, uint64_t *digest)
