@@ -221,7 +221,7 @@ bool nd_api_may_name(nd_req *r, const char *account, size_t len)
     return nd_api_is_client(r) || nd_api_may_act_for(r, account, len);
 }
 
-bool nd_api_registered(nd_req *r, const nd_doc *d)
+bool nd_api_registered(nd_req *r, const nd_corpus_doc *d)
 {
     if (!nd_api_is_client(r))
         return false;
@@ -231,13 +231,13 @@ bool nd_api_registered(nd_req *r, const nd_doc *d)
            same;
 }
 
-bool nd_api_owns(nd_req *r, const nd_doc *d)
+bool nd_api_owns(nd_req *r, const nd_corpus_doc *d)
 {
     if (nd_api_is_operator(r))
         return true;
     if (nd_api_is_client(r))
         return nd_api_registered(r, d);
-    return nd_doc_account(d) && nd_api_may_act_for(r, nd_doc_account(d), d->account_len);
+    return d->account && nd_api_may_act_for(r, d->account, d->account_len);
 }
 
 void nd_api_forbidden(nd_req *r, const char *fmt, ...)
@@ -261,7 +261,7 @@ bool nd_api_operator(nd_req *r)
     return false;
 }
 
-bool nd_api_may_change(nd_req *r, const nd_doc *d)
+bool nd_api_may_change(nd_req *r, const nd_corpus_doc *d)
 {
     if (nd_api_owns(r, d))
         return true;
@@ -271,7 +271,7 @@ bool nd_api_may_change(nd_req *r, const nd_doc *d)
                            "the client \"%s\" did not register this document: only the client "
                            "that did, a token of its account or an operator may change it",
                            r->client);
-    else if (nd_doc_account(d))
+    else if (d->account)
         nd_api_error_begin(r, &w, "forbidden",
                            "the token \"%s\" does not act for the account of this document",
                            r->client ? r->client : "");
@@ -279,7 +279,7 @@ bool nd_api_may_change(nd_req *r, const nd_doc *d)
         nd_api_error_begin(r, &w, "forbidden",
                            "this document has no account: only an operator may change it");
     nd_reply_key(&w, "id");
-    nd_reply_string(&w, nd_doc_id(d), d->id_len);
+    nd_reply_string(&w, d->id, d->id_len);
     nd_api_error_send(r, &w, 403);
     return false;
 }
@@ -338,10 +338,10 @@ int nd_api_content_kind(nd_req *r, bool plain_ok)
 
 /* A document's "meta": stored as compact JSON written by jansson
  * (nd_request_check_meta()), embedded as it is; null without one. */
-void nd_api_add_meta(nd_reply *w, const nd_doc *d)
+void nd_api_add_meta(nd_reply *w, const nd_corpus_doc *d)
 {
-    if (nd_doc_meta(d))
-        nd_reply_raw(w, nd_doc_meta(d), d->meta_len);
+    if (d->meta)
+        nd_reply_raw(w, d->meta, d->meta_len);
     else
         nd_reply_null(w);
 }
@@ -378,39 +378,39 @@ const char *status_name(int status)
 
 /* "superseded_by": {"id" (while that document is stored),
  * "registered_at"} of superseded document d: one store read. */
-static void add_superseded_by(nd_req *r, nd_reply *w, const nd_doc *d)
+static void add_superseded_by(nd_req *r, nd_reply *w, const nd_corpus_doc *d)
 {
     char id[ND_ID_MAX];
     size_t id_len = 0;
     nd_reply_key(w, "superseded_by");
     nd_reply_object(w);
-    if (nd_corpus_id_at(nd_api_corpus(r), nd_doc_superseded_by(d), id, &id_len) == 0 && id_len) {
+    if (nd_corpus_id_at(nd_api_corpus(r), d->superseded_by_us, id, &id_len) == 0 && id_len) {
         nd_reply_key(w, "id");
         nd_reply_string(w, id, id_len);
     }
     nd_reply_key(w, "registered_at");
-    nd_reply_time(w, nd_doc_superseded_by(d));
+    nd_reply_time(w, d->superseded_by_us);
     nd_reply_object_end(w);
 }
 
 /* Whether a document carries any of the workflow's state: answers about a
  * document without any (and requests without an account) keep the bytes
  * they had before the workflow's members. */
-static bool has_claim_state(const nd_doc *d)
+static bool has_claim_state(const nd_corpus_doc *d)
 {
-    return nd_doc_account(d) || nd_doc_policy(d) || d->status != ND_CLAIM_ACTIVE;
+    return d->account || d->policy || d->status != ND_CLAIM_ACTIVE;
 }
 
-void nd_workflow_add_document(nd_req *r, nd_reply *w, const nd_doc *d)
+void nd_workflow_add_document(nd_req *r, nd_reply *w, const nd_corpus_doc *d)
 {
     if (!has_claim_state(d))
         return;
-    if (nd_doc_account(d)) {
+    if (d->account) {
         nd_reply_key(w, "account");
-        nd_reply_string(w, nd_doc_account(d), d->account_len);
+        nd_reply_string(w, d->account, d->account_len);
     }
     nd_reply_key(w, "policy");
-    add_policy(w, nd_api_of(r)->cfg, nd_doc_policy(d), d->policy_len);
+    add_policy(w, nd_api_of(r)->cfg, d->policy, d->policy_len);
     nd_reply_key(w, "status");
     const char *s = status_name(d->status);
     nd_reply_plain(w, s, strlen(s));
@@ -432,21 +432,21 @@ void nd_workflow_add_action(nd_reply *w, const nd_check_res *res)
     nd_reply_key(w, "action");
     const char *a = action_name(res->action);
     nd_reply_plain(w, a, strlen(a));
-    if (res->action == ND_ACTION_PUBLISH || !res->source)
+    nd_corpus_doc s;
+    if (res->action == ND_ACTION_PUBLISH || !nd_corpus_source_doc(res, &s))
         return;
-    const nd_doc *s = res->source;
     nd_reply_key(w, "source");
     nd_reply_object(w);
     nd_reply_key(w, "id");
-    nd_reply_string(w, nd_doc_id(s), s->id_len);
-    if (nd_doc_account(s)) {
+    nd_reply_string(w, s.id, s.id_len);
+    if (s.account) {
         nd_reply_key(w, "account");
-        nd_reply_string(w, nd_doc_account(s), s->account_len);
+        nd_reply_string(w, s.account, s.account_len);
     }
     nd_reply_key(w, "meta");
-    nd_api_add_meta(w, s);
+    nd_api_add_meta(w, &s);
     nd_reply_key(w, "registered_at");
-    nd_reply_time(w, s->registered_at_us);
+    nd_reply_time(w, s.registered_at_us);
     nd_reply_object_end(w);
     if (res->action == ND_ACTION_REPRINT) {
         nd_reply_key(w, "show_source");
@@ -458,7 +458,9 @@ void nd_workflow_add_action(nd_reply *w, const nd_check_res *res)
 
 void nd_workflow_add_match(nd_reply *w, const nd_match *m, bool account_given)
 {
-    const nd_doc *d = m->doc;
+    nd_corpus_doc view;
+    const nd_corpus_doc *d = &view;
+    nd_corpus_match_doc(m, &view);
     if (m->share >= 0) {
         nd_reply_key(w, "share");
         nd_reply_fraction(w, m->share);
@@ -476,9 +478,9 @@ void nd_workflow_add_match(nd_reply *w, const nd_match *m, bool account_given)
     }
     if (!account_given && !has_claim_state(d))
         return;
-    if (nd_doc_account(d)) {
+    if (d->account) {
         nd_reply_key(w, "account");
-        nd_reply_string(w, nd_doc_account(d), d->account_len);
+        nd_reply_string(w, d->account, d->account_len);
     }
     nd_reply_key(w, "same_account");
     nd_reply_bool(w, m->same_account);
@@ -521,11 +523,12 @@ char *nd_text_done(nd_reply *w, struct evbuffer *buf, size_t *len)
 
 char *nd_workflow_detection(const nd_check_req *rq, const nd_check_res *res, nd_store_event *ev)
 {
-    if (!rq->id || res->original || !res->source)
+    nd_corpus_doc source;
+    if (!rq->id || res->original || !nd_corpus_source_doc(res, &source))
         return NULL;
     const nd_match *m = NULL;
     for (size_t i = 0; i < res->nmatches && !m; i++)
-        if (res->matches[i].doc == res->source)
+        if (nd_corpus_is_source(res, &res->matches[i]))
             m = &res->matches[i];
     nd_reply w;
     struct evbuffer *buf = nd_text_begin(&w);
@@ -549,7 +552,7 @@ char *nd_workflow_detection(const nd_check_req *rq, const nd_check_res *res, nd_
     size_t len;
     char *value = nd_text_done(&w, buf, &len);
     *ev = (nd_store_event){.kind = ND_EVENT_DETECTION,
-                           .owner_at = res->source->registered_at_us,
+                           .owner_at = source.registered_at_us,
                            .at_us = nd_log_now_us(),
                            .copy_id = rq->id,
                            .copy_id_len = rq->id_len,
@@ -593,14 +596,14 @@ char *nd_workflow_audit_event(nd_req *r, const char *action, const char *id, siz
 
 /* The audit entry of a registration or deletion of d by request r: its
  * detail is d's account (or null) and registered_at. */
-static char *doc_audit(nd_req *r, const char *action, const nd_doc *d, nd_store_event *ev)
+static char *doc_audit(nd_req *r, const char *action, const nd_corpus_doc *d, nd_store_event *ev)
 {
     nd_reply w;
     struct evbuffer *buf = nd_text_begin(&w);
     nd_reply_object(&w);
     nd_reply_key(&w, "account");
-    if (nd_doc_account(d))
-        nd_reply_string(&w, nd_doc_account(d), d->account_len);
+    if (d->account)
+        nd_reply_string(&w, d->account, d->account_len);
     else
         nd_reply_null(&w);
     nd_reply_key(&w, "registered_at");
@@ -608,17 +611,17 @@ static char *doc_audit(nd_req *r, const char *action, const nd_doc *d, nd_store_
     nd_reply_object_end(&w);
     size_t dlen;
     char *detail = nd_text_done(&w, buf, &dlen);
-    char *value = nd_workflow_audit_event(r, action, nd_doc_id(d), d->id_len, detail, dlen, ev);
+    char *value = nd_workflow_audit_event(r, action, d->id, d->id_len, detail, dlen, ev);
     free(detail);
     return value;
 }
 
-char *nd_workflow_register_audit(void *req, const struct nd_doc *d, struct nd_store_event *ev)
+char *nd_workflow_register_audit(void *req, const nd_corpus_doc *d, nd_store_event *ev)
 {
     return doc_audit(req, "register", d, ev);
 }
 
-char *nd_workflow_delete_audit(void *req, const nd_doc *d, nd_store_event *ev)
+char *nd_workflow_delete_audit(void *req, const nd_corpus_doc *d, nd_store_event *ev)
 {
     return doc_audit(req, "delete", d, ev);
 }

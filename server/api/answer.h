@@ -120,10 +120,10 @@ bool nd_api_may_act_for(nd_req *r, const char *account, size_t len);
 bool nd_api_is_operator(nd_req *r);
 bool nd_api_is_client(nd_req *r);
 bool nd_api_may_name(nd_req *r, const char *account, size_t len);
-bool nd_api_registered(nd_req *r, const nd_doc *d);
-bool nd_api_owns(nd_req *r, const nd_doc *d);
+bool nd_api_registered(nd_req *r, const nd_corpus_doc *d);
+bool nd_api_owns(nd_req *r, const nd_corpus_doc *d);
 bool nd_api_operator(nd_req *r);
-bool nd_api_may_change(nd_req *r, const nd_doc *d);
+bool nd_api_may_change(nd_req *r, const nd_corpus_doc *d);
 void nd_api_forbidden(nd_req *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Accepts application/json; else answers 415 and returns false. */
@@ -137,7 +137,7 @@ int nd_api_content_kind(nd_req *r, bool plain_ok);
 nd_request_limits nd_api_limits(const nd_config *cfg);
 
 /* A document's "meta" (raw compact JSON) or null. */
-void nd_api_add_meta(nd_reply *w, const nd_doc *d);
+void nd_api_add_meta(nd_reply *w, const nd_corpus_doc *d);
 
 /* Times a replica decides a change again after another node wrote first
  * (a replica's store: -ESTALE), before it answers 503. */
@@ -160,7 +160,7 @@ const char *nd_workflow_sub(const char *path, size_t *id_len);
  * ({"reprint","explicit","whitelist"}) and "status"; none for a document
  * without an account, a policy or a revoked claim (its answer keeps the
  * bytes it had before the workflow's members). */
-void nd_workflow_add_document(nd_req *r, nd_reply *w, const nd_doc *d);
+void nd_workflow_add_document(nd_req *r, nd_reply *w, const nd_corpus_doc *d);
 
 /* A check's added members (after "passages"): "copied_share" and
  * "share_estimated" (lib/share.h), "action", "source", "show_source",
@@ -189,13 +189,14 @@ char *nd_workflow_detection(const nd_check_req *rq, const nd_check_res *res, nd_
 char *nd_workflow_audit_event(nd_req *r, const char *action, const char *id, size_t id_len,
                               const char *detail, size_t detail_len, nd_store_event *ev);
 
-/* The audit entry of a registration (an nd_check_req audit callback) or a
- * deletion (an nd_reg_audit_fn) of d by the nd_req req: {"client",
+/* The audit entry of a registration (nd_corpus_check()'s audit callback)
+ * or a deletion (nd_corpus_delete()'s; both nd_corpus_audit_fn) of d by
+ * the nd_req req: {"client",
  * "action": "register" / "delete", "document", "detail": {"account",
  * "registered_at"}}. Returns the value (new, the caller frees) and fills
  * *ev. Any thread (reads req's client only). */
-char *nd_workflow_register_audit(void *req, const struct nd_doc *d, struct nd_store_event *ev);
-char *nd_workflow_delete_audit(void *req, const nd_doc *d, nd_store_event *ev);
+char *nd_workflow_register_audit(void *req, const nd_corpus_doc *d, nd_store_event *ev);
+char *nd_workflow_delete_audit(void *req, const nd_corpus_doc *d, nd_store_event *ev);
 
 /* Copies what buf holds into a new NUL-terminated string (the caller
  * frees; aborts when out of memory) and empties buf; *len set. */

@@ -39,15 +39,14 @@ static bool entry_visible(page_walk *pw, const nd_json_member *mem, size_t n)
         memcmp(client->value.str, r->client, client->value.str_len) == 0)
         return true;
     const nd_json_member *doc = nd_json_find(mem, n, "document");
-    nd_doc *d = NULL;
+    nd_corpus_doc d;
     if (!doc || doc->value.type != ND_JSON_STRING ||
         nd_corpus_get(nd_api_corpus(r), doc->value.str, doc->value.str_len, &d) < 0)
         return false;
     bool visible = nd_api_is_client(r)
-                       ? nd_api_registered(r, d)
-                       : nd_doc_account(d) &&
-                             nd_api_may_act_for(r, nd_doc_account(d), d->account_len);
-    nd_doc_release(d);
+                       ? nd_api_registered(r, &d)
+                       : d.account && nd_api_may_act_for(r, d.account, d.account_len);
+    nd_corpus_doc_release(nd_api_corpus(r), &d);
     return visible;
 }
 

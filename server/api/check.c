@@ -58,10 +58,12 @@ static void add_match_pairs(nd_reply *w, const api_match_pairs *mp)
 
 static void add_match(nd_reply *w, const nd_match *m, bool account_given, const api_match_pairs *mp)
 {
-    const nd_doc *d = m->doc;
+    nd_corpus_doc view;
+    const nd_corpus_doc *d = &view;
+    nd_corpus_match_doc(m, &view);
     nd_reply_object(w);
     nd_reply_key(w, "id");
-    nd_reply_string(w, nd_doc_id(d), d->id_len);
+    nd_reply_string(w, d->id, d->id_len);
     nd_reply_key(w, "simhash");
     nd_reply_simhash(w, d->simhash);
     nd_reply_key(w, "distance");
@@ -148,9 +150,10 @@ static void reply_check(nd_req *r, op_state *op)
     }
     nd_reply_key(&w, "registered");
     nd_reply_bool(&w, res->registered);
-    if (res->registered && res->doc) {
+    nd_corpus_doc held;
+    if (res->registered && nd_corpus_registered_doc(res, &held)) {
         nd_reply_key(&w, "registered_at");
-        nd_reply_time(&w, res->doc->registered_at_us);
+        nd_reply_time(&w, held.registered_at_us);
     }
     if (rq->id) {
         nd_reply_key(&w, "recorded");
@@ -369,16 +372,18 @@ static void pair_matches(nd_req *r, op_state *op)
         mp->n = 0;
         mp->omitted = false;
         int rc = 0;
+        nd_corpus_doc d;
+        nd_corpus_match_doc(m, &d);
         if (m->kind == ND_MATCH_QUOTED) { /* listed, never evidence: its share, nothing read */
             mp->kept = false;
             continue;
         }
         if (m->kind == ND_MATCH_IDENTICAL) /* the text's own passages: nothing to read */
             rc = nd_pair_passages_same(&qt, aw->pair, mp->p, ND_PAIR_PASSAGES, &mp->n);
-        else if (!nd_pair_budget_may_read(&budget, m->doc->chars))
+        else if (!nd_pair_budget_may_read(&budget, d.chars))
             mp->omitted = true; /* too long already by its characters: not read */
         else
-            rc = nd_corpus_text(nd_api_corpus(r), m->doc->registered_at_us, pair_visit, &c);
+            rc = nd_corpus_text(nd_api_corpus(r), d.registered_at_us, pair_visit, &c);
         mp->kept = rc == 0 && !mp->omitted;
         if (rc < 0 && rc != -ENOENT)
             nd_log(ND_LOG_WARN,
@@ -411,7 +416,8 @@ static int ask_check(nd_req *r)
     nd_question_scratch qs;
     rc = sketch_check(api, aw, op, &qs);
     if (rc == 0)
-        rc = nd_corpus_check(nd_api_corpus(r), &op->rq, &op->q, &qs, &op->res, nd_pending_done, r);
+        rc = nd_corpus_check(nd_api_corpus(r), &op->rq, op->audit, r, &op->q, &qs, &op->res,
+                             nd_pending_done, r);
     /* A registration answered without a write (a replica's store never
      * commits within the call): the id registered already (existing, or
      * 409 for another text), or judged not original on the documents held
@@ -592,17 +598,17 @@ static bool check_rights(nd_req *r, nd_check_req *rq, bool *no_record)
  * ND_PENDING_ANSWERED once answered 403 (op freed). */
 static int may_register_id(nd_req *r, op_state *op)
 {
-    nd_doc *d = NULL;
+    nd_corpus_doc d;
     if (!op->rq.do_register || !op->rq.id ||
         nd_corpus_get(nd_api_corpus(r), op->rq.id, op->rq.id_len, &d) != 0)
         return 0;
-    bool owns = nd_api_owns(r, d);
+    bool owns = nd_api_owns(r, &d);
     if (!owns && !nd_pending_at_latest(r)) {
-        nd_doc_release(d);
+        nd_corpus_doc_release(nd_api_corpus(r), &d);
         return ND_PENDING_LATEST;
     }
-    bool may = owns || nd_api_may_change(r, d); /* else answered 403 */
-    nd_doc_release(d);
+    bool may = owns || nd_api_may_change(r, &d); /* else answered 403 */
+    nd_corpus_doc_release(nd_api_corpus(r), &d);
     if (may)
         return 0;
     r->op = NULL;
@@ -669,8 +675,7 @@ void handle_check(nd_req *r)
         op->rq.id = id;
         op->rq.text = text;
         if (rq->do_register) { /* its audit entry, in its transaction */
-            op->rq.audit = nd_workflow_register_audit;
-            op->rq.audit_arg = r;
+            op->audit = nd_workflow_register_audit;
         }
         if (rq->account) {
             char *account = malloc(rq->account_len + 1);

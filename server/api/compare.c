@@ -195,19 +195,19 @@ static int compare_kept(void *arg, const char *text, size_t len)
  * is read, or from its bytes once read). */
 static void answer_registered(nd_req *r, const nd_compare_request *rq)
 {
-    nd_doc *d = NULL;
+    nd_corpus_doc d;
     int rc = nd_corpus_get(nd_api_corpus(r), rq->id_b, rq->id_b_len, &d);
     if (rc == -EAGAIN) {
         nd_api_loading(r);
         return;
     }
-    if (rc < 0 || !d) {
+    if (rc < 0) {
         nd_api_id_error(r, 404, "not_found", rq->id_b, rq->id_b_len, "no document with this id");
         return;
     }
-    int64_t at = d->registered_at_us;
-    size_t chars = d->chars;
-    nd_doc_release(d);
+    int64_t at = d.registered_at_us;
+    size_t chars = d.chars;
+    nd_corpus_doc_release(nd_api_corpus(r), &d);
     registered_pair rp = {.r = r, .rq = rq};
     nd_pair_budget_init(&rp.budget, rq->text_a_len);
     if (!nd_pair_budget_may_read(&rp.budget, chars)) {

@@ -104,11 +104,11 @@ static void reply_method(nd_req *r, const char *allow)
  * every run of a write: the document may have changed while it waited. */
 static bool may_change_id(nd_req *r, const char *id, size_t id_len)
 {
-    nd_doc *d = NULL;
+    nd_corpus_doc d;
     if (nd_corpus_get(nd_api_corpus(r), id, id_len, &d) != 0)
         return true;
-    bool may = nd_api_may_change(r, d); /* else answered 403 */
-    nd_doc_release(d);
+    bool may = nd_api_may_change(r, &d); /* else answered 403 */
+    nd_corpus_doc_release(nd_api_corpus(r), &d);
     return may;
 }
 
@@ -120,12 +120,12 @@ static bool may_change_id(nd_req *r, const char *id, size_t id_len)
  * another account in entries this node has not applied yet. */
 static bool decided_here(nd_req *r, const char *id, size_t id_len)
 {
-    nd_doc *d = NULL;
+    nd_corpus_doc d;
     int rc = nd_corpus_get(nd_api_corpus(r), id, id_len, &d);
     if (rc < 0)
         return rc != -EAGAIN;
-    bool owns = nd_api_owns(r, d);
-    nd_doc_release(d);
+    bool owns = nd_api_owns(r, &d);
+    nd_corpus_doc_release(nd_api_corpus(r), &d);
     return !owns;
 }
 
@@ -217,14 +217,14 @@ static struct evbuffer *detail_begin(nd_reply *w)
 /* A policy change: op's fields over the current policy (PATCH) or in its
  * place (PUT); the audit entry's detail holds the policy replaced and the
  * new one, the larger first given as its digest when both do not fit. */
-static int wf_decide_policy(void *arg, nd_claim_change *c)
+static int wf_decide_policy(void *arg, nd_corpus_claim_change *c)
 {
     nd_req *r = arg;
     wf_op *op = r->op;
-    const nd_doc *d = c->doc;
+    const nd_corpus_doc *d = &c->doc;
     free(op->policy);
-    if (nd_policy_merge(op->patch ? nd_doc_policy(d) : NULL, op->patch ? d->policy_len : 0,
-                        &op->fields, &op->policy, &op->policy_len, &op->err) < 0) {
+    if (nd_policy_merge(op->patch ? d->policy : NULL, op->patch ? d->policy_len : 0, &op->fields,
+                        &op->policy, &op->policy_len, &op->err) < 0) {
         op->refused = true;
         return -EPROTO;
     }
@@ -234,7 +234,7 @@ static int wf_decide_policy(void *arg, nd_claim_change *c)
         nd_reply_key(&w, "method");
         nd_reply_plain(&w, op->patch ? "PATCH" : "PUT", op->patch ? 5 : 3);
         nd_reply_key(&w, "previous");
-        audit_policy(&w, nd_doc_policy(d), d->policy_len, omit >= 1);
+        audit_policy(&w, d->policy, d->policy_len, omit >= 1);
         nd_reply_key(&w, "policy");
         audit_policy(&w, op->policy, op->policy_len, omit >= 2);
         nd_reply_object_end(&w);
@@ -252,19 +252,19 @@ static int wf_decide_policy(void *arg, nd_claim_change *c)
 }
 
 /* {"id","account"?,"registered_at"} of docs[0..n). */
-static void write_predates(nd_reply *w, nd_doc *const *docs, size_t n)
+static void write_predates(nd_reply *w, const nd_corpus_doc *docs, size_t n)
 {
     nd_reply_array(w);
     for (size_t i = 0; i < n; i++) {
         nd_reply_object(w);
         nd_reply_key(w, "id");
-        nd_reply_string(w, nd_doc_id(docs[i]), docs[i]->id_len);
-        if (nd_doc_account(docs[i])) {
+        nd_reply_string(w, docs[i].id, docs[i].id_len);
+        if (docs[i].account) {
             nd_reply_key(w, "account");
-            nd_reply_string(w, nd_doc_account(docs[i]), docs[i]->account_len);
+            nd_reply_string(w, docs[i].account, docs[i].account_len);
         }
         nd_reply_key(w, "registered_at");
-        nd_reply_time(w, docs[i]->registered_at_us);
+        nd_reply_time(w, docs[i].registered_at_us);
         nd_reply_object_end(w);
     }
     nd_reply_array_end(w);
@@ -273,7 +273,7 @@ static void write_predates(nd_reply *w, nd_doc *const *docs, size_t n)
 /* A revoke or restore: the audit entry's detail holds the status, the
  * reason, "previous": "superseded" when the claim was, and (a restore) the
  * documents it now predates, as many as fit. */
-static int wf_decide_status(void *arg, nd_claim_change *c)
+static int wf_decide_status(void *arg, nd_corpus_claim_change *c)
 {
     nd_req *r = arg;
     wf_op *op = r->op;
@@ -293,7 +293,7 @@ static int wf_decide_status(void *arg, nd_claim_change *c)
         struct evbuffer *buf = detail_begin(&w);
         nd_reply_key(&w, "status");
         nd_reply_plain(&w, restore ? "active" : "revoked", restore ? 6 : 7);
-        if (c->doc->status == ND_CLAIM_SUPERSEDED) { /* else implied by the change */
+        if (c->doc.status == ND_CLAIM_SUPERSEDED) { /* else implied by the change */
             nd_reply_key(&w, "previous");
             nd_reply_plain(&w, "superseded", 10);
         }
@@ -443,7 +443,7 @@ static void policy_body(nd_req *r, int status)
     }
     /* Who may change it before what it says: a caller without the right
      * learns nothing from the body's checks. */
-    nd_doc *d = NULL;
+    nd_corpus_doc d;
     int rc = nd_corpus_get(nd_api_corpus(r), op->id, op->id_len, &d);
     if (rc < 0) {
         if (rc == -EAGAIN)
@@ -453,8 +453,8 @@ static void policy_body(nd_req *r, int status)
         wf_free(op);
         return;
     }
-    bool may = nd_api_may_change(r, d); /* else answered 403 */
-    nd_doc_release(d);
+    bool may = nd_api_may_change(r, &d); /* else answered 403 */
+    nd_corpus_doc_release(nd_api_corpus(r), &d);
     if (!may) {
         wf_free(op);
         return;
@@ -525,15 +525,15 @@ static void handle_copies(nd_req *r, wf_op *op)
         wf_free(op);
         return;
     }
-    nd_doc *d = NULL;
+    nd_corpus_doc d;
     int rc = nd_corpus_get(nd_api_corpus(r), op->id, op->id_len, &d);
     if (rc == 0)
-        nd_audit_page(r, "copies", ND_EVENT_DETECTION, d->registered_at_us, &pg);
+        nd_audit_page(r, "copies", ND_EVENT_DETECTION, d.registered_at_us, &pg);
     else if (rc == -EAGAIN)
         nd_api_loading(r);
     else
         nd_api_id_error(r, 404, "not_found", op->id, op->id_len, "no document with this id");
-    nd_doc_release(d);
+    nd_corpus_doc_release(nd_api_corpus(r), &d);
     wf_free(op);
 }
 
@@ -648,19 +648,18 @@ static int write_text(void *arg, const char *text, size_t len)
  * kept ("text": null, "text_kept": false: registered with --keep-text=false,
  * before texts were kept, or carried by no replica entry); an unreadable
  * text is a 500. */
-static void reply_document(nd_req *r, const nd_doc *d, bool want_text)
+static void reply_document(nd_req *r, const nd_corpus_doc *d, bool want_text)
 {
     nd_reply w;
     nd_reply_object(nd_api_body_begin(r, &w));
     nd_reply_key(&w, "id");
-    nd_reply_string(&w, nd_doc_id(d), d->id_len);
+    nd_reply_string(&w, d->id, d->id_len);
     nd_reply_key(&w, "simhash");
     nd_reply_simhash(&w, d->simhash);
     nd_reply_key(&w, "chars");
     nd_reply_u64(&w, d->chars);
     nd_reply_key(&w, "version");
-    const char *version = nd_corpus_doc_version(nd_api_corpus(r), d);
-    nd_reply_string(&w, version, strlen(version));
+    nd_reply_string(&w, d->version, strlen(d->version));
     nd_reply_key(&w, "registered_at");
     nd_reply_time(&w, d->registered_at_us);
     nd_reply_key(&w, "meta");
@@ -688,15 +687,15 @@ static void run_get(nd_req *r)
 {
     op_state *op = r->op;
     r->op = NULL;
-    nd_doc *d = NULL;
+    nd_corpus_doc d;
     int rc = nd_corpus_get(nd_api_corpus(r), op->rq.id, op->rq.id_len, &d);
     if (rc == 0)
-        reply_document(r, d, op->want_text);
+        reply_document(r, &d, op->want_text);
     else if (rc == -EAGAIN)
         nd_api_loading(r);
     else
         nd_api_id_error(r, 404, "not_found", op->rq.id, op->rq.id_len, "no document with this id");
-    nd_doc_release(d);
+    nd_corpus_doc_release(nd_api_corpus(r), &d);
     op_free(op);
 }
 

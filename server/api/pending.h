@@ -114,6 +114,9 @@ typedef struct op_state {
     /* Consistency "latest": runs once the replica caught up. */
     void (*when_latest)(nd_req *r);
     bool want_text; /* GET /documents/{id}?text=true: the kept text too */
+    /* A registration's audit entry (nd_corpus_check(), arg: the request);
+     * NULL: none. */
+    nd_corpus_audit_fn audit;
 } op_state;
 
 /* Frees op (what it owns; op itself when on_heap). NULL is allowed. */

@@ -66,7 +66,7 @@ void handle_metrics(nd_req *r)
 {
     nd_api *api = nd_api_of(r);
     nd_corpus *corpus = nd_api_corpus(r);
-    nd_registry_stats st;
+    nd_corpus_counts st;
     nd_corpus_stats(corpus, &st);
     nd_metrics_gauges g = {
         .documents = st.documents,

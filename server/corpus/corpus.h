@@ -8,7 +8,7 @@
  * (answer.h), picked once per request: today it is always the server's one
  * corpus; a namespace picks another there, and nothing below changes.
  *
- * The shape is the store's (store.h): a table of function pointers
+ * The shape is the store's (server/store/): a table of function pointers
  * (nd_corpus_ops) at the head of every implementation's object, and one
  * inline wrapper per operation. A table rather than a single set of
  * functions because the second implementation is already known: a shard
@@ -19,18 +19,29 @@
  * One indirect call per operation; no operation allocates on the caller's
  * behalf unless it says so.
  *
- * The asynchronous flow is the registry's (registry.h): check, delete and
+ * The asynchronous flow is the registry's (change.h): check, delete and
  * the claim changes return 0, ND_REG_QUEUED or ND_REG_WAIT (or -errno) and
  * call done(arg, change, status) on another thread; the request completes
  * the change on its own thread with nd_corpus_complete(). A store's or a
  * replica's (void *, int) callback is an nd_store_done_fn.
  *
- * This header is the API's one door to the engine: it brings the types
- * the calls take and return (registry.h: the check's request, question and
- * result, nd_doc and its accessors, claims; store.h: records and journal
- * events; feed.h: the events feed; import.h: an import's parameters), and
- * the scratch a worker keeps for a check's second pass (memo.h, pair.h).
- * server/api/ includes none of them itself (tests/test_api_corpus.py). */
+ * A document crosses it as a value (nd_corpus_doc: its fields and borrowed
+ * strings), never as the registry's document struct: nd_corpus_get() fills
+ * one holding a reference, a check's matches are read through views
+ * (nd_corpus_match_doc()), and the callbacks of a registration's or
+ * deletion's audit entry and of a claim change receive views.
+ *
+ * This header is the API's one door to the engine: it brings the value
+ * types the calls take and return, each from the header that defines it
+ * without the engine's state (below: the check's request, question and
+ * result, the asynchronous flow, claims, journal events and limits, the
+ * events feed, an import's parameters) and the scratch a worker keeps for
+ * a check's second pass (memo.h, pair.h). Not the registry's, the store's
+ * or the replica's interfaces: a check's result and a worker's memo hold
+ * references to registry documents as an opaque typedef (verdict.h,
+ * memo.h), which the API cannot read (it reads views). server/api/
+ * includes no engine header itself, and this header reaches none of those
+ * interfaces (tests/test_api_corpus.py). */
 #ifndef ND_CORPUS_H
 #define ND_CORPUS_H
 
@@ -38,14 +49,75 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "feed.h"
-#include "import.h"
-#include "memo.h"
-#include "pair.h"
-#include "registry.h"
-#include "store.h"
+#include "change.h"       /* ND_REG_QUEUED, ND_REG_WAIT, nd_registry_done_fn */
+#include "claim.h"        /* policies, actions, claim statuses */
+#include "feed.h"         /* nd_event_rec */
+#include "import.h"       /* nd_import_params, nd_import_summary */
+#include "memo.h"         /* a worker's check scratch */
+#include "pair.h"         /* a worker's passages scratch */
+#include "question.h"     /* nd_question, ND_RECORD_VERSION */
+#include "request.h"      /* nd_check_req */
+#include "store_values.h" /* nd_store_event, limits, nd_store_done_fn */
+#include "verdict.h"      /* nd_check_res, nd_match (their documents opaque) */
 
 typedef struct nd_corpus nd_corpus;
+
+/* A document as the corpus hands it out: values, and strings borrowed
+ * from the corpus. A view from nd_corpus_get() holds a reference (ref) and
+ * its strings stay valid until nd_corpus_doc_release(); a view of a check's
+ * match or source (nd_corpus_match_doc(), nd_corpus_source_doc(),
+ * nd_corpus_registered_doc()) holds none: valid while the result is (it
+ * holds the references). Filling a view never allocates. */
+typedef struct nd_corpus_doc {
+    const char *id; /* id_len bytes (1..ND_ID_MAX), not NUL-terminated */
+    size_t id_len;
+    const char *meta; /* compact JSON object, meta_len bytes; NULL: none */
+    size_t meta_len;
+    const char *account; /* the registering account; NULL: none */
+    size_t account_len;
+    const char *policy; /* the reprint policy (compact JSON, claim.h reads
+                         * it); NULL: none, the server's default applies */
+    size_t policy_len;
+    const char *version; /* the fingerprint version, NUL-terminated,
+                          * borrowed for the corpus's life: nd_corpus_get()
+                          * only (NULL in a match's view) */
+    uint64_t simhash;
+    int64_t registered_at_us; /* UTC microseconds since the epoch */
+    int64_t superseded_by_us; /* ND_CLAIM_SUPERSEDED: the registered_at_us
+                               * of the document whose restore superseded it;
+                               * 0 otherwise */
+    uint32_t chars;           /* characters as read */
+    int status;               /* ND_CLAIM_ACTIVE, _REVOKED, _SUPERSEDED */
+    void *ref;                /* the implementation's: the reference held */
+} nd_corpus_doc;
+
+/* Builds the audit entry of a registration or deletion of d (the corpus's
+ * writer held, before the store write; d borrowed for the call): fills *ev
+ * (an ND_EVENT_AUDIT event) and returns its value (new: the corpus frees
+ * it once queued), or NULL for none. */
+typedef char *(*nd_corpus_audit_fn)(void *arg, const nd_corpus_doc *d, nd_store_event *ev);
+
+/* A change of a document's claim decided on the document as it is when the
+ * change is made (nd_claim_change's values): the corpus fills the inputs
+ * and calls decide(decide_arg, c) once per attempt (again after
+ * ND_REG_WAIT, on the newer state). Everything In is borrowed for the
+ * call. */
+typedef struct nd_corpus_claim_change {
+    /* In: */
+    nd_corpus_doc doc;             /* the live document: its policy and status now */
+    const nd_corpus_doc *predated; /* a restore: the documents it now predates,
+                                    * earliest first (nd_claim_change) */
+    size_t npredated;
+    bool predated_truncated;
+    /* Out (valid until the change's done): */
+    const char *policy; /* a policy change: the new policy (NULL: none) */
+    size_t policy_len;
+    const nd_store_event *audit; /* the audit entry (NULL: none) */
+} nd_corpus_claim_change;
+
+/* Sets *c's outputs; returns 0, or a negative value the change call
+ * returns as it is (nothing changed). */
+typedef int (*nd_corpus_decide_fn)(void *arg, nd_corpus_claim_change *c);
 
 /* A replicated corpus's place in the stream (nd_corpus_replica_get()): values,
  * its strings borrowed for the corpus's life. */
@@ -58,6 +130,15 @@ typedef struct nd_corpus_replica {
     uint64_t published, applied, entries, conflicts;
 } nd_corpus_replica;
 
+/* The counts of documents (nd_corpus_stats()): a snapshot. */
+typedef struct nd_corpus_counts {
+    uint64_t documents;     /* ids held, pending ones included */
+    uint64_t index_entries; /* fingerprints in the index */
+    uint64_t stale;         /* documents of another fingerprint version */
+    uint64_t pending;       /* changes waiting for the store */
+    uint64_t duplicates;    /* records skipped at load: id stored twice */
+} nd_corpus_counts;
+
 /* An implementation: the calls below, dispatched. */
 typedef struct nd_corpus_ops {
     const char *name; /* "local" */
@@ -69,21 +150,21 @@ typedef struct nd_corpus_ops {
     bool (*replicated)(const nd_corpus *c);
     int (*sync)(nd_corpus *c, nd_store_done_fn done, void *arg);
     bool (*replica)(const nd_corpus *c, nd_corpus_replica *out);
-    void (*stats)(const nd_corpus *c, nd_registry_stats *out);
+    void (*stats)(const nd_corpus *c, nd_corpus_counts *out);
     int (*digest)(nd_corpus *c, uint64_t *documents, uint64_t *digest);
     /* documents */
-    int (*check)(nd_corpus *c, const nd_check_req *rq, const nd_question *q,
-                 const nd_question_scratch *qs, nd_check_res *res, nd_registry_done_fn done,
-                 void *arg);
+    int (*check)(nd_corpus *c, const nd_check_req *rq, nd_corpus_audit_fn audit, void *audit_arg,
+                 const nd_question *q, const nd_question_scratch *qs, nd_check_res *res,
+                 nd_registry_done_fn done, void *arg);
     int (*complete)(nd_corpus *c, nd_reg_change *ch, int status);
-    int (*get)(nd_corpus *c, const char *id, size_t id_len, nd_doc **out);
-    const char *(*doc_version)(const nd_corpus *c, const nd_doc *d);
-    int (*remove)(nd_corpus *c, const char *id, size_t id_len, nd_reg_audit_fn audit,
+    int (*get)(nd_corpus *c, const char *id, size_t id_len, nd_corpus_doc *out);
+    void (*doc_release)(nd_corpus *c, nd_corpus_doc *d);
+    int (*remove)(nd_corpus *c, const char *id, size_t id_len, nd_corpus_audit_fn audit,
                   void *audit_arg, nd_registry_done_fn done, void *arg);
-    int (*change_policy)(nd_corpus *c, const char *id, size_t id_len, nd_claim_decide_fn decide,
+    int (*change_policy)(nd_corpus *c, const char *id, size_t id_len, nd_corpus_decide_fn decide,
                          void *decide_arg, nd_registry_done_fn done, void *arg);
     int (*change_status)(nd_corpus *c, const char *id, size_t id_len, int status, unsigned k,
-                         const nd_verdict_params *params, nd_claim_decide_fn decide,
+                         const nd_verdict_params *params, nd_corpus_decide_fn decide,
                          void *decide_arg, nd_registry_done_fn done, void *arg);
     int (*import)(nd_corpus *c, const char *buf, size_t len, const nd_import_params *p,
                   nd_import_report_fn report, void *arg, nd_import_summary *out);
@@ -125,7 +206,7 @@ static inline bool nd_corpus_ready(const nd_corpus *c, const char **why)
     return c->ops->ready(c, why);
 }
 
-/* True while the storage takes writes (store.h's nd_store_writable()). */
+/* True while the storage takes writes (the store's nd_store_writable()). */
 static inline bool nd_corpus_writable(const nd_corpus *c)
 {
     return c->ops->writable(c);
@@ -160,7 +241,7 @@ static inline bool nd_corpus_replica_get(const nd_corpus *c, nd_corpus_replica *
 }
 
 /* The counts (a snapshot; no lock). */
-static inline void nd_corpus_stats(const nd_corpus *c, nd_registry_stats *out)
+static inline void nd_corpus_stats(const nd_corpus *c, nd_corpus_counts *out)
 {
     c->ops->stats(c, out);
 }
@@ -172,14 +253,18 @@ static inline int nd_corpus_digest(nd_corpus *c, uint64_t *documents, uint64_t *
     return c->ops->digest(c, documents, digest);
 }
 
-/* ---- documents (registry.h gives each call's results in full) ---- */
+/* ---- documents (the registry's calls give each one's results in full) ---- */
 
-/* nd_registry_check(): checks rq, registering it when original and asked. */
-static inline int nd_corpus_check(nd_corpus *c, const nd_check_req *rq, const nd_question *q,
+/* nd_registry_check(): checks rq, registering it when original and asked;
+ * a registration's audit entry is audit(audit_arg, d, ev)'s (NULL: none;
+ * rq->audit is the corpus's and ignored). No allocation beyond the
+ * registry's. */
+static inline int nd_corpus_check(nd_corpus *c, const nd_check_req *rq, nd_corpus_audit_fn audit,
+                                  void *audit_arg, const nd_question *q,
                                   const nd_question_scratch *qs, nd_check_res *res,
                                   nd_registry_done_fn done, void *arg)
 {
-    return c->ops->check(c, rq, q, qs, res, done, arg);
+    return c->ops->check(c, rq, audit, audit_arg, q, qs, res, done, arg);
 }
 
 /* nd_registry_complete(): finishes a queued change on the caller's thread
@@ -189,39 +274,54 @@ static inline int nd_corpus_complete(nd_corpus *c, nd_reg_change *ch, int status
     return c->ops->complete(c, ch, status);
 }
 
-/* nd_registry_get(): 0 and a new reference in *out (nd_doc_release()),
- * -ENOENT or -EAGAIN. */
-static inline int nd_corpus_get(nd_corpus *c, const char *id, size_t id_len, nd_doc **out)
+/* Looks up id: 0 and the document's view in *out, holding a reference
+ * (release it with nd_corpus_doc_release()); -ENOENT or -EAGAIN (loading),
+ * *out then zeroed (releasing it is allowed). Does not allocate. */
+static inline int nd_corpus_get(nd_corpus *c, const char *id, size_t id_len, nd_corpus_doc *out)
 {
     return c->ops->get(c, id, id_len, out);
 }
 
-/* The fingerprint version of d (static or borrowed from the corpus). */
-static inline const char *nd_corpus_doc_version(const nd_corpus *c, const nd_doc *d)
+/* Releases the reference a view from nd_corpus_get() holds (none: nothing
+ * done) and clears it; its strings are not to be read after. Any thread. */
+static inline void nd_corpus_doc_release(nd_corpus *c, nd_corpus_doc *d)
 {
-    return c->ops->doc_version(c, d);
+    c->ops->doc_release(c, d);
 }
 
-/* nd_registry_delete(). */
+/* The views of a check's documents (nd_check_res, filled by
+ * nd_corpus_check()): no reference is taken, they are valid while res
+ * is; no allocation. match_doc: match m's document. source_doc: the
+ * source the action names (false, out untouched: none). registered_doc:
+ * the document res registered or found under the id (false: none).
+ * is_source: whether m's document is res's source. Implemented in
+ * corpus_doc.c. */
+void nd_corpus_match_doc(const nd_match *m, nd_corpus_doc *out);
+bool nd_corpus_source_doc(const nd_check_res *res, nd_corpus_doc *out);
+bool nd_corpus_registered_doc(const nd_check_res *res, nd_corpus_doc *out);
+bool nd_corpus_is_source(const nd_check_res *res, const nd_match *m);
+
+/* nd_registry_delete(), its audit entry audit's (NULL: none). */
 static inline int nd_corpus_delete(nd_corpus *c, const char *id, size_t id_len,
-                                   nd_reg_audit_fn audit, void *audit_arg,
+                                   nd_corpus_audit_fn audit, void *audit_arg,
                                    nd_registry_done_fn done, void *arg)
 {
     return c->ops->remove(c, id, id_len, audit, audit_arg, done, arg);
 }
 
-/* nd_registry_change_policy(). */
+/* nd_registry_change_policy(), decided by decide on the document's view. */
 static inline int nd_corpus_change_policy(nd_corpus *c, const char *id, size_t id_len,
-                                          nd_claim_decide_fn decide, void *decide_arg,
+                                          nd_corpus_decide_fn decide, void *decide_arg,
                                           nd_registry_done_fn done, void *arg)
 {
     return c->ops->change_policy(c, id, id_len, decide, decide_arg, done, arg);
 }
 
-/* nd_registry_change_status(). */
+/* nd_registry_change_status(), decided by decide on the document's view
+ * (a restore's predated views: allocated for the call; -ENOMEM). */
 static inline int nd_corpus_change_status(nd_corpus *c, const char *id, size_t id_len, int status,
                                           unsigned k, const nd_verdict_params *params,
-                                          nd_claim_decide_fn decide, void *decide_arg,
+                                          nd_corpus_decide_fn decide, void *decide_arg,
                                           nd_registry_done_fn done, void *arg)
 {
     return c->ops->change_status(c, id, id_len, status, k, params, decide, decide_arg, done,
@@ -236,7 +336,7 @@ static inline int nd_corpus_import(nd_corpus *c, const char *buf, size_t len,
     return c->ops->import(c, buf, len, p, report, arg, out);
 }
 
-/* ---- what is kept with them (store.h gives each call's results) ---- */
+/* ---- what is kept with them (the store's calls give each one's results) ---- */
 
 /* Sets *same to whether the document stored under registered_at_us was
  * registered by the client named client[0..client_len) (the store keeps

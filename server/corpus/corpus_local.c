@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "corpus_doc.h"
 #include "hook_feed.h"
 #include "hook_position.h"
 #include "json.h"
@@ -107,9 +108,15 @@ static bool op_replica(const nd_corpus *c, nd_corpus_replica *out)
     return true;
 }
 
-static void op_stats(const nd_corpus *c, nd_registry_stats *out)
+static void op_stats(const nd_corpus *c, nd_corpus_counts *out)
 {
-    nd_registry_stats_get(CL(c)->reg, out);
+    nd_registry_stats st;
+    nd_registry_stats_get(CL(c)->reg, &st);
+    *out = (nd_corpus_counts){.documents = st.documents,
+                              .index_entries = st.index_entries,
+                              .stale = st.stale,
+                              .pending = st.pending,
+                              .duplicates = st.duplicates};
 }
 
 static int op_digest(nd_corpus *c, uint64_t *documents, uint64_t *digest)
@@ -117,11 +124,38 @@ static int op_digest(nd_corpus *c, uint64_t *documents, uint64_t *digest)
     return nd_registry_digest(L(c)->reg, documents, digest);
 }
 
-static int op_check(nd_corpus *c, const nd_check_req *rq, const nd_question *q,
-                    const nd_question_scratch *qs, nd_check_res *res, nd_registry_done_fn done,
-                    void *arg)
+/* A corpus audit callback behind the registry's (nd_reg_audit_fn and
+ * nd_check_req's): called within the call that holds it. */
+typedef struct audit_tramp {
+    nd_corpus_audit_fn fn;
+    void *arg;
+} audit_tramp;
+
+static char *audit_view(void *arg, const nd_doc *d, nd_store_event *ev)
 {
-    return nd_registry_check(L(c)->reg, rq, q, qs, res, done, arg);
+    audit_tramp *t = arg;
+    nd_corpus_doc v;
+    nd_corpus_doc_view(d, NULL, NULL, &v);
+    return t->fn(t->arg, &v, ev);
+}
+
+static int op_check(nd_corpus *c, const nd_check_req *rq, nd_corpus_audit_fn audit, void *audit_arg,
+                    const nd_question *q, const nd_question_scratch *qs, nd_check_res *res,
+                    nd_registry_done_fn done, void *arg)
+{
+    if (!audit) {
+        if (!rq->audit)
+            return nd_registry_check(L(c)->reg, rq, q, qs, res, done, arg);
+        nd_check_req plain = *rq;
+        plain.audit = NULL;
+        plain.audit_arg = NULL;
+        return nd_registry_check(L(c)->reg, &plain, q, qs, res, done, arg);
+    }
+    audit_tramp t = {audit, audit_arg};
+    nd_check_req with = *rq; /* a value copy: the registry borrows rq for the call */
+    with.audit = audit_view;
+    with.audit_arg = &t;
+    return nd_registry_check(L(c)->reg, &with, q, qs, res, done, arg);
 }
 
 static int op_complete(nd_corpus *c, nd_reg_change *ch, int status)
@@ -129,34 +163,76 @@ static int op_complete(nd_corpus *c, nd_reg_change *ch, int status)
     return nd_registry_complete(L(c)->reg, ch, status);
 }
 
-static int op_get(nd_corpus *c, const char *id, size_t id_len, nd_doc **out)
+static int op_get(nd_corpus *c, const char *id, size_t id_len, nd_corpus_doc *out)
 {
-    return nd_registry_get(L(c)->reg, id, id_len, out);
+    nd_doc *d = NULL;
+    int rc = nd_registry_get(L(c)->reg, id, id_len, &d);
+    if (rc < 0 || !d) {
+        nd_doc_release(d);
+        *out = (nd_corpus_doc){0};
+        return rc < 0 ? rc : -ENOENT;
+    }
+    nd_corpus_doc_view(d, nd_registry_doc_version(L(c)->reg, d), d, out);
+    return 0;
 }
 
-static const char *op_doc_version(const nd_corpus *c, const nd_doc *d)
+static void op_doc_release(nd_corpus *c, nd_corpus_doc *d)
 {
-    return nd_registry_doc_version(CL(c)->reg, d);
+    (void)c;
+    nd_doc_release(d->ref);
+    d->ref = NULL;
 }
 
-static int op_remove(nd_corpus *c, const char *id, size_t id_len, nd_reg_audit_fn audit,
+static int op_remove(nd_corpus *c, const char *id, size_t id_len, nd_corpus_audit_fn audit,
                      void *audit_arg, nd_registry_done_fn done, void *arg)
 {
-    return nd_registry_delete(L(c)->reg, id, id_len, audit, audit_arg, done, arg);
+    audit_tramp t = {audit, audit_arg};
+    return nd_registry_delete(L(c)->reg, id, id_len, audit ? audit_view : NULL, &t, done, arg);
 }
 
-static int op_change_policy(nd_corpus *c, const char *id, size_t id_len,
-                            nd_claim_decide_fn decide, void *decide_arg, nd_registry_done_fn done,
-                            void *arg)
+/* A corpus decide callback behind the registry's: the change's documents
+ * as views (a restore's predated ones in an array allocated for the
+ * call), its outputs copied back. */
+typedef struct decide_tramp {
+    nd_corpus_decide_fn fn;
+    void *arg;
+} decide_tramp;
+
+static int decide_view(void *arg, nd_claim_change *c)
 {
-    return nd_registry_change_policy(L(c)->reg, id, id_len, decide, decide_arg, done, arg);
+    decide_tramp *t = arg;
+    nd_corpus_claim_change v = {.npredated = c->npredated,
+                                .predated_truncated = c->predated_truncated};
+    nd_corpus_doc_view(c->doc, NULL, NULL, &v.doc);
+    nd_corpus_doc *pre = NULL;
+    if (c->npredated) {
+        if (!(pre = calloc(c->npredated, sizeof(*pre))))
+            return -ENOMEM;
+        for (size_t i = 0; i < c->npredated; i++)
+            nd_corpus_doc_view(c->predated[i], NULL, NULL, &pre[i]);
+    }
+    v.predated = pre;
+    int rc = t->fn(t->arg, &v);
+    free(pre);
+    c->policy = v.policy;
+    c->policy_len = v.policy_len;
+    c->audit = v.audit;
+    return rc;
+}
+
+static int op_change_policy(nd_corpus *c, const char *id, size_t id_len, nd_corpus_decide_fn decide,
+                            void *decide_arg, nd_registry_done_fn done, void *arg)
+{
+    decide_tramp t = {decide, decide_arg};
+    return nd_registry_change_policy(L(c)->reg, id, id_len, decide_view, &t, done, arg);
 }
 
 static int op_change_status(nd_corpus *c, const char *id, size_t id_len, int status, unsigned k,
-                            const nd_verdict_params *params, nd_claim_decide_fn decide,
+                            const nd_verdict_params *params, nd_corpus_decide_fn decide,
                             void *decide_arg, nd_registry_done_fn done, void *arg)
 {
-    return nd_registry_change_status(L(c)->reg, id, id_len, status, k, params, decide, decide_arg,
+    decide_tramp t = {decide, decide_arg};
+    return nd_registry_change_status(L(c)->reg, id, id_len, status, k, params, decide_view, &t,
                                      done, arg);
 }
 
@@ -262,7 +338,7 @@ static const nd_corpus_ops local_ops = {
     .check = op_check,
     .complete = op_complete,
     .get = op_get,
-    .doc_version = op_doc_version,
+    .doc_release = op_doc_release,
     .remove = op_remove,
     .change_policy = op_change_policy,
     .change_status = op_change_status,

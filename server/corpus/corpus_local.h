@@ -22,6 +22,8 @@
 #include "corpus.h"
 #include "hook_config.h"
 #include "metrics.h"
+#include "registry.h"
+#include "store.h"
 #include "webhooks.h"
 
 /* Opens the corpus of cfg (borrowed; outlives the corpus): the store, the

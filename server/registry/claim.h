@@ -34,7 +34,7 @@
 #define ND_CLAIM_H
 
 #include "request.h"
-#include "store.h" /* enum nd_claim_status (the store owns it) */
+#include "store_values.h" /* enum nd_claim_status (the store owns it) */
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -13,13 +13,9 @@
 #include <string.h>
 
 #include "fingerprint.h"
+#include "question.h" /* ND_RECORD_VERSION */
 #include "sketch.h"
 #include "store.h" /* ND_CLAIM_* */
-
-/* The version of a registered document: its fingerprint and its sketch
- * (anchors and verification signature). Records of any other version are
- * stale: kept, never compared, upgraded by re-registering the same text. */
-#define ND_RECORD_VERSION ND_FINGERPRINT_VERSION "+" ND_SKETCH_VERSION
 
 typedef struct nd_registry nd_registry;
 

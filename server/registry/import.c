@@ -18,7 +18,9 @@
 #include "json.h"
 #include "log.h"
 #include "question.h"
+#include "registry.h"
 #include "sketch.h"
+#include "store.h"
 #include "text_pack.h"
 
 #define BATCH 32        /* lines a thread prepares at a time */

@@ -44,10 +44,13 @@
 #include "config.h"
 #include "fingerprint.h"
 #include "import_lines.h"
-#include "registry.h"
 #include "request.h"
 #include "sketch.h"
-#include "store.h"
+#include "store_values.h" /* nd_store_event */
+#include "verdict.h"      /* nd_check_res */
+
+typedef struct nd_registry nd_registry; /* registry.h */
+typedef struct nd_store nd_store;       /* store.h */
 
 typedef struct nd_import_params {
     nd_request_limits lim;   /* as the server's (nd_import_params_init()) */

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "docs.h"
+typedef struct nd_doc nd_doc; /* docs.h: references held, opaque here */
 
 /* Stage 3's candidates at most (verdict.c's ND_REWRITE_CANDIDATES). */
 #define ND_MEMO_THIRD_MAX 4

@@ -29,6 +29,12 @@
 
 typedef struct nd_pair_scratch nd_pair_scratch; /* pair.h */
 
+/* The version of a registered document: its fingerprint and its sketch
+ * (anchors and verification signature), a question's. Records of any
+ * other version are stale: kept, never compared, upgraded by
+ * re-registering the same text. */
+#define ND_RECORD_VERSION ND_FINGERPRINT_VERSION "+" ND_SKETCH_VERSION
+
 /* A thread's tools for making questions: all borrowed from the caller,
  * who keeps them per thread. */
 typedef struct nd_question_tools {

@@ -45,16 +45,11 @@
 #include "sketch.h"
 #include "store.h"
 #include "verdict.h"
-
-typedef struct nd_reg_change nd_reg_change;
+#include "change.h"
 
 /* The document (nd_doc, its references, lookups by id, the counts):
  * docs.h. The answer to a check (nd_check_res, nd_match, the verdict):
  * verdict.h. The options: registry_options.h. */
-
-/* The options of the server's configuration cfg (max_matches,
- * default_reprint, the verdict's thresholds and max_verify). */
-void nd_registry_options_from_config(nd_registry_options *o, const nd_config *cfg);
 
 /* A check reaches the registry as three shapes (each borrowed for the
  * call): what was parsed (nd_check_req, request.h), the question made of
@@ -66,19 +61,6 @@ void nd_registry_options_from_config(nd_registry_options *o, const nd_config *cf
  * of the server's clock: 5 minutes, for the skew between the clock of the
  * system that dated a document and this server's. */
 #define ND_REGISTRY_AHEAD_US (5LL * 60 * 1000000)
-
-/* nd_registry_check() and nd_registry_delete() results besides 0 and -errno. */
-#define ND_REG_QUEUED 1 /* a store write was queued: done(arg, change, status) follows */
-#define ND_REG_WAIT                                                                                \
-    2 /* the id has a change in flight, or the verdict of a
-                         * registration depends on a document waiting for its
-                         * commit: done(arg, NULL, 0) follows; then ask again */
-
-/* Called once per ND_REG_QUEUED or ND_REG_WAIT, on another thread (see top).
- * For a queued change, ch is non-NULL and status is the store's result; the
- * receiver must pass both to nd_registry_complete() exactly once. For a wait,
- * ch is NULL: repeat the call that returned ND_REG_WAIT. */
-typedef void (*nd_registry_done_fn)(void *arg, nd_reg_change *ch, int status);
 
 /* Called during nd_registry_load() at most every progress_ms and at the end. */
 typedef void (*nd_registry_progress_fn)(void *arg, uint64_t loaded, uint64_t total, uint64_t stale);
@@ -113,15 +95,6 @@ void nd_registry_destroy(nd_registry *reg);
  * ND_REG_DOCS_MAX); or the store's -errno / -ENOMEM (then the registry
  * stays not loaded). nd_registry_load_error() words any of them. */
 #define ND_REG_TOO_MANY_VERSIONS (-ENOSPC)
-
-/* The most documents one registry holds at once (a slot each; slots are
- * 28 bits, in the anchor index and in nd_doc, the last one marking "not
- * linked": 268,435,455; deleted documents' slots are reused). A
- * registration past it fails with ND_REG_TOO_MANY_DOCS, and so does a load
- * of a store holding more. */
-#define ND_REG_DOCS_MAX (ND_ANCHOR_SLOTS - 1)
-#define ND_REG_DOCS_MAX_TEXT "268,435,455" /* ND_REG_DOCS_MAX, for messages */
-#define ND_REG_TOO_MANY_DOCS (-EOVERFLOW)
 
 /* What a failed nd_registry_load() met, for a log line: a static string. */
 const char *nd_registry_load_error(int rc);

@@ -2,12 +2,13 @@
  * matches returned, the default reprint rule and the verdict's thresholds,
  * the same for every check. Read by the verdict (verdict.c), kept in the
  * registry's state (docs_internal.h), filled from the configuration by
- * nd_registry_options_from_config() (registry.h). No .c of its own. */
+ * nd_registry_options_from_config() (registry.c). */
 #ifndef ND_REGISTRY_OPTIONS_H
 #define ND_REGISTRY_OPTIONS_H
 
 #include <stdbool.h>
 
+#include "config.h"
 #include "share.h"
 #include "sketch.h"
 
@@ -51,5 +52,9 @@ typedef struct nd_registry_options {
      * compilation and quotation verdicts. */
     nd_share_params share;
 } nd_registry_options;
+
+/* The options of the server's configuration cfg (max_matches,
+ * default_reprint, the verdict's thresholds and max_verify). */
+void nd_registry_options_from_config(nd_registry_options *o, const nd_config *cfg);
 
 #endif

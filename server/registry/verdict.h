@@ -12,10 +12,13 @@
 #include <stdint.h>
 
 #include "anchor_index.h"
-#include "docs.h"
 #include "index.h"
 #include "share.h"
 #include "sketch.h"
+
+/* A registered document (docs.h): a check's answer holds references to
+ * them; opaque to whoever includes only this. */
+typedef struct nd_doc nd_doc;
 
 /* The kinds of a source below the partial-copy bar (share.h), beyond the
  * sketch's nd_match_kind: part of a compilation and one large quotation

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "store.h"
+#include "store_values.h" /* nd_store_event, nd_record */
 
 /* An event's type (its name: nd_feed_type_name()). */
 typedef enum nd_feed_type {
