@@ -7,13 +7,15 @@
  * has one, an id when it registers, k in 0..8, a text within the limit that
  * the fingerprinter accepts, a raw "meta" that is an object, and (as a
  * registration does next, nd_request_check_meta()) a compact "meta" within
- * the limit whose size the raw bound never overestimated. */
+ * the limit whose size the raw bound never overestimated, written as the
+ * server writes JSON and unchanged when read and written again. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "fingerprint.h"
 #include "fuzz_body_common.h"
+#include "json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -46,8 +48,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(strlen(cr.meta) == cr.meta_len && cr.meta_len <= lim.max_meta, "meta size");
         json_t *m = json_loadb(cr.meta, cr.meta_len, JSON_ALLOW_NUL, NULL);
         FUZZ_CHECK(json_is_object(m), "meta is not an object: %s", cr.meta);
-        char *again = json_dumps(m, JSON_COMPACT);
-        FUZZ_CHECK(again && strcmp(again, cr.meta) == 0, "meta is not compact");
+        /* Compact as the server writes JSON (reals by nd_json_format_real(),
+         * not jansson's %.17g): its own output read again writes the same. */
+        char *again = nd_json_dumps(m, JSON_COMPACT);
+        FUZZ_CHECK(again && strcmp(again, cr.meta) == 0, "meta is not compact: %s / %s", cr.meta,
+                   again ? again : "(null)");
         size_t bound = nd_request_compact_bound(cr.meta_raw, cr.meta_raw_len, SIZE_MAX);
         FUZZ_CHECK(bound <= cr.meta_len, "bound %zu over the compact size %zu", bound, cr.meta_len);
         free(again);
