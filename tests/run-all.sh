@@ -44,23 +44,9 @@ stage_end() {
 }
 
 # slowest TESTLOG_JSON: per suite in it, its tests' seconds summed and the five
-# slowest.
+# slowest (tests/slowest_tests.py), indented.
 slowest() {
-    python3 - "$1" <<'PY'
-import json, sys
-suites = {}
-try:
-    for line in open(sys.argv[1]):
-        t = json.loads(line)
-        suite = t["name"].split(" / ")[0].split(":")[-1]  # "neardup:unit / utf8"
-        suites.setdefault(suite, []).append((t.get("duration", 0.0), t["name"].split(" / ")[-1]))
-except OSError:
-    sys.exit(0)
-for suite, tests in sorted(suites.items()):
-    tests.sort(reverse=True)
-    print("    %s: %d tests, %.0f s in all; slowest: %s" % (suite, len(tests),
-          sum(d for d, _ in tests), ", ".join("%s %.0f s" % (n, d) for d, n in tests[:5])))
-PY
+    python3 tests/slowest_tests.py "$1" | sed 's/^/    /'
 }
 
 # Adds the results of one meson test run (its testlog JSON) to the totals.

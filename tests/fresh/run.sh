@@ -468,23 +468,9 @@ PY
 }
 
 # slowest TESTLOG_JSON: the five slowest tests of each suite in it, and the
-# suite's total, in seconds.
+# suite's total, in seconds (tests/slowest_tests.py).
 slowest() {
-    python3 - "$1" <<'PY' | sed 's/^/    | /'
-import json, sys
-suites = {}
-try:
-    for line in open(sys.argv[1]):
-        t = json.loads(line)
-        suite = t["name"].split(" / ")[0].split(":")[-1]  # "neardup:unit / utf8"
-        suites.setdefault(suite, []).append((t.get("duration", 0.0), t["name"].split(" / ")[-1]))
-except OSError:
-    sys.exit(0)
-for suite, tests in sorted(suites.items()):
-    tests.sort(reverse=True)
-    print("%s: %d tests, %.0f s; slowest: %s" % (suite, len(tests), sum(d for d, _ in tests),
-          ", ".join("%s %.0f" % (n, d) for d, n in tests[:5])))
-PY
+    python3 "$src/tests/slowest_tests.py" "$1" | sed 's/^/    | /'
 }
 
 # failed_output TESTLOG_JSON: the last lines each failed test printed, so a
